@@ -1,0 +1,110 @@
+//! Typed errors for every layer.
+//!
+//! Invariant: no engine function panics on bad input (a foreign, truncated or corrupt file,
+//! a bad argument); it returns one of these variants, which always says *where* (path,
+//! page number, operation) so the message alone is enough to act on.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Page number. Page 0 is the file header page.
+pub type Pgno = u32;
+
+/// Every error the engine reports.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operating-system (or simulated) I/O call failed.
+    #[error("I/O error in {op} on {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not an inpage database (wrong magic, empty, unsupported version...).
+    #[error("{}: not an inpage database: {reason}", path.display())]
+    NotADatabase { path: PathBuf, reason: String },
+    /// The file is shorter than its header says.
+    #[error("{}: file is truncated: header says {expected} bytes, file has {actual}", path.display())]
+    Truncated {
+        path: PathBuf,
+        expected: u64,
+        actual: u64,
+    },
+    /// A page failed its checksum or structural checks.
+    #[error("corrupt page {pgno}: {reason}")]
+    Corrupt { pgno: Pgno, reason: String },
+    /// A log or journal file failed its checks in a way recovery cannot explain.
+    #[error("{}: corrupt journal: {reason}", path.display())]
+    CorruptJournal { path: PathBuf, reason: String },
+    /// The file was created with another journal mode than the one asked for.
+    #[error("{}: database uses journal mode `{file}` but `{requested}` was requested (open with journal_mode None to use the file's mode)", path.display())]
+    ModeMismatch {
+        path: PathBuf,
+        file: String,
+        requested: String,
+    },
+    /// The file uses another page size than the one asked for.
+    #[error("{}: database has page size {file} but {requested} was requested", path.display())]
+    PageSizeMismatch {
+        path: PathBuf,
+        file: u32,
+        requested: u32,
+    },
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// An argument is out of range (meta index, savepoint id, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A key is longer than the tree can store in one cell.
+    #[error("key of {len} bytes is too large (at most {max} bytes with this page size)")]
+    KeyTooLarge { len: usize, max: usize },
+    /// A value is longer than the engine supports.
+    #[error("value of {len} bytes is too large (at most {max} bytes)")]
+    ValueTooLarge { len: usize, max: usize },
+    /// No tree of that name exists.
+    #[error("no tree named {0:?}")]
+    TreeNotFound(String),
+    /// A tree of that name already exists.
+    #[error("a tree named {0:?} already exists")]
+    TreeExists(String),
+    /// The key kind does not match the tree's (an integer key on a byte tree or the reverse).
+    #[error("tree {tree:?} has {expected} keys, got a {got} key")]
+    KeyKindMismatch {
+        tree: String,
+        expected: &'static str,
+        got: &'static str,
+    },
+    /// The database grew past the largest page number.
+    #[error("database is full: no page number left")]
+    Full,
+    /// An earlier I/O error left the in-memory state unknown; reopen to run recovery.
+    #[error("database is unusable after an earlier I/O error ({0}); reopen it to run recovery")]
+    Poisoned(String),
+    /// Another write transaction is active (only from `try_begin_write`).
+    #[error("another write transaction is active")]
+    Busy,
+}
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Helper to build an `Io` error mapper: `file.read_at(..).map_err(Error::io("read", path))`.
+    pub fn io(op: &'static str, path: &std::path::Path) -> impl FnOnce(io::Error) -> Error + '_ {
+        move |source| Error::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Build a `Corrupt` error.
+    pub fn corrupt(pgno: Pgno, reason: impl Into<String>) -> Error {
+        Error::Corrupt {
+            pgno,
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,223 @@
+//! Commit protocols ("journal modes") plugged into the pager.
+//!
+//! Invariants every mode keeps:
+//! - `commit` either makes the whole batch durable and returns Ok, or returns Err; after
+//!   Err nothing about the batch is promised, and the pager poisons the database until it
+//!   is reopened and recovered (a failed fsync may have dropped any unsynced write).
+//! - `read_page` returns the latest *committed* image of a page (the database file, or a
+//!   newer frame in a log), never a half-applied one: the pager calls it only for pages no
+//!   commit is currently writing (those stay pinned in its cache).
+//! - Recovery runs inside `open_*` before the pager reads the header, so the pager only
+//!   ever sees a consistent file.
+//! - A mode only touches its own side files (`-journal`, `-wal`); adding a mode never
+//!   edits another.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Pgno, Result};
+use crate::page::PageRef;
+use crate::vfs::Vfs;
+
+mod dbfile;
+mod off;
+mod rollback;
+mod wal;
+
+pub use dbfile::DbFile;
+pub(crate) use off::OffJournal;
+pub(crate) use rollback::{recover_hot_journal, RollbackJournal};
+pub(crate) use wal::Wal;
+
+/// The journal modes this engine implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JournalMode {
+    /// Write pages in place, one fdatasync, no atomicity promised.
+    Off,
+    /// Rollback journal, deleted at commit (SQLite DELETE).
+    Delete,
+    /// Rollback journal, truncated at commit (SQLite TRUNCATE).
+    Truncate,
+    /// Rollback journal, header zeroed at commit (SQLite PERSIST).
+    Persist,
+    /// Write-ahead log (SQLite WAL).
+    Wal,
+}
+
+impl JournalMode {
+    /// Every mode, in a stable order.
+    pub const ALL: [JournalMode; 5] = [
+        JournalMode::Off,
+        JournalMode::Delete,
+        JournalMode::Truncate,
+        JournalMode::Persist,
+        JournalMode::Wal,
+    ];
+
+    /// The name used on the command line and in the file header.
+    pub fn name(self) -> &'static str {
+        match self {
+            JournalMode::Off => "off",
+            JournalMode::Delete => "delete",
+            JournalMode::Truncate => "truncate",
+            JournalMode::Persist => "persist",
+            JournalMode::Wal => "wal",
+        }
+    }
+
+    /// Parse a name (case-insensitive).
+    pub fn from_name(s: &str) -> Option<JournalMode> {
+        JournalMode::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s))
+    }
+
+    /// Code stored in the header byte.
+    pub fn code(self) -> u8 {
+        match self {
+            JournalMode::Off => 1,
+            JournalMode::Delete => 2,
+            JournalMode::Truncate => 3,
+            JournalMode::Persist => 4,
+            JournalMode::Wal => 5,
+        }
+    }
+
+    /// Inverse of `code`.
+    pub fn from_code(c: u8) -> Option<JournalMode> {
+        JournalMode::ALL.into_iter().find(|m| m.code() == c)
+    }
+
+    /// Whether a crash can leave a half-applied transaction.
+    pub fn promises_atomicity(self) -> bool {
+        self != JournalMode::Off
+    }
+}
+
+impl std::fmt::Display for JournalMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// WAL synchronous setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalSync {
+    /// fdatasync the WAL at every commit: durable and atomic.
+    Full,
+    /// No sync at commit (only at checkpoint): atomic, but the newest commits may be lost.
+    Normal,
+}
+
+/// Settings a journal needs.
+#[derive(Clone, Debug)]
+pub struct JournalConfig {
+    /// WAL: sync setting.
+    pub wal_sync: WalSync,
+    /// WAL: checkpoint after a commit once the WAL holds at least this many frames
+    /// (0 = only on close / explicit checkpoint).
+    pub wal_autocheckpoint: u32,
+    /// After a checkpoint or journal reset, truncate the side file to at most this many
+    /// bytes (None = leave it). SQLite's `journal_size_limit`.
+    pub journal_size_limit: Option<u64>,
+    /// WAL: pre-size and zero-fill the WAL to the checkpoint interval (the papers'
+    /// WAL_OPT), so appends are non-allocating overwrites.
+    pub wal_prealloc: bool,
+}
+
+impl Default for JournalConfig {
+    fn default() -> Self {
+        JournalConfig {
+            wal_sync: WalSync::Full,
+            wal_autocheckpoint: 1000,
+            journal_size_limit: None,
+            wal_prealloc: false,
+        }
+    }
+}
+
+/// What a journal gets when it is opened.
+#[derive(Clone, Debug)]
+pub struct JournalCtx {
+    pub vfs: Arc<dyn Vfs>,
+    pub db_path: PathBuf,
+    pub db: Arc<DbFile>,
+    pub config: JournalConfig,
+}
+
+impl JournalCtx {
+    /// Path of a side file: `<db>-<suffix>`.
+    pub fn side_path(&self, suffix: &str) -> PathBuf {
+        side_path(&self.db_path, suffix)
+    }
+    /// Directory holding the database (for `sync_dir`).
+    pub fn dir(&self) -> PathBuf {
+        dir_of(&self.db_path)
+    }
+}
+
+/// `<db>-<suffix>`.
+pub fn side_path(db_path: &Path, suffix: &str) -> PathBuf {
+    let mut s = db_path.as_os_str().to_owned();
+    s.push("-");
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// The directory of a path ("." when it has none).
+pub fn dir_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// One transaction's pages, handed to `Journal::commit`.
+#[derive(Debug)]
+pub struct CommitBatch<'a> {
+    /// The committing transaction's id (the new FCC).
+    pub tid: u64,
+    /// Every page the transaction changed, sorted by page number, trailers stamped;
+    /// always includes the header page 0.
+    pub pages: &'a [(Pgno, PageRef)],
+    /// The committed images, before this transaction, of the pages in `pages` that
+    /// existed before it (`pgno < old_page_count`), sorted by page number.
+    pub originals: &'a [(Pgno, PageRef)],
+    /// Database size in pages before the transaction.
+    pub old_page_count: u32,
+    /// Database size in pages after it.
+    pub new_page_count: u32,
+}
+
+/// What recovery did when a journal was opened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Pages written back into the database file (rolled back or replayed).
+    pub pages_restored: u64,
+    /// WAL frames found valid (committed) and kept.
+    pub frames_kept: u64,
+    /// WAL frames or journal records ignored as uncommitted or torn.
+    pub frames_discarded: u64,
+    /// Whether a hot rollback journal was rolled back.
+    pub rolled_back: bool,
+}
+
+/// A commit protocol.
+pub trait Journal: Send + Sync + std::fmt::Debug {
+    /// The mode this journal implements.
+    fn mode(&self) -> JournalMode;
+    /// Read the latest committed image of `pgno` into `buf` (`buf.len() == page_size`).
+    /// The trailer crc is *not* verified here; the pager does that.
+    fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()>;
+    /// Make `batch` durable (and atomic, if the mode promises it).
+    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()>;
+    /// Move logged pages into the database file (WAL); a no-op for other modes.
+    fn checkpoint(&self) -> Result<()>;
+    /// Called once when the database is closed cleanly (WAL checkpoints and removes its
+    /// file as SQLite does).
+    fn close(&self) -> Result<()>;
+    /// Number of frames currently in the log (0 for non-log modes); for inspect/tests.
+    fn log_frames(&self) -> u64 {
+        0
+    }
+}

@@ -1,0 +1,3 @@
+//! STUB — replaced by the journal helper.
+#[derive(Debug)]
+pub(crate) struct OffJournal;

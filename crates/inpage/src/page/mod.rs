@@ -1,0 +1,89 @@
+//! Page access seen from the tree layer, and the page-type tags shared by all layouts.
+//!
+//! Invariants:
+//! - Every page is `page_size` bytes; the last `PAGE_TRAILER` bytes belong to the pager
+//!   (a crc32c of the rest, stamped on write, verified on read), so layouts only use the
+//!   first `usable_size()` bytes. A page read through `PageRead` has passed its checksum.
+//! - Byte 0 of every non-header page is its page type, so `check` and `inspect` can
+//!   classify any page without knowing which tree owns it.
+//! - Pages are immutable once handed out (`PageRef` is an `Arc<[u8]>`): a writer builds a
+//!   new image and `write`s it, so snapshot readers and savepoints can keep old images by
+//!   keeping the `Arc`.
+
+use std::sync::Arc;
+
+use crate::error::{Pgno, Result};
+
+/// An immutable page image.
+pub type PageRef = Arc<[u8]>;
+
+/// Bytes at the end of every page reserved for the pager's crc32c.
+pub const PAGE_TRAILER: usize = 4;
+
+/// Page type tags (byte 0 of a page).
+pub mod page_type {
+    /// B+tree leaf page.
+    pub const LEAF: u8 = 1;
+    /// B+tree interior page.
+    pub const INTERIOR: u8 = 2;
+    /// Overflow page holding part of a large value.
+    pub const OVERFLOW: u8 = 3;
+    /// Free-list page.
+    pub const FREE: u8 = 4;
+    /// Human-readable name of a page type.
+    pub fn name(t: u8) -> &'static str {
+        match t {
+            LEAF => "leaf",
+            INTERIOR => "interior",
+            OVERFLOW => "overflow",
+            FREE => "free",
+            _ => "unknown",
+        }
+    }
+}
+
+/// Read access to the pages of one snapshot (a read transaction, or a write
+/// transaction's view including its own dirty pages).
+pub trait PageRead {
+    /// Page size in bytes.
+    fn page_size(&self) -> usize;
+    /// Bytes a layout may use at the start of each page (`page_size - PAGE_TRAILER`).
+    fn usable_size(&self) -> usize {
+        self.page_size() - PAGE_TRAILER
+    }
+    /// Read page `pgno` (never the header page 0). Errors: `Corrupt` for a checksum
+    /// failure or a page number past the end of the database.
+    fn read(&self, pgno: Pgno) -> Result<PageRef>;
+}
+
+/// Write access for one write transaction. Changes are private to the transaction until
+/// it commits.
+pub trait PageWrite: PageRead {
+    /// Replace page `pgno` with `data` (`data.len() == page_size`; the trailer bytes are
+    /// ignored and stamped by the pager). `pgno` must be an allocated page.
+    fn write(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()>;
+    /// Allocate a page (from the free list, else by growing the database). Its content
+    /// is undefined until the caller `write`s it, which it must do in this transaction.
+    fn allocate(&mut self) -> Result<Pgno>;
+    /// Return a page to the free list. The caller must hold no reference to it.
+    fn free(&mut self, pgno: Pgno) -> Result<()>;
+}
+
+/// crc32c of a page image's usable part, as stored in its trailer.
+pub fn page_crc(page: &[u8]) -> u32 {
+    crc32c::crc32c(&page[..page.len() - PAGE_TRAILER])
+}
+
+/// Stamp the trailer crc into `page`.
+pub fn stamp_crc(page: &mut [u8]) {
+    let n = page.len();
+    let crc = page_crc(page);
+    page[n - PAGE_TRAILER..].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Whether the trailer crc matches.
+pub fn crc_ok(page: &[u8]) -> bool {
+    let n = page.len();
+    let stored = u32::from_le_bytes(page[n - PAGE_TRAILER..].try_into().unwrap());
+    stored == page_crc(page)
+}

@@ -1,0 +1,104 @@
+//! Storage interface: the narrow trait every layer above talks to.
+//!
+//! Invariants:
+//! - `write_at` writes the whole buffer or fails; `read_at` returns how many bytes were
+//!   read, short only at end of file. `read_exact_at` turns a short read into
+//!   `UnexpectedEof`.
+//! - Nothing written is promised durable until `sync_data`/`sync_all` on that file returns
+//!   Ok. Creating, deleting or renaming a file is durable only after `sync_dir` on its
+//!   directory. A failed sync promises nothing about any write since the last good sync
+//!   (fsyncgate): callers must treat it as a lost commit.
+//! - `allocate(off, len)` makes `[off, off+len)` exist and read as zeros, by *writing*
+//!   zeros, so that later overwrites of that range are non-allocating (on ext4 an
+//!   unwritten extent would still cost a metadata change on first write).
+//! - Files are `Send + Sync` and take `&self`: positional I/O needs no cursor, so one
+//!   handle can be shared between the writer and readers.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+mod accounting;
+mod fault;
+mod os;
+mod sim;
+
+pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot};
+pub use fault::{FaultPlan, FaultVfs};
+pub use os::OsVfs;
+pub use sim::{CrashModel, SimVfs};
+
+/// How to open a file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file if it does not exist.
+    pub create: bool,
+    /// Fail if the file exists (with `create`).
+    pub create_new: bool,
+    /// Bypass the page cache (O_DIRECT). Buffers, offsets and lengths must then be
+    /// multiples of the logical block size; the OS reports EINVAL otherwise.
+    pub direct: bool,
+}
+
+/// A file system.
+pub trait Vfs: Send + Sync + fmt::Debug {
+    /// Open (or create) a file.
+    fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Arc<dyn File>>;
+    /// Remove a file. `NotFound` if it does not exist.
+    fn delete(&self, path: &Path) -> io::Result<()>;
+    /// Whether a file exists.
+    fn exists(&self, path: &Path) -> io::Result<bool>;
+    /// Atomically rename `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Make the directory's entries (creations, deletions, renames) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// An open file.
+pub trait File: Send + Sync + fmt::Debug {
+    /// Read into `buf` at `offset`; returns the number of bytes read (short only at EOF).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Write all of `buf` at `offset`, growing the file if needed.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// fdatasync: make this file's data (and the size it needs) durable.
+    fn sync_data(&self) -> io::Result<()>;
+    /// fsync: make data and all metadata durable.
+    fn sync_all(&self) -> io::Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Truncate or extend (extension reads as zeros).
+    fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Make `[offset, offset+len)` exist as zeros by writing zeros (see module docs).
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// Read exactly `buf.len()` bytes or fail with `UnexpectedEof`.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = self.read_at(&mut buf[done..], offset + done as u64)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("short read at offset {}", offset + done as u64),
+                ));
+            }
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// Write zeros over `[offset, offset+len)` in bounded chunks; shared by implementations.
+pub(crate) fn write_zeros(file: &dyn File, offset: u64, len: u64) -> io::Result<()> {
+    const CHUNK: usize = 64 * 1024;
+    let zeros = vec![0u8; CHUNK.min(len as usize).max(1)];
+    let mut off = offset;
+    let end = offset + len;
+    while off < end {
+        let n = ((end - off) as usize).min(zeros.len());
+        file.write_at(&zeros[..n], off)?;
+        off += n as u64;
+    }
+    Ok(())
+}
