@@ -1,0 +1,149 @@
+//! Integrity check and page census, for `inpage check` / `inpage inspect` and the tests.
+//!
+//! The check proves, on one snapshot: every tree is structurally valid (the tree layer's
+//! `check`: checksums, cell bounds, key order, parent/child bounds, equal leaf depth,
+//! overflow chains); the free list is a chain of free pages of the length the header
+//! says, without cycles; and every page `1..page_count` is owned exactly once, by a tree
+//! or by the free list. The first violation is returned as `Error::Corrupt` naming the
+//! page and what is wrong.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::page_type;
+use crate::tree::{self, TreeStats};
+use crate::txn::catalog::TreeInfo;
+use crate::txn::key::{memcmp, Comparator};
+use crate::txn::ReadableTxn;
+
+/// What a successful check found.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    pub fcc: u64,
+    pub page_count: u32,
+    pub free_pages: u32,
+    /// The catalog tree's own statistics.
+    pub catalog: TreeStats,
+    pub trees: Vec<(TreeInfo, TreeStats)>,
+}
+
+/// Run the full check on a snapshot. Trees with a custom comparator need it in
+/// `comparators` (by tree name).
+pub fn check<T: ReadableTxn>(
+    txn: &T,
+    comparators: &HashMap<String, Comparator>,
+) -> Result<CheckReport> {
+    let h = txn.snapshot_header().clone();
+    let mut owner: Vec<Option<&'static str>> = vec![None; h.page_count as usize];
+    owner[0] = Some("header");
+    let mut claim = |pgno: Pgno, what: &'static str| -> Result<()> {
+        match owner.get_mut(pgno as usize) {
+            None => Err(Error::corrupt(
+                pgno,
+                format!("{what} refers to page past the end ({} pages)", h.page_count),
+            )),
+            Some(Some(prev)) => Err(Error::corrupt(
+                pgno,
+                format!("page is owned twice: by {prev} and by {what}"),
+            )),
+            Some(slot) => {
+                *slot = Some(what);
+                Ok(())
+            }
+        }
+    };
+
+    let catalog = tree::check(txn, h.catalog_root, &memcmp, &mut |p| claim(p, "catalog"))?;
+    let mut trees = Vec::new();
+    for info in txn.list_trees()? {
+        let cmp: &tree::CmpFn = if info.custom_comparator {
+            match comparators.get(&info.name) {
+                Some(c) => c.as_ref(),
+                None => {
+                    return Err(Error::InvalidArgument(format!(
+                        "tree {:?} uses a custom comparator; pass it to check",
+                        info.name
+                    )))
+                }
+            }
+        } else {
+            &memcmp
+        };
+        let stats = tree::check(txn, info.root, cmp, &mut |p| claim(p, "a tree"))
+            .map_err(|e| match e {
+                Error::Corrupt { pgno, reason } => Error::Corrupt {
+                    pgno,
+                    reason: format!("in tree {:?}: {reason}", info.name),
+                },
+                other => other,
+            })?;
+        trees.push((info, stats));
+    }
+
+    let mut next = h.freelist_head;
+    let mut seen = 0u32;
+    while next != 0 {
+        if seen >= h.freelist_count {
+            return Err(Error::corrupt(
+                next,
+                format!(
+                    "free list is longer than the {} pages the header says (or has a cycle)",
+                    h.freelist_count
+                ),
+            ));
+        }
+        claim(next, "the free list")?;
+        let page = txn.read(next)?;
+        if page[0] != page_type::FREE {
+            return Err(Error::corrupt(
+                next,
+                format!("on the free list but has type {}", page_type::name(page[0])),
+            ));
+        }
+        seen += 1;
+        next = u32::from_le_bytes(page[4..8].try_into().unwrap());
+    }
+    if seen != h.freelist_count {
+        return Err(Error::corrupt(
+            0,
+            format!(
+                "header says {} free pages, the free list has {seen}",
+                h.freelist_count
+            ),
+        ));
+    }
+    if let Some(p) = owner.iter().position(|o| o.is_none()) {
+        return Err(Error::corrupt(
+            p as Pgno,
+            "page is neither in a tree nor on the free list (leaked)",
+        ));
+    }
+    Ok(CheckReport {
+        fcc: h.fcc,
+        page_count: h.page_count,
+        free_pages: h.freelist_count,
+        catalog,
+        trees,
+    })
+}
+
+/// Pages by type, read on one snapshot; pages that fail to read are listed with why.
+#[derive(Clone, Debug, Default)]
+pub struct PageCensus {
+    pub by_type: BTreeMap<&'static str, u64>,
+    pub unreadable: Vec<(Pgno, String)>,
+}
+
+/// Classify every page of the snapshot.
+pub fn census<T: ReadableTxn>(txn: &T) -> PageCensus {
+    let h = txn.snapshot_header();
+    let mut c = PageCensus::default();
+    c.by_type.insert("header", 1);
+    for pgno in 1..h.page_count {
+        match txn.read(pgno) {
+            Ok(p) => *c.by_type.entry(page_type::name(p[0])).or_insert(0) += 1,
+            Err(e) => c.unreadable.push((pgno, e.to_string())),
+        }
+    }
+    c
+}

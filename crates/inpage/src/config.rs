@@ -1,0 +1,124 @@
+//! Settings chosen when a database is opened.
+//!
+//! Format settings (`page_size`) only matter when a file is created; an existing file
+//! keeps its own. The journal mode is stored in the file: `journal_mode: None` means "the
+//! file's mode" (or `DEFAULT_JOURNAL_MODE` for a new file); `Some(m)` on a file of another
+//! mode is refused with `Error::ModeMismatch` rather than converted behind the user's back.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::journal::{JournalConfig, JournalMode, WalSync};
+use crate::pager::header::{valid_page_size, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
+use crate::vfs::{OsVfs, Vfs};
+
+/// The mode a new database gets when none is asked for (SQLite's default).
+pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::Delete;
+
+/// Database settings. Build with `Config::default()` and the chained setters.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// File system to use (real files by default; `SimVfs` in tests).
+    pub vfs: Arc<dyn Vfs>,
+    /// Journal mode (see module docs).
+    pub journal_mode: Option<JournalMode>,
+    /// Page size for a new file: a power of two in 512..=65536. Default 4096.
+    pub page_size: u32,
+    /// Create the file if it does not exist. Default true.
+    pub create: bool,
+    /// Pages kept in the shared cache. Default 2000 (8 MiB at 4 KiB pages).
+    pub cache_pages: usize,
+    /// Grow the file by this many zero-filled, synced pages at a time (0 = one page at a
+    /// time, as SQLite does). Default 64.
+    pub chunk_pages: u32,
+    /// Journal settings (WAL sync, checkpoint interval, size limit, preallocation).
+    pub journal: JournalConfig,
+    /// B+tree: borrow from a sibling on underflow when a merge does not fit. Default true.
+    pub redistribute: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            vfs: Arc::new(OsVfs::new()),
+            journal_mode: None,
+            page_size: 4096,
+            create: true,
+            cache_pages: 2000,
+            chunk_pages: 64,
+            journal: JournalConfig::default(),
+            redistribute: true,
+        }
+    }
+}
+
+impl Config {
+    pub fn vfs(mut self, vfs: Arc<dyn Vfs>) -> Self {
+        self.vfs = vfs;
+        self
+    }
+    pub fn journal_mode(mut self, mode: JournalMode) -> Self {
+        self.journal_mode = Some(mode);
+        self
+    }
+    pub fn page_size(mut self, n: u32) -> Self {
+        self.page_size = n;
+        self
+    }
+    pub fn create(mut self, yes: bool) -> Self {
+        self.create = yes;
+        self
+    }
+    pub fn cache_pages(mut self, n: usize) -> Self {
+        self.cache_pages = n;
+        self
+    }
+    pub fn chunk_pages(mut self, n: u32) -> Self {
+        self.chunk_pages = n;
+        self
+    }
+    pub fn wal_sync(mut self, s: WalSync) -> Self {
+        self.journal.wal_sync = s;
+        self
+    }
+    pub fn wal_autocheckpoint(mut self, frames: u32) -> Self {
+        self.journal.wal_autocheckpoint = frames;
+        self
+    }
+    pub fn journal_size_limit(mut self, bytes: Option<u64>) -> Self {
+        self.journal.journal_size_limit = bytes;
+        self
+    }
+    pub fn wal_prealloc(mut self, yes: bool) -> Self {
+        self.journal.wal_prealloc = yes;
+        self
+    }
+    pub fn redistribute(mut self, yes: bool) -> Self {
+        self.redistribute = yes;
+        self
+    }
+
+    /// Check every value; called by `Database::open`.
+    pub fn validate(&self) -> Result<()> {
+        if !valid_page_size(self.page_size) {
+            return Err(Error::Config(format!(
+                "page_size {} must be a power of two in {MIN_PAGE_SIZE}..={MAX_PAGE_SIZE}",
+                self.page_size
+            )));
+        }
+        if self.cache_pages < 16 {
+            return Err(Error::Config(format!(
+                "cache_pages {} is below the minimum of 16",
+                self.cache_pages
+            )));
+        }
+        if self.chunk_pages > 1 << 20 {
+            return Err(Error::Config(format!(
+                "chunk_pages {} is above the maximum of {}",
+                self.chunk_pages,
+                1 << 20
+            )));
+        }
+        Ok(())
+    }
+}

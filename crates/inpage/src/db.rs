@@ -1,0 +1,195 @@
+//! `Database`: the handle users open, and the auto-commit conveniences.
+//!
+//! Invariants: the writer flag admits one `WriteTxn` at a time (`begin_write` blocks,
+//! `try_begin_write` fails with `Busy`); closing runs the journal's clean shutdown once
+//! (explicitly via `close`, else when the last handle or transaction is dropped).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::journal::{JournalMode, RecoveryReport};
+use crate::pager::header::Header;
+use crate::pager::{CacheStats, Pager};
+use crate::txn::key::Key;
+use crate::txn::{ReadTxn, ReadableTxn, WriteTxn};
+
+pub(crate) struct Shared {
+    pub(crate) pager: Pager,
+    pub(crate) config: Config,
+    writer: Mutex<bool>,
+    writer_cv: Condvar,
+    closed: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn release_writer(&self) {
+        let mut busy = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        *busy = false;
+        self.writer_cv.notify_one();
+    }
+
+    fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.pager.close()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Errors here can't be reported; the next open's recovery covers them.
+        let _ = self.close();
+    }
+}
+
+/// An open database. Cheap to clone (`Arc` inside); share it between threads.
+#[derive(Clone)]
+pub struct Database {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("path", &self.shared.pager.path())
+            .field("journal_mode", &self.journal_mode())
+            .finish()
+    }
+}
+
+impl Database {
+    /// Open or create the database at `path`. Runs recovery if the last session crashed.
+    pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Database> {
+        let pager = Pager::open(path.as_ref(), &config)?;
+        Ok(Database {
+            shared: Arc::new(Shared {
+                pager,
+                config,
+                writer: Mutex::new(false),
+                writer_cv: Condvar::new(),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Start the write transaction, waiting for the current one to finish.
+    pub fn begin_write(&self) -> Result<WriteTxn> {
+        {
+            let mut busy = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+            while *busy {
+                busy = self
+                    .shared
+                    .writer_cv
+                    .wait(busy)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+            *busy = true;
+        }
+        WriteTxn::new(self.shared.clone())
+    }
+
+    /// Start the write transaction, or fail with `Error::Busy` if one is active.
+    pub fn try_begin_write(&self) -> Result<WriteTxn> {
+        {
+            let mut busy = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+            if *busy {
+                return Err(Error::Busy);
+            }
+            *busy = true;
+        }
+        WriteTxn::new(self.shared.clone())
+    }
+
+    /// Start a read transaction on the latest committed state. Never blocks on the writer.
+    pub fn begin_read(&self) -> Result<ReadTxn> {
+        ReadTxn::new(self.shared.clone())
+    }
+
+    /// Auto-commit insert into an existing tree.
+    pub fn insert<'k>(
+        &self,
+        tree: &str,
+        key: impl Into<Key<'k>>,
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let mut w = self.begin_write()?;
+        let t = w.open_tree(tree)?;
+        let old = w.insert(&t, key, value)?;
+        w.commit()?;
+        Ok(old)
+    }
+
+    /// Auto-commit remove from an existing tree.
+    pub fn remove<'k>(&self, tree: &str, key: impl Into<Key<'k>>) -> Result<Option<Vec<u8>>> {
+        let mut w = self.begin_write()?;
+        let t = w.open_tree(tree)?;
+        let old = w.remove(&t, key)?;
+        w.commit()?;
+        Ok(old)
+    }
+
+    /// Point read on the latest committed state.
+    pub fn get<'k>(&self, tree: &str, key: impl Into<Key<'k>>) -> Result<Option<Vec<u8>>> {
+        let r = self.begin_read()?;
+        let t = r.open_tree(tree)?;
+        r.get(&t, key)
+    }
+
+    /// Move logged pages into the database file (WAL); no-op in other modes.
+    pub fn checkpoint(&self) -> Result<()> {
+        let w = self.begin_write()?;
+        let r = self.shared.pager.checkpoint();
+        w.rollback();
+        r
+    }
+
+    /// Close cleanly, reporting errors (WAL: final checkpoint). Fails if transactions or
+    /// clones of this handle are still alive.
+    pub fn close(self) -> Result<()> {
+        let n = Arc::strong_count(&self.shared);
+        if n > 1 {
+            return Err(Error::InvalidArgument(format!(
+                "cannot close: {} other handles or transactions are still open",
+                n - 1
+            )));
+        }
+        self.shared.close()
+    }
+
+    pub fn path(&self) -> &Path {
+        self.shared.pager.path()
+    }
+    pub fn journal_mode(&self) -> JournalMode {
+        self.shared.pager.journal_mode()
+    }
+    pub fn page_size(&self) -> usize {
+        self.shared.pager.page_size()
+    }
+    /// The committed file header.
+    pub fn header(&self) -> Header {
+        self.shared.pager.header()
+    }
+    /// The id of the last committed write transaction.
+    pub fn fcc(&self) -> u64 {
+        self.shared.pager.header().fcc
+    }
+    /// What recovery did when this database was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        self.shared.pager.recovery()
+    }
+    /// Frames currently in the write-ahead log (0 outside WAL mode).
+    pub fn log_frames(&self) -> u64 {
+        self.shared.pager.log_frames()
+    }
+    pub fn cache_stats(&self) -> CacheStats {
+        self.shared.pager.cache_stats()
+    }
+    /// The settings this database was opened with.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+}

@@ -1,0 +1,506 @@
+//! The pager: the committed state of the database, shared by the writer and readers.
+//!
+//! Invariants, and why they hold:
+//! - **Readers see only committed images.** A write transaction's pages live in its own
+//!   dirty map until `commit`; the pager learns about them only inside `commit`.
+//! - **Snapshots are stable.** Before a commit touches the file, the pager records, under
+//!   its lock and in one step with pinning the new images in the cache, the pre-image of
+//!   every page the commit replaces (`versions[tid]`). A reader with snapshot `s` looks for
+//!   page `p` in the pre-images of the oldest commit newer than `s` that replaced `p`;
+//!   only if no newer commit replaced it does it read the current image. Because both
+//!   steps happen under the same lock, no interleaving lets a reader see a newer image.
+//!   Pre-images are dropped once no registered reader is older than the commit.
+//! - **No torn reads.** Pages of a commit in flight are pinned in the cache, so nobody
+//!   reads them from the file while it is being written (see `cache.rs`).
+//! - **Fail-stop on I/O errors.** If a commit fails, the on-disk state is unknown (a
+//!   failed fsync may have dropped any write since the last good one), so the pager
+//!   restores the old images in memory, pins them, and refuses new transactions until the
+//!   database is reopened and recovered. Existing readers keep their snapshots.
+//! - **Opening never trusts a byte before checking it**: a hot rollback journal is rolled
+//!   back first (the header page itself may be half-written), then the header is decoded
+//!   with its checksum, then the journal mode's own recovery runs, then the header is read
+//!   again through the journal (a log may hold a newer one).
+
+pub mod header;
+
+pub(crate) mod cache;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::config::{Config, DEFAULT_JOURNAL_MODE};
+use crate::error::{Error, Pgno, Result};
+use crate::journal::{
+    dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx,
+    JournalMode, OffJournal, RecoveryReport, RollbackJournal, Wal,
+};
+use crate::page::{crc_ok, stamp_crc, PageRead, PageRef, PageWrite};
+use crate::vfs::{File, OpenOptions};
+use cache::Cache;
+use header::{Header, HEADER_LEN, META_SLOTS};
+
+struct State {
+    header: Header,
+    cache: Cache,
+    /// Commit tid -> committed images that commit replaced.
+    versions: BTreeMap<u64, HashMap<Pgno, PageRef>>,
+    /// Snapshot tid -> number of readers on it.
+    readers: BTreeMap<u64, usize>,
+    poisoned: Option<String>,
+}
+
+/// Cache statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub pages: usize,
+}
+
+/// The committed database.
+pub(crate) struct Pager {
+    path: PathBuf,
+    journal: Box<dyn Journal>,
+    page_size: usize,
+    state: Mutex<State>,
+    recovery: RecoveryReport,
+}
+
+impl std::fmt::Debug for Pager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pager")
+            .field("path", &self.path)
+            .field("page_size", &self.page_size)
+            .field("journal", &self.journal)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A `PageWrite` over a map, used to lay out a brand-new file.
+struct InitStore {
+    page_size: usize,
+    pages: BTreeMap<Pgno, Vec<u8>>,
+    next: Pgno,
+}
+
+impl PageRead for InitStore {
+    fn page_size(&self) -> usize {
+        self.page_size
+    }
+    fn read(&self, pgno: Pgno) -> Result<PageRef> {
+        self.pages
+            .get(&pgno)
+            .map(|p| PageRef::from(p.as_slice()))
+            .ok_or_else(|| Error::corrupt(pgno, "page not written during initialisation"))
+    }
+}
+
+impl PageWrite for InitStore {
+    fn write(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
+        self.pages.insert(pgno, data);
+        Ok(())
+    }
+    fn allocate(&mut self) -> Result<Pgno> {
+        self.next += 1;
+        Ok(self.next - 1)
+    }
+    fn free(&mut self, pgno: Pgno) -> Result<()> {
+        Err(Error::InvalidArgument(format!(
+            "page {pgno} freed while creating a database"
+        )))
+    }
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock can only come from a bug; the state it protects is
+    // updated in single steps, so continuing with it is no worse than the panic itself.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Encode a header as a full, crc-stamped page 0 image.
+pub(crate) fn header_page(h: &Header) -> PageRef {
+    let mut p = vec![0u8; h.page_size as usize];
+    h.encode(&mut p);
+    stamp_crc(&mut p);
+    PageRef::from(p)
+}
+
+impl Pager {
+    /// Open (or create) the database at `path`.
+    pub fn open(path: &Path, cfg: &Config) -> Result<Pager> {
+        cfg.validate()?;
+        let vfs = &cfg.vfs;
+        let exists = vfs.exists(path).map_err(Error::io("stat", path))?;
+        if !exists {
+            if !cfg.create {
+                return Err(Error::Io {
+                    op: "open",
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "database file does not exist (and create is off)",
+                    ),
+                });
+            }
+            Self::create_file(path, cfg)?;
+        }
+        let file = vfs
+            .open(path, OpenOptions::default())
+            .map_err(Error::io("open", path))?;
+
+        // A hot rollback journal goes first: until it is rolled back, even page 0 may be
+        // a half-written image.
+        let hot = recover_hot_journal(vfs, path, &file)?;
+
+        let raw = Self::read_raw_header(path, &file)?;
+        let disk_header =
+            Header::decode(&raw).map_err(|reason| Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason,
+            })?;
+        let mode = disk_header.journal_mode;
+        if let Some(want) = cfg.journal_mode {
+            if want != mode {
+                return Err(Error::ModeMismatch {
+                    path: path.to_path_buf(),
+                    file: mode.name().into(),
+                    requested: want.name().into(),
+                });
+            }
+        }
+        let page_size = disk_header.page_size as usize;
+        let db = Arc::new(DbFile {
+            file,
+            path: path.to_path_buf(),
+            page_size,
+            chunk_pages: cfg.chunk_pages,
+        });
+        let ctx = JournalCtx {
+            vfs: vfs.clone(),
+            db_path: path.to_path_buf(),
+            db: db.clone(),
+            config: cfg.journal.clone(),
+        };
+        let (journal, mut recovery): (Box<dyn Journal>, RecoveryReport) = match mode {
+            JournalMode::Off => {
+                let (j, r) = OffJournal::open(ctx)?;
+                (Box::new(j), r)
+            }
+            JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist => {
+                let (j, r) = RollbackJournal::open(ctx, mode)?;
+                (Box::new(j), r)
+            }
+            JournalMode::Wal => {
+                let (j, r) = Wal::open(ctx)?;
+                (Box::new(j), r)
+            }
+        };
+        if let Some(h) = hot {
+            recovery.rolled_back = h.rolled_back;
+            recovery.pages_restored += h.pages_restored;
+            recovery.frames_discarded += h.frames_discarded;
+        }
+
+        // The journal may hold a newer page 0 than the file.
+        let mut p0 = vec![0u8; page_size];
+        journal.read_page(0, &mut p0)?;
+        if !crc_ok(&p0) {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason: "header page checksum mismatch".into(),
+            });
+        }
+        let header = Header::decode(&p0).map_err(|reason| Error::NotADatabase {
+            path: path.to_path_buf(),
+            reason,
+        })?;
+        if header.page_size as usize != page_size || header.journal_mode != mode {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason: "header in the journal disagrees with the file".into(),
+            });
+        }
+        let len = db.len()?;
+        let need = header.page_count as u64 * page_size as u64;
+        if len < need {
+            return Err(Error::Truncated {
+                path: path.to_path_buf(),
+                expected: need,
+                actual: len,
+            });
+        }
+        let mut cache = Cache::new(cfg.cache_pages);
+        cache.insert(0, PageRef::from(p0), false);
+        Ok(Pager {
+            path: path.to_path_buf(),
+            journal,
+            page_size,
+            state: Mutex::new(State {
+                header,
+                cache,
+                versions: BTreeMap::new(),
+                readers: BTreeMap::new(),
+                poisoned: None,
+            }),
+            recovery,
+        })
+    }
+
+    fn read_raw_header(path: &Path, file: &Arc<dyn File>) -> Result<Vec<u8>> {
+        let len = file.len().map_err(Error::io("stat", path))?;
+        if len == 0 {
+            return Err(Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason: "file is empty (0 bytes)".into(),
+            });
+        }
+        let mut raw = vec![0u8; HEADER_LEN.min(len as usize)];
+        file.read_exact_at(&mut raw, 0)
+            .map_err(Error::io("read", path))?;
+        Ok(raw)
+    }
+
+    /// Lay out a new database next to `path` and move it into place atomically, so a
+    /// crash never leaves a half-initialised file under the real name.
+    fn create_file(path: &Path, cfg: &Config) -> Result<()> {
+        let vfs = &cfg.vfs;
+        let page_size = cfg.page_size as usize;
+        let mut store = InitStore {
+            page_size,
+            pages: BTreeMap::new(),
+            next: 1,
+        };
+        let catalog_root = crate::tree::create(&mut store)?;
+        let header = Header {
+            page_size: cfg.page_size,
+            journal_mode: cfg.journal_mode.unwrap_or(DEFAULT_JOURNAL_MODE),
+            page_count: store.next,
+            fcc: 0,
+            last_txn_size: 0,
+            freelist_head: 0,
+            freelist_count: 0,
+            catalog_root,
+            meta: [0; META_SLOTS],
+        };
+        let init = side_path(path, "init");
+        let f = vfs
+            .open(
+                &init,
+                OpenOptions {
+                    create: true,
+                    ..Default::default()
+                },
+            )
+            .map_err(Error::io("create", &init))?;
+        f.set_len(0).map_err(Error::io("truncate", &init))?;
+        let db = DbFile {
+            file: f,
+            path: init.clone(),
+            page_size,
+            chunk_pages: cfg.chunk_pages,
+        };
+        db.write_page(0, &header_page(&header))?;
+        for (pgno, mut img) in store.pages {
+            stamp_crc(&mut img);
+            db.write_page(pgno, &img)?;
+        }
+        db.ensure_capacity(header.page_count)?;
+        db.sync()?;
+        drop(db);
+        vfs.rename(&init, path).map_err(Error::io("rename", &init))?;
+        let dir = dir_of(path);
+        vfs.sync_dir(&dir).map_err(Error::io("sync directory", &dir))?;
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    pub fn journal_mode(&self) -> JournalMode {
+        self.journal.mode()
+    }
+
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn log_frames(&self) -> u64 {
+        self.journal.log_frames()
+    }
+
+    /// The committed header.
+    pub fn header(&self) -> Header {
+        lock(&self.state).header.clone()
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        let st = lock(&self.state);
+        CacheStats {
+            hits: st.cache.hits,
+            misses: st.cache.misses,
+            pages: st.cache.len(),
+        }
+    }
+
+    /// Err(Poisoned) after a failed commit.
+    pub fn check_usable(&self) -> Result<()> {
+        match &lock(&self.state).poisoned {
+            Some(why) => Err(Error::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn current_locked(&self, st: &mut State, pgno: Pgno) -> Result<PageRef> {
+        if let Some(p) = st.cache.get(pgno) {
+            return Ok(p);
+        }
+        if pgno >= st.header.page_count {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "page number past the end of the database ({} pages)",
+                    st.header.page_count
+                ),
+            ));
+        }
+        let mut buf = vec![0u8; self.page_size];
+        self.journal.read_page(pgno, &mut buf)?;
+        if !crc_ok(&buf) {
+            return Err(Error::corrupt(pgno, "page checksum mismatch"));
+        }
+        let page = PageRef::from(buf);
+        st.cache.insert(pgno, page.clone(), false);
+        Ok(page)
+    }
+
+    /// The latest committed image of a page (for the writer).
+    pub fn read_current(&self, pgno: Pgno) -> Result<PageRef> {
+        let mut st = lock(&self.state);
+        self.current_locked(&mut st, pgno)
+    }
+
+    /// Register a reader on the latest committed state.
+    pub fn begin_snapshot(&self) -> Result<Header> {
+        let mut st = lock(&self.state);
+        if let Some(why) = &st.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        let h = st.header.clone();
+        *st.readers.entry(h.fcc).or_insert(0) += 1;
+        Ok(h)
+    }
+
+    /// Unregister a reader.
+    pub fn end_snapshot(&self, snapshot: u64) {
+        let mut st = lock(&self.state);
+        if let Some(n) = st.readers.get_mut(&snapshot) {
+            *n -= 1;
+            if *n == 0 {
+                st.readers.remove(&snapshot);
+            }
+        }
+        Self::prune(&mut st);
+    }
+
+    fn prune(st: &mut State) {
+        match st.readers.keys().next().copied() {
+            None => st.versions.clear(),
+            Some(oldest) => st.versions = st.versions.split_off(&(oldest + 1)),
+        }
+    }
+
+    /// Read a page as of snapshot `snapshot`.
+    pub fn read_at(&self, snapshot: u64, pgno: Pgno) -> Result<PageRef> {
+        let mut st = lock(&self.state);
+        for (_, replaced) in st.versions.range(snapshot + 1..) {
+            if let Some(p) = replaced.get(&pgno) {
+                return Ok(p.clone());
+            }
+        }
+        self.current_locked(&mut st, pgno)
+    }
+
+    /// Make a transaction durable. `header.fcc` is the new tid; `dirty` holds the
+    /// transaction's pages (never page 0), trailers stamped.
+    pub fn commit(&self, header: &Header, dirty: &BTreeMap<Pgno, PageRef>) -> Result<()> {
+        debug_assert!(!dirty.contains_key(&0));
+        let mut pages: Vec<(Pgno, PageRef)> = Vec::with_capacity(dirty.len() + 1);
+        pages.push((0, header_page(header)));
+        pages.extend(dirty.iter().map(|(p, img)| (*p, img.clone())));
+
+        let mut st = lock(&self.state);
+        if let Some(why) = &st.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        let old_page_count = st.header.page_count;
+        debug_assert_eq!(header.fcc, st.header.fcc + 1, "commits are serial");
+        let mut originals = Vec::new();
+        for (pgno, _) in &pages {
+            if *pgno < old_page_count {
+                originals.push((*pgno, self.current_locked(&mut st, *pgno)?));
+            }
+        }
+        st.versions
+            .insert(header.fcc, originals.iter().cloned().collect());
+        for (pgno, img) in &pages {
+            st.cache.insert(*pgno, img.clone(), true);
+        }
+        drop(st);
+
+        let batch = CommitBatch {
+            tid: header.fcc,
+            pages: &pages,
+            originals: &originals,
+            old_page_count,
+            new_page_count: header.page_count,
+        };
+        let result = self.journal.commit(&batch);
+
+        let mut st = lock(&self.state);
+        match result {
+            Ok(()) => {
+                st.header = header.clone();
+                for (pgno, _) in &pages {
+                    st.cache.unpin(*pgno);
+                }
+                Self::prune(&mut st);
+                Ok(())
+            }
+            Err(e) => {
+                // Old images stay pinned: the file may now hold anything for these pages.
+                for (pgno, _) in &pages {
+                    st.cache.remove(*pgno);
+                }
+                for (pgno, img) in &originals {
+                    st.cache.insert(*pgno, img.clone(), true);
+                }
+                st.versions.remove(&header.fcc);
+                st.poisoned = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Move logged pages into the database file.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.check_usable()?;
+        let r = self.journal.checkpoint();
+        if let Err(e) = &r {
+            lock(&self.state).poisoned = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Clean shutdown (WAL: checkpoint and remove the log). Skipped when poisoned: the
+    /// next open's recovery is the only safe way forward then.
+    pub fn close(&self) -> Result<()> {
+        self.check_usable()?;
+        self.journal.close()
+    }
+}

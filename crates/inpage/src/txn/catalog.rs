@@ -1,0 +1,62 @@
+//! The catalog: a byte-keyed tree (memcmp order) at `header.catalog_root` mapping a tree's
+//! name to its root page and key kind.
+//!
+//! Invariant: a record is written in the same transaction that creates the tree's root,
+//! and removed in the one that frees it, so the catalog and the page accounting agree at
+//! every commit.
+
+use crate::error::{Error, Pgno, Result};
+use crate::txn::key::KeyKind;
+
+/// Flag: the tree orders keys with a caller-supplied comparator.
+pub(crate) const FLAG_CUSTOM_CMP: u8 = 1;
+
+/// A catalog record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeInfo {
+    pub name: String,
+    pub root: Pgno,
+    pub kind: KeyKind,
+    /// Whether keys are ordered by a caller-supplied comparator.
+    pub custom_comparator: bool,
+}
+
+impl TreeInfo {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(6);
+        v.push(self.kind.code());
+        v.push(if self.custom_comparator {
+            FLAG_CUSTOM_CMP
+        } else {
+            0
+        });
+        v.extend_from_slice(&self.root.to_le_bytes());
+        v
+    }
+
+    pub(crate) fn decode(catalog_root: Pgno, name: &[u8], v: &[u8]) -> Result<TreeInfo> {
+        let bad = |why: &str| {
+            Error::corrupt(
+                catalog_root,
+                format!(
+                    "catalog record for {:?}: {why}",
+                    String::from_utf8_lossy(name)
+                ),
+            )
+        };
+        if v.len() != 6 {
+            return Err(bad("wrong length"));
+        }
+        let kind = KeyKind::from_code(v[0]).ok_or_else(|| bad("unknown key kind"))?;
+        if v[1] & !FLAG_CUSTOM_CMP != 0 {
+            return Err(bad("unknown flags"));
+        }
+        let name = String::from_utf8(name.to_vec()).map_err(|_| bad("name is not UTF-8"))?;
+        Ok(TreeInfo {
+            name,
+            root: u32::from_le_bytes(v[2..6].try_into().unwrap()),
+            kind,
+            custom_comparator: v[1] & FLAG_CUSTOM_CMP != 0,
+        })
+    }
+}

@@ -1,0 +1,703 @@
+//! Transactions: one writer at a time, any number of snapshot readers.
+//!
+//! Invariants, and why they hold:
+//! - **Isolation.** A `WriteTxn` keeps every page it changes in its private dirty map
+//!   (copy-on-write `Arc` images); other threads see them only after `commit` hands them
+//!   to the pager. A `ReadTxn` reads through the pager at the FCC it started on, so it
+//!   sees exactly the transactions committed before it began (see `pager` for how the
+//!   pager keeps replaced images for it).
+//! - **One writer.** `begin_write` waits on the database's writer flag; the flag is
+//!   cleared when the `WriteTxn` is committed, rolled back or dropped.
+//! - **Rollback is free.** Nothing reaches the pager before commit, so rolling back is
+//!   dropping the dirty map. A savepoint is a copy of the (dirty map, header) pair — cheap
+//!   because page images are shared `Arc`s — and rolling back to it restores the copy.
+//! - **Page accounting.** Every page below `page_count` is in exactly one place: a tree
+//!   (catalog, user tree, overflow chain) or the free list; `allocate` and `free` are the
+//!   only ways pages move between them.
+
+pub(crate) mod catalog;
+pub mod key;
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use crate::db::Shared;
+use crate::error::{Error, Pgno, Result};
+use crate::page::{page_type, stamp_crc, PageRead, PageRef, PageWrite};
+use crate::pager::header::{Header, META_SLOTS};
+use crate::tree::{self, CmpFn, TreeOptions};
+use catalog::TreeInfo;
+use key::{decode_int, encode_int, memcmp, Comparator, Key, KeyKind, OwnedKey};
+
+/// A named tree, as used with a transaction. Cheap to clone; it only names the tree (and
+/// carries its comparator), so it stays usable across transactions.
+#[derive(Clone)]
+pub struct Tree {
+    name: Arc<str>,
+    cmp: Option<Comparator>,
+}
+
+impl std::fmt::Debug for Tree {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tree")
+            .field("name", &self.name)
+            .field("custom_comparator", &self.cmp.is_some())
+            .finish()
+    }
+}
+
+impl Tree {
+    /// The tree's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn check_tree_name(name: &str, usable: usize) -> Result<()> {
+    let max = tree::max_key_len(usable);
+    if name.is_empty() || name.len() > max {
+        return Err(Error::InvalidArgument(format!(
+            "tree name must be 1..={max} bytes, got {}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_meta_index(i: usize) -> Result<()> {
+    if i >= META_SLOTS {
+        return Err(Error::InvalidArgument(format!(
+            "meta index {i} out of range 0..{META_SLOTS}"
+        )));
+    }
+    Ok(())
+}
+
+/// Resolve a tree's comparator: the handle's, or memcmp; refuse a mismatch.
+fn comparator<'t>(tree: &'t Tree, info: &TreeInfo) -> Result<&'t CmpFn> {
+    match (&tree.cmp, info.custom_comparator) {
+        (Some(c), true) => Ok(c.as_ref()),
+        (None, false) => Ok(&memcmp),
+        (None, true) => Err(Error::InvalidArgument(format!(
+            "tree {:?} uses a custom comparator: open it with open_tree_with",
+            info.name
+        ))),
+        (Some(_), false) => Err(Error::InvalidArgument(format!(
+            "tree {:?} uses the default order: open it with open_tree",
+            info.name
+        ))),
+    }
+}
+
+/// Encode a key for a tree, checking its kind and size.
+fn encode_key<'k>(info: &TreeInfo, key: Key<'k>, usable: usize) -> Result<KeyBuf<'k>> {
+    if key.kind() != info.kind {
+        return Err(Error::KeyKindMismatch {
+            tree: info.name.clone(),
+            expected: info.kind.name(),
+            got: key.kind().name(),
+        });
+    }
+    match key {
+        Key::Int(i) => Ok(KeyBuf::Int(encode_int(i))),
+        Key::Bytes(b) => {
+            let max = tree::max_key_len(usable);
+            if b.len() > max {
+                return Err(Error::KeyTooLarge { len: b.len(), max });
+            }
+            Ok(KeyBuf::Bytes(b))
+        }
+    }
+}
+
+enum KeyBuf<'k> {
+    Int([u8; 8]),
+    Bytes(&'k [u8]),
+}
+
+impl KeyBuf<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            KeyBuf::Int(a) => a,
+            KeyBuf::Bytes(b) => b,
+        }
+    }
+}
+
+fn decode_key(info_kind: KeyKind, raw: &[u8], root: Pgno) -> Result<OwnedKey> {
+    match info_kind {
+        KeyKind::Int => decode_int(raw)
+            .map(OwnedKey::Int)
+            .ok_or_else(|| Error::corrupt(root, "integer tree holds a key that is not 8 bytes")),
+        KeyKind::Bytes => Ok(OwnedKey::Bytes(raw.to_vec())),
+    }
+}
+
+fn lookup_tree(store: &dyn PageRead, catalog_root: Pgno, name: &str) -> Result<TreeInfo> {
+    match tree::get(store, catalog_root, &memcmp, name.as_bytes())? {
+        Some(v) => TreeInfo::decode(catalog_root, name.as_bytes(), &v),
+        None => Err(Error::TreeNotFound(name.to_string())),
+    }
+}
+
+/// Operations shared by read and write transactions.
+pub trait ReadableTxn: PageRead + Sized {
+    #[doc(hidden)]
+    fn snapshot_header(&self) -> &Header;
+
+    /// The id (FCC) of the last transaction this one sees.
+    fn snapshot_fcc(&self) -> u64 {
+        self.snapshot_header().fcc
+    }
+
+    /// A handle on an existing tree with the default key order.
+    fn open_tree(&self, name: &str) -> Result<Tree> {
+        let info = lookup_tree(self, self.snapshot_header().catalog_root, name)?;
+        let t = Tree {
+            name: name.into(),
+            cmp: None,
+        };
+        comparator(&t, &info)?;
+        Ok(t)
+    }
+
+    /// A handle on an existing tree that orders keys with `cmp`.
+    fn open_tree_with(&self, name: &str, cmp: Comparator) -> Result<Tree> {
+        let info = lookup_tree(self, self.snapshot_header().catalog_root, name)?;
+        let t = Tree {
+            name: name.into(),
+            cmp: Some(cmp),
+        };
+        comparator(&t, &info)?;
+        Ok(t)
+    }
+
+    /// Catalog record of a tree.
+    fn tree_info(&self, tree: &Tree) -> Result<TreeInfo> {
+        lookup_tree(self, self.snapshot_header().catalog_root, tree.name())
+    }
+
+    /// Every tree, in name order.
+    fn list_trees(&self) -> Result<Vec<TreeInfo>> {
+        let root = self.snapshot_header().catalog_root;
+        let mut out = Vec::new();
+        let mut c = tree::Cursor::new(self, root, &memcmp);
+        let mut ok = c.first()?;
+        while ok {
+            out.push(TreeInfo::decode(root, c.key(), &c.value()?)?);
+            ok = c.next()?;
+        }
+        Ok(out)
+    }
+
+    /// Value stored under `key`.
+    fn get<'k>(&self, tree: &Tree, key: impl Into<Key<'k>>) -> Result<Option<Vec<u8>>> {
+        let info = self.tree_info(tree)?;
+        let cmp = comparator(tree, &info)?;
+        let k = encode_key(&info, key.into(), self.usable_size())?;
+        tree::get(self, info.root, cmp, k.as_slice())
+    }
+
+    /// Whether `key` is present.
+    fn contains<'k>(&self, tree: &Tree, key: impl Into<Key<'k>>) -> Result<bool> {
+        Ok(self.get(tree, key)?.is_some())
+    }
+
+    /// Number of entries.
+    fn count(&self, tree: &Tree) -> Result<u64> {
+        let info = self.tree_info(tree)?;
+        tree::count(self, info.root)
+    }
+
+    /// A cursor over the tree, not yet positioned.
+    fn cursor<'t>(&'t self, tree: &'t Tree) -> Result<TreeCursor<'t>> {
+        let info = self.tree_info(tree)?;
+        let cmp = comparator(tree, &info)?;
+        Ok(TreeCursor {
+            inner: tree::Cursor::new(self, info.root, cmp),
+            info,
+            usable: self.usable_size(),
+        })
+    }
+
+    /// Entries with keys in `(start, end)` bounds, in key order.
+    fn range<'t>(
+        &'t self,
+        tree: &'t Tree,
+        start: Bound<Key<'_>>,
+        end: Bound<Key<'_>>,
+    ) -> Result<Range<'t>> {
+        let mut cursor = self.cursor(tree)?;
+        let usable = self.usable_size();
+        let enc = |k: Key<'_>| -> Result<Vec<u8>> {
+            Ok(encode_key(&cursor.info, k, usable)?.as_slice().to_vec())
+        };
+        let end = match end {
+            Bound::Included(k) => Bound::Included(enc(k)?),
+            Bound::Excluded(k) => Bound::Excluded(enc(k)?),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let positioned = match start {
+            Bound::Unbounded => cursor.inner.first()?,
+            Bound::Included(k) => {
+                let k = enc(k)?;
+                cursor.inner.seek(&k)?
+            }
+            Bound::Excluded(k) => {
+                let k = enc(k)?;
+                let mut ok = cursor.inner.seek(&k)?;
+                if ok && (cursor.inner.cmp)(cursor.inner.key(), &k).is_eq() {
+                    ok = cursor.inner.next()?;
+                }
+                ok
+            }
+        };
+        Ok(Range {
+            cursor,
+            end,
+            done: !positioned,
+        })
+    }
+
+    /// Every entry in key order.
+    fn iter<'t>(&'t self, tree: &'t Tree) -> Result<Range<'t>> {
+        self.range(tree, Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// One of the `META_SLOTS` user meta values.
+    fn meta(&self, index: usize) -> Result<u32> {
+        check_meta_index(index)?;
+        Ok(self.snapshot_header().meta[index])
+    }
+}
+
+/// A positionable cursor over one tree.
+pub struct TreeCursor<'t> {
+    inner: tree::Cursor<'t>,
+    info: TreeInfo,
+    usable: usize,
+}
+
+impl TreeCursor<'_> {
+    pub fn first(&mut self) -> Result<bool> {
+        self.inner.first()
+    }
+    pub fn last(&mut self) -> Result<bool> {
+        self.inner.last()
+    }
+    /// Move to the first key >= `key`.
+    pub fn seek<'k>(&mut self, key: impl Into<Key<'k>>) -> Result<bool> {
+        let k = encode_key(&self.info, key.into(), self.usable)?;
+        self.inner.seek(k.as_slice())
+    }
+    /// Move to the last key <= `key`.
+    pub fn seek_le<'k>(&mut self, key: impl Into<Key<'k>>) -> Result<bool> {
+        let k = encode_key(&self.info, key.into(), self.usable)?;
+        self.inner.seek_le(k.as_slice())
+    }
+    pub fn next(&mut self) -> Result<bool> {
+        self.inner.next()
+    }
+    pub fn prev(&mut self) -> Result<bool> {
+        self.inner.prev()
+    }
+    pub fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    /// Current key (None when not positioned).
+    pub fn key(&self) -> Result<Option<OwnedKey>> {
+        if !self.inner.valid() {
+            return Ok(None);
+        }
+        decode_key(self.info.kind, self.inner.key(), self.info.root).map(Some)
+    }
+    /// Current value (None when not positioned).
+    pub fn value(&self) -> Result<Option<Vec<u8>>> {
+        if !self.inner.valid() {
+            return Ok(None);
+        }
+        self.inner.value().map(Some)
+    }
+}
+
+/// Iterator over a key range.
+pub struct Range<'t> {
+    cursor: TreeCursor<'t>,
+    end: Bound<Vec<u8>>,
+    done: bool,
+}
+
+impl Iterator for Range<'_> {
+    type Item = Result<(OwnedKey, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let c = &mut self.cursor.inner;
+        let in_range = match &self.end {
+            Bound::Unbounded => true,
+            Bound::Included(e) => (c.cmp)(c.key(), e).is_le(),
+            Bound::Excluded(e) => (c.cmp)(c.key(), e).is_lt(),
+        };
+        if !in_range {
+            self.done = true;
+            return None;
+        }
+        let item = decode_key(self.cursor.info.kind, c.key(), self.cursor.info.root)
+            .and_then(|k| Ok((k, c.value()?)));
+        match c.next() {
+            Ok(more) => self.done = !more,
+            Err(e) => {
+                self.done = true;
+                return Some(item.and(Err(e)));
+            }
+        }
+        if item.is_err() {
+            self.done = true;
+        }
+        Some(item)
+    }
+}
+
+/// A read-only snapshot. `Send`: it may move to another thread.
+pub struct ReadTxn {
+    shared: Arc<Shared>,
+    header: Header,
+}
+
+impl ReadTxn {
+    pub(crate) fn new(shared: Arc<Shared>) -> Result<ReadTxn> {
+        let header = shared.pager.begin_snapshot()?;
+        Ok(ReadTxn { shared, header })
+    }
+}
+
+impl Drop for ReadTxn {
+    fn drop(&mut self) {
+        self.shared.pager.end_snapshot(self.header.fcc);
+    }
+}
+
+impl PageRead for ReadTxn {
+    fn page_size(&self) -> usize {
+        self.header.page_size as usize
+    }
+    fn read(&self, pgno: Pgno) -> Result<PageRef> {
+        if pgno == 0 || pgno >= self.header.page_count {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "reference to page outside 1..{} of this snapshot",
+                    self.header.page_count
+                ),
+            ));
+        }
+        self.shared.pager.read_at(self.header.fcc, pgno)
+    }
+}
+
+impl ReadableTxn for ReadTxn {
+    fn snapshot_header(&self) -> &Header {
+        &self.header
+    }
+}
+
+/// What a savepoint restores.
+#[derive(Clone)]
+struct WriteState {
+    header: Header,
+    dirty: HashMap<Pgno, PageRef>,
+}
+
+/// A savepoint inside a write transaction.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Savepoint {
+    index: usize,
+    serial: u64,
+}
+
+/// The single write transaction. Dropping it without `commit` rolls it back.
+pub struct WriteTxn {
+    shared: Arc<Shared>,
+    base: Header,
+    st: WriteState,
+    savepoints: Vec<(u64, WriteState)>,
+    next_serial: u64,
+    opts: TreeOptions,
+    finished: bool,
+}
+
+impl WriteTxn {
+    pub(crate) fn new(shared: Arc<Shared>) -> Result<WriteTxn> {
+        // Caller holds the writer flag; release it if we fail here.
+        let header = match shared.pager.check_usable() {
+            Ok(()) => shared.pager.header(),
+            Err(e) => {
+                shared.release_writer();
+                return Err(e);
+            }
+        };
+        let opts = TreeOptions {
+            redistribute: shared.config.redistribute,
+        };
+        Ok(WriteTxn {
+            shared,
+            base: header.clone(),
+            st: WriteState {
+                header,
+                dirty: HashMap::new(),
+            },
+            savepoints: Vec::new(),
+            next_serial: 0,
+            opts,
+            finished: false,
+        })
+    }
+
+    /// Number of pages this transaction has changed so far (excluding the header page).
+    pub fn dirty_pages(&self) -> usize {
+        self.st.dirty.len()
+    }
+
+    /// Create a tree. Errors with `TreeExists` if the name is taken.
+    pub fn create_tree(&mut self, name: &str, kind: KeyKind) -> Result<Tree> {
+        self.create(name, kind, None)
+    }
+
+    /// Create a byte-keyed tree ordered by `cmp`. The same comparator must be given to
+    /// `open_tree_with` every time the tree is used.
+    pub fn create_tree_with(&mut self, name: &str, cmp: Comparator) -> Result<Tree> {
+        self.create(name, KeyKind::Bytes, Some(cmp))
+    }
+
+    /// Open a tree, creating it with `kind` if it does not exist.
+    pub fn open_or_create_tree(&mut self, name: &str, kind: KeyKind) -> Result<Tree> {
+        match self.open_tree(name) {
+            Err(Error::TreeNotFound(_)) => self.create_tree(name, kind),
+            other => other,
+        }
+    }
+
+    fn create(&mut self, name: &str, kind: KeyKind, cmp: Option<Comparator>) -> Result<Tree> {
+        check_tree_name(name, self.usable_size())?;
+        let catalog_root = self.st.header.catalog_root;
+        if tree::get(self, catalog_root, &memcmp, name.as_bytes())?.is_some() {
+            return Err(Error::TreeExists(name.to_string()));
+        }
+        let root = tree::create(self)?;
+        let info = TreeInfo {
+            name: name.to_string(),
+            root,
+            kind,
+            custom_comparator: cmp.is_some(),
+        };
+        let opts = self.opts;
+        tree::insert(self, catalog_root, &memcmp, opts, name.as_bytes(), &info.encode())?;
+        Ok(Tree {
+            name: name.into(),
+            cmp,
+        })
+    }
+
+    /// Delete a tree and free all its pages.
+    pub fn drop_tree(&mut self, name: &str) -> Result<()> {
+        let catalog_root = self.st.header.catalog_root;
+        let info = lookup_tree(self, catalog_root, name)?;
+        tree::destroy(self, info.root)?;
+        let opts = self.opts;
+        tree::remove(self, catalog_root, &memcmp, opts, name.as_bytes())?;
+        Ok(())
+    }
+
+    /// Remove every entry of a tree.
+    pub fn clear_tree(&mut self, tree: &Tree) -> Result<()> {
+        let info = self.tree_info(tree)?;
+        tree::clear(self, info.root)
+    }
+
+    /// Insert or replace; returns the previous value.
+    pub fn insert<'k>(
+        &mut self,
+        tree: &Tree,
+        key: impl Into<Key<'k>>,
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let info = self.tree_info(tree)?;
+        let cmp = comparator(tree, &info)?;
+        let k = encode_key(&info, key.into(), self.usable_size())?;
+        let opts = self.opts;
+        tree::insert(self, info.root, cmp, opts, k.as_slice(), value)
+    }
+
+    /// Remove a key; returns the removed value.
+    pub fn remove<'k>(&mut self, tree: &Tree, key: impl Into<Key<'k>>) -> Result<Option<Vec<u8>>> {
+        let info = self.tree_info(tree)?;
+        let cmp = comparator(tree, &info)?;
+        let k = encode_key(&info, key.into(), self.usable_size())?;
+        let opts = self.opts;
+        tree::remove(self, info.root, cmp, opts, k.as_slice())
+    }
+
+    /// Set one of the user meta values.
+    pub fn set_meta(&mut self, index: usize, value: u32) -> Result<()> {
+        check_meta_index(index)?;
+        self.st.header.meta[index] = value;
+        Ok(())
+    }
+
+    /// Mark a point to roll back to.
+    pub fn savepoint(&mut self) -> Savepoint {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        self.savepoints.push((serial, self.st.clone()));
+        Savepoint {
+            index: self.savepoints.len() - 1,
+            serial,
+        }
+    }
+
+    fn find_savepoint(&self, sp: &Savepoint) -> Result<()> {
+        match self.savepoints.get(sp.index) {
+            Some((serial, _)) if *serial == sp.serial => Ok(()),
+            _ => Err(Error::InvalidArgument(
+                "savepoint was released or rolled past".into(),
+            )),
+        }
+    }
+
+    /// Undo everything since `sp`; `sp` stays valid (as SQLite's ROLLBACK TO), and later
+    /// savepoints are released.
+    pub fn rollback_to(&mut self, sp: &Savepoint) -> Result<()> {
+        self.find_savepoint(sp)?;
+        self.st = self.savepoints[sp.index].1.clone();
+        self.savepoints.truncate(sp.index + 1);
+        Ok(())
+    }
+
+    /// Forget `sp` (and every later savepoint), keeping the changes.
+    pub fn release(&mut self, sp: Savepoint) -> Result<()> {
+        self.find_savepoint(&sp)?;
+        self.savepoints.truncate(sp.index);
+        Ok(())
+    }
+
+    /// Make the transaction durable (per the journal mode) and visible to new readers.
+    /// A transaction that changed nothing commits without any I/O.
+    pub fn commit(mut self) -> Result<()> {
+        self.finished = true;
+        let result = if self.st.dirty.is_empty() && self.st.header == self.base {
+            Ok(())
+        } else {
+            let mut header = self.st.header.clone();
+            header.fcc = self.base.fcc + 1;
+            header.last_txn_size = self.st.dirty.len() as u32 + 1;
+            let dirty: BTreeMap<Pgno, PageRef> = self.st.dirty.drain().collect();
+            self.shared.pager.commit(&header, &dirty)
+        };
+        self.shared.release_writer();
+        result
+    }
+
+    /// Discard every change.
+    pub fn rollback(mut self) {
+        self.finished = true;
+        self.shared.release_writer();
+    }
+}
+
+impl Drop for WriteTxn {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.shared.release_writer();
+        }
+    }
+}
+
+impl PageRead for WriteTxn {
+    fn page_size(&self) -> usize {
+        self.st.header.page_size as usize
+    }
+    fn read(&self, pgno: Pgno) -> Result<PageRef> {
+        if pgno == 0 || pgno >= self.st.header.page_count {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "reference to page outside 1..{}",
+                    self.st.header.page_count
+                ),
+            ));
+        }
+        match self.st.dirty.get(&pgno) {
+            Some(p) => Ok(p.clone()),
+            None => self.shared.pager.read_current(pgno),
+        }
+    }
+}
+
+impl PageWrite for WriteTxn {
+    fn write(&mut self, pgno: Pgno, mut data: Vec<u8>) -> Result<()> {
+        if pgno == 0 || pgno >= self.st.header.page_count {
+            return Err(Error::InvalidArgument(format!(
+                "write to unallocated page {pgno}"
+            )));
+        }
+        debug_assert_eq!(data.len(), self.page_size());
+        stamp_crc(&mut data);
+        self.st.dirty.insert(pgno, PageRef::from(data));
+        Ok(())
+    }
+
+    fn allocate(&mut self) -> Result<Pgno> {
+        let h = &self.st.header;
+        if h.freelist_head != 0 {
+            let pgno = h.freelist_head;
+            let page = self.read(pgno)?;
+            if page[0] != page_type::FREE {
+                return Err(Error::corrupt(
+                    pgno,
+                    format!(
+                        "free-list page has type {} ({})",
+                        page[0],
+                        page_type::name(page[0])
+                    ),
+                ));
+            }
+            let next = u32::from_le_bytes(page[4..8].try_into().unwrap());
+            let h = &mut self.st.header;
+            if next >= h.page_count || (next == 0) != (h.freelist_count == 1) {
+                return Err(Error::corrupt(
+                    pgno,
+                    format!("free-list link to page {next} is inconsistent"),
+                ));
+            }
+            h.freelist_head = next;
+            h.freelist_count -= 1;
+            return Ok(pgno);
+        }
+        let h = &mut self.st.header;
+        if h.page_count == u32::MAX {
+            return Err(Error::Full);
+        }
+        h.page_count += 1;
+        Ok(h.page_count - 1)
+    }
+
+    fn free(&mut self, pgno: Pgno) -> Result<()> {
+        let mut page = vec![0u8; self.page_size()];
+        page[0] = page_type::FREE;
+        page[4..8].copy_from_slice(&self.st.header.freelist_head.to_le_bytes());
+        self.write(pgno, page)?;
+        let h = &mut self.st.header;
+        h.freelist_head = pgno;
+        h.freelist_count += 1;
+        Ok(())
+    }
+}
+
+impl ReadableTxn for WriteTxn {
+    fn snapshot_header(&self) -> &Header {
+        &self.st.header
+    }
+}
