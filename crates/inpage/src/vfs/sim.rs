@@ -1,12 +1,1306 @@
-//! STUB — replaced by the VFS helper.
+//! Simulated disk: a deterministic in-memory file system with a persistence model, for
+//! crash testing.
+//!
+//! Model:
+//! - A file is an *inode* holding a durable image (what the medium has) and an ordered
+//!   list of pending (unsynced) operations: writes and size changes. The volatile image
+//!   (durable + every pending op applied in issue order) is kept materialized because
+//!   reads see it and must be cheap.
+//! - `sync_data`/`sync_all` make all of that inode's pending ops durable. They are applied
+//!   to the durable image rather than copying the volatile one, so a sync costs what was
+//!   written since the last one, not the file size. Both orders give the same bytes
+//!   because the volatile image is by definition the in-order application.
+//! - Names live in two namespaces: volatile (what `open` sees) and durable (what a power
+//!   cut leaves). Both map a path to an inode, so a file's data follows the inode through
+//!   renames. `sync_dir(d)` replaces the durable entries whose parent is `d` with the
+//!   volatile ones. Directories are implicit: the directory of a file is its parent path,
+//!   an empty parent being `"."`.
+//! - `crash(seed, model)` builds a fresh disk from the durable namespace; each inode gets
+//!   its durable image plus a subset of its pending ops chosen by the model, with a PRNG
+//!   seeded from `seed` and the inode number only. So the result is a pure function of the
+//!   disk state and the seed, and one file's pending ops never change another file's
+//!   outcome. Every byte of a crashed file therefore comes from its durable image, from
+//!   some pending write that covered it, or is a zero from a size extension: nothing is
+//!   invented (the proptest below checks this).
+//! - A power cut point (`set_power_cut_after`) stops the disk after a number of mutating
+//!   calls: from then on every call on this disk and its handles fails and changes
+//!   nothing. Each mutating call counts as one op whether or not it succeeds, so the same
+//!   workload replayed on a fresh disk hits the same op indices.
+//! - `OpenOptions::direct` is accepted and ignored: there is no page cache to bypass and
+//!   no alignment rule to enforce, and durability is governed by syncs either way.
+//! - All state is behind one mutex, so every call is atomic with respect to the others
+//!   and the disk is `Send + Sync`. A poisoned lock is recovered rather than propagated:
+//!   no code path panics while holding it, and tests must not cascade panics.
+
+use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+/// Sector size: the smallest unit a device writes atomically.
+pub const SECTOR: usize = 512;
+
+/// Largest file the simulated disk accepts. The disk lives in memory; refusing absurd
+/// offsets with EFBIG keeps a bad offset from becoming an allocation abort.
+pub const MAX_FILE_LEN: u64 = 1 << 32;
+
 /// Which misbehaviours a simulated power cut may show.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CrashModel {
+    /// Each pending op independently survives or is lost (else all survive).
     pub lose: bool,
+    /// Surviving ops are applied in a random order (else in issue order).
     pub reorder: bool,
+    /// A surviving write may be torn: only some of its sectors reach the medium.
     pub tear: bool,
+    /// The device writes aligned blocks of this size atomically, so tearing never splits
+    /// one. The tear unit is `lcm(512, p)`; `Some(0)` is treated like `None`.
     pub atomic_pages: Option<usize>,
 }
-/// Simulated disk.
+
+impl CrashModel {
+    /// Power cut on a device with a volatile cache and no atomicity promise.
+    pub fn full() -> CrashModel {
+        CrashModel {
+            lose: true,
+            reorder: true,
+            tear: true,
+            atomic_pages: None,
+        }
+    }
+
+    /// Unsynced ops may be lost, but survivors apply in order and whole.
+    pub fn lose_only() -> CrashModel {
+        CrashModel {
+            lose: true,
+            reorder: false,
+            tear: false,
+            atomic_pages: None,
+        }
+    }
+
+    /// Everything pending survives, in order: a process crash, where the OS page cache
+    /// outlives the process. (Namespace changes still need `sync_dir`; use
+    /// [`SimVfs::process_crash`] for a crash that keeps the volatile namespace too.)
+    pub fn none() -> CrashModel {
+        CrashModel {
+            lose: false,
+            reorder: false,
+            tear: false,
+            atomic_pages: None,
+        }
+    }
+
+    /// The full model on a device that writes `page_size`-aligned pages atomically.
+    pub fn atomic_pages(page_size: usize) -> CrashModel {
+        CrashModel {
+            atomic_pages: Some(page_size),
+            ..CrashModel::full()
+        }
+    }
+
+    /// Bytes in the smallest unit a tear can keep or drop.
+    pub fn tear_unit(&self) -> usize {
+        match self.atomic_pages {
+            None | Some(0) => SECTOR,
+            Some(p) => lcm(SECTOR, p),
+        }
+    }
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn lcm(a: usize, b: usize) -> usize {
+    // Saturate rather than overflow for silly page sizes; a huge unit only means
+    // "never tear", which is still sound.
+    (a / gcd(a, b)).saturating_mul(b)
+}
+
+/// splitmix64: tiny, good enough for choosing survivors, and fully deterministic.
+#[derive(Debug)]
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn coin(&mut self) -> bool {
+        self.next() & 1 == 1
+    }
+
+    /// Uniform-ish in `0..n`; `n` must be > 0. The modulo bias is irrelevant here.
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// An unsynced change to one inode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PendingOp {
+    Write { offset: usize, data: Vec<u8> },
+    SetLen(usize),
+}
+
+fn apply_write(img: &mut Vec<u8>, offset: usize, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let end = offset + data.len();
+    if img.len() < end {
+        img.resize(end, 0);
+    }
+    img[offset..end].copy_from_slice(data);
+}
+
+fn apply(img: &mut Vec<u8>, op: &PendingOp) {
+    match op {
+        PendingOp::Write { offset, data } => apply_write(img, *offset, data),
+        PendingOp::SetLen(len) => img.resize(*len, 0),
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inode {
+    durable: Vec<u8>,
+    volatile: Vec<u8>,
+    pending: Vec<PendingOp>,
+    /// Open handles; an inode with no handles and no name in either namespace is freed.
+    handles: usize,
+}
+
+impl Inode {
+    fn with_durable(data: Vec<u8>) -> Inode {
+        Inode {
+            volatile: data.clone(),
+            durable: data,
+            pending: Vec::new(),
+            handles: 0,
+        }
+    }
+
+    fn push(&mut self, op: PendingOp) {
+        apply(&mut self.volatile, &op);
+        self.pending.push(op);
+    }
+
+    fn sync(&mut self) {
+        for op in self.pending.drain(..) {
+            apply(&mut self.durable, &op);
+        }
+    }
+
+    /// The image a power cut leaves for this inode.
+    fn crashed(&self, rng: &mut Rng, model: &CrashModel) -> Vec<u8> {
+        let mut survivors: Vec<&PendingOp> = self
+            .pending
+            .iter()
+            .filter(|_| !model.lose || rng.coin())
+            .collect();
+        if model.reorder {
+            // Fisher-Yates.
+            for i in (1..survivors.len()).rev() {
+                let j = rng.below(i + 1);
+                survivors.swap(i, j);
+            }
+        }
+        let unit = model.tear_unit();
+        let mut img = self.durable.clone();
+        for op in survivors {
+            match op {
+                PendingOp::Write { offset, data } if model.tear && rng.coin() => {
+                    // Torn: keep each tear unit (aligned to absolute file offsets, as the
+                    // device sees them) independently.
+                    let end = offset + data.len();
+                    let mut start = *offset;
+                    while start < end {
+                        let unit_end = (start / unit).saturating_add(1).saturating_mul(unit);
+                        let piece_end = unit_end.min(end);
+                        if rng.coin() {
+                            apply_write(&mut img, start, &data[start - offset..piece_end - offset]);
+                        }
+                        start = piece_end;
+                    }
+                }
+                op => apply(&mut img, op),
+            }
+        }
+        img
+    }
+}
+
+type Ino = u64;
+
+#[derive(Debug, Default)]
+struct Disk {
+    inodes: BTreeMap<Ino, Inode>,
+    next_ino: Ino,
+    volatile_ns: BTreeMap<PathBuf, Ino>,
+    durable_ns: BTreeMap<PathBuf, Ino>,
+    /// Mutating calls made so far (not counting calls refused by a power cut).
+    ops: u64,
+    /// The disk stops once `ops` reaches this.
+    cut_at: Option<u64>,
+}
+
+fn power_cut() -> io::Error {
+    io::Error::other("simulated power cut")
+}
+
+fn not_found(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{}: no such file", path.display()),
+    )
+}
+
+fn too_large() -> io::Error {
+    io::Error::from(rustix::io::Errno::FBIG)
+}
+
+/// `[offset, offset+len)` as in-memory indices, or EFBIG past `MAX_FILE_LEN`.
+fn range(offset: u64, len: u64) -> io::Result<(usize, usize)> {
+    let end = offset
+        .checked_add(len)
+        .filter(|&e| e <= MAX_FILE_LEN)
+        .ok_or_else(too_large)?;
+    // Also refuses what the address space cannot hold on narrow targets.
+    match (usize::try_from(offset), usize::try_from(end)) {
+        (Ok(s), Ok(e)) => Ok((s, e)),
+        _ => Err(too_large()),
+    }
+}
+
+/// Directory a path's entry lives in; `"."` for a bare name.
+fn dir_of(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn norm_dir(dir: &Path) -> PathBuf {
+    if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir.to_path_buf()
+    }
+}
+
+impl Disk {
+    fn is_cut(&self) -> bool {
+        self.cut_at.is_some_and(|c| self.ops >= c)
+    }
+
+    /// Gate for non-mutating calls.
+    fn check_read(&self) -> io::Result<()> {
+        if self.is_cut() {
+            Err(power_cut())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Gate for mutating calls: refuse after the cut, else count the call.
+    fn begin_mutation(&mut self) -> io::Result<()> {
+        self.check_read()?;
+        self.ops += 1;
+        Ok(())
+    }
+
+    fn new_inode(&mut self, inode: Inode) -> Ino {
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        self.inodes.insert(ino, inode);
+        ino
+    }
+
+    /// Free an inode nothing refers to any more, so long tests don't accumulate garbage.
+    fn maybe_free(&mut self, ino: Ino) {
+        let referenced = self.inodes.get(&ino).is_some_and(|i| i.handles > 0)
+            || self.volatile_ns.values().any(|&i| i == ino)
+            || self.durable_ns.values().any(|&i| i == ino);
+        if !referenced {
+            self.inodes.remove(&ino);
+        }
+    }
+
+    fn inode_mut(&mut self, ino: Ino) -> io::Result<&mut Inode> {
+        // A handle keeps its inode alive, so this only fails on an internal bug; report it
+        // as an error rather than panic.
+        self.inodes
+            .get_mut(&ino)
+            .ok_or_else(|| io::Error::other("simulated inode vanished"))
+    }
+}
+
+/// Simulated disk. `Clone` shares the same disk.
 #[derive(Debug, Clone, Default)]
-pub struct SimVfs;
+pub struct SimVfs {
+    disk: Arc<Mutex<Disk>>,
+}
+
+fn lock(disk: &Mutex<Disk>) -> MutexGuard<'_, Disk> {
+    disk.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl SimVfs {
+    /// An empty disk.
+    pub fn new() -> SimVfs {
+        SimVfs::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Disk> {
+        lock(&self.disk)
+    }
+
+    /// The disk a power cut would leave now, as a new independent `SimVfs`: the durable
+    /// namespace, and for each file its durable image plus the pending ops `model` lets
+    /// survive. Deterministic in `seed`. Works whether or not a power-cut point fired;
+    /// the new disk has no cut point and a zero op count.
+    pub fn crash(&self, seed: u64, model: CrashModel) -> SimVfs {
+        let d = self.lock();
+        let mut images: BTreeMap<Ino, Vec<u8>> = BTreeMap::new();
+        for &ino in d.durable_ns.values() {
+            if images.contains_key(&ino) {
+                continue;
+            }
+            let Some(inode) = d.inodes.get(&ino) else {
+                continue;
+            };
+            // Per-inode stream: mixing the inode number in through one splitmix step
+            // decorrelates files while staying a pure function of (seed, ino).
+            let mut rng = Rng::new(seed ^ Rng::new(ino).next());
+            images.insert(ino, inode.crashed(&mut rng, &model));
+        }
+        let inodes = images
+            .into_iter()
+            .map(|(ino, img)| (ino, Inode::with_durable(img)))
+            .collect();
+        let disk = Disk {
+            inodes,
+            next_ino: d.next_ino,
+            volatile_ns: d.durable_ns.clone(),
+            durable_ns: d.durable_ns.clone(),
+            ops: 0,
+            cut_at: None,
+        };
+        SimVfs {
+            disk: Arc::new(Mutex::new(disk)),
+        }
+    }
+
+    /// A process crash: the OS (page cache and dentry cache) survives, so the new disk
+    /// has the current volatile namespace and contents, all still pending-free. Useful to
+    /// test reopen without any durability effect.
+    pub fn process_crash(&self) -> SimVfs {
+        let d = self.lock();
+        let mut inodes = BTreeMap::new();
+        for &ino in d.volatile_ns.values() {
+            if let Some(inode) = d.inodes.get(&ino) {
+                inodes
+                    .entry(ino)
+                    .or_insert_with(|| Inode::with_durable(inode.volatile.clone()));
+            }
+        }
+        let disk = Disk {
+            inodes,
+            next_ino: d.next_ino,
+            volatile_ns: d.volatile_ns.clone(),
+            durable_ns: d.volatile_ns.clone(),
+            ops: 0,
+            cut_at: None,
+        };
+        SimVfs {
+            disk: Arc::new(Mutex::new(disk)),
+        }
+    }
+
+    /// After `ops` more mutating calls, every further call on this disk and its open
+    /// files fails with "simulated power cut" and changes nothing. `0` cuts now.
+    pub fn set_power_cut_after(&self, ops: u64) {
+        let mut d = self.lock();
+        d.cut_at = Some(d.ops.saturating_add(ops));
+    }
+
+    /// Remove the power-cut point (the disk works again, as after a reboot without
+    /// losing anything; prefer `crash` to model a real cut).
+    pub fn clear_power_cut(&self) {
+        self.lock().cut_at = None;
+    }
+
+    /// Mutating calls made so far (calls refused by the cut are not counted).
+    pub fn op_count(&self) -> u64 {
+        self.lock().ops
+    }
+
+    /// Whether the power-cut point has been reached.
+    pub fn is_cut(&self) -> bool {
+        self.lock().is_cut()
+    }
+
+    /// Paths in the volatile namespace, sorted. Ignores the power cut.
+    pub fn file_names(&self) -> Vec<PathBuf> {
+        self.lock().volatile_ns.keys().cloned().collect()
+    }
+
+    /// Current (volatile) content of a file. Ignores the power cut.
+    pub fn read_file(&self, path: &Path) -> Option<Vec<u8>> {
+        let d = self.lock();
+        let ino = d.volatile_ns.get(path)?;
+        d.inodes.get(ino).map(|i| i.volatile.clone())
+    }
+
+    /// Content a file has on the medium (durable image of the inode the durable
+    /// namespace names). Ignores the power cut.
+    pub fn read_durable(&self, path: &Path) -> Option<Vec<u8>> {
+        let d = self.lock();
+        let ino = d.durable_ns.get(path)?;
+        d.inodes.get(ino).map(|i| i.durable.clone())
+    }
+
+    /// Set a file's content durably (name and data), dropping its pending ops: for
+    /// setting up inputs such as corrupt files. An existing file keeps its inode, so open
+    /// handles see the new content. Not counted as an op; ignores the power cut.
+    pub fn write_file(&self, path: &Path, data: &[u8]) {
+        let mut d = self.lock();
+        let ino = match d.volatile_ns.get(path) {
+            Some(&ino) => ino,
+            None => d.new_inode(Inode::default()),
+        };
+        let old_durable = d.durable_ns.insert(path.to_path_buf(), ino);
+        d.volatile_ns.insert(path.to_path_buf(), ino);
+        if let Some(inode) = d.inodes.get_mut(&ino) {
+            inode.durable = data.to_vec();
+            inode.volatile = data.to_vec();
+            inode.pending.clear();
+        }
+        if let Some(old) = old_durable {
+            d.maybe_free(old);
+        }
+    }
+
+    /// Number of unsynced ops of the file the volatile namespace names (0 if none).
+    pub fn pending_ops(&self, path: &Path) -> usize {
+        let d = self.lock();
+        d.volatile_ns
+            .get(path)
+            .and_then(|ino| d.inodes.get(ino))
+            .map_or(0, |i| i.pending.len())
+    }
+}
+
+impl Vfs for SimVfs {
+    /// `opts.direct` is accepted and ignored: the simulated disk has no page cache to
+    /// bypass and no alignment rules, and durability is governed by syncs either way.
+    /// `create_new` implies `create`, as with `std::fs::OpenOptions`. Counted as a
+    /// mutating op when it may create (`create` or `create_new`).
+    fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Arc<dyn File>> {
+        let mut d = self.lock();
+        let may_create = opts.create || opts.create_new;
+        if may_create {
+            d.begin_mutation()?;
+        } else {
+            d.check_read()?;
+        }
+        let ino = match d.volatile_ns.get(path) {
+            Some(_) if opts.create_new => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{}: file exists", path.display()),
+                ))
+            }
+            Some(&ino) => ino,
+            None if may_create => {
+                let ino = d.new_inode(Inode::default());
+                d.volatile_ns.insert(path.to_path_buf(), ino);
+                ino
+            }
+            None => return Err(not_found(path)),
+        };
+        d.inode_mut(ino)?.handles += 1;
+        Ok(Arc::new(SimFile {
+            disk: self.disk.clone(),
+            ino,
+        }))
+    }
+
+    fn delete(&self, path: &Path) -> io::Result<()> {
+        let mut d = self.lock();
+        d.begin_mutation()?;
+        let ino = d.volatile_ns.remove(path).ok_or_else(|| not_found(path))?;
+        d.maybe_free(ino);
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        let d = self.lock();
+        d.check_read()?;
+        Ok(d.volatile_ns.contains_key(path))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut d = self.lock();
+        d.begin_mutation()?;
+        let ino = *d.volatile_ns.get(from).ok_or_else(|| not_found(from))?;
+        if from == to {
+            return Ok(());
+        }
+        d.volatile_ns.remove(from);
+        if let Some(old) = d.volatile_ns.insert(to.to_path_buf(), ino) {
+            d.maybe_free(old);
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut d = self.lock();
+        d.begin_mutation()?;
+        let dir = norm_dir(dir);
+        let dropped: Vec<(PathBuf, Ino)> = d
+            .durable_ns
+            .iter()
+            .filter(|(p, _)| dir_of(p) == dir)
+            .map(|(p, &i)| (p.clone(), i))
+            .collect();
+        for (p, _) in &dropped {
+            d.durable_ns.remove(p);
+        }
+        let added: Vec<(PathBuf, Ino)> = d
+            .volatile_ns
+            .iter()
+            .filter(|(p, _)| dir_of(p) == dir)
+            .map(|(p, &i)| (p.clone(), i))
+            .collect();
+        d.durable_ns.extend(added);
+        for (_, ino) in dropped {
+            d.maybe_free(ino);
+        }
+        Ok(())
+    }
+}
+
+/// An open file on a [`SimVfs`]. The handle refers to the inode, not the name, so it
+/// keeps working after the name is renamed or deleted, as on POSIX.
+#[derive(Debug)]
+pub struct SimFile {
+    disk: Arc<Mutex<Disk>>,
+    ino: Ino,
+}
+
+impl SimFile {
+    fn mutate(&self, f: impl FnOnce(&mut Inode) -> io::Result<()>) -> io::Result<()> {
+        let mut d = lock(&self.disk);
+        d.begin_mutation()?;
+        f(d.inode_mut(self.ino)?)
+    }
+}
+
+impl Drop for SimFile {
+    fn drop(&mut self) {
+        let mut d = lock(&self.disk);
+        if let Some(i) = d.inodes.get_mut(&self.ino) {
+            i.handles = i.handles.saturating_sub(1);
+        }
+        d.maybe_free(self.ino);
+    }
+}
+
+impl File for SimFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let mut d = lock(&self.disk);
+        d.check_read()?;
+        let img = &d.inode_mut(self.ino)?.volatile;
+        if offset >= img.len() as u64 {
+            return Ok(0);
+        }
+        let start = offset as usize;
+        let n = buf.len().min(img.len() - start);
+        buf[..n].copy_from_slice(&img[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.mutate(|inode| {
+            let (start, _) = range(offset, buf.len() as u64)?;
+            if !buf.is_empty() {
+                inode.push(PendingOp::Write {
+                    offset: start,
+                    data: buf.to_vec(),
+                });
+            }
+            Ok(())
+        })
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.mutate(|inode| {
+            inode.sync();
+            Ok(())
+        })
+    }
+
+    fn sync_all(&self) -> io::Result<()> {
+        self.mutate(|inode| {
+            inode.sync();
+            Ok(())
+        })
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        let mut d = lock(&self.disk);
+        d.check_read()?;
+        Ok(d.inode_mut(self.ino)?.volatile.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.mutate(|inode| {
+            let (_, end) = range(0, len)?;
+            inode.push(PendingOp::SetLen(end));
+            Ok(())
+        })
+    }
+
+    /// One op (not one per chunk), recorded as a single pending write of zeros.
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.mutate(|inode| {
+            let (start, end) = range(offset, len)?;
+            if end > start {
+                inode.push(PendingOp::Write {
+                    offset: start,
+                    data: vec![0; end - start],
+                });
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn create() -> OpenOptions {
+        OpenOptions {
+            create: true,
+            ..OpenOptions::default()
+        }
+    }
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    /// A file that exists durably (created, dir synced), with `data` synced.
+    fn durable_file(vfs: &SimVfs, name: &str, data: &[u8]) -> Arc<dyn File> {
+        let f = vfs.open(&p(name), create()).unwrap();
+        f.write_at(data, 0).unwrap();
+        f.sync_data().unwrap();
+        vfs.sync_dir(&dir_of(&p(name))).unwrap();
+        f
+    }
+
+    #[test]
+    fn basic_read_write() {
+        let vfs = SimVfs::new();
+        let f = vfs.open(&p("a"), create()).unwrap();
+        f.write_at(b"hello", 3).unwrap();
+        assert_eq!(f.len().unwrap(), 8);
+        let mut buf = [9u8; 10];
+        assert_eq!(f.read_at(&mut buf, 0).unwrap(), 8);
+        assert_eq!(&buf[..8], b"\0\0\0hello");
+        assert_eq!(f.read_at(&mut buf, 8).unwrap(), 0);
+        assert_eq!(f.read_at(&mut buf, u64::MAX).unwrap(), 0);
+        assert_eq!(vfs.read_file(&p("a")).unwrap(), b"\0\0\0hello");
+        assert_eq!(vfs.pending_ops(&p("a")), 1);
+        f.sync_data().unwrap();
+        assert_eq!(vfs.pending_ops(&p("a")), 0);
+        // Absurd offsets are refused, not allocated.
+        assert!(f.write_at(b"x", u64::MAX).is_err());
+        assert!(f.write_at(b"x", MAX_FILE_LEN).is_err());
+        assert!(f.allocate(u64::MAX, 2).is_err());
+        assert!(f.set_len(u64::MAX).is_err());
+    }
+
+    #[test]
+    fn open_errors() {
+        let vfs = SimVfs::new();
+        let e = vfs.open(&p("x"), OpenOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound);
+        vfs.open(&p("x"), create()).unwrap();
+        let e = vfs
+            .open(
+                &p("x"),
+                OpenOptions {
+                    create: true,
+                    create_new: true,
+                    direct: true,
+                },
+            )
+            .unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(
+            vfs.delete(&p("nope")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert_eq!(
+            vfs.rename(&p("nope"), &p("x")).unwrap_err().kind(),
+            io::ErrorKind::NotFound
+        );
+        assert!(vfs.exists(&p("x")).unwrap());
+        vfs.delete(&p("x")).unwrap();
+        assert!(!vfs.exists(&p("x")).unwrap());
+    }
+
+    #[test]
+    fn unsynced_write_lost_under_lose() {
+        let vfs = SimVfs::new();
+        let f = durable_file(&vfs, "db", &[1u8; 1024]);
+        f.write_at(&[2u8; 1024], 0).unwrap();
+        let mut lost = false;
+        let mut kept = false;
+        for seed in 0..64 {
+            let c = vfs.crash(seed, CrashModel::lose_only());
+            let img = c.read_file(&p("db")).unwrap();
+            if img == [1u8; 1024] {
+                lost = true;
+            } else {
+                assert_eq!(img, [2u8; 1024]);
+                kept = true;
+            }
+        }
+        assert!(lost && kept);
+    }
+
+    #[test]
+    fn synced_write_survives_every_crash() {
+        let vfs = SimVfs::new();
+        let f = durable_file(&vfs, "dir/db", &[7u8; 3000]);
+        f.write_at(&[8u8; 100], 5000).unwrap();
+        f.sync_all().unwrap();
+        f.write_at(&[9u8; 600], 100).unwrap();
+        let models = [
+            CrashModel::full(),
+            CrashModel::lose_only(),
+            CrashModel::none(),
+            CrashModel::atomic_pages(4096),
+        ];
+        for seed in 0..50 {
+            for m in models {
+                let img = vfs.crash(seed, m).read_file(&p("dir/db")).unwrap();
+                assert_eq!(img.len(), 5100);
+                assert!(img[..100].iter().all(|&b| b == 7));
+                assert!(img[700..3000].iter().all(|&b| b == 7));
+                assert!(img[3000..5000].iter().all(|&b| b == 0));
+                assert!(img[5000..].iter().all(|&b| b == 8));
+            }
+        }
+    }
+
+    #[test]
+    fn set_len_durability() {
+        let vfs = SimVfs::new();
+        let f = durable_file(&vfs, "f", &[5u8; 4096]);
+        f.set_len(1000).unwrap();
+        assert_eq!(f.len().unwrap(), 1000);
+        let mut lens = std::collections::BTreeSet::new();
+        for seed in 0..64 {
+            let img = vfs
+                .crash(seed, CrashModel::full())
+                .read_file(&p("f"))
+                .unwrap();
+            assert!(img.iter().all(|&b| b == 5));
+            lens.insert(img.len());
+        }
+        assert_eq!(lens.into_iter().collect::<Vec<_>>(), vec![1000, 4096]);
+        f.set_len(2000).unwrap();
+        f.sync_data().unwrap();
+        for seed in 0..16 {
+            let img = vfs
+                .crash(seed, CrashModel::full())
+                .read_file(&p("f"))
+                .unwrap();
+            assert_eq!(img.len(), 2000);
+            assert!(img[..1000].iter().all(|&b| b == 5));
+            assert!(img[1000..].iter().all(|&b| b == 0));
+        }
+    }
+
+    #[test]
+    fn created_file_needs_sync_dir() {
+        let vfs = SimVfs::new();
+        let f = vfs.open(&p("d/new"), create()).unwrap();
+        f.write_at(b"data", 0).unwrap();
+        f.sync_all().unwrap();
+        // Syncing some other directory does not help.
+        vfs.sync_dir(&p("other")).unwrap();
+        vfs.sync_dir(&p(".")).unwrap();
+        for m in [CrashModel::none(), CrashModel::full()] {
+            assert!(vfs.crash(1, m).file_names().is_empty());
+        }
+        vfs.sync_dir(&p("d")).unwrap();
+        for m in [CrashModel::none(), CrashModel::full()] {
+            let c = vfs.crash(1, m);
+            assert_eq!(c.file_names(), vec![p("d/new")]);
+            assert_eq!(c.read_file(&p("d/new")).unwrap(), b"data");
+        }
+        // A bare name lives in ".", and "" means "." too.
+        let g = vfs.open(&p("top"), create()).unwrap();
+        g.sync_data().unwrap();
+        vfs.sync_dir(Path::new("")).unwrap();
+        assert!(vfs.crash(0, CrashModel::full()).exists(&p("top")).unwrap());
+    }
+
+    #[test]
+    fn delete_needs_sync_dir() {
+        let vfs = SimVfs::new();
+        drop(durable_file(&vfs, "a", b"old"));
+        vfs.delete(&p("a")).unwrap();
+        assert!(!vfs.exists(&p("a")).unwrap());
+        let c = vfs.crash(0, CrashModel::full());
+        assert_eq!(c.read_file(&p("a")).unwrap(), b"old");
+        vfs.sync_dir(&p(".")).unwrap();
+        assert!(vfs.crash(0, CrashModel::full()).file_names().is_empty());
+    }
+
+    #[test]
+    fn rename_durability_needs_sync_dir() {
+        let vfs = SimVfs::new();
+        drop(durable_file(&vfs, "d/db", b"old contents"));
+        let t = vfs.open(&p("d/tmp"), create()).unwrap();
+        t.write_at(b"new", 0).unwrap();
+        t.sync_data().unwrap();
+        vfs.rename(&p("d/tmp"), &p("d/db")).unwrap();
+        assert_eq!(vfs.read_file(&p("d/db")).unwrap(), b"new");
+        assert_eq!(vfs.file_names(), vec![p("d/db")]);
+        // Rename not durable yet: the old file is what a crash leaves.
+        let c = vfs.crash(3, CrashModel::full());
+        assert_eq!(c.file_names(), vec![p("d/db")]);
+        assert_eq!(c.read_file(&p("d/db")).unwrap(), b"old contents");
+        vfs.sync_dir(&p("d")).unwrap();
+        let c = vfs.crash(3, CrashModel::full());
+        assert_eq!(c.file_names(), vec![p("d/db")]);
+        assert_eq!(c.read_file(&p("d/db")).unwrap(), b"new");
+        // Data follows the inode: the handle opened as tmp still writes to d/db.
+        t.write_at(b"N", 0).unwrap();
+        assert_eq!(vfs.read_file(&p("d/db")).unwrap(), b"New");
+    }
+
+    #[test]
+    fn tearing_only_at_sector_boundaries() {
+        let vfs = SimVfs::new();
+        let f = durable_file(&vfs, "f", &[0xAAu8; 8192]);
+        // Unaligned start and end, so partial sectors occur at both ends.
+        let (start, len) = (300usize, 5000usize);
+        f.write_at(&vec![0xBBu8; len], start as u64).unwrap();
+        let mut torn_seen = false;
+        for seed in 0..200 {
+            let img = vfs
+                .crash(seed, CrashModel::full())
+                .read_file(&p("f"))
+                .unwrap();
+            assert_eq!(img.len(), 8192);
+            for (k, _) in img.chunks(SECTOR).enumerate() {
+                // Within a sector, the written part is all old or all new.
+                let s0 = k * SECTOR;
+                let lo = start.max(s0);
+                let hi = (start + len).min(s0 + SECTOR);
+                if lo < hi {
+                    let part = &img[lo..hi];
+                    assert!(
+                        part.iter().all(|&b| b == 0xAA) || part.iter().all(|&b| b == 0xBB),
+                        "seed {seed}: sector at {s0} split"
+                    );
+                }
+            }
+            let new = img.iter().filter(|&&b| b == 0xBB).count();
+            if new != 0 && new != len {
+                torn_seen = true;
+            }
+        }
+        assert!(torn_seen);
+    }
+
+    #[test]
+    fn tearing_respects_atomic_pages() {
+        let vfs = SimVfs::new();
+        let f = durable_file(&vfs, "f", &[0xAAu8; 32768]);
+        f.write_at(&[0xBBu8; 16384], 4096).unwrap();
+        f.write_at(&[0xCCu8; 8192], 20480).unwrap();
+        let mut torn_seen = false;
+        for seed in 0..200 {
+            let img = vfs
+                .crash(seed, CrashModel::atomic_pages(4096))
+                .read_file(&p("f"))
+                .unwrap();
+            for page in img.chunks(4096) {
+                assert!(
+                    page.iter().all(|&b| b == page[0]),
+                    "seed {seed}: page split"
+                );
+            }
+            let new = img[4096..20480].iter().filter(|&&b| b == 0xBB).count();
+            if new != 0 && new != 16384 {
+                torn_seen = true;
+            }
+        }
+        assert!(torn_seen);
+        assert_eq!(CrashModel::atomic_pages(0).tear_unit(), SECTOR);
+        assert_eq!(CrashModel::atomic_pages(256).tear_unit(), SECTOR);
+        assert_eq!(CrashModel::atomic_pages(16384).tear_unit(), 16384);
+    }
+
+    #[test]
+    fn later_write_can_survive_without_earlier() {
+        let vfs = SimVfs::new();
+        let f = durable_file(&vfs, "f", &[0u8; 1024]);
+        f.write_at(&[1u8; 512], 0).unwrap();
+        f.write_at(&[2u8; 512], 512).unwrap();
+        // Same range twice: with reorder, the older value can end up on top.
+        f.write_at(&[3u8; 512], 0).unwrap();
+        f.write_at(&[4u8; 512], 0).unwrap();
+        let mut later_only = false;
+        let mut older_on_top = false;
+        for seed in 0..200 {
+            let img = vfs
+                .crash(seed, CrashModel::lose_only())
+                .read_file(&p("f"))
+                .unwrap();
+            if img[0] == 0 && img[512] == 2 {
+                later_only = true;
+            }
+        }
+        for seed in 0..200 {
+            let m = CrashModel {
+                lose: false,
+                reorder: true,
+                tear: false,
+                atomic_pages: None,
+            };
+            let img = vfs.crash(seed, m).read_file(&p("f")).unwrap();
+            assert_eq!(img[512], 2, "nothing lost without `lose`");
+            if img[0] != 4 {
+                older_on_top = true;
+            }
+        }
+        assert!(later_only && older_on_top);
+        // Without reorder or lose, the last write wins.
+        for seed in 0..20 {
+            let img = vfs
+                .crash(seed, CrashModel::none())
+                .read_file(&p("f"))
+                .unwrap();
+            assert!(img[..512].iter().all(|&b| b == 4));
+        }
+    }
+
+    #[test]
+    fn power_cut_after_n_ops() {
+        let workload = |vfs: &SimVfs| -> io::Result<()> {
+            let f = vfs.open(&p("f"), create())?; // op 0
+            f.write_at(b"abc", 0)?; // op 1
+            f.sync_data()?; // op 2
+            vfs.sync_dir(&p("."))?; // op 3
+            let mut b = [0u8; 3];
+            f.read_exact_at(&mut b, 0)?; // not counted
+            f.set_len(10)?; // op 4
+            f.allocate(10, 10)?; // op 5
+            vfs.rename(&p("f"), &p("g"))?; // op 6
+            vfs.delete(&p("g"))?; // op 7
+            f.sync_all() // op 8
+        };
+        let vfs = SimVfs::new();
+        workload(&vfs).unwrap();
+        let n = vfs.op_count();
+        assert_eq!(n, 9);
+        for cut in 0..=n {
+            let vfs = SimVfs::new();
+            vfs.set_power_cut_after(cut);
+            let r = workload(&vfs);
+            assert_eq!(r.is_err(), cut < n, "cut {cut}");
+            assert_eq!(vfs.op_count(), cut);
+            assert!(vfs.is_cut());
+            if let Err(e) = r {
+                assert_eq!(e.to_string(), "simulated power cut");
+            }
+            // Everything fails afterwards, including reads and non-counted calls.
+            assert!(vfs.exists(&p("f")).is_err());
+            assert!(vfs.open(&p("h"), create()).is_err());
+            assert!(vfs.sync_dir(&p(".")).is_err());
+            assert_eq!(vfs.op_count(), cut);
+            // crash() works after a cut: the file exists durably iff op 3 ran and op 7
+            // (the delete, whose dir was never synced) doesn't matter.
+            let c = vfs.crash(0, CrashModel::none());
+            assert_eq!(c.exists(&p("f")).unwrap(), cut >= 4, "cut {cut}");
+        }
+        // A handle opened before the cut fails too and changes nothing.
+        let vfs = SimVfs::new();
+        let f = vfs.open(&p("f"), create()).unwrap();
+        f.write_at(b"keep", 0).unwrap();
+        vfs.set_power_cut_after(1);
+        f.write_at(b"1", 0).unwrap();
+        assert!(vfs.is_cut());
+        assert_eq!(vfs.op_count(), 3);
+        assert!(f.write_at(b"2", 0).is_err());
+        assert!(f.read_at(&mut [0u8; 4], 0).is_err());
+        assert!(f.len().is_err());
+        assert_eq!(vfs.read_file(&p("f")).unwrap(), b"1eep");
+    }
+
+    #[test]
+    fn same_seed_same_result() {
+        let vfs = SimVfs::new();
+        let f = durable_file(&vfs, "f", &[0u8; 65536]);
+        for i in 0..40u64 {
+            let fill = vec![i as u8; 700 + i as usize * 37];
+            f.write_at(&fill, (i * 1531) % 60000).unwrap();
+            if i % 7 == 0 {
+                f.set_len(60000 + i * 100).unwrap();
+            }
+        }
+        let a = vfs.crash(42, CrashModel::full()).read_file(&p("f"));
+        let b = vfs.crash(42, CrashModel::full()).read_file(&p("f"));
+        assert_eq!(a, b);
+        let distinct: std::collections::BTreeSet<_> = (0..20)
+            .map(|s| vfs.crash(s, CrashModel::full()).read_file(&p("f")))
+            .collect();
+        assert!(distinct.len() > 1);
+        // A clone shares the disk.
+        let v2 = vfs.clone();
+        v2.open(&p("g"), create()).unwrap();
+        assert!(vfs.exists(&p("g")).unwrap());
+    }
+
+    #[test]
+    fn crash_model_none_keeps_everything() {
+        let vfs = SimVfs::new();
+        let f = durable_file(&vfs, "f", &[1u8; 5000]);
+        f.write_at(&[2u8; 1000], 4500).unwrap();
+        f.set_len(5200).unwrap();
+        f.allocate(6000, 100).unwrap();
+        f.write_at(b"tail", 6100).unwrap();
+        let want = vfs.read_file(&p("f")).unwrap();
+        for seed in 0..10 {
+            let c = vfs.crash(seed, CrashModel::none());
+            assert_eq!(c.read_file(&p("f")).unwrap(), want);
+            assert_eq!(c.pending_ops(&p("f")), 0);
+        }
+        let pc = vfs.process_crash();
+        assert_eq!(pc.read_file(&p("f")).unwrap(), want);
+    }
+
+    #[test]
+    fn write_file_and_handles_after_delete() {
+        let vfs = SimVfs::new();
+        vfs.write_file(&p("x/corrupt"), b"garbage");
+        let c = vfs.crash(0, CrashModel::full());
+        assert_eq!(c.read_file(&p("x/corrupt")).unwrap(), b"garbage");
+        let f = vfs.open(&p("x/corrupt"), OpenOptions::default()).unwrap();
+        vfs.write_file(&p("x/corrupt"), b"other");
+        let mut b = [0u8; 5];
+        f.read_exact_at(&mut b, 0).unwrap();
+        assert_eq!(&b, b"other");
+        // An open handle keeps a deleted inode alive, as on POSIX.
+        vfs.delete(&p("x/corrupt")).unwrap();
+        vfs.sync_dir(&p("x")).unwrap();
+        f.write_at(b"still", 0).unwrap();
+        f.read_exact_at(&mut b, 0).unwrap();
+        assert_eq!(&b, b"still");
+        drop(f);
+        assert!(vfs.lock().inodes.is_empty(), "unreferenced inode freed");
+    }
+
+    #[test]
+    fn thread_safe() {
+        let vfs = SimVfs::new();
+        let f = vfs.open(&p("f"), create()).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4u8 {
+                let f = f.clone();
+                s.spawn(move || {
+                    for i in 0..100u64 {
+                        f.write_at(&[t; 16], (u64::from(t) * 100 + i) * 16).unwrap();
+                    }
+                    f.sync_data().unwrap();
+                });
+            }
+        });
+        assert_eq!(f.len().unwrap(), 400 * 16);
+        assert_eq!(vfs.op_count(), 1 + 4 * 101);
+    }
+
+    #[derive(Clone, Debug)]
+    enum TOp {
+        Write(u16, Vec<u8>),
+        SetLen(u16),
+        Allocate(u16, u16),
+        Sync,
+    }
+
+    fn top() -> impl Strategy<Value = TOp> {
+        prop_oneof![
+            6 => (0u16..5000, proptest::collection::vec(any::<u8>(), 1..1500))
+                .prop_map(|(o, d)| TOp::Write(o, d)),
+            1 => (0u16..6000).prop_map(TOp::SetLen),
+            1 => (0u16..5000, 0u16..1500).prop_map(|(o, l)| TOp::Allocate(o, l)),
+            1 => Just(TOp::Sync),
+        ]
+    }
+
+    fn model() -> impl Strategy<Value = CrashModel> {
+        (
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            prop_oneof![Just(None), Just(Some(1024usize)), Just(Some(4096usize))],
+        )
+            .prop_map(|(lose, reorder, tear, atomic_pages)| CrashModel {
+                lose,
+                reorder,
+                tear,
+                atomic_pages,
+            })
+    }
+
+    proptest! {
+        /// No invented bytes: after any crash each byte is its durable value, the value of
+        /// some pending write covering it, or a zero from a size change; the length is
+        /// one a surviving op subset could produce. Also checks volatile reads against an
+        /// independent model.
+        #[test]
+        fn crash_never_invents_bytes(
+            ops in proptest::collection::vec(top(), 0..40),
+            seed in any::<u64>(),
+            m in model(),
+        ) {
+            let vfs = SimVfs::new();
+            let f = durable_file(&vfs, "f", &[]);
+            let mut durable: Vec<u8> = Vec::new();
+            let mut volatile: Vec<u8> = Vec::new();
+            let mut pending: Vec<PendingOp> = Vec::new();
+            for op in &ops {
+                let pop = match op {
+                    TOp::Write(o, d) => {
+                        f.write_at(d, u64::from(*o)).unwrap();
+                        PendingOp::Write { offset: *o as usize, data: d.clone() }
+                    }
+                    TOp::SetLen(l) => {
+                        f.set_len(u64::from(*l)).unwrap();
+                        PendingOp::SetLen(*l as usize)
+                    }
+                    TOp::Allocate(o, l) => {
+                        f.allocate(u64::from(*o), u64::from(*l)).unwrap();
+                        if *l == 0 { continue; }
+                        PendingOp::Write { offset: *o as usize, data: vec![0; *l as usize] }
+                    }
+                    TOp::Sync => {
+                        f.sync_data().unwrap();
+                        durable = volatile.clone();
+                        pending.clear();
+                        continue;
+                    }
+                };
+                apply(&mut volatile, &pop);
+                pending.push(pop);
+            }
+            prop_assert_eq!(vfs.read_file(&p("f")).unwrap(), volatile.clone());
+            prop_assert_eq!(vfs.pending_ops(&p("f")), pending.len());
+
+            let img = vfs.crash(seed, m).read_file(&p("f")).unwrap();
+            let max_len = pending.iter().map(|op| match op {
+                PendingOp::Write { offset, data } => offset + data.len(),
+                PendingOp::SetLen(l) => *l,
+            }).chain([durable.len()]).max().unwrap_or(0);
+            prop_assert!(img.len() <= max_len);
+            let min_trunc = pending.iter().filter_map(|op| match op {
+                PendingOp::SetLen(l) => Some(*l),
+                _ => None,
+            }).min().unwrap_or(usize::MAX);
+            for (i, &b) in img.iter().enumerate() {
+                let ok = durable.get(i) == Some(&b)
+                    || (b == 0 && (i >= durable.len() || i >= min_trunc))
+                    || pending.iter().any(|op| matches!(op,
+                        PendingOp::Write { offset, data }
+                            if i >= *offset && i < offset + data.len() && data[i - offset] == b));
+                prop_assert!(ok, "byte {} = {} invented", i, b);
+            }
+            if m == CrashModel::none() {
+                prop_assert_eq!(img, volatile.clone());
+            }
+            if !m.lose && !m.reorder && !m.tear {
+                // Same as none() whatever atomic_pages says.
+                let again = vfs.crash(seed, m).read_file(&p("f")).unwrap();
+                prop_assert_eq!(again, volatile.clone());
+            }
+            // Sync applies pending ops to the durable image; it must equal the volatile.
+            f.sync_data().unwrap();
+            prop_assert_eq!(vfs.read_durable(&p("f")).unwrap(), volatile);
+        }
+
+        /// The crashed namespace is exactly the durable namespace of an independent model.
+        #[test]
+        fn crash_namespace_matches_model(
+            ops in proptest::collection::vec((0u8..5, 0u8..4, 0u8..4), 0..30),
+            seed in any::<u64>(),
+        ) {
+            let names = ["a", "b", "d/a", "d/b"];
+            let dirs = [".", "d"];
+            let vfs = SimVfs::new();
+            // name -> content tag; files are written once at creation and synced.
+            let mut vol: BTreeMap<PathBuf, u8> = BTreeMap::new();
+            let mut dur: BTreeMap<PathBuf, u8> = BTreeMap::new();
+            for (k, (kind, x, y)) in ops.iter().enumerate() {
+                let (a, b) = (p(names[*x as usize]), p(names[*y as usize]));
+                match kind {
+                    0 | 1 => {
+                        if let std::collections::btree_map::Entry::Vacant(e) = vol.entry(a.clone()) {
+                            let f = vfs.open(&a, create()).unwrap();
+                            f.write_at(&[k as u8], 0).unwrap();
+                            f.sync_data().unwrap();
+                            e.insert(k as u8);
+                        }
+                    }
+                    2 => {
+                        let r = vfs.delete(&a);
+                        prop_assert_eq!(r.is_ok(), vol.remove(&a).is_some());
+                    }
+                    3 => {
+                        let r = vfs.rename(&a, &b);
+                        match vol.remove(&a) {
+                            Some(t) => { r.unwrap(); vol.insert(b, t); }
+                            None => prop_assert!(r.is_err()),
+                        }
+                    }
+                    _ => {
+                        let d = p(dirs[*x as usize % 2]);
+                        vfs.sync_dir(&d).unwrap();
+                        dur.retain(|n, _| dir_of(n) != d);
+                        for (n, t) in &vol {
+                            if dir_of(n) == d { dur.insert(n.clone(), *t); }
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(vfs.file_names(), vol.keys().cloned().collect::<Vec<_>>());
+            let c = vfs.crash(seed, CrashModel::full());
+            let got: BTreeMap<PathBuf, u8> = c.file_names().into_iter()
+                .map(|n| { let t = c.read_file(&n).unwrap()[0]; (n, t) })
+                .collect();
+            prop_assert_eq!(got, dur);
+        }
+    }
+}
