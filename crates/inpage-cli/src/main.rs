@@ -13,7 +13,11 @@ use inpage::check::{census, check};
 use inpage::{Config, Database, ReadableTxn};
 
 #[derive(Parser)]
-#[command(name = "inpage", version, about = "inpage: an embedded transactional database engine for flash storage")]
+#[command(
+    name = "inpage",
+    version,
+    about = "inpage: an embedded transactional database engine for flash storage"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -47,7 +51,10 @@ fn inspect(file: &PathBuf) -> Result<(), String> {
     println!("fcc             {}", h.fcc);
     println!("last txn pages  {}", h.last_txn_size);
     println!("page count      {}", h.page_count);
-    println!("free pages      {} (head {})", h.freelist_count, h.freelist_head);
+    println!(
+        "free pages      {} (head {})",
+        h.freelist_count, h.freelist_head
+    );
     println!("catalog root    {}", h.catalog_root);
     println!("meta            {:?}", h.meta);
     println!("log frames      {}", db.log_frames());

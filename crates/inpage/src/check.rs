@@ -40,7 +40,10 @@ pub fn check<T: ReadableTxn>(
         match owner.get_mut(pgno as usize) {
             None => Err(Error::corrupt(
                 pgno,
-                format!("{what} refers to page past the end ({} pages)", h.page_count),
+                format!(
+                    "{what} refers to page past the end ({} pages)",
+                    h.page_count
+                ),
             )),
             Some(Some(prev)) => Err(Error::corrupt(
                 pgno,
@@ -69,8 +72,8 @@ pub fn check<T: ReadableTxn>(
         } else {
             &memcmp
         };
-        let stats = tree::check(txn, info.root, cmp, &mut |p| claim(p, "a tree"))
-            .map_err(|e| match e {
+        let stats =
+            tree::check(txn, info.root, cmp, &mut |p| claim(p, "a tree")).map_err(|e| match e {
                 Error::Corrupt { pgno, reason } => Error::Corrupt {
                     pgno,
                     reason: format!("in tree {:?}: {reason}", info.name),

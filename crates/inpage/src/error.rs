@@ -92,7 +92,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     /// Helper to build an `Io` error mapper: `file.read_at(..).map_err(Error::io("read", path))`.
-    pub fn io<'p>(op: &'static str, path: &'p std::path::Path) -> impl FnOnce(io::Error) -> Error + 'p {
+    pub fn io<'p>(
+        op: &'static str,
+        path: &'p std::path::Path,
+    ) -> impl FnOnce(io::Error) -> Error + 'p {
         move |source| Error::Io {
             op,
             path: path.to_path_buf(),

@@ -28,7 +28,7 @@ impl DbFile {
     }
 
     /// Current file length in bytes.
-    pub fn len(&self) -> Result<u64> {
+    pub fn file_len(&self) -> Result<u64> {
         self.file.len().map_err(Error::io("stat", &self.path))
     }
 
@@ -60,7 +60,7 @@ impl DbFile {
             return Ok(false);
         }
         let need = page_count as u64 * self.page_size as u64;
-        let len = self.len()?;
+        let len = self.file_len()?;
         if len >= need {
             return Ok(false);
         }

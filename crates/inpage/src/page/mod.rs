@@ -10,6 +10,8 @@
 //!   new image and `write`s it, so snapshot readers and savepoints can keep old images by
 //!   keeping the `Arc`.
 
+pub mod slotted;
+
 use std::sync::Arc;
 
 use crate::error::{Pgno, Result};

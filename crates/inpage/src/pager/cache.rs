@@ -71,7 +71,14 @@ impl Cache {
     /// Insert or replace an image; `pinned` entries stay until `unpin`.
     pub fn insert(&mut self, pgno: Pgno, page: PageRef, pinned: bool) {
         let t = self.bump();
-        if let Some(old) = self.entries.insert(pgno, Entry { page, tick: t, pinned }) {
+        if let Some(old) = self.entries.insert(
+            pgno,
+            Entry {
+                page,
+                tick: t,
+                pinned,
+            },
+        ) {
             if !old.pinned {
                 self.lru.remove(&old.tick);
             }

@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::config::{Config, DEFAULT_JOURNAL_MODE};
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{
-    dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx,
-    JournalMode, OffJournal, RecoveryReport, RollbackJournal, Wal,
+    dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
+    OffJournal, RecoveryReport, RollbackJournal, Wal,
 };
 use crate::page::{crc_ok, stamp_crc, PageRead, PageRef, PageWrite};
 use crate::vfs::{File, OpenOptions};
@@ -154,11 +154,10 @@ impl Pager {
         let hot = recover_hot_journal(vfs, path, &file)?;
 
         let raw = Self::read_raw_header(path, &file)?;
-        let disk_header =
-            Header::decode(&raw).map_err(|reason| Error::NotADatabase {
-                path: path.to_path_buf(),
-                reason,
-            })?;
+        let disk_header = Header::decode(&raw).map_err(|reason| Error::NotADatabase {
+            path: path.to_path_buf(),
+            reason,
+        })?;
         let mode = disk_header.journal_mode;
         if let Some(want) = cfg.journal_mode {
             if want != mode {
@@ -170,6 +169,9 @@ impl Pager {
             }
         }
         let page_size = disk_header.page_size as usize;
+        // Checked before the journal opens (which may create side files), so a truncated
+        // file is rejected without changing anything.
+        Self::check_length(path, &file, &disk_header)?;
         let db = Arc::new(DbFile {
             file,
             path: path.to_path_buf(),
@@ -221,15 +223,7 @@ impl Pager {
                 reason: "header in the journal disagrees with the file".into(),
             });
         }
-        let len = db.len()?;
-        let need = header.page_count as u64 * page_size as u64;
-        if len < need {
-            return Err(Error::Truncated {
-                path: path.to_path_buf(),
-                expected: need,
-                actual: len,
-            });
-        }
+        Self::check_length(path, &db.file, &header)?;
         let mut cache = Cache::new(cfg.cache_pages);
         cache.insert(0, PageRef::from(p0), false);
         Ok(Pager {
@@ -245,6 +239,19 @@ impl Pager {
             }),
             recovery,
         })
+    }
+
+    fn check_length(path: &Path, file: &Arc<dyn File>, header: &Header) -> Result<()> {
+        let len = file.len().map_err(Error::io("stat", path))?;
+        let need = header.page_count as u64 * header.page_size as u64;
+        if len < need {
+            return Err(Error::Truncated {
+                path: path.to_path_buf(),
+                expected: need,
+                actual: len,
+            });
+        }
+        Ok(())
     }
 
     fn read_raw_header(path: &Path, file: &Arc<dyn File>) -> Result<Vec<u8>> {
@@ -308,9 +315,11 @@ impl Pager {
         db.ensure_capacity(header.page_count)?;
         db.sync()?;
         drop(db);
-        vfs.rename(&init, path).map_err(Error::io("rename", &init))?;
+        vfs.rename(&init, path)
+            .map_err(Error::io("rename", &init))?;
         let dir = dir_of(path);
-        vfs.sync_dir(&dir).map_err(Error::io("sync directory", &dir))?;
+        vfs.sync_dir(&dir)
+            .map_err(Error::io("sync directory", &dir))?;
         Ok(())
     }
 

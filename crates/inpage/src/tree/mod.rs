@@ -1,11 +1,44 @@
-//! CONTRACT STUB — the tree helper replaces the bodies (keep these signatures).
-//!
 //! Stock slotted-page B+tree over `PageRead`/`PageWrite`.
+//!
+//! Pages use the layout of [`crate::page::slotted`]; large values spill into overflow
+//! chains ([`overflow`]). A tree is named by its root page, which never changes: a root
+//! split moves the root's content into two new children and turns the root into an
+//! interior page, and a root collapse copies the only child back into the root.
+//!
+//! Invariants (all verified by [`check`]):
+//! - **Separators.** An interior page with cells `(child_0, key_0) … (child_{n-1},
+//!   key_{n-1})` and right child `child_n` satisfies `key_{i-1} <= k < key_i` for every
+//!   key `k` in the subtree of `child_i` (missing bounds are unbounded). Hence a search
+//!   descends into child `#{keys <= k}`. A separator need not be a key still present in
+//!   the tree: removals never touch separators, and a split uses the first key of the new
+//!   right half, which satisfies the bounds by construction.
+//! - **Balance.** Every leaf is at the same depth: only the root split adds a level and
+//!   only the root collapse removes one, both for all leaves at once.
+//! - **Occupancy.** Every non-root page has at least one cell (an interior page with no
+//!   key is always merged or, failing that, redistributed, even with `redistribute`
+//!   off); the root interior page always has at least one cell (zero triggers collapse).
+//!   Pages below a third full are merged with a sibling when the result fits, else
+//!   rebalanced if `TreeOptions::redistribute`, else left underfull.
+//! - **Fit.** Every cell is at most `max_cell(usable)` bytes and four such cells fill a
+//!   page, so an overflowing page (at most one page plus one cell) always splits into two
+//!   fitting, non-empty halves; inserting a maximum-size key and value always succeeds.
+//! - **Ownership.** Each page is owned by exactly one tree position: pages are only freed
+//!   after their last reference is dropped from the (rewritten) parent, and every
+//!   allocated page is written before the operation returns.
 
 use std::cmp::Ordering;
 
 use crate::error::{Pgno, Result};
-use crate::page::{PageRead, PageWrite};
+use crate::page::{slotted, PageRead, PageWrite};
+
+mod btree;
+mod check;
+mod cursor;
+mod overflow;
+#[cfg(test)]
+mod tests;
+
+pub use cursor::Cursor;
 
 /// Key comparator: a total order on byte strings.
 pub type CmpFn = dyn Fn(&[u8], &[u8]) -> Ordering + Send + Sync;
@@ -34,22 +67,27 @@ pub struct TreeStats {
     pub overflow_pages: u64,
 }
 
-/// Longest key a tree can store with pages of `usable` bytes.
+/// Longest value a tree can store (the cell's length field is a u32).
+pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
+
+/// Longest key a tree can store with pages of `usable` bytes:
+/// `(usable - 12) / 4 - 2 - 10` (112 bytes for 512-byte pages, 1008 for 4096).
 pub fn max_key_len(usable: usize) -> usize {
-    todo!("{usable}")
+    slotted::max_key_len(usable)
 }
 
 /// Create an empty tree; returns its root page, which never changes for the tree's life.
 pub fn create(store: &mut dyn PageWrite) -> Result<Pgno> {
-    todo!("{}", store.page_size())
+    btree::create(store)
 }
 
 /// Look up `key`.
 pub fn get(store: &dyn PageRead, root: Pgno, cmp: &CmpFn, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    todo!("{}{root}{}{}", store.page_size(), cmp(key, key) as i8, key.len())
+    btree::get(store, root, cmp, key)
 }
 
 /// Insert or replace; returns the previous value.
+/// Errors: `KeyTooLarge` above `max_key_len`, `ValueTooLarge` above `MAX_VALUE_LEN`.
 pub fn insert(
     store: &mut dyn PageWrite,
     root: Pgno,
@@ -58,7 +96,7 @@ pub fn insert(
     key: &[u8],
     value: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    todo!("{}{root}{}{opts:?}{}{}", store.page_size(), cmp(key, key) as i8, key.len(), value.len())
+    btree::insert(store, root, cmp, opts, key, value)
 }
 
 /// Remove `key`; returns the removed value.
@@ -69,22 +107,22 @@ pub fn remove(
     opts: TreeOptions,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    todo!("{}{root}{}{opts:?}{}", store.page_size(), cmp(key, key) as i8, key.len())
+    btree::remove(store, root, cmp, opts, key)
 }
 
 /// Number of entries.
 pub fn count(store: &dyn PageRead, root: Pgno) -> Result<u64> {
-    todo!("{}{root}", store.page_size())
+    btree::count(store, root)
 }
 
 /// Remove every entry, freeing all pages but the root.
 pub fn clear(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {
-    todo!("{}{root}", store.page_size())
+    btree::clear(store, root)
 }
 
 /// Free every page of the tree including the root.
 pub fn destroy(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {
-    todo!("{}{root}", store.page_size())
+    btree::destroy(store, root)
 }
 
 /// Full structural check; calls `visit` once for every page the tree owns (interior,
@@ -95,55 +133,5 @@ pub fn check(
     cmp: &CmpFn,
     visit: &mut dyn FnMut(Pgno) -> Result<()>,
 ) -> Result<TreeStats> {
-    let _ = visit(root);
-    todo!("{}{root}{}", store.page_size(), cmp(&[], &[]) as i8)
-}
-
-/// A position in a tree. Invalid (no current entry) until a positioning call succeeds.
-pub struct Cursor<'s> {
-    pub(crate) store: &'s dyn PageRead,
-    pub(crate) root: Pgno,
-    pub(crate) cmp: &'s CmpFn,
-}
-
-impl<'s> Cursor<'s> {
-    pub fn new(store: &'s dyn PageRead, root: Pgno, cmp: &'s CmpFn) -> Cursor<'s> {
-        Cursor { store, root, cmp }
-    }
-    /// Whether the cursor is on an entry.
-    pub fn valid(&self) -> bool {
-        todo!()
-    }
-    /// Move to the smallest key; Ok(false) if the tree is empty.
-    pub fn first(&mut self) -> Result<bool> {
-        todo!()
-    }
-    /// Move to the largest key; Ok(false) if the tree is empty.
-    pub fn last(&mut self) -> Result<bool> {
-        todo!()
-    }
-    /// Move to the first key >= `key`; Ok(false) if there is none.
-    pub fn seek(&mut self, key: &[u8]) -> Result<bool> {
-        todo!("{}", key.len())
-    }
-    /// Move to the last key <= `key`; Ok(false) if there is none.
-    pub fn seek_le(&mut self, key: &[u8]) -> Result<bool> {
-        todo!("{}", key.len())
-    }
-    /// Step forward; Ok(false) (and invalid) past the end.
-    pub fn next(&mut self) -> Result<bool> {
-        todo!()
-    }
-    /// Step back; Ok(false) (and invalid) before the start.
-    pub fn prev(&mut self) -> Result<bool> {
-        todo!()
-    }
-    /// Current key. Panics if invalid (a caller bug, not bad input).
-    pub fn key(&self) -> &[u8] {
-        todo!()
-    }
-    /// Current value, reading overflow pages if needed.
-    pub fn value(&self) -> Result<Vec<u8>> {
-        todo!()
-    }
+    check::check(store, root, cmp, visit)
 }

@@ -247,7 +247,7 @@ pub trait ReadableTxn: PageRead + Sized {
             Bound::Excluded(k) => {
                 let k = enc(k)?;
                 let mut ok = cursor.inner.seek(&k)?;
-                if ok && (cursor.inner.cmp)(cursor.inner.key(), &k).is_eq() {
+                if ok && cursor.inner.comparator()(cursor.inner.key(), &k).is_eq() {
                     ok = cursor.inner.next()?;
                 }
                 ok
@@ -296,6 +296,7 @@ impl TreeCursor<'_> {
         let k = encode_key(&self.info, key.into(), self.usable)?;
         self.inner.seek_le(k.as_slice())
     }
+    #[allow(clippy::should_implement_trait)] // fallible and positional, not an Iterator
     pub fn next(&mut self) -> Result<bool> {
         self.inner.next()
     }
@@ -338,8 +339,8 @@ impl Iterator for Range<'_> {
         let c = &mut self.cursor.inner;
         let in_range = match &self.end {
             Bound::Unbounded => true,
-            Bound::Included(e) => (c.cmp)(c.key(), e).is_le(),
-            Bound::Excluded(e) => (c.cmp)(c.key(), e).is_lt(),
+            Bound::Included(e) => c.comparator()(c.key(), e).is_le(),
+            Bound::Excluded(e) => c.comparator()(c.key(), e).is_lt(),
         };
         if !in_range {
             self.done = true;
@@ -494,7 +495,14 @@ impl WriteTxn {
             custom_comparator: cmp.is_some(),
         };
         let opts = self.opts;
-        tree::insert(self, catalog_root, &memcmp, opts, name.as_bytes(), &info.encode())?;
+        tree::insert(
+            self,
+            catalog_root,
+            &memcmp,
+            opts,
+            name.as_bytes(),
+            &info.encode(),
+        )?;
         Ok(Tree {
             name: name.into(),
             cmp,
@@ -623,10 +631,7 @@ impl PageRead for WriteTxn {
         if pgno == 0 || pgno >= self.st.header.page_count {
             return Err(Error::corrupt(
                 pgno,
-                format!(
-                    "reference to page outside 1..{}",
-                    self.st.header.page_count
-                ),
+                format!("reference to page outside 1..{}", self.st.header.page_count),
             ));
         }
         match self.st.dirty.get(&pgno) {

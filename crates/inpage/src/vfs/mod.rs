@@ -91,17 +91,3 @@ pub trait File: Send + Sync + fmt::Debug {
         Ok(())
     }
 }
-
-/// Write zeros over `[offset, offset+len)` in bounded chunks; shared by implementations.
-pub(crate) fn write_zeros(file: &dyn File, offset: u64, len: u64) -> io::Result<()> {
-    const CHUNK: usize = 64 * 1024;
-    let zeros = vec![0u8; CHUNK.min(len as usize).max(1)];
-    let mut off = offset;
-    let end = offset + len;
-    while off < end {
-        let n = ((end - off) as usize).min(zeros.len());
-        file.write_at(&zeros[..n], off)?;
-        off += n as u64;
-    }
-    Ok(())
-}

@@ -1,0 +1,93 @@
+//! `inpage inspect` and `inpage check` on good, corrupt and missing files.
+
+use std::path::Path;
+use std::process::Command;
+
+use inpage::{Config, Database, JournalMode, KeyKind};
+
+fn inpage(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_inpage"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn make(path: &Path) {
+    let db = Database::open(path, Config::default().journal_mode(JournalMode::Wal)).unwrap();
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("users", KeyKind::Int).unwrap();
+    for k in 0..500 {
+        w.insert(&t, k, &vec![b'x'; (k as usize * 37) % 5000])
+            .unwrap();
+    }
+    w.remove(&t, 3).unwrap();
+    w.create_tree("names", KeyKind::Bytes).unwrap();
+    w.commit().unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn inspect_and_check_a_good_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("good.db");
+    make(&path);
+    let p = path.to_str().unwrap();
+    let (code, out, err) = inpage(&["inspect", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("journal mode    wal"), "{out}");
+    assert!(out.contains("fcc             1"), "{out}");
+    assert!(
+        out.contains("users") && out.contains("entries 499"),
+        "{out}"
+    );
+    assert!(out.contains("overflow"), "{out}");
+    let (code, out, err) = inpage(&["check", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("ok:") && out.contains("2 trees, 499 entries"),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_reports_a_corrupt_page_with_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.db");
+    make(&path);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[5 * 4096 + 100] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    let (code, _out, err) = inpage(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("corrupt page 5") && err.contains("checksum"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "check changed the file"
+    );
+}
+
+#[test]
+fn missing_and_foreign_files_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.db");
+    let (code, _, err) = inpage(&["check", missing.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(!missing.exists(), "check created a file");
+    let foreign = dir.path().join("foreign.db");
+    std::fs::write(&foreign, vec![0xAB; 10_000]).unwrap();
+    let (code, _, err) = inpage(&["inspect", foreign.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not an inpage database"), "{err}");
+    let (code, _, _) = inpage(&["frobnicate"]);
+    assert_eq!(code, 2, "clap usage error");
+}

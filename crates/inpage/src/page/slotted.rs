@@ -1,0 +1,646 @@
+//! Stock slotted page: the B+tree node layout used by the off, rollback, WAL, WALDIO and
+//! DASH journal modes.
+//!
+//! Layout (all integers little-endian; `usable` = page size − pager trailer):
+//!
+//! ```text
+//! 0      type      u8   page_type::LEAF or page_type::INTERIOR
+//! 1      reserved  u8   0
+//! 2..4   ncells    u16
+//! 4..6   content   u16  offset of the lowest cell byte (== usable when there are no cells)
+//! 6..8   frag      u16  bytes of holes inside [content, usable) left by removed cells
+//! 8..12  right     u32  interior: rightmost child; leaf: 0
+//! 12..   cell-pointer array, ncells × u16 cell offsets, in key order
+//! ...    free gap
+//! content..usable   cells, packed from the end of the usable area downwards
+//! ```
+//!
+//! Cells (both kinds start with the key length so the key is always at offset 6):
+//!
+//! ```text
+//! leaf:     klen u16 | vlen u32 | key | value            (inline)
+//!           klen u16 | vlen u32 | key | first_ovfl u32   (overflow)
+//! interior: klen u16 | child u32 | key
+//! ```
+//!
+//! A leaf value is inline iff `6 + klen + vlen <= max_cell(usable)`; otherwise the whole
+//! value (no local prefix) lives in an overflow chain. The rule depends only on the
+//! lengths and the page size, so no flag is stored and a reader can never disagree with
+//! the writer about which form a cell has.
+//!
+//! Invariants (checked by [`Page::validate`], relied on by the tree):
+//! - `12 + 2·ncells <= content <= usable`, so the pointer array and the cell area never
+//!   overlap; every pointer lies in `[content, usable)` and its cell ends by `usable`.
+//! - Cells do not overlap and `Σ cell sizes + frag == usable − content` exactly: removal
+//!   either moves `content` up (cell at the bottom) or adds the cell to `frag`, and
+//!   defragmentation repacks all cells and zeroes `frag`, so the accounting is exact.
+//! - Every cell is at most `max_cell(usable)` bytes, chosen so that four cells plus their
+//!   pointers always fit in an empty page. That is what guarantees a split of an
+//!   overflowing page into two fitting halves (see `tree`).
+//!
+//! Pages come from disk, so every accessor bounds-checks the offsets it reads and returns
+//! `Error::Corrupt` rather than panicking.
+
+use std::cmp::Ordering;
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::page_type;
+
+/// Bytes of the page header (same for leaves and interiors).
+pub const HEADER_SIZE: usize = 12;
+/// Bytes of one cell pointer.
+pub const PTR_SIZE: usize = 2;
+/// Bytes before the key in either kind of cell.
+pub const CELL_HEADER: usize = 6;
+/// Bytes of the overflow pointer stored in an overflowing leaf cell.
+pub const OVFL_PTR: usize = 4;
+/// Overflow page header: type u8, 3 reserved bytes, next pgno u32 (0 ends the chain).
+pub const OVFL_HEADER: usize = 8;
+
+const OFF_NCELLS: usize = 2;
+const OFF_CONTENT: usize = 4;
+const OFF_FRAG: usize = 6;
+const OFF_RIGHT: usize = 8;
+
+/// Bytes available for pointers and cells in a page.
+pub fn capacity(usable: usize) -> usize {
+    usable.saturating_sub(HEADER_SIZE)
+}
+
+/// Largest cell (excluding its pointer): four of them with pointers fill an empty page.
+pub fn max_cell(usable: usize) -> usize {
+    (capacity(usable) / 4).saturating_sub(PTR_SIZE)
+}
+
+/// Longest key: a leaf cell with this key and an overflow pointer is `max_cell` bytes
+/// (an interior cell with the same key is 4 bytes smaller).
+pub fn max_key_len(usable: usize) -> usize {
+    max_cell(usable).saturating_sub(CELL_HEADER + OVFL_PTR)
+}
+
+/// Value bytes carried by each overflow page.
+pub fn overflow_data(usable: usize) -> usize {
+    usable.saturating_sub(OVFL_HEADER)
+}
+
+/// Whether a leaf value of `vlen` bytes with a key of `klen` bytes is stored inline.
+pub fn value_is_inline(usable: usize, klen: usize, vlen: usize) -> bool {
+    CELL_HEADER.saturating_add(klen).saturating_add(vlen) <= max_cell(usable)
+}
+
+fn get_u16(b: &[u8], at: usize) -> usize {
+    u16::from_le_bytes([b[at], b[at + 1]]) as usize
+}
+
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn put_u16(b: &mut [u8], at: usize, v: usize) {
+    debug_assert!(v <= u16::MAX as usize);
+    b[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
+}
+
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Encode a leaf cell whose value is inline.
+pub fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut c = Vec::with_capacity(CELL_HEADER + key.len() + value.len());
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    c.extend_from_slice(key);
+    c.extend_from_slice(value);
+    c
+}
+
+/// Encode a leaf cell whose value of `vlen` bytes starts at overflow page `first`.
+pub fn leaf_cell_overflow(key: &[u8], vlen: u32, first: Pgno) -> Vec<u8> {
+    let mut c = Vec::with_capacity(CELL_HEADER + key.len() + OVFL_PTR);
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.extend_from_slice(&vlen.to_le_bytes());
+    c.extend_from_slice(key);
+    c.extend_from_slice(&first.to_le_bytes());
+    c
+}
+
+/// Encode an interior cell.
+pub fn interior_cell(child: Pgno, key: &[u8]) -> Vec<u8> {
+    let mut c = Vec::with_capacity(CELL_HEADER + key.len());
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.extend_from_slice(&child.to_le_bytes());
+    c.extend_from_slice(key);
+    c
+}
+
+/// Key of a well-formed cell of either kind (one produced by the encoders or returned
+/// by [`Page::cell`], which checked its size).
+pub fn cell_key(cell: &[u8]) -> &[u8] {
+    let klen = get_u16(cell, 0);
+    &cell[CELL_HEADER..CELL_HEADER + klen]
+}
+
+/// Child pointer of a well-formed interior cell.
+pub fn cell_child(cell: &[u8]) -> Pgno {
+    get_u32(cell, 2)
+}
+
+/// Where a leaf value lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload<'a> {
+    Inline(&'a [u8]),
+    Overflow { len: u32, first: Pgno },
+}
+
+/// Value part of a well-formed leaf cell.
+pub fn cell_payload(usable: usize, cell: &[u8]) -> Payload<'_> {
+    let klen = get_u16(cell, 0);
+    let vlen = get_u32(cell, 2);
+    let at = CELL_HEADER + klen;
+    if value_is_inline(usable, klen, vlen as usize) {
+        Payload::Inline(&cell[at..at + vlen as usize])
+    } else {
+        Payload::Overflow {
+            len: vlen,
+            first: get_u32(cell, at),
+        }
+    }
+}
+
+/// Size of the cell at the start of `area`, or None if its header does not fit in `area`
+/// or it claims more bytes than `area` holds.
+fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
+    if area.len() < CELL_HEADER {
+        return None;
+    }
+    let klen = get_u16(area, 0);
+    let size = if leaf {
+        let vlen = get_u32(area, 2) as usize;
+        if value_is_inline(usable, klen, vlen) {
+            CELL_HEADER + klen + vlen
+        } else {
+            CELL_HEADER + klen + OVFL_PTR
+        }
+    } else {
+        CELL_HEADER + klen
+    };
+    (size <= area.len()).then_some(size)
+}
+
+/// Read-only, bounds-checked view of a leaf or interior page.
+#[derive(Clone, Copy)]
+pub struct Page<'a> {
+    pgno: Pgno,
+    buf: &'a [u8],
+    usable: usize,
+    leaf: bool,
+    ncells: usize,
+    content: usize,
+    frag: usize,
+}
+
+impl<'a> Page<'a> {
+    /// Parse and sanity-check the header. Cells are checked lazily by the accessors
+    /// (and all at once by `validate`).
+    pub fn open(pgno: Pgno, buf: &'a [u8], usable: usize) -> Result<Page<'a>> {
+        if buf.len() < usable || usable < HEADER_SIZE {
+            return Err(Error::corrupt(
+                pgno,
+                "page buffer shorter than the usable size",
+            ));
+        }
+        let leaf = match buf[0] {
+            page_type::LEAF => true,
+            page_type::INTERIOR => false,
+            t => {
+                return Err(Error::corrupt(
+                    pgno,
+                    format!(
+                        "expected a tree page, found type {t} ({})",
+                        page_type::name(t)
+                    ),
+                ))
+            }
+        };
+        let ncells = get_u16(buf, OFF_NCELLS);
+        let content = get_u16(buf, OFF_CONTENT);
+        let frag = get_u16(buf, OFF_FRAG);
+        let ptr_end = HEADER_SIZE + PTR_SIZE * ncells;
+        if ptr_end > content || content > usable {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "header out of bounds: {ncells} cells need {ptr_end} bytes, content starts at {content}, usable {usable}"
+                ),
+            ));
+        }
+        if frag > usable - content {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "fragmented bytes {frag} exceed the cell area {}",
+                    usable - content
+                ),
+            ));
+        }
+        let page = Page {
+            pgno,
+            buf,
+            usable,
+            leaf,
+            ncells,
+            content,
+            frag,
+        };
+        if leaf && page.right_child() != 0 {
+            return Err(Error::corrupt(pgno, "leaf page has a right-child pointer"));
+        }
+        Ok(page)
+    }
+
+    pub fn pgno(&self) -> Pgno {
+        self.pgno
+    }
+    pub fn is_leaf(&self) -> bool {
+        self.leaf
+    }
+    pub fn ncells(&self) -> usize {
+        self.ncells
+    }
+    pub fn usable(&self) -> usize {
+        self.usable
+    }
+    /// Rightmost child (interior pages).
+    pub fn right_child(&self) -> Pgno {
+        get_u32(self.buf, OFF_RIGHT)
+    }
+    /// Bytes a new cell plus pointer may use, after defragmentation if needed.
+    pub fn free_space(&self) -> usize {
+        self.content - (HEADER_SIZE + PTR_SIZE * self.ncells) + self.frag
+    }
+    /// Bytes used by cells and their pointers.
+    pub fn used(&self) -> usize {
+        capacity(self.usable) - self.free_space()
+    }
+
+    /// Offset and size of cell `i`.
+    pub fn cell_range(&self, i: usize) -> Result<(usize, usize)> {
+        if i >= self.ncells {
+            return Err(Error::corrupt(
+                self.pgno,
+                format!("cell index {i} out of range ({} cells)", self.ncells),
+            ));
+        }
+        let off = get_u16(self.buf, HEADER_SIZE + PTR_SIZE * i);
+        if off < self.content || off >= self.usable {
+            return Err(Error::corrupt(
+                self.pgno,
+                format!(
+                    "cell {i} offset {off} outside the cell area [{}, {})",
+                    self.content, self.usable
+                ),
+            ));
+        }
+        match cell_size(self.leaf, self.usable, &self.buf[off..self.usable]) {
+            Some(size) if size <= max_cell(self.usable) => Ok((off, size)),
+            Some(size) => Err(Error::corrupt(
+                self.pgno,
+                format!(
+                    "cell {i} is {size} bytes, more than the maximum {}",
+                    max_cell(self.usable)
+                ),
+            )),
+            None => Err(Error::corrupt(
+                self.pgno,
+                format!("cell {i} at offset {off} runs past the usable area"),
+            )),
+        }
+    }
+
+    /// Raw bytes of cell `i` (a well-formed cell: its key and payload are in bounds).
+    pub fn cell(&self, i: usize) -> Result<&'a [u8]> {
+        let (off, size) = self.cell_range(i)?;
+        Ok(&self.buf[off..off + size])
+    }
+
+    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
+        Ok(cell_key(self.cell(i)?))
+    }
+
+    /// Child `i` of an interior page; `i == ncells` is the right child.
+    pub fn child(&self, i: usize) -> Result<Pgno> {
+        debug_assert!(!self.leaf);
+        let c = if i == self.ncells {
+            self.right_child()
+        } else {
+            cell_child(self.cell(i)?)
+        };
+        if c == 0 {
+            return Err(Error::corrupt(self.pgno, format!("child pointer {i} is 0")));
+        }
+        Ok(c)
+    }
+
+    pub fn payload(&self, i: usize) -> Result<Payload<'a>> {
+        debug_assert!(self.leaf);
+        Ok(cell_payload(self.usable, self.cell(i)?))
+    }
+
+    /// Binary search like `slice::binary_search_by`: Ok(i) if key `i` equals `key`,
+    /// Err(i) with the insertion point otherwise.
+    pub fn search(
+        &self,
+        key: &[u8],
+        cmp: &dyn Fn(&[u8], &[u8]) -> Ordering,
+    ) -> Result<std::result::Result<usize, usize>> {
+        let (mut lo, mut hi) = (0, self.ncells);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match cmp(self.key(mid)?, key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Ok(Ok(mid)),
+            }
+        }
+        Ok(Err(lo))
+    }
+
+    /// Index of the child whose subtree may hold `key` (separator invariant: keys of
+    /// child i are < key i <= keys of child i+1).
+    pub fn child_index(&self, key: &[u8], cmp: &dyn Fn(&[u8], &[u8]) -> Ordering) -> Result<usize> {
+        Ok(match self.search(key, cmp)? {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        })
+    }
+
+    /// Owned copies of all cells, in key order.
+    pub fn cells(&self) -> Result<Vec<Vec<u8>>> {
+        (0..self.ncells)
+            .map(|i| self.cell(i).map(<[u8]>::to_vec))
+            .collect()
+    }
+
+    /// Full structural check: every cell in bounds, no two cells overlap, and the
+    /// free-space accounting is exact.
+    pub fn validate(&self) -> Result<()> {
+        let mut ranges = (0..self.ncells)
+            .map(|i| self.cell_range(i).map(|(off, size)| (off, size, i)))
+            .collect::<Result<Vec<_>>>()?;
+        ranges.sort_unstable();
+        for w in ranges.windows(2) {
+            let ((a, asz, ai), (b, _, bi)) = (w[0], w[1]);
+            if a + asz > b {
+                return Err(Error::corrupt(
+                    self.pgno,
+                    format!(
+                        "cell {ai} at [{a}, {}) overlaps cell {bi} at offset {b}",
+                        a + asz
+                    ),
+                ));
+            }
+        }
+        let cells: usize = ranges.iter().map(|r| r.1).sum();
+        if cells + self.frag != self.usable - self.content {
+            return Err(Error::corrupt(
+                self.pgno,
+                format!(
+                    "space accounting mismatch: cells {cells} + fragmented {} != cell area {}",
+                    self.frag,
+                    self.usable - self.content
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Build a page image from cells (already in key order). The caller guarantees they fit.
+pub fn build(
+    page_size: usize,
+    usable: usize,
+    leaf: bool,
+    cells: &[Vec<u8>],
+    right: Pgno,
+) -> Vec<u8> {
+    let mut buf = vec![0u8; page_size];
+    buf[0] = if leaf {
+        page_type::LEAF
+    } else {
+        page_type::INTERIOR
+    };
+    put_u32(&mut buf, OFF_RIGHT, if leaf { 0 } else { right });
+    let mut content = usable;
+    for (i, c) in cells.iter().enumerate() {
+        debug_assert!(c.len() <= max_cell(usable));
+        content -= c.len();
+        buf[content..content + c.len()].copy_from_slice(c);
+        put_u16(&mut buf, HEADER_SIZE + PTR_SIZE * i, content);
+    }
+    debug_assert!(
+        HEADER_SIZE + PTR_SIZE * cells.len() <= content,
+        "cells overflow the page"
+    );
+    put_u16(&mut buf, OFF_NCELLS, cells.len());
+    put_u16(&mut buf, OFF_CONTENT, content);
+    buf
+}
+
+/// An empty leaf page image.
+pub fn empty_leaf(page_size: usize, usable: usize) -> Vec<u8> {
+    build(page_size, usable, true, &[], 0)
+}
+
+/// Insert `cell` as cell `i` of the page in `buf`, defragmenting if the free space is
+/// there but not contiguous. Ok(false) (page unchanged) if it does not fit.
+pub fn insert_cell(
+    pgno: Pgno,
+    buf: &mut [u8],
+    usable: usize,
+    i: usize,
+    cell: &[u8],
+) -> Result<bool> {
+    let page = Page::open(pgno, buf, usable)?;
+    let n = page.ncells();
+    debug_assert!(i <= n && cell.len() <= max_cell(usable));
+    let need = cell.len() + PTR_SIZE;
+    if need > page.free_space() {
+        return Ok(false);
+    }
+    let ptr_end = HEADER_SIZE + PTR_SIZE * n;
+    if page.content - ptr_end < need {
+        defragment(pgno, buf, usable)?;
+    }
+    // Only a page whose `frag` over-claims holes can still lack the gap here.
+    let content = get_u16(buf, OFF_CONTENT);
+    if content < ptr_end + need {
+        return Err(Error::corrupt(
+            pgno,
+            "fragmented-bytes count exceeds the actual holes",
+        ));
+    }
+    let content = content - cell.len();
+    buf[content..content + cell.len()].copy_from_slice(cell);
+    let at = HEADER_SIZE + PTR_SIZE * i;
+    buf.copy_within(at..ptr_end, at + PTR_SIZE);
+    put_u16(buf, at, content);
+    put_u16(buf, OFF_NCELLS, n + 1);
+    put_u16(buf, OFF_CONTENT, content);
+    Ok(true)
+}
+
+/// Remove cell `i` from the page in `buf`. The hole joins `frag` unless the cell was the
+/// lowest one, in which case the content area simply shrinks.
+pub fn remove_cell(pgno: Pgno, buf: &mut [u8], usable: usize, i: usize) -> Result<()> {
+    let page = Page::open(pgno, buf, usable)?;
+    let n = page.ncells();
+    let (off, size) = page.cell_range(i)?;
+    let (content, frag) = (page.content, page.frag);
+    buf[off..off + size].fill(0);
+    let at = HEADER_SIZE + PTR_SIZE * i;
+    let ptr_end = HEADER_SIZE + PTR_SIZE * n;
+    buf.copy_within(at + PTR_SIZE..ptr_end, at);
+    buf[ptr_end - PTR_SIZE..ptr_end].fill(0);
+    put_u16(buf, OFF_NCELLS, n - 1);
+    if off == content {
+        put_u16(buf, OFF_CONTENT, content + size);
+    } else {
+        // A corrupt page could claim more holes than the area has; validate reports it.
+        put_u16(buf, OFF_FRAG, (frag + size).min(usable - content));
+    }
+    Ok(())
+}
+
+/// Repack all cells at the end of the usable area so the free space is one gap.
+pub fn defragment(pgno: Pgno, buf: &mut [u8], usable: usize) -> Result<()> {
+    let page = Page::open(pgno, buf, usable)?;
+    let cells = page.cells()?;
+    let (leaf, right) = (page.is_leaf(), page.right_child());
+    let total: usize = cells.iter().map(|c| c.len() + PTR_SIZE).sum();
+    if total > capacity(usable) {
+        return Err(Error::corrupt(
+            pgno,
+            format!("cells total {total} bytes, more than the page holds (overlapping cells)"),
+        ));
+    }
+    let fresh = build(buf.len(), usable, leaf, &cells, right);
+    buf[..usable].copy_from_slice(&fresh[..usable]);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PS: usize = 512;
+    const US: usize = 508;
+
+    fn cmp(a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+
+    #[test]
+    fn limits_for_small_pages() {
+        assert_eq!(max_cell(US), 122);
+        assert_eq!(max_key_len(US), 112);
+        assert_eq!(max_key_len(4092), 1008);
+        assert!(4 * (max_cell(US) + PTR_SIZE) <= capacity(US));
+        assert!(4 * (max_cell(65532) + PTR_SIZE) <= capacity(65532));
+        assert!(value_is_inline(US, 0, 116));
+        assert!(!value_is_inline(US, 0, 117));
+    }
+
+    #[test]
+    fn insert_remove_defragment() {
+        let mut buf = empty_leaf(PS, US);
+        let cells: Vec<Vec<u8>> = (0..4u8)
+            .map(|i| leaf_cell_inline(&[i; 10], &[i; 100]))
+            .collect();
+        for (i, c) in cells.iter().enumerate() {
+            assert!(insert_cell(1, &mut buf, US, i, c).unwrap());
+        }
+        let page = Page::open(1, &buf, US).unwrap();
+        page.validate().unwrap();
+        assert_eq!(page.free_space(), capacity(US) - 4 * (116 + 2));
+        // A fifth large cell does not fit.
+        assert!(!insert_cell(1, &mut buf, US, 4, &cells[0]).unwrap());
+        // Remove a middle cell: its bytes become a hole, not contiguous free space.
+        remove_cell(1, &mut buf, US, 1).unwrap();
+        let page = Page::open(1, &buf, US).unwrap();
+        page.validate().unwrap();
+        assert_eq!(page.frag, 116);
+        assert!(page.content - (HEADER_SIZE + 3 * PTR_SIZE) < 118);
+        // Re-inserting needs the hole, so it defragments.
+        assert!(insert_cell(1, &mut buf, US, 1, &cells[1]).unwrap());
+        let page = Page::open(1, &buf, US).unwrap();
+        page.validate().unwrap();
+        assert_eq!(page.frag, 0);
+        for (i, cell) in cells.iter().enumerate() {
+            assert_eq!(page.cell(i).unwrap(), &cell[..]);
+            assert_eq!(page.search(&[i as u8; 10], &cmp).unwrap(), Ok(i));
+        }
+        assert_eq!(page.search(&[9], &cmp).unwrap(), Err(4));
+        // Removing the lowest cell shrinks the content area instead of fragmenting.
+        let low = (0..4)
+            .min_by_key(|&i| page.cell_range(i).unwrap().0)
+            .unwrap();
+        remove_cell(1, &mut buf, US, low).unwrap();
+        let page = Page::open(1, &buf, US).unwrap();
+        assert_eq!(page.frag, 0);
+        page.validate().unwrap();
+    }
+
+    #[test]
+    fn overflow_cells_and_interior_cells() {
+        let c = leaf_cell_overflow(b"k", 5000, 77);
+        assert_eq!(
+            cell_payload(US, &c),
+            Payload::Overflow {
+                len: 5000,
+                first: 77
+            }
+        );
+        assert_eq!(cell_key(&c), b"k");
+        let c = interior_cell(9, b"sep");
+        assert_eq!((cell_child(&c), cell_key(&c)), (9, &b"sep"[..]));
+        let buf = build(PS, US, false, &[c], 10);
+        let page = Page::open(3, &buf, US).unwrap();
+        assert_eq!((page.child(0).unwrap(), page.child(1).unwrap()), (9, 10));
+        assert_eq!(page.child_index(b"sep", &cmp).unwrap(), 1);
+        assert_eq!(page.child_index(b"a", &cmp).unwrap(), 0);
+    }
+
+    #[test]
+    fn corrupt_headers_and_cells_are_errors() {
+        let mut buf = build(
+            PS,
+            US,
+            true,
+            &[leaf_cell_inline(b"a", b"1"), leaf_cell_inline(b"b", b"2")],
+            0,
+        );
+        let good = buf.clone();
+        buf[0] = 9;
+        assert!(Page::open(1, &buf, US).is_err());
+        buf = good.clone();
+        put_u16(&mut buf, OFF_NCELLS, 300);
+        assert!(Page::open(1, &buf, US).is_err());
+        buf = good.clone();
+        put_u16(&mut buf, HEADER_SIZE, 507); // cell pointer to the last usable byte
+        let page = Page::open(1, &buf, US).unwrap();
+        assert!(page.cell(0).is_err());
+        assert!(page.validate().is_err());
+        buf = good.clone();
+        let second = get_u16(&buf, HEADER_SIZE + 2);
+        put_u16(&mut buf, HEADER_SIZE, second + 1); // overlaps cell 1
+        let page = Page::open(1, &buf, US).unwrap();
+        assert!(matches!(
+            page.validate(),
+            Err(Error::Corrupt { pgno: 1, .. })
+        ));
+        buf = good;
+        put_u16(&mut buf, OFF_FRAG, 3);
+        assert!(Page::open(1, &buf, US).unwrap().validate().is_err());
+    }
+}

@@ -1,0 +1,157 @@
+//! Full structural check of one tree.
+//!
+//! Walks the tree depth-first carrying the key bounds each page inherits from its
+//! ancestors (`lo <= k < hi`, see the separator invariant in `tree`), and verifies every
+//! invariant the write path relies on: page type and slotted-page structure (cells in
+//! bounds, no overlap, exact space accounting, cell size limit), key length limit, strictly increasing keys
+//! under the caller's comparator, keys inside the inherited bounds, equal leaf depth,
+//! non-empty non-root pages, and overflow chains of exactly the length their value needs.
+//!
+//! Each owned page is reported to `visit` once. The checker also keeps its own set of
+//! pages seen, so a page referenced twice (a shared subtree or a cycle) is reported as
+//! corruption instead of being walked again, which also keeps the walk finite.
+
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::slotted::{self, Page, Payload};
+use crate::page::PageRead;
+
+use super::btree::MAX_DEPTH;
+use super::{overflow, CmpFn, TreeStats};
+
+struct Checker<'a> {
+    store: &'a dyn PageRead,
+    cmp: &'a CmpFn,
+    visit: &'a mut dyn FnMut(Pgno) -> Result<()>,
+    seen: HashSet<Pgno>,
+    stats: TreeStats,
+    leaf_depth: Option<u32>,
+}
+
+pub(crate) fn check(
+    store: &dyn PageRead,
+    root: Pgno,
+    cmp: &CmpFn,
+    visit: &mut dyn FnMut(Pgno) -> Result<()>,
+) -> Result<TreeStats> {
+    let mut c = Checker {
+        store,
+        cmp,
+        visit,
+        seen: HashSet::new(),
+        stats: TreeStats::default(),
+        leaf_depth: None,
+    };
+    c.tree_page(root, root, None, None, 1)?;
+    c.stats.depth = c.leaf_depth.unwrap_or(1);
+    Ok(c.stats)
+}
+
+impl Checker<'_> {
+    /// Claim `pgno` for this tree (reached from page `from`).
+    fn own(&mut self, pgno: Pgno, from: Pgno) -> Result<()> {
+        if !self.seen.insert(pgno) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("page is referenced twice (again from page {from})"),
+            ));
+        }
+        (self.visit)(pgno)
+    }
+
+    fn tree_page(
+        &mut self,
+        pgno: Pgno,
+        parent: Pgno,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+        depth: u32,
+    ) -> Result<()> {
+        if depth as usize > MAX_DEPTH {
+            return Err(Error::corrupt(
+                parent,
+                format!("tree deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        self.own(pgno, parent)?;
+        let data = self.store.read(pgno)?;
+        let p = Page::open(pgno, &data, self.store.usable_size())?;
+        p.validate()?;
+        let n = p.ncells();
+        let cmp = self.cmp;
+        let max_key = slotted::max_key_len(p.usable());
+        for i in 0..n {
+            let k = p.key(i)?;
+            if k.len() > max_key {
+                return Err(Error::corrupt(
+                    pgno,
+                    format!(
+                        "key {i} is {} bytes, longer than the maximum {max_key}",
+                        k.len()
+                    ),
+                ));
+            }
+            if i > 0 && cmp(p.key(i - 1)?, k) != Ordering::Less {
+                return Err(Error::corrupt(
+                    pgno,
+                    format!(
+                        "key {i} is not greater than key {} (cells out of order)",
+                        i - 1
+                    ),
+                ));
+            }
+            if lo.is_some_and(|lo| cmp(k, lo) == Ordering::Less) {
+                return Err(Error::corrupt(
+                    pgno,
+                    format!("key {i} is below the lower bound set by ancestor separators (parent page {parent})"),
+                ));
+            }
+            if hi.is_some_and(|hi| cmp(k, hi) != Ordering::Less) {
+                return Err(Error::corrupt(
+                    pgno,
+                    format!("key {i} is not below the upper bound set by ancestor separators (parent page {parent})"),
+                ));
+            }
+        }
+        if p.is_leaf() {
+            match self.leaf_depth {
+                None => self.leaf_depth = Some(depth),
+                Some(d) if d != depth => {
+                    return Err(Error::corrupt(
+                        pgno,
+                        format!("leaf at depth {depth} but other leaves are at depth {d}"),
+                    ))
+                }
+                Some(_) => {}
+            }
+            if n == 0 && depth > 1 {
+                return Err(Error::corrupt(pgno, "non-root leaf has no cells"));
+            }
+            self.stats.leaf_pages += 1;
+            self.stats.entries += n as u64;
+            let store = self.store;
+            for i in 0..n {
+                if let Payload::Overflow { len, first } = p.payload(i)? {
+                    overflow::walk(store, pgno, len, first, &mut |ovfl, _| {
+                        self.stats.overflow_pages += 1;
+                        self.own(ovfl, pgno)
+                    })?;
+                }
+            }
+        } else {
+            if n == 0 {
+                return Err(Error::corrupt(pgno, "interior page has no keys"));
+            }
+            self.stats.interior_pages += 1;
+            for i in 0..=n {
+                let child = p.child(i)?;
+                let clo = if i == 0 { lo } else { Some(p.key(i - 1)?) };
+                let chi = if i == n { hi } else { Some(p.key(i)?) };
+                self.tree_page(child, pgno, clo, chi, depth + 1)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,278 @@
+//! Cursors: ordered iteration and positioned lookups.
+//!
+//! A cursor keeps the root-to-leaf path as a stack of `(pgno, page image, index)`. For an
+//! interior frame the index is the child the path goes through (`0..=ncells`); for the
+//! leaf frame it is the current cell. Moving past either end of a leaf pops up to the
+//! nearest ancestor with a child further in that direction and descends along that
+//! child's near edge — no sibling pointers are needed.
+//!
+//! Invariants:
+//! - `cur` is `Some` exactly when the leaf frame's index names a cell; it then holds the
+//!   bounds-checked byte range of that cell's key, so `key()` cannot fail.
+//! - Holding `PageRef`s keeps the images the cursor walks alive, and the `&'s` borrow of
+//!   the store means no writer can modify the tree while the cursor exists, so the stack
+//!   never goes stale.
+//! - Empty leaves (only the root can be one in a valid tree) are skipped in both
+//!   directions, so positioning works on empty trees and tolerates odd shapes.
+
+use std::ops::Range;
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::slotted::{self, Page};
+use crate::page::{PageRead, PageRef};
+
+use super::btree::{read_payload, MAX_DEPTH};
+use super::CmpFn;
+
+struct Frame {
+    pgno: Pgno,
+    page: PageRef,
+    idx: usize,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Edge {
+    First,
+    Last,
+}
+
+/// A position in a tree. Invalid (no current entry) until a positioning call succeeds.
+pub struct Cursor<'s> {
+    store: &'s dyn PageRead,
+    root: Pgno,
+    cmp: &'s CmpFn,
+    stack: Vec<Frame>,
+    cur: Option<Range<usize>>,
+}
+
+impl<'s> Cursor<'s> {
+    pub fn new(store: &'s dyn PageRead, root: Pgno, cmp: &'s CmpFn) -> Cursor<'s> {
+        Cursor {
+            store,
+            root,
+            cmp,
+            stack: Vec::new(),
+            cur: None,
+        }
+    }
+
+    /// The comparator this cursor orders keys by.
+    pub fn comparator(&self) -> &'s CmpFn {
+        self.cmp
+    }
+
+    /// Whether the cursor is on an entry.
+    pub fn valid(&self) -> bool {
+        self.cur.is_some()
+    }
+
+    /// Move to the smallest key; Ok(false) if the tree is empty.
+    pub fn first(&mut self) -> Result<bool> {
+        self.reset();
+        self.push(self.root, Edge::First)?;
+        self.descend(Edge::First)?;
+        self.settle_forward()
+    }
+
+    /// Move to the largest key; Ok(false) if the tree is empty.
+    pub fn last(&mut self) -> Result<bool> {
+        self.reset();
+        self.push(self.root, Edge::Last)?;
+        self.descend(Edge::Last)?;
+        self.settle_backward()
+    }
+
+    /// Move to the first key >= `key`; Ok(false) if there is none.
+    pub fn seek(&mut self, key: &[u8]) -> Result<bool> {
+        let found = self.seek_leaf(key)?;
+        let leaf = self
+            .stack
+            .last_mut()
+            .expect("seek_leaf leaves the leaf frame");
+        leaf.idx = match found {
+            Ok(i) | Err(i) => i,
+        };
+        self.settle_forward()
+    }
+
+    /// Move to the last key <= `key`; Ok(false) if there is none.
+    pub fn seek_le(&mut self, key: &[u8]) -> Result<bool> {
+        let found = self.seek_leaf(key)?;
+        let leaf = self
+            .stack
+            .last_mut()
+            .expect("seek_leaf leaves the leaf frame");
+        // The leaf's "one past the wanted cell" index, as `settle_backward` expects.
+        leaf.idx = match found {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        };
+        self.settle_backward()
+    }
+
+    /// Step forward; Ok(false) (and invalid) past the end.
+    // Not `Iterator::next`: it is fallible and does not yield the entry.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<bool> {
+        if !self.valid() {
+            return Ok(false);
+        }
+        self.top_mut().idx += 1;
+        self.settle_forward()
+    }
+
+    /// Step back; Ok(false) (and invalid) before the start.
+    pub fn prev(&mut self) -> Result<bool> {
+        if !self.valid() {
+            return Ok(false);
+        }
+        // The current index is "one past" the previous cell, as settle_backward wants.
+        self.settle_backward()
+    }
+
+    /// Current key. Panics if invalid (a caller bug, not bad input).
+    pub fn key(&self) -> &[u8] {
+        let range = self.cur.clone().expect("Cursor::key on an invalid cursor");
+        &self
+            .stack
+            .last()
+            .expect("a valid cursor has a leaf frame")
+            .page[range]
+    }
+
+    /// Current value, reading overflow pages if needed.
+    pub fn value(&self) -> Result<Vec<u8>> {
+        assert!(self.valid(), "Cursor::value on an invalid cursor");
+        let leaf = self.stack.last().expect("a valid cursor has a leaf frame");
+        let p = self.page(leaf)?;
+        read_payload(self.store, leaf.pgno, p.payload(leaf.idx)?)
+    }
+
+    fn reset(&mut self) {
+        self.stack.clear();
+        self.cur = None;
+    }
+
+    fn top_mut(&mut self) -> &mut Frame {
+        self.stack.last_mut().expect("cursor stack is not empty")
+    }
+
+    fn page<'f>(&self, f: &'f Frame) -> Result<Page<'f>> {
+        Page::open(f.pgno, &f.page, self.store.usable_size())
+    }
+
+    /// Push page `pgno` with its index at the given edge (for a leaf at `Last`, one past
+    /// the last cell).
+    fn push(&mut self, pgno: Pgno, edge: Edge) -> Result<()> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(Error::corrupt(
+                pgno,
+                format!("tree deeper than {MAX_DEPTH} levels (child pointer cycle?)"),
+            ));
+        }
+        let page = self.store.read(pgno)?;
+        let p = Page::open(pgno, &page, self.store.usable_size())?;
+        let idx = match edge {
+            Edge::First => 0,
+            Edge::Last => p.ncells(),
+        };
+        self.stack.push(Frame { pgno, page, idx });
+        Ok(())
+    }
+
+    /// From the top frame, follow its current child down to a leaf, taking the `edge`
+    /// child at every level below.
+    fn descend(&mut self, edge: Edge) -> Result<()> {
+        loop {
+            let top = self.stack.last().expect("cursor stack is not empty");
+            let p = self.page(top)?;
+            if p.is_leaf() {
+                return Ok(());
+            }
+            let child = p.child(top.idx)?;
+            self.push(child, edge)?;
+        }
+    }
+
+    /// Descend from the root towards `key`; returns the search result in the leaf.
+    fn seek_leaf(&mut self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+        self.reset();
+        self.push(self.root, Edge::First)?;
+        loop {
+            let top = self.stack.last().expect("cursor stack is not empty");
+            let p = self.page(top)?;
+            if p.is_leaf() {
+                return p.search(key, self.cmp);
+            }
+            let idx = p.child_index(key, self.cmp)?;
+            let child = p.child(idx)?;
+            self.top_mut().idx = idx;
+            self.push(child, Edge::First)?;
+        }
+    }
+
+    /// The leaf index may be one past its last cell: move to the next cell in key order,
+    /// crossing into following leaves as needed.
+    fn settle_forward(&mut self) -> Result<bool> {
+        self.cur = None;
+        loop {
+            let top = self.stack.last().expect("cursor stack is not empty");
+            if top.idx < self.page(top)?.ncells() {
+                return self.load_current();
+            }
+            // Leaf exhausted: find the nearest ancestor with a child to the right.
+            self.stack.pop();
+            loop {
+                let Some(f) = self.stack.last_mut() else {
+                    return Ok(false);
+                };
+                let n = Page::open(f.pgno, &f.page, self.store.usable_size())?.ncells();
+                if f.idx < n {
+                    f.idx += 1;
+                    break;
+                }
+                self.stack.pop();
+            }
+            self.descend(Edge::First)?;
+        }
+    }
+
+    /// The leaf index is one past the wanted cell: move to the cell before it, crossing
+    /// into preceding leaves as needed.
+    fn settle_backward(&mut self) -> Result<bool> {
+        self.cur = None;
+        loop {
+            let top = self.top_mut();
+            if top.idx > 0 {
+                top.idx -= 1;
+                return self.load_current();
+            }
+            self.stack.pop();
+            loop {
+                let Some(f) = self.stack.last_mut() else {
+                    return Ok(false);
+                };
+                if f.idx > 0 {
+                    f.idx -= 1;
+                    break;
+                }
+                self.stack.pop();
+            }
+            self.descend(Edge::Last)?;
+        }
+    }
+
+    /// Make the leaf frame's cell current, checking its bounds once so `key()` can't fail.
+    fn load_current(&mut self) -> Result<bool> {
+        let top = self.stack.last().expect("cursor stack is not empty");
+        let p = self.page(top)?;
+        if !p.is_leaf() {
+            return Err(Error::corrupt(top.pgno, "cursor expected a leaf page"));
+        }
+        let (off, _) = p.cell_range(top.idx)?;
+        let key = p.key(top.idx)?;
+        let start = off + slotted::CELL_HEADER;
+        self.cur = Some(start..start + key.len());
+        Ok(true)
+    }
+}

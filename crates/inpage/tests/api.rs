@@ -1,0 +1,282 @@
+//! The public API: trees, cursors, ranges, meta values, savepoints, comparators, the
+//! single-writer rule and snapshot readers on other threads.
+
+mod common;
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use common::*;
+use inpage::vfs::SimVfs;
+use inpage::{Comparator, Config, Database, Error, JournalMode, Key, KeyKind, ReadableTxn};
+
+fn sim_db(mode: JournalMode) -> (SimVfs, Database) {
+    let vfs = SimVfs::new();
+    let db = Database::open(DB, sim_config(&vfs, mode, 4096)).unwrap();
+    (vfs, db)
+}
+
+#[test]
+fn readme_example_on_real_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    let db = Database::open(&path, Config::default().journal_mode(JournalMode::Wal)).unwrap();
+    let mut w = db.begin_write().unwrap();
+    let users = w.open_or_create_tree("users", KeyKind::Int).unwrap();
+    w.insert(&users, 42, b"Ada").unwrap();
+    w.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.get(&users, 42).unwrap().as_deref(), Some(&b"Ada"[..]));
+    drop(r);
+    db.close().unwrap();
+    let db = Database::open(&path, Config::default()).unwrap();
+    assert_eq!(db.journal_mode(), JournalMode::Wal);
+    assert_eq!(db.get("users", 42).unwrap().as_deref(), Some(&b"Ada"[..]));
+}
+
+#[test]
+fn auto_commit_operations_bump_fcc_once_each() {
+    for mode in JournalMode::ALL {
+        let (_vfs, db) = sim_db(mode);
+        let mut w = db.begin_write().unwrap();
+        w.create_tree("t", KeyKind::Int).unwrap();
+        w.commit().unwrap();
+        let f0 = db.fcc();
+        assert_eq!(db.insert("t", 1, b"one").unwrap(), None);
+        assert_eq!(
+            db.insert("t", 1, b"uno").unwrap().as_deref(),
+            Some(&b"one"[..])
+        );
+        assert_eq!(db.remove("t", 1).unwrap().as_deref(), Some(&b"uno"[..]));
+        assert_eq!(db.get("t", 1).unwrap(), None);
+        assert_eq!(db.fcc(), f0 + 3, "{mode}");
+        // A transaction that changes nothing does no I/O and keeps the FCC.
+        db.begin_write().unwrap().commit().unwrap();
+        assert_eq!(db.fcc(), f0 + 3);
+    }
+}
+
+#[test]
+fn cursors_and_ranges() {
+    let (_vfs, db) = sim_db(JournalMode::Delete);
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("t", KeyKind::Int).unwrap();
+    for k in (-500..500).step_by(5) {
+        w.insert(&t, k, &value_for(k, 0, (k.unsigned_abs() as usize) % 700))
+            .unwrap();
+    }
+    w.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let keys = |lo: Bound<Key>, hi: Bound<Key>| -> Vec<i64> {
+        r.range(&t, lo, hi)
+            .unwrap()
+            .map(|kv| kv.unwrap().0.as_int().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        keys(Bound::Included(Key::Int(-7)), Bound::Included(Key::Int(10))),
+        vec![-5, 0, 5, 10]
+    );
+    assert_eq!(
+        keys(Bound::Excluded(Key::Int(-5)), Bound::Excluded(Key::Int(10))),
+        vec![0, 5]
+    );
+    assert_eq!(
+        keys(Bound::Included(Key::Int(496)), Bound::Unbounded),
+        Vec::<i64>::new()
+    );
+    assert_eq!(keys(Bound::Unbounded, Bound::Unbounded).len(), 200);
+    let mut c = r.cursor(&t).unwrap();
+    assert!(c.last().unwrap());
+    assert_eq!(c.key().unwrap().unwrap().as_int(), Some(495));
+    assert!(c.seek(3).unwrap());
+    assert_eq!(c.key().unwrap().unwrap().as_int(), Some(5));
+    assert_eq!(c.value().unwrap().unwrap(), value_for(5, 0, 5));
+    assert!(c.prev().unwrap());
+    assert_eq!(c.key().unwrap().unwrap().as_int(), Some(0));
+    assert!(c.seek_le(3).unwrap());
+    assert_eq!(c.key().unwrap().unwrap().as_int(), Some(0));
+    assert!(!c.seek(1000).unwrap());
+    assert!(!c.valid());
+    assert_eq!(c.key().unwrap(), None);
+    assert!(c.first().unwrap());
+    assert!(!c.prev().unwrap());
+}
+
+#[test]
+fn custom_comparator_orders_keys() {
+    let (_vfs, db) = sim_db(JournalMode::Wal);
+    let rev: Comparator = Arc::new(|a: &[u8], b: &[u8]| b.cmp(a));
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree_with("rev", rev.clone()).unwrap();
+    for word in ["apple", "kiwi", "banana", "cherry"] {
+        w.insert(&t, word, word.as_bytes()).unwrap();
+    }
+    w.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    assert!(matches!(r.open_tree("rev"), Err(Error::InvalidArgument(_))));
+    let t = r.open_tree_with("rev", rev.clone()).unwrap();
+    let keys: Vec<Vec<u8>> = r.iter(&t).unwrap().map(|kv| kv.unwrap().1).collect();
+    assert_eq!(
+        keys,
+        vec![
+            b"kiwi".to_vec(),
+            b"cherry".to_vec(),
+            b"banana".to_vec(),
+            b"apple".to_vec()
+        ]
+    );
+    let mut cmps = std::collections::HashMap::new();
+    cmps.insert("rev".to_string(), rev);
+    inpage::check::check(&r, &cmps).unwrap();
+    let _ = Ordering::Less;
+}
+
+#[test]
+fn meta_values_and_savepoints() {
+    let (_vfs, db) = sim_db(JournalMode::Persist);
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("t", KeyKind::Int).unwrap();
+    w.insert(&t, 1, b"a").unwrap();
+    w.set_meta(3, 33).unwrap();
+    let sp1 = w.savepoint();
+    w.insert(&t, 2, b"b").unwrap();
+    w.set_meta(3, 44).unwrap();
+    let sp2 = w.savepoint();
+    w.insert(&t, 3, b"c").unwrap();
+    w.rollback_to(&sp2).unwrap();
+    assert_eq!(w.get(&t, 3).unwrap(), None);
+    assert_eq!(w.get(&t, 2).unwrap().as_deref(), Some(&b"b"[..]));
+    w.rollback_to(&sp1).unwrap();
+    assert_eq!(w.get(&t, 2).unwrap(), None);
+    assert_eq!(w.meta(3).unwrap(), 33);
+    assert!(w.rollback_to(&sp2).is_err(), "sp2 was rolled past");
+    w.insert(&t, 4, b"d").unwrap();
+    w.release(sp1).unwrap();
+    w.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let got: Vec<i64> = r
+        .iter(&t)
+        .unwrap()
+        .map(|kv| kv.unwrap().0.as_int().unwrap())
+        .collect();
+    assert_eq!(got, vec![1, 4]);
+    assert_eq!(r.meta(3).unwrap(), 33);
+    assert_checks(&db);
+}
+
+#[test]
+fn dropped_and_cleared_trees_free_their_pages_for_reuse() {
+    let (_vfs, db) = sim_db(JournalMode::Delete);
+    let big = vec![9u8; 9000];
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("a", KeyKind::Int).unwrap();
+    for k in 0..300 {
+        w.insert(&t, k, if k % 10 == 0 { &big } else { b"small" })
+            .unwrap();
+    }
+    w.commit().unwrap();
+    let pages = db.header().page_count;
+    let mut w = db.begin_write().unwrap();
+    w.drop_tree("a").unwrap();
+    w.commit().unwrap();
+    assert_checks(&db);
+    assert!(db.header().freelist_count > 10);
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("b", KeyKind::Int).unwrap();
+    for k in 0..300 {
+        w.insert(&t, k, if k % 10 == 0 { &big } else { b"small" })
+            .unwrap();
+    }
+    w.commit().unwrap();
+    assert!(
+        db.header().page_count <= pages + 1,
+        "freed pages were not reused"
+    );
+    let mut w = db.begin_write().unwrap();
+    w.clear_tree(&t).unwrap();
+    assert_eq!(w.count(&t).unwrap(), 0);
+    w.commit().unwrap();
+    assert_checks(&db);
+    let r = db.begin_read().unwrap();
+    let names: Vec<String> = r
+        .list_trees()
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(names, vec!["b".to_string()]);
+}
+
+#[test]
+fn one_writer_at_a_time() {
+    let (_vfs, db) = sim_db(JournalMode::Wal);
+    let w = db.begin_write().unwrap();
+    assert!(matches!(db.try_begin_write(), Err(Error::Busy)));
+    drop(w);
+    let w = db.try_begin_write().unwrap();
+    let db2 = db.clone();
+    let waiter = thread::spawn(move || {
+        let mut w = db2.begin_write().unwrap();
+        w.create_tree("from-thread", KeyKind::Int).unwrap();
+        w.commit().unwrap();
+    });
+    thread::sleep(std::time::Duration::from_millis(50));
+    assert!(!waiter.is_finished(), "second writer did not wait");
+    w.rollback();
+    waiter.join().unwrap();
+    assert!(db.begin_read().unwrap().open_tree("from-thread").is_ok());
+}
+
+#[test]
+fn readers_see_stable_snapshots_on_other_threads() {
+    for mode in JournalMode::ALL {
+        let (_vfs, db) = sim_db(mode);
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Int).unwrap();
+        for k in 0..200 {
+            w.insert(&t, k, &value_for(k, 0, 300)).unwrap();
+        }
+        w.commit().unwrap();
+
+        // Readers pinned at version 0 check their view while the writer rewrites every
+        // key many times (forcing page replacements, cache eviction and checkpoints).
+        let readers = 3;
+        let barrier = Arc::new(Barrier::new(readers + 1));
+        let handles: Vec<_> = (0..readers)
+            .map(|_| {
+                let r = db.begin_read().unwrap();
+                let t = t.clone();
+                let barrier = barrier.clone();
+                thread::spawn(move || {
+                    barrier.wait();
+                    for _ in 0..5 {
+                        for k in 0..200 {
+                            assert_eq!(r.get(&t, k).unwrap(), Some(value_for(k, 0, 300)));
+                        }
+                        assert_eq!(r.count(&t).unwrap(), 200);
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        for round in 1..=10u32 {
+            let mut w = db.begin_write().unwrap();
+            // An uncommitted change must never be visible.
+            w.insert(&t, 1000, b"uncommitted").unwrap();
+            for k in 0..200 {
+                w.insert(&t, k, &value_for(k, round, 300)).unwrap();
+            }
+            w.remove(&t, 1000).unwrap();
+            w.commit().unwrap();
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        let r = db.begin_read().unwrap();
+        assert_eq!(r.get(&t, 7).unwrap(), Some(value_for(7, 10, 300)), "{mode}");
+        assert_checks(&db);
+    }
+}

@@ -1,0 +1,276 @@
+//! Recovery tests per journal mode: cut the power of the simulated disk at every I/O
+//! operation of a commit (and of a checkpoint), let the crash lose, reorder and tear the
+//! unsynced writes, reopen, and require the state before or after the interrupted
+//! transaction, a passing integrity check, and a database that keeps working.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use inpage::vfs::{CrashModel, SimVfs};
+use inpage::{Database, JournalMode, WalSync};
+
+type Txn = Vec<(i64, Option<Vec<u8>>)>;
+
+fn models(txns: &[Txn]) -> Vec<BTreeMap<i64, Vec<u8>>> {
+    let mut m = BTreeMap::new();
+    let mut out = vec![m.clone()];
+    for t in txns {
+        apply_model(&mut m, t);
+        out.push(m.clone());
+    }
+    out
+}
+
+/// Open and apply the first `k` transactions; returns the db.
+fn prepare(vfs: &SimVfs, mode: JournalMode, page_size: u32, txns: &[Txn], k: usize) -> Database {
+    let db = Database::open(DB, sim_config(vfs, mode, page_size)).unwrap();
+    for t in &txns[..k] {
+        apply(&db, t).unwrap();
+    }
+    db
+}
+
+/// After a crash: reopen, compare with the allowed states, check, then write once more
+/// and reopen again to show recovery left a working database.
+fn verify_after_crash(
+    crashed: &SimVfs,
+    mode: JournalMode,
+    page_size: u32,
+    allowed: &[&BTreeMap<i64, Vec<u8>>],
+    what: &str,
+) {
+    let db = Database::open(DB, sim_config(crashed, mode, page_size))
+        .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+    let got = dump(&db);
+    assert!(
+        allowed.iter().any(|m| **m == got),
+        "{what}: state after recovery matches none of the allowed states ({} keys; allowed sizes {:?})",
+        got.len(),
+        allowed.iter().map(|m| m.len()).collect::<Vec<_>>()
+    );
+    assert_checks(&db);
+    let extra: Txn = vec![(10_000, Some(b"after recovery".to_vec()))];
+    apply(&db, &extra).unwrap_or_else(|e| panic!("{what}: write after recovery: {e}"));
+    drop(db);
+    let db = Database::open(DB, sim_config(crashed, mode, page_size)).unwrap();
+    let mut want = got.clone();
+    apply_model(&mut want, &extra);
+    assert_eq!(dump(&db), want, "{what}: write after recovery lost");
+    assert_checks(&db);
+}
+
+/// Crash at every operation of transaction `k` (of `txns`), with `seeds` crash seeds each.
+fn crash_every_op_of_commit(
+    mode: JournalMode,
+    page_size: u32,
+    txns: &[Txn],
+    k: usize,
+    seeds: u64,
+) -> usize {
+    let states = models(txns);
+    // Reference run: how many mutating operations does commit k take?
+    let vfs = SimVfs::new();
+    let db = prepare(&vfs, mode, page_size, txns, k);
+    let before = vfs.op_count();
+    apply(&db, &txns[k]).unwrap();
+    let ops = vfs.op_count() - before;
+    drop(db);
+    if ops == 0 {
+        // The transaction changed nothing (e.g. removed absent keys): no I/O to cut.
+        assert_eq!(states[k], states[k + 1]);
+        return 0;
+    }
+    let mut cuts = 0;
+    for cut in 0..ops {
+        for seed in 0..seeds {
+            let vfs = SimVfs::new();
+            let db = prepare(&vfs, mode, page_size, txns, k);
+            vfs.set_power_cut_after(cut);
+            let res = apply(&db, &txns[k]);
+            assert!(
+                res.is_err(),
+                "{mode} cut {cut}/{ops}: commit should see the power cut"
+            );
+            drop(db);
+            let crashed = vfs.crash(seed, CrashModel::full());
+            let what = format!("{mode} page {page_size} txn {k} cut {cut}/{ops} seed {seed}");
+            verify_after_crash(
+                &crashed,
+                mode,
+                page_size,
+                &[&states[k], &states[k + 1]],
+                &what,
+            );
+            cuts += 1;
+        }
+    }
+    cuts
+}
+
+fn scenario(seed: u64, page_size: u32) -> Vec<Txn> {
+    // Enough data to split pages and spill values into overflow pages.
+    gen_txns(seed, 6, 12, 200, 2 * page_size as usize)
+}
+
+#[test]
+fn power_cut_during_commit_rollback_modes() {
+    for mode in [
+        JournalMode::Delete,
+        JournalMode::Truncate,
+        JournalMode::Persist,
+    ] {
+        for (i, ps) in [4096u32, 512].into_iter().enumerate() {
+            let txns = scenario(i as u64 + 1, ps);
+            let mut total = 0;
+            for k in 0..6 {
+                let cuts = crash_every_op_of_commit(mode, ps, &txns, k, 8);
+                eprintln!("{mode} page {ps} txn {k}: {cuts} crashes");
+                total += cuts;
+            }
+            assert!(total >= 5 * 8 * 5, "{mode}: too few crash points ({total})");
+        }
+    }
+}
+
+#[test]
+fn power_cut_during_commit_wal() {
+    for (i, ps) in [4096u32, 512].into_iter().enumerate() {
+        let txns = scenario(i as u64 + 11, ps);
+        let mut total = 0;
+        for k in 0..6 {
+            total += crash_every_op_of_commit(JournalMode::Wal, ps, &txns, k, 8);
+        }
+        assert!(total >= 5 * 8 * 2, "wal: too few crash points ({total})");
+    }
+}
+
+#[test]
+fn power_cut_during_checkpoint() {
+    let ps = 4096;
+    let txns = scenario(21, ps);
+    let states = models(&txns);
+    let n = txns.len();
+    let vfs = SimVfs::new();
+    let db = prepare(&vfs, JournalMode::Wal, ps, &txns, n);
+    let before = vfs.op_count();
+    db.checkpoint().unwrap();
+    let ops = vfs.op_count() - before;
+    drop(db);
+    assert!(ops > 2, "checkpoint wrote too little: {ops} ops");
+    for cut in 0..ops {
+        for seed in 0..3 {
+            let vfs = SimVfs::new();
+            let db = prepare(&vfs, JournalMode::Wal, ps, &txns, n);
+            vfs.set_power_cut_after(cut);
+            assert!(db.checkpoint().is_err());
+            drop(db);
+            let crashed = vfs.crash(seed, CrashModel::full());
+            let what = format!("wal checkpoint cut {cut}/{ops} seed {seed}");
+            // Every commit was synced (FULL), so all of them must survive.
+            verify_after_crash(&crashed, JournalMode::Wal, ps, &[&states[n]], &what);
+        }
+    }
+}
+
+#[test]
+fn power_cut_during_auto_checkpoint_commit() {
+    // A tiny checkpoint interval makes most commits checkpoint.
+    let ps = 512;
+    let txns = scenario(31, ps);
+    let states = models(&txns);
+    for k in [2, 4] {
+        let vfs = SimVfs::new();
+        let cfg = |v: &SimVfs| sim_config(v, JournalMode::Wal, ps).wal_autocheckpoint(3);
+        let db = Database::open(DB, cfg(&vfs)).unwrap();
+        for t in &txns[..k] {
+            apply(&db, t).unwrap();
+        }
+        let before = vfs.op_count();
+        apply(&db, &txns[k]).unwrap();
+        let ops = vfs.op_count() - before;
+        drop(db);
+        for cut in 0..ops {
+            let vfs = SimVfs::new();
+            let db = Database::open(DB, cfg(&vfs)).unwrap();
+            for t in &txns[..k] {
+                apply(&db, t).unwrap();
+            }
+            vfs.set_power_cut_after(cut);
+            let _ = apply(&db, &txns[k]);
+            drop(db);
+            let crashed = vfs.crash(cut, CrashModel::full());
+            let db = Database::open(DB, cfg(&crashed)).unwrap();
+            let got = dump(&db);
+            assert!(
+                got == states[k] || got == states[k + 1],
+                "auto-checkpoint k {k} cut {cut}"
+            );
+            assert_checks(&db);
+        }
+    }
+}
+
+#[test]
+fn wal_normal_keeps_a_prefix_of_commits() {
+    let ps = 4096;
+    let txns = scenario(41, ps);
+    let states = models(&txns);
+    for seed in 0..20 {
+        let vfs = SimVfs::new();
+        let cfg = |v: &SimVfs| sim_config(v, JournalMode::Wal, ps).wal_sync(WalSync::Normal);
+        let db = Database::open(DB, cfg(&vfs)).unwrap();
+        for t in &txns {
+            apply(&db, t).unwrap();
+        }
+        let crashed = vfs.crash(seed, CrashModel::full());
+        drop(db);
+        let db = Database::open(DB, cfg(&crashed)).unwrap();
+        let got = dump(&db);
+        assert!(
+            states.contains(&got),
+            "seed {seed}: not a prefix of the commits"
+        );
+        assert_checks(&db);
+    }
+}
+
+#[test]
+fn crash_during_recovery_is_recovered() {
+    // Interrupt a rollback-journal commit, then cut the power again at every operation of
+    // the recovery itself.
+    let ps = 4096;
+    let txns = scenario(51, ps);
+    let states = models(&txns);
+    let k = 4;
+    for mode in [JournalMode::Delete, JournalMode::Persist, JournalMode::Wal] {
+        let vfs = SimVfs::new();
+        let db = prepare(&vfs, mode, ps, &txns, k);
+        let before = vfs.op_count();
+        apply(&db, &txns[k]).unwrap();
+        let ops = vfs.op_count() - before;
+        drop(db);
+        // Cut near the end of the commit, where the database file is being written.
+        let cut = ops.saturating_sub(3);
+        let vfs = SimVfs::new();
+        let db = prepare(&vfs, mode, ps, &txns, k);
+        vfs.set_power_cut_after(cut);
+        let _ = apply(&db, &txns[k]);
+        drop(db);
+        let first = vfs.crash(7, CrashModel::full());
+        // Measure recovery's own operations.
+        let probe = first.crash(0, CrashModel::none());
+        let before = probe.op_count();
+        drop(Database::open(DB, sim_config(&probe, mode, ps)).unwrap());
+        let rec_ops = probe.op_count() - before;
+        for cut2 in 0..rec_ops {
+            let second = first.crash(0, CrashModel::none());
+            second.set_power_cut_after(cut2);
+            let _ = Database::open(DB, sim_config(&second, mode, ps));
+            let third = second.crash(cut2, CrashModel::full());
+            let what = format!("{mode} recovery cut {cut2}/{rec_ops}");
+            verify_after_crash(&third, mode, ps, &[&states[k], &states[k + 1]], &what);
+        }
+    }
+}

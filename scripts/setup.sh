@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what the project needs on a fresh machine (idempotent). Sourced by the
+# README's two commands; safe to run on its own.
+set -euo pipefail
+
+need_apt=()
+command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
+# The lab (inpage bench --lab ext4) needs mkfs.ext4/mke2fs and losetup.
+command -v mke2fs >/dev/null 2>&1 || need_apt+=(e2fsprogs)
+command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+  else
+    echo "setup: missing ${need_apt[*]} (not root or no apt-get): the ext4 lab will be unavailable" >&2
+  fi
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+cargo fetch --locked 2>/dev/null || cargo fetch
