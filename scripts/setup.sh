@@ -3,6 +3,10 @@
 # README's two commands; safe to run on its own.
 set -euo pipefail
 
+# rustup installs into ~/.cargo/bin, which a non-login shell may not have on PATH.
+if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+  export PATH="$HOME/.cargo/bin:$PATH"
+fi
 need_apt=()
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found; install Rust (rustup) first" >&2; exit 1; }
 # The lab (inpage bench --lab ext4) needs mkfs.ext4/mke2fs and losetup.

@@ -280,3 +280,35 @@ fn readers_see_stable_snapshots_on_other_threads() {
         assert_checks(&db);
     }
 }
+
+#[test]
+fn file_grows_in_zero_filled_chunks() {
+    for chunk in [0u32, 1, 8, 64] {
+        let vfs = SimVfs::new();
+        let db = Database::open(DB, sim_config(&vfs, JournalMode::Delete, 4096).chunk_pages(chunk))
+            .unwrap();
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Int).unwrap();
+        w.commit().unwrap();
+        for round in 0..20 {
+            let mut w = db.begin_write().unwrap();
+            for k in 0..40 {
+                w.insert(&t, round * 40 + k, &[7u8; 200]).unwrap();
+            }
+            w.commit().unwrap();
+            let len = vfs.read_file(std::path::Path::new(DB)).unwrap().len() as u64;
+            let need = db.header().page_count as u64 * 4096;
+            if chunk == 0 {
+                assert_eq!(len, need, "page-at-a-time growth");
+            } else {
+                let c = chunk as u64 * 4096;
+                assert_eq!(len % c, 0, "chunk {chunk}: length {len} not a whole number of chunks");
+                assert!(len >= need && len < need + c, "chunk {chunk}: {len} vs {need}");
+            }
+        }
+        // Unused tail pages read as zeros (they were written, not just reserved).
+        let bytes = vfs.read_file(std::path::Path::new(DB)).unwrap();
+        let used = db.header().page_count as usize * 4096;
+        assert!(bytes[used..].iter().all(|&b| b == 0));
+    }
+}

@@ -53,6 +53,7 @@ struct Run {
     vfs: SimVfs,
     mode: JournalMode,
     page_size: u32,
+    redistribute: bool,
     db: Option<Database>,
     committed: Model,
 }
@@ -61,7 +62,11 @@ impl Run {
     fn open(&mut self) {
         self.db = None;
         self.db =
-            Some(Database::open(DB, sim_config(&self.vfs, self.mode, self.page_size)).unwrap());
+            Some(Database::open(
+            DB,
+            sim_config(&self.vfs, self.mode, self.page_size).redistribute(self.redistribute),
+        )
+        .unwrap());
     }
     fn db(&self) -> &Database {
         self.db.as_ref().unwrap()
@@ -96,11 +101,12 @@ fn verify_committed(run: &Run) {
     assert_checks(db);
 }
 
-fn run_ops(mode: JournalMode, page_size: u32, ops: Vec<Op>) {
+fn run_ops(mode: JournalMode, page_size: u32, redistribute: bool, ops: Vec<Op>) {
     let mut run = Run {
         vfs: SimVfs::new(),
         mode,
         page_size,
+        redistribute,
         db: None,
         committed: Default::default(),
     };
@@ -237,26 +243,28 @@ fn cases() -> u32 {
 }
 
 macro_rules! mode_tests {
-    ($($name:ident: $mode:expr, $ps:expr;)*) => {$(
+    ($($name:ident: $mode:expr, $ps:expr, $redist:expr;)*) => {$(
         proptest! {
             #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
             #[test]
             fn $name(ops in proptest::collection::vec(op(3 * $ps as usize), 1..300)) {
-                run_ops($mode, $ps, ops);
+                run_ops($mode, $ps, $redist, ops);
             }
         }
     )*};
 }
 
 mode_tests! {
-    off_4k: JournalMode::Off, 4096;
-    off_512: JournalMode::Off, 512;
-    delete_4k: JournalMode::Delete, 4096;
-    delete_512: JournalMode::Delete, 512;
-    truncate_4k: JournalMode::Truncate, 4096;
-    truncate_512: JournalMode::Truncate, 512;
-    persist_4k: JournalMode::Persist, 4096;
-    persist_512: JournalMode::Persist, 512;
-    wal_4k: JournalMode::Wal, 4096;
-    wal_512: JournalMode::Wal, 512;
+    off_4k: JournalMode::Off, 4096, true;
+    off_512: JournalMode::Off, 512, true;
+    delete_4k: JournalMode::Delete, 4096, true;
+    delete_512: JournalMode::Delete, 512, true;
+    truncate_4k: JournalMode::Truncate, 4096, true;
+    truncate_512: JournalMode::Truncate, 512, true;
+    persist_4k: JournalMode::Persist, 4096, true;
+    persist_512: JournalMode::Persist, 512, true;
+    wal_4k: JournalMode::Wal, 4096, true;
+    wal_512: JournalMode::Wal, 512, true;
+    delete_512_no_redistribute: JournalMode::Delete, 512, false;
+    wal_4k_no_redistribute: JournalMode::Wal, 4096, false;
 }

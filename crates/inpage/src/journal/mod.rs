@@ -123,6 +123,11 @@ pub struct JournalConfig {
     /// WAL: pre-size and zero-fill the WAL to the checkpoint interval (the papers'
     /// WAL_OPT), so appends are non-allocating overwrites.
     pub wal_prealloc: bool,
+    /// **Breaks crash safety on purpose.** Rollback-journal modes skip syncing the journal
+    /// before overwriting the database. Exists only so the torture harness can show it
+    /// catches a broken commit protocol; never set it otherwise.
+    #[doc(hidden)]
+    pub broken_skip_journal_sync: bool,
 }
 
 impl Default for JournalConfig {
@@ -132,6 +137,7 @@ impl Default for JournalConfig {
             wal_autocheckpoint: 1000,
             journal_size_limit: None,
             wal_prealloc: false,
+            broken_skip_journal_sync: false,
         }
     }
 }

@@ -232,6 +232,11 @@ impl RollbackJournal {
         file.write_at(&recs, HDR_SECTOR as u64)
             .map_err(io("write"))?;
         file.write_at(&hdr.encode(), 0).map_err(io("write"))?;
+        if self.ctx.config.broken_skip_journal_sync {
+            // Deliberately unsafe (tests of the torture harness only): the database is
+            // about to be overwritten while its undo records may still be volatile.
+            return Ok(file);
+        }
         file.sync_data().map_err(io("fdatasync"))?;
         if self.mode == JournalMode::Delete || !w.dir_synced {
             let dir = self.ctx.dir();
