@@ -1,7 +1,7 @@
 //! Stock slotted-page B+tree over `PageRead`/`PageWrite`.
 //!
 //! Pages use the layout of [`crate::page::slotted`]; large values spill into overflow
-//! chains ([`overflow`]). A tree is named by its root page, which never changes: a root
+//! chains (module `overflow`). A tree is named by its root page, which never changes: a root
 //! split moves the root's content into two new children and turns the root into an
 //! interior page, and a root collapse copies the only child back into the root.
 //!
