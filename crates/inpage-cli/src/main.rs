@@ -35,6 +35,11 @@ enum Cmd {
         /// Database file.
         file: PathBuf,
     },
+    /// The lab: Mobibench, recovery and floor workloads against SQLite, redb and LMDB.
+    Bench {
+        #[command(subcommand)]
+        cmd: inpage_bench::BenchCmd,
+    },
 }
 
 fn open(file: &PathBuf) -> Result<Database, String> {
@@ -109,9 +114,10 @@ fn run_check(file: &PathBuf) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let res = match &cli.cmd {
-        Cmd::Inspect { file } => inspect(file),
-        Cmd::Check { file } => run_check(file),
+    let res = match cli.cmd {
+        Cmd::Inspect { file } => inspect(&file),
+        Cmd::Check { file } => run_check(&file),
+        Cmd::Bench { cmd } => inpage_bench::run(cmd),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -285,8 +285,11 @@ fn readers_see_stable_snapshots_on_other_threads() {
 fn file_grows_in_zero_filled_chunks() {
     for chunk in [0u32, 1, 8, 64] {
         let vfs = SimVfs::new();
-        let db = Database::open(DB, sim_config(&vfs, JournalMode::Delete, 4096).chunk_pages(chunk))
-            .unwrap();
+        let db = Database::open(
+            DB,
+            sim_config(&vfs, JournalMode::Delete, 4096).chunk_pages(chunk),
+        )
+        .unwrap();
         let mut w = db.begin_write().unwrap();
         let t = w.create_tree("t", KeyKind::Int).unwrap();
         w.commit().unwrap();
@@ -302,8 +305,15 @@ fn file_grows_in_zero_filled_chunks() {
                 assert_eq!(len, need, "page-at-a-time growth");
             } else {
                 let c = chunk as u64 * 4096;
-                assert_eq!(len % c, 0, "chunk {chunk}: length {len} not a whole number of chunks");
-                assert!(len >= need && len < need + c, "chunk {chunk}: {len} vs {need}");
+                assert_eq!(
+                    len % c,
+                    0,
+                    "chunk {chunk}: length {len} not a whole number of chunks"
+                );
+                assert!(
+                    len >= need && len < need + c,
+                    "chunk {chunk}: {len} vs {need}"
+                );
             }
         }
         // Unused tail pages read as zeros (they were written, not just reserved).

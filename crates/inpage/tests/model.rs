@@ -61,12 +61,13 @@ struct Run {
 impl Run {
     fn open(&mut self) {
         self.db = None;
-        self.db =
-            Some(Database::open(
-            DB,
-            sim_config(&self.vfs, self.mode, self.page_size).redistribute(self.redistribute),
-        )
-        .unwrap());
+        self.db = Some(
+            Database::open(
+                DB,
+                sim_config(&self.vfs, self.mode, self.page_size).redistribute(self.redistribute),
+            )
+            .unwrap(),
+        );
     }
     fn db(&self) -> &Database {
         self.db.as_ref().unwrap()

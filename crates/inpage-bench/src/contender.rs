@@ -1,0 +1,801 @@
+//! Contenders: every store the lab compares, behind one small `Store` trait.
+//!
+//! Invariants:
+//! - Every contender does the same logical work per transaction: begin, the given point
+//!   operations on one table keyed by a positive integer, one *durable* commit. Nobody gets
+//!   a cheaper durability setting than the others (SQLite `synchronous=FULL`, redb
+//!   `Durability::Immediate`, LMDB without `NOSYNC`, the engine's default `WalSync::Full`).
+//! - The engine's contenders are derived from `inpage::JournalMode::ALL` plus the tweaked
+//!   variants in `ENGINE_VARIANTS`, so a journal mode added to the engine shows up here
+//!   without edits; a variant is one line.
+//! - Each store lives in its own directory; opening it creates it. Nothing here shares a
+//!   file between contenders or rounds (the runner hands out fresh directories).
+//! - Engine and floor contenders do their I/O through `AccountingVfs`, so their syscall
+//!   counts and time split (compute / write / sync) come from the same counters the engine
+//!   reports; the peers' I/O is outside our control and is measured at the process or
+//!   device level instead.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use inpage::vfs::{AccountingVfs, File, IoStats, OpenOptions, OsVfs, Vfs};
+use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
+
+use crate::workload::Op;
+
+/// Rows written per transaction while preloading or warming a table (not measured).
+const LOAD_BATCH: usize = 1000;
+/// The table (tree) every contender uses; Mobibench's name.
+pub const TABLE: &str = "tblMyList";
+/// Pages in the floor's zero-filled file (overwrites cycle through them).
+pub const FLOOR_PAGES: u64 = 256;
+/// Floor write size: one engine page.
+pub const FLOOR_PAGE: usize = 4096;
+
+/// A tweak applied to the engine's `Config` for a named variant.
+pub type ConfigTweak = fn(Config) -> Config;
+
+/// Engine variants beyond the plain journal modes: (name, mode, tweak). Add a line here
+/// to benchmark another setting.
+pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] =
+    &[("wal-opt", JournalMode::Wal, |c| c.wal_prealloc(true))];
+
+/// SQLite journal settings, as Mobibench and the apps use them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqliteFlavor {
+    Delete,
+    Truncate,
+    Persist,
+    Wal,
+    /// WAL as Android apps configure it: `journal_size_limit=524288`,
+    /// `wal_autocheckpoint=100`.
+    WalApps,
+    Off,
+}
+
+impl SqliteFlavor {
+    const ALL: [(SqliteFlavor, &'static str); 6] = [
+        (SqliteFlavor::Delete, "sqlite-delete"),
+        (SqliteFlavor::Truncate, "sqlite-truncate"),
+        (SqliteFlavor::Persist, "sqlite-persist"),
+        (SqliteFlavor::Wal, "sqlite-wal"),
+        (SqliteFlavor::WalApps, "sqlite-wal-r"),
+        (SqliteFlavor::Off, "sqlite-off"),
+    ];
+
+    fn journal_mode(self) -> &'static str {
+        match self {
+            SqliteFlavor::Delete => "DELETE",
+            SqliteFlavor::Truncate => "TRUNCATE",
+            SqliteFlavor::Persist => "PERSIST",
+            SqliteFlavor::Wal | SqliteFlavor::WalApps => "WAL",
+            SqliteFlavor::Off => "OFF",
+        }
+    }
+}
+
+/// What kind of store a contender is.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    Engine {
+        mode: JournalMode,
+        tweak: Option<ConfigTweak>,
+    },
+    Sqlite(SqliteFlavor),
+    Redb,
+    Lmdb,
+    Floor,
+}
+
+/// A named contender.
+#[derive(Clone, Debug)]
+pub struct Contender {
+    pub name: String,
+    pub kind: Kind,
+}
+
+impl PartialEq for Contender {
+    fn eq(&self, o: &Self) -> bool {
+        self.name == o.name
+    }
+}
+
+/// Every contender, in report order: engine modes, engine variants, floor, SQLite, KV
+/// stores.
+pub fn all_contenders() -> Vec<Contender> {
+    let mut v: Vec<Contender> = JournalMode::ALL
+        .into_iter()
+        .map(|m| Contender {
+            name: m.name().to_string(),
+            kind: Kind::Engine {
+                mode: m,
+                tweak: None,
+            },
+        })
+        .collect();
+    for &(name, mode, tweak) in ENGINE_VARIANTS {
+        v.push(Contender {
+            name: name.to_string(),
+            kind: Kind::Engine {
+                mode,
+                tweak: Some(tweak),
+            },
+        });
+    }
+    v.push(Contender {
+        name: "floor".into(),
+        kind: Kind::Floor,
+    });
+    for (f, name) in SqliteFlavor::ALL {
+        v.push(Contender {
+            name: name.into(),
+            kind: Kind::Sqlite(f),
+        });
+    }
+    v.push(Contender {
+        name: "redb".into(),
+        kind: Kind::Redb,
+    });
+    v.push(Contender {
+        name: "lmdb".into(),
+        kind: Kind::Lmdb,
+    });
+    v
+}
+
+/// Resolve names (default: all) in the order given; unknown names are an error that
+/// lists the valid ones.
+pub fn select(names: &[String]) -> Result<Vec<Contender>, String> {
+    let all = all_contenders();
+    if names.is_empty() {
+        return Ok(all);
+    }
+    let mut out: Vec<Contender> = Vec::new();
+    for n in names {
+        let n = n.trim();
+        if n.is_empty() {
+            continue;
+        }
+        match all.iter().find(|c| c.name.eq_ignore_ascii_case(n)) {
+            Some(c) if !out.contains(c) => out.push(c.clone()),
+            Some(_) => {}
+            None => {
+                return Err(format!(
+                    "unknown contender '{n}' (valid: {})",
+                    valid_names().join(", ")
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("no contenders selected".into());
+    }
+    Ok(out)
+}
+
+/// Every contender name.
+pub fn valid_names() -> Vec<String> {
+    all_contenders().into_iter().map(|c| c.name).collect()
+}
+
+impl Contender {
+    /// Whether its I/O goes through `AccountingVfs` (syscall counts and latency split).
+    pub fn accounted(&self) -> bool {
+        matches!(self.kind, Kind::Engine { .. } | Kind::Floor)
+    }
+
+    /// Whether a crash mid-transaction can be staged for it (the floor has no transaction).
+    pub fn recoverable(&self) -> bool {
+        !matches!(self.kind, Kind::Floor)
+    }
+
+    /// Open (creating if needed) this contender's store in `dir`. `stats` receives the
+    /// I/O of accounted contenders.
+    pub fn open(&self, dir: &Path, stats: &Arc<IoStats>) -> Result<Box<dyn Store>, String> {
+        let vfs: Arc<dyn Vfs> = Arc::new(AccountingVfs::with_stats(
+            Arc::new(OsVfs::new()),
+            stats.clone(),
+        ));
+        self.open_with_vfs(dir, vfs)
+    }
+
+    /// As `open`, with the engine (or floor) running over `vfs`; the recovery child passes
+    /// a stopping wrapper here. Peers ignore `vfs`.
+    pub fn open_with_vfs(&self, dir: &Path, vfs: Arc<dyn Vfs>) -> Result<Box<dyn Store>, String> {
+        let r: Result<Box<dyn Store>, String> = match self.kind {
+            Kind::Engine { mode, tweak } => {
+                EngineStore::open(dir, mode, tweak, vfs).map(|s| Box::new(s) as _)
+            }
+            Kind::Floor => {
+                FloorStore::open(dir, FloorMode::Overwrite, vfs).map(|s| Box::new(s) as _)
+            }
+            Kind::Sqlite(f) => SqliteStore::open(dir, f).map(|s| Box::new(s) as _),
+            Kind::Redb => RedbStore::open(dir).map(|s| Box::new(s) as _),
+            Kind::Lmdb => LmdbStore::open(dir).map(|s| Box::new(s) as _),
+        };
+        r.map_err(|e| format!("{}: open: {e}", self.name))
+    }
+}
+
+/// One open store.
+pub trait Store: Send {
+    /// Insert `keys` with `value` in transactions of up to `LOAD_BATCH` rows (setup; the
+    /// floor zero-fills its file instead).
+    fn preload(&mut self, keys: &[i64], value: &[u8]) -> Result<(), String>;
+    /// One durable transaction applying `op` to every key in `keys`.
+    fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String>;
+    /// Point read; `Ok(true)` if the key exists (recovery's "first access").
+    fn get(&mut self, key: i64) -> Result<bool, String>;
+    /// Start a transaction inserting `keys` and leave it uncommitted, then call `stop`,
+    /// which is expected not to return (the recovery child blocks there until killed).
+    /// Engine stores do not use this: their child stops inside the commit's page writes.
+    fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String>;
+    /// Close cleanly (WAL checkpoints etc. happen here, outside any measurement).
+    fn close(self: Box<Self>) -> Result<(), String>;
+}
+
+fn es(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+// ---------------------------------------------------------------------------- engine
+
+/// The engine: one `KeyKind::Int` tree, value = the Mobibench string.
+pub struct EngineStore {
+    db: Database,
+    tree: inpage::Tree,
+}
+
+impl EngineStore {
+    pub fn config(mode: JournalMode, tweak: Option<ConfigTweak>, vfs: Arc<dyn Vfs>) -> Config {
+        let c = Config::default()
+            .vfs(vfs)
+            .journal_mode(mode)
+            .page_size(4096)
+            .chunk_pages(64);
+        match tweak {
+            Some(t) => t(c),
+            None => c,
+        }
+    }
+
+    pub fn open(
+        dir: &Path,
+        mode: JournalMode,
+        tweak: Option<ConfigTweak>,
+        vfs: Arc<dyn Vfs>,
+    ) -> Result<EngineStore, String> {
+        let db = Database::open(dir.join("test.db"), Self::config(mode, tweak, vfs)).map_err(es)?;
+        // Reopening must not write (recovery timing would include a commit): look the
+        // tree up read-only and create it only in a fresh file.
+        let existing = db.begin_read().and_then(|r| r.open_tree(TABLE));
+        let tree = match existing {
+            Ok(t) => t,
+            Err(inpage::Error::TreeNotFound(_)) => {
+                let mut w = db.begin_write().map_err(es)?;
+                let t = w.open_or_create_tree(TABLE, KeyKind::Int).map_err(es)?;
+                w.commit().map_err(es)?;
+                t
+            }
+            Err(e) => return Err(es(e)),
+        };
+        Ok(EngineStore { db, tree })
+    }
+
+    /// Begin a write, apply `keys`, return the open transaction (for the recovery child,
+    /// which arms its stop point before committing).
+    pub fn begin_insert(&self, keys: &[i64], value: &[u8]) -> Result<inpage::WriteTxn, String> {
+        let mut w = self.db.begin_write().map_err(es)?;
+        for &k in keys {
+            w.insert(&self.tree, k, value).map_err(es)?;
+        }
+        Ok(w)
+    }
+}
+
+impl Store for EngineStore {
+    fn preload(&mut self, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        for chunk in keys.chunks(LOAD_BATCH) {
+            self.txn(Op::Insert, chunk, value)?;
+        }
+        Ok(())
+    }
+
+    fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        let mut w = self.db.begin_write().map_err(es)?;
+        for &k in keys {
+            match op {
+                Op::Insert | Op::Update => {
+                    w.insert(&self.tree, k, value).map_err(es)?;
+                }
+                Op::Delete => {
+                    w.remove(&self.tree, k).map_err(es)?;
+                }
+            }
+        }
+        w.commit().map_err(es)
+    }
+
+    fn get(&mut self, key: i64) -> Result<bool, String> {
+        let r = self.db.begin_read().map_err(es)?;
+        Ok(r.get(&self.tree, key).map_err(es)?.is_some())
+    }
+
+    fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String> {
+        let w = self.begin_insert(keys, value)?;
+        stop();
+        w.rollback();
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> Result<(), String> {
+        self.db.close().map_err(es)
+    }
+}
+
+// ----------------------------------------------------------------------------- floor
+
+/// Which floor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FloorMode {
+    /// 4 KiB overwrite of an allocated, zero-filled, synced block + fdatasync: the
+    /// cheapest durable one-page commit.
+    Overwrite,
+    /// 4 KiB appended + fdatasync: every commit changes the file size and block map.
+    Append,
+}
+
+impl FloorMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            FloorMode::Overwrite => "overwrite",
+            FloorMode::Append => "append",
+        }
+    }
+}
+
+/// The floor: no database at all, just the commit's minimum I/O.
+pub struct FloorStore {
+    vfs: Arc<dyn Vfs>,
+    dir: PathBuf,
+    file: Arc<dyn File>,
+    mode: FloorMode,
+    next: u64,
+    page: Vec<u8>,
+}
+
+impl FloorStore {
+    pub fn open(dir: &Path, mode: FloorMode, vfs: Arc<dyn Vfs>) -> Result<FloorStore, String> {
+        let opts = OpenOptions {
+            create: true,
+            ..OpenOptions::default()
+        };
+        let file = vfs.open(&dir.join("floor.dat"), opts).map_err(es)?;
+        Ok(FloorStore {
+            vfs,
+            dir: dir.to_path_buf(),
+            file,
+            mode,
+            next: 0,
+            // Not zeros: a write of zeros over zeros could be optimised away somewhere.
+            page: vec![0xA5; FLOOR_PAGE],
+        })
+    }
+}
+
+impl Store for FloorStore {
+    fn preload(&mut self, _keys: &[i64], _value: &[u8]) -> Result<(), String> {
+        if self.mode == FloorMode::Overwrite {
+            // Written zeros, not fallocate: the first write into an unwritten extent is a
+            // metadata change on ext4, which is exactly what the floor must not pay.
+            self.file
+                .allocate(0, FLOOR_PAGES * FLOOR_PAGE as u64)
+                .map_err(es)?;
+        }
+        self.file.sync_all().map_err(es)?;
+        self.vfs.sync_dir(&self.dir).map_err(es)
+    }
+
+    fn txn(&mut self, _op: Op, _keys: &[i64], _value: &[u8]) -> Result<(), String> {
+        let off = match self.mode {
+            FloorMode::Overwrite => (self.next % FLOOR_PAGES) * FLOOR_PAGE as u64,
+            FloorMode::Append => self.next * FLOOR_PAGE as u64,
+        };
+        self.next += 1;
+        self.file.write_at(&self.page, off).map_err(es)?;
+        self.file.sync_data().map_err(es)
+    }
+
+    fn get(&mut self, _key: i64) -> Result<bool, String> {
+        Ok(true)
+    }
+
+    fn stage_crash(&mut self, _: &[i64], _: &[u8], _: &dyn Fn()) -> Result<(), String> {
+        Err("the floor has no transaction to interrupt".into())
+    }
+
+    fn close(self: Box<Self>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------- sqlite
+
+const SQL_INSERT: &str = "INSERT INTO tblMyList(id, Value, creation_date) VALUES(?1, ?2, ?3)";
+const SQL_UPDATE: &str = "UPDATE tblMyList SET Value = ?2 WHERE id = ?1";
+const SQL_DELETE: &str = "DELETE FROM tblMyList WHERE id = ?1";
+const SQL_GET: &str = "SELECT 1 FROM tblMyList WHERE id = ?1";
+/// A fixed creation date, so every row has the same size in every run.
+const CREATION_DATE: i64 = 1_700_000_000;
+
+/// SQLite through rusqlite's bundled build, with Mobibench's schema and PRAGMAs.
+pub struct SqliteStore {
+    conn: rusqlite::Connection,
+}
+
+impl SqliteStore {
+    /// Open with the flavor's PRAGMAs. Public for the recovery child, which installs a
+    /// commit hook on the connection.
+    pub fn open(dir: &Path, flavor: SqliteFlavor) -> Result<SqliteStore, String> {
+        let conn = rusqlite::Connection::open(dir.join("test.db")).map_err(es)?;
+        // page_size must precede the first table; journal_mode answers with a row.
+        conn.execute_batch("PRAGMA page_size = 4096;").map_err(es)?;
+        let want = flavor.journal_mode();
+        let got: String = conn
+            .query_row(&format!("PRAGMA journal_mode = {want}"), [], |r| r.get(0))
+            .map_err(es)?;
+        if !got.eq_ignore_ascii_case(want) {
+            return Err(format!("journal_mode {want} refused (got {got})"));
+        }
+        conn.execute_batch("PRAGMA synchronous = FULL;")
+            .map_err(es)?;
+        if flavor == SqliteFlavor::WalApps {
+            let _: i64 = conn
+                .query_row("PRAGMA journal_size_limit = 524288", [], |r| r.get(0))
+                .map_err(es)?;
+            let _: i64 = conn
+                .query_row("PRAGMA wal_autocheckpoint = 100", [], |r| r.get(0))
+                .map_err(es)?;
+        }
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS tblMyList \
+             (id INTEGER PRIMARY KEY, Value TEXT NOT NULL, creation_date long);",
+        )
+        .map_err(es)?;
+        Ok(SqliteStore { conn })
+    }
+
+    pub fn connection(&self) -> &rusqlite::Connection {
+        &self.conn
+    }
+
+    fn apply(&self, op: Op, keys: &[i64], value: &str) -> rusqlite::Result<()> {
+        match op {
+            Op::Insert => {
+                let mut st = self.conn.prepare_cached(SQL_INSERT)?;
+                for &k in keys {
+                    st.execute(rusqlite::params![k, value, CREATION_DATE])?;
+                }
+            }
+            Op::Update => {
+                let mut st = self.conn.prepare_cached(SQL_UPDATE)?;
+                for &k in keys {
+                    st.execute(rusqlite::params![k, value])?;
+                }
+            }
+            Op::Delete => {
+                let mut st = self.conn.prepare_cached(SQL_DELETE)?;
+                for &k in keys {
+                    st.execute(rusqlite::params![k])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn ascii(value: &[u8]) -> Result<&str, String> {
+    std::str::from_utf8(value).map_err(|_| "value is not ASCII".to_string())
+}
+
+impl Store for SqliteStore {
+    fn preload(&mut self, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        for chunk in keys.chunks(LOAD_BATCH) {
+            self.txn(Op::Insert, chunk, value)?;
+        }
+        Ok(())
+    }
+
+    fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        let v = ascii(value)?;
+        // Mobibench: BEGIN; statements; COMMIT. (With one statement this is the same I/O
+        // as an auto-commit statement.)
+        self.conn.execute_batch("BEGIN").map_err(es)?;
+        if let Err(e) = self.apply(op, keys, v) {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(es(e));
+        }
+        self.conn.execute_batch("COMMIT").map_err(es)
+    }
+
+    fn get(&mut self, key: i64) -> Result<bool, String> {
+        let mut st = self.conn.prepare_cached(SQL_GET).map_err(es)?;
+        st.exists([key]).map_err(es)
+    }
+
+    fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String> {
+        // The child's hook must live in `commit_hook` (it needs 'static); callers use
+        // `connection()` for that. Without a hook, stop after the statements, with the
+        // journal hot.
+        let v = ascii(value)?;
+        self.conn.execute_batch("BEGIN").map_err(es)?;
+        self.apply(Op::Insert, keys, v).map_err(es)?;
+        stop();
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> Result<(), String> {
+        self.conn.close().map_err(|(_, e)| es(e))
+    }
+}
+
+// ------------------------------------------------------------------------------ redb
+
+const REDB_TABLE: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new(TABLE);
+
+/// redb with its default (immediate, durable) commits.
+pub struct RedbStore {
+    db: redb::Database,
+}
+
+impl RedbStore {
+    pub fn open(dir: &Path) -> Result<RedbStore, String> {
+        let db = redb::Database::create(dir.join("test.redb")).map_err(es)?;
+        // As for the engine: a reopen (recovery timing) must not commit anything.
+        let exists = {
+            let r = db.begin_read().map_err(es)?;
+            match r.open_table(REDB_TABLE) {
+                Ok(_) => true,
+                Err(redb::TableError::TableDoesNotExist(_)) => false,
+                Err(e) => return Err(es(e)),
+            }
+        };
+        if !exists {
+            let w = db.begin_write().map_err(es)?;
+            w.open_table(REDB_TABLE).map_err(es)?;
+            w.commit().map_err(es)?;
+        }
+        Ok(RedbStore { db })
+    }
+}
+
+fn ukey(k: i64) -> u64 {
+    // Keys are positive by construction (workload.rs); the cast keeps their order.
+    k as u64
+}
+
+impl Store for RedbStore {
+    fn preload(&mut self, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        for chunk in keys.chunks(LOAD_BATCH) {
+            self.txn(Op::Insert, chunk, value)?;
+        }
+        Ok(())
+    }
+
+    fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        let w = self.db.begin_write().map_err(es)?;
+        {
+            let mut t = w.open_table(REDB_TABLE).map_err(es)?;
+            for &k in keys {
+                match op {
+                    Op::Insert | Op::Update => {
+                        t.insert(ukey(k), value).map_err(es)?;
+                    }
+                    Op::Delete => {
+                        t.remove(ukey(k)).map_err(es)?;
+                    }
+                }
+            }
+        }
+        w.commit().map_err(es)
+    }
+
+    fn get(&mut self, key: i64) -> Result<bool, String> {
+        let r = self.db.begin_read().map_err(es)?;
+        let t = r.open_table(REDB_TABLE).map_err(es)?;
+        let found = t.get(ukey(key)).map_err(es)?.is_some();
+        Ok(found)
+    }
+
+    fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String> {
+        let w = self.db.begin_write().map_err(es)?;
+        {
+            let mut t = w.open_table(REDB_TABLE).map_err(es)?;
+            for &k in keys {
+                t.insert(ukey(k), value).map_err(es)?;
+            }
+        }
+        stop();
+        w.abort().map_err(es)
+    }
+
+    fn close(self: Box<Self>) -> Result<(), String> {
+        drop(self.db);
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------ lmdb
+
+type LmdbKey = heed::types::U64<heed::byteorder::BigEndian>;
+type LmdbDb = heed::Database<LmdbKey, heed::types::Bytes>;
+
+/// LMDB through heed, with its default durable commits (no NOSYNC / NOMETASYNC).
+pub struct LmdbStore {
+    env: heed::Env,
+    db: LmdbDb,
+}
+
+impl LmdbStore {
+    pub fn open(dir: &Path) -> Result<LmdbStore, String> {
+        let mut opts = heed::EnvOpenOptions::new();
+        // The map is address space, not disk: LMDB without WRITEMAP does not pre-size
+        // the file, so a generous map costs nothing on the small lab file system.
+        opts.map_size(1 << 30).max_dbs(1);
+        // SAFETY: heed marks `open` unsafe because LMDB memory-maps the file and the
+        // process must not open the same environment twice or let another process
+        // truncate it. Each directory here is opened by one store at a time (the runner
+        // hands out fresh directories and closes stores before reopening), and only the
+        // recovery child, a separate process, shares it, which LMDB's lock file handles.
+        let env = unsafe { opts.open(dir) }.map_err(es)?;
+        // As for the engine: a reopen (recovery timing) must not commit anything.
+        let found: Option<LmdbDb> = {
+            let r = env.read_txn().map_err(es)?;
+            let d = env.open_database(&r, Some(TABLE)).map_err(es)?;
+            r.commit().map_err(es)?;
+            d
+        };
+        let db = match found {
+            Some(d) => d,
+            None => {
+                let mut w = env.write_txn().map_err(es)?;
+                let d: LmdbDb = env.create_database(&mut w, Some(TABLE)).map_err(es)?;
+                w.commit().map_err(es)?;
+                d
+            }
+        };
+        Ok(LmdbStore { env, db })
+    }
+}
+
+impl Store for LmdbStore {
+    fn preload(&mut self, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        for chunk in keys.chunks(LOAD_BATCH) {
+            self.txn(Op::Insert, chunk, value)?;
+        }
+        Ok(())
+    }
+
+    fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        let mut w = self.env.write_txn().map_err(es)?;
+        for &k in keys {
+            match op {
+                Op::Insert | Op::Update => self.db.put(&mut w, &ukey(k), value).map_err(es)?,
+                Op::Delete => {
+                    self.db.delete(&mut w, &ukey(k)).map_err(es)?;
+                }
+            }
+        }
+        w.commit().map_err(es)
+    }
+
+    fn get(&mut self, key: i64) -> Result<bool, String> {
+        let r = self.env.read_txn().map_err(es)?;
+        Ok(self.db.get(&r, &ukey(key)).map_err(es)?.is_some())
+    }
+
+    fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String> {
+        let mut w = self.env.write_txn().map_err(es)?;
+        for &k in keys {
+            self.db.put(&mut w, &ukey(k), value).map_err(es)?;
+        }
+        stop();
+        w.abort();
+        Ok(())
+    }
+
+    fn close(self: Box<Self>) -> Result<(), String> {
+        let LmdbStore { env, .. } = *self;
+        // heed keeps a process-wide registry of open environments and refuses to open a
+        // path twice; wait until this one is really closed so the path can be reopened.
+        env.prepare_for_closing().wait();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::mobibench_value;
+
+    #[test]
+    fn names_and_selection() {
+        let names = valid_names();
+        for m in JournalMode::ALL {
+            assert!(names.contains(&m.name().to_string()), "{m}");
+        }
+        for n in [
+            "wal-opt",
+            "floor",
+            "sqlite-delete",
+            "sqlite-truncate",
+            "sqlite-persist",
+            "sqlite-wal",
+            "sqlite-wal-r",
+            "sqlite-off",
+            "redb",
+            "lmdb",
+        ] {
+            assert!(names.contains(&n.to_string()), "{n}");
+        }
+        let uniq: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(uniq.len(), names.len(), "names unique");
+        let s = select(&["lmdb".into(), "sqlite-wal".into(), "lmdb".into()]).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].name, "lmdb");
+        let e = select(&["nope".into()]).unwrap_err();
+        assert!(
+            e.contains("unknown contender 'nope'") && e.contains("sqlite-wal-r"),
+            "{e}"
+        );
+        assert_eq!(select(&[]).unwrap().len(), names.len());
+    }
+
+    /// Every peer does the three operations and persists them across a reopen.
+    #[test]
+    fn peers_round_trip() {
+        let v = mobibench_value(100, false);
+        for c in all_contenders() {
+            if matches!(c.kind, Kind::Engine { .. } | Kind::Floor) {
+                continue;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let stats = Arc::new(IoStats::new());
+            let mut s = c.open(dir.path(), &stats).unwrap();
+            s.preload(&[1, 2, 3, 4], &v).unwrap();
+            s.txn(Op::Insert, &[5, 6], &v).unwrap();
+            s.txn(Op::Update, &[1], &mobibench_value(100, true))
+                .unwrap();
+            s.txn(Op::Delete, &[2, 3], &v).unwrap();
+            s.close().unwrap();
+            let mut s = c.open(dir.path(), &stats).unwrap();
+            for (k, want) in [(1, true), (2, false), (3, false), (4, true), (6, true)] {
+                assert_eq!(s.get(k).unwrap(), want, "{} key {k}", c.name);
+            }
+            s.close().unwrap();
+        }
+    }
+
+    #[test]
+    fn floor_counts_one_write_one_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let stats = Arc::new(IoStats::new());
+        let vfs: Arc<dyn Vfs> = Arc::new(AccountingVfs::with_stats(
+            Arc::new(OsVfs::new()),
+            stats.clone(),
+        ));
+        for mode in [FloorMode::Overwrite, FloorMode::Append] {
+            let mut f = FloorStore::open(dir.path(), mode, vfs.clone()).unwrap();
+            f.preload(&[], &[]).unwrap();
+            let before = stats.snapshot();
+            for _ in 0..10 {
+                f.txn(Op::Insert, &[], &[]).unwrap();
+            }
+            let d = stats.snapshot().delta(&before);
+            assert_eq!(d.get(inpage::vfs::IoKind::Write).calls, 10);
+            assert_eq!(d.get(inpage::vfs::IoKind::Sync).calls, 10);
+            assert_eq!(d.total().calls, 20);
+            std::fs::remove_file(dir.path().join("floor.dat")).unwrap();
+        }
+    }
+}

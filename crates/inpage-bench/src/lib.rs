@@ -1,0 +1,451 @@
+//! `inpage bench`: the benchmark lab.
+//!
+//! Workloads: `mobibench` (insert/update/delete transactions of 1..N operations, as the
+//! ESOS-Lab Mobibench drives SQLite), `recovery` (interrupt an insert transaction in a
+//! child process, time reopen + first access), `floor` (the cheapest durable one-page
+//! commit, and an appending one) and `all` (a quick pass of the three into a results
+//! folder). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
+//! journal modes, redb and LMDB (see `contender`).
+//!
+//! Where and how I/O is measured is `lab`; the method (rounds, medians, ratios) is
+//! `runner`; output is `report` and `plots`. The entry point for the CLI is [`run`], which
+//! returns a one-line error for the caller to print.
+//!
+//! Invariants: bad arguments are errors, never panics; every loop device and mount a run
+//! creates is released before `run` returns (see `lab`); the hidden `recovery-child`
+//! command is only ever spawned by this crate, with the argv `bench recovery-child ...`,
+//! through `std::env::current_exe()`, so any binary that routes `bench <BenchCmd>` to
+//! [`run`] works as its parent.
+
+pub mod contender;
+pub mod lab;
+pub mod plots;
+pub mod recovery;
+pub mod report;
+pub mod runner;
+pub mod workload;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::contender::Contender;
+use crate::lab::{Ext4Lab, Ext4Options, Lab};
+use crate::recovery::ChildSpec;
+use crate::report::Report;
+use crate::runner::{MobiParams, RecoveryParams, Session};
+use crate::workload::{parse_counts, Op};
+
+/// Largest transaction size accepted (operations per transaction).
+const MAX_OPS_PER_TXN: u32 = 4096;
+
+/// `inpage bench ...`
+#[derive(Subcommand, Debug, Clone)]
+pub enum BenchCmd {
+    /// Mobibench: insert / update / delete transactions of 1..N operations each.
+    Mobibench(MobibenchArgs),
+    /// Interrupt an insert transaction in a killed child; time reopen + first access.
+    Recovery(RecoveryArgs),
+    /// The cheapest durable one-page commit (4 KiB overwrite + fdatasync) and an append.
+    Floor(FloorArgs),
+    /// Quick pass: mobibench (all contenders, 3 ops, 1 op/txn) + floor + recovery,
+    /// written as table.txt, results.json and plots/ into --out.
+    All(AllArgs),
+    /// List the contender names.
+    List,
+    /// Internal: the crashing child of `bench recovery`.
+    #[command(hide = true)]
+    RecoveryChild(ChildArgs),
+}
+
+/// Which lab to run in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LabChoice {
+    /// ext4 when root and loop devices are available, else none.
+    Auto,
+    /// Fresh ext4 on a loop device with its jbd2 journal on a second loop device.
+    Ext4,
+    /// A plain directory; syscall-level counts only.
+    None,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LabArgs {
+    /// Where to run: ext4 (device-level counters; needs root) or none (a plain directory).
+    #[arg(long, value_enum, default_value_t = LabChoice::Auto)]
+    pub lab: LabChoice,
+    /// Lab `none`: directory for the databases (default: a temp dir under /var/tmp).
+    /// Lab `ext4`: where the image files and mount point go (default /var/tmp).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Lab `ext4`: size of the data device in MiB.
+    #[arg(long, default_value_t = 256)]
+    pub lab_mib: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MethodArgs {
+    /// Contenders, comma-separated (default: all; see `bench list`).
+    #[arg(long, value_delimiter = ',')]
+    pub contenders: Vec<String>,
+    /// Rounds; contenders are interleaved within each round, results are medians.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: u32,
+    /// Contender every ratio is relative to (must be among the selected ones).
+    #[arg(long, default_value = "sqlite-wal")]
+    pub baseline: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write SVG plots into this directory.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MobibenchArgs {
+    #[command(flatten)]
+    pub method: MethodArgs,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Operations, comma-separated: insert, update, delete (default: all three).
+    #[arg(long, value_delimiter = ',')]
+    pub op: Vec<String>,
+    /// Operations per transaction, comma-separated (e.g. 1,2,4,8,16).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub ops_per_txn: Vec<u32>,
+    /// Transactions per round (per thread).
+    #[arg(long, default_value_t = 1000)]
+    pub txns: u64,
+    /// Value size in bytes (100 = Mobibench; 128 for the DHL paper's runs).
+    #[arg(long, default_value_t = 100)]
+    pub value_size: usize,
+    /// Insert keys in random order (without replacement) instead of sequentially.
+    #[arg(long)]
+    pub random: bool,
+    /// Threads, each with its own database (as Mobibench does).
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
+    /// Seed of the key generators.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RecoveryArgs {
+    #[command(flatten)]
+    pub method: MethodArgs,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Records in the interrupted insert transaction, comma-separated.
+    #[arg(
+        long,
+        visible_alias = "records",
+        value_delimiter = ',',
+        default_value = "1,2,4,8,16"
+    )]
+    pub ops_per_txn: Vec<u32>,
+    /// Records in the table before the crash.
+    #[arg(long, default_value_t = 1200)]
+    pub warm: u64,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 128)]
+    pub value_size: usize,
+    /// Engine: stop at this write call of the commit (default: half of its writes).
+    #[arg(long)]
+    pub stop_at_write: Option<u64>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct FloorArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Commits per round.
+    #[arg(long, default_value_t = 1000)]
+    pub txns: u64,
+    /// Rounds.
+    #[arg(long, default_value_t = 5)]
+    pub rounds: u32,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AllArgs {
+    #[command(flatten)]
+    pub method: MethodArgs,
+    #[command(flatten)]
+    pub lab: LabArgs,
+    /// Results folder (table.txt, results.json, plots/).
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Transactions per round for mobibench and the floor.
+    #[arg(long, default_value_t = 300)]
+    pub txns: u64,
+    /// Recovery: records in the interrupted transaction, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    pub recovery_records: Vec<u32>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ChildArgs {
+    #[arg(long)]
+    pub contender: String,
+    #[arg(long)]
+    pub dir: PathBuf,
+    #[arg(long)]
+    pub first_key: i64,
+    #[arg(long)]
+    pub records: u32,
+    #[arg(long)]
+    pub value_size: usize,
+    #[arg(long, default_value_t = 0)]
+    pub stop_at_write: u64,
+}
+
+impl ChildArgs {
+    pub fn spec(&self) -> ChildSpec {
+        ChildSpec {
+            contender: self.contender.clone(),
+            dir: self.dir.clone(),
+            first_key: self.first_key,
+            records: self.records,
+            value_size: self.value_size,
+            stop_at_write: self.stop_at_write,
+        }
+    }
+}
+
+/// Run a bench command. `Err` is a one-line message for the user (exit status 1).
+pub fn run(cmd: BenchCmd) -> Result<(), String> {
+    match cmd {
+        BenchCmd::RecoveryChild(a) => recovery::child_main(&a.spec()),
+        BenchCmd::List => {
+            for c in contender::all_contenders() {
+                println!("{}", c.name);
+            }
+            Ok(())
+        }
+        BenchCmd::Mobibench(a) => {
+            let (cs, params) = mobibench_setup(&a)?;
+            let trials = params.trials(cs.len(), a.method.rounds);
+            lab::install_interrupt_handler();
+            let mut s = session(&a.lab, a.method.rounds, trials)?;
+            runner::run_mobibench(&mut s, &cs, &params)?;
+            output(s, &a.method.baseline, &a.out)
+        }
+        BenchCmd::Recovery(a) => {
+            let cs = method_setup(&a.method)?;
+            let params = recovery_params(&a.ops_per_txn, a.warm, a.value_size, a.stop_at_write)?;
+            let trials = params.trials(cs.len(), a.method.rounds);
+            lab::install_interrupt_handler();
+            let mut s = session(&a.lab, a.method.rounds, trials)?;
+            runner::run_recovery(&mut s, &cs, &params)?;
+            output(s, &a.method.baseline, &a.out)
+        }
+        BenchCmd::Floor(a) => {
+            check_positive(a.txns, "--txns")?;
+            check_positive(u64::from(a.rounds), "--rounds")?;
+            lab::install_interrupt_handler();
+            let mut s = session(&a.lab, a.rounds, 2 * u64::from(a.rounds))?;
+            runner::run_floor(&mut s, a.txns)?;
+            output(s, "floor", &a.out)
+        }
+        BenchCmd::All(a) => run_all(&a),
+    }
+}
+
+fn check_positive(v: u64, what: &str) -> Result<(), String> {
+    if v == 0 {
+        Err(format!("{what} must be at least 1"))
+    } else {
+        Ok(())
+    }
+}
+
+fn method_setup(m: &MethodArgs) -> Result<Vec<Contender>, String> {
+    check_positive(u64::from(m.rounds), "--rounds")?;
+    let cs = contender::select(&m.contenders)?;
+    if !cs.iter().any(|c| c.name == m.baseline) {
+        return Err(format!(
+            "baseline '{}' is not among the selected contenders ({})",
+            m.baseline,
+            cs.iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(cs)
+}
+
+fn mobibench_setup(a: &MobibenchArgs) -> Result<(Vec<Contender>, MobiParams), String> {
+    let cs = method_setup(&a.method)?;
+    let ops = if a.op.is_empty() {
+        Op::ALL.to_vec()
+    } else {
+        let mut v = Vec::new();
+        for s in &a.op {
+            let o = Op::parse(s)?;
+            if !v.contains(&o) {
+                v.push(o);
+            }
+        }
+        v
+    };
+    check_positive(a.txns, "--txns")?;
+    if a.value_size == 0 || a.value_size > 1 << 20 {
+        return Err("--value-size must be in 1..=1048576".into());
+    }
+    if a.threads == 0 || a.threads > 64 {
+        return Err("--threads must be in 1..=64".into());
+    }
+    Ok((
+        cs,
+        MobiParams {
+            ops,
+            ops_per_txn: parse_counts(&a.ops_per_txn, "--ops-per-txn", MAX_OPS_PER_TXN)?,
+            txns: a.txns,
+            value_size: a.value_size,
+            random: a.random,
+            threads: a.threads,
+            seed: a.seed,
+        },
+    ))
+}
+
+fn recovery_params(
+    records: &[u32],
+    warm: u64,
+    value_size: usize,
+    stop_at_write: Option<u64>,
+) -> Result<RecoveryParams, String> {
+    check_positive(warm, "--warm")?;
+    if value_size == 0 || value_size > 1 << 20 {
+        return Err("--value-size must be in 1..=1048576".into());
+    }
+    if stop_at_write == Some(0) {
+        return Err("--stop-at-write counts from 1".into());
+    }
+    Ok(RecoveryParams {
+        records: parse_counts(records, "--ops-per-txn", MAX_OPS_PER_TXN)?,
+        warm,
+        value_size,
+        stop_at_write,
+    })
+}
+
+/// Build the lab the arguments ask for.
+pub fn make_lab(a: &LabArgs) -> Result<Lab, String> {
+    let ext4 = |a: &LabArgs| {
+        let o = Ext4Options {
+            data_mib: a.lab_mib,
+            base: a.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp")),
+            ..Ext4Options::default()
+        };
+        Ext4Lab::create(&o).map(Lab::Ext4)
+    };
+    match a.lab {
+        LabChoice::Ext4 => ext4(a).map_err(|e| format!("ext4 lab: {e}")),
+        LabChoice::None => Lab::dir(a.dir.as_deref()),
+        LabChoice::Auto => match lab::ext4_available() {
+            Ok(()) => ext4(a).or_else(|e| {
+                eprintln!("note: ext4 lab unavailable ({e}); using --lab none");
+                Lab::dir(None)
+            }),
+            Err(why) => {
+                eprintln!("note: ext4 lab unavailable ({why}); using --lab none");
+                Lab::dir(a.dir.as_deref())
+            }
+        },
+    }
+}
+
+fn session(l: &LabArgs, rounds: u32, trials: u64) -> Result<Session, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
+    let lab = make_lab(l)?;
+    if lab.name() == "none" {
+        eprintln!(
+            "note: lab 'none': no device counters; KiB and call counts are syscall-level \
+             (engine: AccountingVfs, peers: /proc/self/io)"
+        );
+    }
+    Ok(Session::new(lab, rounds, trials, exe))
+}
+
+/// Build the report of a finished session.
+pub fn finish(s: Session, baseline: &str) -> (Report, Vec<Option<f64>>) {
+    s.finish_progress();
+    let (results, dev) = s.collector.finish(baseline);
+    (
+        Report {
+            lab: s.lab.name().to_string(),
+            rounds: s.rounds,
+            baseline: baseline.to_string(),
+            results,
+        },
+        dev,
+    )
+}
+
+fn write_json(r: &Report, path: &Path) -> Result<(), String> {
+    let s = serde_json::to_string_pretty(r).map_err(|e| format!("json: {e}"))?;
+    if let Some(p) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    std::fs::write(path, s + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn output(s: Session, baseline: &str, o: &OutputArgs) -> Result<(), String> {
+    // The lab is released (inside `finish`'s drop of the session) before files are
+    // written elsewhere, so a failing write cannot leave devices behind either way.
+    let (r, dev) = finish(s, baseline);
+    print!("{}", report::table(&r, &dev));
+    if let Some(p) = &o.json {
+        write_json(&r, p)?;
+    }
+    if let Some(d) = &o.plots {
+        plots::write_all(&r, d)?;
+    }
+    Ok(())
+}
+
+fn run_all(a: &AllArgs) -> Result<(), String> {
+    let cs = method_setup(&a.method)?;
+    check_positive(a.txns, "--txns")?;
+    let mobi = MobiParams {
+        ops: Op::ALL.to_vec(),
+        ops_per_txn: vec![1],
+        txns: a.txns,
+        value_size: 100,
+        random: false,
+        threads: 1,
+        seed: 1,
+    };
+    let rec = recovery_params(&a.recovery_records, 1200, 128, None)?;
+    let rounds = a.method.rounds;
+    let n_rec = cs.iter().filter(|c| c.recoverable()).count();
+    let trials = mobi.trials(cs.len(), rounds) + 2 * u64::from(rounds) + rec.trials(n_rec, rounds);
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    lab::install_interrupt_handler();
+    let mut s = session(&a.lab, rounds, trials)?;
+    runner::run_mobibench(&mut s, &cs, &mobi)?;
+    runner::run_floor(&mut s, a.txns)?;
+    runner::run_recovery(&mut s, &cs, &rec)?;
+    let (r, dev) = finish(s, &a.method.baseline);
+    let t = report::table(&r, &dev);
+    print!("{t}");
+    std::fs::write(a.out.join("table.txt"), &t).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    write_json(&r, &a.out.join("results.json"))?;
+    plots::write_all(&r, &a.out.join("plots"))?;
+    eprintln!("wrote {}", a.out.display());
+    Ok(())
+}

@@ -1,0 +1,420 @@
+//! Crash staging for the recovery benchmark: a child process starts an insert
+//! transaction, stops at a chosen point, tells the parent on stdout, and is SIGKILLed.
+//!
+//! Where each contender stops (a real process crash; the page cache survives, which is
+//! what a crash of an app, not of the phone, leaves behind):
+//! - Engine: inside the commit's page writes. The child's files go through `StopVfs`,
+//!   which, once armed just before `commit`, counts `write_at`/`allocate` calls and at
+//!   call number N (1-based) signals and blocks, so exactly N-1 commit writes reached the
+//!   OS. N defaults to half the commit's writes, counted by a calibration commit of the
+//!   same transaction on a copy of the same files.
+//! - SQLite: in the commit hook, which SQLite calls at the start of COMMIT, after every
+//!   statement ran: in rollback modes the journal is hot (header plus the original pages
+//!   written to the OS), in WAL mode the WAL holds earlier transactions' frames and a
+//!   stale -shm. rusqlite offers no safe way to interpose on SQLite's own page writes (a
+//!   custom VFS needs unsafe FFI), so this is the closest safe point.
+//! - redb, LMDB: after the inserts, before commit (neither writes pages of an
+//!   uncommitted transaction on its own at these sizes).
+//!
+//! Invariants: the stop line is the only thing the child prints on stdout; the parent
+//! never trusts a child that exits on its own (that means the stop point was never
+//! reached) and always kills and reaps it, also on error paths (`ChildGuard`).
+
+use std::fmt;
+use std::io::{self, BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use inpage::vfs::{File, OpenOptions, OsVfs, Vfs};
+
+use crate::contender::{self, EngineStore, Kind, SqliteStore};
+use crate::lab::check_interrupted;
+use crate::workload::{mobibench_value, Op};
+
+/// What the child prints when it has stopped.
+pub const STOP_LINE: &str = "INPAGE-BENCH-STOPPED";
+
+/// Called at the stop write with its number; returns the error the write fails with
+/// (tests) or never returns (the child).
+pub type OnStop = Box<dyn Fn(u64) -> io::Error + Send + Sync>;
+
+/// When to stop, shared by a `StopVfs` and its files.
+pub struct StopPlan {
+    armed: AtomicBool,
+    writes: AtomicU64,
+    stop_at: Option<u64>,
+    on_stop: OnStop,
+}
+
+impl fmt::Debug for StopPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StopPlan")
+            .field("armed", &self.armed)
+            .field("writes", &self.writes)
+            .field("stop_at", &self.stop_at)
+            .finish()
+    }
+}
+
+impl StopPlan {
+    /// Stop at write number `stop_at` (1-based) after arming; `None` only counts.
+    pub fn new(stop_at: Option<u64>, on_stop: OnStop) -> Arc<StopPlan> {
+        Arc::new(StopPlan {
+            armed: AtomicBool::new(false),
+            writes: AtomicU64::new(0),
+            stop_at,
+            on_stop,
+        })
+    }
+    /// Start counting (from zero).
+    pub fn arm(&self) {
+        self.writes.store(0, Ordering::SeqCst);
+        self.armed.store(true, Ordering::SeqCst);
+    }
+    /// Writes counted since `arm`.
+    pub fn writes(&self) -> u64 {
+        self.writes.load(Ordering::SeqCst)
+    }
+    fn before_write(&self) -> io::Result<()> {
+        if !self.armed.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        if self.stop_at == Some(n) {
+            return Err((self.on_stop)(n));
+        }
+        Ok(())
+    }
+}
+
+/// A `Vfs` that stops at a chosen write (see module docs).
+#[derive(Debug)]
+pub struct StopVfs {
+    inner: Arc<dyn Vfs>,
+    plan: Arc<StopPlan>,
+}
+
+impl StopVfs {
+    pub fn new(inner: Arc<dyn Vfs>, plan: Arc<StopPlan>) -> StopVfs {
+        StopVfs { inner, plan }
+    }
+}
+
+impl Vfs for StopVfs {
+    fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Arc<dyn File>> {
+        Ok(Arc::new(StopFile {
+            inner: self.inner.open(path, opts)?,
+            plan: self.plan.clone(),
+        }))
+    }
+    fn delete(&self, path: &Path) -> io::Result<()> {
+        self.inner.delete(path)
+    }
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        self.inner.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.inner.sync_dir(dir)
+    }
+}
+
+#[derive(Debug)]
+struct StopFile {
+    inner: Arc<dyn File>,
+    plan: Arc<StopPlan>,
+}
+
+impl File for StopFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.plan.before_write()?;
+        self.inner.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.inner.sync_data()
+    }
+    fn sync_all(&self) -> io::Result<()> {
+        self.inner.sync_all()
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.plan.before_write()?;
+        self.inner.allocate(offset, len)
+    }
+}
+
+/// Tell the parent we stopped, then wait to be killed.
+fn signal_and_block() -> ! {
+    let mut out = io::stdout().lock();
+    let _ = writeln!(out, "{STOP_LINE}");
+    let _ = out.flush();
+    drop(out);
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// Arguments of the hidden child command.
+#[derive(Clone, Debug)]
+pub struct ChildSpec {
+    pub contender: String,
+    pub dir: PathBuf,
+    pub first_key: i64,
+    pub records: u32,
+    pub value_size: usize,
+    /// Engine only: the commit write to stop at (1-based).
+    pub stop_at_write: u64,
+}
+
+impl ChildSpec {
+    /// argv after `bench recovery-child`.
+    pub fn to_args(&self) -> Vec<String> {
+        vec![
+            "--contender".into(),
+            self.contender.clone(),
+            "--dir".into(),
+            self.dir.to_string_lossy().into_owned(),
+            "--first-key".into(),
+            self.first_key.to_string(),
+            "--records".into(),
+            self.records.to_string(),
+            "--value-size".into(),
+            self.value_size.to_string(),
+            "--stop-at-write".into(),
+            self.stop_at_write.to_string(),
+        ]
+    }
+
+    fn keys(&self) -> Vec<i64> {
+        (self.first_key..self.first_key + i64::from(self.records)).collect()
+    }
+}
+
+/// The child's body. Returns only on failure (the success path blocks until killed).
+pub fn child_main(spec: &ChildSpec) -> Result<(), String> {
+    let c = contender::select(std::slice::from_ref(&spec.contender))?.remove(0);
+    let keys = spec.keys();
+    let v = mobibench_value(spec.value_size, false);
+    match c.kind {
+        Kind::Engine { mode, tweak } => {
+            let plan = StopPlan::new(Some(spec.stop_at_write), Box::new(|_| signal_and_block()));
+            let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
+            let store = EngineStore::open(&spec.dir, mode, tweak, vfs)?;
+            let w = store.begin_insert(&keys, &v)?;
+            plan.arm();
+            let r = w.commit();
+            Err(format!(
+                "{}: commit ended ({r:?}) after {} writes, before stop write #{}",
+                c.name,
+                plan.writes(),
+                spec.stop_at_write
+            ))
+        }
+        Kind::Sqlite(f) => {
+            let mut store = SqliteStore::open(&spec.dir, f)?;
+            store
+                .connection()
+                .commit_hook(Some(|| -> bool { signal_and_block() }))
+                .map_err(|e| e.to_string())?;
+            use crate::contender::Store;
+            let r = store.txn(Op::Insert, &keys, &v);
+            Err(format!("{}: commit returned {r:?} past the hook", c.name))
+        }
+        Kind::Redb | Kind::Lmdb => {
+            let mut store = c.open(&spec.dir, &Arc::new(inpage::vfs::IoStats::new()))?;
+            store.stage_crash(&keys, &v, &|| signal_and_block())?;
+            Err(format!("{}: stop point returned", c.name))
+        }
+        Kind::Floor => Err("the floor has no transaction to interrupt".into()),
+    }
+}
+
+/// Kills and reaps the child on every path out of `crash_child`.
+struct ChildGuard(Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Run `exe bench recovery-child <spec>` until it reports its stop point, then SIGKILL
+/// it. Errors if it exits on its own, prints anything else, or takes longer than
+/// `timeout`.
+pub fn crash_child(exe: &Path, spec: &ChildSpec, timeout: Duration) -> Result<(), String> {
+    let child = Command::new(exe)
+        .arg("bench")
+        .arg("recovery-child")
+        .args(spec.to_args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("spawning {}: {e}", exe.display()))?;
+    let mut guard = ChildGuard(child);
+    let stdout = guard.0.stdout.take().ok_or("child has no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut other = Vec::new();
+    loop {
+        check_interrupted()?;
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(Ok(l)) if l.trim() == STOP_LINE => break,
+            Ok(Ok(l)) => other.push(l),
+            Ok(Err(e)) => return Err(format!("reading child output: {e}")),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if start.elapsed() > timeout {
+                    return Err(format!(
+                        "{}: child did not reach its stop point within {timeout:?}",
+                        spec.contender
+                    ));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let st = guard.0.wait().map_err(|e| e.to_string())?;
+                return Err(format!(
+                    "{}: child exited ({st}) without reaching its stop point {}",
+                    spec.contender,
+                    other.join(" | ")
+                ));
+            }
+        }
+    }
+    // SIGKILL: no atexit, no destructors, no final checkpoint.
+    guard.0.kill().map_err(|e| format!("killing child: {e}"))?;
+    guard.0.wait().map_err(|e| format!("reaping child: {e}"))?;
+    Ok(())
+}
+
+/// Count the writes the engine's commit of `keys` does on a copy of `dir` (the
+/// calibration for the default stop point).
+pub fn calibrate_engine_writes(
+    c: &contender::Contender,
+    dir: &Path,
+    scratch: &Path,
+    keys: &[i64],
+    value: &[u8],
+) -> Result<u64, String> {
+    let Kind::Engine { mode, tweak } = c.kind else {
+        return Err("calibration is for engine contenders".into());
+    };
+    copy_dir(dir, scratch)?;
+    let plan = StopPlan::new(None, Box::new(|_| io::Error::other("unreachable")));
+    let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
+    let store = EngineStore::open(scratch, mode, tweak, vfs)?;
+    let w = store.begin_insert(keys, value)?;
+    plan.arm();
+    w.commit().map_err(|e| e.to_string())?;
+    let n = plan.writes();
+    drop(store);
+    std::fs::remove_dir_all(scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    Ok(n)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    let err = |p: &Path, e: io::Error| format!("{}: {e}", p.display());
+    std::fs::create_dir_all(to).map_err(|e| err(to, e))?;
+    for ent in std::fs::read_dir(from).map_err(|e| err(from, e))? {
+        let ent = ent.map_err(|e| err(from, e))?;
+        if ent.file_type().map_err(|e| err(from, e))?.is_file() {
+            std::fs::copy(ent.path(), to.join(ent.file_name())).map_err(|e| err(&ent.path(), e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_vfs_stops_at_the_chosen_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let hit = Arc::new(AtomicU64::new(0));
+        let h = hit.clone();
+        let plan = StopPlan::new(
+            Some(3),
+            Box::new(move |n| {
+                h.store(n, Ordering::SeqCst);
+                io::Error::other("stopped")
+            }),
+        );
+        let vfs = StopVfs::new(Arc::new(OsVfs::new()), plan.clone());
+        let f = vfs
+            .open(
+                &dir.path().join("f"),
+                OpenOptions {
+                    create: true,
+                    ..OpenOptions::default()
+                },
+            )
+            .unwrap();
+        // Not armed: nothing counts.
+        for i in 0..5u64 {
+            f.write_at(&[1], i).unwrap();
+        }
+        assert_eq!(plan.writes(), 0);
+        plan.arm();
+        f.write_at(&[2], 0).unwrap();
+        f.allocate(4096, 4096).unwrap();
+        let e = f.write_at(&[2], 1).unwrap_err();
+        assert_eq!(e.to_string(), "stopped");
+        assert_eq!(hit.load(Ordering::SeqCst), 3);
+        let mut b = [0u8; 2];
+        f.read_exact_at(&mut b, 0).unwrap();
+        assert_eq!(b, [2, 1], "the stop write never reached the file");
+        // Past the stop point writes go through again (the child never gets there).
+        f.write_at(&[3], 1).unwrap();
+    }
+
+    #[test]
+    fn child_args_round_trip_through_clap() {
+        use clap::Parser;
+        let spec = ChildSpec {
+            contender: "wal".into(),
+            dir: PathBuf::from("/x/y"),
+            first_key: 1201,
+            records: 16,
+            value_size: 128,
+            stop_at_write: 7,
+        };
+        #[derive(Parser)]
+        struct Top {
+            #[command(subcommand)]
+            cmd: crate::BenchCmd,
+        }
+        let mut argv = vec!["x".to_string(), "recovery-child".to_string()];
+        argv.extend(spec.to_args());
+        let t = Top::try_parse_from(argv).unwrap();
+        match t.cmd {
+            crate::BenchCmd::RecoveryChild(a) => {
+                let s = a.spec();
+                assert_eq!(s.keys(), (1201..1217).collect::<Vec<_>>());
+                assert_eq!(s.stop_at_write, 7);
+                assert_eq!(s.dir, PathBuf::from("/x/y"));
+            }
+            _ => panic!("wrong command"),
+        }
+    }
+}

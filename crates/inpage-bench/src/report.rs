@@ -1,0 +1,393 @@
+//! Results: per-round samples, their medians, the JSON report and the text table.
+//!
+//! Invariants:
+//! - The JSON shape is a contract with other tools (BENCHMARKS.md, plots): field names
+//!   and nesting are exactly those of `Report` / `ResultRow`, nothing is added or
+//!   renamed silently. Unknown fields are rejected when reading one back.
+//! - A per-transaction number is the median over rounds of the per-round values; `null`
+//!   means "not measurable in this lab or for this contender", never zero.
+//! - Ratios compare medians measured in the same run (same machine state, interleaved),
+//!   never against stored numbers. A ratio is `null` only when the baseline has no row
+//!   with the same workload, op and transaction size (e.g. the floor workload, or
+//!   recovery with a baseline that cannot crash).
+//! - Floats written are finite (serde_json would turn NaN into null and break the shape).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+/// The whole report (`--json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    /// "ext4" or "none".
+    pub lab: String,
+    pub rounds: u32,
+    pub baseline: String,
+    pub results: Vec<ResultRow>,
+}
+
+/// Time split of one transaction, in microseconds (median over rounds).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    pub compute: f64,
+    pub write: f64,
+    pub sync: f64,
+}
+
+/// One contender on one workload point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultRow {
+    pub contender: String,
+    /// "mobibench", "recovery" or "floor".
+    pub workload: String,
+    /// Mobibench op, "insert" for recovery, "overwrite"/"append" for the floor.
+    pub op: String,
+    pub ops_per_txn: u32,
+    /// Transactions per round (all threads together).
+    pub txns: u64,
+    pub tx_per_s_median: f64,
+    pub tx_per_s_rounds: Vec<f64>,
+    pub ratio_to_baseline: Option<f64>,
+    pub data_kib_per_txn: Option<f64>,
+    pub journal_kib_per_txn: Option<f64>,
+    pub flushes_per_txn: Option<f64>,
+    pub write_calls_per_txn: Option<f64>,
+    pub sync_calls_per_txn: Option<f64>,
+    pub latency_us: Option<Latency>,
+    pub recovery_ms_median: Option<f64>,
+}
+
+/// What one round of one contender on one workload point measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sample {
+    pub tx_per_s: f64,
+    pub data_kib: Option<f64>,
+    pub journal_kib: Option<f64>,
+    /// Device write requests per transaction (ext4 lab; table only).
+    pub dev_writes: Option<f64>,
+    pub flushes: Option<f64>,
+    pub write_calls: Option<f64>,
+    pub sync_calls: Option<f64>,
+    pub latency: Option<Latency>,
+    pub recovery_ms: Option<f64>,
+}
+
+/// Identifies a workload point across contenders.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Point {
+    /// Position of the workload in the run (keeps report order = run order).
+    pub order: u32,
+    pub workload: String,
+    pub op: String,
+    pub ops_per_txn: u32,
+}
+
+/// Median (mean of the middle two for an even count); `None` for no values.
+pub fn median(v: &[f64]) -> Option<f64> {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return None;
+    }
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    Some(if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    })
+}
+
+fn median_opt(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    let vals: Vec<f64> = v.flatten().collect();
+    median(&vals)
+}
+
+/// Samples collected during a run, keyed by point and contender (in first-seen order).
+#[derive(Debug, Default)]
+pub struct Collector {
+    samples: BTreeMap<Point, Vec<(String, Vec<Sample>, u64)>>,
+    /// Extra per-row data for the table only.
+    pub notes: Vec<String>,
+}
+
+impl Collector {
+    pub fn add(&mut self, p: Point, contender: &str, txns: u64, s: Sample) {
+        let e = self.samples.entry(p).or_default();
+        match e.iter_mut().find(|(c, _, _)| c == contender) {
+            Some((_, v, _)) => v.push(s),
+            None => e.push((contender.to_string(), vec![s], txns)),
+        }
+    }
+
+    /// Medians and ratios, in run order; also the device write requests per row (table).
+    pub fn finish(&self, baseline: &str) -> (Vec<ResultRow>, Vec<Option<f64>>) {
+        let mut rows = Vec::new();
+        let mut dev = Vec::new();
+        for (p, list) in &self.samples {
+            let med = |c: &str| {
+                list.iter()
+                    .find(|(n, _, _)| n == c)
+                    .and_then(|(_, s, _)| median(&s.iter().map(|x| x.tx_per_s).collect::<Vec<_>>()))
+            };
+            let base = med(baseline);
+            for (name, s, txns) in list {
+                let rounds: Vec<f64> = s.iter().map(|x| x.tx_per_s).collect();
+                let m = median(&rounds).unwrap_or(0.0);
+                let lat = if s.iter().all(|x| x.latency.is_some()) && !s.is_empty() {
+                    let l: Vec<Latency> = s.iter().filter_map(|x| x.latency).collect();
+                    Some(Latency {
+                        compute: median(&l.iter().map(|x| x.compute).collect::<Vec<_>>())
+                            .unwrap_or(0.0),
+                        write: median(&l.iter().map(|x| x.write).collect::<Vec<_>>())
+                            .unwrap_or(0.0),
+                        sync: median(&l.iter().map(|x| x.sync).collect::<Vec<_>>()).unwrap_or(0.0),
+                    })
+                } else {
+                    None
+                };
+                rows.push(ResultRow {
+                    contender: name.clone(),
+                    workload: p.workload.clone(),
+                    op: p.op.clone(),
+                    ops_per_txn: p.ops_per_txn,
+                    txns: *txns,
+                    tx_per_s_median: m,
+                    tx_per_s_rounds: rounds,
+                    ratio_to_baseline: base.filter(|b| *b > 0.0).map(|b| m / b),
+                    data_kib_per_txn: median_opt(s.iter().map(|x| x.data_kib)),
+                    journal_kib_per_txn: median_opt(s.iter().map(|x| x.journal_kib)),
+                    flushes_per_txn: median_opt(s.iter().map(|x| x.flushes)),
+                    write_calls_per_txn: median_opt(s.iter().map(|x| x.write_calls)),
+                    sync_calls_per_txn: median_opt(s.iter().map(|x| x.sync_calls)),
+                    latency_us: lat,
+                    recovery_ms_median: median_opt(s.iter().map(|x| x.recovery_ms)),
+                });
+                dev.push(median_opt(s.iter().map(|x| x.dev_writes)));
+            }
+        }
+        (rows, dev)
+    }
+}
+
+fn f(v: Option<f64>, prec: usize) -> String {
+    match v {
+        Some(x) => format!("{x:.prec$}"),
+        None => "-".into(),
+    }
+}
+
+/// The text table printed on stdout.
+pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "lab: {}  rounds: {}  baseline: {}  (per-transaction numbers are medians over rounds{})",
+        r.lab,
+        r.rounds,
+        r.baseline,
+        if r.lab == "none" {
+            "; lab 'none': no device counters, KiB = bytes passed to write calls"
+        } else {
+            "; KiB/writes/flushes = loop-device counters"
+        }
+    );
+    let head = [
+        "workload",
+        "op",
+        "k",
+        "contender",
+        "tx/s",
+        "ratio",
+        "dataKiB",
+        "jrnlKiB",
+        "devWr",
+        "flush",
+        "wcalls",
+        "syncs",
+        "cpu_us",
+        "wr_us",
+        "sync_us",
+        "recov_ms",
+    ];
+    let mut cells: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for (i, x) in r.results.iter().enumerate() {
+        cells.push(vec![
+            x.workload.clone(),
+            x.op.clone(),
+            x.ops_per_txn.to_string(),
+            x.contender.clone(),
+            format!("{:.1}", x.tx_per_s_median),
+            f(x.ratio_to_baseline, 2),
+            f(x.data_kib_per_txn, 1),
+            f(x.journal_kib_per_txn, 1),
+            f(dev_writes.get(i).copied().flatten(), 1),
+            f(x.flushes_per_txn, 2),
+            f(x.write_calls_per_txn, 1),
+            f(x.sync_calls_per_txn, 1),
+            f(x.latency_us.map(|l| l.compute), 0),
+            f(x.latency_us.map(|l| l.write), 0),
+            f(x.latency_us.map(|l| l.sync), 0),
+            f(x.recovery_ms_median, 2),
+        ]);
+    }
+    let ncol = head.len();
+    let w: Vec<usize> = (0..ncol)
+        .map(|c| cells.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    let mut prev: Option<(String, String, String)> = None;
+    for (i, row) in cells.iter().enumerate() {
+        // A blank line between workload points keeps contenders of one point together.
+        let key = (row[0].clone(), row[1].clone(), row[2].clone());
+        if i > 1 && prev.as_ref() != Some(&key) {
+            out.push('\n');
+        }
+        prev = Some(key);
+        let line: Vec<String> = row
+            .iter()
+            .enumerate()
+            .map(|(c, s)| {
+                if c < 4 {
+                    format!("{s:<w$}", w = w[c])
+                } else {
+                    format!("{s:>w$}", w = w[c])
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> ResultRow {
+        ResultRow {
+            contender: "sqlite-wal".into(),
+            workload: "mobibench".into(),
+            op: "insert".into(),
+            ops_per_txn: 1,
+            txns: 300,
+            tx_per_s_median: 1234.5,
+            tx_per_s_rounds: vec![1200.0, 1234.5, 1300.25],
+            ratio_to_baseline: Some(1.0),
+            data_kib_per_txn: Some(8.0),
+            journal_kib_per_txn: Some(12.5),
+            flushes_per_txn: Some(2.0),
+            write_calls_per_txn: None,
+            sync_calls_per_txn: None,
+            latency_us: Some(Latency {
+                compute: 10.0,
+                write: 20.0,
+                sync: 300.0,
+            }),
+            recovery_ms_median: None,
+        }
+    }
+
+    #[test]
+    fn json_shape_exact_and_round_trips() {
+        let r = Report {
+            lab: "ext4".into(),
+            rounds: 3,
+            baseline: "sqlite-wal".into(),
+            results: vec![row()],
+        };
+        let s = serde_json::to_string_pretty(&r).unwrap();
+        let back: Report = serde_json::from_str(&s).unwrap();
+        assert_eq!(back, r);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        let keys = |o: &serde_json::Value| {
+            let mut k: Vec<String> = o.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&v), ["baseline", "lab", "results", "rounds"]);
+        let row = &v["results"][0];
+        let mut want = vec![
+            "contender",
+            "workload",
+            "op",
+            "ops_per_txn",
+            "txns",
+            "tx_per_s_median",
+            "tx_per_s_rounds",
+            "ratio_to_baseline",
+            "data_kib_per_txn",
+            "journal_kib_per_txn",
+            "flushes_per_txn",
+            "write_calls_per_txn",
+            "sync_calls_per_txn",
+            "latency_us",
+            "recovery_ms_median",
+        ];
+        want.sort();
+        assert_eq!(keys(row), want);
+        assert_eq!(keys(&row["latency_us"]), ["compute", "sync", "write"]);
+        assert!(row["write_calls_per_txn"].is_null());
+        assert!(row["ops_per_txn"].is_u64() && row["txns"].is_u64());
+        assert!(row["tx_per_s_rounds"].is_array());
+        // Unknown fields are refused, so a renamed field cannot slip through.
+        let bad = s.replace("\"txns\"", "\"transactions\"");
+        assert!(serde_json::from_str::<Report>(&bad).is_err());
+    }
+
+    #[test]
+    fn medians_and_ratios() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
+        assert_eq!(median(&[]), None);
+        let mut c = Collector::default();
+        let p = Point {
+            order: 0,
+            workload: "mobibench".into(),
+            op: "insert".into(),
+            ops_per_txn: 1,
+        };
+        for (name, tps) in [
+            ("a", 100.0),
+            ("b", 50.0),
+            ("a", 300.0),
+            ("b", 60.0),
+            ("a", 200.0),
+            ("b", 70.0),
+        ] {
+            c.add(
+                p.clone(),
+                name,
+                10,
+                Sample {
+                    tx_per_s: tps,
+                    flushes: if name == "a" { Some(1.0) } else { None },
+                    ..Sample::default()
+                },
+            );
+        }
+        let (rows, _) = c.finish("b");
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].contender, "a");
+        assert_eq!(rows[0].tx_per_s_median, 200.0);
+        assert_eq!(rows[0].tx_per_s_rounds, vec![100.0, 300.0, 200.0]);
+        assert!((rows[0].ratio_to_baseline.unwrap() - 200.0 / 60.0).abs() < 1e-12);
+        assert_eq!(rows[1].ratio_to_baseline, Some(1.0));
+        assert_eq!(rows[0].flushes_per_txn, Some(1.0));
+        assert_eq!(rows[1].flushes_per_txn, None);
+        let (rows, _) = c.finish("missing");
+        assert_eq!(rows[0].ratio_to_baseline, None);
+        let t = table(
+            &Report {
+                lab: "none".into(),
+                rounds: 3,
+                baseline: "b".into(),
+                results: rows,
+            },
+            &[],
+        );
+        assert!(t.contains("tx/s") && t.contains("200.0"), "{t}");
+    }
+}

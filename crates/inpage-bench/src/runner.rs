@@ -1,0 +1,554 @@
+//! The method: rounds of interleaved trials, each on fresh files, measured only over the
+//! transaction phase.
+//!
+//! Invariants (these are what make numbers from a shared, noisy machine comparable):
+//! - Every round runs every contender once per workload point, in an order rotated by
+//!   the round number, so no contender always runs first (cold machine) or last.
+//! - Each trial gets a fresh directory and fresh files; setup (schema, preload, warm-up)
+//!   happens before the measured window, then `sync` + drop caches (where root allows),
+//!   then the store is opened, then the window opens. Closing (WAL checkpoints) happens
+//!   after the window. Device and syscall counters are read at exactly the window edges.
+//! - A trial that fails or panics aborts the run with the contender's name: partial
+//!   results would silently compare different sets of contenders.
+//! - Per-transaction numbers divide by the transactions of all threads together.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use inpage::vfs::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, OsVfs, Vfs};
+
+use crate::contender::{Contender, FloorMode, FloorStore, Kind, Store};
+use crate::lab::{check_interrupted, read_proc_io, settle, DevStat, Lab, ProcIo};
+use crate::recovery::{calibrate_engine_writes, crash_child, ChildSpec};
+use crate::report::{Collector, Latency, Point, Sample};
+use crate::workload::{mobibench_plan, mobibench_value, Op, Plan};
+
+/// How long a recovery child may take to reach its stop point.
+const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A run in progress: the lab, the method settings and the progress display.
+pub struct Session {
+    pub lab: Lab,
+    pub rounds: u32,
+    /// The executable to spawn for recovery children (`bench recovery-child ...`).
+    pub exe: PathBuf,
+    seq: u64,
+    pb: ProgressBar,
+    caches_dropped: Option<bool>,
+    pub collector: Collector,
+    order: u32,
+}
+
+impl Session {
+    pub fn new(lab: Lab, rounds: u32, total_trials: u64, exe: PathBuf) -> Session {
+        // indicatif hides the bar by itself when stderr is not a terminal.
+        let pb = ProgressBar::new(total_trials);
+        pb.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        Session {
+            lab,
+            rounds,
+            exe,
+            seq: 0,
+            pb,
+            caches_dropped: None,
+            collector: Collector::default(),
+            order: 0,
+        }
+    }
+
+    /// A new, empty directory for one trial.
+    fn fresh_dir(&mut self, label: &str) -> Result<PathBuf, String> {
+        self.seq += 1;
+        let d = self.lab.root().join(format!("{:05}-{label}", self.seq));
+        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        Ok(d)
+    }
+
+    /// sync + drop caches; remembers (and reports once) whether dropping works here.
+    fn settle(&mut self) {
+        let ok = settle();
+        if self.caches_dropped.is_none() && !ok {
+            self.pb.suspend(|| {
+                eprintln!("note: cannot drop the page cache (not root?): caches stay warm")
+            });
+        }
+        self.caches_dropped.get_or_insert(ok);
+    }
+
+    fn next_point(&mut self, workload: &str, op: &str, k: u32) -> Point {
+        self.order += 1;
+        Point {
+            order: self.order,
+            workload: workload.into(),
+            op: op.into(),
+            ops_per_txn: k,
+        }
+    }
+
+    pub fn finish_progress(&self) {
+        self.pb.finish_and_clear();
+    }
+}
+
+/// Counters at one edge of a measured window.
+struct Probe {
+    dev: Option<(DevStat, DevStat)>,
+    io: Option<ProcIo>,
+    acct: IoStatsSnapshot,
+}
+
+fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
+    Ok(Probe {
+        dev: lab.dev_stats()?,
+        io: read_proc_io(),
+        acct: stats.snapshot(),
+    })
+}
+
+/// Turn two probes around a window into per-transaction numbers.
+fn sample(accounted: bool, a: &Probe, b: &Probe, wall: Duration, ntx: u64, threads: u32) -> Sample {
+    let n = ntx.max(1) as f64;
+    let acct = b.acct.delta(&a.acct);
+    let io = match (a.io, b.io) {
+        (Some(x), Some(y)) => Some(y.delta(&x)),
+        _ => None,
+    };
+    let dev = match (a.dev, b.dev) {
+        (Some((d0, j0)), Some((d1, j1))) => Some((d1.delta(&d0), j1.delta(&j0))),
+        _ => None,
+    };
+    let wr = |k: IoKind| acct.get(k);
+    let (data_kib, journal_kib, dev_writes, flushes) = match dev {
+        Some((d, j)) => (
+            Some(d.kib() / n),
+            Some(j.kib() / n),
+            Some((d.writes + j.writes) as f64 / n),
+            match (d.flushes, j.flushes) {
+                (Some(x), Some(y)) => Some((x + y) as f64 / n),
+                _ => None,
+            },
+        ),
+        None => {
+            // No devices: syscall-level bytes (ours exactly, peers' from /proc/self/io).
+            let bytes = if accounted {
+                Some((wr(IoKind::Write).bytes + wr(IoKind::Allocate).bytes) as f64)
+            } else {
+                io.map(|x| x.wchar as f64)
+            };
+            (bytes.map(|b| b / 1024.0 / n), None, None, None)
+        }
+    };
+    let (write_calls, sync_calls, latency) = if accounted {
+        let w = wr(IoKind::Write).calls + wr(IoKind::Allocate).calls;
+        let s = wr(IoKind::Sync).calls + wr(IoKind::SyncAll).calls + wr(IoKind::SyncDir).calls;
+        let wn = wr(IoKind::Write).nanos + wr(IoKind::Allocate).nanos + wr(IoKind::SetLen).nanos;
+        let sn = wr(IoKind::Sync).nanos + wr(IoKind::SyncAll).nanos + wr(IoKind::SyncDir).nanos;
+        // Each thread's wall time is its own: the busy time of all threads together.
+        let busy = wall.as_nanos() as f64 * f64::from(threads.max(1));
+        let write_us = wn as f64 / n / 1000.0;
+        let sync_us = sn as f64 / n / 1000.0;
+        let compute_us = (busy / n / 1000.0 - write_us - sync_us).max(0.0);
+        (
+            Some(w as f64 / n),
+            Some(s as f64 / n),
+            Some(Latency {
+                compute: compute_us,
+                write: write_us,
+                sync: sync_us,
+            }),
+        )
+    } else {
+        (io.map(|x| x.syscw as f64 / n), None, None)
+    };
+    let secs = wall.as_secs_f64().max(1e-9);
+    Sample {
+        tx_per_s: ntx as f64 / secs,
+        data_kib,
+        journal_kib,
+        dev_writes,
+        flushes,
+        write_calls,
+        sync_calls,
+        latency,
+        recovery_ms: None,
+    }
+}
+
+/// Run `f`, turning a panic into an error naming the contender.
+fn guarded<T>(name: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r.map_err(|e| {
+            if e.starts_with(name) || e == "interrupted" {
+                e
+            } else {
+                format!("{name}: {e}")
+            }
+        }),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            Err(format!("{name} panicked: {msg}"))
+        }
+    }
+}
+
+/// Round-robin order of `n` contenders for round `r`.
+pub fn rotation(n: usize, r: u32) -> impl Iterator<Item = usize> {
+    let s = if n == 0 { 0 } else { r as usize % n };
+    (0..n).map(move |i| (i + s) % n)
+}
+
+type Opener<'a> = &'a dyn Fn(&Path, &Arc<IoStats>) -> Result<Box<dyn Store>, String>;
+
+/// One measured trial: `threads` databases set up with `plan.preload`, then `plan.txns`
+/// on each, all threads starting together.
+fn txn_trial(
+    s: &mut Session,
+    label: &str,
+    open: Opener<'_>,
+    accounted: bool,
+    plan: &Plan,
+    value_size: usize,
+    threads: u32,
+) -> Result<Sample, String> {
+    let dir = s.fresh_dir(label)?;
+    let stats = Arc::new(IoStats::new());
+    let load_v = mobibench_value(value_size, false);
+    let op_v = mobibench_value(value_size, plan.op == Op::Update);
+    let dirs: Vec<PathBuf> = (0..threads).map(|t| dir.join(format!("t{t}"))).collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let mut st = open(d, &stats)?;
+        st.preload(&plan.preload, &load_v)?;
+        st.close()?;
+    }
+    s.settle();
+    let mut stores = dirs
+        .iter()
+        .map(|d| open(d, &stats))
+        .collect::<Result<Vec<_>, _>>()?;
+    let before = probe(&s.lab, &stats)?;
+    let wall = if stores.len() == 1 {
+        let t0 = Instant::now();
+        for keys in &plan.txns {
+            check_interrupted()?;
+            stores[0].txn(plan.op, keys, &op_v)?;
+        }
+        t0.elapsed()
+    } else {
+        let barrier = Barrier::new(stores.len() + 1);
+        let (wall, results) = std::thread::scope(|sc| {
+            let handles: Vec<_> = stores
+                .iter_mut()
+                .map(|st| {
+                    let (barrier, op_v) = (&barrier, &op_v);
+                    sc.spawn(move || -> Result<(), String> {
+                        barrier.wait();
+                        for keys in &plan.txns {
+                            check_interrupted()?;
+                            st.txn(plan.op, keys, op_v)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            barrier.wait();
+            let t0 = Instant::now();
+            let results: Vec<Result<(), String>> = handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
+                .collect();
+            (t0.elapsed(), results)
+        });
+        for r in results {
+            r?;
+        }
+        wall
+    };
+    let after = probe(&s.lab, &stats)?;
+    for st in stores {
+        st.close()?;
+    }
+    let ntx = plan.txns.len() as u64 * u64::from(threads);
+    let out = sample(accounted, &before, &after, wall, ntx, threads);
+    // Keep the lab file system small; its deletion I/O lands before the next settle.
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(out)
+}
+
+/// Mobibench parameters.
+#[derive(Clone, Debug)]
+pub struct MobiParams {
+    pub ops: Vec<Op>,
+    pub ops_per_txn: Vec<u32>,
+    pub txns: u64,
+    pub value_size: usize,
+    pub random: bool,
+    pub threads: u32,
+    pub seed: u64,
+}
+
+impl MobiParams {
+    pub fn trials(&self, contenders: usize, rounds: u32) -> u64 {
+        (self.ops.len() * self.ops_per_txn.len() * contenders) as u64 * u64::from(rounds)
+    }
+}
+
+/// The Mobibench workload over `contenders`.
+pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Result<(), String> {
+    let mut points = Vec::new();
+    for &op in &p.ops {
+        for &k in &p.ops_per_txn {
+            let pt = s.next_point("mobibench", op.name(), k);
+            points.push((op, k, pt, mobibench_plan(op, p.txns, k, p.random, p.seed)));
+        }
+    }
+    for round in 0..s.rounds {
+        for (op, k, pt, plan) in &points {
+            for ci in rotation(cs.len(), round) {
+                let c = &cs[ci];
+                s.pb.set_message(format!(
+                    "mobibench {op} k={k} {} (round {})",
+                    c.name,
+                    round + 1
+                ));
+                let open = |d: &Path, st: &Arc<IoStats>| c.open(d, st);
+                let smp = guarded(&c.name, || {
+                    txn_trial(
+                        s,
+                        &c.name,
+                        &open,
+                        c.accounted(),
+                        plan,
+                        p.value_size,
+                        p.threads,
+                    )
+                })?;
+                s.collector.add(
+                    pt.clone(),
+                    &c.name,
+                    plan.txns.len() as u64 * u64::from(p.threads),
+                    smp,
+                );
+                s.pb.inc(1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The floor workload: overwrite and append, `txns` one-page durable commits each.
+pub fn run_floor(s: &mut Session, txns: u64) -> Result<(), String> {
+    let modes = [FloorMode::Overwrite, FloorMode::Append];
+    let pts: Vec<Point> = modes
+        .iter()
+        .map(|m| s.next_point("floor", m.name(), 1))
+        .collect();
+    let plan = Plan {
+        op: Op::Insert,
+        preload: Vec::new(),
+        txns: vec![Vec::new(); txns as usize],
+    };
+    for round in 0..s.rounds {
+        for mi in rotation(modes.len(), round) {
+            let m = modes[mi];
+            s.pb.set_message(format!("floor {} (round {})", m.name(), round + 1));
+            let open = |d: &Path, st: &Arc<IoStats>| -> Result<Box<dyn Store>, String> {
+                let vfs: Arc<dyn Vfs> = Arc::new(AccountingVfs::with_stats(
+                    Arc::new(OsVfs::new()),
+                    st.clone(),
+                ));
+                Ok(Box::new(FloorStore::open(d, m, vfs)?))
+            };
+            let smp = guarded("floor", || txn_trial(s, "floor", &open, true, &plan, 0, 1))?;
+            s.collector.add(pts[mi].clone(), "floor", txns, smp);
+            s.pb.inc(1);
+        }
+    }
+    Ok(())
+}
+
+/// Recovery parameters.
+#[derive(Clone, Debug)]
+pub struct RecoveryParams {
+    pub records: Vec<u32>,
+    pub warm: u64,
+    pub value_size: usize,
+    /// Engine: stop at this commit write instead of the calibrated middle.
+    pub stop_at_write: Option<u64>,
+}
+
+impl RecoveryParams {
+    pub fn trials(&self, contenders: usize, rounds: u32) -> u64 {
+        (self.records.len() * contenders) as u64 * u64::from(rounds)
+    }
+}
+
+/// The recovery workload over the contenders that have a transaction to interrupt.
+pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Result<(), String> {
+    let cs: Vec<&Contender> = cs.iter().filter(|c| c.recoverable()).collect();
+    let pts: Vec<(u32, Point)> = p
+        .records
+        .iter()
+        .map(|&k| (k, s.next_point("recovery", "insert", k)))
+        .collect();
+    for round in 0..s.rounds {
+        for (k, pt) in &pts {
+            for ci in rotation(cs.len(), round) {
+                let c = cs[ci];
+                s.pb.set_message(format!("recovery k={k} {} (round {})", c.name, round + 1));
+                let smp = guarded(&c.name, || recovery_trial(s, c, *k, p))?;
+                s.collector.add(pt.clone(), &c.name, 1, smp);
+                s.pb.inc(1);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn recovery_trial(
+    s: &mut Session,
+    c: &Contender,
+    k: u32,
+    p: &RecoveryParams,
+) -> Result<Sample, String> {
+    let dir = s.fresh_dir(&c.name)?;
+    let stats = Arc::new(IoStats::new());
+    let v = mobibench_value(p.value_size, false);
+    let warm: Vec<i64> = (1..=p.warm as i64).collect();
+    {
+        let mut st = c.open(&dir, &stats)?;
+        st.preload(&warm, &v)?;
+        st.close()?;
+    }
+    let first_key = p.warm as i64 + 1;
+    let keys: Vec<i64> = (first_key..first_key + i64::from(k)).collect();
+    let stop_at_write = match (c.kind, p.stop_at_write) {
+        (Kind::Engine { .. }, Some(w)) => w.max(1),
+        (Kind::Engine { .. }, None) => {
+            let scratch = dir.with_extension("calib");
+            let n = calibrate_engine_writes(c, &dir, &scratch, &keys, &v)?;
+            if n == 0 {
+                return Err("commit did no writes; nothing to interrupt".into());
+            }
+            n.div_ceil(2)
+        }
+        _ => 0,
+    };
+    s.settle();
+    let spec = ChildSpec {
+        contender: c.name.clone(),
+        dir: dir.clone(),
+        first_key,
+        records: k,
+        value_size: p.value_size,
+        stop_at_write,
+    };
+    crash_child(&s.exe, &spec, CHILD_TIMEOUT)?;
+    s.settle();
+    let before = probe(&s.lab, &stats)?;
+    let t0 = Instant::now();
+    let mut st = c.open(&dir, &stats)?;
+    let found = st.get(1);
+    let wall = t0.elapsed();
+    let after = probe(&s.lab, &stats)?;
+    match found {
+        Ok(true) => {}
+        Ok(false) => {
+            s.pb.suspend(|| eprintln!("warning: {}: warm row 1 missing after recovery", c.name))
+        }
+        Err(e) => s.pb.suspend(|| {
+            eprintln!(
+                "warning: {}: first access after recovery failed: {e}",
+                c.name
+            )
+        }),
+    }
+    let leaked = st.get(keys[0]).unwrap_or(false);
+    if leaked && c.name != "off" && c.name != "sqlite-off" {
+        s.pb.suspend(|| {
+            eprintln!(
+                "warning: {}: interrupted insert visible after recovery",
+                c.name
+            )
+        });
+    }
+    st.close()?;
+    let mut smp = sample(c.accounted(), &before, &after, wall, 1, 1);
+    let ms = wall.as_secs_f64() * 1000.0;
+    smp.recovery_ms = Some(ms);
+    smp.tx_per_s = 1000.0 / ms.max(1e-6);
+    // The time split is for transactions; recovery reports its total only.
+    smp.latency = None;
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(smp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_covers_all() {
+        let v: Vec<usize> = rotation(4, 1).collect();
+        assert_eq!(v, vec![1, 2, 3, 0]);
+        let v: Vec<usize> = rotation(4, 5).collect();
+        assert_eq!(v, vec![1, 2, 3, 0]);
+        assert_eq!(rotation(0, 3).count(), 0);
+    }
+
+    #[test]
+    fn sample_math() {
+        let stats = IoStats::new();
+        let zero = DevStat {
+            flushes: Some(0),
+            ..DevStat::default()
+        };
+        let a = Probe {
+            dev: Some((zero, zero)),
+            io: None,
+            acct: stats.snapshot(),
+        };
+        stats.record(IoKind::Write, 8192, 2_000_000);
+        stats.record(IoKind::Sync, 0, 5_000_000);
+        let b = Probe {
+            dev: Some((
+                DevStat {
+                    writes: 4,
+                    sectors_written: 32,
+                    flushes: Some(2),
+                },
+                DevStat {
+                    writes: 2,
+                    sectors_written: 16,
+                    flushes: Some(2),
+                },
+            )),
+            io: None,
+            acct: stats.snapshot(),
+        };
+        let s = sample(true, &a, &b, Duration::from_millis(10), 2, 1);
+        assert_eq!(s.tx_per_s, 200.0);
+        assert_eq!(s.data_kib, Some(8.0));
+        assert_eq!(s.journal_kib, Some(4.0));
+        assert_eq!(s.flushes, Some(2.0));
+        assert_eq!(s.dev_writes, Some(3.0));
+        assert_eq!(s.write_calls, Some(0.5));
+        let l = s.latency.unwrap();
+        assert_eq!((l.write, l.sync), (1000.0, 2500.0));
+        assert!((l.compute - 1500.0).abs() < 1e-9);
+        let peer = sample(false, &a, &b, Duration::from_millis(10), 2, 1);
+        assert_eq!(peer.latency, None);
+        assert_eq!(peer.sync_calls, None);
+    }
+}
