@@ -40,6 +40,15 @@ enum Cmd {
         #[command(subcommand)]
         cmd: inpage_bench::BenchCmd,
     },
+    /// Simulated power cuts and I/O errors checked against a model; exits 1 on a violation
+    /// in a mode that promises atomicity.
+    Torture(inpage_torture::TortureArgs),
+    /// Deterministic workload on a real file, printing `commit <i>` after each ack (for
+    /// process-kill tests and external checkers).
+    Workload(inpage_torture::WorkloadArgs),
+    /// Exit 0 only if FILE passes the integrity check and holds the state after commit
+    /// `--acked` or the next one of the same workload.
+    Verify(inpage_torture::VerifyArgs),
 }
 
 fn open(file: &PathBuf) -> Result<Database, String> {
@@ -118,6 +127,13 @@ fn main() -> ExitCode {
         Cmd::Inspect { file } => inspect(&file),
         Cmd::Check { file } => run_check(&file),
         Cmd::Bench { cmd } => inpage_bench::run(cmd),
+        Cmd::Torture(args) => match inpage_torture::torture(&args) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::FAILURE,
+            Err(e) => Err(e),
+        },
+        Cmd::Workload(args) => inpage_torture::workload(&args),
+        Cmd::Verify(args) => inpage_torture::verify(&args),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

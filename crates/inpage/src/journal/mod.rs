@@ -162,6 +162,22 @@ impl JournalCtx {
     }
 }
 
+/// Checksum of a page image in a journal record or log frame, keyed by `seed` (a nonce or
+/// the previous frame's checksum) and bound to `tag` (page number and frame fields).
+///
+/// Deliberately not crc32c. Page images embed crc32c values right after the bytes they
+/// cover (the pager's trailer, the file header's own crc), and CRC is affine: a crc32c
+/// over a stream containing `M ‖ crc32c(M)` does not depend on `M` at all. A crc32c over a
+/// record would then accept a stale or torn image of the same page — the crash torture
+/// found exactly that. xxh3 is not linear, so every byte of the image counts.
+pub(crate) fn image_checksum(seed: u64, tag: &[u8], image: &[u8]) -> u32 {
+    let mut h = xxhash_rust::xxh3::Xxh3::with_seed(seed);
+    h.update(tag);
+    h.update(image);
+    let d = h.digest();
+    (d ^ (d >> 32)) as u32
+}
+
 /// `<db>-<suffix>`.
 pub fn side_path(db_path: &Path, suffix: &str) -> PathBuf {
     let mut s = db_path.as_os_str().to_owned();

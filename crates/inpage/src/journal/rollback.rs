@@ -7,7 +7,8 @@
 //!   16 nonce u64                   24 old_page_count u32    28 nrec u32
 //!   32 tid u64                     40 crc32c(bytes 0..40) u32
 //! then nrec records from offset 512, each 4 + page_size + 4 bytes:
-//!   pgno u32 | original page image | crc32c(nonce ‖ pgno ‖ image) u32
+//!   pgno u32 | original page image | xxh3(seed nonce; pgno ‖ image) u32 (`image_checksum`: not
+//!   crc32c, see there)
 //! ```
 //! All integers little-endian.
 //!
@@ -126,9 +127,7 @@ pub(super) fn le64(b: &[u8], at: usize) -> u64 {
 }
 
 fn record_crc(nonce: u64, pgno: Pgno, data: &[u8]) -> u32 {
-    let c = crc32c::crc32c(&nonce.to_le_bytes());
-    let c = crc32c::crc32c_append(c, &pgno.to_le_bytes());
-    crc32c::crc32c_append(c, data)
+    super::image_checksum(nonce, &pgno.to_le_bytes(), data)
 }
 
 /// A value that is, for our purposes, never repeated: the std hasher's per-process random

@@ -9,8 +9,9 @@
 //!   0 pgno u32   4 db_size u32 (page count after the commit; nonzero only on a commit frame)
 //!   8 salt1 u32  12 salt2 u32  16 chain crc u32  20 low 32 bits of the tid u32
 //!   24 page image
-//! chain crc = crc32c(prev ‖ frame bytes 0..16 ‖ frame bytes 20..24 ‖ image), where prev
-//! is the previous frame's chain crc, or the header crc for the first frame.
+//! chain = xxh3(seed prev; frame bytes 0..16 ‖ frame bytes 20..24 ‖ image) folded to 32
+//! bits, where prev is the previous frame's chain value, or the header crc for the first
+//! frame (`image_checksum`; not crc32c, which embedded page checksums would cancel).
 //! ```
 //!
 //! Invariants, and why they hold under a disk that loses, reorders and tears unsynced
@@ -122,10 +123,10 @@ fn fresh_salt() -> u32 {
 }
 
 fn frame_crc(prev: u32, fhdr: &[u8], data: &[u8]) -> u32 {
-    let c = crc32c::crc32c(&prev.to_le_bytes());
-    let c = crc32c::crc32c_append(c, &fhdr[0..16]);
-    let c = crc32c::crc32c_append(c, &fhdr[20..24]);
-    crc32c::crc32c_append(c, data)
+    let mut tag = [0u8; 20];
+    tag[..16].copy_from_slice(&fhdr[0..16]);
+    tag[16..].copy_from_slice(&fhdr[20..24]);
+    super::image_checksum(prev as u64, &tag, data)
 }
 
 /// Which frame holds the newest committed image of each page of the current generation.

@@ -170,8 +170,17 @@ impl Pager {
         }
         let page_size = disk_header.page_size as usize;
         // Checked before the journal opens (which may create side files), so a truncated
-        // file is rejected without changing anything.
-        Self::check_length(path, &file, &disk_header)?;
+        // file is rejected without changing anything — except when a WAL exists: a
+        // checkpoint cut short may have written page 0 but not yet the pages that extend
+        // the file, and replaying the log is what repairs that. The length is checked
+        // again once the journal has recovered.
+        let wal_exists = mode == JournalMode::Wal
+            && vfs
+                .exists(&side_path(path, "wal"))
+                .map_err(Error::io("stat", path))?;
+        if !wal_exists {
+            Self::check_length(path, &file, &disk_header)?;
+        }
         let db = Arc::new(DbFile {
             file,
             path: path.to_path_buf(),

@@ -1,0 +1,269 @@
+//! One torture case, and its replay spec: a single-line, self-contained text form that
+//! `--replay` turns back into exactly the same case.
+//!
+//! Spec grammar: `key=value` pairs separated by `;`, all keys required except `rcut`,
+//! `fault` and `broken`, in any order:
+//!
+//! ```text
+//! mode=delete;wl=mixed;k=8;txns=8;wseed=17;ps=512;chunk=8;ckpt=40;steps=5;
+//! cut=123;crash=power:991;model=lose+reorder+tear;rcut=7;fault=-;broken=0
+//! ```
+//!
+//! - `steps`: how many workload steps run (a prefix of the generated list).
+//! - `cut`: power-cut op index on the simulated disk (`-` = none, e.g. fault cases).
+//! - `crash`: `power:<seed>` (the disk a power cut leaves, under `model`) or `process`
+//!   (everything written survives).
+//! - `rcut`: a second power cut this many ops into the reopen (recovery), then a second
+//!   crash and reopen.
+//! - `fault`: `-`, `eio@N` (the Nth counted VFS op fails once), `eio@N!` (and every later
+//!   op), `sync@N` / `write@N` (the Nth sync_data / write_at), `enospc@BYTES`.
+
+use inpage::vfs::CrashModel;
+
+use crate::mode::{DbParams, Mode};
+use crate::workload::{WorkloadKind, WorkloadSpec};
+
+/// An injected I/O fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// EIO on the Nth counted operation of the fault layer; persistent = every later too.
+    Eio { op: u64, persistent: bool },
+    /// EIO on the Nth `sync_data`.
+    Sync { nth: u64 },
+    /// EIO on the Nth `write_at`.
+    Write { nth: u64 },
+    /// ENOSPC once growth since open exceeds this many bytes.
+    Enospc { bytes: u64 },
+}
+
+/// What happens to the disk after the workload stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Crash {
+    /// A power cut: durable state plus what `model` lets survive, chosen by the seed.
+    Power(u64),
+    /// A process crash: every write the OS accepted survives.
+    Process,
+}
+
+/// A fully specified case; running it is deterministic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Case {
+    pub mode: Mode,
+    pub workload: WorkloadSpec,
+    pub params: DbParams,
+    pub steps: usize,
+    pub cut: Option<u64>,
+    pub crash: Crash,
+    pub model: CrashModel,
+    pub rcut: Option<u64>,
+    pub fault: Option<Fault>,
+    pub broken: bool,
+}
+
+/// `lose+reorder+tear`, `atomic-pages` (full model, page-atomic device), `none`.
+pub fn model_name(m: &CrashModel) -> String {
+    if m.atomic_pages.is_some_and(|p| p > 0) && m.lose && m.reorder && m.tear {
+        return "atomic-pages".into();
+    }
+    let parts: Vec<&str> = [("lose", m.lose), ("reorder", m.reorder), ("tear", m.tear)]
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(n, _)| n)
+        .collect();
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join("+")
+    }
+}
+
+/// Parse a crash model: `atomic-pages`, `none`, or a list of lose/reorder/tear joined by
+/// `,` or `+`. `page_size` sets the atomic unit for `atomic-pages`.
+pub fn parse_model(s: &str, page_size: u32) -> Result<CrashModel, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("atomic-pages") {
+        return Ok(CrashModel::atomic_pages(page_size as usize));
+    }
+    let mut m = CrashModel::none();
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(m);
+    }
+    for part in s.split([',', '+']) {
+        match part.trim().to_ascii_lowercase().as_str() {
+            "lose" => m.lose = true,
+            "reorder" => m.reorder = true,
+            "tear" => m.tear = true,
+            other => {
+                return Err(format!(
+                    "unknown crash model part {other:?}; use a list of lose, reorder, tear \
+                     (e.g. lose,reorder,tear), or atomic-pages, or none"
+                ))
+            }
+        }
+    }
+    Ok(m)
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("-".into(), |x| x.to_string())
+}
+
+impl Fault {
+    fn spec(&self) -> String {
+        match *self {
+            Fault::Eio { op, persistent } => {
+                format!("eio@{op}{}", if persistent { "!" } else { "" })
+            }
+            Fault::Sync { nth } => format!("sync@{nth}"),
+            Fault::Write { nth } => format!("write@{nth}"),
+            Fault::Enospc { bytes } => format!("enospc@{bytes}"),
+        }
+    }
+
+    fn parse(s: &str) -> Result<Option<Fault>, String> {
+        if s == "-" {
+            return Ok(None);
+        }
+        let bad =
+            || format!("bad fault {s:?}: use -, eio@N, eio@N!, sync@N, write@N, enospc@BYTES");
+        let (kind, n) = s.split_once('@').ok_or_else(bad)?;
+        let (n, persistent) = match n.strip_suffix('!') {
+            Some(n) => (n, true),
+            None => (n, false),
+        };
+        let n: u64 = n.parse().map_err(|_| bad())?;
+        Ok(Some(match (kind, persistent) {
+            ("eio", p) => Fault::Eio {
+                op: n,
+                persistent: p,
+            },
+            ("sync", false) => Fault::Sync { nth: n },
+            ("write", false) => Fault::Write { nth: n },
+            ("enospc", false) => Fault::Enospc { bytes: n },
+            _ => return Err(bad()),
+        }))
+    }
+}
+
+impl Case {
+    /// The replay spec (see module docs).
+    pub fn spec(&self) -> String {
+        let w = &self.workload;
+        format!(
+            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};steps={};cut={};crash={};model={};rcut={};fault={};broken={}",
+            self.mode.name(),
+            w.kind.name(),
+            w.ops_per_txn,
+            w.txns,
+            w.seed,
+            self.params.page_size,
+            self.params.chunk_pages,
+            self.params.wal_autocheckpoint,
+            self.steps,
+            opt(self.cut),
+            match self.crash {
+                Crash::Power(s) => format!("power:{s}"),
+                Crash::Process => "process".into(),
+            },
+            model_name(&self.model),
+            opt(self.rcut),
+            self.fault.map_or("-".into(), |f| f.spec()),
+            u8::from(self.broken),
+        )
+    }
+
+    /// Parse a replay spec; errors name the offending field.
+    pub fn parse(spec: &str) -> Result<Case, String> {
+        let mut fields = std::collections::BTreeMap::new();
+        for part in spec.trim().split(';').filter(|p| !p.trim().is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| format!("replay spec: {part:?} is not key=value"))?;
+            if fields.insert(k.trim(), v.trim()).is_some() {
+                return Err(format!("replay spec: {k:?} given twice"));
+            }
+        }
+        const KNOWN: [&str; 15] = [
+            "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "steps", "cut", "crash",
+            "model", "rcut", "fault", "broken",
+        ];
+        if let Some(k) = fields.keys().find(|k| !KNOWN.contains(k)) {
+            return Err(format!(
+                "replay spec: unknown field {k:?}; fields are {}",
+                KNOWN.join(", ")
+            ));
+        }
+        let get = |k: &str| -> Result<&str, String> {
+            fields
+                .get(k)
+                .copied()
+                .ok_or_else(|| format!("replay spec: missing field {k:?}"))
+        };
+        let num = |k: &str| -> Result<u64, String> {
+            let v = get(k)?;
+            v.parse()
+                .map_err(|_| format!("replay spec: {k}={v:?} is not a number"))
+        };
+        let opt_num = |k: &str, default_none: bool| -> Result<Option<u64>, String> {
+            match fields.get(k).copied() {
+                None if default_none => Ok(None),
+                Some("-") => Ok(None),
+                _ => num(k).map(Some),
+            }
+        };
+        let mode = Mode::parse(get("mode")?)?;
+        let kind = WorkloadKind::parse(get("wl")?)?;
+        let page_size = u32::try_from(num("ps")?).map_err(|_| "replay spec: ps too large")?;
+        if !(512..=65536).contains(&page_size) || !page_size.is_power_of_two() {
+            return Err(format!(
+                "replay spec: ps={page_size} must be a power of two in 512..=65536"
+            ));
+        }
+        let ops_per_txn = num("k")? as usize;
+        let txns = num("txns")? as usize;
+        if ops_per_txn == 0 || ops_per_txn > 100_000 || txns > 1_000_000 {
+            return Err("replay spec: k must be 1..=100000 and txns at most 1000000".into());
+        }
+        let crash = match get("crash")? {
+            "process" => Crash::Process,
+            c => match c.strip_prefix("power:").map(str::parse) {
+                Some(Ok(s)) => Crash::Power(s),
+                _ => {
+                    return Err(format!(
+                        "replay spec: crash={c:?} must be power:<seed> or process"
+                    ))
+                }
+            },
+        };
+        let broken = match fields.get("broken").copied().unwrap_or("0") {
+            "0" => false,
+            "1" => true,
+            b => return Err(format!("replay spec: broken={b:?} must be 0 or 1")),
+        };
+        let small = |k: &str| -> Result<u32, String> {
+            u32::try_from(num(k)?).map_err(|_| format!("replay spec: {k} too large"))
+        };
+        Ok(Case {
+            mode,
+            workload: WorkloadSpec {
+                kind,
+                ops_per_txn,
+                txns,
+                seed: num("wseed")?,
+                page_size,
+            },
+            params: DbParams {
+                page_size,
+                chunk_pages: small("chunk")?.min(1 << 20),
+                wal_autocheckpoint: small("ckpt")?,
+            },
+            steps: num("steps")? as usize,
+            cut: opt_num("cut", false)?,
+            crash,
+            model: parse_model(get("model")?, page_size)?,
+            rcut: opt_num("rcut", true)?,
+            fault: Fault::parse(fields.get("fault").copied().unwrap_or("-"))?,
+            broken,
+        })
+    }
+}

@@ -1,0 +1,154 @@
+//! The modes the harness tortures: every engine journal mode, plus the WAL variants whose
+//! promises differ (`wal-normal`) or whose I/O pattern differs (`wal-prealloc`).
+//!
+//! The list is derived from `JournalMode::ALL`, so a journal mode added to the engine is
+//! tortured without touching this crate. What a mode promises decides which oracle rule
+//! applies to it (see `oracle`):
+//! - `promises_atomicity()` false (`off`): violations are counted and printed, never fatal.
+//! - `durable_at_ack()` false (`wal-normal`): an acknowledged commit may be lost by a power
+//!   cut, but only together with every later one (the survivors are a prefix).
+
+use std::sync::Arc;
+
+use inpage::vfs::Vfs;
+use inpage::{Config, JournalMode, WalSync};
+
+/// Journal-mode variants with different promises or I/O patterns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// The engine's defaults for the mode.
+    Plain,
+    /// WAL pre-sized and zero-filled (`wal_prealloc`).
+    Prealloc,
+    /// WAL without a sync at commit (`WalSync::Normal`).
+    Normal,
+}
+
+/// A mode under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mode {
+    pub journal: JournalMode,
+    pub variant: Variant,
+}
+
+/// Database parameters that are not the mode: chosen per workload so the runs cover small
+/// pages (deep trees, many overflow pages), one-page growth and frequent checkpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DbParams {
+    pub page_size: u32,
+    pub chunk_pages: u32,
+    pub wal_autocheckpoint: u32,
+}
+
+impl Mode {
+    /// Every mode, in a stable order: the engine's modes, then the WAL variants.
+    pub fn all() -> Vec<Mode> {
+        let mut v: Vec<Mode> = JournalMode::ALL
+            .into_iter()
+            .map(|journal| Mode {
+                journal,
+                variant: Variant::Plain,
+            })
+            .collect();
+        for variant in [Variant::Prealloc, Variant::Normal] {
+            v.push(Mode {
+                journal: JournalMode::Wal,
+                variant,
+            });
+        }
+        v
+    }
+
+    /// The name used on the command line and in replay specs.
+    pub fn name(&self) -> String {
+        match self.variant {
+            Variant::Plain => self.journal.name().to_string(),
+            Variant::Prealloc => format!("{}-prealloc", self.journal.name()),
+            Variant::Normal => format!("{}-normal", self.journal.name()),
+        }
+    }
+
+    /// Parse one mode name (case-insensitive); the error lists the valid names.
+    pub fn parse(s: &str) -> Result<Mode, String> {
+        let s = s.trim();
+        Mode::all()
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!(
+                    "unknown mode {s:?}; valid modes: {}, or all",
+                    Mode::all()
+                        .iter()
+                        .map(|m| m.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+    }
+
+    /// Parse `all` or a comma-separated list of modes.
+    pub fn parse_list(s: &str) -> Result<Vec<Mode>, String> {
+        if s.trim().eq_ignore_ascii_case("all") {
+            return Ok(Mode::all());
+        }
+        let mut out = Vec::new();
+        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            let m = Mode::parse(part)?;
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
+        if out.is_empty() {
+            return Err(Mode::parse("").unwrap_err());
+        }
+        Ok(out)
+    }
+
+    /// Whether a crash may never leave a half-applied transaction.
+    pub fn promises_atomicity(&self) -> bool {
+        self.journal.promises_atomicity()
+    }
+
+    /// Whether an acknowledged commit survives a power cut (false only for `wal-normal`,
+    /// whose commits become durable at the next checkpoint or clean close).
+    pub fn durable_at_ack(&self) -> bool {
+        self.variant != Variant::Normal
+    }
+
+    /// The engine configuration for this mode.
+    pub fn config(&self, vfs: Arc<dyn Vfs>, p: DbParams, broken_journal_sync: bool) -> Config {
+        let mut c = Config::default()
+            .vfs(vfs)
+            .journal_mode(self.journal)
+            .page_size(p.page_size)
+            // Small cache: evictions and re-reads happen inside one transaction.
+            .cache_pages(32)
+            .chunk_pages(p.chunk_pages)
+            .wal_autocheckpoint(p.wal_autocheckpoint);
+        match self.variant {
+            Variant::Plain => {}
+            Variant::Prealloc => c = c.wal_prealloc(true),
+            Variant::Normal => c = c.wal_sync(WalSync::Normal),
+        }
+        c.journal.broken_skip_journal_sync = broken_journal_sync;
+        c
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl DbParams {
+    /// Parameters derived from a workload seed (deterministic).
+    pub fn from_seed(seed: u64) -> DbParams {
+        let mut r = crate::rng::Rng::new(seed ^ 0xD80A_2A11);
+        DbParams {
+            page_size: [512, 1024, 4096][r.below(3) as usize],
+            chunk_pages: [0, 1, 8][r.below(3) as usize],
+            wal_autocheckpoint: [0, 12, 40][r.below(3) as usize],
+        }
+    }
+}

@@ -1,0 +1,392 @@
+//! The oracle: run one case on a simulated disk, crash it, recover, and judge the result.
+//!
+//! While the workload runs, the oracle keeps `states[i]`, the model after the i-th
+//! acknowledged commit (`commit` returned Ok), and the in-flight state: the model after
+//! the transaction whose `commit` returned an error, if any (its outcome is unknown, so
+//! both are allowed). Rolled-back transactions, transactions whose body failed before
+//! `commit`, and savepoint-rolled-back work never enter the model. The workload stops at
+//! the first error.
+//!
+//! **The rule.** After the crash (and, if the case says so, a second power cut inside the
+//! reopen and a third open), the database must open, pass `inpage::check::check`, and its
+//! full scan must equal exactly one of the allowed states:
+//! - modes durable at acknowledgement: `states[last]`, or the in-flight state;
+//! - `wal-normal` after a power cut: `states[floor..=last]` or the in-flight state, where
+//!   `floor` is the last commit acknowledged before a successful explicit checkpoint or
+//!   clean close (those sync the log), so the survivors are a prefix of the acknowledged
+//!   commits that includes everything made durable on purpose.
+//!
+//! Point gets of every key any allowed state mentions and per-tree counts must then agree
+//! with the matched state (a scan and a seek take different paths through the tree), and
+//! one more commit must succeed (recovery left a working database).
+//!
+//! Error-path rules (any case): a call during which an injected fault fired must not
+//! return Ok (the engine must report it, never acknowledge a commit it could not make
+//! durable); after a commit or checkpoint failed having written to the disk, the handle must refuse new reads and
+//! writes (poisoned) until it is reopened. Engine panics are violations too.
+
+use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use inpage::check::check;
+use inpage::vfs::{AccountingVfs, FaultPlan, FaultVfs, IoKind, IoStats, SimVfs, Vfs};
+use inpage::{Database, ReadableTxn};
+
+use crate::case::{Case, Crash, Fault};
+use crate::rng::mix;
+use crate::workload::{
+    apply_txn, describe_diff, dump, exec_txn_with, generate, show_key, Model, Step, TxnError,
+    TxnOutcome, TREES,
+};
+
+/// Database path on the simulated disk.
+pub const DB: &str = "/torture/db";
+
+/// What running a case showed.
+#[derive(Clone, Debug, Default)]
+pub struct CaseRun {
+    /// Every rule the case broke (empty = passed).
+    pub violations: Vec<String>,
+    /// Mutating ops on the simulated disk when the workload stopped (for choosing cuts).
+    pub sim_ops: u64,
+    /// Ops counted by the fault layer (for choosing `eio@N`).
+    pub fault_ops: u64,
+    /// `sync_data` calls (for `sync@N`).
+    pub syncs: u64,
+    /// `write_at` calls (for `write@N`).
+    pub writes: u64,
+    /// Bytes written or allocated: an upper bound of growth (for `enospc@BYTES`).
+    pub written_bytes: u64,
+    /// Commits acknowledged before the workload stopped.
+    pub acked: usize,
+    /// Whether an injected fault fired.
+    pub fault_fired: bool,
+}
+
+impl CaseRun {
+    pub fn violated(&self) -> bool {
+        !self.violations.is_empty()
+    }
+}
+
+/// Run a case; never panics (an engine panic becomes a violation).
+pub fn run_case(case: &Case) -> CaseRun {
+    match catch_unwind(AssertUnwindSafe(|| run_inner(case))) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "non-string panic".into());
+            CaseRun {
+                violations: vec![format!("panic: {msg}")],
+                ..Default::default()
+            }
+        }
+    }
+}
+
+/// Ensures a fault that fired during a call made that call fail.
+struct FaultWatch {
+    plan: Arc<FaultPlan>,
+    seen: u64,
+}
+
+impl FaultWatch {
+    /// Call after an API call returned Ok: a fault injected during it was swallowed.
+    fn ok(&mut self, what: &str, out: &mut Vec<String>) {
+        let now = self.plan.injected();
+        if now > self.seen {
+            out.push(format!(
+                "{what} returned Ok although an injected I/O error fired during it"
+            ));
+        }
+        self.seen = now;
+    }
+    fn err(&mut self) {
+        self.seen = self.plan.injected();
+    }
+}
+
+fn run_inner(case: &Case) -> CaseRun {
+    let all_steps = generate(&case.workload);
+    let steps = &all_steps[..case.steps.min(all_steps.len())];
+    let mut run = CaseRun::default();
+    let v = &mut run.violations;
+
+    // FaultVfs outermost so an injected failure reaches neither the counters nor the
+    // disk; the accounting layer sizes fault choices for later cases.
+    let disk = SimVfs::new();
+    let stats = Arc::new(IoStats::new());
+    let acct = AccountingVfs::with_stats(Arc::new(disk.clone()), stats.clone());
+    let plan = Arc::new(FaultPlan::new());
+    let vfs: Arc<dyn Vfs> = Arc::new(FaultVfs::new(Arc::new(acct), plan.clone()));
+    match case.fault {
+        None => {}
+        Some(Fault::Eio { op, persistent }) => plan.fail_op(op, persistent),
+        Some(Fault::Sync { nth }) => plan.fail_kind(IoKind::Sync, nth, false),
+        Some(Fault::Write { nth }) => plan.fail_kind(IoKind::Write, nth, false),
+        Some(Fault::Enospc { bytes }) => plan.enospc_after_bytes(bytes),
+    }
+    if let Some(c) = case.cut {
+        disk.set_power_cut_after(c);
+    }
+    let cfg = case.mode.config(vfs, case.params, case.broken);
+    let mut watch = FaultWatch {
+        plan: plan.clone(),
+        seen: 0,
+    };
+
+    let mut states: Vec<Model> = vec![Model::new()];
+    let mut floor = 0usize;
+    let mut inflight: Option<Model> = None;
+    let durable = case.mode.durable_at_ack();
+
+    let mut db = match Database::open(DB, cfg.clone()) {
+        Ok(d) => {
+            watch.ok("open", v);
+            Some(d)
+        }
+        Err(_) => {
+            watch.err();
+            None
+        }
+    };
+    // A failed commit or checkpoint that changed the disk must poison the handle; one
+    // that failed before its first write (e.g. reading a pre-image) leaves nothing to
+    // distrust, so the engine may keep the handle usable.
+    let mut expect_poison = false;
+    let mut ops_before = 0u64;
+    let mut stopped = db.is_none();
+    // INPAGE_TORTURE_TRACE=1 narrates a (replayed) case on stderr, for debugging.
+    let trace = std::env::var_os("INPAGE_TORTURE_TRACE").is_some();
+    for (i, step) in steps.iter().enumerate() {
+        if stopped {
+            break;
+        }
+        let Some(d) = db.as_ref() else { break };
+        let last = states.len() - 1;
+        if trace {
+            let what = match step {
+                Step::Txn(t) => format!("txn {:?} of {} ops", t.end, t.ops.len()),
+                other => format!("{other:?}"),
+            };
+            eprintln!("step {i}: {what} (disk ops so far {})", disk.op_count());
+        }
+        match step {
+            Step::Txn(t) => match exec_txn_with(d, t, || ops_before = disk.op_count()) {
+                Ok(TxnOutcome::Committed) => {
+                    watch.ok(&format!("commit {}", last + 1), v);
+                    let next = apply_txn(&states[last], t);
+                    states.push(next);
+                    if durable {
+                        floor = states.len() - 1;
+                    }
+                }
+                Ok(TxnOutcome::RolledBack) => watch.ok("a rolled-back transaction", v),
+                Err(TxnError::Body(_)) => {
+                    watch.err();
+                    stopped = true;
+                }
+                Err(TxnError::Commit(_)) => {
+                    watch.err();
+                    inflight = Some(apply_txn(&states[last], t));
+                    expect_poison = disk.op_count() > ops_before;
+                    stopped = true;
+                }
+            },
+            Step::Checkpoint => {
+                ops_before = disk.op_count();
+                let r = d.checkpoint();
+                match r {
+                    Ok(()) => {
+                        watch.ok("checkpoint", v);
+                        floor = last;
+                    }
+                    Err(_) => {
+                        watch.err();
+                        expect_poison = disk.op_count() > ops_before;
+                        stopped = true;
+                    }
+                }
+            }
+            Step::Reopen => {
+                let d = db.take().expect("checked above");
+                match d.close() {
+                    Ok(()) => {
+                        watch.ok("close", v);
+                        floor = last;
+                    }
+                    Err(_) => {
+                        watch.err();
+                        stopped = true;
+                        continue;
+                    }
+                }
+                match Database::open(DB, cfg.clone()) {
+                    Ok(d) => {
+                        watch.ok("reopen", v);
+                        db = Some(d);
+                    }
+                    Err(_) => {
+                        watch.err();
+                        stopped = true;
+                    }
+                }
+            }
+        }
+    }
+    if expect_poison {
+        if let Some(d) = db.as_ref() {
+            if let Ok(w) = d.begin_write() {
+                w.rollback();
+                v.push("after a commit or checkpoint failed having written to the disk, the handle still starts write transactions (not poisoned)".into());
+            }
+            if d.begin_read().is_ok() {
+                v.push("after a commit or checkpoint failed having written to the disk, the handle still starts read transactions (not poisoned)".into());
+            }
+        }
+    }
+    if trace {
+        eprintln!(
+            "stopped={stopped} acked={} floor={floor} inflight={} disk ops={} files={:?}",
+            states.len() - 1,
+            inflight.is_some(),
+            disk.op_count(),
+            disk.file_names()
+        );
+    }
+    run.sim_ops = disk.op_count();
+    run.fault_ops = plan.ops_seen();
+    let snap = stats.snapshot();
+    run.syncs = snap.get(IoKind::Sync).calls;
+    run.writes = snap.get(IoKind::Write).calls;
+    run.written_bytes = snap.get(IoKind::Write).bytes + snap.get(IoKind::Allocate).bytes;
+    run.acked = states.len() - 1;
+    run.fault_fired = plan.injected() > 0;
+
+    // The crash image is taken with the handle still open: nothing a clean shutdown
+    // would do gets to run first.
+    let crashed = match case.crash {
+        Crash::Power(seed) => disk.crash(seed, case.model),
+        Crash::Process => {
+            // The OS keeps every write it accepted, synced or not.
+            floor = states.len() - 1;
+            disk.process_crash()
+        }
+    };
+    drop(db);
+
+    let reopen_cfg = |d: &SimVfs| {
+        case.mode
+            .config(Arc::new(d.clone()), case.params, case.broken)
+    };
+    let mut disk2 = crashed;
+    if let Some(rc) = case.rcut {
+        disk2.set_power_cut_after(rc);
+        drop(Database::open(DB, reopen_cfg(&disk2)));
+        let seed = match case.crash {
+            Crash::Power(s) => s,
+            Crash::Process => 0,
+        };
+        disk2 = disk2.crash(mix(&[seed, rc]), case.model);
+    }
+
+    let mut allowed: Vec<(String, &Model)> = (floor..states.len())
+        .map(|i| (format!("after commit {i}"), &states[i]))
+        .collect();
+    if let Some(m) = &inflight {
+        allowed.push(("with the failed/in-flight commit".into(), m));
+    }
+    if let Err(e) = judge(&disk2, case, &allowed) {
+        run.violations.push(format!(
+            "{e} [acked commits {}, must keep at least {floor}, in-flight: {}]",
+            states.len() - 1,
+            if inflight.is_some() { "yes" } else { "no" }
+        ));
+    }
+    run
+}
+
+/// Reopen the crashed disk and compare with the allowed states.
+fn judge(disk: &SimVfs, case: &Case, allowed: &[(String, &Model)]) -> Result<(), String> {
+    let cfg = case
+        .mode
+        .config(Arc::new(disk.clone()), case.params, case.broken);
+    let db = Database::open(DB, cfg).map_err(|e| format!("reopen after the crash failed: {e}"))?;
+    compare(&db, allowed)?;
+    // Recovery must leave a database that takes new commits.
+    let mut w = db
+        .begin_write()
+        .map_err(|e| format!("write after recovery: {e}"))?;
+    let t = w
+        .open_or_create_tree(TREES[0].0, TREES[0].1)
+        .map_err(|e| format!("write after recovery: {e}"))?;
+    w.insert(&t, i64::MAX, b"after recovery")
+        .map_err(|e| format!("write after recovery: {e}"))?;
+    w.commit()
+        .map_err(|e| format!("commit after recovery: {e}"))?;
+    Ok(())
+}
+
+/// Integrity check, full scan equal to one allowed state, point gets and counts agreeing.
+/// Returns the index of the matched state.
+pub fn compare(db: &Database, allowed: &[(String, &Model)]) -> Result<usize, String> {
+    let r = db
+        .begin_read()
+        .map_err(|e| format!("begin_read after recovery: {e}"))?;
+    check(&r, &HashMap::new()).map_err(|e| format!("integrity check failed: {e}"))?;
+    let got = dump(&r).map_err(|e| format!("full scan failed: {e}"))?;
+    let Some(idx) = allowed.iter().position(|(_, m)| **m == got) else {
+        let diffs: Vec<String> = allowed
+            .iter()
+            .rev()
+            .take(2)
+            .map(|(name, m)| format!("vs {name}: {}", describe_diff(&got, m)))
+            .collect();
+        return Err(format!(
+            "state matches none of the {} allowed states (fcc {}): {}",
+            allowed.len(),
+            db.fcc(),
+            diffs.join(" | ")
+        ));
+    };
+    let want = allowed[idx].1;
+    for (name, entries) in want {
+        let t = r
+            .open_tree(name)
+            .map_err(|e| format!("open tree {name:?}: {e}"))?;
+        let n = r.count(&t).map_err(|e| format!("count {name:?}: {e}"))?;
+        if n != entries.len() as u64 {
+            return Err(format!(
+                "count of {name:?} is {n}, the scan found {}",
+                entries.len()
+            ));
+        }
+        // Every key any allowed state mentions: present ones must read back exactly,
+        // the others must be absent.
+        let keys: std::collections::BTreeSet<_> = allowed
+            .iter()
+            .filter_map(|(_, m)| m.get(name))
+            .flat_map(|t| t.keys())
+            .collect();
+        for k in keys {
+            let g = r
+                .get(&t, k.as_key())
+                .map_err(|e| format!("get {name}[{}]: {e}", show_key(k)))?;
+            if g.as_ref() != entries.get(k) {
+                return Err(format!(
+                    "point get {name}[{}] disagrees with the scan ({} vs {})",
+                    show_key(k),
+                    g.map_or("absent".into(), |v| format!("{} bytes", v.len())),
+                    entries
+                        .get(k)
+                        .map_or("absent".into(), |v| format!("{} bytes", v.len()))
+                ));
+            }
+        }
+    }
+    Ok(idx)
+}

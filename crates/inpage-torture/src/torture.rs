@@ -1,0 +1,534 @@
+//! `inpage torture`: many cases per mode, chosen deterministically from the seed, judged by
+//! the oracle; violations are shrunk and printed as replay specs.
+//!
+//! Case choice. Cases come in groups of `--cuts-per-workload`: each group draws a workload
+//! seed (hence a workload and database parameters) from (run seed, mode name, group
+//! index), makes one failure-free reference run that measures how many disk operations
+//! the workload takes, then draws that many cases from the measured ranges: a power-cut
+//! point uniform over every mutating disk op of the run (from the creating open to the
+//! last commit, the end included, which means "power cut after the last ack"), a crash
+//! seed, and in one case in five a second cut 0..32 ops into the reopen. With
+//! `--io-errors` the cases instead inject one fault (EIO once / persistent on any
+//! counted op, EIO on the Nth sync or write, ENOSPC after a growth budget) and end with
+//! a power cut or a process crash (half each). Results do not depend on `--jobs`.
+//!
+//! Shrinking (greedy, on the first `--shrink` violations of a mode): the shortest prefix
+//! of the workload steps that still violates with the same cut, then the earliest cut
+//! point (or fault index) that still violates, then dropping the recovery cut if the
+//! violation survives without it. Each candidate is a full deterministic re-run.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::case::{parse_model, Case, Crash, Fault};
+use crate::mode::{DbParams, Mode};
+use crate::oracle::{run_case, CaseRun};
+use crate::rng::{mix, Rng};
+use crate::workload::{WorkloadKind, WorkloadSpec};
+
+/// `inpage torture`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct TortureArgs {
+    /// Mode(s): all, or a comma-separated list of off, delete, truncate, persist, wal,
+    /// wal-prealloc, wal-normal.
+    #[arg(long, default_value = "all")]
+    pub mode: String,
+    /// Simulated crashes per mode.
+    #[arg(long, default_value_t = 1000)]
+    pub crashes: u64,
+    /// Run seed: the same seed gives the same cases and the same result.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Power-cut model: a list of lose,reorder,tear, or atomic-pages (all three on a
+    /// device that writes whole pages atomically), or none.
+    #[arg(long, default_value = "lose,reorder,tear")]
+    pub model: String,
+    /// Workload: mixed, insert, update or delete.
+    #[arg(long, default_value = "mixed")]
+    pub workload: String,
+    /// Operations per transaction.
+    #[arg(long, default_value_t = 8)]
+    pub ops_per_txn: usize,
+    /// Transactions per workload.
+    #[arg(long, default_value_t = 8)]
+    pub txns: usize,
+    /// Inject I/O errors (EIO on write/sync/any op, ENOSPC) instead of plain power cuts.
+    #[arg(long)]
+    pub io_errors: bool,
+    /// Run one case from a replay spec printed by an earlier run.
+    #[arg(long)]
+    pub replay: Option<String>,
+    /// Cases drawn per generated workload.
+    #[arg(long, default_value_t = 16)]
+    pub cuts_per_workload: u64,
+    /// Shrink at most this many violations per mode (the rest print unshrunk specs).
+    #[arg(long, default_value_t = 3)]
+    pub shrink: usize,
+    /// Worker threads (results do not depend on it).
+    #[arg(long, default_value_t = 1)]
+    pub jobs: usize,
+    /// Break the rollback journal's commit on purpose (skip its sync) to show the harness
+    /// catches it.
+    #[arg(long, hide = true)]
+    pub broken_journal_sync: bool,
+}
+
+impl Default for TortureArgs {
+    fn default() -> Self {
+        TortureArgs {
+            mode: "all".into(),
+            crashes: 1000,
+            seed: 0,
+            model: "lose,reorder,tear".into(),
+            workload: "mixed".into(),
+            ops_per_txn: 8,
+            txns: 8,
+            io_errors: false,
+            replay: None,
+            cuts_per_workload: 16,
+            shrink: 3,
+            jobs: 1,
+            broken_journal_sync: false,
+        }
+    }
+}
+
+/// One violation found.
+#[derive(Clone, Debug)]
+pub struct Violation {
+    pub case: Case,
+    /// Seed the case was derived from (group seed and case index).
+    pub case_seed: u64,
+    pub messages: Vec<String>,
+    /// The shrunk case, when shrinking ran.
+    pub shrunk: Option<Case>,
+}
+
+/// Result for one mode.
+#[derive(Clone, Debug)]
+pub struct ModeReport {
+    pub mode: Mode,
+    pub crashes: u64,
+    /// Cases in which an injected fault actually fired (I/O-error runs).
+    pub faults_fired: u64,
+    pub violations: Vec<Violation>,
+}
+
+/// Result of a torture run.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub modes: Vec<ModeReport>,
+}
+
+impl Report {
+    pub fn crashes(&self) -> u64 {
+        self.modes.iter().map(|m| m.crashes).sum()
+    }
+    pub fn violations(&self) -> usize {
+        self.modes.iter().map(|m| m.violations.len()).sum()
+    }
+    /// True when no mode that promises atomicity had a violation.
+    pub fn passed(&self) -> bool {
+        self.modes
+            .iter()
+            .all(|m| !m.mode.promises_atomicity() || m.violations.is_empty())
+    }
+}
+
+/// Run `inpage torture`: prints violations and the final `crashes=N violations=V` line on
+/// stdout, progress on stderr. Ok(true) when no atomic mode had a violation.
+pub fn torture(args: &TortureArgs) -> Result<bool, String> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let report = run_torture(args, &mut out, true)?;
+    writeln!(
+        out,
+        "crashes={} violations={}",
+        report.crashes(),
+        report.violations()
+    )
+    .map_err(|e| e.to_string())?;
+    out.flush().map_err(|e| e.to_string())?;
+    Ok(report.passed())
+}
+
+fn validate(args: &TortureArgs) -> Result<(Vec<Mode>, WorkloadKind), String> {
+    let modes = Mode::parse_list(&args.mode)?;
+    let kind = WorkloadKind::parse(&args.workload)?;
+    parse_model(&args.model, 4096)?;
+    if args.ops_per_txn == 0 || args.ops_per_txn > 10_000 {
+        return Err(format!(
+            "--ops-per-txn {} must be in 1..=10000",
+            args.ops_per_txn
+        ));
+    }
+    if args.txns == 0 || args.txns > 100_000 {
+        return Err(format!("--txns {} must be in 1..=100000", args.txns));
+    }
+    if args.cuts_per_workload == 0 {
+        return Err("--cuts-per-workload must be at least 1".into());
+    }
+    if args.jobs == 0 || args.jobs > 256 {
+        return Err(format!("--jobs {} must be in 1..=256", args.jobs));
+    }
+    Ok((modes, kind))
+}
+
+/// The library form of `torture`: writes violations (not the final line) to `out`,
+/// shows a progress bar on stderr when `progress` and stderr is a terminal.
+pub fn run_torture(
+    args: &TortureArgs,
+    out: &mut dyn Write,
+    progress: bool,
+) -> Result<Report, String> {
+    if let Some(spec) = &args.replay {
+        return replay(spec, out);
+    }
+    let (modes, kind) = validate(args)?;
+    let bar = if progress {
+        let b = ProgressBar::with_draw_target(
+            Some(args.crashes.saturating_mul(modes.len() as u64)),
+            ProgressDrawTarget::stderr(),
+        );
+        if let Ok(style) = ProgressStyle::with_template(
+            "{msg:>14} [{elapsed_precise}] {bar:40} {pos}/{len} crashes ({per_sec}, eta {eta})",
+        ) {
+            b.set_style(style);
+        }
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut report = Report::default();
+    for mode in modes {
+        bar.set_message(mode.name());
+        let mr = run_mode(args, mode, kind, &bar)?;
+        for (i, viol) in mr.violations.iter().enumerate() {
+            print_violation(out, i + 1, &mr, viol).map_err(|e| e.to_string())?;
+        }
+        bar.suspend(|| {
+            eprintln!(
+                "{}: crashes={} violations={}{}{}",
+                mode.name(),
+                mr.crashes,
+                mr.violations.len(),
+                if args.io_errors {
+                    format!(" faults-fired={}", mr.faults_fired)
+                } else {
+                    String::new()
+                },
+                if mode.promises_atomicity() {
+                    ""
+                } else {
+                    " (this mode promises no atomicity: violations do not fail the run)"
+                }
+            )
+        });
+        report.modes.push(mr);
+    }
+    bar.finish_and_clear();
+    Ok(report)
+}
+
+fn print_violation(
+    out: &mut dyn Write,
+    n: usize,
+    mr: &ModeReport,
+    v: &Violation,
+) -> std::io::Result<()> {
+    let note = if mr.mode.promises_atomicity() {
+        ""
+    } else {
+        " (no atomicity promised)"
+    };
+    writeln!(
+        out,
+        "violation {n} mode={}{note} seed={}: {}",
+        mr.mode.name(),
+        v.case_seed,
+        v.messages.join("; ")
+    )?;
+    match &v.shrunk {
+        Some(s) => writeln!(
+            out,
+            "  shrunk: steps {}->{}, cut {}->{}; replay: inpage torture --replay '{}'",
+            v.case.steps,
+            s.steps,
+            v.case.cut.map_or("-".into(), |c| c.to_string()),
+            s.cut.map_or("-".into(), |c| c.to_string()),
+            s.spec()
+        ),
+        None => writeln!(
+            out,
+            "  not shrunk; replay: inpage torture --replay '{}'",
+            v.case.spec()
+        ),
+    }
+}
+
+fn replay(spec: &str, out: &mut dyn Write) -> Result<Report, String> {
+    let case = Case::parse(spec)?;
+    let run = run_case(&case);
+    let mut mr = ModeReport {
+        mode: case.mode,
+        crashes: 1,
+        faults_fired: u64::from(run.fault_fired),
+        violations: Vec::new(),
+    };
+    if run.violated() {
+        mr.violations.push(Violation {
+            case,
+            case_seed: case.workload.seed,
+            messages: run.violations,
+            shrunk: None,
+        });
+        print_violation(out, 1, &mr, &mr.violations[0]).map_err(|e| e.to_string())?;
+    }
+    Ok(Report { modes: vec![mr] })
+}
+
+/// Stable per-mode seed component: FNV-1a of the name, so adding a mode to the engine
+/// does not change the cases of the others.
+fn name_hash(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+struct GroupResult {
+    crashes: u64,
+    faults_fired: u64,
+    violations: Vec<Violation>,
+}
+
+fn run_mode(
+    args: &TortureArgs,
+    mode: Mode,
+    kind: WorkloadKind,
+    bar: &ProgressBar,
+) -> Result<ModeReport, String> {
+    let per = args.cuts_per_workload;
+    let groups = args.crashes.div_ceil(per) as usize;
+    let results: Mutex<Vec<Option<GroupResult>>> = Mutex::new((0..groups).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let error: Mutex<Option<String>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for _ in 0..args.jobs.min(groups.max(1)) {
+            s.spawn(|| loop {
+                let g = next.fetch_add(1, Ordering::Relaxed);
+                if g >= groups {
+                    break;
+                }
+                let n = per.min(args.crashes - g as u64 * per);
+                match run_group(args, mode, kind, g as u64, n, bar) {
+                    Ok(r) => results.lock().unwrap_or_else(|e| e.into_inner())[g] = Some(r),
+                    Err(e) => {
+                        *error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    let mut mr = ModeReport {
+        mode,
+        crashes: 0,
+        faults_fired: 0,
+        violations: Vec::new(),
+    };
+    for r in results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .flatten()
+    {
+        mr.crashes += r.crashes;
+        mr.faults_fired += r.faults_fired;
+        mr.violations.extend(r.violations);
+    }
+    // Shrink after the fact so the result is independent of thread scheduling.
+    for v in mr.violations.iter_mut().take(args.shrink) {
+        v.shrunk = Some(shrink(&v.case));
+    }
+    Ok(mr)
+}
+
+fn run_group(
+    args: &TortureArgs,
+    mode: Mode,
+    kind: WorkloadKind,
+    group: u64,
+    n: u64,
+    bar: &ProgressBar,
+) -> Result<GroupResult, String> {
+    let gseed = mix(&[args.seed, name_hash(&mode.name()), group]);
+    let params = DbParams::from_seed(gseed);
+    let model = parse_model(&args.model, params.page_size)?;
+    let workload = WorkloadSpec {
+        kind,
+        ops_per_txn: args.ops_per_txn,
+        txns: args.txns,
+        seed: gseed,
+        page_size: params.page_size,
+    };
+    let steps = crate::workload::generate(&workload).len();
+    let base = Case {
+        mode,
+        workload,
+        params,
+        steps,
+        cut: None,
+        crash: Crash::Process,
+        model,
+        rcut: None,
+        fault: None,
+        broken: args.broken_journal_sync,
+    };
+    let mut res = GroupResult {
+        crashes: 0,
+        faults_fired: 0,
+        violations: Vec::new(),
+    };
+    // The reference run is judged too (a process crash after the last ack), but it is
+    // not counted as a crash.
+    let reference = run_case(&base);
+    if reference.violated() {
+        res.violations.push(Violation {
+            case: base,
+            case_seed: gseed,
+            messages: reference.violations.clone(),
+            shrunk: None,
+        });
+    }
+    for i in 0..n {
+        let cseed = mix(&[gseed, i]);
+        let case = draw_case(&base, &reference, cseed, args.io_errors);
+        let run: CaseRun = run_case(&case);
+        res.crashes += 1;
+        res.faults_fired += u64::from(run.fault_fired);
+        if run.violated() {
+            res.violations.push(Violation {
+                case,
+                case_seed: cseed,
+                messages: run.violations,
+                shrunk: None,
+            });
+        }
+        bar.inc(1);
+    }
+    Ok(res)
+}
+
+/// Draw one case from the reference run's measurements.
+fn draw_case(base: &Case, reference: &CaseRun, seed: u64, io_errors: bool) -> Case {
+    let mut r = Rng::new(seed);
+    let mut c = *base;
+    let crash_seed = r.next_u64();
+    if io_errors {
+        c.fault = Some(match r.below(5) {
+            0 => Fault::Eio {
+                op: r.below(reference.fault_ops.max(1)),
+                persistent: false,
+            },
+            1 => Fault::Eio {
+                op: r.below(reference.fault_ops.max(1)),
+                persistent: true,
+            },
+            2 => Fault::Sync {
+                nth: r.below(reference.syncs.max(1)),
+            },
+            3 => Fault::Write {
+                nth: r.below(reference.writes.max(1)),
+            },
+            _ => Fault::Enospc {
+                bytes: r.below(reference.written_bytes.max(1)),
+            },
+        });
+        c.crash = if r.pct(50) {
+            Crash::Power(crash_seed)
+        } else {
+            Crash::Process
+        };
+        c.rcut = r.pct(10).then(|| r.below(32));
+    } else {
+        c.cut = Some(r.below(reference.sim_ops + 1));
+        c.crash = Crash::Power(crash_seed);
+        c.rcut = r.pct(20).then(|| r.below(32));
+    }
+    c
+}
+
+/// Greedy shrink (see module docs). Returns the input when nothing smaller violates.
+pub fn shrink(case: &Case) -> Case {
+    let violates = |c: &Case| run_case(c).violated();
+    let mut best = *case;
+    for steps in 0..best.steps {
+        let c = Case { steps, ..best };
+        if violates(&c) {
+            best = c;
+            break;
+        }
+    }
+    if let Some(cut) = best.cut {
+        for x in 0..cut {
+            let c = Case {
+                cut: Some(x),
+                ..best
+            };
+            if violates(&c) {
+                best = c;
+                break;
+            }
+        }
+    }
+    let earlier = |f: Fault, x: u64| match f {
+        Fault::Eio { persistent, .. } => Fault::Eio { op: x, persistent },
+        Fault::Sync { .. } => Fault::Sync { nth: x },
+        Fault::Write { .. } => Fault::Write { nth: x },
+        Fault::Enospc { .. } => Fault::Enospc { bytes: x },
+    };
+    if let Some(f) = best.fault {
+        let at = match f {
+            Fault::Eio { op, .. } => op,
+            Fault::Sync { nth } | Fault::Write { nth } => nth,
+            // Bytes shrink by halving: a linear walk over bytes would be far too slow.
+            Fault::Enospc { .. } => 0,
+        };
+        for x in 0..at {
+            let c = Case {
+                fault: Some(earlier(f, x)),
+                ..best
+            };
+            if violates(&c) {
+                best = c;
+                break;
+            }
+        }
+        if let Fault::Enospc { mut bytes } = f {
+            while bytes > 0 {
+                let c = Case {
+                    fault: Some(Fault::Enospc { bytes: bytes / 2 }),
+                    ..best
+                };
+                if !violates(&c) {
+                    break;
+                }
+                best = c;
+                bytes /= 2;
+            }
+        }
+    }
+    if best.rcut.is_some() {
+        let c = Case { rcut: None, ..best };
+        if violates(&c) {
+            best = c;
+        }
+    }
+    best
+}

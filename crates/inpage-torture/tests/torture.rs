@@ -1,0 +1,205 @@
+//! The CI budget: for every mode, 2,000 simulated power cuts under the full crash model
+//! (lose + reorder + tear, no atomic pages) and 200 I/O-error cases, with zero violations
+//! in every mode that promises atomicity; the harness catching a deliberately broken
+//! commit; replay specs reproducing; and clear errors for bad arguments.
+//!
+//! One test per mode so the modes run in parallel and a failure names its mode.
+
+use inpage_torture::{run_torture, Case, Report, TortureArgs};
+
+const POWER_CUTS: u64 = 2000;
+const IO_ERRORS: u64 = 200;
+
+fn run(mode: &str, crashes: u64, io_errors: bool, seed: u64) -> (Report, String) {
+    let args = TortureArgs {
+        mode: mode.into(),
+        crashes,
+        seed,
+        io_errors,
+        ..TortureArgs::default()
+    };
+    let mut out = Vec::new();
+    let report = run_torture(&args, &mut out, false).expect("valid arguments");
+    (report, String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Power cuts and I/O errors for one mode; atomic modes must have no violation.
+fn mode_budget(mode: &str) {
+    let (cuts, out1) = run(mode, POWER_CUTS, false, 1);
+    let (io, out2) = run(mode, IO_ERRORS, true, 2);
+    assert_eq!(cuts.crashes(), POWER_CUTS);
+    assert_eq!(io.crashes(), IO_ERRORS);
+    // Most I/O-error cases must really inject their fault (some ENOSPC budgets or
+    // fault indices land past the workload's last operation).
+    let fired: u64 = io.modes.iter().map(|m| m.faults_fired).sum();
+    assert!(
+        fired >= IO_ERRORS * 3 / 4,
+        "{mode}: only {fired} faults fired"
+    );
+    eprintln!(
+        "{mode}: {} power cuts, {} violations; {} I/O-error cases ({fired} faults fired), {} violations",
+        cuts.crashes(),
+        cuts.violations(),
+        io.crashes(),
+        io.violations()
+    );
+    let promises = cuts.modes[0].mode.promises_atomicity();
+    if promises {
+        assert!(
+            cuts.passed() && io.passed(),
+            "{mode}: {} power-cut and {} I/O-error violations:\n{out1}{out2}",
+            cuts.violations(),
+            io.violations()
+        );
+    }
+}
+
+#[test]
+fn mode_off_reports_but_promises_nothing() {
+    mode_budget("off");
+}
+
+#[test]
+fn mode_delete() {
+    mode_budget("delete");
+}
+
+#[test]
+fn mode_truncate() {
+    mode_budget("truncate");
+}
+
+#[test]
+fn mode_persist() {
+    mode_budget("persist");
+}
+
+#[test]
+fn mode_wal() {
+    mode_budget("wal");
+}
+
+#[test]
+fn mode_wal_prealloc() {
+    mode_budget("wal-prealloc");
+}
+
+#[test]
+fn mode_wal_normal() {
+    mode_budget("wal-normal");
+}
+
+/// The harness can fail: skipping the journal sync in delete mode is caught within the
+/// same budget, shrunk, and the shrunk spec reproduces the violation.
+#[test]
+fn broken_journal_sync_is_caught_and_replays() {
+    let args = TortureArgs {
+        mode: "delete".into(),
+        crashes: POWER_CUTS,
+        seed: 1,
+        broken_journal_sync: true,
+        shrink: 1,
+        ..TortureArgs::default()
+    };
+    let mut out = Vec::new();
+    let report = run_torture(&args, &mut out, false).unwrap();
+    assert!(report.violations() >= 1, "broken commit not caught");
+    assert!(!report.passed());
+    let v = &report.modes[0].violations[0];
+    let shrunk = v.shrunk.expect("first violation is shrunk");
+    assert!(shrunk.steps <= v.case.steps);
+    assert!(shrunk.broken);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.contains(&shrunk.spec()), "spec printed: {text}");
+
+    // The printed spec parses back to the same case and violates again.
+    let spec = shrunk.spec();
+    assert_eq!(Case::parse(&spec).unwrap(), shrunk);
+    let replay = TortureArgs {
+        replay: Some(spec),
+        ..TortureArgs::default()
+    };
+    let mut out = Vec::new();
+    let r = run_torture(&replay, &mut out, false).unwrap();
+    assert_eq!((r.crashes(), r.violations()), (1, 1));
+    assert!(!r.passed());
+}
+
+/// Same seed, same result; and the job count does not change it.
+#[test]
+fn runs_are_deterministic() {
+    let mk = |jobs| TortureArgs {
+        mode: "delete".into(),
+        crashes: 300,
+        seed: 9,
+        broken_journal_sync: true,
+        shrink: 0,
+        jobs,
+        ..TortureArgs::default()
+    };
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    run_torture(&mk(1), &mut a, false).unwrap();
+    run_torture(&mk(2), &mut b, false).unwrap();
+    assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+    assert!(!a.is_empty());
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let err = |a: TortureArgs| {
+        let mut out = Vec::new();
+        run_torture(&a, &mut out, false).unwrap_err()
+    };
+    let e = err(TortureArgs {
+        mode: "wall".into(),
+        ..TortureArgs::default()
+    });
+    assert!(
+        e.contains("unknown mode") && e.contains("wal-normal"),
+        "{e}"
+    );
+    let e = err(TortureArgs {
+        workload: "scan".into(),
+        ..TortureArgs::default()
+    });
+    assert!(e.contains("mixed, insert, update, delete"), "{e}");
+    let e = err(TortureArgs {
+        model: "lose,melt".into(),
+        ..TortureArgs::default()
+    });
+    assert!(e.contains("lose, reorder, tear"), "{e}");
+    let e = err(TortureArgs {
+        ops_per_txn: 0,
+        ..TortureArgs::default()
+    });
+    assert!(e.contains("--ops-per-txn"), "{e}");
+    for (spec, want) in [
+        ("", "missing field"),
+        ("mode=delete", "missing field"),
+        ("garbage", "not key=value"),
+        ("mode=delete;bogus=1", "unknown field"),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=1000;chunk=0;ckpt=0;steps=1;cut=1;crash=power:1;model=lose",
+            "power of two",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=x;crash=power:1;model=lose",
+            "not a number",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=1;crash=boom;model=lose",
+            "power:<seed>",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=-;crash=process;model=none;fault=eio@",
+            "bad fault",
+        ),
+    ] {
+        let e = err(TortureArgs {
+            replay: Some(spec.into()),
+            ..TortureArgs::default()
+        });
+        assert!(e.contains(want), "{spec:?}: {e}");
+    }
+}

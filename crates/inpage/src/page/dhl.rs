@@ -1,0 +1,1754 @@
+//! Doubleheader-logging (DHL) page: the B+tree node layout for the DHL journal modes.
+//!
+//! Layout (all integers little-endian; `usable` = page size − pager trailer, at most
+//! 65 535 so that every offset fits a u16):
+//!
+//! ```text
+//! 0..32        descriptor slot 0
+//! 32..64       descriptor slot 1
+//! 64..usable   record area: cells and offset arrays, anywhere
+//!
+//! descriptor:
+//! 0..8    tid        u64  0 = INV (never written, or invalidated by recovery)
+//! 8..12   txn_size   u32  pages written by transaction `tid` (counting commit)
+//! 12..14  ncells     u16
+//! 14      type       u8   page_type::LEAF or page_type::INTERIOR
+//! 15      flags      u8   0
+//! 16..20  right      u32  interior: rightmost child; leaf: 0
+//! 20..22  array_off  u16  start of this version's ncells × u16 cell-offset array
+//! 22..28  reserved        0
+//! 28..32  crc32c     u32  over bytes 0..28, then the offset array, then every cell
+//!                         the array references, in array (key) order
+//! ```
+//!
+//! Cells use the stock encodings of [`slotted`] unchanged (leaf
+//! `klen u16 | vlen u32 | key | value-or-first_ovfl`, interior `klen u16 | child u32 | key`,
+//! same inline rule, same `max_cell`), so the tree builds and decodes cells the same way
+//! in both layouts; only where they sit and who points at them differs.
+//!
+//! A descriptor is *valid* iff its tid is not 0, its type is a tree type, its array and
+//! every cell it references lie inside the record area, every cell decodes with the stock
+//! size rules to at most `max_cell` bytes, no two of its cells overlap each other or its
+//! array, and the crc matches. Anything else is ignored, never trusted and never a panic:
+//! pages come from disk.
+//!
+//! The reader sees the valid descriptor with the largest `tid <= max_tid` ([`visible`]); a
+//! writer of transaction `T` asks for `max_tid = T`, which yields its own earlier version
+//! of the page if it has one and the newest committed one otherwise.
+//!
+//! # Invariants kept by [`build`] and why they make torn writes harmless
+//!
+//! Writing transaction `T` over a base image keeps the *protected* version `P` (the newest
+//! valid descriptor with tid ≤ `keep_max_tid`, i.e. the newest committed one):
+//!
+//! 1. `P`'s descriptor slot is copied verbatim and the new descriptor goes into the other
+//!    slot, so the two slots never alias.
+//! 2. Every byte `P` references (array and cells) stays at the same offset with the same
+//!    content; the new version's array and unshared cells go only into bytes `P` does not
+//!    reference. Cells of the new version byte-identical to one of `P`'s reuse `P`'s copy.
+//! 3. Everything else in the record area is zeroed, so images are a function of
+//!    (protected version, new version) alone and carry no stale data.
+//!
+//! A page write that tears leaves each 512-byte sector wholly old or wholly new. By (1) and
+//! (2) every byte that `P`'s validity depends on is identical in the old and the new
+//! image, so *every* mix of sectors still holds `P`, valid, with the same cells. Both
+//! descriptors sit in sector 0: if that sector is old, the new descriptor is simply absent;
+//! if it is new, the new descriptor is present and its crc covers every byte it
+//! references, so any of them left old makes it invalid (up to crc32c collisions). The only
+//! other descriptor a mix can show is the one the new version replaced, and only if all its
+//! bytes happened to survive, i.e. with exactly its old content. So no mix ever shows a
+//! valid descriptor whose content was not written as such, and no atomic page write is
+//! needed. [`invalidate`] only touches sector 0, so recovery's own writes are atomic.
+//!
+//! One consequence for the journal: if the replaced descriptor is this transaction's own
+//! earlier build of the page *and that image already reached the disk*, a torn rewrite
+//! can leave it valid with tid `T`, and counting commit would count it. So under DHL a
+//! page must reach the disk at most once per transaction (writes happen at commit).
+//!
+//! The replaced slot holds either an older committed version (its bytes become free:
+//! in-page garbage collection) or this transaction's own earlier build of the page (tid ==
+//! `T`: replaced, never protected). A page without a protected version (new in `T`) is
+//! laid out compactly with the other slot zeroed.
+//!
+//! # Space
+//!
+//! Every cell costs its bytes plus two u16 offsets (one per version), and [`capacity`]
+//! leaves room for one maximal cell and its two offsets next to a full version. Placement
+//! (see [`build`]) puts each new cell best-fit into the smaller holes (garbage of older
+//! versions), and what does not fit there plus the new array at the far end of the largest
+//! hole, away from the protected array, so that after commit the old array merges back into
+//! the hole (the arrays "ping-pong" across the free region). What is guaranteed:
+//!
+//! - (a) a version whose `Σ(len + 4) <= capacity` always fits on a fresh page;
+//! - (b) a version differing by one inserted, replaced or removed cell (≤ `max_cell`)
+//!   from a protected version `P` always fits if the free space next to `P` contains one
+//!   hole of at least `2·(ncells(P) + 1) + max_cell` bytes ([`has_reserve`]). That holds
+//!   whenever `P` is within capacity and was written compactly (fresh or relocated page)
+//!   or reached from such a page by inserts only. Removals and replacements leave
+//!   the old copy as a hole that only later cells of a fitting size reuse, so a long
+//!   adversarial history can fragment the free space until (b) fails; `build` then
+//!   returns `None` and the tree relocates the node (written compactly to a new page).
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::page_type;
+use crate::page::slotted::{
+    cell_child, cell_key, cell_payload, max_cell, value_is_inline, Payload, CELL_HEADER, OVFL_PTR,
+    PTR_SIZE,
+};
+
+/// Bytes of one descriptor slot.
+pub const DESC_SIZE: usize = 32;
+/// Start of the record area (both descriptor slots precede it, inside sector 0).
+pub const RECORD_START: usize = 2 * DESC_SIZE;
+/// Largest usable size the u16 offsets can address.
+pub const MAX_USABLE: usize = u16::MAX as usize;
+/// Bytes a cell costs in [`capacity`] accounting beyond its own: one offset per version.
+pub const CELL_OVERHEAD: usize = 2 * PTR_SIZE;
+
+const D_TID: usize = 0;
+const D_TXN_SIZE: usize = 8;
+const D_NCELLS: usize = 12;
+const D_TYPE: usize = 14;
+const D_FLAGS: usize = 15;
+const D_RIGHT: usize = 16;
+const D_ARRAY: usize = 20;
+/// The crc covers the descriptor up to here and is stored right after.
+const D_CRC: usize = 28;
+
+/// Bytes of cells plus their [`CELL_OVERHEAD`] a version may hold so that any one-cell
+/// change still fits next to it: the record area minus one maximal cell and its two
+/// offsets.
+pub fn capacity(usable: usize) -> usize {
+    usable
+        .saturating_sub(RECORD_START)
+        .saturating_sub(max_cell(usable) + CELL_OVERHEAD)
+}
+
+/// Capacity cost of a cell of `len` bytes.
+pub fn cell_cost(len: usize) -> usize {
+    len + CELL_OVERHEAD
+}
+
+fn get_u16(b: &[u8], at: usize) -> usize {
+    u16::from_le_bytes([b[at], b[at + 1]]) as usize
+}
+
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn get_u64(b: &[u8], at: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(v)
+}
+
+/// Size of the cell at the start of `area` under the stock rules, if it fits in `area` and
+/// is at most `max_cell` (the same bounds `slotted::Page::cell_range` enforces).
+fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
+    if area.len() < CELL_HEADER {
+        return None;
+    }
+    let klen = get_u16(area, 0);
+    let size = if leaf {
+        let vlen = get_u32(area, 2) as usize;
+        if value_is_inline(usable, klen, vlen) {
+            CELL_HEADER + klen + vlen
+        } else {
+            CELL_HEADER + klen + OVFL_PTR
+        }
+    } else {
+        CELL_HEADER + klen
+    };
+    (size <= area.len() && size <= max_cell(usable)).then_some(size)
+}
+
+fn geometry_ok(usable: usize, len: usize) -> bool {
+    (RECORD_START..=MAX_USABLE).contains(&usable) && len >= usable
+}
+
+/// crc32c of a version: descriptor head, array, then cells in array order. `cells` are
+/// (offset, size) pairs already bounds-checked by the caller.
+fn version_crc(
+    buf: &[u8],
+    slot: usize,
+    array: (usize, usize),
+    cells: impl Iterator<Item = (usize, usize)>,
+) -> u32 {
+    let d = slot * DESC_SIZE;
+    let mut crc = crc32c::crc32c(&buf[d..d + D_CRC]);
+    crc = crc32c::crc32c_append(crc, &buf[array.0..array.1]);
+    for (off, size) in cells {
+        crc = crc32c::crc32c_append(crc, &buf[off..off + size]);
+    }
+    crc
+}
+
+/// Read-only view of one valid version of a DHL page. Mirrors [`slotted::Page`]'s
+/// accessors so the tree can read either layout the same way.
+///
+/// [`slotted::Page`]: crate::page::slotted::Page
+#[derive(Clone, Copy, Debug)]
+pub struct View<'a> {
+    pgno: Pgno,
+    buf: &'a [u8],
+    usable: usize,
+    slot: usize,
+    tid: u64,
+    txn_size: u32,
+    leaf: bool,
+    ncells: usize,
+    right: Pgno,
+    array_off: usize,
+}
+
+/// Parse and fully validate descriptor `slot`; the error says why it is not valid.
+fn check_slot(
+    pgno: Pgno,
+    buf: &[u8],
+    usable: usize,
+    slot: usize,
+) -> std::result::Result<View<'_>, String> {
+    if !geometry_ok(usable, buf.len()) {
+        return Err(format!(
+            "page buffer of {} bytes cannot hold a DHL page of usable size {usable}",
+            buf.len()
+        ));
+    }
+    let d = slot * DESC_SIZE;
+    let tid = get_u64(buf, d + D_TID);
+    if tid == 0 {
+        return Err(format!("descriptor {slot} is INV (tid 0)"));
+    }
+    let leaf = match buf[d + D_TYPE] {
+        page_type::LEAF => true,
+        page_type::INTERIOR => false,
+        t => {
+            return Err(format!(
+                "descriptor {slot} has type {t} ({}), not a tree page",
+                page_type::name(t)
+            ))
+        }
+    };
+    let ncells = get_u16(buf, d + D_NCELLS);
+    let right = get_u32(buf, d + D_RIGHT);
+    if leaf && right != 0 {
+        return Err(format!("descriptor {slot} is a leaf with a right child"));
+    }
+    let array_off = get_u16(buf, d + D_ARRAY);
+    let array_end = array_off + PTR_SIZE * ncells;
+    if array_off < RECORD_START || array_end > usable {
+        return Err(format!(
+            "descriptor {slot}: array [{array_off}, {array_end}) outside the record area [{RECORD_START}, {usable})"
+        ));
+    }
+    let mut ranges = Vec::with_capacity(ncells + 1);
+    if ncells > 0 {
+        ranges.push((array_off, array_end));
+    }
+    for i in 0..ncells {
+        let off = get_u16(buf, array_off + PTR_SIZE * i);
+        if !(RECORD_START..usable).contains(&off) {
+            return Err(format!(
+                "descriptor {slot}: cell {i} offset {off} outside the record area"
+            ));
+        }
+        let size = cell_size(leaf, usable, &buf[off..usable]).ok_or_else(|| {
+            format!("descriptor {slot}: cell {i} at {off} is malformed or runs past the page")
+        })?;
+        ranges.push((off, off + size));
+    }
+    let crc = version_crc(
+        buf,
+        slot,
+        (array_off, array_end),
+        ranges[usize::from(ncells > 0)..]
+            .iter()
+            .map(|&(s, e)| (s, e - s)),
+    );
+    if crc != get_u32(buf, d + D_CRC) {
+        return Err(format!("descriptor {slot} (tid {tid}) fails its crc"));
+    }
+    ranges.sort_unstable();
+    if let Some(w) = ranges.windows(2).find(|w| w[0].1 > w[1].0) {
+        return Err(format!(
+            "descriptor {slot}: bytes [{}, {}) overlap [{}, {})",
+            w[0].0, w[0].1, w[1].0, w[1].1
+        ));
+    }
+    Ok(View {
+        pgno,
+        buf,
+        usable,
+        slot,
+        tid,
+        txn_size: get_u32(buf, d + D_TXN_SIZE),
+        leaf,
+        ncells,
+        right,
+        array_off,
+    })
+}
+
+/// The version in descriptor `slot` (0 or 1), if it is valid. Errors: `Corrupt` saying
+/// why it is not.
+pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
+    if slot > 1 {
+        return Err(Error::InvalidArgument(format!(
+            "descriptor slot {slot} (a DHL page has slots 0 and 1)"
+        )));
+    }
+    check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
+}
+
+/// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
+/// `tid <= max_tid`. Errors: `Corrupt` if there is none.
+pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
+    let mut best: Option<View<'_>> = None;
+    let mut why = Vec::new();
+    for slot in 0..2 {
+        match check_slot(pgno, buf, usable, slot) {
+            Ok(v) if v.tid <= max_tid => {
+                if best.is_none_or(|b| v.tid > b.tid) {
+                    best = Some(v);
+                }
+            }
+            Ok(v) => why.push(format!("descriptor {slot} has tid {} > {max_tid}", v.tid)),
+            Err(r) => why.push(r),
+        }
+    }
+    best.ok_or_else(|| {
+        Error::corrupt(
+            pgno,
+            format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
+        )
+    })
+}
+
+impl<'a> View<'a> {
+    pub fn pgno(&self) -> Pgno {
+        self.pgno
+    }
+    /// Descriptor slot (0 or 1) holding this version.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+    pub fn tid(&self) -> u64 {
+        self.tid
+    }
+    pub fn txn_size(&self) -> u32 {
+        self.txn_size
+    }
+    pub fn is_leaf(&self) -> bool {
+        self.leaf
+    }
+    pub fn ncells(&self) -> usize {
+        self.ncells
+    }
+    pub fn usable(&self) -> usize {
+        self.usable
+    }
+    /// Start of this version's offset array.
+    pub fn array_off(&self) -> usize {
+        self.array_off
+    }
+    /// Rightmost child (interior pages; 0 in leaves).
+    pub fn right_child(&self) -> Pgno {
+        self.right
+    }
+    /// Capacity used by this version: Σ (cell bytes + [`CELL_OVERHEAD`]).
+    pub fn used(&self) -> usize {
+        (0..self.ncells)
+            .map(|i| self.cell_range(i).map_or(0, |(_, size)| cell_cost(size)))
+            .sum()
+    }
+
+    /// Offset and size of cell `i`. The version was validated when the view was made, so
+    /// only an out-of-range `i` fails; the checks stay so a view can never index out of
+    /// bounds.
+    pub fn cell_range(&self, i: usize) -> Result<(usize, usize)> {
+        if i >= self.ncells {
+            return Err(Error::corrupt(
+                self.pgno,
+                format!("cell index {i} out of range ({} cells)", self.ncells),
+            ));
+        }
+        let off = get_u16(self.buf, self.array_off + PTR_SIZE * i);
+        match (RECORD_START..self.usable)
+            .contains(&off)
+            .then(|| cell_size(self.leaf, self.usable, &self.buf[off..self.usable]))
+            .flatten()
+        {
+            Some(size) => Ok((off, size)),
+            None => Err(Error::corrupt(
+                self.pgno,
+                format!("cell {i} at offset {off} is out of bounds"),
+            )),
+        }
+    }
+
+    /// Raw bytes of cell `i` (a well-formed cell: its key and payload are in bounds).
+    pub fn cell(&self, i: usize) -> Result<&'a [u8]> {
+        let (off, size) = self.cell_range(i)?;
+        Ok(&self.buf[off..off + size])
+    }
+
+    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
+        Ok(cell_key(self.cell(i)?))
+    }
+
+    /// Child `i` of an interior page; `i == ncells` is the right child.
+    pub fn child(&self, i: usize) -> Result<Pgno> {
+        if self.leaf {
+            return Err(Error::corrupt(self.pgno, "child pointer asked of a leaf"));
+        }
+        let c = if i == self.ncells {
+            self.right
+        } else {
+            cell_child(self.cell(i)?)
+        };
+        if c == 0 {
+            return Err(Error::corrupt(self.pgno, format!("child pointer {i} is 0")));
+        }
+        Ok(c)
+    }
+
+    pub fn payload(&self, i: usize) -> Result<Payload<'a>> {
+        if !self.leaf {
+            return Err(Error::corrupt(
+                self.pgno,
+                "payload asked of an interior page",
+            ));
+        }
+        Ok(cell_payload(self.usable, self.cell(i)?))
+    }
+
+    /// Binary search like `slice::binary_search_by`: Ok(i) if key `i` equals `key`,
+    /// Err(i) with the insertion point otherwise.
+    pub fn search(
+        &self,
+        key: &[u8],
+        cmp: &dyn Fn(&[u8], &[u8]) -> Ordering,
+    ) -> Result<std::result::Result<usize, usize>> {
+        let (mut lo, mut hi) = (0, self.ncells);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match cmp(self.key(mid)?, key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Ok(Ok(mid)),
+            }
+        }
+        Ok(Err(lo))
+    }
+
+    /// Index of the child whose subtree may hold `key` (separator invariant: keys of
+    /// child i are < key i <= keys of child i+1).
+    pub fn child_index(&self, key: &[u8], cmp: &dyn Fn(&[u8], &[u8]) -> Ordering) -> Result<usize> {
+        Ok(match self.search(key, cmp)? {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        })
+    }
+
+    /// Owned copies of all cells, in key order.
+    pub fn cells(&self) -> Result<Vec<Vec<u8>>> {
+        (0..self.ncells)
+            .map(|i| self.cell(i).map(<[u8]>::to_vec))
+            .collect()
+    }
+
+    /// Byte ranges this version references (array, then cells), unsorted.
+    fn ranges(&self) -> Result<Vec<(usize, usize)>> {
+        let mut r = Vec::with_capacity(self.ncells + 1);
+        if self.ncells > 0 {
+            r.push((self.array_off, self.array_off + PTR_SIZE * self.ncells));
+        }
+        for i in 0..self.ncells {
+            let (off, size) = self.cell_range(i)?;
+            r.push((off, off + size));
+        }
+        Ok(r)
+    }
+
+    /// Holes of the record area this version does not reference, in address order.
+    pub fn free_holes(&self) -> Result<Vec<(usize, usize)>> {
+        let mut used = self.ranges()?;
+        used.sort_unstable();
+        let mut holes = Vec::new();
+        let mut at = RECORD_START;
+        for (s, e) in used {
+            if s > at {
+                holes.push((at, s));
+            }
+            at = at.max(e);
+        }
+        if at < self.usable {
+            holes.push((at, self.usable));
+        }
+        Ok(holes)
+    }
+}
+
+/// Whether any one-cell change of version `v` is guaranteed to fit next to it: the bytes
+/// it does not reference contain one hole of at least `2·(ncells + 1) + max_cell` bytes
+/// (room for the next array plus one maximal cell; see the module notes on space).
+pub fn has_reserve(v: &View<'_>) -> bool {
+    let need = PTR_SIZE * (v.ncells + 1) + max_cell(v.usable);
+    v.free_holes()
+        .is_ok_and(|h| h.iter().any(|&(s, e)| e - s >= need))
+}
+
+/// What a descriptor slot holds, for recovery's scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DescInfo {
+    pub slot: usize,
+    pub tid: u64,
+    pub txn_size: u32,
+    /// Whether the whole version passes validation (bounds, cells, crc).
+    pub valid: bool,
+}
+
+/// Both descriptor slots: `None` for an INV (tid 0) slot or a buffer too small to be a
+/// DHL page, otherwise its tid and whether it is valid. A torn descriptor shows up as
+/// `valid: false` and must be ignored like an INV one.
+pub fn descriptors(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+    let info = |slot: usize| {
+        if !geometry_ok(usable, buf.len()) {
+            return None;
+        }
+        let d = slot * DESC_SIZE;
+        let tid = get_u64(buf, d + D_TID);
+        (tid != 0).then(|| DescInfo {
+            slot,
+            tid,
+            txn_size: get_u32(buf, d + D_TXN_SIZE),
+            valid: check_slot(0, buf, usable, slot).is_ok(),
+        })
+    };
+    [info(0), info(1)]
+}
+
+/// Make every descriptor with this `tid` INV (tid = 0); returns whether anything changed.
+/// Only sector 0 changes, so the write doing it is atomic even on a torn-write device, and
+/// repeating it is harmless.
+pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
+    if tid == 0 || buf.len() < RECORD_START {
+        return false;
+    }
+    let mut changed = false;
+    for slot in 0..2 {
+        let d = slot * DESC_SIZE;
+        if get_u64(buf, d + D_TID) == tid {
+            buf[d + D_TID..d + D_TID + 8].fill(0);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// A version to write: its metadata and cells in key order (stock encodings).
+#[derive(Clone, Copy, Debug)]
+pub struct Version<'c> {
+    /// Transaction writing it (not 0).
+    pub tid: u64,
+    pub txn_size: u32,
+    pub leaf: bool,
+    /// Interior: rightmost child. Ignored (stored as 0) for leaves.
+    pub right: Pgno,
+    pub cells: &'c [Vec<u8>],
+}
+
+/// Where the new array and the unshared cells go.
+struct Plan {
+    /// (index in the version, offset)
+    cells: Vec<(usize, usize)>,
+    array_off: usize,
+}
+
+/// Best-fit hole for `len` bytes among `holes`, skipping `except`: the smallest hole
+/// that fits, lowest address on ties.
+fn best_fit(holes: &[(usize, usize)], len: usize, except: Option<usize>) -> Option<usize> {
+    holes
+        .iter()
+        .enumerate()
+        .filter(|&(j, &(s, e))| Some(j) != except && e - s >= len)
+        .min_by_key(|&(j, &(s, e))| (e - s, j))
+        .map(|(j, _)| j)
+}
+
+/// Main strategy: unshared cells best-fit into the small holes (reusing garbage), what does
+/// not fit there and the array at the far end of the largest hole, the array innermost.
+/// "Far" means away from the protected array `anchor`: after commit the protected array
+/// is garbage adjacent to what is left of the hole, so they merge back into one hole and
+/// the new array borders it, ready for the next write to do the same from the other side.
+fn plan_far_end(
+    holes: &[(usize, usize)],
+    anchor: (usize, usize),
+    new: &[(usize, usize)],
+    array_len: usize,
+) -> Option<Plan> {
+    if new.is_empty() && array_len == 0 {
+        // Nothing to place (an emptied page), even when P leaves no hole at all.
+        return Some(Plan {
+            cells: Vec::new(),
+            array_off: RECORD_START,
+        });
+    }
+    let mut holes = holes.to_vec();
+    let h = (0..holes.len()).max_by_key(|&j| (holes[j].1 - holes[j].0, std::cmp::Reverse(j)))?;
+    let from_high = !(anchor.1 > anchor.0 && anchor.0 == holes[h].1);
+    let take_far = |hole: &mut (usize, usize), len: usize| {
+        if from_high {
+            hole.1 -= len;
+            hole.1
+        } else {
+            hole.0 += len;
+            hole.0 - len
+        }
+    };
+    let mut cells = Vec::with_capacity(new.len());
+    for &(idx, len) in new {
+        let off = match best_fit(&holes, len, Some(h)) {
+            Some(j) => {
+                holes[j].0 += len;
+                holes[j].0 - len
+            }
+            None if holes[h].1 - holes[h].0 >= len => take_far(&mut holes[h], len),
+            None => return None,
+        };
+        cells.push((idx, off));
+    }
+    let array_off = if holes[h].1 - holes[h].0 >= array_len {
+        take_far(&mut holes[h], array_len)
+    } else {
+        let j = best_fit(&holes, array_len, None)?;
+        holes[j].0 += array_len;
+        holes[j].0 - array_len
+    };
+    Some(Plan { cells, array_off })
+}
+
+/// Fallback: plain best-fit decreasing over the array and the cells together, for the
+/// rare case where the array fits only in a hole the main strategy filled with cells.
+fn plan_best_fit(
+    holes: &[(usize, usize)],
+    new: &[(usize, usize)],
+    array_len: usize,
+) -> Option<Plan> {
+    let mut holes = holes.to_vec();
+    // usize::MAX marks the array; it goes first among equal sizes.
+    let mut items: Vec<(usize, usize)> = new.to_vec();
+    items.push((usize::MAX, array_len));
+    items.sort_by_key(|&(idx, len)| (std::cmp::Reverse(len), idx != usize::MAX));
+    let mut plan = Plan {
+        cells: Vec::with_capacity(new.len()),
+        array_off: RECORD_START,
+    };
+    for (idx, len) in items {
+        let j = best_fit(&holes, len, None)?;
+        let off = holes[j].0;
+        holes[j].0 += len;
+        if idx == usize::MAX {
+            plan.array_off = off;
+        } else {
+            plan.cells.push((idx, off));
+        }
+    }
+    Some(plan)
+}
+
+/// Check the arguments of [`build`]: page geometry and that every cell is one the stock
+/// decoder reads back with exactly its length.
+fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()> {
+    if !geometry_ok(usable, page_size) {
+        return Err(Error::InvalidArgument(format!(
+            "DHL page of size {page_size} with usable size {usable} (need {RECORD_START} <= usable <= min(page size, {MAX_USABLE}))"
+        )));
+    }
+    if v.tid == 0 {
+        return Err(Error::InvalidArgument(
+            "DHL version with tid 0 (INV)".into(),
+        ));
+    }
+    if v.cells.len() > u16::MAX as usize {
+        return Err(Error::InvalidArgument(format!(
+            "{} cells in one page",
+            v.cells.len()
+        )));
+    }
+    for (i, c) in v.cells.iter().enumerate() {
+        if cell_size(v.leaf, usable, c) != Some(c.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "cell {i} ({} bytes) is not a well-formed {} cell of at most {} bytes",
+                c.len(),
+                if v.leaf { "leaf" } else { "interior" },
+                max_cell(usable)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Write the descriptor for `v` into `slot` of `out` (whose array and cells are already in
+/// place at `array_off` / `offs`) and stamp its crc.
+fn write_descriptor(
+    out: &mut [u8],
+    slot: usize,
+    v: &Version<'_>,
+    array_off: usize,
+    offs: &[usize],
+) {
+    let d = slot * DESC_SIZE;
+    out[d..d + DESC_SIZE].fill(0);
+    out[d + D_TID..d + D_TID + 8].copy_from_slice(&v.tid.to_le_bytes());
+    out[d + D_TXN_SIZE..d + D_TXN_SIZE + 4].copy_from_slice(&v.txn_size.to_le_bytes());
+    out[d + D_NCELLS..d + D_NCELLS + 2].copy_from_slice(&(offs.len() as u16).to_le_bytes());
+    out[d + D_TYPE] = if v.leaf {
+        page_type::LEAF
+    } else {
+        page_type::INTERIOR
+    };
+    out[d + D_FLAGS] = 0;
+    let right = if v.leaf { 0 } else { v.right };
+    out[d + D_RIGHT..d + D_RIGHT + 4].copy_from_slice(&right.to_le_bytes());
+    out[d + D_ARRAY..d + D_ARRAY + 2].copy_from_slice(&(array_off as u16).to_le_bytes());
+    for (i, &off) in offs.iter().enumerate() {
+        let at = array_off + PTR_SIZE * i;
+        out[at..at + PTR_SIZE].copy_from_slice(&(off as u16).to_le_bytes());
+    }
+    let array = (array_off, array_off + PTR_SIZE * offs.len());
+    let crc = version_crc(
+        out,
+        slot,
+        array,
+        offs.iter().zip(v.cells).map(|(&off, c)| (off, c.len())),
+    );
+    out[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Image of a page holding only `v`, laid out compactly (array at the bottom of the
+/// record area, cells packed down from the top in key order, one hole between), in slot
+/// 0 with slot 1 INV. None if it does not fit.
+fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
+    let array_len = PTR_SIZE * v.cells.len();
+    let bytes: usize = v.cells.iter().map(Vec::len).sum();
+    if array_len + bytes > usable - RECORD_START {
+        return None;
+    }
+    let mut out = vec![0u8; page_size];
+    let mut top = usable;
+    let mut offs = Vec::with_capacity(v.cells.len());
+    for c in v.cells {
+        top -= c.len();
+        out[top..top + c.len()].copy_from_slice(c);
+        offs.push(top);
+    }
+    write_descriptor(&mut out, 0, v, RECORD_START, &offs);
+    Some(out)
+}
+
+/// Image of the page after writing `version`, or `Ok(None)` if it does not fit next to
+/// the protected version.
+///
+/// `base` is the page's current image (None for a page allocated by this transaction).
+/// The protected version is the valid descriptor in `base` with the largest
+/// `tid <= keep_max_tid`, other than one with `version.tid` (an earlier build by the same
+/// transaction, which is replaced). The result keeps the protected version bit for bit
+/// (slot, array, cells), shares its cells that the new version contains unchanged, and
+/// places the rest in the bytes it does not reference; all other record-area bytes and the
+/// trailer are zero. Without a protected version the page is laid out compactly.
+///
+/// Errors: `InvalidArgument` for a bad geometry, tid 0, a malformed cell, a `base` shorter
+/// than `usable`, or a `version.tid` not newer than the protected version's; `Corrupt`
+/// never (an unreadable base just has no protected version).
+pub fn build(
+    pgno: Pgno,
+    page_size: usize,
+    usable: usize,
+    base: Option<&[u8]>,
+    keep_max_tid: u64,
+    version: &Version<'_>,
+) -> Result<Option<Vec<u8>>> {
+    check_version(usable, page_size, version)?;
+    let protected = match base {
+        None => None,
+        Some(b) if b.len() < usable => {
+            return Err(Error::InvalidArgument(format!(
+                "base image of page {pgno} has {} bytes, less than the usable size {usable}",
+                b.len()
+            )))
+        }
+        Some(b) => (0..2)
+            .filter_map(|slot| check_slot(pgno, b, usable, slot).ok())
+            .filter(|v| v.tid <= keep_max_tid && v.tid != version.tid)
+            .max_by_key(|v| (v.tid, std::cmp::Reverse(v.slot))),
+    };
+    let Some(p) = protected else {
+        return Ok(build_fresh(page_size, usable, version));
+    };
+    if version.tid < p.tid {
+        return Err(Error::InvalidArgument(format!(
+            "page {pgno}: version tid {} is older than the protected version's {}",
+            version.tid, p.tid
+        )));
+    }
+
+    let mut out = vec![0u8; page_size];
+    let (pd, base) = (p.slot * DESC_SIZE, p.buf);
+    out[pd..pd + DESC_SIZE].copy_from_slice(&base[pd..pd + DESC_SIZE]);
+    let mut reuse: HashMap<&[u8], Vec<usize>> = HashMap::new();
+    for (s, e) in p.ranges()? {
+        out[s..e].copy_from_slice(&base[s..e]);
+    }
+    // Reversed so `pop` hands out P's copies in array order (deterministic images).
+    for i in (0..p.ncells).rev() {
+        let (off, size) = p.cell_range(i)?;
+        reuse.entry(&base[off..off + size]).or_default().push(off);
+    }
+
+    let mut offs = vec![0usize; version.cells.len()];
+    let mut new = Vec::new();
+    for (i, c) in version.cells.iter().enumerate() {
+        match reuse.get_mut(&c[..]).and_then(Vec::pop) {
+            Some(off) => offs[i] = off,
+            None => new.push((i, c.len())),
+        }
+    }
+    // Largest first: big cells have the fewest holes that take them.
+    new.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
+    let holes = p.free_holes()?;
+    let array_len = PTR_SIZE * version.cells.len();
+    let anchor = (p.array_off, p.array_off + PTR_SIZE * p.ncells);
+    let Some(plan) = plan_far_end(&holes, anchor, &new, array_len)
+        .or_else(|| plan_best_fit(&holes, &new, array_len))
+    else {
+        return Ok(None);
+    };
+    for (i, off) in plan.cells {
+        let c = &version.cells[i];
+        out[off..off + c.len()].copy_from_slice(c);
+        offs[i] = off;
+    }
+    write_descriptor(&mut out, 1 - p.slot, version, plan.array_off, &offs);
+    Ok(Some(out))
+}
+
+/// An empty leaf written by transaction `tid` (txn_size 0), laid out as a fresh page. A
+/// geometry `build` rejects, or tid 0, gives an all-zero page (no valid version), which
+/// every reader reports as corrupt.
+pub fn empty_leaf(page_size: usize, usable: usize, tid: u64) -> Vec<u8> {
+    let v = Version {
+        tid,
+        txn_size: 0,
+        leaf: true,
+        right: 0,
+        cells: &[],
+    };
+    build(0, page_size, usable, None, 0, &v)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| vec![0u8; page_size])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page::slotted::{self, interior_cell, leaf_cell_inline, leaf_cell_overflow};
+    use proptest::prelude::*;
+
+    const PS: usize = 4096;
+    const US: usize = 4092;
+    const SECTOR: usize = 512;
+
+    fn cmp(a: &[u8], b: &[u8]) -> Ordering {
+        a.cmp(b)
+    }
+
+    /// Leaf cell of exactly `size` bytes (>= 10) with a 4-byte big-endian key.
+    fn rec(key: u32, size: usize) -> Vec<u8> {
+        leaf_cell_inline(&key.to_be_bytes(), &vec![key as u8; size - 10])
+    }
+
+    fn ver(tid: u64, leaf: bool, right: Pgno, cells: &[Vec<u8>]) -> Version<'_> {
+        Version {
+            tid,
+            txn_size: tid as u32 + 7,
+            leaf,
+            right,
+            cells,
+        }
+    }
+
+    fn cost(cells: &[Vec<u8>]) -> usize {
+        cells.iter().map(|c| cell_cost(c.len())).sum()
+    }
+
+    /// (tid, leaf, right, cells) of a valid slot, for comparing versions across images.
+    type Content = (u64, bool, Pgno, Vec<Vec<u8>>);
+
+    fn content(buf: &[u8], usable: usize, slot: usize) -> Option<Content> {
+        let v = open_slot(1, buf, usable, slot).ok()?;
+        Some((v.tid(), v.is_leaf(), v.right_child(), v.cells().unwrap()))
+    }
+
+    fn visible_cells(buf: &[u8], usable: usize, max_tid: u64) -> Vec<Vec<u8>> {
+        visible(1, buf, usable, max_tid).unwrap().cells().unwrap()
+    }
+
+    /// Any well-formed cell of the given kind for `usable` (inline, overflow or interior).
+    fn arb_cell(leaf: bool, usable: usize) -> impl Strategy<Value = Vec<u8>> {
+        let mc = max_cell(usable);
+        (
+            proptest::collection::vec(any::<u8>(), 0..40),
+            prop_oneof![3 => 0..24usize, 1 => 0..mc],
+            any::<bool>(),
+            1..u32::MAX,
+        )
+            .prop_map(move |(key, vlen, ovfl, n)| {
+                if !leaf {
+                    interior_cell(n, &key)
+                } else if ovfl {
+                    leaf_cell_overflow(&key, (mc + n as usize % 100_000) as u32, n)
+                } else {
+                    let vlen = vlen.min(mc - CELL_HEADER - key.len());
+                    leaf_cell_inline(&key, &vec![n as u8; vlen])
+                }
+            })
+    }
+
+    /// Cells of one kind whose total cost is at most `budget` (a prefix of a random list).
+    fn arb_cells(leaf: bool, usable: usize, budget: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
+        proptest::collection::vec(arb_cell(leaf, usable), 0..300).prop_map(move |mut cs| {
+            let mut total = 0;
+            let keep = cs
+                .iter()
+                .take_while(|c| {
+                    total += cell_cost(c.len());
+                    total <= budget
+                })
+                .count();
+            cs.truncate(keep);
+            cs
+        })
+    }
+
+    /// One-cell change: (kind 0 insert / 1 replace / 2 remove, position seed, new cell).
+    fn apply(cells: &[Vec<u8>], kind: u8, pos: usize, cell: Vec<u8>) -> Vec<Vec<u8>> {
+        let mut out = cells.to_vec();
+        match (kind, out.is_empty()) {
+            (0, _) | (_, true) => out.insert(pos % (out.len() + 1), cell),
+            (1, false) => {
+                let i = pos % out.len();
+                out[i] = cell;
+            }
+            _ => {
+                out.remove(pos % cells.len());
+            }
+        }
+        out
+    }
+
+    /// Recompute the crc of `slot` after a test tampered with it, so that structural
+    /// checks, not the crc, have to reject the tampering.
+    fn restamp(buf: &mut [u8], usable: usize, slot: usize) {
+        let d = slot * DESC_SIZE;
+        let leaf = buf[d + D_TYPE] == page_type::LEAF;
+        let n = get_u16(buf, d + D_NCELLS);
+        let a = get_u16(buf, d + D_ARRAY);
+        let a_end = (a + 2 * n).min(usable);
+        let cells: Vec<(usize, usize)> = (0..n)
+            .filter(|i| a + 2 * i + 2 <= usable)
+            .map(|i| get_u16(buf, a + 2 * i))
+            .filter(|&off| (RECORD_START..usable).contains(&off))
+            .filter_map(|off| cell_size(leaf, usable, &buf[off..usable]).map(|s| (off, s)))
+            .collect();
+        let crc = version_crc(buf, slot, (a.min(a_end), a_end), cells.into_iter());
+        buf[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    #[test]
+    fn layout_and_limits() {
+        assert_eq!(max_cell(US), 1018);
+        assert_eq!(capacity(US), 4028 - 1018 - 4);
+        assert_eq!(capacity(508), 444 - 122 - 4);
+        assert!(capacity(65532) > 0);
+        let cells = vec![interior_cell(9, b"m")];
+        let buf = build(3, PS, US, None, 0, &ver(0x0102, false, 77, &cells))
+            .unwrap()
+            .unwrap();
+        assert_eq!(buf.len(), PS);
+        assert_eq!(get_u64(&buf, 0), 0x0102);
+        assert_eq!(get_u32(&buf, 8), 0x0102 + 7);
+        assert_eq!(get_u16(&buf, 12), 1);
+        assert_eq!(buf[14], page_type::INTERIOR);
+        assert_eq!(buf[15], 0);
+        assert_eq!(get_u32(&buf, 16), 77);
+        assert_eq!(get_u16(&buf, 20), RECORD_START);
+        assert_eq!(&buf[22..28], &[0; 6]);
+        assert!(buf[32..64].iter().all(|&b| b == 0), "slot 1 INV");
+        // The single cell sits at the top of the usable area; the trailer is untouched.
+        assert_eq!(get_u16(&buf, 64), US - 7);
+        assert!(buf[US..].iter().all(|&b| b == 0));
+        let v = visible(3, &buf, US, u64::MAX).unwrap();
+        assert_eq!((v.slot(), v.ncells(), v.array_off()), (0, 1, RECORD_START));
+        assert_eq!((v.child(0).unwrap(), v.child(1).unwrap()), (9, 77));
+        assert_eq!(v.child_index(b"m", &cmp).unwrap(), 1);
+        assert_eq!(v.child_index(b"a", &cmp).unwrap(), 0);
+        assert!(v.payload(0).is_err());
+        assert!(v.cell(1).is_err());
+        // Not visible to snapshots older than its tid.
+        assert!(visible(3, &buf, US, 0x0101).is_err());
+        assert_eq!(v.used(), cell_cost(7));
+    }
+
+    #[test]
+    fn leaf_accessors_match_slotted() {
+        let cells = vec![
+            leaf_cell_inline(b"a", b"1"),
+            leaf_cell_overflow(b"b", 9000, 42),
+            leaf_cell_inline(b"d", b"4"),
+        ];
+        let buf = build(1, PS, US, None, 0, &ver(5, true, 99, &cells))
+            .unwrap()
+            .unwrap();
+        let v = visible(1, &buf, US, 5).unwrap();
+        let s = slotted::build(PS, US, true, &cells, 0);
+        let s = slotted::Page::open(1, &s, US).unwrap();
+        assert_eq!(v.right_child(), 0, "leaves store no right child");
+        for i in 0..3 {
+            assert_eq!(v.cell(i).unwrap(), s.cell(i).unwrap());
+            assert_eq!(v.key(i).unwrap(), s.key(i).unwrap());
+            assert_eq!(v.payload(i).unwrap(), s.payload(i).unwrap());
+        }
+        for k in [&b"a"[..], b"b", b"c", b"d", b"e", b""] {
+            assert_eq!(v.search(k, &cmp).unwrap(), s.search(k, &cmp).unwrap());
+        }
+        assert!(v.child(0).is_err());
+    }
+
+    #[test]
+    fn build_rejects_bad_arguments() {
+        let good = vec![rec(1, 20)];
+        let bad_leaf = vec![vec![1, 0, 0, 0, 0, 0]]; // klen 1 but no key byte
+        assert!(build(1, PS, US, None, 0, &ver(0, true, 0, &good)).is_err());
+        assert!(build(1, PS, US, None, 0, &ver(1, true, 0, &bad_leaf)).is_err());
+        assert!(build(1, PS, 10, None, 0, &ver(1, true, 0, &good)).is_err());
+        assert!(build(1, 100_000, 70_000, None, 0, &ver(1, true, 0, &good)).is_err());
+        assert!(build(1, PS, US, Some(&[0u8; 100]), 0, &ver(1, true, 0, &good)).is_err());
+        let too_big = vec![leaf_cell_inline(b"k", &[0; 2000])]; // must be an overflow cell
+        assert!(build(1, PS, US, None, 0, &ver(1, true, 0, &too_big)).is_err());
+        // A version older than the protected one would be hidden behind it.
+        let base = build(1, PS, US, None, 0, &ver(5, true, 0, &good))
+            .unwrap()
+            .unwrap();
+        assert!(build(1, PS, US, Some(&base), 5, &ver(4, true, 0, &good)).is_err());
+        // Too many bytes for a fresh page: None, not an error.
+        let many: Vec<_> = (0..5).map(|k| rec(k, 1000)).collect();
+        assert_eq!(
+            build(1, PS, US, None, 0, &ver(1, true, 0, &many)).unwrap(),
+            None
+        );
+        // Bad geometry gives a page nobody can read rather than a panic.
+        assert!(empty_leaf(PS, 10, 1).iter().all(|&b| b == 0));
+        let e = empty_leaf(PS, US, 3);
+        let v = visible(1, &e, US, 3).unwrap();
+        assert!(v.is_leaf() && v.ncells() == 0 && v.tid() == 3);
+    }
+
+    #[test]
+    fn emptying_a_page_whose_version_fills_the_record_area() {
+        // 4 cells of 109 bytes + their array fill all 444 record bytes of a 512-byte page.
+        let cells: Vec<_> = (0..4).map(|k| rec(k, 109)).collect();
+        let p = build(1, 512, 508, None, 0, &ver(1, true, 0, &cells))
+            .unwrap()
+            .unwrap();
+        assert!(visible(1, &p, 508, 1)
+            .unwrap()
+            .free_holes()
+            .unwrap()
+            .is_empty());
+        let n = build(1, 512, 508, Some(&p), 1, &ver(2, true, 0, &[]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(visible_cells(&n, 508, 1), cells);
+        assert_eq!(visible(1, &n, 508, 2).unwrap().ncells(), 0);
+        let one = vec![rec(9, 10)];
+        assert_eq!(
+            build(1, 512, 508, Some(&p), 1, &ver(2, true, 0, &one)).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn structural_checks_do_not_rely_on_the_crc() {
+        let cells: Vec<_> = (0..4).map(|k| rec(k, 30)).collect();
+        let good = build(1, PS, US, None, 0, &ver(2, true, 0, &cells))
+            .unwrap()
+            .unwrap();
+        let tamper = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = good.clone();
+            f(&mut b);
+            restamp(&mut b, US, 0);
+            check_slot(1, &b, US, 0).err()
+        };
+        assert!(tamper(&|_| {}).is_none(), "restamp alone keeps it valid");
+        let second = get_u16(&good, RECORD_START + 2);
+        let e = tamper(&|b| {
+            b[RECORD_START..RECORD_START + 2].copy_from_slice(&(second as u16).to_le_bytes())
+        });
+        assert!(e.unwrap().contains("overlap"));
+        let e = tamper(&|b| {
+            b[RECORD_START..RECORD_START + 2]
+                .copy_from_slice(&(RECORD_START as u16 + 2).to_le_bytes())
+        });
+        assert!(e.is_some(), "a cell inside the array");
+        let e =
+            tamper(&|b| b[D_ARRAY..D_ARRAY + 2].copy_from_slice(&(US as u16 - 4).to_le_bytes()));
+        assert!(e.unwrap().contains("outside the record area"));
+        let e = tamper(&|b| b[D_ARRAY..D_ARRAY + 2].copy_from_slice(&10u16.to_le_bytes()));
+        assert!(e.unwrap().contains("outside the record area"));
+        assert!(tamper(&|b| b[D_TYPE] = page_type::OVERFLOW).is_some());
+        assert!(
+            tamper(&|b| b[D_RIGHT] = 1).is_some(),
+            "leaf with a right child"
+        );
+        let e = tamper(&|b| {
+            b[RECORD_START..RECORD_START + 2].copy_from_slice(&(US as u16 - 3).to_le_bytes())
+        });
+        assert!(e.unwrap().contains("malformed"));
+        // And the crc catches what is structurally fine.
+        let mut b = good.clone();
+        let last = get_u16(&b, RECORD_START + 6);
+        b[last + 12] ^= 1;
+        assert!(check_slot(1, &b, US, 0).unwrap_err().contains("crc"));
+    }
+
+    #[test]
+    fn descriptors_and_invalidate() {
+        let c1 = vec![rec(1, 40)];
+        let p = build(1, PS, US, None, 0, &ver(4, true, 0, &c1))
+            .unwrap()
+            .unwrap();
+        let c2 = vec![rec(1, 40), rec(2, 40)];
+        let mut n = build(1, PS, US, Some(&p), 4, &ver(5, true, 0, &c2))
+            .unwrap()
+            .unwrap();
+        let d = descriptors(&n, US);
+        assert_eq!(
+            d[0],
+            Some(DescInfo {
+                slot: 0,
+                tid: 4,
+                txn_size: 11,
+                valid: true
+            })
+        );
+        assert_eq!(
+            d[1],
+            Some(DescInfo {
+                slot: 1,
+                tid: 5,
+                txn_size: 12,
+                valid: true
+            })
+        );
+        // A torn descriptor is reported, but not valid.
+        let mut torn = n.clone();
+        torn[US - 1] ^= 0xff;
+        assert_eq!(descriptors(&torn, US)[1].map(|d| d.valid), Some(false));
+        assert!(!invalidate(&mut n, 9));
+        assert!(!invalidate(&mut n, 0));
+        let before = n.clone();
+        assert!(invalidate(&mut n, 5));
+        assert!(!invalidate(&mut n, 5), "idempotent");
+        assert_eq!(descriptors(&n, US)[1], None);
+        assert_eq!(visible_cells(&n, US, u64::MAX), c1);
+        let changed: Vec<usize> = (0..PS).filter(|&i| n[i] != before[i]).collect();
+        assert!(
+            changed.iter().all(|&i| (32..40).contains(&i)),
+            "only the tid changed"
+        );
+        assert_eq!(descriptors(&[0u8; 10], US), [None, None]);
+    }
+
+    /// (old image, new image, P's cells, N's cells).
+    type History = (Vec<u8>, Vec<u8>, Vec<Vec<u8>>, Vec<Vec<u8>>);
+
+    /// Base where slot P holds tid 2 (committed) and the other slot tid 1 (older), from a
+    /// random history, and a new version with tid 3 built on it.
+    fn history(
+        usable: usize,
+        leaf: bool,
+        v1: &[Vec<u8>],
+        ops: &[(u8, usize, Vec<u8>)],
+    ) -> Option<History> {
+        let ps = usable + 4;
+        let b1 = build(1, ps, usable, None, 0, &ver(1, leaf, 8, v1)).unwrap()?;
+        let (half, rest) = ops.split_at(ops.len() / 2);
+        let mut v2 = v1.to_vec();
+        for (k, p, c) in half {
+            v2 = apply(&v2, *k, *p, c.clone());
+        }
+        let b2 = build(1, ps, usable, Some(&b1), 1, &ver(2, leaf, 9, &v2)).unwrap()?;
+        let mut v3 = v2.clone();
+        for (k, p, c) in rest {
+            v3 = apply(&v3, *k, *p, c.clone());
+        }
+        let b3 = build(1, ps, usable, Some(&b2), 2, &ver(3, leaf, 10, &v3)).unwrap()?;
+        Some((b2, b3, v2, v3))
+    }
+
+    /// Check every sector mix in `masks` of `old` → `new` (P = tid 2, N = tid 3).
+    fn check_torn(
+        usable: usize,
+        old: &[u8],
+        new: &[u8],
+        p_cells: &[Vec<u8>],
+        n_cells: &[Vec<u8>],
+        masks: impl Iterator<Item = u64>,
+    ) -> usize {
+        let sectors = old.len() / SECTOR;
+        let mut n_invalid = 0;
+        for mask in masks {
+            let mut mix = old.to_vec();
+            for s in 0..sectors {
+                if mask >> s & 1 == 1 {
+                    mix[s * SECTOR..(s + 1) * SECTOR]
+                        .copy_from_slice(&new[s * SECTOR..(s + 1) * SECTOR]);
+                }
+            }
+            let p = visible(1, &mix, usable, 2).expect("P survives every mix");
+            assert_eq!(p.tid(), 2);
+            assert_eq!(p.cells().unwrap(), p_cells);
+            for slot in 0..2 {
+                if let Some(c) = content(&mix, usable, slot) {
+                    assert!(
+                        Some(&c) == content(old, usable, slot).as_ref()
+                            || Some(&c) == content(new, usable, slot).as_ref(),
+                        "mask {mask:#x}: slot {slot} shows a version nobody wrote"
+                    );
+                }
+            }
+            let top = visible(1, &mix, usable, 3).unwrap();
+            match top.tid() {
+                3 => assert_eq!(top.cells().unwrap(), n_cells),
+                _ => {
+                    assert_eq!(top.tid(), 2);
+                    n_invalid += 1;
+                }
+            }
+        }
+        n_invalid
+    }
+
+    fn arb_ops(leaf: bool, usable: usize) -> impl Strategy<Value = Vec<(u8, usize, Vec<u8>)>> {
+        proptest::collection::vec((0..3u8, any::<usize>(), arb_cell(leaf, usable)), 0..12)
+    }
+
+    /// Cells of `size` bytes with keys 0, 2, 4, ... filling the capacity.
+    fn full(usable: usize, size: usize) -> Vec<Vec<u8>> {
+        (0..capacity(usable) / cell_cost(size))
+            .map(|k| rec(2 * k as u32, size))
+            .collect()
+    }
+
+    fn offsets(buf: &[u8], tid: u64) -> Vec<usize> {
+        let v = visible(1, buf, US, tid).unwrap();
+        (0..v.ncells())
+            .map(|i| v.cell_range(i).unwrap().0)
+            .collect()
+    }
+
+    #[test]
+    fn torn_write_of_a_full_page_update() {
+        // A deterministic case that exercises both outcomes for the new version.
+        let v1 = full(US, 40);
+        let b1 = build(1, PS, US, None, 0, &ver(1, true, 0, &v1))
+            .unwrap()
+            .unwrap();
+        let mut v2 = v1.clone();
+        v2[3] = rec(6, 300);
+        let b2 = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v2))
+            .unwrap()
+            .unwrap();
+        let mut v3 = v2.clone();
+        v3.insert(10, rec(19, 200));
+        v3.remove(40);
+        let b3 = build(1, PS, US, Some(&b2), 2, &ver(3, true, 0, &v3))
+            .unwrap()
+            .unwrap();
+        let invalid = check_torn(US, &b2, &b3, &v2, &v3, 0..256);
+        assert!(invalid >= 128, "sector 0 old hides N in half the mixes");
+        assert!(invalid < 256, "the full write shows N");
+    }
+
+    #[test]
+    fn insert_writes_only_the_new_cell_and_array() {
+        let p_cells = full(US, 16);
+        let n = p_cells.len();
+        let p = build(1, PS, US, None, 0, &ver(1, true, 0, &p_cells))
+            .unwrap()
+            .unwrap();
+        let mut next = p_cells.clone();
+        next.insert(n / 2, rec(n as u32 + 1, 16));
+        let out = build(1, PS, US, Some(&p), 1, &ver(2, true, 0, &next))
+            .unwrap()
+            .unwrap();
+        let changed = (0..PS).filter(|&i| p[i] != out[i]).count();
+        println!("insert into {n} cells: {changed} bytes changed");
+        assert!(changed <= DESC_SIZE + PTR_SIZE * (n + 1) + 16);
+        // Every old cell is shared at its old offset.
+        let (po, no) = (offsets(&out, 1), offsets(&out, 2));
+        assert_eq!(&no[..n / 2], &po[..n / 2]);
+        assert_eq!(&no[n / 2 + 1..], &po[n / 2..]);
+        assert_eq!(&out[..DESC_SIZE], &p[..DESC_SIZE], "P's slot untouched");
+    }
+
+    /// Bytes referenced by the version with this tid.
+    fn referenced(buf: &[u8], tid: u64) -> Vec<bool> {
+        let v = visible(1, buf, US, tid).unwrap();
+        let mut m = vec![false; US];
+        for (s, e) in v.ranges().unwrap() {
+            m[s..e].iter_mut().for_each(|b| *b = true);
+        }
+        m
+    }
+
+    #[test]
+    fn garbage_of_the_older_version_is_reused() {
+        let p_cells = full(US, 100);
+        let p = build(1, PS, US, None, 0, &ver(1, true, 0, &p_cells))
+            .unwrap()
+            .unwrap();
+        let mut n1 = p_cells.clone();
+        n1[2] = rec(4, 100 + 1);
+        let b1 = build(1, PS, US, Some(&p), 1, &ver(2, true, 0, &n1))
+            .unwrap()
+            .unwrap();
+        let mut n2 = n1.clone();
+        n2[5] = leaf_cell_inline(&10u32.to_be_bytes(), &[0xee; 90]);
+        let b2 = build(1, PS, US, Some(&b1), 2, &ver(3, true, 0, &n2))
+            .unwrap()
+            .unwrap();
+        let (rp, r1, r2) = (referenced(&b1, 1), referenced(&b1, 2), referenced(&b2, 3));
+        let p_only: Vec<usize> = (0..US).filter(|&i| rp[i] && !r1[i]).collect();
+        let reused = p_only.iter().filter(|&&i| r2[i]).count();
+        println!(
+            "{} bytes only P referenced, {reused} reused by N2",
+            p_only.len()
+        );
+        assert!(
+            reused >= 100,
+            "N2's new cell or array went into P's garbage"
+        );
+        // Garbage N2 did not reuse is zeroed; P is gone, N1 is intact.
+        assert!(p_only.iter().all(|&i| r2[i] || b2[i] == 0));
+        assert_eq!(visible_cells(&b2, US, 2), n1);
+        assert!(visible(1, &b2, US, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("no valid"));
+        // Steady state: a full page takes any number of same-size updates in place.
+        let (mut img, mut cells) = (b2, n2);
+        for t in 4..1000u64 {
+            let i = (t as usize * 7919) % cells.len();
+            cells[i] = rec(2 * i as u32, 100 + (t % 2) as usize);
+            img = build(1, PS, US, Some(&img), t - 1, &ver(t, true, 0, &cells))
+                .unwrap()
+                .unwrap_or_else(|| panic!("update {t} did not fit"));
+        }
+        assert_eq!(visible_cells(&img, US, u64::MAX), cells);
+    }
+
+    #[test]
+    fn same_transaction_rebuild_replaces_its_own_version() {
+        let p_cells = full(US, 64);
+        let p = build(1, PS, US, None, 0, &ver(1, true, 0, &p_cells))
+            .unwrap()
+            .unwrap();
+        let mut a = p_cells.clone();
+        a[0] = rec(0, 500);
+        let first = build(1, PS, US, Some(&p), 1, &ver(2, true, 0, &a))
+            .unwrap()
+            .unwrap();
+        let mut b = p_cells.clone();
+        b.remove(7);
+        b[1] = rec(2, 600);
+        // The first build's version (tid 2) is not protected: its 500-byte cell and array
+        // are free, so this fits although both together would not.
+        let second = build(1, PS, US, Some(&first), 1, &ver(2, true, 0, &b))
+            .unwrap()
+            .unwrap();
+        let rp = referenced(&p, 1);
+        for i in 0..US {
+            if rp[i] {
+                assert_eq!(second[i], p[i], "P byte {i} moved");
+            }
+        }
+        assert_eq!(&second[..DESC_SIZE], &p[..DESC_SIZE]);
+        assert_eq!(visible_cells(&second, US, 1), p_cells);
+        assert_eq!(visible_cells(&second, US, 2), b);
+        let d = descriptors(&second, US);
+        assert_eq!((d[0].unwrap().tid, d[1].unwrap().tid), (1, 2));
+        // Nothing of the first build survives outside what the second references.
+        let r2 = referenced(&second, 2);
+        assert!((RECORD_START..US).all(|i| rp[i] || r2[i] || second[i] == 0));
+    }
+
+    #[test]
+    fn capacity_table() {
+        // Records whose cell is `size` bytes, 4 KiB pages: stock = cell + 2-byte pointer in
+        // slotted::capacity; DHL = cell + two pointers in dhl::capacity (one maximal cell
+        // reserved). Each DHL count is checked: it builds fresh and takes a maximal cell.
+        println!(
+            "4 KiB page (usable {US}): stock capacity {}, DHL capacity {}, max_cell {}",
+            slotted::capacity(US),
+            capacity(US),
+            max_cell(US)
+        );
+        println!(
+            "{:>5} {:>6} {:>5} {:>7} {:>22}",
+            "cell", "stock", "DHL", "DHL/st", "DHL reserve=1 record"
+        );
+        for size in [8usize, 16, 32, 64, 128] {
+            let stock = slotted::capacity(US) / (size + PTR_SIZE);
+            let dhl = capacity(US) / cell_cost(size);
+            let small_reserve = (US - RECORD_START - cell_cost(size)) / cell_cost(size);
+            println!(
+                "{size:>5} {stock:>6} {dhl:>5} {:>6.1}% {small_reserve:>22}",
+                100.0 * dhl as f64 / stock as f64
+            );
+            let cells: Vec<_> = (0..dhl as u16)
+                .map(|k| leaf_cell_inline(&k.to_be_bytes(), &vec![0; size - 8]))
+                .collect();
+            let p = build(1, PS, US, None, 0, &ver(1, true, 0, &cells))
+                .unwrap()
+                .unwrap();
+            let mut next = cells.clone();
+            next.push(leaf_cell_inline(&[0xff; 2], &vec![0; max_cell(US) - 8]));
+            assert!(build(1, PS, US, Some(&p), 1, &ver(2, true, 0, &next))
+                .unwrap()
+                .is_some());
+            let stock_page = slotted::build(PS, US, true, &cells[..], 0);
+            assert!(
+                slotted::Page::open(1, &stock_page, US)
+                    .unwrap()
+                    .free_space()
+                    >= (stock - dhl) * (size + 2)
+            );
+        }
+    }
+
+    /// Tiny deterministic generator for the random walks.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Committed one-cell changes on one page, as a tree would make them: a version over
+    /// capacity is built (it must fit: the tree may write it before splitting) but not
+    /// committed; a build that does not fit is relocated (fresh image). Returns
+    /// (builds, builds without reserve, failed builds).
+    fn walk(
+        usable: usize,
+        seed: u64,
+        steps: usize,
+        inserts_only: bool,
+        max_size: usize,
+    ) -> (usize, usize, usize) {
+        let mut rng = Rng(seed);
+        let mut keys: Vec<u32> = Vec::new();
+        let mut cells: Vec<Vec<u8>> = Vec::new();
+        let mut img = empty_leaf(usable + 4, usable, 1);
+        let (mut no_reserve, mut failed) = (0, 0);
+        for t in 2..steps as u64 + 2 {
+            let p = visible(1, &img, usable, t - 1).unwrap();
+            let reserve = has_reserve(&p);
+            no_reserve += usize::from(!reserve);
+            // Skewed towards small cells, as real rows are.
+            let spread = rng.below(max_size.min(max_cell(usable)) - 9) + 1;
+            let size = 10 + rng.below(spread);
+            let (mut nk, mut nc) = (keys.clone(), cells.clone());
+            let op = if inserts_only { 0 } else { rng.below(3) };
+            if op == 0 || nc.is_empty() {
+                let k = rng.next() as u32;
+                let at = nk.partition_point(|&x| x < k);
+                if nk.get(at) == Some(&k) {
+                    continue;
+                }
+                nk.insert(at, k);
+                nc.insert(at, rec(k, size));
+            } else if op == 1 {
+                let i = rng.below(nc.len());
+                nc[i] = rec(nk[i], size);
+            } else {
+                let i = rng.below(nc.len());
+                nk.remove(i);
+                nc.remove(i);
+            }
+            let built = build(
+                1,
+                usable + 4,
+                usable,
+                Some(&img),
+                t - 1,
+                &ver(t, true, 0, &nc),
+            )
+            .unwrap();
+            assert!(
+                built.is_some() || !reserve,
+                "seed {seed} step {t}: reserve held but build failed"
+            );
+            failed += usize::from(built.is_none());
+            if cost(&nc) > capacity(usable) {
+                if inserts_only {
+                    break;
+                }
+                continue; // the tree splits instead
+            }
+            img = match built {
+                Some(b) => b,
+                None => build(1, usable + 4, usable, None, 0, &ver(t, true, 0, &nc))
+                    .unwrap()
+                    .unwrap(),
+            };
+            assert_eq!(visible_cells(&img, usable, t), nc);
+            (keys, cells) = (nk, nc);
+        }
+        (steps, no_reserve, failed)
+    }
+
+    #[test]
+    fn inserts_only_keep_the_reserve() {
+        for usable in [508, US] {
+            for seed in 1..40 {
+                let (_, no_reserve, failed) = walk(usable, seed, 2000, true, max_cell(usable));
+                assert_eq!((no_reserve, failed), (0, 0), "usable {usable} seed {seed}");
+            }
+        }
+    }
+
+    #[test]
+    fn random_walk_fragmentation_stats() {
+        // Not a guarantee: measures how often mixed histories lose the reserve (module
+        // notes, (b)) and how often a one-cell change then needs relocation.
+        for (usable, max_size) in [(508, 122), (US, 64), (US, 300), (US, 1018), (16380, 200)] {
+            let (mut steps, mut no_reserve, mut failed) = (0, 0, 0);
+            for seed in 1..21 {
+                let r = walk(usable, seed, 2000, false, max_size);
+                steps += r.0;
+                no_reserve += r.1;
+                failed += r.2;
+            }
+            println!(
+                "usable {usable:>5}, cells 10..={max_size:>4}: {steps} changes, reserve lost before {no_reserve}, relocations {failed} ({:.3}%)",
+                100.0 * failed as f64 / steps as f64
+            );
+        }
+    }
+
+    #[test]
+    fn adversarial_fragmentation_defeats_the_reserve() {
+        // Documents the limit of (b): removals leave 10-byte holes that 11-byte cells
+        // cannot reuse, so at full capacity the free space is real but scattered.
+        let mut cells: Vec<Vec<u8>> = full(US, 10);
+        let mut img = build(1, PS, US, None, 0, &ver(1, true, 0, &cells))
+            .unwrap()
+            .unwrap();
+        let mut t = 1;
+        let mut step = |cells: &Vec<Vec<u8>>, img: &mut Vec<u8>| {
+            t += 1;
+            let b = build(1, PS, US, Some(img), t - 1, &ver(t, true, 0, cells)).unwrap();
+            b.map(|b| *img = b).is_some()
+        };
+        // Remove every other cell of the original run: 107 separate 10-byte holes.
+        for i in 0..cells.len() / 2 {
+            cells.remove(i + 1);
+            assert!(step(&cells, &mut img));
+        }
+        // Refill with 11-byte cells, leaving just enough capacity for a 100-byte cell.
+        let mut k = 1;
+        while cost(&cells) + cell_cost(11) + cell_cost(100) <= capacity(US) {
+            cells.push(rec(1_000_000 + k, 11));
+            k += 1;
+            assert!(step(&cells, &mut img));
+        }
+        let p = visible(1, &img, US, u64::MAX).unwrap();
+        assert!(!has_reserve(&p));
+        let mut next = cells.clone();
+        next.push(rec(2_000_000, 100));
+        assert!(
+            cost(&next) <= capacity(US),
+            "the new version is within capacity"
+        );
+        assert!(
+            !step(&next, &mut img),
+            "but does not fit next to the fragmented one"
+        );
+        assert!(build(1, PS, US, None, 0, &ver(99, true, 0, &next))
+            .unwrap()
+            .is_some());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn round_trip(
+            (leaf, cells, other) in any::<bool>().prop_flat_map(|leaf| (
+                Just(leaf), arb_cells(leaf, US, capacity(US)), arb_cells(leaf, US, capacity(US)))),
+            right in 1..u32::MAX,
+        ) {
+            let b = build(1, PS, US, None, 0, &ver(7, leaf, right, &cells)).unwrap().unwrap();
+            let v = visible(1, &b, US, 7).unwrap();
+            prop_assert_eq!(v.cells().unwrap(), cells.clone());
+            prop_assert_eq!((v.tid(), v.txn_size(), v.is_leaf()), (7, 14, leaf));
+            prop_assert_eq!(v.right_child(), if leaf { 0 } else { right });
+            // A second, unrelated version next to it: when it fits, both read back.
+            if let Some(b2) = build(1, PS, US, Some(&b), 7, &ver(8, leaf, right, &other)).unwrap() {
+                prop_assert_eq!(visible_cells(&b2, US, 7), cells);
+                prop_assert_eq!(visible_cells(&b2, US, 8), other);
+            }
+        }
+
+        #[test]
+        fn torn_writes_4k_exhaustive(
+            leaf in any::<bool>(),
+            v1 in arb_cells(true, US, capacity(US)),
+            ops in arb_ops(true, US),
+        ) {
+            let conv = |cs: &[Vec<u8>]| -> Vec<Vec<u8>> {
+                if leaf { cs.to_vec() } else {
+                    cs.iter().map(|c| interior_cell(get_u32(c, 2) | 1, cell_key(c))).collect()
+                }
+            };
+            let v1 = conv(&v1);
+            let ops: Vec<_> = ops.into_iter().map(|(k, p, c)| (k, p, conv(&[c]).remove(0))).collect();
+            if let Some((old, new, p, n)) = history(US, leaf, &v1, &ops) {
+                check_torn(US, &old, &new, &p, &n, 0..256);
+            }
+        }
+
+        #[test]
+        fn torn_writes_16k_sampled(
+            v1 in arb_cells(true, 16380, capacity(16380)),
+            ops in arb_ops(true, 16380),
+            masks in proptest::collection::vec(any::<u32>(), 64),
+        ) {
+            if let Some((old, new, p, n)) = history(16380, true, &v1, &ops) {
+                let masks = masks.into_iter().map(u64::from).chain([0, u32::MAX as u64, 1, !1u32 as u64]);
+                check_torn(16380, &old, &new, &p, &n, masks);
+            }
+        }
+
+        #[test]
+        fn fresh_page_holds_capacity(
+            usable in prop_oneof![Just(508usize), Just(US), Just(65532)],
+            leaf in any::<bool>(),
+            seed in proptest::collection::vec((any::<u16>(), 0..64usize), 0..2000),
+        ) {
+            // Fill up to exactly the capacity with cells of varied sizes (a).
+            let mc = max_cell(usable);
+            let mut cells = Vec::new();
+            let mut total = 0;
+            for (k, len) in seed {
+                let size = (CELL_HEADER + 2 + len * len % mc).clamp(CELL_HEADER + 2, mc);
+                if total + cell_cost(size) > capacity(usable) {
+                    continue;
+                }
+                total += cell_cost(size);
+                let key = k.to_be_bytes();
+                cells.push(if leaf {
+                    leaf_cell_inline(&key, &vec![1; size - CELL_HEADER - 2])
+                } else {
+                    interior_cell(1, &[&key[..], &vec![2; size - CELL_HEADER - 2]].concat())
+                });
+            }
+            let b = build(1, usable + 4, usable, None, 0, &ver(1, leaf, 3, &cells)).unwrap();
+            prop_assert!(b.is_some());
+            prop_assert_eq!(visible_cells(&b.unwrap(), usable, 1), cells);
+        }
+
+        #[test]
+        fn one_change_fits_next_to_a_compact_version(
+            (usable, cells, cell) in prop_oneof![Just(508usize), Just(US), Just(65532)]
+                .prop_flat_map(|u| (Just(u), arb_cells(true, u, capacity(u)), arb_cell(true, u))),
+            kind in 0..3u8,
+            pos in any::<usize>(),
+            big in any::<bool>(),
+        ) {
+            // (b) from a compactly written version at any fill up to the capacity,
+            // including a maximal new cell.
+            let cell = if big { rec(77, max_cell(usable)) } else { cell };
+            let p = build(1, usable + 4, usable, None, 0, &ver(1, true, 0, &cells)).unwrap().unwrap();
+            prop_assert!(has_reserve(&visible(1, &p, usable, 1).unwrap()));
+            let next = apply(&cells, kind, pos, cell);
+            let n = build(1, usable + 4, usable, Some(&p), 1, &ver(2, true, 0, &next)).unwrap();
+            prop_assert!(n.is_some(), "one-cell change did not fit");
+            let n = n.unwrap();
+            prop_assert_eq!(visible_cells(&n, usable, 1), cells);
+            prop_assert_eq!(visible_cells(&n, usable, 2), next);
+        }
+
+        #[test]
+        fn garbage_input_never_panics(
+            bytes in proptest::collection::vec(any::<u8>(), 0..PS + 8),
+            max_tid in any::<u64>(),
+            usable in prop_oneof![Just(US), Just(0usize), Just(70_000), any::<usize>()],
+        ) {
+            let _ = visible(1, &bytes, usable, max_tid);
+            let _ = descriptors(&bytes, usable);
+            let _ = open_slot(1, &bytes, usable, 1);
+            let mut m = bytes.clone();
+            let _ = invalidate(&mut m, max_tid);
+            let cells = vec![rec(1, 20)];
+            let _ = build(1, PS, usable, Some(&bytes), max_tid, &ver(max_tid | 1, true, 0, &cells));
+        }
+
+        #[test]
+        fn damaged_pages_show_only_written_versions(
+            v1 in arb_cells(true, US, capacity(US)),
+            ops in arb_ops(true, US),
+            hits in proptest::collection::vec((0..US, any::<u8>(), any::<bool>()), 1..6),
+        ) {
+            // Random byte damage, with the damaged descriptors' crcs restamped half of the
+            // time so that the structural checks are exercised, not only the crc.
+            if let Some((_, new, p, n)) = history(US, true, &v1, &ops) {
+                let mut b = new.clone();
+                for (at, val, restamp_it) in hits {
+                    b[at] = val;
+                    if restamp_it {
+                        restamp(&mut b, US, 0);
+                        restamp(&mut b, US, 1);
+                    }
+                }
+                for max_tid in [1, 2, 3, u64::MAX] {
+                    if let Ok(v) = visible(1, &b, US, max_tid) {
+                        // Every accessor stays in bounds whatever the view claims.
+                        for i in 0..=v.ncells() {
+                            let _ = (v.cell(i), v.key(i), v.payload(i), v.child(i));
+                        }
+                        let _ = v.search(b"k", &cmp);
+                        let _ = v.free_holes();
+                    }
+                }
+                let d = descriptors(&b, US);
+                prop_assert!(d.iter().flatten().all(|d| d.slot < 2));
+                let _ = build(1, PS, US, Some(&b), 2, &ver(3, true, 0, &n));
+                let _ = p;
+            }
+        }
+    }
+}
