@@ -17,7 +17,7 @@
 //! 16..20  right      u32  interior: rightmost child; leaf: 0
 //! 20..22  array_off  u16  start of this version's ncells × u16 cell-offset array
 //! 22..28  reserved        0
-//! 28..32  crc32c     u32  over bytes 0..28, then the offset array, then every cell
+//! 28..32  checksum   u32  xxh3 over bytes 0..28, then the offset array, then every cell
 //!                         the array references, in array (key) order
 //! ```
 //!
@@ -54,7 +54,7 @@
 //! image, so *every* mix of sectors still holds `P`, valid, with the same cells. Both
 //! descriptors sit in sector 0: if that sector is old, the new descriptor is simply absent;
 //! if it is new, the new descriptor is present and its crc covers every byte it
-//! references, so any of them left old makes it invalid (up to crc32c collisions). The only
+//! references, so any of them left old makes it invalid (up to checksum collisions). The only
 //! other descriptor a mix can show is the one the new version replaced, and only if all its
 //! bytes happened to survive, i.e. with exactly its old content. So no mix ever shows a
 //! valid descriptor whose content was not written as such, and no atomic page write is
@@ -170,8 +170,13 @@ fn geometry_ok(usable: usize, len: usize) -> bool {
     (RECORD_START..=MAX_USABLE).contains(&usable) && len >= usable
 }
 
-/// crc32c of a version: descriptor head, array, then cells in array order. `cells` are
+/// Checksum of a version: descriptor head, array, then cells in array order. `cells` are
 /// (offset, size) pairs already bounds-checked by the caller.
+///
+/// xxh3 folded to 32 bits, not crc32c: a cell may hold a value that ends with the crc32c
+/// of its own preceding bytes (a common pattern), and CRC's linearity would then make a
+/// crc32c over the version blind to those bytes — a torn write could damage them
+/// unseen. The same flaw was found in the journals (see `journal::image_checksum`).
 fn version_crc(
     buf: &[u8],
     slot: usize,
@@ -179,12 +184,14 @@ fn version_crc(
     cells: impl Iterator<Item = (usize, usize)>,
 ) -> u32 {
     let d = slot * DESC_SIZE;
-    let mut crc = crc32c::crc32c(&buf[d..d + D_CRC]);
-    crc = crc32c::crc32c_append(crc, &buf[array.0..array.1]);
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&buf[d..d + D_CRC]);
+    h.update(&buf[array.0..array.1]);
     for (off, size) in cells {
-        crc = crc32c::crc32c_append(crc, &buf[off..off + size]);
+        h.update(&buf[off..off + size]);
     }
-    crc
+    let x = h.digest();
+    (x ^ (x >> 32)) as u32
 }
 
 /// Read-only view of one valid version of a DHL page. Mirrors [`slotted::Page`]'s
