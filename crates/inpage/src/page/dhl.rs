@@ -89,15 +89,12 @@
 //!   adversarial history can fragment the free space until (b) fails; `build` then
 //!   returns `None` and the tree relocates the node (written compactly to a new page).
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use crate::error::{Error, Pgno, Result};
+use crate::page::cells::CellArray;
 use crate::page::page_type;
-use crate::page::slotted::{
-    cell_child, cell_key, cell_payload, max_cell, value_is_inline, Payload, CELL_HEADER, OVFL_PTR,
-    PTR_SIZE,
-};
+use crate::page::slotted::{self, get_u16, get_u32, max_cell, PTR_SIZE};
 
 /// Bytes of one descriptor slot.
 pub const DESC_SIZE: usize = 32;
@@ -132,14 +129,6 @@ pub fn cell_cost(len: usize) -> usize {
     len + CELL_OVERHEAD
 }
 
-fn get_u16(b: &[u8], at: usize) -> usize {
-    u16::from_le_bytes([b[at], b[at + 1]]) as usize
-}
-
-fn get_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
 fn get_u64(b: &[u8], at: usize) -> u64 {
     let mut v = [0u8; 8];
     v.copy_from_slice(&b[at..at + 8]);
@@ -147,23 +136,9 @@ fn get_u64(b: &[u8], at: usize) -> u64 {
 }
 
 /// Size of the cell at the start of `area` under the stock rules, if it fits in `area` and
-/// is at most `max_cell` (the same bounds `slotted::Page::cell_range` enforces).
+/// is at most `max_cell` (the same bounds [`CellArray::cell_range`] enforces).
 fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
-    if area.len() < CELL_HEADER {
-        return None;
-    }
-    let klen = get_u16(area, 0);
-    let size = if leaf {
-        let vlen = get_u32(area, 2) as usize;
-        if value_is_inline(usable, klen, vlen) {
-            CELL_HEADER + klen + vlen
-        } else {
-            CELL_HEADER + klen + OVFL_PTR
-        }
-    } else {
-        CELL_HEADER + klen
-    };
-    (size <= area.len() && size <= max_cell(usable)).then_some(size)
+    slotted::cell_size(leaf, usable, area).filter(|&size| size <= max_cell(usable))
 }
 
 fn geometry_ok(usable: usize, len: usize) -> bool {
@@ -200,16 +175,17 @@ fn version_crc(
 /// [`slotted::Page`]: crate::page::slotted::Page
 #[derive(Clone, Copy, Debug)]
 pub struct View<'a> {
-    pgno: Pgno,
-    buf: &'a [u8],
-    usable: usize,
+    cells: CellArray<'a>,
     slot: usize,
     tid: u64,
     txn_size: u32,
-    leaf: bool,
-    ncells: usize,
-    right: Pgno,
-    array_off: usize,
+}
+
+impl<'a> std::ops::Deref for View<'a> {
+    type Target = CellArray<'a>;
+    fn deref(&self) -> &CellArray<'a> {
+        &self.cells
+    }
 }
 
 /// Parse and fully validate descriptor `slot`; the error says why it is not valid.
@@ -287,16 +263,19 @@ fn check_slot(
         ));
     }
     Ok(View {
-        pgno,
-        buf,
-        usable,
+        cells: CellArray {
+            pgno,
+            buf,
+            usable,
+            leaf,
+            ncells,
+            array_off,
+            area_start: RECORD_START,
+            right,
+        },
         slot,
         tid,
         txn_size: get_u32(buf, d + D_TXN_SIZE),
-        leaf,
-        ncells,
-        right,
-        array_off,
     })
 }
 
@@ -336,9 +315,6 @@ pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Vi
 }
 
 impl<'a> View<'a> {
-    pub fn pgno(&self) -> Pgno {
-        self.pgno
-    }
     /// Descriptor slot (0 or 1) holding this version.
     pub fn slot(&self) -> usize {
         self.slot
@@ -349,123 +325,15 @@ impl<'a> View<'a> {
     pub fn txn_size(&self) -> u32 {
         self.txn_size
     }
-    pub fn is_leaf(&self) -> bool {
-        self.leaf
-    }
-    pub fn ncells(&self) -> usize {
-        self.ncells
-    }
-    pub fn usable(&self) -> usize {
-        self.usable
-    }
     /// Start of this version's offset array.
     pub fn array_off(&self) -> usize {
         self.array_off
-    }
-    /// Rightmost child (interior pages; 0 in leaves).
-    pub fn right_child(&self) -> Pgno {
-        self.right
     }
     /// Capacity used by this version: Σ (cell bytes + [`CELL_OVERHEAD`]).
     pub fn used(&self) -> usize {
         (0..self.ncells)
             .map(|i| self.cell_range(i).map_or(0, |(_, size)| cell_cost(size)))
             .sum()
-    }
-
-    /// Offset and size of cell `i`. The version was validated when the view was made, so
-    /// only an out-of-range `i` fails; the checks stay so a view can never index out of
-    /// bounds.
-    pub fn cell_range(&self, i: usize) -> Result<(usize, usize)> {
-        if i >= self.ncells {
-            return Err(Error::corrupt(
-                self.pgno,
-                format!("cell index {i} out of range ({} cells)", self.ncells),
-            ));
-        }
-        let off = get_u16(self.buf, self.array_off + PTR_SIZE * i);
-        match (RECORD_START..self.usable)
-            .contains(&off)
-            .then(|| cell_size(self.leaf, self.usable, &self.buf[off..self.usable]))
-            .flatten()
-        {
-            Some(size) => Ok((off, size)),
-            None => Err(Error::corrupt(
-                self.pgno,
-                format!("cell {i} at offset {off} is out of bounds"),
-            )),
-        }
-    }
-
-    /// Raw bytes of cell `i` (a well-formed cell: its key and payload are in bounds).
-    pub fn cell(&self, i: usize) -> Result<&'a [u8]> {
-        let (off, size) = self.cell_range(i)?;
-        Ok(&self.buf[off..off + size])
-    }
-
-    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
-        Ok(cell_key(self.cell(i)?))
-    }
-
-    /// Child `i` of an interior page; `i == ncells` is the right child.
-    pub fn child(&self, i: usize) -> Result<Pgno> {
-        if self.leaf {
-            return Err(Error::corrupt(self.pgno, "child pointer asked of a leaf"));
-        }
-        let c = if i == self.ncells {
-            self.right
-        } else {
-            cell_child(self.cell(i)?)
-        };
-        if c == 0 {
-            return Err(Error::corrupt(self.pgno, format!("child pointer {i} is 0")));
-        }
-        Ok(c)
-    }
-
-    pub fn payload(&self, i: usize) -> Result<Payload<'a>> {
-        if !self.leaf {
-            return Err(Error::corrupt(
-                self.pgno,
-                "payload asked of an interior page",
-            ));
-        }
-        Ok(cell_payload(self.usable, self.cell(i)?))
-    }
-
-    /// Binary search like `slice::binary_search_by`: Ok(i) if key `i` equals `key`,
-    /// Err(i) with the insertion point otherwise.
-    pub fn search(
-        &self,
-        key: &[u8],
-        cmp: &dyn Fn(&[u8], &[u8]) -> Ordering,
-    ) -> Result<std::result::Result<usize, usize>> {
-        let (mut lo, mut hi) = (0, self.ncells);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match cmp(self.key(mid)?, key) {
-                Ordering::Less => lo = mid + 1,
-                Ordering::Greater => hi = mid,
-                Ordering::Equal => return Ok(Ok(mid)),
-            }
-        }
-        Ok(Err(lo))
-    }
-
-    /// Index of the child whose subtree may hold `key` (separator invariant: keys of
-    /// child i are < key i <= keys of child i+1).
-    pub fn child_index(&self, key: &[u8], cmp: &dyn Fn(&[u8], &[u8]) -> Ordering) -> Result<usize> {
-        Ok(match self.search(key, cmp)? {
-            Ok(i) => i + 1,
-            Err(i) => i,
-        })
-    }
-
-    /// Owned copies of all cells, in key order.
-    pub fn cells(&self) -> Result<Vec<Vec<u8>>> {
-        (0..self.ncells)
-            .map(|i| self.cell(i).map(<[u8]>::to_vec))
-            .collect()
     }
 
     /// Byte ranges this version references (array, then cells), unsorted.
@@ -864,8 +732,11 @@ pub fn empty_leaf(page_size: usize, usable: usize, tid: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::page::slotted::{self, interior_cell, leaf_cell_inline, leaf_cell_overflow};
+    use crate::page::slotted::{
+        cell_key, interior_cell, leaf_cell_inline, leaf_cell_overflow, CELL_HEADER,
+    };
     use proptest::prelude::*;
+    use std::cmp::Ordering;
 
     const PS: usize = 4096;
     const US: usize = 4092;

@@ -10,6 +10,7 @@
 //!   new image and `write`s it, so snapshot readers and savepoints can keep old images by
 //!   keeping the `Arc`.
 
+pub mod cells;
 pub mod dhl;
 pub mod slotted;
 

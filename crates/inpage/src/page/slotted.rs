@@ -41,9 +41,8 @@
 //! Pages come from disk, so every accessor bounds-checks the offsets it reads and returns
 //! `Error::Corrupt` rather than panicking.
 
-use std::cmp::Ordering;
-
 use crate::error::{Error, Pgno, Result};
+use crate::page::cells::CellArray;
 use crate::page::page_type;
 
 /// Bytes of the page header (same for leaves and interiors).
@@ -88,11 +87,11 @@ pub fn value_is_inline(usable: usize, klen: usize, vlen: usize) -> bool {
     CELL_HEADER.saturating_add(klen).saturating_add(vlen) <= max_cell(usable)
 }
 
-fn get_u16(b: &[u8], at: usize) -> usize {
+pub(crate) fn get_u16(b: &[u8], at: usize) -> usize {
     u16::from_le_bytes([b[at], b[at + 1]]) as usize
 }
 
-fn get_u32(b: &[u8], at: usize) -> u32 {
+pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
@@ -170,7 +169,7 @@ pub fn cell_payload(usable: usize, cell: &[u8]) -> Payload<'_> {
 
 /// Size of the cell at the start of `area`, or None if its header does not fit in `area`
 /// or it claims more bytes than `area` holds.
-fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
+pub(crate) fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
     if area.len() < CELL_HEADER {
         return None;
     }
@@ -188,16 +187,20 @@ fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
     (size <= area.len()).then_some(size)
 }
 
-/// Read-only, bounds-checked view of a leaf or interior page.
+/// Read-only, bounds-checked view of a leaf or interior page. The cell accessors are
+/// those of [`CellArray`] (through `Deref`), shared with the DHL layout.
 #[derive(Clone, Copy)]
 pub struct Page<'a> {
-    pgno: Pgno,
-    buf: &'a [u8],
-    usable: usize,
-    leaf: bool,
-    ncells: usize,
+    cells: CellArray<'a>,
     content: usize,
     frag: usize,
+}
+
+impl<'a> std::ops::Deref for Page<'a> {
+    type Target = CellArray<'a>;
+    fn deref(&self) -> &CellArray<'a> {
+        &self.cells
+    }
 }
 
 impl<'a> Page<'a> {
@@ -245,11 +248,16 @@ impl<'a> Page<'a> {
             ));
         }
         let page = Page {
-            pgno,
-            buf,
-            usable,
-            leaf,
-            ncells,
+            cells: CellArray {
+                pgno,
+                buf,
+                usable,
+                leaf,
+                ncells,
+                array_off: HEADER_SIZE,
+                area_start: content,
+                right: get_u32(buf, OFF_RIGHT),
+            },
             content,
             frag,
         };
@@ -259,22 +267,6 @@ impl<'a> Page<'a> {
         Ok(page)
     }
 
-    pub fn pgno(&self) -> Pgno {
-        self.pgno
-    }
-    pub fn is_leaf(&self) -> bool {
-        self.leaf
-    }
-    pub fn ncells(&self) -> usize {
-        self.ncells
-    }
-    pub fn usable(&self) -> usize {
-        self.usable
-    }
-    /// Rightmost child (interior pages).
-    pub fn right_child(&self) -> Pgno {
-        get_u32(self.buf, OFF_RIGHT)
-    }
     /// Bytes a new cell plus pointer may use, after defragmentation if needed.
     pub fn free_space(&self) -> usize {
         self.content - (HEADER_SIZE + PTR_SIZE * self.ncells) + self.frag
@@ -282,104 +274,6 @@ impl<'a> Page<'a> {
     /// Bytes used by cells and their pointers.
     pub fn used(&self) -> usize {
         capacity(self.usable) - self.free_space()
-    }
-
-    /// Offset and size of cell `i`.
-    pub fn cell_range(&self, i: usize) -> Result<(usize, usize)> {
-        if i >= self.ncells {
-            return Err(Error::corrupt(
-                self.pgno,
-                format!("cell index {i} out of range ({} cells)", self.ncells),
-            ));
-        }
-        let off = get_u16(self.buf, HEADER_SIZE + PTR_SIZE * i);
-        if off < self.content || off >= self.usable {
-            return Err(Error::corrupt(
-                self.pgno,
-                format!(
-                    "cell {i} offset {off} outside the cell area [{}, {})",
-                    self.content, self.usable
-                ),
-            ));
-        }
-        match cell_size(self.leaf, self.usable, &self.buf[off..self.usable]) {
-            Some(size) if size <= max_cell(self.usable) => Ok((off, size)),
-            Some(size) => Err(Error::corrupt(
-                self.pgno,
-                format!(
-                    "cell {i} is {size} bytes, more than the maximum {}",
-                    max_cell(self.usable)
-                ),
-            )),
-            None => Err(Error::corrupt(
-                self.pgno,
-                format!("cell {i} at offset {off} runs past the usable area"),
-            )),
-        }
-    }
-
-    /// Raw bytes of cell `i` (a well-formed cell: its key and payload are in bounds).
-    pub fn cell(&self, i: usize) -> Result<&'a [u8]> {
-        let (off, size) = self.cell_range(i)?;
-        Ok(&self.buf[off..off + size])
-    }
-
-    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
-        Ok(cell_key(self.cell(i)?))
-    }
-
-    /// Child `i` of an interior page; `i == ncells` is the right child.
-    pub fn child(&self, i: usize) -> Result<Pgno> {
-        debug_assert!(!self.leaf);
-        let c = if i == self.ncells {
-            self.right_child()
-        } else {
-            cell_child(self.cell(i)?)
-        };
-        if c == 0 {
-            return Err(Error::corrupt(self.pgno, format!("child pointer {i} is 0")));
-        }
-        Ok(c)
-    }
-
-    pub fn payload(&self, i: usize) -> Result<Payload<'a>> {
-        debug_assert!(self.leaf);
-        Ok(cell_payload(self.usable, self.cell(i)?))
-    }
-
-    /// Binary search like `slice::binary_search_by`: Ok(i) if key `i` equals `key`,
-    /// Err(i) with the insertion point otherwise.
-    pub fn search(
-        &self,
-        key: &[u8],
-        cmp: &dyn Fn(&[u8], &[u8]) -> Ordering,
-    ) -> Result<std::result::Result<usize, usize>> {
-        let (mut lo, mut hi) = (0, self.ncells);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match cmp(self.key(mid)?, key) {
-                Ordering::Less => lo = mid + 1,
-                Ordering::Greater => hi = mid,
-                Ordering::Equal => return Ok(Ok(mid)),
-            }
-        }
-        Ok(Err(lo))
-    }
-
-    /// Index of the child whose subtree may hold `key` (separator invariant: keys of
-    /// child i are < key i <= keys of child i+1).
-    pub fn child_index(&self, key: &[u8], cmp: &dyn Fn(&[u8], &[u8]) -> Ordering) -> Result<usize> {
-        Ok(match self.search(key, cmp)? {
-            Ok(i) => i + 1,
-            Err(i) => i,
-        })
-    }
-
-    /// Owned copies of all cells, in key order.
-    pub fn cells(&self) -> Result<Vec<Vec<u8>>> {
-        (0..self.ncells)
-            .map(|i| self.cell(i).map(<[u8]>::to_vec))
-            .collect()
     }
 
     /// Full structural check: every cell in bounds, no two cells overlap, and the
@@ -532,6 +426,7 @@ pub fn defragment(pgno: Pgno, buf: &mut [u8], usable: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cmp::Ordering;
 
     const PS: usize = 512;
     const US: usize = 508;

@@ -1,0 +1,160 @@
+//! A key-ordered array of cells inside a page image: the part of a B+tree node that reads
+//! the same in every page layout.
+//!
+//! A layout decides where the offset array lives and which bytes cells may occupy (the
+//! stock page: array after its header, cells in `[content, usable)`; a DHL page: each
+//! version's array anywhere in the record area). Given that, cell lookup, key access,
+//! child pointers, payloads and binary search are identical, so they live here once.
+//!
+//! Invariant: every accessor bounds-checks what it reads from the page (the offset must
+//! lie in `[area_start, usable)`, the cell must decode inside the usable area and be at
+//! most `max_cell` bytes) and reports `Error::Corrupt` instead of panicking, because page
+//! bytes come from disk.
+
+use std::cmp::Ordering;
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::slotted::{
+    cell_child, cell_key, cell_payload, cell_size, get_u16, max_cell, Payload, PTR_SIZE,
+};
+
+/// Bounds-checked view of one node's cells.
+#[derive(Clone, Copy, Debug)]
+pub struct CellArray<'a> {
+    pub(crate) pgno: Pgno,
+    pub(crate) buf: &'a [u8],
+    pub(crate) usable: usize,
+    pub(crate) leaf: bool,
+    pub(crate) ncells: usize,
+    /// Where the `ncells × u16` offset array starts.
+    pub(crate) array_off: usize,
+    /// Lowest offset a cell may start at.
+    pub(crate) area_start: usize,
+    /// Rightmost child (interior nodes; 0 in leaves).
+    pub(crate) right: Pgno,
+}
+
+impl<'a> CellArray<'a> {
+    pub fn pgno(&self) -> Pgno {
+        self.pgno
+    }
+    pub fn is_leaf(&self) -> bool {
+        self.leaf
+    }
+    pub fn ncells(&self) -> usize {
+        self.ncells
+    }
+    pub fn usable(&self) -> usize {
+        self.usable
+    }
+    /// Rightmost child (interior pages; 0 in leaves).
+    pub fn right_child(&self) -> Pgno {
+        self.right
+    }
+
+    /// Offset and size of cell `i`.
+    pub fn cell_range(&self, i: usize) -> Result<(usize, usize)> {
+        if i >= self.ncells {
+            return Err(Error::corrupt(
+                self.pgno,
+                format!("cell index {i} out of range ({} cells)", self.ncells),
+            ));
+        }
+        let off = get_u16(self.buf, self.array_off + PTR_SIZE * i);
+        if off < self.area_start || off >= self.usable {
+            return Err(Error::corrupt(
+                self.pgno,
+                format!(
+                    "cell {i} offset {off} outside the cell area [{}, {})",
+                    self.area_start, self.usable
+                ),
+            ));
+        }
+        match cell_size(self.leaf, self.usable, &self.buf[off..self.usable]) {
+            Some(size) if size <= max_cell(self.usable) => Ok((off, size)),
+            Some(size) => Err(Error::corrupt(
+                self.pgno,
+                format!(
+                    "cell {i} is {size} bytes, more than the maximum {}",
+                    max_cell(self.usable)
+                ),
+            )),
+            None => Err(Error::corrupt(
+                self.pgno,
+                format!("cell {i} at offset {off} runs past the usable area"),
+            )),
+        }
+    }
+
+    /// Raw bytes of cell `i` (a well-formed cell: its key and payload are in bounds).
+    pub fn cell(&self, i: usize) -> Result<&'a [u8]> {
+        let (off, size) = self.cell_range(i)?;
+        Ok(&self.buf[off..off + size])
+    }
+
+    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
+        Ok(cell_key(self.cell(i)?))
+    }
+
+    /// Child `i` of an interior node; `i == ncells` is the right child.
+    pub fn child(&self, i: usize) -> Result<Pgno> {
+        if self.leaf {
+            return Err(Error::corrupt(self.pgno, "child pointer asked of a leaf"));
+        }
+        let c = if i == self.ncells {
+            self.right
+        } else {
+            cell_child(self.cell(i)?)
+        };
+        if c == 0 {
+            return Err(Error::corrupt(self.pgno, format!("child pointer {i} is 0")));
+        }
+        Ok(c)
+    }
+
+    /// Value part of leaf cell `i`.
+    pub fn payload(&self, i: usize) -> Result<Payload<'a>> {
+        if !self.leaf {
+            return Err(Error::corrupt(
+                self.pgno,
+                "payload asked of an interior page",
+            ));
+        }
+        Ok(cell_payload(self.usable, self.cell(i)?))
+    }
+
+    /// Binary search like `slice::binary_search_by`: Ok(i) if key `i` equals `key`,
+    /// Err(i) with the insertion point otherwise.
+    pub fn search(
+        &self,
+        key: &[u8],
+        cmp: &dyn Fn(&[u8], &[u8]) -> Ordering,
+    ) -> Result<std::result::Result<usize, usize>> {
+        let (mut lo, mut hi) = (0, self.ncells);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match cmp(self.key(mid)?, key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Ok(Ok(mid)),
+            }
+        }
+        Ok(Err(lo))
+    }
+
+    /// Index of the child whose subtree may hold `key` (separator invariant: keys of
+    /// child i are < key i <= keys of child i+1).
+    pub fn child_index(&self, key: &[u8], cmp: &dyn Fn(&[u8], &[u8]) -> Ordering) -> Result<usize> {
+        Ok(match self.search(key, cmp)? {
+            Ok(i) => i + 1,
+            Err(i) => i,
+        })
+    }
+
+    /// Owned copies of all cells, in key order.
+    pub fn cells(&self) -> Result<Vec<Vec<u8>>> {
+        (0..self.ncells)
+            .map(|i| self.cell(i).map(<[u8]>::to_vec))
+            .collect()
+    }
+}
