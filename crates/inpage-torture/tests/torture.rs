@@ -60,6 +60,11 @@ fn mode_off_reports_but_promises_nothing() {
 }
 
 #[test]
+fn mode_off_opt_reports_but_promises_nothing() {
+    mode_budget("off-opt");
+}
+
+#[test]
 fn mode_delete() {
     mode_budget("delete");
 }

@@ -322,3 +322,40 @@ fn file_grows_in_zero_filled_chunks() {
         assert!(bytes[used..].iter().all(|&b| b == 0));
     }
 }
+
+#[test]
+fn off_opt_leaves_the_header_page_out_of_counter_only_commits() {
+    use inpage::vfs::{AccountingVfs, IoKind};
+    let written_per_commit = |mode: JournalMode| {
+        let vfs = SimVfs::new();
+        let acct = AccountingVfs::new(Arc::new(vfs.clone()));
+        let stats = acct.stats();
+        let db = Database::open(DB, sim_config(&vfs, mode, 4096).vfs(Arc::new(acct))).unwrap();
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Int).unwrap();
+        for k in 0..20 {
+            w.insert(&t, k, b"v0").unwrap();
+        }
+        w.commit().unwrap();
+        let before = stats.snapshot();
+        for round in 1..=10u8 {
+            // One existing key: one leaf page changes, the file does not grow.
+            db.insert("t", 7, &[round; 50]).unwrap();
+        }
+        let d = stats.snapshot().delta(&before);
+        let fcc = db.fcc();
+        drop(db);
+        let db = Database::open(DB, sim_config(&vfs, mode, 4096)).unwrap();
+        assert_eq!(db.get("t", 7).unwrap(), Some(vec![10u8; 50]), "{mode}");
+        assert_checks(&db);
+        (d.get(IoKind::Write).bytes / 10, fcc, db.fcc())
+    };
+    let (off, off_fcc, off_reopened) = written_per_commit(JournalMode::Off);
+    let (opt, opt_fcc, opt_reopened) = written_per_commit(JournalMode::OffOpt);
+    assert_eq!(off, 2 * 4096, "off writes the leaf and the header page");
+    assert_eq!(opt, 4096, "off-opt writes only the leaf");
+    assert_eq!((off_fcc, off_reopened), (11, 11));
+    // The counter on disk is stale in off-opt (nothing reads it back); it restarts from
+    // the last header write, the commit that created the tree.
+    assert_eq!((opt_fcc, opt_reopened), (11, 1));
+}

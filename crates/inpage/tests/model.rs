@@ -258,6 +258,8 @@ macro_rules! mode_tests {
 mode_tests! {
     off_4k: JournalMode::Off, 4096, true;
     off_512: JournalMode::Off, 512, true;
+    off_opt_4k: JournalMode::OffOpt, 4096, true;
+    off_opt_512: JournalMode::OffOpt, 512, true;
     delete_4k: JournalMode::Delete, 4096, true;
     delete_512: JournalMode::Delete, 512, true;
     truncate_4k: JournalMode::Truncate, 4096, true;

@@ -34,6 +34,9 @@ pub(crate) use wal::Wal;
 pub enum JournalMode {
     /// Write pages in place, one fdatasync, no atomicity promised.
     Off,
+    /// `off` with metadata embedding: the header page is rewritten only when a field
+    /// other than the commit counter changes (the DHL paper's fair OFF_OPT baseline).
+    OffOpt,
     /// Rollback journal, deleted at commit (SQLite DELETE).
     Delete,
     /// Rollback journal, truncated at commit (SQLite TRUNCATE).
@@ -46,8 +49,9 @@ pub enum JournalMode {
 
 impl JournalMode {
     /// Every mode, in a stable order.
-    pub const ALL: [JournalMode; 5] = [
+    pub const ALL: [JournalMode; 6] = [
         JournalMode::Off,
+        JournalMode::OffOpt,
         JournalMode::Delete,
         JournalMode::Truncate,
         JournalMode::Persist,
@@ -58,6 +62,7 @@ impl JournalMode {
     pub fn name(self) -> &'static str {
         match self {
             JournalMode::Off => "off",
+            JournalMode::OffOpt => "off-opt",
             JournalMode::Delete => "delete",
             JournalMode::Truncate => "truncate",
             JournalMode::Persist => "persist",
@@ -80,6 +85,7 @@ impl JournalMode {
             JournalMode::Truncate => 3,
             JournalMode::Persist => 4,
             JournalMode::Wal => 5,
+            JournalMode::OffOpt => 6,
         }
     }
 
@@ -90,7 +96,7 @@ impl JournalMode {
 
     /// Whether a crash can leave a half-applied transaction.
     pub fn promises_atomicity(self) -> bool {
-        self != JournalMode::Off
+        !matches!(self, JournalMode::Off | JournalMode::OffOpt)
     }
 }
 
@@ -199,8 +205,9 @@ pub fn dir_of(path: &Path) -> PathBuf {
 pub struct CommitBatch<'a> {
     /// The committing transaction's id (the new FCC).
     pub tid: u64,
-    /// Every page the transaction changed, sorted by page number, trailers stamped;
-    /// always includes the header page 0.
+    /// Every page the transaction changed, sorted by page number, trailers stamped.
+    /// Includes the header page 0 unless the journal embeds the commit counter
+    /// (`Journal::embeds_fcc`) and nothing else in the header changed.
     pub pages: &'a [(Pgno, PageRef)],
     /// The committed images, before this transaction, of the pages in `pages` that
     /// existed before it (`pgno < old_page_count`), sorted by page number.
@@ -241,5 +248,12 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// Number of frames currently in the log (0 for non-log modes); for inspect/tests.
     fn log_frames(&self) -> u64 {
         0
+    }
+    /// Metadata embedding: whether the header page may be left out of a batch when only
+    /// the commit counter (`fcc`, `last_txn_size`) changed. A mode says yes only if it
+    /// does not need the on-disk counter (`off-opt`: no recovery at all) or can recover
+    /// it from the pages themselves.
+    fn embeds_fcc(&self) -> bool {
+        false
     }
 }

@@ -1,4 +1,8 @@
-//! Journal mode `off`: pages are written in place with one fdatasync and no side file.
+//! Journal modes `off` and `off-opt`: pages are written in place with one fdatasync and no
+//! side file. `off-opt` differs only in metadata embedding (`embeds_fcc`): the pager leaves
+//! the header page out of a commit that changes nothing but the commit counter, so a
+//! one-page transaction writes one page. The counter on disk is then stale, which costs
+//! nothing here: no recovery reads it, and it only has to grow within a session.
 //!
 //! What it promises: after `commit` returns Ok every page of the batch is durable (the one
 //! fdatasync covers them, and `ensure_capacity` made any growth durable before). What it
@@ -19,17 +23,23 @@ use crate::error::{Error, Pgno, Result};
 #[derive(Debug)]
 pub(crate) struct OffJournal {
     ctx: JournalCtx,
+    /// `Off` or `OffOpt`.
+    mode: JournalMode,
     /// Serializes commits: the pager has a single writer, but a second concurrent caller
     /// must not interleave its writes and sync with ours.
     writer: Mutex<()>,
 }
 
 impl OffJournal {
-    /// Open the mode; there is never anything to recover.
-    pub(crate) fn open(ctx: JournalCtx) -> Result<(OffJournal, RecoveryReport)> {
+    /// Open the mode (`Off` or `OffOpt`); there is never anything to recover.
+    pub(crate) fn open(ctx: JournalCtx, mode: JournalMode) -> Result<(OffJournal, RecoveryReport)> {
+        if !matches!(mode, JournalMode::Off | JournalMode::OffOpt) {
+            return Err(Error::Config(format!("OffJournal opened for mode {mode}")));
+        }
         Ok((
             OffJournal {
                 ctx,
+                mode,
                 writer: Mutex::new(()),
             },
             RecoveryReport::default(),
@@ -63,7 +73,11 @@ pub(super) fn check_batch(batch: &CommitBatch<'_>, page_size: usize) -> Result<(
 
 impl Journal for OffJournal {
     fn mode(&self) -> JournalMode {
-        JournalMode::Off
+        self.mode
+    }
+
+    fn embeds_fcc(&self) -> bool {
+        self.mode == JournalMode::OffOpt
     }
 
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
@@ -266,7 +280,7 @@ pub(crate) mod testutil {
             config: cfg,
         };
         Ok(match kind {
-            Kind::Off => Box::new(OffJournal::open(ctx)?.0),
+            Kind::Off => Box::new(OffJournal::open(ctx, JournalMode::Off)?.0),
             Kind::Rollback(m) => Box::new(RollbackJournal::open(ctx, m)?.0),
             Kind::Wal(_) => Box::new(Wal::open(ctx)?.0),
         })
@@ -530,7 +544,11 @@ mod tests {
         let dir = Path::new("/d");
         let mut model = Model::default();
         {
-            let (j, rep) = OffJournal::open(ctx(&vfs, dir, JournalConfig::default(), 4)).unwrap();
+            let (j, rep) = OffJournal::open(
+                ctx(&vfs, dir, JournalConfig::default(), 4),
+                JournalMode::Off,
+            )
+            .unwrap();
             assert_eq!(rep, RecoveryReport::default());
             for (tid, pg, new) in [(1u64, vec![], 3u32), (2, vec![1], 3), (3, vec![2], 9)] {
                 let t = Txn::build(&model, tid, &pg, new);
@@ -540,7 +558,11 @@ mod tests {
             }
             j.close().unwrap();
         }
-        let (j, _) = OffJournal::open(ctx(&vfs, dir, JournalConfig::default(), 4)).unwrap();
+        let (j, _) = OffJournal::open(
+            ctx(&vfs, dir, JournalConfig::default(), 4),
+            JournalMode::Off,
+        )
+        .unwrap();
         matches(&j, &model).unwrap();
     }
 
@@ -557,8 +579,11 @@ mod tests {
     #[test]
     fn wrong_page_size_is_an_error() {
         let vfs = mem_vfs();
-        let (j, _) =
-            OffJournal::open(ctx(&vfs, Path::new("/d"), JournalConfig::default(), 0)).unwrap();
+        let (j, _) = OffJournal::open(
+            ctx(&vfs, Path::new("/d"), JournalConfig::default(), 0),
+            JournalMode::Off,
+        )
+        .unwrap();
         let short: crate::page::PageRef = vec![0u8; 100].into();
         let pages = [(0u32, short)];
         let b = CommitBatch {

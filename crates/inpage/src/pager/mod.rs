@@ -194,8 +194,8 @@ impl Pager {
             config: cfg.journal.clone(),
         };
         let (journal, mut recovery): (Box<dyn Journal>, RecoveryReport) = match mode {
-            JournalMode::Off => {
-                let (j, r) = OffJournal::open(ctx)?;
+            JournalMode::Off | JournalMode::OffOpt => {
+                let (j, r) = OffJournal::open(ctx, mode)?;
                 (Box::new(j), r)
             }
             JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist => {
@@ -448,14 +448,24 @@ impl Pager {
     /// transaction's pages (never page 0), trailers stamped.
     pub fn commit(&self, header: &Header, dirty: &BTreeMap<Pgno, PageRef>) -> Result<()> {
         debug_assert!(!dirty.contains_key(&0));
-        let mut pages: Vec<(Pgno, PageRef)> = Vec::with_capacity(dirty.len() + 1);
-        pages.push((0, header_page(header)));
-        pages.extend(dirty.iter().map(|(p, img)| (*p, img.clone())));
-
         let mut st = lock(&self.state);
         if let Some(why) = &st.poisoned {
             return Err(Error::Poisoned(why.clone()));
         }
+        // Metadata embedding: a header that differs only in the commit counter is not
+        // written (the journal has said it does not need the counter on disk).
+        let counter_only = Header {
+            fcc: st.header.fcc,
+            last_txn_size: st.header.last_txn_size,
+            ..header.clone()
+        } == st.header;
+        let write_header = !(self.journal.embeds_fcc() && counter_only && !dirty.is_empty());
+        let mut pages: Vec<(Pgno, PageRef)> = Vec::with_capacity(dirty.len() + 1);
+        if write_header {
+            pages.push((0, header_page(header)));
+        }
+        pages.extend(dirty.iter().map(|(p, img)| (*p, img.clone())));
+
         let old_page_count = st.header.page_count;
         debug_assert_eq!(header.fcc, st.header.fcc + 1, "commits are serial");
         let mut originals = Vec::new();
