@@ -3,9 +3,12 @@
 //! Invariants:
 //! - Every page is `page_size` bytes; the last `PAGE_TRAILER` bytes belong to the pager
 //!   (a crc32c of the rest, stamped on write, verified on read), so layouts only use the
-//!   first `usable_size()` bytes. A page read through `PageRead` has passed its checksum.
+//!   first `usable_size()` bytes. A page read through `PageRead` has passed its checksum
+//!   (in the DHL layout the pager may skip it: tree and overflow pages carry their own
+//!   checksums in their descriptors, which the readers verify).
 //! - Byte 0 of every non-header page is its page type, so `check` and `inspect` can
-//!   classify any page without knowing which tree owns it.
+//!   classify any page without knowing which tree owns it. (Stock layout. A DHL page
+//!   starts with descriptors, each carrying its type at byte 14; see [`dhl`].)
 //! - Pages are immutable once handed out (`PageRef` is an `Arc<[u8]>`): a writer builds a
 //!   new image and `write`s it, so snapshot readers and savepoints can keep old images by
 //!   keeping the `Arc`.
@@ -46,6 +49,17 @@ pub mod page_type {
     }
 }
 
+/// Which node layout a store's tree pages use. Chosen per database; the tree reads and
+/// writes every node through it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Slotted pages ([`slotted`]), written in place.
+    Stock,
+    /// Doubleheader-logging pages ([`dhl`]): two versions per page, so that a write never
+    /// disturbs the committed version.
+    Dhl,
+}
+
 /// Read access to the pages of one snapshot (a read transaction, or a write
 /// transaction's view including its own dirty pages).
 pub trait PageRead {
@@ -58,6 +72,16 @@ pub trait PageRead {
     /// Read page `pgno` (never the header page 0). Errors: `Corrupt` for a checksum
     /// failure or a page number past the end of the database.
     fn read(&self, pgno: Pgno) -> Result<PageRef>;
+    /// Node layout of this store's tree pages.
+    fn layout(&self) -> Layout {
+        Layout::Stock
+    }
+    /// DHL only: the snapshot this view reads, i.e. a reader sees on every page the
+    /// version with the largest tid `<=` this. A write transaction returns its own tid (so
+    /// it sees its own versions); a reader the newest committed tid it may see.
+    fn visible_tid(&self) -> u64 {
+        u64::MAX
+    }
 }
 
 /// Write access for one write transaction. Changes are private to the transaction until
@@ -70,7 +94,21 @@ pub trait PageWrite: PageRead {
     /// is undefined until the caller `write`s it, which it must do in this transaction.
     fn allocate(&mut self) -> Result<Pgno>;
     /// Return a page to the free list. The caller must hold no reference to it.
+    ///
+    /// In DHL mode the store must not write the freed page and must not hand it out again
+    /// before this transaction commits: the committed tree still references it, and the
+    /// transaction may abort (or crash) and leave that tree in charge.
     fn free(&mut self, pgno: Pgno) -> Result<()>;
+    /// DHL only: id of the writing transaction (at least 1; every version the tree writes
+    /// carries it, and `tid - 1` bounds the committed versions a write must keep).
+    fn tid(&self) -> u64 {
+        0
+    }
+    /// DHL only: whether `pgno` was allocated by this transaction, i.e. has no committed
+    /// version that a write must keep (it is laid out compactly instead).
+    fn is_fresh(&self, _pgno: Pgno) -> bool {
+        false
+    }
 }
 
 /// crc32c of a page image's usable part, as stored in its trailer.

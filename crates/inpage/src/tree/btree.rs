@@ -1,33 +1,97 @@
 //! B+tree operations: search, insert, remove and the rebalancing they trigger.
 //!
 //! A write descends from the root, remembering the path (page image and child index at
-//! each level). The common case edits the leaf in place with the slotted-page helpers and
-//! writes it back. Otherwise the leaf becomes an in-memory [`Node`] (a list of cells that
-//! may temporarily exceed a page) and [`balance`] walks up the path one level at a time:
-//! an oversize node splits and inserts one separator into its parent; an underfull node
-//! merges with (or borrows from) a sibling, which removes or replaces one separator in the
-//! parent. Either way only the parent changed, so the loop continues with the parent and
-//! stops at the first level that needs nothing. The parent is re-read from the image
-//! captured during the descent, which is still current because a level is only written
-//! when the loop leaves it.
+//! each level). In the stock layout the common case edits the leaf in place with the
+//! slotted-page helpers and writes it back. Otherwise (and always in the DHL layout, whose
+//! pages are only ever rebuilt) the leaf becomes an in-memory [`Node`] (a list of cells
+//! that may temporarily exceed a page) and [`balance`] walks up the path one level at a
+//! time: an oversize node splits and inserts one separator into its parent; an underfull
+//! node merges with (or borrows from) a sibling, which removes or replaces one separator in
+//! the parent; a node whose page cannot take its new version is relocated, which changes
+//! one child pointer in the parent. Either way only the parent changed, so the loop
+//! continues with the parent and stops at the first level that needs nothing. The parent
+//! is re-read from the image captured during the descent, which is still current because a
+//! level is only written when the loop leaves it.
 //!
-//! Why splits always succeed: a node entering `balance` holds at most one page of cells
-//! plus one extra cell (an insert, or a separator that grew), every cell with its pointer
-//! is at most a quarter of a page, so a cut at the byte midpoint leaves both halves
-//! within a page (see `split_point`). Redistribution is a merge followed by such a split
-//! of two pages, one of them under a third full, so the same bound applies.
+//! Why splits always succeed: a node entering `balance` holds at most one capacity of
+//! cells plus one extra cell (an insert, or a separator that grew; relocation changes no
+//! sizes), and a maximal cell costs well under half the capacity in both layouts, so a
+//! cut at the byte midpoint leaves both halves within capacity (see `split_point`).
+//! Redistribution is a merge followed by such a split of two pages, one of them under a
+//! third full, so the same bound applies.
+//!
+//! # DHL: relocation and the root pointer
+//!
+//! A DHL write keeps the page's committed version and must fit the new one next to it
+//! (`Format::image`). When it does not (several changes to one page in one transaction, or
+//! fragmentation), [`write_node`] relocates a non-root node: it writes it compactly to a
+//! freshly allocated page, where a node within capacity always fits, frees the old page
+//! (the store keeps it untouched until commit) and reports the new page number, which the
+//! caller stores in the parent. So every write site in `balance` may change the parent.
+//!
+//! The root never moves. A root version that does not fit goes to a fresh page C and the
+//! root becomes a *root pointer*: an interior node with zero keys and right child C. An
+//! empty version always fits, so this cannot fail. It is the only zero-key interior node a
+//! tree may contain (`check` allows it at the root only; the stock layout never makes one
+//! because its writes always fit). It is removed again when the root is next rebalanced
+//! and its only child fits into the root: a root pointer's child cannot merge with a
+//! sibling, so when it is underfull, or the root pointer changes, it is lifted into the
+//! root if that fits, else left below the pointer (an underfull non-empty child is valid).
 
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::slotted::{self, Page, Payload, PTR_SIZE};
+use crate::page::cells::CellArray;
+use crate::page::slotted::{self, Page, Payload};
 use crate::page::{PageRead, PageRef, PageWrite};
 
+use super::format::Format;
 use super::{overflow, CmpFn, TreeOptions, MAX_VALUE_LEN};
 
-/// No valid tree is this deep (interior pages have at least two children and page
-/// numbers are u32), so deeper paths mean a cycle in corrupt child pointers.
+/// No valid tree is this deep (interior pages have at least two children, except a root
+/// pointer, and page numbers are u32), so deeper paths mean a cycle in corrupt child
+/// pointers.
 pub(crate) const MAX_DEPTH: usize = 64;
+
+/// Reshaping events, counted in test builds to show that the DHL paths are exercised.
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    Relocation,
+    RootPointer,
+    RootCollapse,
+}
+
+/// Per-thread event counts (tests only): relocations, root pointers written, root
+/// collapses (a child moved into the root).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Events {
+    pub relocations: u64,
+    pub root_pointers: u64,
+    pub root_collapses: u64,
+}
+
+#[cfg(test)]
+thread_local! {
+    pub(crate) static EVENTS: std::cell::Cell<Events> = const {
+        std::cell::Cell::new(Events { relocations: 0, root_pointers: 0, root_collapses: 0 })
+    };
+}
+
+fn note(ev: Event) {
+    #[cfg(test)]
+    EVENTS.with(|e| {
+        let mut v = e.get();
+        match ev {
+            Event::Relocation => v.relocations += 1,
+            Event::RootPointer => v.root_pointers += 1,
+            Event::RootCollapse => v.root_collapses += 1,
+        }
+        e.set(v);
+    });
+    #[cfg(not(test))]
+    let _ = ev;
+}
 
 /// One level of a root-to-leaf path: the page image read during the descent and, for
 /// interior pages, the index of the child the path continues into.
@@ -47,7 +111,7 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    fn from_page(p: &Page) -> Result<Node> {
+    fn from_view(f: &Format, p: &CellArray) -> Result<Node> {
         let right = if p.is_leaf() { 0 } else { p.child(p.ncells())? };
         let node = Node {
             pgno: p.pgno(),
@@ -57,7 +121,7 @@ impl Node {
         };
         // Overlapping cells in a corrupt page could add up to more than a page; every
         // size bound in `balance` assumes a loaded node fits.
-        if node.used() > slotted::capacity(p.usable()) {
+        if node.used(f) > f.capacity() {
             return Err(Error::corrupt(
                 p.pgno(),
                 "cells add up to more than the page holds (overlapping cells)",
@@ -66,14 +130,14 @@ impl Node {
         Ok(node)
     }
 
-    fn load(store: &dyn PageWrite, pgno: Pgno) -> Result<Node> {
+    fn load(store: &dyn PageWrite, f: &Format, pgno: Pgno) -> Result<Node> {
         let data = store.read(pgno)?;
-        Node::from_page(&Page::open(pgno, &data, store.usable_size())?)
+        Node::from_view(f, &f.open(pgno, &data)?)
     }
 
-    /// Bytes of cells and pointers (what must fit in `slotted::capacity`).
-    fn used(&self) -> usize {
-        self.cells.iter().map(|c| c.len() + PTR_SIZE).sum()
+    /// Capacity the cells use (what must fit in `Format::capacity`).
+    fn used(&self, f: &Format) -> usize {
+        self.cells.iter().map(|c| f.cost(c.len())).sum()
     }
 
     fn child(&self, i: usize) -> Result<Pgno> {
@@ -87,29 +151,110 @@ impl Node {
         Ok(c)
     }
 
-    fn write(&self, store: &mut dyn PageWrite) -> Result<()> {
-        debug_assert!(self.used() <= slotted::capacity(store.usable_size()));
-        let buf = slotted::build(
-            store.page_size(),
-            store.usable_size(),
-            self.leaf,
-            &self.cells,
-            self.right,
-        );
-        store.write(self.pgno, buf)
+    /// Point child `i` (`i == cells.len()`: the right child) at `pgno`.
+    fn set_child(&mut self, i: usize, pgno: Pgno) {
+        match self.cells.get_mut(i) {
+            Some(cell) => cell[2..6].copy_from_slice(&pgno.to_le_bytes()),
+            None => self.right = pgno,
+        }
+    }
+
+    /// Image of this node on page `pgno` (None: see `Format::image`).
+    fn image(&self, store: &dyn PageWrite, f: &Format, pgno: Pgno) -> Result<Option<Vec<u8>>> {
+        debug_assert!(self.used(f) <= f.capacity());
+        f.image(store, pgno, self.leaf, &self.cells, self.right)
     }
 }
 
-fn underfull(used: usize, usable: usize) -> bool {
-    used * 3 < slotted::capacity(usable)
+/// Write a non-root node (within capacity); returns the page it landed on: its own, or a
+/// new one if its page cannot take the new version (DHL). The caller must then point the
+/// parent at the new page; the old one is freed here.
+fn write_node(store: &mut dyn PageWrite, f: &Format, node: &Node) -> Result<Pgno> {
+    if let Some(img) = node.image(store, f, node.pgno)? {
+        store.write(node.pgno, img)?;
+        return Ok(node.pgno);
+    }
+    let to = store.allocate()?;
+    let img = node.image(store, f, to)?.ok_or_else(|| {
+        Error::corrupt(
+            node.pgno,
+            "a node within capacity does not fit a fresh page",
+        )
+    })?;
+    store.write(to, img)?;
+    store.free(node.pgno)?;
+    note(Event::Relocation);
+    Ok(to)
+}
+
+/// Write the root's new content. The root never moves: if the content does not fit, it
+/// goes to a fresh page and the root becomes a pointer to it.
+fn write_root(store: &mut dyn PageWrite, f: &Format, node: Node) -> Result<()> {
+    if let Some(img) = node.image(store, f, node.pgno)? {
+        return store.write(node.pgno, img);
+    }
+    let root = node.pgno;
+    let moved = Node {
+        pgno: store.allocate()?,
+        ..node
+    };
+    let at = write_node(store, f, &moved)?;
+    write_root_pointer(store, f, root, at)
+}
+
+/// Make `root` an interior node with no keys and the single child `child`.
+fn write_root_pointer(
+    store: &mut dyn PageWrite,
+    f: &Format,
+    root: Pgno,
+    child: Pgno,
+) -> Result<()> {
+    let pointer = Node {
+        pgno: root,
+        leaf: false,
+        cells: Vec::new(),
+        right: child,
+    };
+    // A version without cells needs no record-area bytes, so it fits next to anything.
+    let img = pointer
+        .image(store, f, root)?
+        .ok_or_else(|| Error::corrupt(root, "an empty root version does not fit"))?;
+    note(Event::RootPointer);
+    store.write(root, img)
+}
+
+/// Move `child`, the root's only child, into the root page if it fits there, freeing its
+/// page; otherwise leave the root a pointer to it (writing `child` first if `changed`).
+fn lift_into_root(
+    store: &mut dyn PageWrite,
+    f: &Format,
+    root: Pgno,
+    child: Node,
+    changed: bool,
+) -> Result<()> {
+    if let Some(img) = child.image(store, f, root)? {
+        store.free(child.pgno)?;
+        note(Event::RootCollapse);
+        return store.write(root, img);
+    }
+    let at = if changed {
+        write_node(store, f, &child)?
+    } else {
+        child.pgno
+    };
+    write_root_pointer(store, f, root, at)
 }
 
 pub(crate) fn create(store: &mut dyn PageWrite) -> Result<Pgno> {
+    let f = Format::of(&*store);
     let root = store.allocate()?;
-    store.write(
-        root,
-        slotted::empty_leaf(store.page_size(), store.usable_size()),
-    )?;
+    let empty = Node {
+        pgno: root,
+        leaf: true,
+        cells: Vec::new(),
+        right: 0,
+    };
+    write_root(store, &f, empty)?;
     Ok(root)
 }
 
@@ -120,7 +265,7 @@ pub(crate) fn descend<S: PageRead + ?Sized>(
     cmp: &CmpFn,
     key: &[u8],
 ) -> Result<Vec<Step>> {
-    let usable = store.usable_size();
+    let f = Format::of(store);
     let mut path = Vec::new();
     let mut pgno = root;
     loop {
@@ -131,11 +276,12 @@ pub(crate) fn descend<S: PageRead + ?Sized>(
             ));
         }
         let page = store.read(pgno)?;
-        let p = Page::open(pgno, &page, usable)?;
+        let p = f.open(pgno, &page)?;
         if p.is_leaf() {
             path.push(Step { pgno, page, idx: 0 });
             return Ok(path);
         }
+        // A root pointer has no keys: index 0 is its right child.
         let idx = p.child_index(key, cmp)?;
         let child = p.child(idx)?;
         path.push(Step { pgno, page, idx });
@@ -166,7 +312,7 @@ pub(crate) fn get(
     }
     let path = descend(store, root, cmp, key)?;
     let leaf = path.last().expect("descend returns at least the root");
-    let p = Page::open(leaf.pgno, &leaf.page, store.usable_size())?;
+    let p = Format::of(store).open(leaf.pgno, &leaf.page)?;
     match p.search(key, cmp)? {
         Ok(i) => Ok(Some(read_payload(store, leaf.pgno, p.payload(i)?)?)),
         Err(_) => Ok(None),
@@ -185,7 +331,7 @@ fn make_leaf_cell(store: &mut dyn PageWrite, key: &[u8], value: &[u8]) -> Result
 
 /// Read the value of cell `i` of `p` and free its overflow chain (the cell is about to
 /// go away or be replaced).
-fn take_value(store: &mut dyn PageWrite, p: &Page, i: usize) -> Result<Vec<u8>> {
+fn take_value(store: &mut dyn PageWrite, p: &CellArray, i: usize) -> Result<Vec<u8>> {
     let payload = p.payload(i)?;
     let value = read_payload(store, p.pgno(), payload)?;
     if let Payload::Overflow { len, first } = payload {
@@ -202,7 +348,8 @@ pub(crate) fn insert(
     key: &[u8],
     value: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    let usable = store.usable_size();
+    let f = Format::of(&*store);
+    let usable = f.usable;
     let max = slotted::max_key_len(usable);
     if key.len() > max {
         return Err(Error::KeyTooLarge {
@@ -218,6 +365,23 @@ pub(crate) fn insert(
     }
     let path = descend(store, root, cmp, key)?;
     let leaf = path.last().expect("descend returns at least the root");
+    if f.is_dhl() {
+        // DHL pages are rebuilt, never edited in place: reshape the node and let balance
+        // write it (and relocate it if need be).
+        let p = f.open(leaf.pgno, &leaf.page)?;
+        let mut node = Node::from_view(&f, &p)?;
+        let (i, old) = match p.search(key, cmp)? {
+            Ok(i) => {
+                let old = take_value(store, &p, i)?;
+                node.cells.remove(i);
+                (i, Some(old))
+            }
+            Err(i) => (i, None),
+        };
+        node.cells.insert(i, make_leaf_cell(store, key, value)?);
+        balance(store, opts, &path, node)?;
+        return Ok(old);
+    }
     let p = Page::open(leaf.pgno, &leaf.page, usable)?;
     let mut buf = leaf.page.to_vec();
     let (i, old) = match p.search(key, cmp)? {
@@ -232,7 +396,7 @@ pub(crate) fn insert(
     if slotted::insert_cell(leaf.pgno, &mut buf, usable, i, &cell)? {
         finish_leaf(store, opts, &path, buf)?;
     } else {
-        let mut node = Node::from_page(&Page::open(leaf.pgno, &buf, usable)?)?;
+        let mut node = Node::from_view(&f, &*Page::open(leaf.pgno, &buf, usable)?)?;
         node.cells.insert(i, cell);
         balance(store, opts, &path, node)?;
     }
@@ -246,44 +410,52 @@ pub(crate) fn remove(
     opts: TreeOptions,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    let usable = store.usable_size();
+    let f = Format::of(&*store);
+    let usable = f.usable;
     if key.len() > slotted::max_key_len(usable) {
         return Ok(None);
     }
     let path = descend(store, root, cmp, key)?;
     let leaf = path.last().expect("descend returns at least the root");
-    let p = Page::open(leaf.pgno, &leaf.page, usable)?;
+    let p = f.open(leaf.pgno, &leaf.page)?;
     let Ok(i) = p.search(key, cmp)? else {
         return Ok(None);
     };
     let old = take_value(store, &p, i)?;
+    if f.is_dhl() {
+        let mut node = Node::from_view(&f, &p)?;
+        node.cells.remove(i);
+        balance(store, opts, &path, node)?;
+        return Ok(Some(old));
+    }
     let mut buf = leaf.page.to_vec();
     slotted::remove_cell(leaf.pgno, &mut buf, usable, i)?;
     finish_leaf(store, opts, &path, buf)?;
     Ok(Some(old))
 }
 
-/// Write an edited leaf that fits, rebalancing first if it became underfull.
+/// Stock layout: write an edited leaf that fits, rebalancing first if it became
+/// underfull.
 fn finish_leaf(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
     path: &[Step],
     buf: Vec<u8>,
 ) -> Result<()> {
-    let usable = store.usable_size();
+    let f = Format::of(&*store);
     let leaf = path.last().expect("path is never empty");
-    let p = Page::open(leaf.pgno, &buf, usable)?;
-    if path.len() == 1 || !underfull(p.used(), usable) {
+    let p = Page::open(leaf.pgno, &buf, f.usable)?;
+    if path.len() == 1 || !f.underfull(p.used()) {
         return store.write(leaf.pgno, buf);
     }
-    let node = Node::from_page(&p)?;
+    let node = Node::from_view(&f, &p)?;
     balance(store, opts, path, node)
 }
 
-/// Index where `sizes` (cell + pointer bytes) should be cut so both halves fit in `cap`
-/// and the larger one is as small as possible. Leaves: left = `..m`, right = `m..`.
-/// Interiors: cell `m` moves up as the separator, left = `..m`, right = `m+1..`; both
-/// halves keep at least one cell.
+/// Index where `sizes` (cell costs) should be cut so both halves fit in `cap` and the
+/// larger one is as small as possible. Leaves: left = `..m`, right = `m..`. Interiors:
+/// cell `m` moves up as the separator, left = `..m`, right = `m+1..`; both halves keep at
+/// least one cell.
 fn split_point(sizes: &[usize], interior: bool, cap: usize) -> Option<usize> {
     let total: usize = sizes.iter().sum();
     let mut best: Option<(usize, usize)> = None;
@@ -308,9 +480,9 @@ fn split_point(sizes: &[usize], interior: bool, cap: usize) -> Option<usize> {
 
 /// Split an oversize node into (left, separator, right). The right half keeps the
 /// node's page number; the left half gets page number 0 for the caller to assign.
-fn split(node: Node, cap: usize) -> Result<(Node, Vec<u8>, Node)> {
-    let sizes: Vec<usize> = node.cells.iter().map(|c| c.len() + PTR_SIZE).collect();
-    let m = split_point(&sizes, !node.leaf, cap).ok_or_else(|| {
+fn split(f: &Format, node: Node) -> Result<(Node, Vec<u8>, Node)> {
+    let sizes: Vec<usize> = node.cells.iter().map(|c| f.cost(c.len())).collect();
+    let m = split_point(&sizes, !node.leaf, f.capacity()).ok_or_else(|| {
         Error::corrupt(
             node.pgno,
             format!("cannot split {} cells into two fitting pages", sizes.len()),
@@ -365,38 +537,54 @@ fn balance(
     path: &[Step],
     mut node: Node,
 ) -> Result<()> {
-    let usable = store.usable_size();
-    let cap = slotted::capacity(usable);
+    let f = Format::of(&*store);
+    let cap = f.capacity();
     for d in (1..path.len()).rev() {
         debug_assert_eq!(node.pgno, path[d].pgno);
-        let over = node.used() > cap;
-        if !over && !underfull(node.used(), usable) {
-            return node.write(store);
-        }
         let step = &path[d - 1];
-        let mut parent = Node::from_page(&Page::open(step.pgno, &step.page, usable)?)?;
         let i = step.idx;
+        let over = node.used(&f) > cap;
+        let under = !over && f.underfull(node.used(&f));
+        // Loaded lazily: a node that fits where it is ends the walk untouched.
+        let parent = || Node::from_view(&f, &f.open(step.pgno, &step.page)?);
+        if !over && !under {
+            let at = write_node(store, &f, &node)?;
+            if at == node.pgno {
+                return Ok(());
+            }
+            let mut p = parent()?;
+            p.set_child(i, at);
+            node = p;
+            continue;
+        }
+        let mut parent = parent()?;
         debug_assert_eq!(parent.child(i).ok(), Some(node.pgno));
         if over {
-            let (mut left, sep, right) = split(node, cap)?;
+            let (mut left, sep, right) = split(&f, node)?;
             left.pgno = store.allocate()?;
-            left.write(store)?;
-            right.write(store)?;
+            // The left half is on a fresh page, so it lands where it was put.
+            let left_at = write_node(store, &f, &left)?;
+            let right_at = write_node(store, &f, &right)?;
+            parent.set_child(i, right_at);
             parent
                 .cells
-                .insert(i, slotted::interior_cell(left.pgno, &sep));
-        } else {
-            if parent.cells.is_empty() {
+                .insert(i, slotted::interior_cell(left_at, &sep));
+        } else if parent.cells.is_empty() {
+            // Only a root pointer has no keys. Its child has no sibling to merge with,
+            // so it moves up into the root instead, if it fits there.
+            if d != 1 {
                 return Err(Error::corrupt(parent.pgno, "interior page has no keys"));
             }
+            return lift_into_root(store, &f, parent.pgno, node, true);
+        } else {
             // Pair with the left sibling when there is one, else the right one.
             let a = i.saturating_sub(1);
             let node_empty = node.cells.is_empty();
             let (left, right) = if a == i {
-                let sibling = Node::load(store, parent.child(a + 1)?)?;
+                let sibling = Node::load(store, &f, parent.child(a + 1)?)?;
                 (node, sibling)
             } else {
-                (Node::load(store, parent.child(a)?)?, node)
+                (Node::load(store, &f, parent.child(a)?)?, node)
             };
             if left.leaf != right.leaf {
                 return Err(Error::corrupt(
@@ -408,70 +596,71 @@ fn balance(
                 ));
             }
             let sep = slotted::cell_key(&parent.cells[a]).to_vec();
-            let merged_used = left.used()
-                + right.used()
+            let merged_used = left.used(&f)
+                + right.used(&f)
                 + if left.leaf {
                     0
                 } else {
-                    slotted::CELL_HEADER + sep.len() + PTR_SIZE
+                    f.cost(slotted::CELL_HEADER + sep.len())
                 };
             let left_pgno = left.pgno;
             if merged_used <= cap {
-                concat(left, &sep, right).write(store)?;
+                let at = write_node(store, &f, &concat(left, &sep, right))?;
                 store.free(left_pgno)?;
                 // The right sibling's pointer (cell a+1 or the right child) takes over.
                 parent.cells.remove(a);
+                parent.set_child(a, at);
             } else if opts.redistribute || (node_empty && !left.leaf) {
                 // An interior node without keys is always fixed: it would be a useless
                 // level of indirection with a single child.
-                let (mut l, sep, r) = split(concat(left, &sep, right), cap)?;
+                let (mut l, sep, r) = split(&f, concat(left, &sep, right))?;
                 l.pgno = left_pgno;
-                l.write(store)?;
-                r.write(store)?;
-                parent.cells[a] = slotted::interior_cell(left_pgno, &sep);
+                let left_at = write_node(store, &f, &l)?;
+                let right_at = write_node(store, &f, &r)?;
+                parent.cells[a] = slotted::interior_cell(left_at, &sep);
+                parent.set_child(a + 1, right_at);
             } else {
                 // Leave it underfull; the tree is still valid.
-                return if a == i {
-                    left.write(store)
-                } else {
-                    right.write(store)
-                };
+                let kept = if a == i { left } else { right };
+                let at = write_node(store, &f, &kept)?;
+                if at == kept.pgno {
+                    return Ok(());
+                }
+                parent.set_child(i, at);
             }
         }
         node = parent;
     }
-    balance_root(store, node)
+    balance_root(store, &f, node)
 }
 
 /// The root keeps its page number: a split moves both halves into new pages, and a
-/// root left with a single child absorbs that child.
-fn balance_root(store: &mut dyn PageWrite, node: Node) -> Result<()> {
-    let cap = slotted::capacity(store.usable_size());
-    if node.used() > cap {
+/// root left with a single child absorbs that child (if it fits: DHL).
+fn balance_root(store: &mut dyn PageWrite, f: &Format, node: Node) -> Result<()> {
+    if node.used(f) > f.capacity() {
         let root = node.pgno;
-        let (mut left, sep, mut right) = split(node, cap)?;
+        let (mut left, sep, mut right) = split(f, node)?;
         left.pgno = store.allocate()?;
         right.pgno = store.allocate()?;
-        left.write(store)?;
-        right.write(store)?;
+        // Both on fresh pages: they land where they were put.
+        write_node(store, f, &left)?;
+        write_node(store, f, &right)?;
         let cells = vec![slotted::interior_cell(left.pgno, &sep)];
-        Node {
-            pgno: root,
-            leaf: false,
-            cells,
-            right: right.pgno,
-        }
-        .write(store)
+        write_root(
+            store,
+            f,
+            Node {
+                pgno: root,
+                leaf: false,
+                cells,
+                right: right.pgno,
+            },
+        )
     } else if !node.leaf && node.cells.is_empty() {
-        let child = Node::load(store, node.right)?;
-        store.free(child.pgno)?;
-        Node {
-            pgno: node.pgno,
-            ..child
-        }
-        .write(store)
+        let child = Node::load(store, f, node.right)?;
+        lift_into_root(store, f, node.pgno, child, false)
     } else {
-        node.write(store)
+        write_root(store, f, node)
     }
 }
 
@@ -480,9 +669,9 @@ fn balance_root(store: &mut dyn PageWrite, node: Node) -> Result<()> {
 fn walk<S: PageRead + ?Sized>(
     store: &S,
     root: Pgno,
-    f: &mut dyn FnMut(&Page) -> Result<()>,
+    f: &mut dyn FnMut(&CellArray) -> Result<()>,
 ) -> Result<()> {
-    let usable = store.usable_size();
+    let fmt = Format::of(store);
     let mut seen = HashSet::new();
     let mut stack = vec![(root, 1usize)];
     while let Some((pgno, depth)) = stack.pop() {
@@ -496,7 +685,7 @@ fn walk<S: PageRead + ?Sized>(
             return Err(Error::corrupt(pgno, "page is referenced twice in the tree"));
         }
         let data = store.read(pgno)?;
-        let p = Page::open(pgno, &data, usable)?;
+        let p = fmt.open(pgno, &data)?;
         f(&p)?;
         if !p.is_leaf() {
             for i in (0..=p.ncells()).rev() {
@@ -539,13 +728,18 @@ fn owned_pages(store: &dyn PageWrite, root: Pgno) -> Result<Vec<Pgno>> {
 }
 
 pub(crate) fn clear(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {
+    let f = Format::of(&*store);
     for pgno in owned_pages(store, root)? {
         store.free(pgno)?;
     }
-    store.write(
-        root,
-        slotted::empty_leaf(store.page_size(), store.usable_size()),
-    )
+    let empty = Node {
+        pgno: root,
+        leaf: true,
+        cells: Vec::new(),
+        right: 0,
+    };
+    // An empty version always fits, so the root stays a leaf.
+    write_root(store, &f, empty)
 }
 
 pub(crate) fn destroy(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {

@@ -2,10 +2,13 @@
 //!
 //! Walks the tree depth-first carrying the key bounds each page inherits from its
 //! ancestors (`lo <= k < hi`, see the separator invariant in `tree`), and verifies every
-//! invariant the write path relies on: page type and slotted-page structure (cells in
-//! bounds, no overlap, exact space accounting, cell size limit), key length limit, strictly increasing keys
-//! under the caller's comparator, keys inside the inherited bounds, equal leaf depth,
-//! non-empty non-root pages, and overflow chains of exactly the length their value needs.
+//! invariant the write path relies on: page structure in the store's layout (stock: cells
+//! in bounds, no overlap, exact space accounting; DHL: the visible version is valid),
+//! cell size limit, cells within the layout's capacity, key length limit, strictly
+//! increasing keys under the caller's comparator, keys inside the inherited bounds, equal
+//! leaf depth, non-empty non-root pages, interior pages with keys except a root pointer
+//! (a keyless root with one child), and overflow chains of exactly the length their value
+//! needs.
 //!
 //! Each owned page is reported to `visit` once. The checker also keeps its own set of
 //! pages seen, so a page referenced twice (a shared subtree or a cycle) is reported as
@@ -15,10 +18,11 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::slotted::{self, Page, Payload};
+use crate::page::slotted::{self, Payload};
 use crate::page::PageRead;
 
 use super::btree::MAX_DEPTH;
+use super::format::Format;
 use super::{overflow, CmpFn, TreeStats};
 
 struct Checker<'a> {
@@ -77,8 +81,18 @@ impl Checker<'_> {
         }
         self.own(pgno, parent)?;
         let data = self.store.read(pgno)?;
-        let p = Page::open(pgno, &data, self.store.usable_size())?;
-        p.validate()?;
+        let f = Format::of(self.store);
+        let p = f.open_checked(pgno, &data)?;
+        let used = f.used(&p)?;
+        if used > f.capacity() {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "cells use {used} bytes, more than the capacity {}",
+                    f.capacity()
+                ),
+            ));
+        }
         let n = p.ncells();
         let cmp = self.cmp;
         let max_key = slotted::max_key_len(p.usable());
@@ -141,7 +155,9 @@ impl Checker<'_> {
                 }
             }
         } else {
-            if n == 0 {
+            // A root pointer (DHL: the root's content moved to its only child) is the one
+            // interior node allowed no keys.
+            if n == 0 && depth > 1 {
                 return Err(Error::corrupt(pgno, "interior page has no keys"));
             }
             self.stats.interior_pages += 1;

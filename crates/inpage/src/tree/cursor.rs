@@ -18,10 +18,12 @@
 use std::ops::Range;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::slotted::{self, Page};
+use crate::page::cells::CellArray;
+use crate::page::slotted;
 use crate::page::{PageRead, PageRef};
 
 use super::btree::{read_payload, MAX_DEPTH};
+use super::format::Format;
 use super::CmpFn;
 
 struct Frame {
@@ -39,6 +41,7 @@ enum Edge {
 /// A position in a tree. Invalid (no current entry) until a positioning call succeeds.
 pub struct Cursor<'s> {
     store: &'s dyn PageRead,
+    format: Format,
     root: Pgno,
     cmp: &'s CmpFn,
     stack: Vec<Frame>,
@@ -49,6 +52,7 @@ impl<'s> Cursor<'s> {
     pub fn new(store: &'s dyn PageRead, root: Pgno, cmp: &'s CmpFn) -> Cursor<'s> {
         Cursor {
             store,
+            format: Format::of(store),
             root,
             cmp,
             stack: Vec::new(),
@@ -157,8 +161,8 @@ impl<'s> Cursor<'s> {
         self.stack.last_mut().expect("cursor stack is not empty")
     }
 
-    fn page<'f>(&self, f: &'f Frame) -> Result<Page<'f>> {
-        Page::open(f.pgno, &f.page, self.store.usable_size())
+    fn page<'f>(&self, f: &'f Frame) -> Result<CellArray<'f>> {
+        self.format.open(f.pgno, &f.page)
     }
 
     /// Push page `pgno` with its index at the given edge (for a leaf at `Last`, one past
@@ -171,7 +175,7 @@ impl<'s> Cursor<'s> {
             ));
         }
         let page = self.store.read(pgno)?;
-        let p = Page::open(pgno, &page, self.store.usable_size())?;
+        let p = self.format.open(pgno, &page)?;
         let idx = match edge {
             Edge::First => 0,
             Edge::Last => p.ncells(),
@@ -223,10 +227,11 @@ impl<'s> Cursor<'s> {
             // Leaf exhausted: find the nearest ancestor with a child to the right.
             self.stack.pop();
             loop {
+                let format = self.format;
                 let Some(f) = self.stack.last_mut() else {
                     return Ok(false);
                 };
-                let n = Page::open(f.pgno, &f.page, self.store.usable_size())?.ncells();
+                let n = format.open(f.pgno, &f.page)?.ncells();
                 if f.idx < n {
                     f.idx += 1;
                     break;

@@ -1,9 +1,12 @@
-//! Stock slotted-page B+tree over `PageRead`/`PageWrite`.
-//!
-//! Pages use the layout of [`crate::page::slotted`]; large values spill into overflow
-//! chains (module `overflow`). A tree is named by its root page, which never changes: a root
-//! split moves the root's content into two new children and turns the root into an
-//! interior page, and a root collapse copies the only child back into the root.
+//! B+tree over `PageRead`/`PageWrite`, in either node layout of the store
+//! ([`Layout`](crate::page::Layout)): stock slotted pages ([`crate::page::slotted`]),
+//! written in place, or DHL pages ([`crate::page::dhl`]), where every write keeps the
+//! page's committed version next to the new one. The layout only changes how a node is
+//! read, how much it may hold and how it is written (module `format`); the tree logic is
+//! shared. Large values spill into overflow chains (module `overflow`). A tree is named by
+//! its root page, which never changes: a root split moves the root's content into two new
+//! children and turns the root into an interior page, and a root collapse copies the only
+//! child back into the root.
 //!
 //! Invariants (all verified by [`check`]):
 //! - **Separators.** An interior page with cells `(child_0, key_0) … (child_{n-1},
@@ -12,19 +15,29 @@
 //!   descends into child `#{keys <= k}`. A separator need not be a key still present in
 //!   the tree: removals never touch separators, and a split uses the first key of the new
 //!   right half, which satisfies the bounds by construction.
-//! - **Balance.** Every leaf is at the same depth: only the root split adds a level and
-//!   only the root collapse removes one, both for all leaves at once.
+//! - **Balance.** Every leaf is at the same depth: only the root split and the root
+//!   pointer add a level and only the root collapse removes one, for all leaves at once.
 //! - **Occupancy.** Every non-root page has at least one cell (an interior page with no
 //!   key is always merged or, failing that, redistributed, even with `redistribute`
-//!   off); the root interior page always has at least one cell (zero triggers collapse).
-//!   Pages below a third full are merged with a sibling when the result fits, else
-//!   rebalanced if `TreeOptions::redistribute`, else left underfull.
-//! - **Fit.** Every cell is at most `max_cell(usable)` bytes and four such cells fill a
-//!   page, so an overflowing page (at most one page plus one cell) always splits into two
+//!   off; a child of a root pointer is moved into the root instead, which always fits
+//!   when it is empty). A root interior page has at least one cell, except a *root
+//!   pointer* (DHL only): zero keys and one child, written when the root's new content
+//!   does not fit next to its committed version (see `btree`). Pages below a third full
+//!   are merged with a sibling when the result fits, else rebalanced if
+//!   `TreeOptions::redistribute`, else left underfull.
+//! - **Fit.** Every cell is at most `max_cell(usable)` bytes, a node holds at most its
+//!   layout's capacity, and a maximal cell costs well under half of it, so an
+//!   overflowing node (at most one capacity plus one cell) always splits into two
 //!   fitting, non-empty halves; inserting a maximum-size key and value always succeeds.
+//!   A node within capacity always fits a fresh page, which is what relocation relies on.
 //! - **Ownership.** Each page is owned by exactly one tree position: pages are only freed
 //!   after their last reference is dropped from the (rewritten) parent, and every
 //!   allocated page is written before the operation returns.
+//! - **DHL: committed versions are never disturbed.** A page that existed before the
+//!   transaction is only rewritten by `dhl::build` keeping its committed version;
+//!   overflow pages and relocated nodes go to pages allocated by the transaction; freed
+//!   pages are left alone (the store's contract). So a crash or abort at any point leaves
+//!   the committed tree readable at the last committed tid.
 
 use std::cmp::Ordering;
 
@@ -34,6 +47,9 @@ use crate::page::{slotted, PageRead, PageWrite};
 mod btree;
 mod check;
 mod cursor;
+#[cfg(test)]
+mod dhl_tests;
+mod format;
 mod overflow;
 #[cfg(test)]
 mod tests;
