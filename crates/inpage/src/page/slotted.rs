@@ -134,7 +134,7 @@ pub fn interior_cell(child: Pgno, key: &[u8]) -> Vec<u8> {
 }
 
 /// Key of a well-formed cell of either kind (one produced by the encoders or returned
-/// by [`Page::cell`], which checked its size).
+/// by [`CellArray::cell`](crate::page::cells::CellArray::cell), which checked its size).
 pub fn cell_key(cell: &[u8]) -> &[u8] {
     let klen = get_u16(cell, 0);
     &cell[CELL_HEADER..CELL_HEADER + klen]
