@@ -4,13 +4,15 @@
 //! `check`: checksums, cell bounds, key order, parent/child bounds, equal leaf depth,
 //! overflow chains); the free list is a chain of free pages of the length the header
 //! says, without cycles; and every page `1..page_count` is owned exactly once, by a tree
-//! or by the free list. The first violation is returned as `Error::Corrupt` naming the
+//! or by the free list. DHL databases keep no free list: there, every page is owned at
+//! most once and the unowned ones are the free pages. The first violation is returned as `Error::Corrupt` naming the
 //! page and what is wrong.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::page_type;
+use crate::page::{page_type, Layout};
+use crate::pager::header::Header;
 use crate::tree::{self, TreeStats};
 use crate::txn::catalog::TreeInfo;
 use crate::txn::key::{memcmp, Comparator};
@@ -83,6 +85,41 @@ pub fn check<T: ReadableTxn>(
         trees.push((info, stats));
     }
 
+    let free_pages = if txn.layout() == Layout::Dhl {
+        // DHL keeps no free list: every page no tree owns is free (see `Database::open`).
+        if h.freelist_head != 0 || h.freelist_count != 0 {
+            return Err(Error::corrupt(
+                0,
+                "DHL header names a free list, which DHL databases do not keep",
+            ));
+        }
+        owner.iter().filter(|o| o.is_none()).count() as u32
+    } else {
+        check_free_list(txn, &h, &mut claim)?;
+        if let Some(p) = owner.iter().position(|o| o.is_none()) {
+            return Err(Error::corrupt(
+                p as Pgno,
+                "page is neither in a tree nor on the free list (leaked)",
+            ));
+        }
+        h.freelist_count
+    };
+    Ok(CheckReport {
+        fcc: h.fcc,
+        page_count: h.page_count,
+        free_pages,
+        catalog,
+        trees,
+    })
+}
+
+/// Walk the stock free list: free pages chained through their first bytes, as many as
+/// the header says, each claimed once.
+fn check_free_list<T: ReadableTxn>(
+    txn: &T,
+    h: &Header,
+    claim: &mut dyn FnMut(Pgno, &'static str) -> Result<()>,
+) -> Result<()> {
     let mut next = h.freelist_head;
     let mut seen = 0u32;
     while next != 0 {
@@ -115,19 +152,7 @@ pub fn check<T: ReadableTxn>(
             ),
         ));
     }
-    if let Some(p) = owner.iter().position(|o| o.is_none()) {
-        return Err(Error::corrupt(
-            p as Pgno,
-            "page is neither in a tree nor on the free list (leaked)",
-        ));
-    }
-    Ok(CheckReport {
-        fcc: h.fcc,
-        page_count: h.page_count,
-        free_pages: h.freelist_count,
-        catalog,
-        trees,
-    })
+    Ok(())
 }
 
 /// Pages by type, read on one snapshot; pages that fail to read are listed with why.

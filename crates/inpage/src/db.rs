@@ -4,6 +4,7 @@
 //! `try_begin_write` fails with `Busy`); closing runs the journal's clean shutdown once
 //! (explicitly via `close`, else when the last handle or transaction is dropped).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -11,6 +12,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::journal::{JournalMode, RecoveryReport};
+use crate::page::Layout;
+use crate::tree;
 use crate::pager::header::Header;
 use crate::pager::{CacheStats, Pager};
 use crate::txn::key::Key;
@@ -65,7 +68,7 @@ impl Database {
     /// Open or create the database at `path`. Runs recovery if the last session crashed.
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Database> {
         let pager = Pager::open(path.as_ref(), &config)?;
-        Ok(Database {
+        let db = Database {
             shared: Arc::new(Shared {
                 pager,
                 config,
@@ -73,7 +76,31 @@ impl Database {
                 writer_cv: Condvar::new(),
                 closed: AtomicBool::new(false),
             }),
-        })
+        };
+        if db.shared.pager.layout() == Layout::Dhl {
+            db.find_free_pages()?;
+        }
+        Ok(db)
+    }
+
+    /// DHL keeps no free list on disk (writing one would overwrite pages the committed
+    /// trees still use): the free pages are those no tree owns, found by walking every
+    /// tree once at open. Recovery reads every page anyway, so this adds little.
+    fn find_free_pages(&self) -> Result<()> {
+        let r = self.begin_read()?;
+        let h = r.snapshot_header().clone();
+        let mut owned = BTreeSet::new();
+        tree::for_each_page(&r, h.catalog_root, &mut |p| {
+            owned.insert(p);
+        })?;
+        for info in r.list_trees()? {
+            tree::for_each_page(&r, info.root, &mut |p| {
+                owned.insert(p);
+            })?;
+        }
+        let free = (1..h.page_count).filter(|p| !owned.contains(p)).collect();
+        self.shared.pager.set_free_pages(free);
+        Ok(())
     }
 
     /// Start the write transaction, waiting for the current one to finish.

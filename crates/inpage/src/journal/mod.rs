@@ -16,15 +16,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Pgno, Result};
-use crate::page::PageRef;
+use crate::page::{Layout, PageRef};
 use crate::vfs::Vfs;
 
 mod dbfile;
+mod dhl;
 mod off;
 mod rollback;
 mod wal;
 
 pub use dbfile::DbFile;
+pub(crate) use dhl::DhlJournal;
 pub(crate) use off::OffJournal;
 pub(crate) use rollback::{recover_hot_journal, RollbackJournal};
 pub(crate) use wal::Wal;
@@ -45,17 +47,29 @@ pub enum JournalMode {
     Persist,
     /// Write-ahead log (SQLite WAL).
     Wal,
+    /// Doubleheader logging, traditional commit: DHL pages, fdatasync, then the header
+    /// page with the new FCC as the commit mark, fdatasync.
+    DhlTc,
+    /// Doubleheader logging, counting commit with metadata embedding: every dirty page
+    /// carries `(tid, txn_size)`, one fdatasync, the header page only when it changed.
+    DhlCc,
+    /// Counting commit without metadata embedding: as `DhlCc`, but the header page is
+    /// part of every transaction.
+    DhlCcHeader,
 }
 
 impl JournalMode {
     /// Every mode, in a stable order.
-    pub const ALL: [JournalMode; 6] = [
+    pub const ALL: [JournalMode; 9] = [
         JournalMode::Off,
         JournalMode::OffOpt,
         JournalMode::Delete,
         JournalMode::Truncate,
         JournalMode::Persist,
         JournalMode::Wal,
+        JournalMode::DhlTc,
+        JournalMode::DhlCc,
+        JournalMode::DhlCcHeader,
     ];
 
     /// The name used on the command line and in the file header.
@@ -67,6 +81,9 @@ impl JournalMode {
             JournalMode::Truncate => "truncate",
             JournalMode::Persist => "persist",
             JournalMode::Wal => "wal",
+            JournalMode::DhlTc => "dhl-tc",
+            JournalMode::DhlCc => "dhl-cc",
+            JournalMode::DhlCcHeader => "dhl-cc-header",
         }
     }
 
@@ -86,12 +103,23 @@ impl JournalMode {
             JournalMode::Persist => 4,
             JournalMode::Wal => 5,
             JournalMode::OffOpt => 6,
+            JournalMode::DhlTc => 7,
+            JournalMode::DhlCc => 8,
+            JournalMode::DhlCcHeader => 9,
         }
     }
 
     /// Inverse of `code`.
     pub fn from_code(c: u8) -> Option<JournalMode> {
         JournalMode::ALL.into_iter().find(|m| m.code() == c)
+    }
+
+    /// The page layout the mode's trees use.
+    pub fn layout(self) -> Layout {
+        match self {
+            JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::DhlCcHeader => Layout::Dhl,
+            _ => Layout::Stock,
+        }
     }
 
     /// Whether a crash can leave a half-applied transaction.
@@ -255,5 +283,10 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// it from the pages themselves.
     fn embeds_fcc(&self) -> bool {
         false
+    }
+    /// Modes that recover the commit counter from the pages themselves (DHL) report the
+    /// FCC recovery established; the pager uses it instead of the header's.
+    fn recovered_fcc(&self) -> Option<u64> {
+        None
     }
 }

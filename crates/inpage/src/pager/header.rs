@@ -142,6 +142,29 @@ impl Header {
     }
 }
 
+/// DHL modes keep two header slots in page 0, `[0, 128)` and `[128, 256)`, both inside
+/// the first 512-byte sector: a commit writes the new header into the slot that does not
+/// hold the committed one, so a torn or unfinished write leaves the committed header
+/// intact (the page-0 counterpart of a DHL page's two descriptors).
+pub const DHL_SLOTS: usize = 2;
+
+/// Decode header slot `slot` of a DHL page 0.
+pub fn decode_slot(page0: &[u8], slot: usize) -> Result<Header, String> {
+    let at = slot * HEADER_LEN;
+    if page0.len() < at + HEADER_LEN {
+        return Err(format!("page too short for header slot {slot}"));
+    }
+    Header::decode(&page0[at..at + HEADER_LEN])
+}
+
+/// The slot a reader at `max_fcc` sees: the valid one with the largest `fcc <= max_fcc`.
+pub fn visible_slot(page0: &[u8], max_fcc: u64) -> Option<(usize, Header)> {
+    (0..DHL_SLOTS)
+        .filter_map(|slot| decode_slot(page0, slot).ok().map(|h| (slot, h)))
+        .filter(|(_, h)| h.fcc <= max_fcc)
+        .max_by_key(|(_, h)| h.fcc)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,17 +25,17 @@ pub mod header;
 
 pub(crate) mod cache;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::config::{Config, DEFAULT_JOURNAL_MODE};
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{
-    dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
-    OffJournal, RecoveryReport, RollbackJournal, Wal,
+    dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, DhlJournal, Journal, JournalCtx,
+    JournalMode, OffJournal, RecoveryReport, RollbackJournal, Wal,
 };
-use crate::page::{crc_ok, stamp_crc, PageRead, PageRef, PageWrite};
+use crate::page::{crc_ok, dhl, stamp_crc, Layout, PageRead, PageRef, PageWrite, PAGE_TRAILER};
 use crate::vfs::{File, OpenOptions};
 use cache::Cache;
 use header::{Header, HEADER_LEN, META_SLOTS};
@@ -48,6 +48,19 @@ struct State {
     /// Snapshot tid -> number of readers on it.
     readers: BTreeMap<u64, usize>,
     poisoned: Option<String>,
+    /// DHL: pages no committed tree owns (DHL keeps no on-disk free list; see
+    /// `set_free_pages`). Empty in stock modes, whose free list lives in the pages.
+    free: BTreeSet<Pgno>,
+}
+
+/// Pages a DHL transaction moved between the free set and its trees. Pages it freed are
+/// released only when it commits: until then the committed trees still own them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllocDelta {
+    /// Pages the transaction took from the free set.
+    pub taken: Vec<Pgno>,
+    /// Pages the transaction's trees gave up.
+    pub freed: Vec<Pgno>,
 }
 
 /// Cache statistics.
@@ -61,6 +74,7 @@ pub struct CacheStats {
 /// The committed database.
 pub(crate) struct Pager {
     path: PathBuf,
+    layout: Layout,
     journal: Box<dyn Journal>,
     page_size: usize,
     state: Mutex<State>,
@@ -80,9 +94,14 @@ impl std::fmt::Debug for Pager {
 /// A `PageWrite` over a map, used to lay out a brand-new file.
 struct InitStore {
     page_size: usize,
+    layout: Layout,
     pages: BTreeMap<Pgno, Vec<u8>>,
     next: Pgno,
 }
+
+/// The id of the transaction that creates a DHL database: its versions must be visible
+/// at the first open, so it is 1, not the INV tid 0.
+const DHL_CREATE_TID: u64 = 1;
 
 impl PageRead for InitStore {
     fn page_size(&self) -> usize {
@@ -93,6 +112,12 @@ impl PageRead for InitStore {
             .get(&pgno)
             .map(|p| PageRef::from(p.as_slice()))
             .ok_or_else(|| Error::corrupt(pgno, "page not written during initialisation"))
+    }
+    fn layout(&self) -> Layout {
+        self.layout
+    }
+    fn visible_tid(&self) -> u64 {
+        DHL_CREATE_TID
     }
 }
 
@@ -110,6 +135,12 @@ impl PageWrite for InitStore {
             "page {pgno} freed while creating a database"
         )))
     }
+    fn tid(&self) -> u64 {
+        DHL_CREATE_TID
+    }
+    fn is_fresh(&self, _pgno: Pgno) -> bool {
+        true
+    }
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -122,6 +153,20 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 pub(crate) fn header_page(h: &Header) -> PageRef {
     let mut p = vec![0u8; h.page_size as usize];
     h.encode(&mut p);
+    stamp_crc(&mut p);
+    PageRef::from(p)
+}
+
+/// DHL page 0: `committed` with `h` written into the header slot that does not hold the
+/// header visible at `committed_fcc`, which stays byte for byte as it was.
+fn dhl_header_page(committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef {
+    let keep = header::visible_slot(committed, committed_fcc).map(|(slot, _)| slot);
+    let slot = match keep {
+        Some(0) => 1,
+        _ => 0,
+    };
+    let mut p = committed.to_vec();
+    h.encode(&mut p[slot * HEADER_LEN..]);
     stamp_crc(&mut p);
     PageRef::from(p)
 }
@@ -154,10 +199,19 @@ impl Pager {
         let hot = recover_hot_journal(vfs, path, &file)?;
 
         let raw = Self::read_raw_header(path, &file)?;
-        let disk_header = Header::decode(&raw).map_err(|reason| Error::NotADatabase {
-            path: path.to_path_buf(),
-            reason,
-        })?;
+        // DHL files keep a second header slot; either valid slot names mode and page size.
+        let disk_header = match Header::decode(&raw) {
+            Ok(h) => h,
+            Err(reason) => match header::decode_slot(&raw, 1) {
+                Ok(h) if h.journal_mode.layout() == Layout::Dhl => h,
+                _ => {
+                    return Err(Error::NotADatabase {
+                        path: path.to_path_buf(),
+                        reason,
+                    })
+                }
+            },
+        };
         let mode = disk_header.journal_mode;
         if let Some(want) = cfg.journal_mode {
             if want != mode {
@@ -206,6 +260,10 @@ impl Pager {
                 let (j, r) = Wal::open(ctx)?;
                 (Box::new(j), r)
             }
+            JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::DhlCcHeader => {
+                let (j, r) = DhlJournal::open(ctx, mode)?;
+                (Box::new(j), r)
+            }
         };
         if let Some(h) = hot {
             recovery.rolled_back = h.rolled_back;
@@ -216,16 +274,32 @@ impl Pager {
         // The journal may hold a newer page 0 than the file.
         let mut p0 = vec![0u8; page_size];
         journal.read_page(0, &mut p0)?;
-        if !crc_ok(&p0) {
-            return Err(Error::NotADatabase {
+        let layout = mode.layout();
+        let header = if layout == Layout::Dhl {
+            // Each header slot has its own crc; the page trailer is not maintained by
+            // recovery's invalidations, so it is not checked. With metadata embedding the
+            // true FCC is the one recovery found in the pages, not the slot's.
+            let fcc = journal.recovered_fcc().unwrap_or(0);
+            let (_, mut h) = header::visible_slot(&p0, fcc).ok_or_else(|| {
+                Error::NotADatabase {
+                    path: path.to_path_buf(),
+                    reason: format!("no valid header slot at or below FCC {fcc}"),
+                }
+            })?;
+            h.fcc = fcc;
+            h
+        } else {
+            if !crc_ok(&p0) {
+                return Err(Error::NotADatabase {
+                    path: path.to_path_buf(),
+                    reason: "header page checksum mismatch".into(),
+                });
+            }
+            Header::decode(&p0).map_err(|reason| Error::NotADatabase {
                 path: path.to_path_buf(),
-                reason: "header page checksum mismatch".into(),
-            });
-        }
-        let header = Header::decode(&p0).map_err(|reason| Error::NotADatabase {
-            path: path.to_path_buf(),
-            reason,
-        })?;
+                reason,
+            })?
+        };
         if header.page_size as usize != page_size || header.journal_mode != mode {
             return Err(Error::NotADatabase {
                 path: path.to_path_buf(),
@@ -237,6 +311,7 @@ impl Pager {
         cache.insert(0, PageRef::from(p0), false);
         Ok(Pager {
             path: path.to_path_buf(),
+            layout,
             journal,
             page_size,
             state: Mutex::new(State {
@@ -245,6 +320,7 @@ impl Pager {
                 versions: BTreeMap::new(),
                 readers: BTreeMap::new(),
                 poisoned: None,
+                free: BTreeSet::new(),
             }),
             recovery,
         })
@@ -271,7 +347,7 @@ impl Pager {
                 reason: "file is empty (0 bytes)".into(),
             });
         }
-        let mut raw = vec![0u8; HEADER_LEN.min(len as usize)];
+        let mut raw = vec![0u8; (2 * HEADER_LEN).min(len as usize)];
         file.read_exact_at(&mut raw, 0)
             .map_err(Error::io("read", path))?;
         Ok(raw)
@@ -282,18 +358,27 @@ impl Pager {
     fn create_file(path: &Path, cfg: &Config) -> Result<()> {
         let vfs = &cfg.vfs;
         let page_size = cfg.page_size as usize;
+        let mode = cfg.journal_mode.unwrap_or(DEFAULT_JOURNAL_MODE);
+        let layout = mode.layout();
         let mut store = InitStore {
             page_size,
+            layout,
             pages: BTreeMap::new(),
             next: 1,
         };
         let catalog_root = crate::tree::create(&mut store)?;
+        // A DHL file is born as committed transaction 1 (header slot + catalog root, both
+        // tagged 1 with txn_size 2), so counting-commit recovery accepts it.
+        let (fcc, txn_size) = match layout {
+            Layout::Dhl => (DHL_CREATE_TID, store.pages.len() as u32 + 1),
+            Layout::Stock => (0, 0),
+        };
         let header = Header {
             page_size: cfg.page_size,
-            journal_mode: cfg.journal_mode.unwrap_or(DEFAULT_JOURNAL_MODE),
+            journal_mode: mode,
             page_count: store.next,
-            fcc: 0,
-            last_txn_size: 0,
+            fcc,
+            last_txn_size: txn_size,
             freelist_head: 0,
             freelist_count: 0,
             catalog_root,
@@ -318,6 +403,11 @@ impl Pager {
         };
         db.write_page(0, &header_page(&header))?;
         for (pgno, mut img) in store.pages {
+            if layout == Layout::Dhl
+                && !dhl::restamp(&mut img, page_size - PAGE_TRAILER, fcc, txn_size)
+            {
+                return Err(Error::corrupt(pgno, "new catalog root has no version to stamp"));
+            }
             stamp_crc(&mut img);
             db.write_page(pgno, &img)?;
         }
@@ -350,6 +440,27 @@ impl Pager {
 
     pub fn log_frames(&self) -> u64 {
         self.journal.log_frames()
+    }
+
+    /// Node layout of this database's trees.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// DHL: the pages no committed tree owns, computed by the caller at open.
+    pub fn set_free_pages(&self, free: BTreeSet<Pgno>) {
+        lock(&self.state).free = free;
+    }
+
+    /// DHL: the lowest free page not in `exclude` (pages this transaction already took).
+    pub fn pick_free(&self, exclude: &BTreeSet<Pgno>) -> Option<Pgno> {
+        let st = lock(&self.state);
+        st.free.iter().find(|p| !exclude.contains(p)).copied()
+    }
+
+    /// DHL: number of free pages.
+    pub fn free_count(&self) -> usize {
+        lock(&self.state).free.len()
     }
 
     /// The committed header.
@@ -389,7 +500,9 @@ impl Pager {
         }
         let mut buf = vec![0u8; self.page_size];
         self.journal.read_page(pgno, &mut buf)?;
-        if !crc_ok(&buf) {
+        // DHL pages are verified per version by the tree (`page::dhl`); their trailer is
+        // not kept up to date by recovery's invalidations.
+        if self.layout == Layout::Stock && !crc_ok(&buf) {
             return Err(Error::corrupt(pgno, "page checksum mismatch"));
         }
         let page = PageRef::from(buf);
@@ -445,8 +558,14 @@ impl Pager {
     }
 
     /// Make a transaction durable. `header.fcc` is the new tid; `dirty` holds the
-    /// transaction's pages (never page 0), trailers stamped.
-    pub fn commit(&self, header: &Header, dirty: &BTreeMap<Pgno, PageRef>) -> Result<()> {
+    /// transaction's pages (never page 0), trailers stamped. `alloc` moves pages between
+    /// the DHL free set and the trees (empty in stock modes).
+    pub fn commit(
+        &self,
+        header: &Header,
+        dirty: &BTreeMap<Pgno, PageRef>,
+        alloc: &AllocDelta,
+    ) -> Result<()> {
         debug_assert!(!dirty.contains_key(&0));
         let mut st = lock(&self.state);
         if let Some(why) = &st.poisoned {
@@ -460,11 +579,42 @@ impl Pager {
             ..header.clone()
         } == st.header;
         let write_header = !(self.journal.embeds_fcc() && counter_only && !dirty.is_empty());
+        // The transaction's size in pages: counting commit's completeness test.
+        let txn_size = dirty.len() as u32 + write_header as u32;
+        let header = Header {
+            last_txn_size: txn_size,
+            ..header.clone()
+        };
         let mut pages: Vec<(Pgno, PageRef)> = Vec::with_capacity(dirty.len() + 1);
         if write_header {
-            pages.push((0, header_page(header)));
+            let image = match self.layout {
+                Layout::Stock => header_page(&header),
+                Layout::Dhl => {
+                    let committed = self.current_locked(&mut st, 0)?;
+                    dhl_header_page(&committed, st.header.fcc, &header)
+                }
+            };
+            pages.push((0, image));
         }
-        pages.extend(dirty.iter().map(|(p, img)| (*p, img.clone())));
+        for (pgno, img) in dirty {
+            let img = match self.layout {
+                Layout::Stock => img.clone(),
+                Layout::Dhl => {
+                    // The tree builds versions with txn_size 0; only now is the count known.
+                    let mut page = img.to_vec();
+                    if !dhl::restamp(&mut page, self.page_size - PAGE_TRAILER, header.fcc, txn_size) {
+                        return Err(Error::corrupt(
+                            *pgno,
+                            format!("dirty page has no version of transaction {}", header.fcc),
+                        ));
+                    }
+                    stamp_crc(&mut page);
+                    PageRef::from(page)
+                }
+            };
+            pages.push((*pgno, img));
+        }
+        let header = &header;
 
         let old_page_count = st.header.page_count;
         debug_assert_eq!(header.fcc, st.header.fcc + 1, "commits are serial");
@@ -494,6 +644,10 @@ impl Pager {
         match result {
             Ok(()) => {
                 st.header = header.clone();
+                for p in &alloc.taken {
+                    st.free.remove(p);
+                }
+                st.free.extend(alloc.freed.iter().copied());
                 for (pgno, _) in &pages {
                     st.cache.unpin(*pgno);
                 }

@@ -696,6 +696,28 @@ fn walk<S: PageRead + ?Sized>(
     Ok(())
 }
 
+/// Call `visit` for every page the tree owns: its nodes (root first) and every overflow
+/// page. Needs no comparator, so it can account for pages of any tree.
+pub(crate) fn for_each_page(
+    store: &dyn PageRead,
+    root: Pgno,
+    visit: &mut dyn FnMut(Pgno),
+) -> Result<()> {
+    walk(store, root, &mut |p| {
+        visit(p.pgno());
+        if p.is_leaf() {
+            for i in 0..p.ncells() {
+                if let Payload::Overflow { len, first } = p.payload(i)? {
+                    for o in overflow::pages(store, p.pgno(), len, first)? {
+                        visit(o);
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 pub(crate) fn count(store: &dyn PageRead, root: Pgno) -> Result<u64> {
     let mut n = 0u64;
     walk(store, root, &mut |p| {

@@ -126,6 +126,15 @@ pub fn remove(
     btree::remove(store, root, cmp, opts, key)
 }
 
+/// Visit every page the tree owns (nodes and overflow pages), without comparing keys.
+pub fn for_each_page(
+    store: &dyn PageRead,
+    root: Pgno,
+    visit: &mut dyn FnMut(Pgno),
+) -> Result<()> {
+    btree::for_each_page(store, root, visit)
+}
+
 /// Number of entries.
 pub fn count(store: &dyn PageRead, root: Pgno) -> Result<u64> {
     btree::count(store, root)

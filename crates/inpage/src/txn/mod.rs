@@ -18,14 +18,15 @@
 pub(crate) mod catalog;
 pub mod key;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::db::Shared;
 use crate::error::{Error, Pgno, Result};
-use crate::page::{page_type, stamp_crc, PageRead, PageRef, PageWrite};
+use crate::page::{page_type, stamp_crc, Layout, PageRead, PageRef, PageWrite};
 use crate::pager::header::{Header, META_SLOTS};
+use crate::pager::AllocDelta;
 use crate::tree::{self, CmpFn, TreeOptions};
 use catalog::TreeInfo;
 use key::{decode_int, encode_int, memcmp, Comparator, Key, KeyKind, OwnedKey};
@@ -397,6 +398,12 @@ impl PageRead for ReadTxn {
         }
         self.shared.pager.read_at(self.header.fcc, pgno)
     }
+    fn layout(&self) -> Layout {
+        self.shared.pager.layout()
+    }
+    fn visible_tid(&self) -> u64 {
+        self.header.fcc
+    }
 }
 
 impl ReadableTxn for ReadTxn {
@@ -410,6 +417,12 @@ impl ReadableTxn for ReadTxn {
 struct WriteState {
     header: Header,
     dirty: HashMap<Pgno, PageRef>,
+    /// Pages allocated by this transaction (no committed version to keep).
+    fresh: HashSet<Pgno>,
+    /// DHL: pages taken from the pager's free set.
+    taken: BTreeSet<Pgno>,
+    /// DHL: pages given up; they join the free set only when this transaction commits.
+    freed: Vec<Pgno>,
 }
 
 /// A savepoint inside a write transaction.
@@ -427,6 +440,7 @@ pub struct WriteTxn {
     savepoints: Vec<(u64, WriteState)>,
     next_serial: u64,
     opts: TreeOptions,
+    layout: Layout,
     finished: bool,
 }
 
@@ -443,16 +457,21 @@ impl WriteTxn {
         let opts = TreeOptions {
             redistribute: shared.config.redistribute,
         };
+        let layout = shared.pager.layout();
         Ok(WriteTxn {
             shared,
             base: header.clone(),
             st: WriteState {
                 header,
                 dirty: HashMap::new(),
+                fresh: HashSet::new(),
+                taken: BTreeSet::new(),
+                freed: Vec::new(),
             },
             savepoints: Vec::new(),
             next_serial: 0,
             opts,
+            layout,
             finished: false,
         })
     }
@@ -602,7 +621,11 @@ impl WriteTxn {
             header.fcc = self.base.fcc + 1;
             header.last_txn_size = self.st.dirty.len() as u32 + 1;
             let dirty: BTreeMap<Pgno, PageRef> = self.st.dirty.drain().collect();
-            self.shared.pager.commit(&header, &dirty)
+            let alloc = AllocDelta {
+                taken: self.st.taken.iter().copied().collect(),
+                freed: std::mem::take(&mut self.st.freed),
+            };
+            self.shared.pager.commit(&header, &dirty, &alloc)
         };
         self.shared.release_writer();
         result
@@ -639,6 +662,12 @@ impl PageRead for WriteTxn {
             None => self.shared.pager.read_current(pgno),
         }
     }
+    fn layout(&self) -> Layout {
+        self.layout
+    }
+    fn visible_tid(&self) -> u64 {
+        self.base.fcc + 1
+    }
 }
 
 impl PageWrite for WriteTxn {
@@ -655,32 +684,48 @@ impl PageWrite for WriteTxn {
     }
 
     fn allocate(&mut self) -> Result<Pgno> {
-        let h = &self.st.header;
-        if h.freelist_head != 0 {
-            let pgno = h.freelist_head;
-            let page = self.read(pgno)?;
-            if page[0] != page_type::FREE {
-                return Err(Error::corrupt(
-                    pgno,
-                    format!(
-                        "free-list page has type {} ({})",
-                        page[0],
-                        page_type::name(page[0])
-                    ),
-                ));
+        let pgno = match self.layout {
+            Layout::Stock => self.allocate_stock()?,
+            Layout::Dhl => match self.shared.pager.pick_free(&self.st.taken) {
+                Some(p) => {
+                    self.st.taken.insert(p);
+                    p
+                }
+                None => self.grow()?,
+            },
+        };
+        self.st.fresh.insert(pgno);
+        Ok(pgno)
+    }
+
+    fn free(&mut self, pgno: Pgno) -> Result<()> {
+        match self.layout {
+            Layout::Stock => self.free_stock(pgno),
+            Layout::Dhl => {
+                // Never written: the committed trees may still use the page, and this
+                // transaction may abort. A page this transaction allocated has no
+                // committed user, but its image is dropped too so it is not written.
+                self.st.dirty.remove(&pgno);
+                if self.st.fresh.remove(&pgno) && self.st.taken.remove(&pgno) {
+                    return Ok(()); // back to the free set, as if never taken
+                }
+                self.st.freed.push(pgno);
+                Ok(())
             }
-            let next = u32::from_le_bytes(page[4..8].try_into().unwrap());
-            let h = &mut self.st.header;
-            if next >= h.page_count || (next == 0) != (h.freelist_count == 1) {
-                return Err(Error::corrupt(
-                    pgno,
-                    format!("free-list link to page {next} is inconsistent"),
-                ));
-            }
-            h.freelist_head = next;
-            h.freelist_count -= 1;
-            return Ok(pgno);
         }
+    }
+
+    fn tid(&self) -> u64 {
+        self.base.fcc + 1
+    }
+
+    fn is_fresh(&self, pgno: Pgno) -> bool {
+        self.st.fresh.contains(&pgno)
+    }
+}
+
+impl WriteTxn {
+    fn grow(&mut self) -> Result<Pgno> {
         let h = &mut self.st.header;
         if h.page_count == u32::MAX {
             return Err(Error::Full);
@@ -689,7 +734,38 @@ impl PageWrite for WriteTxn {
         Ok(h.page_count - 1)
     }
 
-    fn free(&mut self, pgno: Pgno) -> Result<()> {
+    /// Stock free list: a chain of free pages, each holding the next one's number.
+    fn allocate_stock(&mut self) -> Result<Pgno> {
+        let h = &self.st.header;
+        if h.freelist_head == 0 {
+            return self.grow();
+        }
+        let pgno = h.freelist_head;
+        let page = self.read(pgno)?;
+        if page[0] != page_type::FREE {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "free-list page has type {} ({})",
+                    page[0],
+                    page_type::name(page[0])
+                ),
+            ));
+        }
+        let next = u32::from_le_bytes(page[4..8].try_into().unwrap());
+        let h = &mut self.st.header;
+        if next >= h.page_count || (next == 0) != (h.freelist_count == 1) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("free-list link to page {next} is inconsistent"),
+            ));
+        }
+        h.freelist_head = next;
+        h.freelist_count -= 1;
+        Ok(pgno)
+    }
+
+    fn free_stock(&mut self, pgno: Pgno) -> Result<()> {
         let mut page = vec![0u8; self.page_size()];
         page[0] = page_type::FREE;
         page[4..8].copy_from_slice(&self.st.header.freelist_head.to_le_bytes());
