@@ -10,7 +10,8 @@
 //!
 //! descriptor:
 //! 0..8    tid        u64  0 = INV (never written, or invalidated by recovery)
-//! 8..12   txn_size   u32  pages written by transaction `tid` (counting commit)
+//! 8..12   txn_size   u32  pages written by transaction `tid` (counting commit; built as 0,
+//!                         set at commit by `restamp`)
 //! 12..14  ncells     u16
 //! 14      type       u8   page_type::LEAF or page_type::INTERIOR
 //! 15      flags      u8   0
@@ -35,6 +36,19 @@
 //! The reader sees the valid descriptor with the largest `tid <= max_tid` ([`visible`]); a
 //! writer of transaction `T` asks for `max_tid = T`, which yields its own earlier version
 //! of the page if it has one and the newest committed one otherwise.
+//!
+//! # Counting commit: `txn_size`, [`restamp`] and [`page_versions`]
+//!
+//! The tree builds versions (and [`overflow_page`]s) with `txn_size` 0, because the number
+//! of pages transaction `T` writes is only known at commit. The commit path then calls
+//! [`restamp`] on every dirty page image before writing it: it sets `txn_size` in each
+//! valid descriptor with tid `T` (tree version or overflow page) and recomputes that
+//! descriptor's checksum. It changes only those two fields of those descriptors, never a
+//! byte a protected version references, so the invariants below hold for the stamped image
+//! exactly as for the built one. Recovery scans pages with [`page_versions`], which counts
+//! overflow pages' descriptors as well as tree versions ([`descriptors`] sees tree
+//! versions only), and compares the number of valid descriptors with the largest tid
+//! against their `txn_size` (docs/DHL-DESIGN.md, "Recovery").
 //!
 //! # Invariants kept by [`build`] and why they make torn writes harmless
 //!
@@ -390,6 +404,9 @@ pub struct DescInfo {
 /// Both descriptor slots: `None` for an INV (tid 0) slot or a buffer too small to be a
 /// DHL page, otherwise its tid and whether it is valid. A torn descriptor shows up as
 /// `valid: false` and must be ignored like an INV one.
+///
+/// Only tree versions count as valid here: an overflow page's descriptor shows up as
+/// `valid: false`. Recovery, which must count overflow pages too, uses [`page_versions`].
 pub fn descriptors(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
     let info = |slot: usize| {
         if !geometry_ok(usable, buf.len()) {
@@ -423,6 +440,73 @@ pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
         }
     }
     changed
+}
+
+/// Both descriptor slots of any DHL page, for recovery's scan: like [`descriptors`], but a
+/// slot is also `valid` when it is a valid overflow-page descriptor (slot 0 only, exactly
+/// what [`open_overflow`] accepts). `None` for an INV (tid 0) slot or a buffer too small
+/// to be a DHL page of size `usable`. For tree pages the result equals [`descriptors`].
+pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+    let overflow_ok = open_overflow(0, buf, usable).is_ok();
+    let mut d = descriptors(buf, usable);
+    if let Some(info) = d[0].as_mut() {
+        info.valid |= overflow_ok;
+    }
+    d
+}
+
+/// Set `txn_size` in every valid descriptor with this `tid` (a tree version as [`visible`]
+/// accepts it, or an overflow page as [`open_overflow`] accepts it) and recompute its
+/// checksum so that it stays valid. Only those descriptors' `txn_size` and checksum bytes
+/// change; nothing else in `buf` does, and invalid, INV or other-tid slots are left alone.
+/// Returns whether any descriptor was stamped (false for tid 0 or a buffer too small to
+/// be a DHL page of size `usable`).
+///
+/// The commit path calls it on each dirty page image before writing it, once the pager
+/// knows how many pages the transaction writes (module notes, counting commit).
+pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+    /// The bytes a valid descriptor's checksum covers after its head.
+    enum Covered {
+        /// Tree version: array range, then (offset, size) of each cell in array order.
+        Tree((usize, usize), Vec<(usize, usize)>),
+        /// Overflow page: data length (data starts at `RECORD_START`).
+        Overflow(usize),
+    }
+
+    if tid == 0 || !geometry_ok(usable, buf.len()) {
+        return false;
+    }
+    let mut stamped = false;
+    for slot in 0..2 {
+        let d = slot * DESC_SIZE;
+        if get_u64(buf, d + D_TID) != tid {
+            continue;
+        }
+        // What the checksum covers besides the descriptor head, found before writing.
+        let tree = check_slot(0, buf, usable, slot).ok().and_then(|v| {
+            let array = (v.array_off, v.array_off + PTR_SIZE * v.ncells);
+            let cells: Option<Vec<(usize, usize)>> =
+                (0..v.ncells).map(|i| v.cell_range(i).ok()).collect();
+            Some(Covered::Tree(array, cells?))
+        });
+        let covered = tree.or_else(|| {
+            (slot == 0)
+                .then(|| open_overflow(0, buf, usable).ok())
+                .flatten()
+                .map(|o| Covered::Overflow(o.data.len()))
+        });
+        let Some(covered) = covered else {
+            continue;
+        };
+        buf[d + D_TXN_SIZE..d + D_TXN_SIZE + 4].copy_from_slice(&txn_size.to_le_bytes());
+        let crc = match covered {
+            Covered::Tree(array, cells) => version_crc(buf, slot, array, cells.into_iter()),
+            Covered::Overflow(len) => overflow_crc(buf, len),
+        };
+        buf[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        stamped = true;
+    }
+    stamped
 }
 
 /// A version to write: its metadata and cells in key order (stock encodings).
@@ -771,7 +855,8 @@ fn overflow_crc(buf: &[u8], len: usize) -> u32 {
     (x ^ (x >> 32)) as u32
 }
 
-/// Image of an overflow page written by transaction `tid` (txn_size 0) holding `data`.
+/// Image of an overflow page written by transaction `tid` (txn_size 0, for [`restamp`] to
+/// set at commit) holding `data`.
 /// Errors: `InvalidArgument` for a bad geometry, tid 0 or more data than a page carries.
 pub fn overflow_page(
     page_size: usize,
@@ -936,7 +1021,7 @@ mod tests {
 
     /// Recompute the crc of `slot` after a test tampered with it, so that structural
     /// checks, not the crc, have to reject the tampering.
-    fn restamp(buf: &mut [u8], usable: usize, slot: usize) {
+    fn recrc(buf: &mut [u8], usable: usize, slot: usize) {
         let d = slot * DESC_SIZE;
         let leaf = buf[d + D_TYPE] == page_type::LEAF;
         let n = get_u16(buf, d + D_NCELLS);
@@ -1074,10 +1159,10 @@ mod tests {
         let tamper = |f: &dyn Fn(&mut Vec<u8>)| {
             let mut b = good.clone();
             f(&mut b);
-            restamp(&mut b, US, 0);
+            recrc(&mut b, US, 0);
             check_slot(1, &b, US, 0).err()
         };
-        assert!(tamper(&|_| {}).is_none(), "restamp alone keeps it valid");
+        assert!(tamper(&|_| {}).is_none(), "recrc alone keeps it valid");
         let second = get_u16(&good, RECORD_START + 2);
         let e = tamper(&|b| {
             b[RECORD_START..RECORD_START + 2].copy_from_slice(&(second as u16).to_le_bytes())
@@ -1409,6 +1494,233 @@ mod tests {
         assert!(overflow_page(PS, US, 1, 0, &vec![0; overflow_data(US) + 1]).is_err());
     }
 
+    /// Version `ver` would give, but built with txn_size 0 as the tree builds it.
+    fn ver0(tid: u64, leaf: bool, right: Pgno, cells: &[Vec<u8>]) -> Version<'_> {
+        Version {
+            txn_size: 0,
+            ..ver(tid, leaf, right, cells)
+        }
+    }
+
+    /// Indices where `a` and `b` differ.
+    fn diff(a: &[u8], b: &[u8]) -> Vec<usize> {
+        (0..a.len().max(b.len()))
+            .filter(|&i| a.get(i) != b.get(i))
+            .collect()
+    }
+
+    /// Whether byte `i` is the txn_size or checksum field of descriptor `slot`.
+    fn stamp_field(slot: usize, i: usize) -> bool {
+        let d = slot * DESC_SIZE;
+        (d + D_TXN_SIZE..d + D_TXN_SIZE + 4).contains(&i) || (d + D_CRC..d + D_CRC + 4).contains(&i)
+    }
+
+    /// Run `restamp` on a copy of `buf` and check its contract against [`page_versions`]:
+    /// exactly the valid slots with `tid` get `txn_size` and stay valid, every other slot
+    /// reads as before, and no byte outside the stamped slots' two fields changes. Returns
+    /// the stamped image.
+    fn check_restamp(buf: &[u8], usable: usize, tid: u64, txn_size: u32) -> Vec<u8> {
+        let before = page_versions(buf, usable);
+        let mut b = buf.to_vec();
+        let stamped = restamp(&mut b, usable, tid, txn_size);
+        let hit = |s: usize| before[s].is_some_and(|d| d.valid && d.tid == tid);
+        assert_eq!(stamped, hit(0) || hit(1));
+        for i in diff(buf, &b) {
+            assert!(
+                (0..2).any(|s| hit(s) && stamp_field(s, i)),
+                "byte {i} changed outside a stamped descriptor's fields"
+            );
+        }
+        let after = page_versions(&b, usable);
+        for s in 0..2 {
+            let want = if hit(s) {
+                before[s].map(|d| DescInfo { txn_size, ..d })
+            } else {
+                before[s]
+            };
+            assert_eq!(after[s], want, "slot {s}");
+        }
+        b
+    }
+
+    #[test]
+    fn restamp_keeps_tree_versions_valid_with_the_new_txn_size() {
+        // Leaf: a committed version (tid 4) and the new one (tid 5) built with txn_size 0.
+        let c1 = vec![rec(1, 40), rec(3, 70)];
+        let p = build(1, PS, US, None, 0, &ver(4, true, 0, &c1))
+            .unwrap()
+            .unwrap();
+        let c2 = vec![rec(1, 40), rec(2, 500), leaf_cell_overflow(b"k", 5000, 7)];
+        let n = build(1, PS, US, Some(&p), 4, &ver0(5, true, 0, &c2))
+            .unwrap()
+            .unwrap();
+        let s = check_restamp(&n, US, 5, 3);
+        let changed = diff(&n, &s);
+        assert!(!changed.is_empty() && changed.iter().all(|&i| stamp_field(1, i)));
+        let v = visible(1, &s, US, 5).unwrap();
+        assert_eq!((v.slot(), v.tid(), v.txn_size()), (1, 5, 3));
+        assert_eq!(v.cells().unwrap(), c2);
+        let old = visible(1, &s, US, 4).unwrap();
+        assert_eq!(
+            (old.tid(), old.txn_size(), old.cells().unwrap()),
+            (4, 11, c1)
+        );
+        // The same image as building with the count in the first place, and stamping is
+        // repeatable (back to 0 gives the built image).
+        let direct = build(
+            1,
+            PS,
+            US,
+            Some(&p),
+            4,
+            &Version {
+                txn_size: 3,
+                ..ver(5, true, 0, &c2)
+            },
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(s, direct);
+        assert_eq!(check_restamp(&s, US, 5, 0), n);
+        assert_eq!(page_versions(&s, US), descriptors(&s, US));
+        // The committed version can be stamped too; only slot 0's fields change.
+        let s4 = check_restamp(&s, US, 4, 0xdead_beef);
+        assert!(diff(&s, &s4).iter().all(|&i| stamp_field(0, i)));
+        assert_eq!(visible(1, &s4, US, 4).unwrap().txn_size(), 0xdead_beef);
+        assert_eq!(visible(1, &s4, US, 5).unwrap().txn_size(), 3);
+
+        // Interior, fresh page (slot 0, slot 1 INV).
+        let ci = vec![interior_cell(11, b"b"), interior_cell(12, b"d")];
+        let i = build(1, PS, US, None, 0, &ver0(8, false, 13, &ci))
+            .unwrap()
+            .unwrap();
+        let si = check_restamp(&i, US, 8, u32::MAX);
+        assert!(diff(&i, &si).iter().all(|&i| stamp_field(0, i)));
+        let v = visible(1, &si, US, 8).unwrap();
+        assert_eq!(
+            (v.is_leaf(), v.txn_size(), v.right_child()),
+            (false, u32::MAX, 13)
+        );
+        assert_eq!(v.cells().unwrap(), ci);
+
+        // An empty leaf (no array, no cells).
+        let e = check_restamp(&empty_leaf(PS, US, 6), US, 6, 1);
+        assert_eq!(visible(1, &e, US, 6).unwrap().txn_size(), 1);
+    }
+
+    #[test]
+    fn restamp_keeps_overflow_pages_valid_with_the_new_txn_size() {
+        let data: Vec<u8> = (0..overflow_data(US)).map(|i| (i * 13) as u8).collect();
+        for len in [0, 1, 100, data.len()] {
+            let p = overflow_page(PS, US, 9, 42, &data[..len]).unwrap();
+            let s = check_restamp(&p, US, 9, 77);
+            let changed = diff(&p, &s);
+            assert!(!changed.is_empty() && changed.iter().all(|&i| stamp_field(0, i)));
+            let o = open_overflow(3, &s, US).unwrap();
+            assert_eq!(
+                (o.tid, o.txn_size, o.next, o.data),
+                (9, 77, 42, &data[..len])
+            );
+            assert_eq!(check_restamp(&s, US, 9, 0), p);
+        }
+    }
+
+    #[test]
+    fn restamp_of_an_absent_or_invalid_version_changes_nothing() {
+        let cells = vec![rec(1, 40), rec(2, 40)];
+        let p = build(1, PS, US, None, 0, &ver(4, true, 0, &cells))
+            .unwrap()
+            .unwrap();
+        let n = build(1, PS, US, Some(&p), 4, &ver0(5, true, 0, &[rec(7, 50)]))
+            .unwrap()
+            .unwrap();
+        let ovfl = overflow_page(PS, US, 9, 0, b"data").unwrap();
+        let mut torn = n.clone();
+        let last = get_u16(&torn, get_u16(&torn, DESC_SIZE + D_ARRAY));
+        torn[last + 12] ^= 1; // a data byte of slot 1's only cell (not shared with slot 0)
+        let mut bad_ovfl = ovfl.clone();
+        bad_ovfl[RECORD_START + 2] ^= 1;
+        let mut inv = n.clone();
+        assert!(invalidate(&mut inv, 5));
+        for (img, tid) in [
+            (&n, 6),    // no such tid
+            (&n, 0),    // INV is never stamped
+            (&torn, 5), // present, but not a valid version
+            (&bad_ovfl, 9),
+            (&ovfl, 8),
+            (&inv, 5),
+        ] {
+            let mut b = img.clone();
+            assert!(!restamp(&mut b, US, tid, 1), "tid {tid}");
+            assert_eq!(&b, img, "tid {tid}: buffer changed");
+            check_restamp(img, US, tid, 1);
+        }
+        // A damaged slot with the tid is skipped, a valid one beside it still stamped.
+        let s = check_restamp(&torn, US, 4, 2);
+        assert!(diff(&torn, &s).iter().all(|&i| stamp_field(0, i)));
+        assert_eq!(visible(1, &s, US, 4).unwrap().txn_size(), 2);
+        let mut both = n.clone();
+        both[..8].copy_from_slice(&5u64.to_le_bytes()); // slot 0 claims tid 5, crc now bad
+        let s = check_restamp(&both, US, 5, 2);
+        assert!(diff(&both, &s).iter().all(|&i| stamp_field(1, i)));
+        let mut all_bad = torn.clone();
+        all_bad[..8].copy_from_slice(&5u64.to_le_bytes());
+        let mut b = all_bad.clone();
+        assert!(!restamp(&mut b, US, 5, 1));
+        assert_eq!(b, all_bad);
+        // Bad geometry: nothing to stamp, no panic.
+        for (len, usable) in [(10, US), (PS, 10), (PS, PS + 1), (PS, 70_000)] {
+            let mut b = n[..len.min(PS)].to_vec();
+            assert!(!restamp(&mut b, usable, 5, 1));
+            assert_eq!(b, &n[..len.min(PS)]);
+        }
+    }
+
+    #[test]
+    fn page_versions_counts_overflow_pages() {
+        let p = overflow_page(PS, US, 9, 42, b"some value bytes").unwrap();
+        let ok = DescInfo {
+            slot: 0,
+            tid: 9,
+            txn_size: 0,
+            valid: true,
+        };
+        assert_eq!(page_versions(&p, US), [Some(ok), None]);
+        assert_eq!(
+            descriptors(&p, US)[0].map(|d| d.valid),
+            Some(false),
+            "descriptors sees tree versions only"
+        );
+        // A damaged data byte, descriptor byte or the other slot's bytes.
+        let mut d = p.clone();
+        d[RECORD_START + 3] ^= 0x40;
+        assert_eq!(
+            page_versions(&d, US),
+            [Some(DescInfo { valid: false, ..ok }), None]
+        );
+        let mut d = p.clone();
+        d[D_RIGHT] ^= 1;
+        assert_eq!(page_versions(&d, US)[0].map(|d| d.valid), Some(false));
+        let mut d = p.clone();
+        d[DESC_SIZE..DESC_SIZE + 8].copy_from_slice(&9u64.to_le_bytes());
+        d[DESC_SIZE + D_TYPE] = page_type::OVERFLOW;
+        let pv = page_versions(&d, US);
+        assert_eq!(pv[0], Some(ok), "slot 1 does not cover slot 0's checksum");
+        assert_eq!(
+            pv[1].map(|d| (d.tid, d.valid)),
+            Some((9, false)),
+            "overflow only in slot 0"
+        );
+        // Tree pages: the same as descriptors.
+        let t = build(1, PS, US, None, 0, &ver(3, true, 0, &[rec(1, 30)]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(page_versions(&t, US), descriptors(&t, US));
+        assert_eq!(page_versions(&t, US)[0].map(|d| d.valid), Some(true));
+        assert_eq!(page_versions(&p[..40], US), [None, None]);
+        assert_eq!(page_versions(&p, 10), [None, None]);
+    }
+
     #[test]
     fn capacity_table() {
         // Records whose cell is `size` bytes, 4 KiB pages: stock = cell + 2-byte pointer in
@@ -1723,6 +2035,8 @@ mod tests {
             let _ = open_slot(1, &bytes, usable, 1);
             let mut m = bytes.clone();
             let _ = invalidate(&mut m, max_tid);
+            let _ = page_versions(&bytes, usable);
+            let _ = restamp(&mut m, usable, max_tid, max_tid as u32);
             let cells = vec![rec(1, 20)];
             let _ = build(1, PS, usable, Some(&bytes), max_tid, &ver(max_tid | 1, true, 0, &cells));
         }
@@ -1733,15 +2047,15 @@ mod tests {
             ops in arb_ops(true, US),
             hits in proptest::collection::vec((0..US, any::<u8>(), any::<bool>()), 1..6),
         ) {
-            // Random byte damage, with the damaged descriptors' crcs restamped half of the
+            // Random byte damage, with the damaged descriptors' crcs recomputed half of the
             // time so that the structural checks are exercised, not only the crc.
             if let Some((_, new, p, n)) = history(US, true, &v1, &ops) {
                 let mut b = new.clone();
-                for (at, val, restamp_it) in hits {
+                for (at, val, recrc_it) in hits {
                     b[at] = val;
-                    if restamp_it {
-                        restamp(&mut b, US, 0);
-                        restamp(&mut b, US, 1);
+                    if recrc_it {
+                        recrc(&mut b, US, 0);
+                        recrc(&mut b, US, 1);
                     }
                 }
                 for max_tid in [1, 2, 3, u64::MAX] {
@@ -1756,8 +2070,56 @@ mod tests {
                 }
                 let d = descriptors(&b, US);
                 prop_assert!(d.iter().flatten().all(|d| d.slot < 2));
+                for tid in [1, 2, 3] {
+                    check_restamp(&b, US, tid, 5);
+                }
                 let _ = build(1, PS, US, Some(&b), 2, &ver(3, true, 0, &n));
                 let _ = p;
+            }
+        }
+
+        #[test]
+        fn restamp_on_garbage_keeps_its_contract(
+            bytes in proptest::collection::vec(any::<u8>(), 0..PS + 8),
+            usable in prop_oneof![3 => Just(US), 1 => Just(508usize), 1 => Just(0usize), 1 => any::<usize>()],
+            which in 0..3usize,
+            any_tid in any::<u64>(),
+            txn_size in any::<u32>(),
+            ovfl in proptest::option::of((1..u64::MAX, any::<u32>(), 0..PS)),
+        ) {
+            // Random bytes, or a valid overflow page with random bytes everywhere its
+            // checksum does not cover (slot 1, past the data), so that the stamping path
+            // runs too; the tid is either random or one the buffer claims.
+            let mut b = bytes.clone();
+            if let Some((tid, next, len)) = ovfl {
+                let len = len.min(bytes.len()).min(overflow_data(US));
+                b = overflow_page(PS, US, tid, next, &bytes[..len]).unwrap();
+                for i in (DESC_SIZE..RECORD_START).chain(RECORD_START + len..PS) {
+                    b[i] = bytes.get(i).copied().unwrap_or(b[i]);
+                }
+            }
+            let tid = match which {
+                0 if b.len() >= 8 => get_u64(&b, 0),
+                1 if b.len() >= 40 => get_u64(&b, DESC_SIZE),
+                _ => any_tid,
+            };
+            check_restamp(&b, usable, tid, txn_size);
+        }
+
+        #[test]
+        fn restamp_on_built_pages(
+            v1 in arb_cells(true, US, capacity(US)),
+            ops in arb_ops(true, US),
+            tid in 0..5u64,
+            txn_size in any::<u32>(),
+        ) {
+            if let Some((_, new, p, n)) = history(US, true, &v1, &ops) {
+                let s = check_restamp(&new, US, tid, txn_size);
+                prop_assert_eq!(visible_cells(&s, US, 2), p);
+                prop_assert_eq!(visible_cells(&s, US, 3), n);
+                if tid == 2 || tid == 3 {
+                    prop_assert_eq!(visible(1, &s, US, tid).unwrap().txn_size(), txn_size);
+                }
             }
         }
     }
