@@ -84,6 +84,9 @@ fn sigkill_then_verify_in_every_atomic_mode() {
         "wal",
         "wal-prealloc",
         "wal-normal",
+        "dhl-tc",
+        "dhl-cc",
+        "dhl-cc-header",
     ]
     .into_iter()
     .enumerate()

@@ -65,6 +65,21 @@ fn mode_off_opt_reports_but_promises_nothing() {
 }
 
 #[test]
+fn mode_dhl_tc() {
+    mode_budget("dhl-tc");
+}
+
+#[test]
+fn mode_dhl_cc() {
+    mode_budget("dhl-cc");
+}
+
+#[test]
+fn mode_dhl_cc_header() {
+    mode_budget("dhl-cc-header");
+}
+
+#[test]
 fn mode_delete() {
     mode_budget("delete");
 }

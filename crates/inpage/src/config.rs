@@ -12,8 +12,9 @@ use crate::journal::{JournalConfig, JournalMode, WalSync};
 use crate::pager::header::{valid_page_size, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use crate::vfs::{OsVfs, Vfs};
 
-/// The mode a new database gets when none is asked for (SQLite's default).
-pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::Delete;
+/// The mode a new database gets when none is asked for: counting-commit doubleheader
+/// logging, one page write per changed page and one fdatasync per transaction.
+pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::DhlCc;
 
 /// Database settings. Build with `Config::default()` and the chained setters.
 #[derive(Clone, Debug)]

@@ -13,9 +13,9 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::journal::{JournalMode, RecoveryReport};
 use crate::page::Layout;
-use crate::tree;
 use crate::pager::header::Header;
 use crate::pager::{CacheStats, Pager};
+use crate::tree;
 use crate::txn::key::Key;
 use crate::txn::{ReadTxn, ReadableTxn, WriteTxn};
 

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use inpage::check::check;
+use inpage::page::Layout;
 use inpage::{Config, Database, Error, JournalMode, KeyKind, ReadableTxn};
 
 fn make_db(dir: &Path, mode: JournalMode) -> PathBuf {
@@ -104,46 +105,128 @@ fn flipped_byte_in_every_page_is_detected_and_nothing_changes() {
     for mode in JournalMode::ALL {
         let path = make_db(dir.path(), mode);
         let good = file_bytes(&path);
-        let page_count = u32::from_le_bytes(good[28..32].try_into().unwrap()) as usize;
-        for pgno in 0..page_count {
+        let pages = good.len() / 4096;
+        for pgno in 0..pages {
             for offset in [0usize, 9, 2000, 4095] {
                 let mut bad = good.clone();
                 bad[pgno * 4096 + offset] ^= 0x40;
                 std::fs::write(&path, &bad).unwrap();
                 let what = format!("{mode} page {pgno} offset {offset}");
-                match Database::open(&path, Config::default()) {
-                    Err(Error::NotADatabase { .. }) => assert_eq!(pgno, 0, "{what}"),
-                    Err(e) => panic!("{what}: unexpected open error {e}"),
-                    Ok(db) => {
-                        assert_ne!(pgno, 0, "{what}: corrupt header accepted");
-                        let r = db.begin_read().unwrap();
-                        let err = check(&r, &Default::default()).unwrap_err();
-                        match err {
-                            Error::Corrupt { pgno: p, .. } => {
-                                assert_eq!(p as usize, pgno, "{what}: {err}")
-                            }
-                            e => panic!("{what}: expected Corrupt, got {e}"),
-                        }
-                        // Reading every key either works or reports the same page.
-                        if let Ok(t) = r.open_tree("t") {
-                            for k in 0..400 {
-                                match r.get(&t, k) {
-                                    Ok(v) => assert_eq!(v, Some(value_for(k, 1, 100)), "{what}"),
-                                    Err(Error::Corrupt { pgno: p, .. }) => {
-                                        assert_eq!(p as usize, pgno)
-                                    }
-                                    Err(e) => panic!("{what}: {e}"),
-                                }
-                            }
-                        }
-                        drop(r);
-                        drop(db);
-                    }
+                let outcome = if mode.layout() == Layout::Dhl {
+                    flipped_dhl(&path, pgno, &what)
+                } else {
+                    flipped_stock(&path, pgno, &what)
+                };
+                if outcome != Outcome::RolledBack {
+                    assert!(
+                        file_bytes(&path) == bad,
+                        "{what}: file changed ({outcome:?})"
+                    );
                 }
-                assert_eq!(file_bytes(&path), bad, "{what}: file changed");
             }
         }
         std::fs::write(&path, &good).unwrap();
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Detected,
+    Harmless,
+    RolledBack,
+}
+
+/// Stock pages carry a crc over the whole page: every flip inside the database's pages
+/// is reported, naming the page; flips past the last page touch the unused tail.
+fn flipped_stock(path: &Path, pgno: usize, what: &str) -> Outcome {
+    match Database::open(path, Config::default()) {
+        Err(Error::NotADatabase { .. }) => {
+            assert_eq!(pgno, 0, "{what}");
+            Outcome::Detected
+        }
+        Err(e) => panic!("{what}: unexpected open error {e}"),
+        Ok(db) => {
+            assert_ne!(pgno, 0, "{what}: corrupt header accepted");
+            let r = db.begin_read().unwrap();
+            let pages = db.header().page_count as usize;
+            match check(&r, &Default::default()) {
+                Err(Error::Corrupt { pgno: p, .. }) => assert_eq!(p as usize, pgno, "{what}"),
+                Err(e) => panic!("{what}: expected Corrupt, got {e}"),
+                Ok(_) => {
+                    assert!(
+                        pgno >= pages,
+                        "{what}: damage inside the database not found"
+                    );
+                    assert_full(&r, what);
+                    return Outcome::Harmless;
+                }
+            }
+            assert_reads_full_or_fail_at(&r, pgno, what);
+            Outcome::Detected
+        }
+    }
+}
+
+/// DHL pages are checked per version: damage to a version a reader would see is
+/// reported, damage to bytes no version uses is harmless, and — counting commit being
+/// unable to tell a damaged page of the last transaction from one its crash left
+/// unwritten — the last transaction may be rolled back instead (a consistent, older
+/// state; the one case in which opening writes to the file).
+fn flipped_dhl(path: &Path, pgno: usize, what: &str) -> Outcome {
+    match Database::open(path, Config::default()) {
+        Err(Error::NotADatabase { .. }) => Outcome::Detected,
+        Err(Error::Corrupt { pgno: p, .. }) => {
+            assert_eq!(p as usize, pgno, "{what}");
+            Outcome::Detected
+        }
+        Err(e) => panic!("{what}: unexpected open error {e}"),
+        Ok(db) => {
+            let r = db.begin_read().unwrap();
+            match check(&r, &Default::default()) {
+                Err(Error::Corrupt { pgno: p, .. }) => {
+                    assert_eq!(p as usize, pgno, "{what}");
+                    assert_reads_full_or_fail_at(&r, pgno, what);
+                    Outcome::Detected
+                }
+                Err(e) => panic!("{what}: expected Corrupt, got {e}"),
+                Ok(_) => match r.open_tree("t") {
+                    Ok(_) => {
+                        assert_full(&r, what);
+                        Outcome::Harmless
+                    }
+                    Err(Error::TreeNotFound(_)) => {
+                        assert_ne!(
+                            db.journal_mode(),
+                            JournalMode::DhlTc,
+                            "{what}: dhl-tc has a commit mark and must not roll back"
+                        );
+                        assert!(db.recovery_report().rolled_back, "{what}");
+                        Outcome::RolledBack
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                },
+            }
+        }
+    }
+}
+
+fn assert_full(r: &inpage::ReadTxn, what: &str) {
+    let t = r.open_tree("t").unwrap();
+    for k in 0..400 {
+        assert_eq!(r.get(&t, k).unwrap(), Some(value_for(k, 1, 100)), "{what}");
+    }
+}
+
+/// Reading every key either returns the right value or reports the damaged page.
+fn assert_reads_full_or_fail_at(r: &inpage::ReadTxn, pgno: usize, what: &str) {
+    if let Ok(t) = r.open_tree("t") {
+        for k in 0..400 {
+            match r.get(&t, k) {
+                Ok(v) => assert_eq!(v, Some(value_for(k, 1, 100)), "{what}"),
+                Err(Error::Corrupt { pgno: p, .. }) => assert_eq!(p as usize, pgno, "{what}"),
+                Err(e) => panic!("{what}: {e}"),
+            }
+        }
     }
 }
 

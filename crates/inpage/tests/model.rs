@@ -268,6 +268,12 @@ mode_tests! {
     persist_512: JournalMode::Persist, 512, true;
     wal_4k: JournalMode::Wal, 4096, true;
     wal_512: JournalMode::Wal, 512, true;
+    dhl_tc_4k: JournalMode::DhlTc, 4096, true;
+    dhl_tc_512: JournalMode::DhlTc, 512, true;
+    dhl_cc_4k: JournalMode::DhlCc, 4096, true;
+    dhl_cc_512: JournalMode::DhlCc, 512, true;
+    dhl_cc_header_4k: JournalMode::DhlCcHeader, 4096, true;
+    dhl_cc_header_512: JournalMode::DhlCcHeader, 512, false;
     delete_512_no_redistribute: JournalMode::Delete, 512, false;
     wal_4k_no_redistribute: JournalMode::Wal, 4096, false;
 }

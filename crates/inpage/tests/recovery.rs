@@ -135,6 +135,24 @@ fn power_cut_during_commit_rollback_modes() {
 }
 
 #[test]
+fn power_cut_during_commit_dhl() {
+    for mode in [
+        JournalMode::DhlTc,
+        JournalMode::DhlCc,
+        JournalMode::DhlCcHeader,
+    ] {
+        for (i, ps) in [4096u32, 512].into_iter().enumerate() {
+            let txns = scenario(i as u64 + 61, ps);
+            let mut total = 0;
+            for k in 0..6 {
+                total += crash_every_op_of_commit(mode, ps, &txns, k, 8);
+            }
+            assert!(total >= 5 * 8 * 2, "{mode}: too few crash points ({total})");
+        }
+    }
+}
+
+#[test]
 fn power_cut_during_commit_wal() {
     for (i, ps) in [4096u32, 512].into_iter().enumerate() {
         let txns = scenario(i as u64 + 11, ps);
@@ -244,7 +262,13 @@ fn crash_during_recovery_is_recovered() {
     let txns = scenario(51, ps);
     let states = models(&txns);
     let k = 4;
-    for mode in [JournalMode::Delete, JournalMode::Persist, JournalMode::Wal] {
+    for mode in [
+        JournalMode::Delete,
+        JournalMode::Persist,
+        JournalMode::Wal,
+        JournalMode::DhlCc,
+        JournalMode::DhlTc,
+    ] {
         let vfs = SimVfs::new();
         let db = prepare(&vfs, mode, ps, &txns, k);
         let before = vfs.op_count();

@@ -33,7 +33,7 @@ use super::off::check_batch;
 use super::{CommitBatch, Journal, JournalCtx, JournalMode, RecoveryReport};
 use crate::error::{Error, Pgno, Result};
 use crate::page::{dhl, PAGE_TRAILER};
-use crate::pager::header::{decode_slot, DHL_SLOTS, HEADER_LEN};
+use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN};
 
 /// A valid version found by the recovery scan.
 struct Found {
@@ -41,6 +41,9 @@ struct Found {
     slot: usize,
     tid: u64,
     txn_size: u32,
+    /// Invalid versions (torn by a crash) do not count, but newer-than-FCC ones are
+    /// still invalidated so their tid can never be mistaken for a later transaction's.
+    valid: bool,
 }
 
 /// The DHL commit protocols.
@@ -91,36 +94,50 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
                     slot,
                     tid: h.fcc,
                     txn_size: h.last_txn_size,
+                    valid: true,
                 });
+            } else if buf[slot * HEADER_LEN..(slot + 1) * HEADER_LEN]
+                .iter()
+                .any(|&b| b != 0)
+            {
+                // Both slots live in sector 0, which a crash writes whole: a damaged slot
+                // is corruption, not a torn commit.
+                return Err(Error::corrupt(0, format!("header slot {slot} is damaged")));
             }
         }
     }
     for pgno in 1..pages {
         db.read_page(pgno as Pgno, &mut buf)?;
         for d in dhl::page_versions(&buf, usable).into_iter().flatten() {
-            if d.valid {
-                found.push(Found {
-                    pgno: pgno as Pgno,
-                    slot: d.slot,
-                    tid: d.tid,
-                    txn_size: d.txn_size,
-                });
-            }
+            found.push(Found {
+                pgno: pgno as Pgno,
+                slot: d.slot,
+                tid: d.tid,
+                txn_size: d.txn_size,
+                valid: d.valid,
+            });
         }
     }
     let fcc = match mode {
         JournalMode::DhlTc => found
             .iter()
-            .filter(|f| f.pgno == 0)
+            .filter(|f| f.pgno == 0 && f.valid)
             .map(|f| f.tid)
             .max()
             .unwrap_or(0),
         _ => {
-            let m = found.iter().map(|f| f.tid).max().unwrap_or(0);
-            let of_m: Vec<&Found> = found.iter().filter(|f| f.tid == m).collect();
-            let complete = of_m
-                .first()
-                .is_some_and(|f| of_m.len() == f.txn_size as usize && of_m.iter().all(|g| g.txn_size == f.txn_size));
+            // Only valid versions vote: a torn version's tid is readable (sector 0) but
+            // its content is not there.
+            let m = found
+                .iter()
+                .filter(|f| f.valid)
+                .map(|f| f.tid)
+                .max()
+                .unwrap_or(0);
+            let of_m: Vec<&Found> = found.iter().filter(|f| f.valid && f.tid == m).collect();
+            let complete = of_m.first().is_some_and(|f| {
+                of_m.len() == f.txn_size as usize && of_m.iter().all(|g| g.txn_size == f.txn_size)
+            });
             if complete || m == 0 {
                 m
             } else {
@@ -128,14 +145,42 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
             }
         }
     };
+    // Reject a truncated file before writing anything (bad input changes nothing).
+    if pages > 0 {
+        db.read_page(0, &mut buf)?;
+        if let Some((_, h)) = visible_slot(&buf, fcc) {
+            let need = h.page_count as u64 * ps as u64;
+            let len = db.file_len()?;
+            if len < need {
+                return Err(Error::Truncated {
+                    path: db.path.clone(),
+                    expected: need,
+                    actual: len,
+                });
+            }
+        }
+    }
+    // Versions newer than the FCC are the rolled-back transaction's: valid ones, and
+    // invalid ones carrying its tid (torn by the crash). Any other version claiming a tid
+    // above the FCC was never written as such: that is damage, which must be reported,
+    // not "rolled back" (that would silently drop committed data).
+    if let Some(f) = found.iter().find(|f| f.tid > fcc + 1) {
+        return Err(Error::corrupt(
+            f.pgno,
+            format!(
+                "version claims transaction {} but the last committed one is {fcc}",
+                f.tid
+            ),
+        ));
+    }
     let stale: Vec<&Found> = found.iter().filter(|f| f.tid > fcc).collect();
     for f in &stale {
         db.read_page(f.pgno, &mut buf)?;
         if f.pgno == 0 {
             let at = f.slot * HEADER_LEN;
             buf[at..at + HEADER_LEN].fill(0);
-        } else if !dhl::invalidate(&mut buf, f.tid) {
-            return Err(Error::corrupt(f.pgno, "version to roll back vanished"));
+        } else {
+            dhl::invalidate(&mut buf, f.tid);
         }
         db.write_page(f.pgno, &buf)?;
     }
@@ -167,6 +212,17 @@ impl Journal for DhlJournal {
         let db = &self.ctx.db;
         check_batch(batch, db.page_size)?;
         db.ensure_capacity(batch.new_page_count)?;
+        if db.chunk_pages == 0 {
+            // Growth a page at a time: a page allocated and freed within the transaction
+            // is never written, so size the file explicitly; the commit's fdatasync makes
+            // the size durable with the pages.
+            let need = batch.new_page_count as u64 * db.page_size as u64;
+            if db.file_len()? < need {
+                db.file
+                    .set_len(need)
+                    .map_err(Error::io("set_len", &db.path))?;
+            }
+        }
         if self.mode == JournalMode::DhlTc {
             let Some((_, header)) = batch.pages.iter().find(|(p, _)| *p == 0) else {
                 return Err(Error::InvalidArgument(

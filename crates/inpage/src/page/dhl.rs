@@ -309,6 +309,8 @@ pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<V
 pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
     let mut best: Option<View<'_>> = None;
     let mut why = Vec::new();
+    // The newest damaged version a reader at `max_tid` could otherwise see.
+    let mut damaged: Option<(u64, usize, String)> = None;
     for slot in 0..2 {
         match check_slot(pgno, buf, usable, slot) {
             Ok(v) if v.tid <= max_tid => {
@@ -317,7 +319,29 @@ pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Vi
                 }
             }
             Ok(v) => why.push(format!("descriptor {slot} has tid {} > {max_tid}", v.tid)),
-            Err(r) => why.push(r),
+            Err(r) => {
+                let tid = if buf.len() >= RECORD_START {
+                    get_u64(buf, slot * DESC_SIZE + D_TID)
+                } else {
+                    0
+                };
+                if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0) {
+                    damaged = Some((tid, slot, r.clone()));
+                }
+                why.push(r)
+            }
+        }
+    }
+    // A damaged version newer than the one we would read is corruption, not a torn write:
+    // the newest committed version of a page is protected by every later build (only the
+    // older one's bytes are reused), and recovery zeroes the tid of every version newer
+    // than the FCC. Falling back to the older version would silently serve stale data.
+    if let Some((tid, slot, r)) = damaged {
+        if best.is_none_or(|b| tid > b.tid) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("version {tid} (descriptor {slot}) is damaged: {r}"),
+            ));
         }
     }
     best.ok_or_else(|| {
@@ -1300,13 +1324,26 @@ mod tests {
                     );
                 }
             }
-            let top = visible(1, &mix, usable, 3).unwrap();
-            match top.tid() {
-                3 => assert_eq!(top.cells().unwrap(), n_cells),
-                _ => {
+            // Read as if N had committed: either N is whole, or its damage is reported
+            // (never a silent fall-back). Recovery zeroes N's tid when N did not complete,
+            // after which P is what a reader at 3 sees.
+            match visible(1, &mix, usable, 3) {
+                Ok(top) if top.tid() == 3 => assert_eq!(top.cells().unwrap(), n_cells),
+                Ok(top) => {
+                    // N's descriptor did not land (sector 0 old): P is the newest.
                     assert_eq!(top.tid(), 2);
+                    assert_eq!(top.cells().unwrap(), p_cells);
                     n_invalid += 1;
                 }
+                Err(Error::Corrupt { .. }) => {
+                    let mut rolled_back = mix.clone();
+                    invalidate(&mut rolled_back, 3);
+                    let p = visible(1, &rolled_back, usable, 3).expect("P after rollback");
+                    assert_eq!(p.tid(), 2);
+                    assert_eq!(p.cells().unwrap(), p_cells);
+                    n_invalid += 1;
+                }
+                Err(e) => panic!("mask {mask:#x}: {e}"),
             }
         }
         n_invalid

@@ -232,7 +232,10 @@ impl Pager {
             && vfs
                 .exists(&side_path(path, "wal"))
                 .map_err(Error::io("stat", path))?;
-        if !wal_exists {
+        // DHL: the raw header slot may belong to a transaction recovery will roll back;
+        // the DHL journal checks the length against the header it settles on, before it
+        // writes anything.
+        if !wal_exists && mode.layout() == Layout::Stock {
             Self::check_length(path, &file, &disk_header)?;
         }
         let db = Arc::new(DbFile {
@@ -280,11 +283,9 @@ impl Pager {
             // recovery's invalidations, so it is not checked. With metadata embedding the
             // true FCC is the one recovery found in the pages, not the slot's.
             let fcc = journal.recovered_fcc().unwrap_or(0);
-            let (_, mut h) = header::visible_slot(&p0, fcc).ok_or_else(|| {
-                Error::NotADatabase {
-                    path: path.to_path_buf(),
-                    reason: format!("no valid header slot at or below FCC {fcc}"),
-                }
+            let (_, mut h) = header::visible_slot(&p0, fcc).ok_or_else(|| Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason: format!("no valid header slot at or below FCC {fcc}"),
             })?;
             h.fcc = fcc;
             h
@@ -406,7 +407,10 @@ impl Pager {
             if layout == Layout::Dhl
                 && !dhl::restamp(&mut img, page_size - PAGE_TRAILER, fcc, txn_size)
             {
-                return Err(Error::corrupt(pgno, "new catalog root has no version to stamp"));
+                return Err(Error::corrupt(
+                    pgno,
+                    "new catalog root has no version to stamp",
+                ));
             }
             stamp_crc(&mut img);
             db.write_page(pgno, &img)?;
@@ -456,11 +460,6 @@ impl Pager {
     pub fn pick_free(&self, exclude: &BTreeSet<Pgno>) -> Option<Pgno> {
         let st = lock(&self.state);
         st.free.iter().find(|p| !exclude.contains(p)).copied()
-    }
-
-    /// DHL: number of free pages.
-    pub fn free_count(&self) -> usize {
-        lock(&self.state).free.len()
     }
 
     /// The committed header.
@@ -602,7 +601,12 @@ impl Pager {
                 Layout::Dhl => {
                     // The tree builds versions with txn_size 0; only now is the count known.
                     let mut page = img.to_vec();
-                    if !dhl::restamp(&mut page, self.page_size - PAGE_TRAILER, header.fcc, txn_size) {
+                    if !dhl::restamp(
+                        &mut page,
+                        self.page_size - PAGE_TRAILER,
+                        header.fcc,
+                        txn_size,
+                    ) {
                         return Err(Error::corrupt(
                             *pgno,
                             format!("dirty page has no version of transaction {}", header.fcc),

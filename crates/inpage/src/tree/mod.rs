@@ -127,11 +127,7 @@ pub fn remove(
 }
 
 /// Visit every page the tree owns (nodes and overflow pages), without comparing keys.
-pub fn for_each_page(
-    store: &dyn PageRead,
-    root: Pgno,
-    visit: &mut dyn FnMut(Pgno),
-) -> Result<()> {
+pub fn for_each_page(store: &dyn PageRead, root: Pgno, visit: &mut dyn FnMut(Pgno)) -> Result<()> {
     btree::for_each_page(store, root, visit)
 }
 

@@ -423,6 +423,10 @@ struct WriteState {
     taken: BTreeSet<Pgno>,
     /// DHL: pages given up; they join the free set only when this transaction commits.
     freed: Vec<Pgno>,
+    /// DHL: pages this transaction grew the file by and then freed without writing.
+    /// Those at the end are given back at once; the rest lie below a page the transaction
+    /// writes, so they exist on disk, and join the free set at commit.
+    grown_freed: BTreeSet<Pgno>,
 }
 
 /// A savepoint inside a write transaction.
@@ -467,6 +471,7 @@ impl WriteTxn {
                 fresh: HashSet::new(),
                 taken: BTreeSet::new(),
                 freed: Vec::new(),
+                grown_freed: BTreeSet::new(),
             },
             savepoints: Vec::new(),
             next_serial: 0,
@@ -621,9 +626,11 @@ impl WriteTxn {
             header.fcc = self.base.fcc + 1;
             header.last_txn_size = self.st.dirty.len() as u32 + 1;
             let dirty: BTreeMap<Pgno, PageRef> = self.st.dirty.drain().collect();
+            let mut freed = std::mem::take(&mut self.st.freed);
+            freed.extend(self.st.grown_freed.iter().copied());
             let alloc = AllocDelta {
                 taken: self.st.taken.iter().copied().collect(),
-                freed: std::mem::take(&mut self.st.freed),
+                freed,
             };
             self.shared.pager.commit(&header, &dirty, &alloc)
         };
@@ -706,8 +713,20 @@ impl PageWrite for WriteTxn {
                 // transaction may abort. A page this transaction allocated has no
                 // committed user, but its image is dropped too so it is not written.
                 self.st.dirty.remove(&pgno);
-                if self.st.fresh.remove(&pgno) && self.st.taken.remove(&pgno) {
-                    return Ok(()); // back to the free set, as if never taken
+                if self.st.fresh.remove(&pgno) {
+                    if self.st.taken.remove(&pgno) {
+                        return Ok(()); // back to the free set, as if never taken
+                    }
+                    // Grown by this transaction and never to be written: if it is at the
+                    // end, give it back so the file never has to be longer than what the
+                    // transaction writes (a lost size change must not leave the header
+                    // claiming unwritten pages).
+                    self.st.grown_freed.insert(pgno);
+                    let h = &mut self.st.header;
+                    while h.page_count > 1 && self.st.grown_freed.remove(&(h.page_count - 1)) {
+                        h.page_count -= 1;
+                    }
+                    return Ok(());
                 }
                 self.st.freed.push(pgno);
                 Ok(())
