@@ -29,6 +29,10 @@ enum Cmd {
     Inspect {
         /// Database file.
         file: PathBuf,
+        /// Show one page instead: its type and, for DHL pages, both slot headers
+        /// (descriptors) with their tid, txn_size and validity.
+        #[arg(long)]
+        page: Option<u32>,
     },
     /// Full integrity check; exits 1 with a precise message on the first problem.
     Check {
@@ -105,6 +109,89 @@ fn inspect(file: &PathBuf) -> Result<(), String> {
     Ok(())
 }
 
+fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), String> {
+    use std::os::unix::fs::FileExt;
+    let db = open(file)?;
+    let h = db.header();
+    if pgno >= h.page_count {
+        return Err(format!(
+            "page {pgno} is past the end of the database ({} pages)",
+            h.page_count
+        ));
+    }
+    let ps = h.page_size as usize;
+    let mut buf = vec![0u8; ps];
+    std::fs::File::open(file)
+        .and_then(|f| f.read_exact_at(&mut buf, pgno as u64 * ps as u64))
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    let usable = ps - inpage::page::PAGE_TRAILER;
+    println!(
+        "page {pgno} of {} ({} mode, FCC {})",
+        file.display(),
+        h.journal_mode,
+        h.fcc
+    );
+    let dhl = h.journal_mode.layout() == inpage::page::Layout::Dhl;
+    if pgno == 0 {
+        let slots = if dhl {
+            inpage::pager::header::DHL_SLOTS
+        } else {
+            1
+        };
+        for slot in 0..slots {
+            match inpage::pager::header::decode_slot(&buf, slot) {
+                Ok(s) => println!(
+                    "  header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
+                    s.fcc, s.last_txn_size, s.page_count, s.catalog_root
+                ),
+                Err(e) => println!("  header slot {slot}: invalid ({e})"),
+            }
+        }
+        return Ok(());
+    }
+    if !dhl {
+        println!(
+            "  type {} ({})",
+            buf[0],
+            inpage::page::page_type::name(buf[0])
+        );
+        return Ok(());
+    }
+    for (slot, d) in inpage::page::dhl::page_versions(&buf, usable)
+        .iter()
+        .enumerate()
+    {
+        match d {
+            None => println!("  slot header {slot}: empty (tid 0)"),
+            Some(d) => println!(
+                "  slot header {slot}: tid {} txn_size {} {}{}",
+                d.tid,
+                d.txn_size,
+                if d.valid { "valid" } else { "INVALID" },
+                if d.valid && d.tid <= h.fcc {
+                    ", committed"
+                } else {
+                    ""
+                }
+            ),
+        }
+    }
+    match inpage::page::dhl::visible(pgno, &buf, usable, h.fcc) {
+        Ok(v) => println!(
+            "  visible: slot {} tid {} {} with {} cells",
+            v.slot(),
+            v.tid(),
+            if v.is_leaf() { "leaf" } else { "interior" },
+            v.ncells()
+        ),
+        Err(e) => match inpage::page::dhl::open_overflow(pgno, &buf, usable) {
+            Ok(o) => println!("  overflow page: tid {} next {} ", o.tid, o.next),
+            Err(_) => println!("  no visible version: {e}"),
+        },
+    }
+    Ok(())
+}
+
 fn run_check(file: &PathBuf) -> Result<(), String> {
     let db = open(file)?;
     let r = db.begin_read().map_err(|e| e.to_string())?;
@@ -124,7 +211,11 @@ fn run_check(file: &PathBuf) -> Result<(), String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
-        Cmd::Inspect { file } => inspect(&file),
+        Cmd::Inspect { file, page: None } => inspect(&file),
+        Cmd::Inspect {
+            file,
+            page: Some(p),
+        } => inspect_page(&file, p),
         Cmd::Check { file } => run_check(&file),
         Cmd::Bench { cmd } => inpage_bench::run(cmd),
         Cmd::Torture(args) => match inpage_torture::torture(&args) {

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use inpage::{Config, Database, JournalMode, KeyKind};
+use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
 
 fn inpage(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_inpage"))
@@ -90,4 +90,49 @@ fn missing_and_foreign_files_are_errors() {
     assert!(err.contains("not an inpage database"), "{err}");
     let (code, _, _) = inpage(&["frobnicate"]);
     assert_eq!(code, 2, "clap usage error");
+}
+
+#[test]
+fn inspect_page_shows_both_dhl_slot_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dhl.db");
+    let db = Database::open(&path, Config::default()).unwrap();
+    assert_eq!(
+        db.journal_mode(),
+        JournalMode::DhlCc,
+        "dhl-cc is the default"
+    );
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("t", KeyKind::Int).unwrap();
+    w.insert(&t, 1, b"one").unwrap();
+    w.commit().unwrap();
+    db.insert("t", 2, b"two").unwrap();
+    db.close().unwrap();
+    let p = path.to_str().unwrap();
+    let (code, out, err) = inpage(&["inspect", p, "--page", "0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("header slot 0: fcc") && out.contains("header slot 1:"),
+        "{out}"
+    );
+    // The tree's root: two versions, the newer one visible.
+    let root = {
+        let db = Database::open(&path, Config::default()).unwrap();
+        let r = db.begin_read().unwrap();
+        let info = r.tree_info(&r.open_tree("t").unwrap()).unwrap();
+        info.root
+    };
+    let (code, out, err) = inpage(&["inspect", p, "--page", &root.to_string()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("slot header 0: tid") && out.contains("slot header 1: tid"),
+        "{out}"
+    );
+    assert!(
+        out.contains("visible:") && out.contains("with 2 cells"),
+        "{out}"
+    );
+    let (code, _, err) = inpage(&["inspect", p, "--page", "99999"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("past the end"), "{err}");
 }
