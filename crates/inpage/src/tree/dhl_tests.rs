@@ -337,16 +337,9 @@ struct DhlScenario {
     end: u8,
 }
 
+/// Keys from a small alphabet, so close keys and shared prefixes are common.
 fn key_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            b'a' + (x % 4) as u8
-        })
-        .collect()
+    super::tests::xorshift_bytes(seed, len)
 }
 
 fn value_of(i: usize, len: usize) -> Vec<u8> {

@@ -572,7 +572,7 @@ struct Scenario {
     end: u8,
 }
 
-fn xorshift_bytes(seed: u64, len: usize) -> Vec<u8> {
+pub(super) fn xorshift_bytes(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed | 1;
     (0..len)
         .map(|_| {
