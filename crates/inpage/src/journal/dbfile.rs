@@ -53,6 +53,17 @@ impl DbFile {
             .map_err(Error::io("write", &self.path))
     }
 
+    /// Write several pages in place (no sync).
+    pub fn write_pages<'a>(
+        &self,
+        pages: impl IntoIterator<Item = &'a (Pgno, crate::page::PageRef)>,
+    ) -> Result<()> {
+        for (pgno, page) in pages {
+            self.write_page(*pgno, page)?;
+        }
+        Ok(())
+    }
+
     /// Make sure the file can hold `page_count` pages without allocating in a commit:
     /// grow by whole chunks of zeros and fdatasync once. Returns whether it grew.
     pub fn ensure_capacity(&self, page_count: u32) -> Result<bool> {

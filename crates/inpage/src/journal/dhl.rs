@@ -229,16 +229,12 @@ impl Journal for DhlJournal {
                     "dhl-tc commit without the header page (its commit mark)".into(),
                 ));
             };
-            for (pgno, page) in batch.pages.iter().filter(|(p, _)| *p != 0) {
-                db.write_page(*pgno, page)?;
-            }
+            db.write_pages(batch.pages.iter().filter(|(p, _)| *p != 0))?;
             db.sync()?;
             db.write_page(0, header)?;
             db.sync()
         } else {
-            for (pgno, page) in batch.pages {
-                db.write_page(*pgno, page)?;
-            }
+            db.write_pages(batch.pages)?;
             db.sync()
         }
     }

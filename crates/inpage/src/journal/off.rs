@@ -89,9 +89,7 @@ impl Journal for OffJournal {
         let db = &self.ctx.db;
         check_batch(batch, db.page_size)?;
         db.ensure_capacity(batch.new_page_count)?;
-        for (pgno, page) in batch.pages {
-            db.write_page(*pgno, page)?;
-        }
+        db.write_pages(batch.pages)?;
         db.sync()
     }
 

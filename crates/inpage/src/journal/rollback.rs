@@ -427,9 +427,7 @@ impl Journal for RollbackJournal {
         let file = self.write_journal(&mut w, batch)?;
 
         db.ensure_capacity(batch.new_page_count)?;
-        for (pgno, page) in batch.pages {
-            db.write_page(*pgno, page)?;
-        }
+        db.write_pages(batch.pages)?;
         db.sync()?;
 
         finalize(&self.ctx.vfs, &self.path, &file, self.mode)?;
