@@ -217,10 +217,8 @@ impl Journal for DhlJournal {
             // is never written, so size the file explicitly; the commit's fdatasync makes
             // the size durable with the pages.
             let need = batch.new_page_count as u64 * db.page_size as u64;
-            if db.file_len()? < need {
-                db.file
-                    .set_len(need)
-                    .map_err(Error::io("set_len", &db.path))?;
+            if !db.len_at_least(need)? {
+                db.set_len(need)?;
             }
         }
         if self.mode == JournalMode::DhlTc {

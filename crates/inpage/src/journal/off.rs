@@ -152,12 +152,7 @@ pub(crate) mod testutil {
         JournalCtx {
             vfs: vfs.clone(),
             db_path: db_path.clone(),
-            db: Arc::new(DbFile {
-                file,
-                path: db_path,
-                page_size: PS,
-                chunk_pages: chunk,
-            }),
+            db: Arc::new(DbFile::new(file, db_path, PS, chunk)),
             config,
         }
     }
@@ -269,12 +264,7 @@ pub(crate) mod testutil {
         let ctx = JournalCtx {
             vfs: vfs.clone(),
             db_path: db_path.clone(),
-            db: Arc::new(DbFile {
-                file,
-                path: db_path,
-                page_size: PS,
-                chunk_pages: 4,
-            }),
+            db: Arc::new(DbFile::new(file, db_path, PS, 4)),
             config: cfg,
         };
         Ok(match kind {

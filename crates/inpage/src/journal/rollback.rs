@@ -181,6 +181,8 @@ impl RollbackJournal {
             )));
         }
         let report = recover_hot_journal(&ctx.vfs, &ctx.db_path, &ctx.db.file)?.unwrap_or_default();
+        // Recovery wrote and may have truncated the file behind DbFile's back.
+        ctx.db.forget_len();
         let path = ctx.side_path("journal");
         if mode == JournalMode::Delete {
             remove_finalized(&ctx.vfs, &path, &ctx.dir())?;

@@ -238,12 +238,12 @@ impl Pager {
         if !wal_exists && mode.layout() == Layout::Stock {
             Self::check_length(path, &file, &disk_header)?;
         }
-        let db = Arc::new(DbFile {
+        let db = Arc::new(DbFile::new(
             file,
-            path: path.to_path_buf(),
+            path.to_path_buf(),
             page_size,
-            chunk_pages: cfg.chunk_pages,
-        });
+            cfg.chunk_pages,
+        ));
         let ctx = JournalCtx {
             vfs: vfs.clone(),
             db_path: path.to_path_buf(),
@@ -396,12 +396,7 @@ impl Pager {
             )
             .map_err(Error::io("create", &init))?;
         f.set_len(0).map_err(Error::io("truncate", &init))?;
-        let db = DbFile {
-            file: f,
-            path: init.clone(),
-            page_size,
-            chunk_pages: cfg.chunk_pages,
-        };
+        let db = DbFile::new(f, init.clone(), page_size, cfg.chunk_pages);
         db.write_page(0, &header_page(&header))?;
         for (pgno, mut img) in store.pages {
             if layout == Layout::Dhl
