@@ -379,7 +379,7 @@ pub(crate) fn insert(
             Err(i) => (i, None),
         };
         node.cells.insert(i, make_leaf_cell(store, key, value)?);
-        balance(store, opts, &path, node)?;
+        balance(store, opts, &path, node, old.is_some())?;
         return Ok(old);
     }
     let p = Page::open(leaf.pgno, &leaf.page, usable)?;
@@ -394,11 +394,11 @@ pub(crate) fn insert(
     };
     let cell = make_leaf_cell(store, key, value)?;
     if slotted::insert_cell(leaf.pgno, &mut buf, usable, i, &cell)? {
-        finish_leaf(store, opts, &path, buf)?;
+        finish_leaf(store, opts, &path, buf, old.is_some())?;
     } else {
         let mut node = Node::from_view(&f, &*Page::open(leaf.pgno, &buf, usable)?)?;
         node.cells.insert(i, cell);
-        balance(store, opts, &path, node)?;
+        balance(store, opts, &path, node, old.is_some())?;
     }
     Ok(old)
 }
@@ -425,31 +425,32 @@ pub(crate) fn remove(
     if f.is_dhl() {
         let mut node = Node::from_view(&f, &p)?;
         node.cells.remove(i);
-        balance(store, opts, &path, node)?;
+        balance(store, opts, &path, node, true)?;
         return Ok(Some(old));
     }
     let mut buf = leaf.page.to_vec();
     slotted::remove_cell(leaf.pgno, &mut buf, usable, i)?;
-    finish_leaf(store, opts, &path, buf)?;
+    finish_leaf(store, opts, &path, buf, true)?;
     Ok(Some(old))
 }
 
 /// Stock layout: write an edited leaf that fits, rebalancing first if it became
-/// underfull.
+/// underfull (`shrank`: it lost a cell or a cell got replaced; see `balance`).
 fn finish_leaf(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
     path: &[Step],
     buf: Vec<u8>,
+    shrank: bool,
 ) -> Result<()> {
     let f = Format::of(&*store);
     let leaf = path.last().expect("path is never empty");
     let p = Page::open(leaf.pgno, &buf, f.usable)?;
-    if path.len() == 1 || !f.underfull(p.used()) {
+    if path.len() == 1 || !shrank || !f.underfull(p.used()) {
         return store.write(leaf.pgno, buf);
     }
     let node = Node::from_view(&f, &p)?;
-    balance(store, opts, path, node)
+    balance(store, opts, path, node, shrank)
 }
 
 /// Index where `sizes` (cell costs) should be cut so both halves fit in `cap` and the
@@ -512,6 +513,27 @@ fn split(f: &Format, node: Node) -> Result<(Node, Vec<u8>, Node)> {
     Ok((left, sep, right))
 }
 
+/// Whether an oversize leaf is exactly its page's current content plus one cell after all
+/// of it, on its parent's rightmost child: the pattern of ascending-key inserts (SQLite's
+/// `balance_quick` case). Compared cell by cell against the page image from the descent,
+/// so a replaced or removed cell, or any other edit, takes the ordinary split.
+fn appends_to(f: &Format, node: &Node, step: &Step, rightmost: bool) -> Result<bool> {
+    if !node.leaf || !rightmost || node.cells.len() < 2 {
+        return Ok(false);
+    }
+    let p = f.open(step.pgno, &step.page)?;
+    let n = node.cells.len() - 1;
+    if p.ncells() != n {
+        return Ok(false);
+    }
+    for (j, cell) in node.cells[..n].iter().enumerate() {
+        if p.cell(j)? != &cell[..] {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Concatenate two siblings separated by `sep` in their parent into one node on the
 /// right sibling's page. Interior merges pull the separator down as the cell pointing
 /// at the left node's rightmost child.
@@ -531,11 +553,17 @@ fn concat(left: Node, sep: &[u8], right: Node) -> Node {
 
 /// Restore the page invariants from the leaf (`node`, the edited last level of `path`)
 /// up to the root, writing every page that changed.
+///
+/// `shrank` says whether the leaf may have lost bytes (a removal or a replaced value). A
+/// leaf that only gained a cell is not rebalanced for being underfull: it was underfull
+/// before, and merging it now would undo the append split that just left it with one
+/// cell (SQLite likewise rebalances after an insert only on overflow).
 fn balance(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
     path: &[Step],
     mut node: Node,
+    shrank: bool,
 ) -> Result<()> {
     let f = Format::of(&*store);
     let cap = f.capacity();
@@ -544,7 +572,8 @@ fn balance(
         let step = &path[d - 1];
         let i = step.idx;
         let over = node.used(&f) > cap;
-        let under = !over && f.underfull(node.used(&f));
+        let may_merge = shrank || d + 1 < path.len();
+        let under = !over && may_merge && f.underfull(node.used(&f));
         // Loaded lazily: a node that fits where it is ends the walk untouched.
         let parent = || Node::from_view(&f, &f.open(step.pgno, &step.page)?);
         if !over && !under {
@@ -559,7 +588,30 @@ fn balance(
         }
         let mut parent = parent()?;
         debug_assert_eq!(parent.child(i).ok(), Some(node.pgno));
-        if over {
+        if over && appends_to(&f, &node, &path[d], i == parent.cells.len())? {
+            // Append split: the node is its page plus one cell after all of them. The page
+            // stays as it is (not even rewritten) and the new cell starts a fresh right
+            // sibling, so ascending-key inserts leave full pages behind instead of
+            // half-full ones and a split costs one new page and the parent.
+            let last = node
+                .cells
+                .last()
+                .expect("an oversize node has cells")
+                .clone();
+            let sep = slotted::cell_key(&last).to_vec();
+            let right = Node {
+                pgno: store.allocate()?,
+                leaf: true,
+                cells: vec![last],
+                right: 0,
+            };
+            // A fresh page: it lands where it was put.
+            let right_at = write_node(store, &f, &right)?;
+            parent.set_child(i, right_at);
+            parent
+                .cells
+                .insert(i, slotted::interior_cell(node.pgno, &sep));
+        } else if over {
             let (mut left, sep, right) = split(&f, node)?;
             left.pgno = store.allocate()?;
             // The left half is on a fresh page, so it lands where it was put.

@@ -538,6 +538,41 @@ fn dhl_tree_matches_model_across_transactions_and_crashes() {
 
 /// A committed DHL tree of a few levels with overflow chains, built over several
 /// transactions so that pages hold two versions.
+/// One-insert transactions with ascending keys (Mobibench's insert) write about one page
+/// each: the append split leaves the full leaf alone and starts a new one, and a leaf that
+/// only grows is never merged back.
+#[test]
+fn ascending_one_insert_transactions_write_one_page() {
+    const N: u32 = 3000;
+    let mut s = DhlStore::new(4096);
+    s.begin(1);
+    let root = create(&mut s).unwrap();
+    s.commit();
+    let mut pages = 0;
+    for i in 0..N {
+        s.begin(i as u64 + 2);
+        let key = i.to_be_bytes();
+        insert(
+            &mut s,
+            root,
+            &bytewise,
+            TreeOptions::default(),
+            &key,
+            &value_of(i as usize, 100),
+        )
+        .unwrap();
+        pages += s.txn().dirty.len();
+        s.commit();
+    }
+    let per_txn = pages as f64 / N as f64;
+    assert!(per_txn < 1.06, "{per_txn} pages per transaction");
+    let mut model = Model::new();
+    for i in 0..N {
+        model.insert(i.to_be_bytes().to_vec(), value_of(i as usize, 100));
+    }
+    verify_committed(&s, root, &model);
+}
+
 fn sample_dhl_tree() -> (DhlStore, Pgno, Vec<Vec<u8>>) {
     let mut s = DhlStore::new(512);
     s.begin(1);

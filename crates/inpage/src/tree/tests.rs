@@ -22,6 +22,8 @@ struct MemStore {
     next: Pgno,
     unwritten: HashSet<Pgno>,
     strict: bool,
+    /// Page writes so far (the cost of an operation).
+    writes: usize,
 }
 
 impl MemStore {
@@ -34,6 +36,7 @@ impl MemStore {
             next: 1, // page 0 is the file header
             unwritten: HashSet::new(),
             strict: true,
+            writes: 0,
         }
     }
 
@@ -80,6 +83,7 @@ impl PageWrite for MemStore {
         }
         self.unwritten.remove(&pgno);
         self.pages.insert(pgno, data.into());
+        self.writes += 1;
         Ok(())
     }
     fn allocate(&mut self) -> Result<Pgno> {
@@ -209,6 +213,52 @@ fn empty_tree() {
     assert_eq!(
         get(&s, root, &bytewise, b"").unwrap().as_deref(),
         Some(&b"empty"[..])
+    );
+}
+
+/// Ascending inserts take the append split: leaves stay full (but for the first, from the
+/// root's midpoint split, and the last), and an insert writes little more than its one
+/// leaf. Any other order splits at the midpoint.
+#[test]
+fn ascending_inserts_fill_leaves() {
+    const N: u32 = 3000;
+    let leaves = |order: &[u32]| {
+        let mut s = MemStore::new(4096);
+        let root = create(&mut s).unwrap();
+        s.writes = 0;
+        for &i in order {
+            insert(
+                &mut s,
+                root,
+                &bytewise,
+                FWD,
+                &key_of(i, 8),
+                &value_of(i, 100),
+            )
+            .unwrap();
+        }
+        let stats = check_owned(&s, &[root], &bytewise);
+        assert_eq!(stats[0].entries, N as u64);
+        (stats[0].leaf_pages, s.writes as f64 / N as f64)
+    };
+    let asc: Vec<u32> = (0..N).collect();
+    let (asc_leaves, asc_writes) = leaves(&asc);
+    let f = super::format::Format::of(&MemStore::new(4096));
+    let cell = 2 + 4 + 8 + 100;
+    let per_leaf = (f.capacity() / f.cost(cell)) as u64;
+    // The root's own first split is a midpoint split: one half-full leaf more at most.
+    let full = (N as u64).div_ceil(per_leaf);
+    assert!(
+        (full..=full + 1).contains(&asc_leaves),
+        "{asc_leaves} leaves, {full} full ones would do"
+    );
+    assert!(asc_writes < 1.06, "{asc_writes} page writes per insert");
+    // Descending keys always insert at the front: ordinary midpoint splits.
+    let desc: Vec<u32> = (0..N).rev().collect();
+    let (desc_leaves, _) = leaves(&desc);
+    assert!(
+        desc_leaves > asc_leaves * 3 / 2,
+        "{desc_leaves} vs {asc_leaves}"
     );
 }
 
