@@ -25,6 +25,8 @@ pub(crate) struct Shared {
     writer: Mutex<bool>,
     writer_cv: Condvar,
     closed: AtomicBool,
+    /// DHL: whether the pager's free set has been computed (see `find_free_pages`).
+    free_known: AtomicBool,
 }
 
 impl Shared {
@@ -75,17 +77,28 @@ impl Database {
                 writer: Mutex::new(false),
                 writer_cv: Condvar::new(),
                 closed: AtomicBool::new(false),
+                free_known: AtomicBool::new(false),
             }),
         };
-        if db.shared.pager.layout() == Layout::Dhl {
-            db.find_free_pages()?;
-        }
         Ok(db)
     }
 
     /// DHL keeps no free list on disk (writing one would overwrite pages the committed
     /// trees still use): the free pages are those no tree owns, found by walking every
-    /// tree once at open. Recovery reads every page anyway, so this adds little.
+    /// tree once, before the first write transaction (only writers allocate, so an open
+    /// that only reads never pays for the walk). Called with the writer flag held, so no
+    /// other writer can change the trees or the free set meanwhile.
+    fn ensure_free_pages(&self) -> Result<()> {
+        if self.shared.pager.layout() != Layout::Dhl
+            || self.shared.free_known.load(Ordering::Acquire)
+        {
+            return Ok(());
+        }
+        self.find_free_pages()?;
+        self.shared.free_known.store(true, Ordering::Release);
+        Ok(())
+    }
+
     fn find_free_pages(&self) -> Result<()> {
         let r = self.begin_read()?;
         let h = r.snapshot_header().clone();
@@ -116,6 +129,16 @@ impl Database {
             }
             *busy = true;
         }
+        self.start_write()
+    }
+
+    /// With the writer flag held: make sure the free set is known, then start the
+    /// transaction (releasing the flag on failure).
+    fn start_write(&self) -> Result<WriteTxn> {
+        if let Err(e) = self.ensure_free_pages() {
+            self.shared.release_writer();
+            return Err(e);
+        }
         WriteTxn::new(self.shared.clone())
     }
 
@@ -128,7 +151,7 @@ impl Database {
             }
             *busy = true;
         }
-        WriteTxn::new(self.shared.clone())
+        self.start_write()
     }
 
     /// Start a read transaction on the latest committed state. Never blocks on the writer.

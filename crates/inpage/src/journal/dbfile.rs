@@ -88,10 +88,17 @@ impl DbFile {
     /// Read a page; a page past the end of the file is a `Corrupt` error.
     pub fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         debug_assert_eq!(buf.len(), self.page_size);
-        match self.file.read_exact_at(buf, self.offset(pgno)) {
+        self.read_pages(pgno, buf)
+    }
+
+    /// Read consecutive pages starting at `first` into `buf` (a whole number of pages) with
+    /// one call; any page past the end of the file is a `Corrupt` error.
+    pub fn read_pages(&self, first: Pgno, buf: &mut [u8]) -> Result<()> {
+        debug_assert_eq!(buf.len() % self.page_size, 0);
+        match self.file.read_exact_at(buf, self.offset(first)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Err(Error::corrupt(
-                pgno,
+                first,
                 format!("page lies past the end of {}", self.path.display()),
             )),
             Err(e) => Err(Error::io("read", &self.path)(e)),

@@ -43,8 +43,12 @@ struct Found {
     txn_size: u32,
     /// Invalid versions (torn by a crash) do not count, but newer-than-FCC ones are
     /// still invalidated so their tid can never be mistaken for a later transaction's.
-    valid: bool,
+    /// `None`: not validated, because the vote never needed it.
+    valid: Option<bool>,
 }
+
+/// Bytes recovery's scan reads per call.
+const SCAN_CHUNK: usize = 256 * 1024;
 
 /// The DHL commit protocols.
 #[derive(Debug)]
@@ -94,7 +98,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
                     slot,
                     tid: h.fcc,
                     txn_size: h.last_txn_size,
-                    valid: true,
+                    valid: Some(true),
                 });
             } else if buf[slot * HEADER_LEN..(slot + 1) * HEADER_LEN]
                 .iter()
@@ -106,35 +110,69 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
             }
         }
     }
-    for pgno in 1..pages {
-        db.read_page(pgno as Pgno, &mut buf)?;
-        for d in dhl::page_versions(&buf, usable).into_iter().flatten() {
-            found.push(Found {
-                pgno: pgno as Pgno,
-                slot: d.slot,
-                tid: d.tid,
-                txn_size: d.txn_size,
-                valid: d.valid,
-            });
+    // The scan reads the file in large chunks and keeps only the descriptor heads; a
+    // version is validated (checksums over its cells) only where the vote needs it, i.e.
+    // for the largest tids, until one with a valid version is found. That gives exactly
+    // the FCC a full validation would, at the cost of reading the file once.
+    let chunk_pages = (SCAN_CHUNK / ps).max(1) as u64;
+    let mut chunk = vec![0u8; chunk_pages as usize * ps];
+    let mut pgno = 1u64;
+    while pgno < pages {
+        let n = chunk_pages.min(pages - pgno);
+        let bytes = &mut chunk[..n as usize * ps];
+        db.read_pages(pgno as Pgno, bytes)?;
+        for (i, page) in bytes.chunks_exact(ps).enumerate() {
+            let Some(heads) = dhl::descriptor_heads(page) else {
+                continue;
+            };
+            for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
+                if tid != 0 {
+                    found.push(Found {
+                        pgno: (pgno + i as u64) as Pgno,
+                        slot,
+                        tid,
+                        txn_size,
+                        valid: None,
+                    });
+                }
+            }
         }
+        pgno += n;
     }
     let fcc = match mode {
         JournalMode::DhlTc => found
             .iter()
-            .filter(|f| f.pgno == 0 && f.valid)
+            .filter(|f| f.pgno == 0 && f.valid == Some(true))
             .map(|f| f.tid)
             .max()
             .unwrap_or(0),
         _ => {
             // Only valid versions vote: a torn version's tid is readable (sector 0) but
-            // its content is not there.
-            let m = found
+            // its content is not there. Validate the largest tids first, down to the first
+            // that has a valid version.
+            found.sort_unstable_by(|a, b| b.tid.cmp(&a.tid));
+            let mut m = 0;
+            let mut at = 0;
+            while at < found.len() {
+                let t = found[at].tid;
+                let end = at + found[at..].partition_point(|f| f.tid == t);
+                for f in &mut found[at..end] {
+                    if f.valid.is_none() {
+                        db.read_page(f.pgno, &mut buf)?;
+                        let v = dhl::page_versions(&buf, usable)[f.slot];
+                        f.valid = Some(v.is_some_and(|d| d.valid));
+                    }
+                }
+                if found[at..end].iter().any(|f| f.valid == Some(true)) {
+                    m = t;
+                    break;
+                }
+                at = end;
+            }
+            let of_m: Vec<&Found> = found
                 .iter()
-                .filter(|f| f.valid)
-                .map(|f| f.tid)
-                .max()
-                .unwrap_or(0);
-            let of_m: Vec<&Found> = found.iter().filter(|f| f.valid && f.tid == m).collect();
+                .filter(|f| f.valid == Some(true) && f.tid == m)
+                .collect();
             let complete = of_m.first().is_some_and(|f| {
                 of_m.len() == f.txn_size as usize && of_m.iter().all(|g| g.txn_size == f.txn_size)
             });

@@ -466,6 +466,20 @@ pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
     changed
 }
 
+/// The (tid, txn_size) heads of both descriptor slots, read raw and *not* validated: the
+/// cheap part of recovery's scan, which validates only the slots it must count
+/// ([`page_versions`]). `None` for a buffer too small to be a DHL page.
+pub fn descriptor_heads(buf: &[u8]) -> Option<[(u64, u32); 2]> {
+    if buf.len() < RECORD_START {
+        return None;
+    }
+    let head = |slot: usize| {
+        let d = slot * DESC_SIZE;
+        (get_u64(buf, d + D_TID), get_u32(buf, d + D_TXN_SIZE))
+    };
+    Some([head(0), head(1)])
+}
+
 /// Both descriptor slots of any DHL page, for recovery's scan: like [`descriptors`], but a
 /// slot is also `valid` when it is a valid overflow-page descriptor (slot 0 only, exactly
 /// what [`open_overflow`] accepts). `None` for an INV (tid 0) slot or a buffer too small
