@@ -150,7 +150,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
             // Only valid versions vote: a torn version's tid is readable (sector 0) but
             // its content is not there. Validate the largest tids first, down to the first
             // that has a valid version.
-            found.sort_unstable_by(|a, b| b.tid.cmp(&a.tid));
+            found.sort_unstable_by_key(|f| std::cmp::Reverse(f.tid));
             let mut m = 0;
             let mut at = 0;
             while at < found.len() {
