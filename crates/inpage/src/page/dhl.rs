@@ -103,7 +103,9 @@
 //!   adversarial history can fragment the free space until (b) fails; `build` then
 //!   returns `None` and the tree relocates the node (written compactly to a new page).
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::hash::{BuildHasher, Hasher};
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::cells::CellArray;
@@ -166,6 +168,12 @@ fn geometry_ok(usable: usize, len: usize) -> bool {
 /// of its own preceding bytes (a common pattern), and CRC's linearity would then make a
 /// crc32c over the version blind to those bytes — a torn write could damage them
 /// unseen. The same flaw was found in the journals (see `journal::image_checksum`).
+///
+/// This streaming form is the definition. The hot paths gather the same bytes into
+/// [`Scratch::covered`] and hash them in one shot with [`covered_crc`] (xxh3 gives the same
+/// value for any split of the input, and one shot is several times cheaper than many small
+/// updates); it stays for versions whose cells overlap, where the covered bytes are not
+/// bounded by the page size.
 fn version_crc(
     buf: &[u8],
     slot: usize,
@@ -179,8 +187,107 @@ fn version_crc(
     for (off, size) in cells {
         h.update(&buf[off..off + size]);
     }
-    let x = h.digest();
+    fold(h.digest())
+}
+
+fn fold(x: u64) -> u32 {
     (x ^ (x >> 32)) as u32
+}
+
+/// [`version_crc`] of a version whose covered bytes (descriptor head, array, cells in array
+/// order) are `covered`, concatenated.
+fn covered_crc(covered: &[u8]) -> u32 {
+    fold(xxhash_rust::xxh3::xxh3_64(covered))
+}
+
+/// Per-thread buffers reused by validation and checksumming, so that the per-operation
+/// work allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    /// Bytes a version's checksum covers, concatenated (see [`covered_crc`]).
+    covered: Vec<u8>,
+    /// One bit per page byte, set for bytes a version references.
+    used: Vec<u64>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Run `f` with this thread's [`Scratch`] (a fresh one if it is already in use, so a
+/// nested call can never panic).
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+impl Scratch {
+    /// Clear the occupancy bitmap for a page of `usable` bytes.
+    fn clear_used(&mut self, usable: usize) {
+        self.used.clear();
+        self.used.resize(usable.div_ceil(64), 0);
+    }
+
+    /// Mark bytes `[s, e)` (non-empty, `e <= usable`) as referenced; false if one of them
+    /// already was.
+    fn mark(&mut self, s: usize, e: usize) -> bool {
+        let lo = !0u64 << (s % 64);
+        let hi = !0u64 >> (63 - (e - 1) % 64);
+        let words = &mut self.used[s / 64..=(e - 1) / 64];
+        let clash = match words {
+            [w] => {
+                let clash = *w & lo & hi;
+                *w |= lo & hi;
+                clash
+            }
+            [first, middle @ .., last] => {
+                let mut clash = (*first & lo) | (*last & hi);
+                *first |= lo;
+                *last |= hi;
+                for w in middle {
+                    clash |= *w;
+                    *w = !0;
+                }
+                clash
+            }
+            [] => 0,
+        };
+        clash == 0
+    }
+
+    /// First byte in `[from, end)` whose mark is `set`, or `end`.
+    fn next(&self, from: usize, end: usize, set: bool) -> usize {
+        let word = |w: usize| if set { self.used[w] } else { !self.used[w] };
+        let mut w = from / 64;
+        let mut bits = word(w) & (!0u64 << (from % 64));
+        loop {
+            if bits != 0 {
+                return (w * 64 + bits.trailing_zeros() as usize).min(end);
+            }
+            w += 1;
+            if w * 64 >= end {
+                return end;
+            }
+            bits = word(w);
+        }
+    }
+
+    /// Maximal runs of unmarked bytes in `[start, end)`, in address order.
+    fn holes(&self, start: usize, end: usize) -> Vec<(usize, usize)> {
+        let mut holes = Vec::new();
+        let mut at = start;
+        while at < end {
+            let s = self.next(at, end, false);
+            if s == end {
+                break;
+            }
+            at = self.next(s, end, true);
+            holes.push((s, at));
+        }
+        holes
+    }
 }
 
 /// Read-only view of one valid version of a DHL page. Mirrors [`slotted::Page`]'s
@@ -209,6 +316,22 @@ fn check_slot(
     usable: usize,
     slot: usize,
 ) -> std::result::Result<View<'_>, String> {
+    with_scratch(|s| check_slot_in(s, pgno, buf, usable, slot))
+}
+
+/// [`check_slot`] using `s`; on success `s.covered` holds the bytes the checksum covers
+/// and `s.used` marks the bytes the version references.
+///
+/// One pass over the array bounds-checks and sizes each cell, detects overlaps on the
+/// occupancy bitmap and gathers the covered bytes. The reasons are reported in the order
+/// of the checks they stand for: cell bounds, then the crc, then overlap.
+fn check_slot_in<'b>(
+    s: &mut Scratch,
+    pgno: Pgno,
+    buf: &'b [u8],
+    usable: usize,
+    slot: usize,
+) -> std::result::Result<View<'b>, String> {
     if !geometry_ok(usable, buf.len()) {
         return Err(format!(
             "page buffer of {} bytes cannot hold a DHL page of usable size {usable}",
@@ -242,10 +365,14 @@ fn check_slot(
             "descriptor {slot}: array [{array_off}, {array_end}) outside the record area [{RECORD_START}, {usable})"
         ));
     }
-    let mut ranges = Vec::with_capacity(ncells + 1);
-    if ncells > 0 {
-        ranges.push((array_off, array_end));
-    }
+    s.covered.clear();
+    s.covered.extend_from_slice(&buf[d..d + D_CRC]);
+    s.covered.extend_from_slice(&buf[array_off..array_end]);
+    s.clear_used(usable);
+    // Once something overlaps, stop gathering: the covered bytes are then no longer
+    // bounded by the page size (see `overlap_reason` for the report).
+    let mut overlap = ncells > 0 && !s.mark(array_off, array_end);
+    let max = max_cell(usable);
     for i in 0..ncells {
         let off = get_u16(buf, array_off + PTR_SIZE * i);
         if !(RECORD_START..usable).contains(&off) {
@@ -253,28 +380,24 @@ fn check_slot(
                 "descriptor {slot}: cell {i} offset {off} outside the record area"
             ));
         }
-        let size = cell_size(leaf, usable, &buf[off..usable]).ok_or_else(|| {
-            format!("descriptor {slot}: cell {i} at {off} is malformed or runs past the page")
-        })?;
-        ranges.push((off, off + size));
+        let size = slotted::cell_size(leaf, usable, &buf[off..usable])
+            .filter(|&size| size <= max)
+            .ok_or_else(|| {
+                format!("descriptor {slot}: cell {i} at {off} is malformed or runs past the page")
+            })?;
+        if !overlap {
+            if s.mark(off, off + size) {
+                s.covered.extend_from_slice(&buf[off..off + size]);
+            } else {
+                overlap = true;
+            }
+        }
     }
-    let crc = version_crc(
-        buf,
-        slot,
-        (array_off, array_end),
-        ranges[usize::from(ncells > 0)..]
-            .iter()
-            .map(|&(s, e)| (s, e - s)),
-    );
-    if crc != get_u32(buf, d + D_CRC) {
+    if overlap {
+        return Err(overlap_reason(buf, usable, slot, leaf, tid));
+    }
+    if covered_crc(&s.covered) != get_u32(buf, d + D_CRC) {
         return Err(format!("descriptor {slot} (tid {tid}) fails its crc"));
-    }
-    ranges.sort_unstable();
-    if let Some(w) = ranges.windows(2).find(|w| w[0].1 > w[1].0) {
-        return Err(format!(
-            "descriptor {slot}: bytes [{}, {}) overlap [{}, {})",
-            w[0].0, w[0].1, w[1].0, w[1].1
-        ));
     }
     Ok(View {
         cells: CellArray {
@@ -293,6 +416,35 @@ fn check_slot(
     })
 }
 
+/// Why descriptor `slot`, whose array and cells are in bounds but overlap, is invalid:
+/// its crc if that fails (checked first, as for any version), else the first overlapping
+/// pair in address order. Rare (only damaged pages), so it is allowed to be slow.
+fn overlap_reason(buf: &[u8], usable: usize, slot: usize, leaf: bool, tid: u64) -> String {
+    let d = slot * DESC_SIZE;
+    let ncells = get_u16(buf, d + D_NCELLS);
+    let array = get_u16(buf, d + D_ARRAY);
+    let array = (array, array + PTR_SIZE * ncells);
+    let cells: Vec<(usize, usize)> = (0..ncells)
+        .map(|i| {
+            let off = get_u16(buf, array.0 + PTR_SIZE * i);
+            (off, cell_size(leaf, usable, &buf[off..usable]).unwrap_or(0))
+        })
+        .collect();
+    if version_crc(buf, slot, array, cells.iter().copied()) != get_u32(buf, d + D_CRC) {
+        return format!("descriptor {slot} (tid {tid}) fails its crc");
+    }
+    let mut ranges: Vec<(usize, usize)> = cells.iter().map(|&(o, n)| (o, o + n)).collect();
+    ranges.push(array);
+    ranges.sort_unstable();
+    match ranges.windows(2).find(|w| w[0].1 > w[1].0) {
+        Some(w) => format!(
+            "descriptor {slot}: bytes [{}, {}) overlap [{}, {})",
+            w[0].0, w[0].1, w[1].0, w[1].1
+        ),
+        None => format!("descriptor {slot}: overlapping bytes"),
+    }
+}
+
 /// The version in descriptor `slot` (0 or 1), if it is valid. Errors: `Corrupt` saying
 /// why it is not.
 pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
@@ -307,6 +459,17 @@ pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<V
 /// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
 /// `tid <= max_tid`. Errors: `Corrupt` if there is none.
 pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
+    // The answer is the newest candidate (tid in 1..=max_tid, slot 0 first on equal tids)
+    // whenever that one is valid: the other slot could only win or raise "damaged" with a
+    // larger tid. So validate it first and skip the other slot (a second full validation);
+    // every other case takes the complete path below.
+    if geometry_ok(usable, buf.len()) {
+        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
+            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
+                return Ok(v);
+            }
+        }
+    }
     let mut best: Option<View<'_>> = None;
     let mut why = Vec::new();
     // The newest damaged version a reader at `max_tid` could otherwise see.
@@ -352,6 +515,19 @@ pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Vi
     })
 }
 
+/// Of the slots whose (unvalidated) tid is not 0 and passes `ok`, the one with the
+/// largest tid, slot 0 on a tie. `buf` must hold both descriptors.
+fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<usize> {
+    let tid = |slot: usize| get_u64(buf, slot * DESC_SIZE + D_TID);
+    let ok = |slot: usize| tid(slot) != 0 && ok(tid(slot));
+    match (ok(0), ok(1)) {
+        (true, true) => Some(if tid(1) > tid(0) { 1 } else { 0 }),
+        (true, false) => Some(0),
+        (false, true) => Some(1),
+        (false, false) => None,
+    }
+}
+
 impl<'a> View<'a> {
     /// Descriptor slot (0 or 1) holding this version.
     pub fn slot(&self) -> usize {
@@ -389,21 +565,19 @@ impl<'a> View<'a> {
 
     /// Holes of the record area this version does not reference, in address order.
     pub fn free_holes(&self) -> Result<Vec<(usize, usize)>> {
-        let mut used = self.ranges()?;
-        used.sort_unstable();
-        let mut holes = Vec::new();
-        let mut at = RECORD_START;
-        for (s, e) in used {
-            if s > at {
-                holes.push((at, s));
-            }
-            at = at.max(e);
-        }
-        if at < self.usable {
-            holes.push((at, self.usable));
-        }
-        Ok(holes)
+        let ranges = self.ranges()?;
+        Ok(with_scratch(|s| holes_around(s, self.usable, &ranges)))
     }
+}
+
+/// Maximal runs of the record area `[RECORD_START, usable)` outside all of `ranges`
+/// (non-empty, inside the page), in address order.
+fn holes_around(s: &mut Scratch, usable: usize, ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    s.clear_used(usable);
+    for &(a, e) in ranges {
+        s.mark(a, e);
+    }
+    s.holes(RECORD_START, usable)
 }
 
 /// Whether any one-cell change of version `v` is guaranteed to fit next to it: the bytes
@@ -503,10 +677,11 @@ pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
 /// The commit path calls it on each dirty page image before writing it, once the pager
 /// knows how many pages the transaction writes (module notes, counting commit).
 pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
-    /// The bytes a valid descriptor's checksum covers after its head.
+    /// How to get a valid descriptor's new checksum.
     enum Covered {
-        /// Tree version: array range, then (offset, size) of each cell in array order.
-        Tree((usize, usize), Vec<(usize, usize)>),
+        /// Tree version: the checksum itself, of its covered bytes with the new txn_size
+        /// (the only covered bytes that change).
+        Tree(u32),
         /// Overflow page: data length (data starts at `RECORD_START`).
         Overflow(usize),
     }
@@ -520,12 +695,11 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         if get_u64(buf, d + D_TID) != tid {
             continue;
         }
-        // What the checksum covers besides the descriptor head, found before writing.
-        let tree = check_slot(0, buf, usable, slot).ok().and_then(|v| {
-            let array = (v.array_off, v.array_off + PTR_SIZE * v.ncells);
-            let cells: Option<Vec<(usize, usize)>> =
-                (0..v.ncells).map(|i| v.cell_range(i).ok()).collect();
-            Some(Covered::Tree(array, cells?))
+        // What the checksum covers, found before writing.
+        let tree = with_scratch(|s| {
+            check_slot_in(s, 0, buf, usable, slot).ok()?;
+            s.covered[D_TXN_SIZE..D_TXN_SIZE + 4].copy_from_slice(&txn_size.to_le_bytes());
+            Some(Covered::Tree(covered_crc(&s.covered)))
         });
         let covered = tree.or_else(|| {
             (slot == 0)
@@ -538,7 +712,7 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         };
         buf[d + D_TXN_SIZE..d + D_TXN_SIZE + 4].copy_from_slice(&txn_size.to_le_bytes());
         let crc = match covered {
-            Covered::Tree(array, cells) => version_crc(buf, slot, array, cells.into_iter()),
+            Covered::Tree(crc) => crc,
             Covered::Overflow(len) => overflow_crc(buf, len),
         };
         buf[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
@@ -717,13 +891,17 @@ fn write_descriptor(
         let at = array_off + PTR_SIZE * i;
         out[at..at + PTR_SIZE].copy_from_slice(&(off as u16).to_le_bytes());
     }
-    let array = (array_off, array_off + PTR_SIZE * offs.len());
-    let crc = version_crc(
-        out,
-        slot,
-        array,
-        offs.iter().zip(v.cells).map(|(&off, c)| (off, c.len())),
-    );
+    let array_end = array_off + PTR_SIZE * offs.len();
+    // The cells at `offs` are `v.cells`, so they are gathered from there.
+    let crc = with_scratch(|s| {
+        s.covered.clear();
+        s.covered.extend_from_slice(&out[d..d + D_CRC]);
+        s.covered.extend_from_slice(&out[array_off..array_end]);
+        for c in v.cells {
+            s.covered.extend_from_slice(c);
+        }
+        covered_crc(&s.covered)
+    });
     out[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -746,6 +924,70 @@ fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u
     }
     write_descriptor(&mut out, 0, v, RECORD_START, &offs);
     Some(out)
+}
+
+/// The protected version in `base` (module notes): the valid one with the largest
+/// `tid <= keep_max_tid` other than `replaced`, slot 0 on a tie, with the holes of the
+/// record area it does not reference. The newest candidate is validated first; the other
+/// slot is only looked at if that one is not valid.
+fn protected_version<'b>(
+    s: &mut Scratch,
+    pgno: Pgno,
+    base: &'b [u8],
+    usable: usize,
+    keep_max_tid: u64,
+    replaced: u64,
+) -> Option<(View<'b>, Vec<(usize, usize)>)> {
+    let ok = |tid: u64| tid <= keep_max_tid && tid != replaced;
+    let first = newest_candidate(base, ok)?;
+    let mut p = check_slot_in(s, pgno, base, usable, first).ok();
+    if p.is_none() {
+        let other = 1 - first;
+        let tid = get_u64(base, other * DESC_SIZE + D_TID);
+        if tid != 0 && ok(tid) {
+            p = check_slot_in(s, pgno, base, usable, other).ok();
+        }
+    }
+    // The successful check left exactly the bytes `p` references marked.
+    p.map(|p| (p, s.holes(RECORD_START, usable)))
+}
+
+/// Hashing for `build`'s map from cell bytes to reusable copies: seeded xxh3 (a dependency
+/// already, and much cheaper than SipHash on short cells). The seed is random per thread
+/// because the cells hold user keys; the map only finds exact matches, so images do not
+/// depend on it.
+#[derive(Clone, Copy)]
+struct CellHashing(u64);
+
+impl CellHashing {
+    fn new() -> CellHashing {
+        thread_local! {
+            static SEED: u64 = RandomState::new().build_hasher().finish();
+        }
+        CellHashing(SEED.with(|s| *s))
+    }
+}
+
+impl BuildHasher for CellHashing {
+    type Hasher = CellHasher;
+    fn build_hasher(&self) -> CellHasher {
+        CellHasher(self.0)
+    }
+}
+
+struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+    fn write_usize(&mut self, n: usize) {
+        // A slice's length prefix: folded into the seed of the xxh3 of its bytes.
+        self.0 ^= n as u64;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Image of the page after writing `version`, or `Ok(None)` if it does not fit next to
@@ -779,12 +1021,11 @@ pub fn build(
                 b.len()
             )))
         }
-        Some(b) => (0..2)
-            .filter_map(|slot| check_slot(pgno, b, usable, slot).ok())
-            .filter(|v| v.tid <= keep_max_tid && v.tid != version.tid)
-            .max_by_key(|v| (v.tid, std::cmp::Reverse(v.slot))),
+        Some(b) => {
+            with_scratch(|s| protected_version(s, pgno, b, usable, keep_max_tid, version.tid))
+        }
     };
-    let Some(p) = protected else {
+    let Some((p, holes)) = protected else {
         return Ok(build_fresh(page_size, usable, version));
     };
     if version.tid < p.tid {
@@ -797,27 +1038,44 @@ pub fn build(
     let mut out = vec![0u8; page_size];
     let (pd, base) = (p.slot * DESC_SIZE, p.buf);
     out[pd..pd + DESC_SIZE].copy_from_slice(&base[pd..pd + DESC_SIZE]);
-    let mut reuse: HashMap<&[u8], Vec<usize>> = HashMap::new();
-    for (s, e) in p.ranges()? {
+    let ranges = p.ranges()?;
+    for &(s, e) in &ranges {
         out[s..e].copy_from_slice(&base[s..e]);
     }
-    // Reversed so `pop` hands out P's copies in array order (deterministic images).
-    for i in (0..p.ncells).rev() {
-        let (off, size) = p.cell_range(i)?;
-        reuse.entry(&base[off..off + size]).or_default().push(off);
+    let p_cells = &ranges[usize::from(p.ncells > 0)..];
+    // Each distinct cell of P maps to its first unused copy (index into `p_cells`), the
+    // others chained through `next` in array order, so that reuse takes P's copies in
+    // array order (deterministic images).
+    const END: u32 = u32::MAX;
+    let mut next = vec![END; p_cells.len()];
+    let mut reuse: HashMap<&[u8], u32, CellHashing> =
+        HashMap::with_capacity_and_hasher(p_cells.len(), CellHashing::new());
+    for (j, &(s, e)) in p_cells.iter().enumerate().rev() {
+        match reuse.entry(&base[s..e]) {
+            Entry::Occupied(mut head) => {
+                next[j] = *head.get();
+                head.insert(j as u32);
+            }
+            Entry::Vacant(head) => {
+                head.insert(j as u32);
+            }
+        }
     }
 
     let mut offs = vec![0usize; version.cells.len()];
     let mut new = Vec::new();
     for (i, c) in version.cells.iter().enumerate() {
-        match reuse.get_mut(&c[..]).and_then(Vec::pop) {
-            Some(off) => offs[i] = off,
-            None => new.push((i, c.len())),
+        match reuse.get_mut(&c[..]) {
+            Some(head) if *head != END => {
+                let j = *head as usize;
+                offs[i] = p_cells[j].0;
+                *head = next[j];
+            }
+            _ => new.push((i, c.len())),
         }
     }
     // Largest first: big cells have the fewest holes that take them.
     new.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
-    let holes = p.free_holes()?;
     let array_len = PTR_SIZE * version.cells.len();
     let anchor = (p.array_off, p.array_off + PTR_SIZE * p.ncells);
     let Some(plan) = plan_far_end(&holes, anchor, &new, array_len)
@@ -2172,6 +2430,527 @@ mod tests {
                     prop_assert_eq!(visible(1, &s, US, tid).unwrap().txn_size(), txn_size);
                 }
             }
+        }
+    }
+
+    /// The streaming (pre-optimisation) implementations of validation, reading, building
+    /// and stamping, kept verbatim as the specification the faster code must match bit
+    /// for bit: same verdicts, same reasons, same images.
+    mod reference {
+        use super::super::*;
+
+        pub fn check_slot(
+            pgno: Pgno,
+            buf: &[u8],
+            usable: usize,
+            slot: usize,
+        ) -> std::result::Result<View<'_>, String> {
+            if !geometry_ok(usable, buf.len()) {
+                return Err(format!(
+                    "page buffer of {} bytes cannot hold a DHL page of usable size {usable}",
+                    buf.len()
+                ));
+            }
+            let d = slot * DESC_SIZE;
+            let tid = get_u64(buf, d + D_TID);
+            if tid == 0 {
+                return Err(format!("descriptor {slot} is INV (tid 0)"));
+            }
+            let leaf = match buf[d + D_TYPE] {
+                page_type::LEAF => true,
+                page_type::INTERIOR => false,
+                t => {
+                    return Err(format!(
+                        "descriptor {slot} has type {t} ({}), not a tree page",
+                        page_type::name(t)
+                    ))
+                }
+            };
+            let ncells = get_u16(buf, d + D_NCELLS);
+            let right = get_u32(buf, d + D_RIGHT);
+            if leaf && right != 0 {
+                return Err(format!("descriptor {slot} is a leaf with a right child"));
+            }
+            let array_off = get_u16(buf, d + D_ARRAY);
+            let array_end = array_off + PTR_SIZE * ncells;
+            if array_off < RECORD_START || array_end > usable {
+                return Err(format!(
+                    "descriptor {slot}: array [{array_off}, {array_end}) outside the record area [{RECORD_START}, {usable})"
+                ));
+            }
+            let mut ranges = Vec::with_capacity(ncells + 1);
+            if ncells > 0 {
+                ranges.push((array_off, array_end));
+            }
+            for i in 0..ncells {
+                let off = get_u16(buf, array_off + PTR_SIZE * i);
+                if !(RECORD_START..usable).contains(&off) {
+                    return Err(format!(
+                        "descriptor {slot}: cell {i} offset {off} outside the record area"
+                    ));
+                }
+                let size = cell_size(leaf, usable, &buf[off..usable]).ok_or_else(|| {
+                    format!(
+                        "descriptor {slot}: cell {i} at {off} is malformed or runs past the page"
+                    )
+                })?;
+                ranges.push((off, off + size));
+            }
+            let crc = version_crc(
+                buf,
+                slot,
+                (array_off, array_end),
+                ranges[usize::from(ncells > 0)..]
+                    .iter()
+                    .map(|&(s, e)| (s, e - s)),
+            );
+            if crc != get_u32(buf, d + D_CRC) {
+                return Err(format!("descriptor {slot} (tid {tid}) fails its crc"));
+            }
+            ranges.sort_unstable();
+            if let Some(w) = ranges.windows(2).find(|w| w[0].1 > w[1].0) {
+                return Err(format!(
+                    "descriptor {slot}: bytes [{}, {}) overlap [{}, {})",
+                    w[0].0, w[0].1, w[1].0, w[1].1
+                ));
+            }
+            Ok(View {
+                cells: CellArray {
+                    pgno,
+                    buf,
+                    usable,
+                    leaf,
+                    ncells,
+                    array_off,
+                    area_start: RECORD_START,
+                    right,
+                },
+                slot,
+                tid,
+                txn_size: get_u32(buf, d + D_TXN_SIZE),
+            })
+        }
+
+        pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
+            let mut best: Option<View<'_>> = None;
+            let mut why = Vec::new();
+            let mut damaged: Option<(u64, usize, String)> = None;
+            for slot in 0..2 {
+                match check_slot(pgno, buf, usable, slot) {
+                    Ok(v) if v.tid <= max_tid => {
+                        if best.is_none_or(|b| v.tid > b.tid) {
+                            best = Some(v);
+                        }
+                    }
+                    Ok(v) => why.push(format!("descriptor {slot} has tid {} > {max_tid}", v.tid)),
+                    Err(r) => {
+                        let tid = if buf.len() >= RECORD_START {
+                            get_u64(buf, slot * DESC_SIZE + D_TID)
+                        } else {
+                            0
+                        };
+                        if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0)
+                        {
+                            damaged = Some((tid, slot, r.clone()));
+                        }
+                        why.push(r)
+                    }
+                }
+            }
+            if let Some((tid, slot, r)) = damaged {
+                if best.is_none_or(|b| tid > b.tid) {
+                    return Err(Error::corrupt(
+                        pgno,
+                        format!("version {tid} (descriptor {slot}) is damaged: {r}"),
+                    ));
+                }
+            }
+            best.ok_or_else(|| {
+                Error::corrupt(
+                    pgno,
+                    format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
+                )
+            })
+        }
+
+        pub fn free_holes(v: &View<'_>) -> Result<Vec<(usize, usize)>> {
+            let mut used = v.ranges()?;
+            used.sort_unstable();
+            let mut holes = Vec::new();
+            let mut at = RECORD_START;
+            for (s, e) in used {
+                if s > at {
+                    holes.push((at, s));
+                }
+                at = at.max(e);
+            }
+            if at < v.usable {
+                holes.push((at, v.usable));
+            }
+            Ok(holes)
+        }
+
+        pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+            enum Covered {
+                Tree((usize, usize), Vec<(usize, usize)>),
+                Overflow(usize),
+            }
+            if tid == 0 || !geometry_ok(usable, buf.len()) {
+                return false;
+            }
+            let mut stamped = false;
+            for slot in 0..2 {
+                let d = slot * DESC_SIZE;
+                if get_u64(buf, d + D_TID) != tid {
+                    continue;
+                }
+                let tree = check_slot(0, buf, usable, slot).ok().and_then(|v| {
+                    let array = (v.array_off, v.array_off + PTR_SIZE * v.ncells);
+                    let cells: Option<Vec<(usize, usize)>> =
+                        (0..v.ncells).map(|i| v.cell_range(i).ok()).collect();
+                    Some(Covered::Tree(array, cells?))
+                });
+                let covered = tree.or_else(|| {
+                    (slot == 0)
+                        .then(|| open_overflow(0, buf, usable).ok())
+                        .flatten()
+                        .map(|o| Covered::Overflow(o.data.len()))
+                });
+                let Some(covered) = covered else {
+                    continue;
+                };
+                buf[d + D_TXN_SIZE..d + D_TXN_SIZE + 4].copy_from_slice(&txn_size.to_le_bytes());
+                let crc = match covered {
+                    Covered::Tree(array, cells) => version_crc(buf, slot, array, cells.into_iter()),
+                    Covered::Overflow(len) => overflow_crc(buf, len),
+                };
+                buf[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+                stamped = true;
+            }
+            stamped
+        }
+
+        fn write_descriptor(
+            out: &mut [u8],
+            slot: usize,
+            v: &Version<'_>,
+            array_off: usize,
+            offs: &[usize],
+        ) {
+            let d = slot * DESC_SIZE;
+            out[d..d + DESC_SIZE].fill(0);
+            out[d + D_TID..d + D_TID + 8].copy_from_slice(&v.tid.to_le_bytes());
+            out[d + D_TXN_SIZE..d + D_TXN_SIZE + 4].copy_from_slice(&v.txn_size.to_le_bytes());
+            out[d + D_NCELLS..d + D_NCELLS + 2].copy_from_slice(&(offs.len() as u16).to_le_bytes());
+            out[d + D_TYPE] = if v.leaf {
+                page_type::LEAF
+            } else {
+                page_type::INTERIOR
+            };
+            out[d + D_FLAGS] = 0;
+            let right = if v.leaf { 0 } else { v.right };
+            out[d + D_RIGHT..d + D_RIGHT + 4].copy_from_slice(&right.to_le_bytes());
+            out[d + D_ARRAY..d + D_ARRAY + 2].copy_from_slice(&(array_off as u16).to_le_bytes());
+            for (i, &off) in offs.iter().enumerate() {
+                let at = array_off + PTR_SIZE * i;
+                out[at..at + PTR_SIZE].copy_from_slice(&(off as u16).to_le_bytes());
+            }
+            let array = (array_off, array_off + PTR_SIZE * offs.len());
+            let crc = version_crc(
+                out,
+                slot,
+                array,
+                offs.iter().zip(v.cells).map(|(&off, c)| (off, c.len())),
+            );
+            out[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+
+        fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
+            let array_len = PTR_SIZE * v.cells.len();
+            let bytes: usize = v.cells.iter().map(Vec::len).sum();
+            if array_len + bytes > usable - RECORD_START {
+                return None;
+            }
+            let mut out = vec![0u8; page_size];
+            let mut top = usable;
+            let mut offs = Vec::with_capacity(v.cells.len());
+            for c in v.cells {
+                top -= c.len();
+                out[top..top + c.len()].copy_from_slice(c);
+                offs.push(top);
+            }
+            write_descriptor(&mut out, 0, v, RECORD_START, &offs);
+            Some(out)
+        }
+
+        pub fn build(
+            pgno: Pgno,
+            page_size: usize,
+            usable: usize,
+            base: Option<&[u8]>,
+            keep_max_tid: u64,
+            version: &Version<'_>,
+        ) -> Result<Option<Vec<u8>>> {
+            check_version(usable, page_size, version)?;
+            let protected = match base {
+                None => None,
+                Some(b) if b.len() < usable => {
+                    return Err(Error::InvalidArgument(format!(
+                    "base image of page {pgno} has {} bytes, less than the usable size {usable}",
+                    b.len()
+                )))
+                }
+                Some(b) => (0..2)
+                    .filter_map(|slot| check_slot(pgno, b, usable, slot).ok())
+                    .filter(|v| v.tid <= keep_max_tid && v.tid != version.tid)
+                    .max_by_key(|v| (v.tid, std::cmp::Reverse(v.slot))),
+            };
+            let Some(p) = protected else {
+                return Ok(build_fresh(page_size, usable, version));
+            };
+            if version.tid < p.tid {
+                return Err(Error::InvalidArgument(format!(
+                    "page {pgno}: version tid {} is older than the protected version's {}",
+                    version.tid, p.tid
+                )));
+            }
+            let mut out = vec![0u8; page_size];
+            let (pd, base) = (p.slot * DESC_SIZE, p.buf);
+            out[pd..pd + DESC_SIZE].copy_from_slice(&base[pd..pd + DESC_SIZE]);
+            let mut reuse: HashMap<&[u8], Vec<usize>> = HashMap::new();
+            for (s, e) in p.ranges()? {
+                out[s..e].copy_from_slice(&base[s..e]);
+            }
+            for i in (0..p.ncells).rev() {
+                let (off, size) = p.cell_range(i)?;
+                reuse.entry(&base[off..off + size]).or_default().push(off);
+            }
+            let mut offs = vec![0usize; version.cells.len()];
+            let mut new = Vec::new();
+            for (i, c) in version.cells.iter().enumerate() {
+                match reuse.get_mut(&c[..]).and_then(Vec::pop) {
+                    Some(off) => offs[i] = off,
+                    None => new.push((i, c.len())),
+                }
+            }
+            new.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
+            let holes = free_holes(&p)?;
+            let array_len = PTR_SIZE * version.cells.len();
+            let anchor = (p.array_off, p.array_off + PTR_SIZE * p.ncells);
+            let Some(plan) = plan_far_end(&holes, anchor, &new, array_len)
+                .or_else(|| plan_best_fit(&holes, &new, array_len))
+            else {
+                return Ok(None);
+            };
+            for (i, off) in plan.cells {
+                let c = &version.cells[i];
+                out[off..off + c.len()].copy_from_slice(c);
+                offs[i] = off;
+            }
+            write_descriptor(&mut out, 1 - p.slot, version, plan.array_off, &offs);
+            Ok(Some(out))
+        }
+    }
+
+    /// What a view says about its version, for comparing implementations.
+    fn view_facts(v: &View<'_>) -> (usize, u64, u32, usize, usize, bool, Pgno) {
+        (
+            v.slot,
+            v.tid,
+            v.txn_size,
+            v.ncells,
+            v.array_off,
+            v.leaf,
+            v.right,
+        )
+    }
+
+    /// Every entry point on `buf` agrees with the reference implementation.
+    fn check_against_reference(buf: &[u8], usable: usize, new_cells: &[Vec<u8>]) {
+        let facts = |r: std::result::Result<View<'_>, String>| r.map(|v| view_facts(&v));
+        for slot in 0..2 {
+            assert_eq!(
+                facts(check_slot(1, buf, usable, slot)),
+                facts(reference::check_slot(1, buf, usable, slot)),
+                "check_slot {slot}"
+            );
+        }
+        for max_tid in [0, 1, 2, 3, 4, u64::MAX] {
+            let got = visible(1, buf, usable, max_tid);
+            let want = reference::visible(1, buf, usable, max_tid);
+            match (&got, &want) {
+                (Ok(g), Ok(w)) => {
+                    assert_eq!(view_facts(g), view_facts(w), "visible {max_tid}");
+                    assert_eq!(g.free_holes().unwrap(), reference::free_holes(w).unwrap());
+                }
+                _ => assert_eq!(
+                    got.map(|v| view_facts(&v)).map_err(|e| e.to_string()),
+                    want.map(|v| view_facts(&v)).map_err(|e| e.to_string()),
+                    "visible {max_tid}"
+                ),
+            }
+        }
+        for tid in [1, 2, 3, 4] {
+            let (mut got, mut want) = (buf.to_vec(), buf.to_vec());
+            assert_eq!(
+                restamp(&mut got, usable, tid, 77),
+                reference::restamp(&mut want, usable, tid, 77)
+            );
+            assert!(got == want, "restamp {tid}");
+        }
+        let ps = buf.len().max(usable);
+        for (keep, tid) in [(2, 3), (3, 3), (1, 4), (u64::MAX - 1, u64::MAX)] {
+            for leaf in [true, false] {
+                let v = ver(tid, leaf, 5, new_cells);
+                let got = build(1, ps, usable, Some(buf), keep, &v);
+                let want = reference::build(1, ps, usable, Some(buf), keep, &v);
+                match (got, want) {
+                    (Ok(g), Ok(w)) => assert!(g == w, "build keep {keep} tid {tid}"),
+                    (g, w) => {
+                        assert_eq!(g.map_err(|e| e.to_string()), w.map_err(|e| e.to_string()))
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_shot_checksum_equals_the_streaming_one() {
+        // Random bytes as a "page", random in-bounds (possibly overlapping) pieces.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for round in 0..2000 {
+            let usable = [508, 4092, 16380, 65535][round % 4];
+            let buf: Vec<u8> = (0..usable).map(|_| rnd(256) as u8).collect();
+            let slot = rnd(2);
+            let a = RECORD_START + rnd(usable - RECORD_START);
+            let array = (a, a + rnd(usable - a + 1).min(600));
+            let cells: Vec<(usize, usize)> = (0..rnd(300))
+                .map(|_| {
+                    let off = RECORD_START + rnd(usable - RECORD_START);
+                    (off, rnd((usable - off).min(1100) + 1))
+                })
+                .collect();
+            let mut covered = buf[slot * DESC_SIZE..slot * DESC_SIZE + D_CRC].to_vec();
+            covered.extend_from_slice(&buf[array.0..array.1]);
+            for &(off, n) in &cells {
+                covered.extend_from_slice(&buf[off..off + n]);
+            }
+            assert_eq!(
+                covered_crc(&covered),
+                version_crc(&buf, slot, array, cells.into_iter()),
+                "round {round}"
+            );
+        }
+    }
+
+    #[test]
+    fn occupancy_bitmap_matches_sorted_ranges() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        for round in 0..3000 {
+            let usable = [RECORD_START + 1, 200, 508, 4092, 65535][round % 5];
+            let ranges: Vec<(usize, usize)> = (0..rnd(40))
+                .map(|_| {
+                    let s = RECORD_START + rnd(usable - RECORD_START);
+                    (s, s + 1 + rnd((usable - s).min(300)))
+                })
+                .collect();
+            let mut sorted = ranges.clone();
+            sorted.sort_unstable();
+            let overlap = sorted.windows(2).any(|w| w[0].1 > w[1].0);
+            let mut want = Vec::new();
+            let mut at = RECORD_START;
+            for &(s, e) in &sorted {
+                if s > at {
+                    want.push((at, s));
+                }
+                at = at.max(e);
+            }
+            if at < usable {
+                want.push((at, usable));
+            }
+            let mut s = Scratch::default();
+            s.clear_used(usable);
+            let fresh = ranges.iter().all(|&(a, e)| s.mark(a, e));
+            assert_eq!(fresh, !overlap, "round {round}: {ranges:?}");
+            assert_eq!(holes_around(&mut s, usable, &ranges), want, "round {round}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn matches_the_reference_implementation(
+            leaf in any::<bool>(),
+            v1 in arb_cells(true, US, capacity(US)),
+            ops in arb_ops(true, US),
+            hits in proptest::collection::vec((0..PS, any::<u8>(), 0..3u8), 0..6),
+        ) {
+            let conv = |cs: &[Vec<u8>]| -> Vec<Vec<u8>> {
+                if leaf { cs.to_vec() } else {
+                    cs.iter().map(|c| interior_cell(get_u32(c, 2) | 1, cell_key(c))).collect()
+                }
+            };
+            let v1 = conv(&v1);
+            let ops: Vec<_> = ops.into_iter().map(|(k, p, c)| (k, p, conv(&[c]).remove(0))).collect();
+            if let Some((old, new, _, n)) = history(US, leaf, &v1, &ops) {
+                check_against_reference(&old, US, &n);
+                // Damage, with the crcs recomputed (structural checks) or not (crc check).
+                let mut b = new.clone();
+                for (at, val, how) in hits {
+                    b[at] = val;
+                    if how == 1 {
+                        recrc(&mut b, US, 0);
+                        recrc(&mut b, US, 1);
+                    }
+                    check_against_reference(&b, US, &n);
+                }
+                // Overlaps specifically: point one cell of each slot at another one's bytes.
+                let mut o = new.clone();
+                for slot in 0..2 {
+                    let d = slot * DESC_SIZE;
+                    let (a, k) = (get_u16(&o, d + D_ARRAY), get_u16(&o, d + D_NCELLS));
+                    if k >= 2 && a + 2 * k <= US {
+                        let second = o[a + 2..a + 4].to_vec();
+                        o[a..a + 2].copy_from_slice(&second);
+                    }
+                }
+                check_against_reference(&o, US, &n);
+                recrc(&mut o, US, 0);
+                recrc(&mut o, US, 1);
+                check_against_reference(&o, US, &n);
+                // Both slots claiming one tid (never written, but disk bytes can say so):
+                // ties go to slot 0.
+                for from in 0..2 {
+                    let mut t = new.clone();
+                    let tid = get_u64(&t, from * DESC_SIZE + D_TID);
+                    let to = (1 - from) * DESC_SIZE + D_TID;
+                    t[to..to + 8].copy_from_slice(&tid.to_le_bytes());
+                    recrc(&mut t, US, 1 - from);
+                    check_against_reference(&t, US, &n);
+                }
+            }
+        }
+
+        #[test]
+        fn matches_the_reference_on_garbage(
+            bytes in proptest::collection::vec(any::<u8>(), RECORD_START..PS + 8),
+            usable in prop_oneof![Just(US), Just(508usize), Just(RECORD_START)],
+        ) {
+            let cells = vec![rec(1, 20), rec(2, 30)];
+            check_against_reference(&bytes, usable, &cells);
         }
     }
 }

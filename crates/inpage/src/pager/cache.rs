@@ -9,10 +9,11 @@
 //! - Eviction is least-recently-used among unpinned entries, so `capacity` bounds the
 //!   unpinned working set; pinned entries may exceed it for the length of a commit.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::error::Pgno;
 use crate::page::PageRef;
+use crate::pager::PgnoMap;
 
 struct Entry {
     page: PageRef,
@@ -23,7 +24,7 @@ struct Entry {
 /// LRU cache of page images.
 pub(crate) struct Cache {
     capacity: usize,
-    entries: HashMap<Pgno, Entry>,
+    entries: PgnoMap<Entry>,
     /// tick -> pgno for unpinned entries, oldest first.
     lru: BTreeMap<u64, Pgno>,
     tick: u64,
@@ -35,7 +36,7 @@ impl Cache {
     pub fn new(capacity: usize) -> Cache {
         Cache {
             capacity,
-            entries: HashMap::new(),
+            entries: PgnoMap::default(),
             lru: BTreeMap::new(),
             tick: 0,
             hits: 0,

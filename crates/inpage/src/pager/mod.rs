@@ -26,6 +26,7 @@ pub mod header;
 pub(crate) mod cache;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -44,13 +45,42 @@ struct State {
     header: Header,
     cache: Cache,
     /// Commit tid -> committed images that commit replaced.
-    versions: BTreeMap<u64, HashMap<Pgno, PageRef>>,
+    versions: BTreeMap<u64, PgnoMap<PageRef>>,
     /// Snapshot tid -> number of readers on it.
     readers: BTreeMap<u64, usize>,
     poisoned: Option<String>,
     /// DHL: pages no committed tree owns (DHL keeps no on-disk free list; see
     /// `set_free_pages`). Empty in stock modes, whose free list lives in the pages.
     free: BTreeSet<Pgno>,
+}
+
+/// Hash map keyed by page number, hashed with [`PgnoHasher`].
+pub(crate) type PgnoMap<V> = HashMap<Pgno, V, BuildHasherDefault<PgnoHasher>>;
+
+/// Hasher for page numbers: one multiplication (Fibonacci hashing). SipHash's protection
+/// against chosen collisions buys nothing here: page numbers are bounded by the file size
+/// and are not picked by users, and the maps are looked up several times per operation.
+#[derive(Default)]
+pub(crate) struct PgnoHasher(u64);
+
+impl Hasher for PgnoHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // Only reached for keys other than a `Pgno`; still a valid (slow) hash.
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+    fn write_u64(&mut self, n: u64) {
+        // The odd multiplier keeps the low bits (the bucket index) a bijection of the
+        // page number's low bits and spreads it into the high bits (hashbrown's tags).
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Pages a DHL transaction moved between the free set and its trees. Pages it freed are
@@ -595,20 +625,17 @@ impl Pager {
                 Layout::Stock => img.clone(),
                 Layout::Dhl => {
                     // The tree builds versions with txn_size 0; only now is the count known.
-                    let mut page = img.to_vec();
-                    if !dhl::restamp(
-                        &mut page,
-                        self.page_size - PAGE_TRAILER,
-                        header.fcc,
-                        txn_size,
-                    ) {
+                    // `img` is shared with the transaction, so this copies it, once.
+                    let mut page = img.clone();
+                    let buf = Arc::make_mut(&mut page);
+                    if !dhl::restamp(buf, self.page_size - PAGE_TRAILER, header.fcc, txn_size) {
                         return Err(Error::corrupt(
                             *pgno,
                             format!("dirty page has no version of transaction {}", header.fcc),
                         ));
                     }
-                    stamp_crc(&mut page);
-                    PageRef::from(page)
+                    stamp_crc(buf);
+                    page
                 }
             };
             pages.push((*pgno, img));
