@@ -3,8 +3,8 @@
 //! Workloads: `mobibench` (insert/update/delete transactions of 1..N operations, as the
 //! ESOS-Lab Mobibench drives SQLite), `recovery` (interrupt an insert transaction in a
 //! child process, time reopen + first access), `floor` (the cheapest durable one-page
-//! commit, and an appending one) and `all` (a quick pass of the three into a results
-//! folder). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
+//! commit, and an appending one), `all` (a quick pass of the three into a results
+//! folder) and `pages` (records per leaf page, stock vs DHL layout; see `pages`). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
 //! journal modes, redb and LMDB (see `contender`).
 //!
 //! Where and how I/O is measured is `lab`; the method (rounds, medians, ratios) is
@@ -19,6 +19,7 @@
 
 pub mod contender;
 pub mod lab;
+pub mod pages;
 pub mod plots;
 pub mod recovery;
 pub mod report;
@@ -51,6 +52,9 @@ pub enum BenchCmd {
     /// Quick pass: mobibench (all contenders, 3 ops, 1 op/txn) + floor + recovery,
     /// written as table.txt, results.json and plots/ into --out.
     All(AllArgs),
+    /// Page utilization: records per leaf page, stock vs DHL, per record size and key
+    /// order (in-memory; a record = 8-byte integer key + value).
+    Pages(PagesArgs),
     /// List the contender names.
     List,
     /// Internal: the crashing child of `bench recovery`.
@@ -196,6 +200,33 @@ pub struct AllArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct PagesArgs {
+    /// Record sizes in bytes, comma-separated: an 8-byte integer key plus size - 8 value
+    /// bytes (8 = key only).
+    #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128")]
+    pub sizes: Vec<usize>,
+    /// Journal modes, comma-separated (default: off,dhl-cc: stock vs DHL pages). With two,
+    /// the table adds the ratio of the second's records per leaf to the first's.
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Vec<String>,
+    /// Key orders, comma-separated: sequential, random (default: both).
+    #[arg(long, value_delimiter = ',')]
+    pub orders: Vec<String>,
+    /// Records inserted into each database, one per transaction.
+    #[arg(long, default_value_t = 5000)]
+    pub records: u64,
+    /// Page size of the databases.
+    #[arg(long, default_value_t = 4096)]
+    pub page_size: u32,
+    /// Seed of the random key order.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct ChildArgs {
     #[arg(long)]
     pub contender: String,
@@ -260,6 +291,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             output(s, "floor", &a.out)
         }
         BenchCmd::All(a) => run_all(&a),
+        BenchCmd::Pages(a) => run_pages(&a),
     }
 }
 
@@ -396,7 +428,7 @@ pub fn finish(s: Session, baseline: &str) -> (Report, Vec<Option<f64>>) {
     )
 }
 
-fn write_json(r: &Report, path: &Path) -> Result<(), String> {
+fn write_json<T: serde::Serialize>(r: &T, path: &Path) -> Result<(), String> {
     let s = serde_json::to_string_pretty(r).map_err(|e| format!("json: {e}"))?;
     if let Some(p) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;
@@ -447,5 +479,26 @@ fn run_all(a: &AllArgs) -> Result<(), String> {
     write_json(&r, &a.out.join("results.json"))?;
     plots::write_all(&r, &a.out.join("plots"))?;
     eprintln!("wrote {}", a.out.display());
+    Ok(())
+}
+
+fn run_pages(a: &PagesArgs) -> Result<(), String> {
+    let p = pages::PagesParams::new(
+        &a.sizes,
+        &a.modes,
+        &a.orders,
+        a.records,
+        a.page_size,
+        a.seed,
+    )?;
+    // indicatif hides the bar by itself when stderr is not a terminal.
+    let pb = indicatif::ProgressBar::new(p.runs());
+    let r = pages::measure(&p, || pb.inc(1));
+    pb.finish_and_clear();
+    let r = r?;
+    print!("{}", pages::table(&r));
+    if let Some(path) = &a.json {
+        write_json(&r, path)?;
+    }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 use std::process::Command;
 
+use inpage_bench::pages::KeyOrder;
 use inpage_bench::report::Report;
 
 fn bench(args: &[&str]) -> std::process::Output {
@@ -145,4 +146,94 @@ fn recovery_kills_a_child_mid_transaction() {
         assert!(x.recovery_ms_median.unwrap() > 0.0);
         assert!(x.latency_us.is_none());
     }
+}
+
+fn pages_json(extra: &[&str]) -> inpage_bench::pages::PagesReport {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("pages.json");
+    let mut args = vec![
+        "pages",
+        "--records",
+        "600",
+        "--sizes",
+        "8,128",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = bench(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("8-byte integer key") && t.contains("rec/leaf") && t.contains("dhl-cc/off"),
+        "{t}"
+    );
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+/// The measurement on the real engine shows what the DHL layout costs and what key order
+/// does, and the JSON matches what was asked.
+#[test]
+fn pages_measures_stock_vs_dhl() {
+    let r = pages_json(&[]);
+    assert_eq!((r.records, r.page_size, r.key_bytes), (600, 4096, 8));
+    assert_eq!(r.modes, ["off", "dhl-cc"]);
+    assert_eq!(r.rows.len(), 4, "2 sizes x 2 orders");
+    let get = |size: usize, order: KeyOrder, mode: usize| {
+        let row = r
+            .rows
+            .iter()
+            .find(|x| x.record_bytes == size && x.order == order)
+            .expect("row");
+        assert_eq!(row.value_bytes, size - 8);
+        row.results[mode].clone()
+    };
+    for row in &r.rows {
+        for x in &row.results {
+            assert_eq!(x.entries, 600);
+            assert_eq!(x.overflow_pages, 0);
+            assert!(x.total_pages as u64 > x.leaf_pages + x.interior_pages);
+        }
+        let want = row.results[1].records_per_leaf / row.results[0].records_per_leaf;
+        assert!((row.ratio_records_per_leaf.unwrap() - want).abs() < 1e-12);
+    }
+    let (seq, rnd) = (KeyOrder::Sequential, KeyOrder::Random);
+    let (stock, dhl) = (0, 1);
+    // Two slot headers per page leave less room for records.
+    assert!(get(8, seq, stock).records_per_leaf > get(8, seq, dhl).records_per_leaf);
+    assert!(get(8, seq, stock).leaf_pages < get(8, seq, dhl).leaf_pages);
+    for mode in [stock, dhl] {
+        for order in [seq, rnd] {
+            assert!(get(8, order, mode).records_per_leaf > get(128, order, mode).records_per_leaf);
+        }
+    }
+    // Ascending inserts take the append split and leave full pages behind.
+    for size in [8, 128] {
+        assert!(get(size, seq, stock).file_fill >= get(size, rnd, stock).file_fill);
+        assert!(get(size, seq, stock).leaf_fill >= get(size, rnd, stock).leaf_fill);
+    }
+}
+
+#[test]
+fn pages_rejects_bad_arguments() {
+    let e = err_line(&bench(&["pages", "--sizes", "8,0"]));
+    assert!(e.contains("--sizes: 0 is out of range"), "{e}");
+    let e = err_line(&bench(&["pages", "--sizes", "5000"]));
+    assert!(
+        e.contains("--sizes: 5000 is out of range") && e.contains("inline"),
+        "{e}"
+    );
+    let e = err_line(&bench(&["pages", "--sizes", "128", "--page-size", "512"]));
+    assert!(e.contains("out of range"), "{e}");
+    let e = err_line(&bench(&["pages", "--modes", "off,dhl-xx"]));
+    assert!(
+        e.contains("unknown mode 'dhl-xx'") && e.contains("dhl-cc-header"),
+        "{e}"
+    );
+    let e = err_line(&bench(&["pages", "--page-size", "1000"]));
+    assert!(e.contains("--page-size"), "{e}");
+    let e = err_line(&bench(&["pages", "--records", "0"]));
+    assert!(e.contains("--records"), "{e}");
+    let e = err_line(&bench(&["pages", "--orders", "backwards"]));
+    assert!(e.contains("unknown key order 'backwards'"), "{e}");
 }
