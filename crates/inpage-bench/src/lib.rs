@@ -166,6 +166,19 @@ pub struct RecoveryArgs {
     /// Engine: stop at this write call of the commit (default: half of its writes).
     #[arg(long)]
     pub stop_at_write: Option<u64>,
+    /// Page cache when the reopen is timed: cold (synced and dropped, as after a reboot;
+    /// needs root) or warm (only synced: what the kill of an app leaves behind).
+    #[arg(long, value_enum, default_value_t = CacheState::Cold)]
+    pub cache: CacheState,
+}
+
+/// The page cache a recovery trial reopens with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CacheState {
+    /// Synced and dropped (root; elsewhere it stays warm and the run says so).
+    Cold,
+    /// Synced only.
+    Warm,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -275,7 +288,9 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
         }
         BenchCmd::Recovery(a) => {
             let cs = method_setup(&a.method)?;
-            let params = recovery_params(&a.ops_per_txn, a.warm, a.value_size, a.stop_at_write)?;
+            let mut params =
+                recovery_params(&a.ops_per_txn, a.warm, a.value_size, a.stop_at_write)?;
+            params.cold_cache = a.cache == CacheState::Cold;
             let trials = params.trials(cs.len(), a.method.rounds);
             lab::install_interrupt_handler();
             let mut s = session(&a.lab, a.method.rounds, trials)?;
@@ -372,6 +387,7 @@ fn recovery_params(
         warm,
         value_size,
         stop_at_write,
+        cold_cache: true,
     })
 }
 

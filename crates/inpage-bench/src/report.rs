@@ -42,7 +42,7 @@ pub struct Latency {
 #[serde(deny_unknown_fields)]
 pub struct ResultRow {
     pub contender: String,
-    /// "mobibench", "recovery" or "floor".
+    /// "mobibench", "recovery" (cold page cache), "recovery-warm" or "floor".
     pub workload: String,
     /// Mobibench op, "insert" for recovery, "overwrite"/"append" for the floor.
     pub op: String,

@@ -386,6 +386,9 @@ pub struct RecoveryParams {
     pub value_size: usize,
     /// Engine: stop at this commit write instead of the calibrated middle.
     pub stop_at_write: Option<u64>,
+    /// Drop the page cache between the crash and the timed reopen (else only sync). The
+    /// warm variant is reported as workload `recovery-warm`.
+    pub cold_cache: bool,
 }
 
 impl RecoveryParams {
@@ -400,7 +403,14 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
     let pts: Vec<(u32, Point)> = p
         .records
         .iter()
-        .map(|&k| (k, s.next_point("recovery", "insert", k)))
+        .map(|&k| {
+            let w = if p.cold_cache {
+                "recovery"
+            } else {
+                "recovery-warm"
+            };
+            (k, s.next_point(w, "insert", k))
+        })
         .collect();
     for round in 0..s.rounds {
         for (k, pt) in &pts {
@@ -455,7 +465,11 @@ fn recovery_trial(
         stop_at_write,
     };
     crash_child(&s.exe, &spec, CHILD_TIMEOUT)?;
-    s.settle();
+    if p.cold_cache {
+        s.settle();
+    } else {
+        rustix::fs::sync();
+    }
     let before = probe(&s.lab, &stats)?;
     let t0 = Instant::now();
     let mut st = c.open(&dir, &stats)?;

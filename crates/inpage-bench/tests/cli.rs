@@ -148,6 +148,44 @@ fn recovery_kills_a_child_mid_transaction() {
     }
 }
 
+/// `--cache warm` keeps the page cache between the crash and the timed reopen and says so
+/// in the workload name; the DHL default mode recovers (nothing lost, nothing leaked).
+#[test]
+fn recovery_with_a_warm_cache_is_reported_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = bench(&[
+        "recovery",
+        "--lab",
+        "none",
+        "--contenders",
+        "dhl-cc,dhl-tc,sqlite-wal",
+        "--ops-per-txn",
+        "1,4",
+        "--warm",
+        "300",
+        "--rounds",
+        "1",
+        "--cache",
+        "warm",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("warning:"), "{err}");
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.results.len(), 2 * 3);
+    for x in &r.results {
+        assert_eq!(x.workload, "recovery-warm");
+        assert!(x.recovery_ms_median.unwrap() > 0.0);
+    }
+    let e = err_line(&bench(&[
+        "recovery", "--lab", "none", "--cache", "lukewarm",
+    ]));
+    assert!(e.contains("lukewarm"), "{e}");
+}
+
 fn pages_json(extra: &[&str]) -> inpage_bench::pages::PagesReport {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("pages.json");

@@ -48,7 +48,7 @@ struct Found {
 }
 
 /// Bytes recovery's scan reads per call.
-const SCAN_CHUNK: usize = 256 * 1024;
+const SCAN_CHUNK: usize = 64 * 1024;
 
 /// The DHL commit protocols.
 #[derive(Debug)]
@@ -110,10 +110,14 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
             }
         }
     }
-    // The scan reads the file in large chunks and keeps only the descriptor heads; a
-    // version is validated (checksums over its cells) only where the vote needs it, i.e.
-    // for the largest tids, until one with a valid version is found. That gives exactly
-    // the FCC a full validation would, at the cost of reading the file once.
+    // The scan reads the file in chunks and keeps only the descriptor heads; a version is
+    // validated (checksums over its cells) only where the vote may need it: while its page
+    // is in memory if its tid is at least the largest seen so far (which covers every
+    // version of the largest tid), and later, by a re-read, only if the largest tids turn
+    // out to have no valid version (torn writes). That gives exactly the FCC a full
+    // validation would, reading the file once in the common case.
+    let count_votes = mode != JournalMode::DhlTc;
+    let mut running_max = found.iter().map(|f| f.tid).max().unwrap_or(0);
     let chunk_pages = (SCAN_CHUNK / ps).max(1) as u64;
     let mut chunk = vec![0u8; chunk_pages as usize * ps];
     let mut pgno = 1u64;
@@ -125,17 +129,23 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
             let Some(heads) = dhl::descriptor_heads(page) else {
                 continue;
             };
+            let candidate = count_votes && heads.iter().any(|&(t, _)| t != 0 && t >= running_max);
+            let versions = candidate.then(|| dhl::page_versions(page, usable));
             for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
                 if tid != 0 {
+                    let valid = versions
+                        .filter(|_| tid >= running_max)
+                        .map(|v| v[slot].is_some_and(|d| d.valid));
                     found.push(Found {
                         pgno: (pgno + i as u64) as Pgno,
                         slot,
                         tid,
                         txn_size,
-                        valid: None,
+                        valid,
                     });
                 }
             }
+            running_max = running_max.max(heads[0].0).max(heads[1].0);
         }
         pgno += n;
     }
