@@ -94,6 +94,11 @@ impl Config {
         self.journal.wal_prealloc = yes;
         self
     }
+    /// DHL modes: whether page writes use `O_DIRECT` (default `Auto`).
+    pub fn dhl_direct(mut self, d: crate::journal::DirectWrites) -> Self {
+        self.journal.dhl_direct = d;
+        self
+    }
     pub fn redistribute(mut self, yes: bool) -> Self {
         self.redistribute = yes;
         self

@@ -216,6 +216,11 @@ impl Database {
     pub fn journal_mode(&self) -> JournalMode {
         self.shared.pager.journal_mode()
     }
+    /// Whether this handle's page writes bypass the page cache (`O_DIRECT`): DHL modes with
+    /// `DirectWrites::Auto` (the default) on a file system that accepts it, or `On`.
+    pub fn direct_writes(&self) -> bool {
+        self.shared.pager.direct_writes()
+    }
     pub fn page_size(&self) -> usize {
         self.shared.pager.page_size()
     }

@@ -45,8 +45,8 @@ impl DbFile {
         }
     }
 
-    /// Raise the known lower bound of the length.
-    fn saw_len(&self, len: u64) {
+    /// Raise the known lower bound of the length (after a write that reached `len`).
+    pub fn saw_len(&self, len: u64) {
         self.len_floor.fetch_max(len, Ordering::Relaxed);
     }
 

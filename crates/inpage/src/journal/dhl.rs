@@ -26,14 +26,25 @@
 //! - *Tids are not reused while an invalid-but-present version could be confused with a
 //!   new one:* recovery zeroes the tid of every valid version newer than the FCC it
 //!   settles on, so the next transaction (tid FCC + 1) finds no valid version with its tid.
+//! - *A page write covers only what changed.* The pager hands over each page's committed
+//!   image (`CommitBatch::originals`), which is what the file holds: it was read from the
+//!   file or written by the last commit, whose sync succeeded (a failed commit poisons the
+//!   handle). So writing the one sector-aligned span where the new image differs leaves
+//!   the file holding exactly the new image, and a crash can only leave a mix of old and
+//!   new sectors inside that span, which the torn-write argument above already covers.
+//!   The page trailer is outside every span: DHL pages are checked per version, never by
+//!   the trailer, which recovery's invalidations do not maintain either. With `O_DIRECT`
+//!   the device receives just the span (typically 1-8 sectors for a one-row change)
+//!   instead of a whole block; one write call per page keeps the latency of a page write.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::off::check_batch;
-use super::{CommitBatch, Journal, JournalCtx, JournalMode, RecoveryReport};
+use super::{CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, RecoveryReport};
 use crate::error::{Error, Pgno, Result};
 use crate::page::{dhl, PAGE_TRAILER};
 use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN};
+use crate::vfs::{File, OpenOptions};
 
 /// A valid version found by the recovery scan.
 struct Found {
@@ -57,6 +68,60 @@ pub(crate) struct DhlJournal {
     mode: JournalMode,
     fcc: u64,
     writer: Mutex<()>,
+    /// `O_DIRECT` handle on the database file for page writes, if in use.
+    direct: Option<Arc<dyn File>>,
+    /// Alignment of direct writes: the torn-write unit (512) unless the device needs more.
+    align: usize,
+}
+
+/// The sector size of the torn-write model, and the smallest unit a span is made of.
+const SECTOR: usize = 512;
+
+/// The sector-aligned byte range of the usable part of a page (`..usable`) where `new`
+/// differs from `old`, or None if it does not.
+fn changed_span(old: &[u8], new: &[u8], usable: usize) -> Option<std::ops::Range<usize>> {
+    let first = (0..usable).find(|&i| old[i] != new[i])?;
+    let last = (first..usable).rev().find(|&i| old[i] != new[i])?;
+    Some(first / SECTOR * SECTOR..((last / SECTOR + 1) * SECTOR).min(new.len()))
+}
+
+/// The smallest alignment (512, else 4096 if the page is that large) at which `f` accepts
+/// an `O_DIRECT` read; a write has the same requirements, and a read changes nothing.
+fn probe_alignment(f: &dyn File, page_size: usize) -> std::io::Result<usize> {
+    let mut last = None;
+    for align in [SECTOR, 4096] {
+        if align > page_size {
+            break;
+        }
+        let (mut buf, off) = aligned_copy(&vec![0u8; align], align);
+        match f.read_at(&mut buf[off..off + align], 0) {
+            Ok(_) => return Ok(align),
+            Err(e) if refuses_direct(&e) => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "pages are smaller than the device's direct-I/O block",
+        )
+    }))
+}
+
+/// Whether an error says O_DIRECT (or its alignment) is not accepted here: EINVAL, or
+/// unsupported on this platform. Not an I/O failure.
+fn refuses_direct(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::Unsupported
+        || e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error())
+}
+
+/// `bytes` copied to a buffer starting at an `align`-aligned address (for `O_DIRECT`),
+/// as (buffer, offset of the copy in it).
+fn aligned_copy(bytes: &[u8], align: usize) -> (Vec<u8>, usize) {
+    let mut v = vec![0u8; bytes.len() + align];
+    let off = v.as_ptr().align_offset(align).min(align);
+    v[off..off + bytes.len()].copy_from_slice(bytes);
+    (v, off)
 }
 
 impl DhlJournal {
@@ -70,12 +135,45 @@ impl DhlJournal {
             return Err(Error::Config(format!("DhlJournal opened for mode {mode}")));
         }
         let (fcc, report) = recover(&ctx, mode)?;
+        // After recovery, whose few writes go through the page cache.
+        let direct = match ctx.config.dhl_direct {
+            DirectWrites::Off => None,
+            want => {
+                let opts = OpenOptions {
+                    direct: true,
+                    ..OpenOptions::default()
+                };
+                match ctx
+                    .vfs
+                    .open(&ctx.db_path, opts)
+                    .and_then(|f| probe_alignment(&*f, ctx.db.page_size).map(|a| (f, a)))
+                {
+                    Ok(fa) => Some(fa),
+                    // Refusals of O_DIRECT itself (or of its alignment); any other error
+                    // is an I/O failure and is reported as such.
+                    Err(e) if !refuses_direct(&e) => {
+                        return Err(Error::io("open O_DIRECT", &ctx.db_path)(e))
+                    }
+                    Err(e) if want == DirectWrites::On => {
+                        return Err(Error::Config(format!(
+                            "dhl_direct = On, but {} cannot be written with O_DIRECT: {e}",
+                            ctx.db_path.display()
+                        )))
+                    }
+                    Err(_) => None,
+                }
+            }
+        };
+        let align = direct.as_ref().map_or(SECTOR, |(_, a)| *a);
+        let direct = direct.map(|(f, _)| f);
         Ok((
             DhlJournal {
                 ctx,
                 mode,
                 fcc,
                 writer: Mutex::new(()),
+                direct,
+                align,
             },
             report,
         ))
@@ -246,6 +344,43 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
     ))
 }
 
+impl DhlJournal {
+    /// Write the part of `page` that differs from what the file holds (module notes): the
+    /// changed span if the page existed before the transaction, else the whole page.
+    fn write_changed(&self, batch: &CommitBatch<'_>, pgno: Pgno, page: &[u8]) -> Result<()> {
+        let db = &self.ctx.db;
+        let ps = db.page_size;
+        let span = match batch.originals.binary_search_by_key(&pgno, |(p, _)| *p) {
+            Ok(i) => match changed_span(&batch.originals[i].1, page, ps - PAGE_TRAILER) {
+                Some(span) => span,
+                None => {
+                    debug_assert!(false, "dirty page {pgno} equals its committed image");
+                    return Ok(());
+                }
+            },
+            Err(_) => 0..ps,
+        };
+        let at = db.offset(pgno);
+        let Some(direct) = &self.direct else {
+            let end = at + span.end as u64;
+            db.file
+                .write_at(&page[span.clone()], at + span.start as u64)
+                .map_err(Error::io("write", &db.path))?;
+            db.saw_len(end);
+            return Ok(());
+        };
+        let align = self.align;
+        let (s, e) = (span.start / align * align, span.end.div_ceil(align) * align);
+        let e = e.min(ps);
+        let (buf, off) = aligned_copy(&page[s..e], align);
+        direct
+            .write_at(&buf[off..off + (e - s)], at + s as u64)
+            .map_err(Error::io("write", &db.path))?;
+        db.saw_len(at + e as u64);
+        Ok(())
+    }
+}
+
 impl Journal for DhlJournal {
     fn mode(&self) -> JournalMode {
         self.mode
@@ -275,14 +410,22 @@ impl Journal for DhlJournal {
                     "dhl-tc commit without the header page (its commit mark)".into(),
                 ));
             };
-            db.write_pages(batch.pages.iter().filter(|(p, _)| *p != 0))?;
+            for (pgno, page) in batch.pages.iter().filter(|(p, _)| *p != 0) {
+                self.write_changed(batch, *pgno, page)?;
+            }
             db.sync()?;
-            db.write_page(0, header)?;
+            self.write_changed(batch, 0, header)?;
             db.sync()
         } else {
-            db.write_pages(batch.pages)?;
+            for (pgno, page) in batch.pages {
+                self.write_changed(batch, *pgno, page)?;
+            }
             db.sync()
         }
+    }
+
+    fn direct_writes(&self) -> bool {
+        self.direct.is_some()
     }
 
     fn checkpoint(&self) -> Result<()> {
@@ -299,5 +442,42 @@ impl Journal for DhlJournal {
 
     fn recovered_fcc(&self) -> Option<u64> {
         Some(self.fcc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changed_span_is_sector_aligned_and_skips_the_trailer() {
+        let old = vec![0u8; 4096];
+        let usable = 4096 - PAGE_TRAILER;
+        assert_eq!(changed_span(&old, &old, usable), None);
+        let mut new = old.clone();
+        new[4095] = 1; // trailer only
+        assert_eq!(changed_span(&old, &new, usable), None);
+        new[3] = 1;
+        assert_eq!(changed_span(&old, &new, usable), Some(0..512));
+        new[1500] = 1;
+        assert_eq!(changed_span(&old, &new, usable), Some(0..1536));
+        let mut new = old.clone();
+        new[512] = 7;
+        new[1023] = 7;
+        assert_eq!(changed_span(&old, &new, usable), Some(512..1024));
+        new[usable - 1] = 7;
+        assert_eq!(changed_span(&old, &new, usable), Some(512..4096));
+    }
+
+    #[test]
+    fn aligned_copies_are_aligned() {
+        for align in [512, 4096] {
+            for len in [0, 1, 512, 4096] {
+                let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
+                let (buf, off) = aligned_copy(&bytes, align);
+                assert_eq!(buf[off..].as_ptr() as usize % align, 0);
+                assert_eq!(&buf[off..off + len], &bytes[..]);
+            }
+        }
     }
 }

@@ -157,11 +157,29 @@ pub struct JournalConfig {
     /// WAL: pre-size and zero-fill the WAL to the checkpoint interval (the papers'
     /// WAL_OPT), so appends are non-allocating overwrites.
     pub wal_prealloc: bool,
+    /// DHL: how page writes reach the file (see [`DirectWrites`]).
+    pub dhl_direct: DirectWrites,
     /// **Breaks crash safety on purpose.** Rollback-journal modes skip syncing the journal
     /// before overwriting the database. Exists only so the torture harness can show it
     /// catches a broken commit protocol; never set it otherwise.
     #[doc(hidden)]
     pub broken_skip_journal_sync: bool,
+}
+
+/// DHL modes write only the 512-byte sectors of a page that changed (one contiguous span
+/// per page). Through the page cache the device still receives whole file-system blocks;
+/// with `O_DIRECT` it receives just the span.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DirectWrites {
+    /// `O_DIRECT` where the file system accepts it, else through the page cache
+    /// (`Database::direct_writes` tells which). Same file format and crash guarantees
+    /// either way.
+    #[default]
+    Auto,
+    /// `O_DIRECT` or an error at open.
+    On,
+    /// Through the page cache.
+    Off,
 }
 
 impl Default for JournalConfig {
@@ -171,6 +189,7 @@ impl Default for JournalConfig {
             wal_autocheckpoint: 1000,
             journal_size_limit: None,
             wal_prealloc: false,
+            dhl_direct: DirectWrites::Auto,
             broken_skip_journal_sync: false,
         }
     }
@@ -288,5 +307,9 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// FCC recovery established; the pager uses it instead of the header's.
     fn recovered_fcc(&self) -> Option<u64> {
         None
+    }
+    /// Whether page writes bypass the page cache (`O_DIRECT`).
+    fn direct_writes(&self) -> bool {
+        false
     }
 }

@@ -463,6 +463,11 @@ impl Pager {
         self.journal.mode()
     }
 
+    /// Whether page writes bypass the page cache (`O_DIRECT`; DHL modes only).
+    pub fn direct_writes(&self) -> bool {
+        self.journal.direct_writes()
+    }
+
     pub fn recovery(&self) -> &RecoveryReport {
         &self.recovery
     }
