@@ -37,8 +37,14 @@ pub type ConfigTweak = fn(Config) -> Config;
 
 /// Engine variants beyond the plain journal modes: (name, mode, tweak). Add a line here
 /// to benchmark another setting.
-pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] =
-    &[("wal-opt", JournalMode::Wal, |c| c.wal_prealloc(true))];
+pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
+    ("wal-opt", JournalMode::Wal, |c| c.wal_prealloc(true)),
+    // The default DHL mode with its page writes through the page cache (whole blocks to
+    // the device) instead of O_DIRECT spans: the bytes-versus-latency trade-off.
+    ("dhl-cc-buffered", JournalMode::DhlCc, |c| {
+        c.dhl_direct(inpage::DirectWrites::Off)
+    }),
+];
 
 /// SQLite journal settings, as Mobibench and the apps use them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
