@@ -80,9 +80,16 @@ const SECTOR: usize = 512;
 /// The sector-aligned byte range of the usable part of a page (`..usable`) where `new`
 /// differs from `old`, or None if it does not.
 fn changed_span(old: &[u8], new: &[u8], usable: usize) -> Option<std::ops::Range<usize>> {
-    let first = (0..usable).find(|&i| old[i] != new[i])?;
-    let last = (first..usable).rev().find(|&i| old[i] != new[i])?;
-    Some(first / SECTOR * SECTOR..((last / SECTOR + 1) * SECTOR).min(new.len()))
+    // Whole-sector comparisons (memcmp) find the sectors; only the last sector, which
+    // holds the trailer, is compared up to `usable`.
+    let sectors = usable.div_ceil(SECTOR);
+    let differs = |k: usize| {
+        let r = k * SECTOR..((k + 1) * SECTOR).min(usable);
+        old[r.clone()] != new[r]
+    };
+    let first = (0..sectors).find(|&k| differs(k))?;
+    let last = (first..sectors).rev().find(|&k| differs(k))?;
+    Some(first * SECTOR..((last + 1) * SECTOR).min(new.len()))
 }
 
 /// The smallest alignment (512, else 4096 if the page is that large) at which `f` accepts

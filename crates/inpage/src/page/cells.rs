@@ -151,10 +151,53 @@ impl<'a> CellArray<'a> {
         })
     }
 
+    /// This view without its borrow of the page image (see [`Detached`]).
+    pub(crate) fn detach(&self) -> Detached {
+        Detached {
+            pgno: self.pgno,
+            usable: self.usable,
+            leaf: self.leaf,
+            ncells: self.ncells,
+            array_off: self.array_off,
+            area_start: self.area_start,
+            right: self.right,
+        }
+    }
+
     /// Owned copies of all cells, in key order.
     pub fn cells(&self) -> Result<Vec<Vec<u8>>> {
         (0..self.ncells)
             .map(|i| self.cell(i).map(<[u8]>::to_vec))
             .collect()
+    }
+}
+
+/// What opening a page found out about it, kept next to the (immutable) page image so the
+/// view can be had again without repeating the layout's validation, which for a DHL page
+/// checks a whole version. Only meaningful with the very image it was detached from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Detached {
+    pgno: Pgno,
+    usable: usize,
+    leaf: bool,
+    ncells: usize,
+    array_off: usize,
+    area_start: usize,
+    right: Pgno,
+}
+
+impl Detached {
+    /// The view again, over `buf`: the image this was detached from.
+    pub(crate) fn attach<'a>(&self, buf: &'a [u8]) -> CellArray<'a> {
+        CellArray {
+            pgno: self.pgno,
+            buf,
+            usable: self.usable,
+            leaf: self.leaf,
+            ncells: self.ncells,
+            array_off: self.array_off,
+            area_start: self.area_start,
+            right: self.right,
+        }
     }
 }

@@ -41,7 +41,7 @@
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::cells::CellArray;
+use crate::page::cells::{CellArray, Detached};
 use crate::page::slotted::{self, Page, Payload};
 use crate::page::{PageRead, PageRef, PageWrite};
 
@@ -99,6 +99,16 @@ pub(crate) struct Step {
     pub pgno: Pgno,
     pub page: PageRef,
     pub idx: usize,
+    /// `page` as opened during the descent. Opening a DHL page validates a whole version,
+    /// and an operation looks at the same path several times.
+    opened: Detached,
+}
+
+impl Step {
+    /// The node in `page`, as `Format::open` returned it during the descent.
+    pub fn view(&self) -> CellArray<'_> {
+        self.opened.attach(&self.page)
+    }
 }
 
 /// A page's cells held in memory while they are being reshaped; may exceed a page.
@@ -110,13 +120,76 @@ pub(crate) struct Node {
     pub right: Pgno,
 }
 
+/// Spare cell buffers of this thread's finished nodes. Loading a node copies every cell
+/// into its own `Vec` (what `Format::image` takes), and a one-row write loads and drops a
+/// whole leaf; reusing the buffers spares an allocation and a free per cell.
+mod spare {
+    use std::cell::RefCell;
+
+    /// Bytes of buffer capacity kept at most per thread.
+    const MAX_BYTES: usize = 256 << 10;
+
+    struct Pool {
+        bufs: Vec<Vec<u8>>,
+        bytes: usize,
+    }
+
+    thread_local! {
+        static POOL: RefCell<Pool> = const {
+            RefCell::new(Pool { bufs: Vec::new(), bytes: 0 })
+        };
+    }
+
+    /// Copy every cell `cell(i)`, `i < n`, into `out`, in buffers from the pool.
+    pub(super) fn fill<'a, E>(
+        out: &mut Vec<Vec<u8>>,
+        n: usize,
+        mut cell: impl FnMut(usize) -> Result<&'a [u8], E>,
+    ) -> Result<(), E> {
+        POOL.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            for i in 0..n {
+                let c = cell(i)?;
+                let buf = match pool.bufs.pop() {
+                    Some(mut buf) => {
+                        pool.bytes -= buf.capacity();
+                        buf.clear();
+                        buf.extend_from_slice(c);
+                        buf
+                    }
+                    None => c.to_vec(),
+                };
+                out.push(buf);
+            }
+            Ok(())
+        })
+    }
+
+    /// Give the buffers of a node that is done with back to the pool.
+    pub(super) fn put(cells: Vec<Vec<u8>>) {
+        POOL.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            for buf in cells {
+                if pool.bytes + buf.capacity() > MAX_BYTES {
+                    break;
+                }
+                pool.bytes += buf.capacity();
+                pool.bufs.push(buf);
+            }
+        })
+    }
+}
+
 impl Node {
     fn from_view(f: &Format, p: &CellArray) -> Result<Node> {
         let right = if p.is_leaf() { 0 } else { p.child(p.ncells())? };
+        // Room for the cell most callers add next.
+        let mut cells = Vec::with_capacity(p.ncells() + 1);
+        spare::fill(&mut cells, p.ncells(), |i| p.cell(i))?;
         let node = Node {
             pgno: p.pgno(),
             leaf: p.is_leaf(),
-            cells: p.cells()?,
+            cells,
             right,
         };
         // Overlapping cells in a corrupt page could add up to more than a page; every
@@ -277,14 +350,25 @@ pub(crate) fn descend<S: PageRead + ?Sized>(
         }
         let page = store.read(pgno)?;
         let p = f.open(pgno, &page)?;
+        let opened = p.detach();
         if p.is_leaf() {
-            path.push(Step { pgno, page, idx: 0 });
+            path.push(Step {
+                pgno,
+                page,
+                idx: 0,
+                opened,
+            });
             return Ok(path);
         }
         // A root pointer has no keys: index 0 is its right child.
         let idx = p.child_index(key, cmp)?;
         let child = p.child(idx)?;
-        path.push(Step { pgno, page, idx });
+        path.push(Step {
+            pgno,
+            page,
+            idx,
+            opened,
+        });
         pgno = child;
     }
 }
@@ -312,7 +396,7 @@ pub(crate) fn get(
     }
     let path = descend(store, root, cmp, key)?;
     let leaf = path.last().expect("descend returns at least the root");
-    let p = Format::of(store).open(leaf.pgno, &leaf.page)?;
+    let p = leaf.view();
     match p.search(key, cmp)? {
         Ok(i) => Ok(Some(read_payload(store, leaf.pgno, p.payload(i)?)?)),
         Err(_) => Ok(None),
@@ -368,17 +452,18 @@ pub(crate) fn insert(
     if f.is_dhl() {
         // DHL pages are rebuilt, never edited in place: reshape the node and let balance
         // write it (and relocate it if need be).
-        let p = f.open(leaf.pgno, &leaf.page)?;
+        let p = leaf.view();
         let mut node = Node::from_view(&f, &p)?;
-        let (i, old) = match p.search(key, cmp)? {
-            Ok(i) => {
-                let old = take_value(store, &p, i)?;
-                node.cells.remove(i);
-                (i, Some(old))
-            }
-            Err(i) => (i, None),
+        let found = p.search(key, cmp)?;
+        let old = match found {
+            Ok(i) => Some(take_value(store, &p, i)?),
+            Err(_) => None,
         };
-        node.cells.insert(i, make_leaf_cell(store, key, value)?);
+        let cell = make_leaf_cell(store, key, value)?;
+        match found {
+            Ok(i) => node.cells[i] = cell,
+            Err(i) => node.cells.insert(i, cell),
+        }
         balance(store, opts, &path, node, old.is_some())?;
         return Ok(old);
     }
@@ -417,7 +502,7 @@ pub(crate) fn remove(
     }
     let path = descend(store, root, cmp, key)?;
     let leaf = path.last().expect("descend returns at least the root");
-    let p = f.open(leaf.pgno, &leaf.page)?;
+    let p = leaf.view();
     let Ok(i) = p.search(key, cmp)? else {
         return Ok(None);
     };
@@ -517,11 +602,11 @@ fn split(f: &Format, node: Node) -> Result<(Node, Vec<u8>, Node)> {
 /// of it, on its parent's rightmost child: the pattern of ascending-key inserts (SQLite's
 /// `balance_quick` case). Compared cell by cell against the page image from the descent,
 /// so a replaced or removed cell, or any other edit, takes the ordinary split.
-fn appends_to(f: &Format, node: &Node, step: &Step, rightmost: bool) -> Result<bool> {
+fn appends_to(node: &Node, step: &Step, rightmost: bool) -> Result<bool> {
     if !node.leaf || !rightmost || node.cells.len() < 2 {
         return Ok(false);
     }
-    let p = f.open(step.pgno, &step.page)?;
+    let p = step.view();
     let n = node.cells.len() - 1;
     if p.ncells() != n {
         return Ok(false);
@@ -575,10 +660,12 @@ fn balance(
         let may_merge = shrank || d + 1 < path.len();
         let under = !over && may_merge && f.underfull(node.used(&f));
         // Loaded lazily: a node that fits where it is ends the walk untouched.
-        let parent = || Node::from_view(&f, &f.open(step.pgno, &step.page)?);
+        let parent = || Node::from_view(&f, &step.view());
         if !over && !under {
             let at = write_node(store, &f, &node)?;
-            if at == node.pgno {
+            let pgno = node.pgno;
+            spare::put(node.cells);
+            if at == pgno {
                 return Ok(());
             }
             let mut p = parent()?;
@@ -588,7 +675,7 @@ fn balance(
         }
         let mut parent = parent()?;
         debug_assert_eq!(parent.child(i).ok(), Some(node.pgno));
-        if over && appends_to(&f, &node, &path[d], i == parent.cells.len())? {
+        if over && appends_to(&node, &path[d], i == parent.cells.len())? {
             // Append split: the node is its page plus one cell after all of them. The page
             // stays as it is (not even rewritten) and the new cell starts a fresh right
             // sibling, so ascending-key inserts leave full pages behind instead of

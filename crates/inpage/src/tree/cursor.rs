@@ -1,8 +1,9 @@
 //! Cursors: ordered iteration and positioned lookups.
 //!
-//! A cursor keeps the root-to-leaf path as a stack of `(pgno, page image, index)`. For an
-//! interior frame the index is the child the path goes through (`0..=ncells`); for the
-//! leaf frame it is the current cell. Moving past either end of a leaf pops up to the
+//! A cursor keeps the root-to-leaf path as a stack of `(pgno, page image, index)`, each
+//! image with what opening it found (so moving along a DHL leaf does not validate its
+//! version again for every cell). For an interior frame the index is the child the path
+//! goes through (`0..=ncells`); for the leaf frame it is the current cell. Moving past either end of a leaf pops up to the
 //! nearest ancestor with a child further in that direction and descends along that
 //! child's near edge — no sibling pointers are needed.
 //!
@@ -18,7 +19,7 @@
 use std::ops::Range;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::cells::CellArray;
+use crate::page::cells::{CellArray, Detached};
 use crate::page::slotted;
 use crate::page::{PageRead, PageRef};
 
@@ -30,6 +31,8 @@ struct Frame {
     pgno: Pgno,
     page: PageRef,
     idx: usize,
+    /// `page` as `Format::open` returned it.
+    opened: Detached,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -162,7 +165,7 @@ impl<'s> Cursor<'s> {
     }
 
     fn page<'f>(&self, f: &'f Frame) -> Result<CellArray<'f>> {
-        self.format.open(f.pgno, &f.page)
+        Ok(f.opened.attach(&f.page))
     }
 
     /// Push page `pgno` with its index at the given edge (for a leaf at `Last`, one past
@@ -180,7 +183,13 @@ impl<'s> Cursor<'s> {
             Edge::First => 0,
             Edge::Last => p.ncells(),
         };
-        self.stack.push(Frame { pgno, page, idx });
+        let opened = p.detach();
+        self.stack.push(Frame {
+            pgno,
+            page,
+            idx,
+            opened,
+        });
         Ok(())
     }
 
@@ -227,11 +236,10 @@ impl<'s> Cursor<'s> {
             // Leaf exhausted: find the nearest ancestor with a child to the right.
             self.stack.pop();
             loop {
-                let format = self.format;
                 let Some(f) = self.stack.last_mut() else {
                     return Ok(false);
                 };
-                let n = format.open(f.pgno, &f.page)?.ncells();
+                let n = f.opened.attach(&f.page).ncells();
                 if f.idx < n {
                     f.idx += 1;
                     break;

@@ -18,7 +18,8 @@
 pub(crate) mod catalog;
 pub mod key;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::hash::BuildHasherDefault;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -26,7 +27,7 @@ use crate::db::Shared;
 use crate::error::{Error, Pgno, Result};
 use crate::page::{page_type, stamp_crc, Layout, PageRead, PageRef, PageWrite};
 use crate::pager::header::{Header, META_SLOTS};
-use crate::pager::AllocDelta;
+use crate::pager::{AllocDelta, PgnoHasher, PgnoMap};
 use crate::tree::{self, CmpFn, TreeOptions};
 use catalog::TreeInfo;
 use key::{decode_int, encode_int, memcmp, Comparator, Key, KeyKind, OwnedKey};
@@ -416,9 +417,9 @@ impl ReadableTxn for ReadTxn {
 #[derive(Clone)]
 struct WriteState {
     header: Header,
-    dirty: HashMap<Pgno, PageRef>,
+    dirty: PgnoMap<PageRef>,
     /// Pages allocated by this transaction (no committed version to keep).
-    fresh: HashSet<Pgno>,
+    fresh: HashSet<Pgno, BuildHasherDefault<PgnoHasher>>,
     /// DHL: pages taken from the pager's free set.
     taken: BTreeSet<Pgno>,
     /// DHL: pages given up; they join the free set only when this transaction commits.
@@ -467,8 +468,8 @@ impl WriteTxn {
             base: header.clone(),
             st: WriteState {
                 header,
-                dirty: HashMap::new(),
-                fresh: HashSet::new(),
+                dirty: PgnoMap::default(),
+                fresh: HashSet::default(),
                 taken: BTreeSet::new(),
                 freed: Vec::new(),
                 grown_freed: BTreeSet::new(),
