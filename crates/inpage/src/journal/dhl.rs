@@ -36,6 +36,10 @@
 //!   the trailer, which recovery's invalidations do not maintain either. With `O_DIRECT`
 //!   the device receives just the span (typically 1-8 sectors for a one-row change)
 //!   instead of a whole block; one write call per page keeps the latency of a page write.
+//!   A direct write waits for the device, so only a single page written before a sync
+//!   goes that way; several go through the page cache (whole blocks) and are written back
+//!   together by the sync. Both handles are on one file and the kernel keeps them
+//!   coherent (a direct write first writes back and drops cached pages of its range).
 
 use std::sync::{Arc, Mutex};
 
@@ -354,7 +358,18 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
 impl DhlJournal {
     /// Write the part of `page` that differs from what the file holds (module notes): the
     /// changed span if the page existed before the transaction, else the whole page.
-    fn write_changed(&self, batch: &CommitBatch<'_>, pgno: Pgno, page: &[u8]) -> Result<()> {
+    ///
+    /// `direct`: whether this write may go through the `O_DIRECT` handle. A direct write
+    /// returns only when the device has the data, so the commit uses it when it writes a
+    /// single page before its sync (the common one-row transaction); several pages go
+    /// through the page cache, whose writeback the sync issues together.
+    fn write_changed(
+        &self,
+        batch: &CommitBatch<'_>,
+        pgno: Pgno,
+        page: &[u8],
+        direct: bool,
+    ) -> Result<()> {
         let db = &self.ctx.db;
         let ps = db.page_size;
         let span = match batch.originals.binary_search_by_key(&pgno, |(p, _)| *p) {
@@ -368,7 +383,7 @@ impl DhlJournal {
             Err(_) => 0..ps,
         };
         let at = db.offset(pgno);
-        let Some(direct) = &self.direct else {
+        let Some(direct) = self.direct.as_ref().filter(|_| direct) else {
             let end = at + span.end as u64;
             db.file
                 .write_at(&page[span.clone()], at + span.start as u64)
@@ -417,15 +432,17 @@ impl Journal for DhlJournal {
                     "dhl-tc commit without the header page (its commit mark)".into(),
                 ));
             };
+            let single = batch.pages.len() == 2;
             for (pgno, page) in batch.pages.iter().filter(|(p, _)| *p != 0) {
-                self.write_changed(batch, *pgno, page)?;
+                self.write_changed(batch, *pgno, page, single)?;
             }
             db.sync()?;
-            self.write_changed(batch, 0, header)?;
+            self.write_changed(batch, 0, header, true)?;
             db.sync()
         } else {
+            let single = batch.pages.len() == 1;
             for (pgno, page) in batch.pages {
-                self.write_changed(batch, *pgno, page)?;
+                self.write_changed(batch, *pgno, page, single)?;
             }
             db.sync()
         }
