@@ -1251,7 +1251,7 @@ mod tests {
     fn ver(tid: u64, leaf: bool, right: Pgno, cells: &[Vec<u8>]) -> Version<'_> {
         Version {
             tid,
-            txn_size: tid as u32 + 7,
+            txn_size: (tid as u32).wrapping_add(7),
             leaf,
             right,
             cells,
