@@ -432,18 +432,7 @@ pub fn table(r: &PagesReport) -> String {
     }
     let _ = writeln!(out, "{}", group_line.trim_end());
     for row in &cells {
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(c, s)| {
-                if c < 2 {
-                    format!("{s:<w$}", w = w[c])
-                } else {
-                    format!("{s:>w$}", w = w[c])
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        let _ = writeln!(out, "{}", crate::report::table_line(row, &w, 2));
     }
     out
 }

@@ -246,20 +246,26 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
             out.push('\n');
         }
         prev = Some(key);
-        let line: Vec<String> = row
-            .iter()
-            .enumerate()
-            .map(|(c, s)| {
-                if c < 4 {
-                    format!("{s:<w$}", w = w[c])
-                } else {
-                    format!("{s:>w$}", w = w[c])
-                }
-            })
-            .collect();
-        let _ = writeln!(out, "{}", line.join("  ").trim_end());
+        let _ = writeln!(out, "{}", table_line(row, &w, 4));
     }
     out
+}
+
+/// One table line: the first `left` columns left-aligned (labels), the rest right-aligned
+/// (numbers), each padded to its width in `w`, two spaces apart.
+pub(crate) fn table_line(row: &[String], w: &[usize], left: usize) -> String {
+    let line: Vec<String> = row
+        .iter()
+        .enumerate()
+        .map(|(c, s)| {
+            if c < left {
+                format!("{s:<w$}", w = w[c])
+            } else {
+                format!("{s:>w$}", w = w[c])
+            }
+        })
+        .collect();
+    line.join("  ").trim_end().to_string()
 }
 
 #[cfg(test)]

@@ -116,29 +116,41 @@ fn plain_directory_run_reports_syscall_level_only() {
     assert!(plots.join("latency_delete_k4.svg").exists());
 }
 
-#[test]
-fn recovery_kills_a_child_mid_transaction() {
+/// Run `bench recovery` in lab `none` with a 300-row table, one round, and the given
+/// contenders, records and extra arguments; the run must succeed without warnings.
+fn recovery_report(contenders: &str, records: &str, extra: &[&str]) -> Report {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let o = bench(&[
+    let mut args = vec![
         "recovery",
         "--lab",
         "none",
         "--contenders",
-        "delete,wal,sqlite-delete,sqlite-wal,redb,lmdb,floor",
+        contenders,
         "--ops-per-txn",
-        "1,16",
+        records,
         "--warm",
         "300",
         "--rounds",
         "1",
         "--json",
         json.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let o = bench(&args);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(!err.contains("warning:"), "{err}");
-    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+}
+
+#[test]
+fn recovery_kills_a_child_mid_transaction() {
+    let r = recovery_report(
+        "delete,wal,sqlite-delete,sqlite-wal,redb,lmdb,floor",
+        "1,16",
+        &[],
+    );
     // The floor has no transaction to interrupt.
     assert_eq!(r.results.len(), 2 * 6);
     for x in &r.results {
@@ -152,29 +164,7 @@ fn recovery_kills_a_child_mid_transaction() {
 /// in the workload name; the DHL default mode recovers (nothing lost, nothing leaked).
 #[test]
 fn recovery_with_a_warm_cache_is_reported_apart() {
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
-    let o = bench(&[
-        "recovery",
-        "--lab",
-        "none",
-        "--contenders",
-        "dhl-cc,dhl-tc,sqlite-wal",
-        "--ops-per-txn",
-        "1,4",
-        "--warm",
-        "300",
-        "--rounds",
-        "1",
-        "--cache",
-        "warm",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(!err.contains("warning:"), "{err}");
-    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let r = recovery_report("dhl-cc,dhl-tc,sqlite-wal", "1,4", &["--cache", "warm"]);
     assert_eq!(r.results.len(), 2 * 3);
     for x in &r.results {
         assert_eq!(x.workload, "recovery-warm");
