@@ -76,6 +76,14 @@ fn inspect(file: &PathBuf) -> Result<(), String> {
     println!("catalog root    {}", h.catalog_root);
     println!("meta            {:?}", h.meta);
     println!("log frames      {}", db.log_frames());
+    println!(
+        "page writes     {}",
+        if db.direct_writes() {
+            "O_DIRECT (changed sectors)"
+        } else {
+            "through the page cache"
+        }
+    );
     if *rec != inpage::RecoveryReport::default() {
         println!("recovery        {rec:?}");
     }

@@ -42,6 +42,10 @@ fn inspect_and_check_a_good_file() {
     assert!(out.contains("journal mode    wal"), "{out}");
     assert!(out.contains("fcc             1"), "{out}");
     assert!(
+        out.contains("page writes     through the page cache"),
+        "{out}"
+    );
+    assert!(
         out.contains("users") && out.contains("entries 499"),
         "{out}"
     );
