@@ -18,6 +18,7 @@
 //! [`run`] works as its parent.
 
 pub mod contender;
+pub mod device;
 pub mod lab;
 pub mod pages;
 pub mod plots;
@@ -71,6 +72,10 @@ pub enum LabChoice {
     Ext4,
     /// A plain directory; syscall-level counts only.
     None,
+    /// As ext4, with both loop devices backed by a FUSE file system that charges the
+    /// `--device` profile's latencies on every write and flush (see `emulate`).
+    #[value(name = "ext4-emulated")]
+    Ext4Emulated,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -85,6 +90,10 @@ pub struct LabArgs {
     /// Lab `ext4`: size of the data device in MiB.
     #[arg(long, default_value_t = 256)]
     pub lab_mib: u64,
+    /// Device profile for the modeled columns and for `--lab ext4-emulated`
+    /// (emmc, ufs, nvme, virtio; see `device`).
+    #[arg(long, default_value = "emmc")]
+    pub device: String,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -404,6 +413,7 @@ pub fn make_lab(a: &LabArgs) -> Result<Lab, String> {
     match a.lab {
         LabChoice::Ext4 => ext4(a).map_err(|e| format!("ext4 lab: {e}")),
         LabChoice::None => Lab::dir(a.dir.as_deref()),
+        LabChoice::Ext4Emulated => Err("ext4-emulated lab: not built yet".into()),
         LabChoice::Auto => match lab::ext4_available() {
             Ok(()) => ext4(a).or_else(|e| {
                 eprintln!("note: ext4 lab unavailable ({e}); using --lab none");
