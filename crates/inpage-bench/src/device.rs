@@ -108,7 +108,10 @@ pub fn profiles() -> Vec<Profile> {
 pub fn profile(name: &str) -> Result<Profile, String> {
     let all = profiles();
     let names: Vec<&str> = all.iter().map(|p| p.name).collect();
-    all.into_iter()
-        .find(|p| p.name == name)
-        .ok_or_else(|| format!("unknown device profile '{name}' (valid: {})", names.join(", ")))
+    all.into_iter().find(|p| p.name == name).ok_or_else(|| {
+        format!(
+            "unknown device profile '{name}' (valid: {})",
+            names.join(", ")
+        )
+    })
 }
