@@ -36,6 +36,12 @@ pub struct Config {
     pub journal: JournalConfig,
     /// B+tree: borrow from a sibling on underflow when a merge does not fit. Default true.
     pub redistribute: bool,
+    /// Open without ever writing: files are opened read-only, take no lock, and recovery
+    /// runs on a private in-memory copy of whatever it would change (`vfs::OverlayVfs`),
+    /// so the database is seen as recovery would leave it while every file stays
+    /// byte-identical. Write transactions are refused with `Error::ReadOnly`; a missing
+    /// file is an error (never created). Default false.
+    pub read_only: bool,
 }
 
 impl Default for Config {
@@ -49,6 +55,7 @@ impl Default for Config {
             chunk_pages: 64,
             journal: JournalConfig::default(),
             redistribute: true,
+            read_only: false,
         }
     }
 }
@@ -101,6 +108,11 @@ impl Config {
     }
     pub fn redistribute(mut self, yes: bool) -> Self {
         self.redistribute = yes;
+        self
+    }
+    /// Open read-only (see the field's docs).
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
         self
     }
 

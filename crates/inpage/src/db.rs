@@ -3,6 +3,13 @@
 //! Invariants: the writer flag admits one `WriteTxn` at a time (`begin_write` blocks,
 //! `try_begin_write` fails with `Busy`); closing runs the journal's clean shutdown once
 //! (explicitly via `close`, else when the last handle or transaction is dropped).
+//!
+//! One handle per database file: a read-write open takes an exclusive advisory lock on
+//! the file (`Error::Locked` if another handle, in this process or another, holds it;
+//! the kernel releases it when the handle closes or its process dies). Clone the
+//! `Database` to share it between threads. A read-only open (`Config::read_only`) takes
+//! no lock and never writes: its files are opened read-only and recovery runs in an
+//! in-memory overlay (`vfs::OverlayVfs`), so it can look at a database in use.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -18,6 +25,7 @@ use crate::pager::{CacheStats, Pager};
 use crate::tree;
 use crate::txn::key::Key;
 use crate::txn::{ReadTxn, ReadableTxn, WriteTxn};
+use crate::vfs::OverlayVfs;
 
 pub(crate) struct Shared {
     pub(crate) pager: Pager,
@@ -27,6 +35,8 @@ pub(crate) struct Shared {
     closed: AtomicBool,
     /// DHL: whether the pager's free set has been computed (see `find_free_pages`).
     free_known: AtomicBool,
+    /// Read-only handles: the in-memory layer recovery wrote into.
+    overlay: Option<Arc<OverlayVfs>>,
 }
 
 impl Shared {
@@ -37,7 +47,8 @@ impl Shared {
     }
 
     fn close(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::SeqCst) {
+        if self.closed.swap(true, Ordering::SeqCst) || self.config.read_only {
+            // Read-only: a clean shutdown (WAL checkpoint) would only change the overlay.
             return Ok(());
         }
         self.pager.close()
@@ -69,6 +80,15 @@ impl std::fmt::Debug for Database {
 impl Database {
     /// Open or create the database at `path`. Runs recovery if the last session crashed.
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Database> {
+        let (config, overlay) = if config.read_only {
+            let overlay = Arc::new(OverlayVfs::new(config.vfs.clone()));
+            // The overlay lives in memory: O_DIRECT has nothing to bypass there.
+            let mut c = config.vfs(overlay.clone()).create(false);
+            c.journal.dhl_direct = crate::journal::DirectWrites::Off;
+            (c, Some(overlay))
+        } else {
+            (config, None)
+        };
         let pager = Pager::open(path.as_ref(), &config)?;
         let db = Database {
             shared: Arc::new(Shared {
@@ -78,6 +98,7 @@ impl Database {
                 writer_cv: Condvar::new(),
                 closed: AtomicBool::new(false),
                 free_known: AtomicBool::new(false),
+                overlay,
             }),
         };
         Ok(db)
@@ -116,8 +137,40 @@ impl Database {
         Ok(())
     }
 
+    /// Open an existing database without writing anything (`Config::read_only`): what
+    /// `inpage check` and `inpage inspect` use. `recovery_report` then says what recovery
+    /// *would* do; `changed_by_recovery` which files it would change.
+    pub fn open_read_only(path: impl AsRef<Path>, config: Config) -> Result<Database> {
+        Database::open(path, config.read_only(true))
+    }
+
+    /// Whether this handle was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.shared.config.read_only
+    }
+
+    /// Read-only handles: the files recovery changed in its private overlay, i.e. the
+    /// ones a read-write open would have written. Empty for read-write handles.
+    pub fn changed_by_recovery(&self) -> Vec<std::path::PathBuf> {
+        self.shared
+            .overlay
+            .as_ref()
+            .map_or_else(Vec::new, |o| o.changed_paths())
+    }
+
+    fn refuse_read_only(&self, op: &'static str) -> Result<()> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly {
+                path: self.path().to_path_buf(),
+                op,
+            });
+        }
+        Ok(())
+    }
+
     /// Start the write transaction, waiting for the current one to finish.
     pub fn begin_write(&self) -> Result<WriteTxn> {
+        self.refuse_read_only("write transaction")?;
         {
             let mut busy = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
             while *busy {
@@ -144,6 +197,7 @@ impl Database {
 
     /// Start the write transaction, or fail with `Error::Busy` if one is active.
     pub fn try_begin_write(&self) -> Result<WriteTxn> {
+        self.refuse_read_only("write transaction")?;
         {
             let mut busy = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
             if *busy {
@@ -191,6 +245,7 @@ impl Database {
 
     /// Move logged pages into the database file (WAL); no-op in other modes.
     pub fn checkpoint(&self) -> Result<()> {
+        self.refuse_read_only("checkpoint")?;
         let w = self.begin_write()?;
         let r = self.shared.pager.checkpoint();
         w.rollback();

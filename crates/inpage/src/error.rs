@@ -85,6 +85,13 @@ pub enum Error {
     /// Another write transaction is active (only from `try_begin_write`).
     #[error("another write transaction is active")]
     Busy,
+    /// Another handle (in this or another process) has the database open for writing:
+    /// its advisory lock is held. Retry once that handle is closed or its process exits.
+    #[error("{}: database is in use by another handle or process (its lock is held); open it read-only to inspect it", path.display())]
+    Locked { path: PathBuf },
+    /// The database was opened read-only (`Config::read_only`); nothing may change it.
+    #[error("{}: database is open read-only; {op} refused", path.display())]
+    ReadOnly { path: PathBuf, op: &'static str },
 }
 
 /// Result alias used throughout the crate.

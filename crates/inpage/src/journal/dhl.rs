@@ -41,13 +41,14 @@
 //!   together by the sync. Both handles are on one file and the kernel keeps them
 //!   coherent (a direct write first writes back and drops cached pages of its range).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::off::check_batch;
 use super::{CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, RecoveryReport};
 use crate::error::{Error, Pgno, Result};
 use crate::page::{dhl, PAGE_TRAILER};
-use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN};
+use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};
 use crate::vfs::{File, OpenOptions};
 
 /// A valid version found by the recovery scan.
@@ -70,7 +71,9 @@ const SCAN_CHUNK: usize = 64 * 1024;
 pub(crate) struct DhlJournal {
     ctx: JournalCtx,
     mode: JournalMode,
+    /// The FCC recovery settled on; `last_tid` follows the commits after it.
     fcc: u64,
+    last_tid: AtomicU64,
     writer: Mutex<()>,
     /// `O_DIRECT` handle on the database file for page writes, if in use.
     direct: Option<Arc<dyn File>>,
@@ -182,6 +185,7 @@ impl DhlJournal {
                 ctx,
                 mode,
                 fcc,
+                last_tid: AtomicU64::new(fcc),
                 writer: Mutex::new(()),
                 direct,
                 align,
@@ -201,21 +205,27 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
     if pages > 0 {
         db.read_page(0, &mut buf)?;
         for slot in 0..DHL_SLOTS {
-            if let Ok(h) = decode_slot(&buf, slot) {
-                found.push(Found {
+            match decode_slot(&buf, slot) {
+                Ok(h) => found.push(Found {
                     pgno: 0,
                     slot,
                     tid: h.fcc,
                     txn_size: h.last_txn_size,
                     valid: Some(true),
-                });
-            } else if buf[slot * HEADER_LEN..(slot + 1) * HEADER_LEN]
-                .iter()
-                .any(|&b| b != 0)
-            {
-                // Both slots live in sector 0, which a crash writes whole: a damaged slot
-                // is corruption, not a torn commit.
-                return Err(Error::corrupt(0, format!("header slot {slot} is damaged")));
+                }),
+                Err(reason)
+                    if buf[slot * HEADER_LEN..(slot + 1) * HEADER_LEN]
+                        .iter()
+                        .any(|&b| b != 0) =>
+                {
+                    // Both slots live in sector 0, which a crash writes whole: a damaged
+                    // slot is corruption, not a torn commit.
+                    return Err(Error::corrupt(
+                        0,
+                        format!("header slot {slot} is damaged: {reason}"),
+                    ));
+                }
+                Err(_) => {}
             }
         }
     }
@@ -241,6 +251,14 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
             let candidate = count_votes && heads.iter().any(|&(t, _)| t != 0 && t >= running_max);
             let versions = candidate.then(|| dhl::page_versions(page, usable));
             for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
+                if tid > MAX_TID {
+                    // No commit ever gets this far (the header bounds the FCC the same
+                    // way), and `tid + 1` must not overflow below.
+                    return Err(Error::corrupt(
+                        (pgno + i as u64) as Pgno,
+                        format!("version claims transaction {tid}, beyond the largest tid {MAX_TID}"),
+                    ));
+                }
                 if tid != 0 {
                     let valid = versions
                         .filter(|_| tid >= running_max)
@@ -331,6 +349,27 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
         ));
     }
     let stale: Vec<&Found> = found.iter().filter(|f| f.tid > fcc).collect();
+    // What recovery settled on, checked in release builds: only the one transaction after
+    // the FCC is rolled back (anything else was refused as damage above), and under
+    // counting commit a complete newest transaction is never rolled back.
+    assert!(
+        stale.iter().all(|f| f.tid == fcc + 1),
+        "DHL recovery would roll back more than transaction {}",
+        fcc + 1
+    );
+    let rolled_back_pages = (!stale.is_empty()).then(|| {
+        let claimed = stale.iter().map(|f| f.txn_size).max().unwrap_or(0);
+        (stale.len() as u32, claimed)
+    });
+    if let Some((present, claimed)) = rolled_back_pages {
+        let complete = stale.iter().all(|f| f.valid == Some(true) && f.txn_size == claimed)
+            && present == claimed;
+        assert!(
+            mode == JournalMode::DhlTc || !complete,
+            "DHL recovery would roll back transaction {} although all {claimed} of its pages are valid",
+            fcc + 1
+        );
+    }
     for f in &stale {
         db.read_page(f.pgno, &mut buf)?;
         if f.pgno == 0 {
@@ -343,14 +382,36 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
     }
     if !stale.is_empty() {
         db.sync()?;
+        // The invalidations are what makes tid FCC + 1 free for the next transaction: if
+        // one did not take, that transaction's versions would mix with these.
+        for f in &stale {
+            db.read_page(f.pgno, &mut buf)?;
+            let left = if f.pgno == 0 {
+                decode_slot(&buf, f.slot).is_ok_and(|h| h.fcc > fcc)
+            } else {
+                dhl::descriptor_heads(&buf).is_some_and(|h| h.iter().any(|&(t, _)| t > fcc))
+            };
+            if left {
+                return Err(Error::Io {
+                    op: "recovery invalidation",
+                    path: db.path.clone(),
+                    source: std::io::Error::other(format!(
+                        "page {} still carries a version newer than FCC {fcc} after it was invalidated",
+                        f.pgno
+                    )),
+                });
+            }
+        }
     }
     Ok((
         fcc,
         RecoveryReport {
             pages_restored: stale.len() as u64,
-            frames_kept: 0,
             frames_discarded: stale.len() as u64,
             rolled_back: !stale.is_empty(),
+            rolled_back_tid: (!stale.is_empty()).then_some(fcc + 1),
+            rolled_back_pages,
+            ..RecoveryReport::default()
         },
     ))
 }
@@ -365,23 +426,13 @@ impl DhlJournal {
     /// through the page cache, whose writeback the sync issues together.
     fn write_changed(
         &self,
-        batch: &CommitBatch<'_>,
         pgno: Pgno,
         page: &[u8],
+        span: std::ops::Range<usize>,
         direct: bool,
     ) -> Result<()> {
         let db = &self.ctx.db;
         let ps = db.page_size;
-        let span = match batch.originals.binary_search_by_key(&pgno, |(p, _)| *p) {
-            Ok(i) => match changed_span(&batch.originals[i].1, page, ps - PAGE_TRAILER) {
-                Some(span) => span,
-                None => {
-                    debug_assert!(false, "dirty page {pgno} equals its committed image");
-                    return Ok(());
-                }
-            },
-            Err(_) => 0..ps,
-        };
         let at = db.offset(pgno);
         let Some(direct) = self.direct.as_ref().filter(|_| direct) else {
             let end = at + span.end as u64;
@@ -403,6 +454,38 @@ impl DhlJournal {
     }
 }
 
+impl DhlJournal {
+    /// The span of each page of the batch that `write_changed` writes, computed before
+    /// anything is written. A page that existed and equals its committed image would be
+    /// written as nothing while `txn_size` counts it, so recovery's vote could never see
+    /// the transaction complete (it would be rolled back after being acknowledged): that
+    /// batch is refused whole, with the file untouched.
+    fn spans(&self, batch: &CommitBatch<'_>) -> Result<Vec<std::ops::Range<usize>>> {
+        let ps = self.ctx.db.page_size;
+        batch
+            .pages
+            .iter()
+            .map(|(pgno, page)| {
+                match batch.originals.binary_search_by_key(pgno, |(p, _)| *p) {
+                    Ok(i) => changed_span(&batch.originals[i].1, page, ps - PAGE_TRAILER)
+                        .ok_or_else(|| {
+                            Error::corrupt(
+                                *pgno,
+                                format!(
+                                    "dirty page of transaction {} equals its committed image, \
+                                     but txn_size {} counts it",
+                                    batch.tid,
+                                    batch.pages.len()
+                                ),
+                            )
+                        }),
+                    Err(_) => Ok(0..ps),
+                }
+            })
+            .collect()
+    }
+}
+
 impl Journal for DhlJournal {
     fn mode(&self) -> JournalMode {
         self.mode
@@ -413,9 +496,38 @@ impl Journal for DhlJournal {
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let _w = self.writer.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
+        })?;
         let db = &self.ctx.db;
         check_batch(batch, db.page_size)?;
+        // Release-mode checks, before anything is written: a batch that lies about its
+        // tid or its size would be accepted by the next recovery's vote as complete (or
+        // complete another transaction's count), i.e. lose or mix committed data.
+        let last = self.last_tid.load(Ordering::Acquire);
+        assert_eq!(batch.tid, last + 1, "DHL commit tid must be the FCC + 1");
+        let txn_size = batch.pages.len();
+        for (pgno, page) in batch.pages {
+            let stamped = if *pgno == 0 {
+                (0..DHL_SLOTS).any(|slot| {
+                    decode_slot(page, slot).is_ok_and(|h| {
+                        h.fcc == batch.tid && h.last_txn_size as usize == txn_size
+                    })
+                })
+            } else {
+                dhl::descriptor_heads(page).is_some_and(|heads| {
+                    heads
+                        .iter()
+                        .any(|&(t, n)| t == batch.tid && n as usize == txn_size)
+                })
+            };
+            assert!(
+                stamped,
+                "page {pgno} of transaction {} does not carry (tid, txn_size {txn_size})",
+                batch.tid
+            );
+        }
+        let spans = self.spans(batch)?;
         db.ensure_capacity(batch.new_page_count)?;
         if db.chunk_pages == 0 {
             // Growth a page at a time: a page allocated and freed within the transaction
@@ -433,19 +545,27 @@ impl Journal for DhlJournal {
                 ));
             };
             let single = batch.pages.len() == 2;
-            for (pgno, page) in batch.pages.iter().filter(|(p, _)| *p != 0) {
-                self.write_changed(batch, *pgno, page, single)?;
+            let mut header_span = None;
+            for ((pgno, page), span) in batch.pages.iter().zip(&spans) {
+                if *pgno == 0 {
+                    header_span = Some(span.clone());
+                } else {
+                    self.write_changed(*pgno, page, span.clone(), single)?;
+                }
             }
             db.sync()?;
-            self.write_changed(batch, 0, header, true)?;
-            db.sync()
+            let span = header_span.unwrap_or(0..db.page_size);
+            self.write_changed(0, header, span, true)?;
+            db.sync()?;
         } else {
             let single = batch.pages.len() == 1;
-            for (pgno, page) in batch.pages {
-                self.write_changed(batch, *pgno, page, single)?;
+            for ((pgno, page), span) in batch.pages.iter().zip(&spans) {
+                self.write_changed(*pgno, page, span.clone(), single)?;
             }
-            db.sync()
+            db.sync()?;
         }
+        self.last_tid.store(batch.tid, Ordering::Release);
+        Ok(())
     }
 
     fn direct_writes(&self) -> bool {

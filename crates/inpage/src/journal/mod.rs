@@ -274,8 +274,66 @@ pub struct RecoveryReport {
     pub frames_kept: u64,
     /// WAL frames or journal records ignored as uncommitted or torn.
     pub frames_discarded: u64,
-    /// Whether a hot rollback journal was rolled back.
+    /// Whether a transaction was rolled back (a hot rollback journal, or DHL versions of
+    /// an incomplete transaction invalidated).
     pub rolled_back: bool,
+    /// The id of the transaction rolled back, when recovery knows it.
+    pub rolled_back_tid: Option<u64>,
+    /// DHL: (versions of the rolled-back transaction found on disk, the `txn_size` they
+    /// claim), i.e. how much of it had reached the disk.
+    pub rolled_back_pages: Option<(u32, u32)>,
+    /// WAL: committed frames ignored because they are older than what the database
+    /// already holds (a log left from before the last checkpoint).
+    pub stale_frames: u64,
+}
+
+impl RecoveryReport {
+    /// Whether recovery found nothing to do.
+    pub fn is_clean(&self) -> bool {
+        *self == RecoveryReport::default()
+    }
+
+    /// What recovery does, in words (one clause per action), e.g. "roll back tid 41 (2 of
+    /// 3 pages)" or "replay 12 WAL frames (5 pages)"; empty when it does nothing. The CLI
+    /// prefixes "recovery would" (read-only) or "recovery did".
+    pub fn actions(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.rolled_back {
+            let what = match self.rolled_back_tid {
+                Some(t) => format!("roll back tid {t}"),
+                None => "roll back the last transaction".to_string(),
+            };
+            let how = match self.rolled_back_pages {
+                Some((found, claimed)) => format!(
+                    " ({found} of its {claimed} pages reached the disk; their versions are invalidated)"
+                ),
+                None => format!(
+                    " (hot journal: {} pages restored, {} torn records ignored)",
+                    self.pages_restored, self.frames_discarded
+                ),
+            };
+            v.push(what + &how);
+        }
+        if self.frames_kept > 0 {
+            v.push(format!(
+                "replay {} WAL frames ({} pages) into the database",
+                self.frames_kept, self.pages_restored
+            ));
+        }
+        if !self.rolled_back && self.frames_discarded > 0 {
+            v.push(format!(
+                "discard {} uncommitted or torn WAL frames",
+                self.frames_discarded
+            ));
+        }
+        if self.stale_frames > 0 {
+            v.push(format!(
+                "ignore {} WAL frames older than the last checkpoint",
+                self.stale_frames
+            ));
+        }
+        v
+    }
 }
 
 /// A commit protocol.

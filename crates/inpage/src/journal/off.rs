@@ -85,7 +85,9 @@ impl Journal for OffJournal {
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let _w = self.writer.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (writer lock)".into())
+        })?;
         let db = &self.ctx.db;
         check_batch(batch, db.page_size)?;
         db.ensure_capacity(batch.new_page_count)?;
@@ -161,6 +163,16 @@ pub(crate) mod testutil {
     #[derive(Clone, Debug, Default, PartialEq)]
     pub struct Model {
         pub pages: Vec<PageRef>,
+    }
+
+    impl Model {
+        /// The database as the pager creates it, whole and synced before any commit
+        /// (`Pager::create_file`): two pages, so every journal has `old_page_count >= 2`.
+        pub fn genesis() -> Model {
+            Model {
+                pages: vec![image(0, 0), image(1, 0)],
+            }
+        }
     }
 
     /// One transaction's pages, built against a model.
@@ -253,7 +265,15 @@ pub(crate) mod testutil {
         let file = vfs
             .open(&db_path, opts)
             .map_err(Error::io("open", &db_path))?;
-        // Making the database's own directory entry durable is the pager's job.
+        // Creating the database whole and making its directory entry durable is the
+        // pager's job; this stands in for it.
+        if file.len().map_err(Error::io("stat", &db_path))? == 0 {
+            for (pgno, img) in Model::genesis().pages.iter().enumerate() {
+                file.write_at(img, (pgno * PS) as u64)
+                    .map_err(Error::io("write", &db_path))?;
+            }
+            file.sync_data().map_err(Error::io("fdatasync", &db_path))?;
+        }
         vfs.sync_dir(Path::new("/d"))
             .map_err(Error::io("sync_dir", &db_path))?;
         recover_hot_journal(vfs, &db_path, &file)?;
@@ -285,7 +305,7 @@ pub(crate) mod testutil {
 
     /// The models after each commit of `steps` (index 0 = empty database).
     pub fn models(steps: &[Step]) -> (Vec<Model>, Vec<Txn>) {
-        let mut models = vec![Model::default()];
+        let mut models = vec![Model::genesis()];
         let mut txns = Vec::new();
         for s in steps {
             if let Step::Commit(pg, new) = s {

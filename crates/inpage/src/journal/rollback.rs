@@ -36,9 +36,11 @@
 //!   rolled back by a resurrected journal.
 //! - Pages at or past `old_page_count` are not journaled: the restored header page 0
 //!   brings back the old page count and the pages past it are dead. The file is not
-//!   shrunk, which keeps the zero-filled chunks allocated. The exception is the very first
-//!   commit (`old_page_count == 0`, nothing to restore): its journal has no records and
-//!   its rollback truncates the database to zero bytes, i.e. back to "no database".
+//!   shrunk, which keeps the zero-filled chunks allocated. Every database is created
+//!   whole (header and catalog root, renamed into place) before its first commit, so
+//!   `old_page_count >= 2` in every journal we write: a valid header claiming less is not
+//!   ours to act on (it would have recovery cut the database short) and is reported as a
+//!   corrupt journal, with nothing written.
 //!
 //! Rolling back is idempotent, so a crash during recovery just leaves a hot journal that
 //! the next open rolls back again.
@@ -106,7 +108,7 @@ impl Header {
 
     /// Hot: its transaction may have been half-applied to the database.
     fn is_hot(&self) -> bool {
-        self.nrec > 0 || self.old_page_count == 0
+        self.nrec > 0
     }
 }
 
@@ -360,6 +362,16 @@ pub(crate) fn recover_hot_journal(
     let mut sector = vec![0u8; HDR_SECTOR];
     let n = read_up_to(&*file, &mut sector, 0).map_err(io("read"))?;
     let hdr = match Header::decode(&sector[..n]) {
+        Some(h) if h.old_page_count < 2 => {
+            return Err(Error::CorruptJournal {
+                path: path.clone(),
+                reason: format!(
+                    "header claims the database had {} pages before the transaction \
+                     (every database has at least 2); refusing to roll it back",
+                    h.old_page_count
+                ),
+            })
+        }
         Some(h) if h.is_hot() => h,
         _ => return Ok(None),
     };
@@ -369,6 +381,7 @@ pub(crate) fn recover_hot_journal(
     let mut rec = vec![0u8; rec_size];
     let mut report = RecoveryReport {
         rolled_back: true,
+        rolled_back_tid: Some(hdr.tid),
         ..Default::default()
     };
     for i in 0..hdr.nrec {
@@ -396,14 +409,9 @@ pub(crate) fn recover_hot_journal(
             .map_err(Error::io("write", db_path))?;
         report.pages_restored += 1;
     }
-    if hdr.old_page_count == 0 {
-        db_file.set_len(0).map_err(Error::io("truncate", db_path))?;
-        db_file.sync_all().map_err(Error::io("fsync", db_path))?;
-    } else {
-        db_file
-            .sync_data()
-            .map_err(Error::io("fdatasync", db_path))?;
-    }
+    db_file
+        .sync_data()
+        .map_err(Error::io("fdatasync", db_path))?;
     // Zeroing the header is a valid finalize in every mode; delete mode removes the file
     // at open (`remove_finalized`), truncate mode truncates it at the next commit.
     finalize(vfs, &path, &file, JournalMode::Persist)?;
@@ -422,7 +430,9 @@ impl Journal for RollbackJournal {
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut w = self.writer.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while holding the journal writer lock".into())
+        })?;
         let db = &self.ctx.db;
         check_batch(batch, db.page_size)?;
         check_originals(batch)?;
@@ -556,7 +566,7 @@ mod tests {
     }
 
     #[test]
-    fn torn_record_stops_rollback_and_first_commit_rolls_back_to_empty() {
+    fn torn_record_stops_rollback_and_an_empty_database_journal_is_corrupt() {
         let vfs = mem_vfs();
         let (j, _) = open(&vfs, JournalMode::Persist, JournalConfig::default());
         let t1 = Txn::build(&Model::default(), 1, &[], 4);
@@ -567,11 +577,23 @@ mod tests {
         j.ctx.db.write_page(0, &t1.pages[0].1).unwrap();
         let db = j.ctx.db.clone();
         drop(j);
-        let rep = recover_hot_journal(&vfs, Path::new("/d/test.db"), &db.file)
-            .unwrap()
-            .unwrap();
-        assert_eq!(rep.pages_restored, 0);
-        assert_eq!(db.file_len().unwrap(), 0);
+        // A journal saying the database had no pages cannot come from a database the
+        // pager created (it exists whole before any commit); rolling it back would cut
+        // the file to nothing. It is refused, and the database file is left as it is.
+        let journal_before = file_bytes(&vfs, &jpath());
+        let db_before = file_bytes(&vfs, Path::new("/d/test.db"));
+        assert!(!db_before.is_empty());
+        let r = recover_hot_journal(&vfs, Path::new("/d/test.db"), &db.file);
+        match r {
+            Err(Error::CorruptJournal { reason, .. }) => {
+                assert!(reason.contains("0 pages"), "{reason}")
+            }
+            other => panic!("expected CorruptJournal, got {other:?}"),
+        }
+        assert_eq!(file_bytes(&vfs, Path::new("/d/test.db")), db_before);
+        assert_eq!(file_bytes(&vfs, &jpath()), journal_before);
+        // Cleared by hand (as a user would after reading the error), the database opens.
+        vfs.delete(&jpath()).unwrap();
 
         let (j, _) = open(&vfs, JournalMode::Persist, JournalConfig::default());
         j.commit(&t1.batch()).unwrap();
@@ -591,6 +613,13 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((rep.pages_restored, rep.frames_discarded), (2, 2));
+    }
+
+    fn file_bytes(vfs: &Arc<dyn Vfs>, path: &Path) -> Vec<u8> {
+        let f = vfs.open(path, OpenOptions::default()).unwrap();
+        let mut v = vec![0u8; f.len().unwrap() as usize];
+        f.read_exact_at(&mut v, 0).unwrap();
+        v
     }
 
     #[test]

@@ -32,6 +32,13 @@
 //!   frame. Until that header is durable the old header and old frames may come back, but
 //!   every page they hold is already in the database with that same image (the database
 //!   has not been written since); after it, old frames fail the salt check.
+//! - *A log is replayed only over the database it was written for.* Its commits carry
+//!   consecutive tids `first..=last`; while it is needed the database header's FCC lies in
+//!   `first - 1..=last` (a checkpoint writes page 0 with the rest). An FCC past `last`
+//!   means the log was checkpointed and the database has committed since: its frames are
+//!   skipped (`RecoveryReport::stale_frames`), which is what keeps an old generation cut
+//!   to a prefix (by `journal_size_limit`, or by hand) from putting old images over newer
+//!   pages. An FCC below `first - 1` is refused as a corrupt journal (`replay_is_stale`).
 //! - *Readers never see a frame being overwritten.* `read_page` holds the index read lock
 //!   while it reads a frame; frames are only appended past the published ones, and the
 //!   reset that lets offsets be reused clears the index under its write lock.
@@ -51,6 +58,7 @@ use super::off::check_batch;
 use super::rollback::{le32, read_up_to, unique_u64};
 use super::{CommitBatch, Journal, JournalCtx, JournalMode, RecoveryReport, WalSync};
 use crate::error::{Error, Pgno, Result};
+use crate::pager::header::Header;
 use crate::vfs::{File, OpenOptions};
 
 const MAGIC: [u8; 8] = *b"inpgWAL\0";
@@ -177,6 +185,9 @@ struct Scan {
     chain: u32,
     db_size: u32,
     discarded: u64,
+    /// Low 32 bits of the tids of the first and the last commit kept.
+    first_tid: u32,
+    last_tid: u32,
 }
 
 impl Wal {
@@ -205,11 +216,24 @@ impl Wal {
         } else {
             0
         };
+        let mut scan = scan;
+        let mut stale_frames = 0;
+        if scan.index.frames > 0 {
+            if let Some(db_fcc) = db_fcc(&ctx) {
+                if replay_is_stale(&scan, db_fcc, &path)? {
+                    // Everything in it is already in the database, which has moved on:
+                    // replaying it would put older images over newer pages.
+                    stale_frames = scan.index.frames;
+                    scan.index = Index::default();
+                }
+            }
+        }
         let report = RecoveryReport {
             pages_restored: scan.index.map.len() as u64,
             frames_kept: scan.index.frames,
             frames_discarded: scan.discarded,
-            rolled_back: false,
+            stale_frames,
+            ..RecoveryReport::default()
         };
         let hdr = match scan.hdr {
             Some(h) => h,
@@ -241,7 +265,7 @@ impl Wal {
             ctx,
         };
         {
-            let mut w = wal.lock_writer();
+            let mut w = wal.lock_writer()?;
             if kept > 0 {
                 wal.checkpoint_locked(&mut w)?;
             } else {
@@ -264,8 +288,12 @@ impl Wal {
         Ok((wal, report))
     }
 
-    fn lock_writer(&self) -> std::sync::MutexGuard<'_, Writer> {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    /// The writer state; a panic while it was held may have left it half-updated (chain,
+    /// frame count), so that poisons the handle instead of being trusted.
+    fn lock_writer(&self) -> Result<std::sync::MutexGuard<'_, Writer>> {
+        self.writer.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while holding the WAL writer lock".into())
+        })
     }
 
     fn frame_size(&self) -> u64 {
@@ -368,6 +396,46 @@ impl Wal {
     }
 }
 
+/// The FCC in the database file's header, if page 0 holds a valid stock header (the
+/// pager has checked it already; the journal's own unit tests use bare page images).
+fn db_fcc(ctx: &JournalCtx) -> Option<u64> {
+    let mut p0 = vec![0u8; ctx.db.page_size];
+    ctx.db.read_page(0, &mut p0).ok()?;
+    Header::decode(&p0).ok().map(|h| h.fcc)
+}
+
+/// Whether the committed frames the scan kept are older than the database (`Ok(true)`:
+/// skip them), belong to it (`Ok(false)`: replay), or cannot belong to it (an error).
+///
+/// A generation's commits have the consecutive tids `first..=last` (the frames carry
+/// their low 32 bits), and it was begun on a database at `first - 1`. A checkpoint
+/// writes the database up to `last`, page 0 (with the FCC) among them, so while the log
+/// is needed the database's FCC is in `first - 1..=last`. Below that, the log is from a
+/// later life of the database than the file (another copy's log, or a restored backup):
+/// refused, since neither replaying nor ignoring it gives a committed state. Above it,
+/// the log was checkpointed and the database has committed since: the file holds an
+/// older generation, e.g. a log cut short by `journal_size_limit` or by hand after its
+/// checkpoint, whose prefix would put old images over newer pages.
+fn replay_is_stale(scan: &Scan, db_fcc: u64, path: &std::path::Path) -> Result<bool> {
+    let (first, last) = (scan.first_tid, scan.last_tid);
+    let base = first.wrapping_sub(1);
+    let db = db_fcc as u32;
+    if db.wrapping_sub(base) <= last.wrapping_sub(base) {
+        return Ok(false);
+    }
+    // Outside the window: which side? Tids are compared modulo 2^32, within half a range.
+    if (base.wrapping_sub(db) as i32) > 0 {
+        return Err(Error::CorruptJournal {
+            path: path.to_path_buf(),
+            reason: format!(
+                "log holds transactions {first}..={last} (low 32 bits) but the database is \
+                 at {db_fcc}: the log belongs to a later state of this database than the file"
+            ),
+        });
+    }
+    Ok(true)
+}
+
 fn closed() -> Error {
     Error::InvalidArgument("the WAL journal is closed".into())
 }
@@ -383,6 +451,8 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path) -> Result<Scan> {
         chain: 0,
         db_size: 0,
         discarded: 0,
+        first_tid: 0,
+        last_tid: 0,
     };
     // An invalid header means it was never synced, so no frame after it was committed.
     let Some(hdr) = WalHeader::decode(&hb[..n]) else {
@@ -426,6 +496,10 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path) -> Result<Scan> {
         pending.push((le32(&frame, 0), off));
         let db_size = le32(&frame, 4);
         if db_size != 0 {
+            if s.index.frames == 0 {
+                s.first_tid = le32(&frame, 20);
+            }
+            s.last_tid = le32(&frame, 20);
             for (pgno, off) in pending.drain(..) {
                 if pgno >= db_size {
                     return Err(Error::CorruptJournal {
@@ -465,7 +539,7 @@ impl Journal for Wal {
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        let mut w = self.lock_writer();
+        let mut w = self.lock_writer()?;
         if w.closed {
             return Err(closed());
         }
@@ -519,12 +593,12 @@ impl Journal for Wal {
     }
 
     fn checkpoint(&self) -> Result<()> {
-        let mut w = self.lock_writer();
+        let mut w = self.lock_writer()?;
         self.checkpoint_locked(&mut w)
     }
 
     fn close(&self) -> Result<()> {
-        let mut w = self.lock_writer();
+        let mut w = self.lock_writer()?;
         if w.closed {
             return Ok(());
         }

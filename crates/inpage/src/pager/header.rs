@@ -26,6 +26,12 @@ pub const MAX_PAGE_SIZE: u32 = 65536;
 
 const CRC_OFFSET: usize = HEADER_LEN - 4;
 
+/// The largest transaction id (and FCC) a file may carry. Far beyond any real count (a
+/// billion commits a second would take 146 years to reach it), it leaves room for
+/// `fcc + 1` and the recovery arithmetic never to overflow: a header or page claiming
+/// more is damage, reported as such.
+pub const MAX_TID: u64 = 1 << 62;
+
 /// Decoded header fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -124,6 +130,12 @@ impl Header {
                 "free-list count {freelist_count} exceeds page count {page_count}"
             ));
         }
+        let fcc = u64::from_le_bytes(b[32..40].try_into().unwrap());
+        if fcc > MAX_TID {
+            return Err(format!(
+                "fcc {fcc} is beyond the largest transaction id {MAX_TID}"
+            ));
+        }
         let mut meta = [0u32; META_SLOTS];
         for (i, m) in meta.iter_mut().enumerate() {
             *m = u32_at(56 + 4 * i);
@@ -132,7 +144,7 @@ impl Header {
             page_size,
             journal_mode,
             page_count,
-            fcc: u64::from_le_bytes(b[32..40].try_into().unwrap()),
+            fcc,
             last_txn_size: u32_at(40),
             freelist_head,
             freelist_count,
@@ -199,6 +211,18 @@ mod tests {
                 let mut b = buf.clone();
                 b[byte] ^= 1 << bit;
                 assert!(Header::decode(&b).is_err(), "flip at {byte}.{bit} accepted");
+            }
+        }
+    }
+
+    #[test]
+    fn rejects_an_fcc_that_would_overflow() {
+        let mut buf = vec![0u8; HEADER_LEN];
+        for (fcc, ok) in [(MAX_TID, true), (MAX_TID + 1, false), (u64::MAX, false)] {
+            Header { fcc, ..sample() }.encode(&mut buf);
+            match Header::decode(&buf) {
+                Ok(h) => assert!(ok && h.fcc == fcc, "fcc {fcc} accepted"),
+                Err(e) => assert!(!ok && e.contains("largest transaction id"), "{e}"),
             }
         }
     }

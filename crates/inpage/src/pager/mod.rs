@@ -37,7 +37,7 @@ use crate::journal::{
     JournalMode, OffJournal, RecoveryReport, RollbackJournal, Wal,
 };
 use crate::page::{crc_ok, dhl, stamp_crc, Layout, PageRead, PageRef, PageWrite, PAGE_TRAILER};
-use crate::vfs::{File, OpenOptions};
+use crate::vfs::{File, LockKind, OpenOptions};
 use cache::Cache;
 use header::{Header, HEADER_LEN, META_SLOTS};
 
@@ -174,9 +174,24 @@ impl PageWrite for InitStore {
 }
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A panic while holding the lock can only come from a bug; the state it protects is
-    // updated in single steps, so continuing with it is no worse than the panic itself.
-    m.lock().unwrap_or_else(|e| e.into_inner())
+    // A panic while holding the lock (a bug) may have left the cache, the pre-images or
+    // the header half-updated: the handle is poisoned, so every later transaction fails
+    // with `Error::Poisoned` instead of trusting that state or panicking in turn. The
+    // guard is still returned so readers already running and `close` can finish.
+    match m.lock() {
+        Ok(g) => g,
+        Err(e) => {
+            let mut g = e.into_inner();
+            if g.poisoned.is_none() {
+                g.poisoned = Some(
+                    "a thread panicked while holding the pager's lock; its in-memory state \
+                     may be half-updated"
+                        .into(),
+                );
+            }
+            g
+        }
+    }
 }
 
 /// Encode a header as a full, crc-stamped page 0 image.
@@ -223,6 +238,17 @@ impl Pager {
         let file = vfs
             .open(path, OpenOptions::default())
             .map_err(Error::io("open", path))?;
+        // One read-write handle per file, taken before recovery writes anything. A
+        // read-only open (an overlay whose files lock nothing) may look at a file in use.
+        if !cfg.read_only
+            && !file
+                .try_lock(LockKind::Exclusive)
+                .map_err(Error::io("lock", path))?
+        {
+            return Err(Error::Locked {
+                path: path.to_path_buf(),
+            });
+        }
 
         // A hot rollback journal goes first: until it is rolled back, even page 0 may be
         // a half-written image.
@@ -648,7 +674,14 @@ impl Pager {
         let header = &header;
 
         let old_page_count = st.header.page_count;
-        debug_assert_eq!(header.fcc, st.header.fcc + 1, "commits are serial");
+        // Release-mode check: a tid other than FCC + 1 would either reuse a committed tid
+        // (DHL: its versions would mix with this one's and pass the vote) or leave a gap
+        // that DHL recovery reads as damage.
+        assert_eq!(
+            header.fcc,
+            st.header.fcc + 1,
+            "commit tid must be the committed FCC + 1"
+        );
         let mut originals = Vec::new();
         for (pgno, _) in &pages {
             if *pgno < old_page_count {

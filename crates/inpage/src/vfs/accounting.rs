@@ -281,6 +281,19 @@ impl Vfs for AccountingVfs {
             || self.inner.sync_dir(dir),
         )
     }
+
+    fn open_read_only(&self, path: &Path) -> io::Result<Arc<dyn File>> {
+        let inner = timed(
+            &self.stats,
+            IoKind::Open,
+            |_| 0,
+            || self.inner.open_read_only(path),
+        )?;
+        Ok(Arc::new(AccountingFile {
+            inner,
+            stats: self.stats.clone(),
+        }))
+    }
 }
 
 /// A file opened through [`AccountingVfs`].
@@ -343,6 +356,10 @@ impl File for AccountingFile {
             |_| len,
             || self.inner.allocate(offset, len),
         )
+    }
+
+    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
+        self.inner.try_lock(kind)
     }
 }
 

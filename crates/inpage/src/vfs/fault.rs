@@ -220,6 +220,15 @@ impl Vfs for FaultVfs {
         self.plan.on_op(IoKind::SyncDir)?;
         self.inner.sync_dir(dir)
     }
+
+    fn open_read_only(&self, path: &Path) -> io::Result<Arc<dyn File>> {
+        self.plan.on_op(IoKind::Open)?;
+        let inner = self.inner.open_read_only(path)?;
+        Ok(Arc::new(FaultFile {
+            inner,
+            plan: self.plan.clone(),
+        }))
+    }
 }
 
 /// A file opened through [`FaultVfs`].
@@ -289,6 +298,10 @@ impl File for FaultFile {
             offset.saturating_add(len)
         };
         self.grow(IoKind::Allocate, end, || self.inner.allocate(offset, len))
+    }
+
+    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
+        self.inner.try_lock(kind)
     }
 }
 

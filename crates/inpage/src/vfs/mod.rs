@@ -13,6 +13,11 @@
 //!   unwritten extent would still cost a metadata change on first write).
 //! - Files are `Send + Sync` and take `&self`: positional I/O needs no cursor, so one
 //!   handle can be shared between the writer and readers.
+//! - `open_read_only` never yields a handle that can change the file (O_RDONLY on real
+//!   files), so code holding only such handles cannot write the database even by mistake;
+//!   `OverlayVfs` builds read-only inspection on it.
+//! - `try_lock` is advisory and tied to the open file: the kernel drops it when the handle
+//!   is closed or the process dies, so a crash never leaves a database locked.
 
 use std::fmt;
 use std::io;
@@ -22,11 +27,13 @@ use std::sync::Arc;
 mod accounting;
 mod fault;
 mod os;
+mod overlay;
 mod sim;
 
 pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, KindStats};
 pub use fault::{FaultPlan, FaultVfs};
 pub use os::OsVfs;
+pub use overlay::OverlayVfs;
 pub use sim::{CrashModel, SimVfs};
 
 /// How to open a file.
@@ -53,6 +60,21 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Make the directory's entries (creations, deletions, renames) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Open an existing file for reading only. Real files are opened `O_RDONLY`; the
+    /// default (for simulated disks, which live in memory and have no such mode) opens it
+    /// as `open` does, and the caller (`OverlayVfs`) never writes through it.
+    fn open_read_only(&self, path: &Path) -> io::Result<Arc<dyn File>> {
+        self.open(path, OpenOptions::default())
+    }
+}
+
+/// An advisory lock on an open file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockKind {
+    /// Several holders may share it; excludes `Exclusive`.
+    Shared,
+    /// One holder; excludes every other lock.
+    Exclusive,
 }
 
 /// An open file.
@@ -74,6 +96,14 @@ pub trait File: Send + Sync + fmt::Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Make `[offset, offset+len)` exist as zeros by writing zeros (see module docs).
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()>;
+    /// Take an advisory lock without waiting: `Ok(true)` if taken, `Ok(false)` if another
+    /// open handle (this process's or another's) holds a conflicting one. Held until this
+    /// handle is closed. The default takes nothing and says yes: simulated files live
+    /// inside one process, whose `Database` handles are what the lock is about.
+    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
+        let _ = kind;
+        Ok(true)
+    }
 
     /// Read exactly `buf.len()` bytes or fail with `UnexpectedEof`.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {

@@ -10,6 +10,10 @@
 //! - `direct: true` means O_DIRECT or an error. We never fall back to buffered I/O
 //!   silently, because a caller measuring or relying on cache bypass would then get
 //!   wrong results without knowing.
+//! - `try_lock` is `flock(LOCK_NB)`: the lock belongs to the open file description, so a
+//!   second handle conflicts even inside the same process, and the kernel releases it
+//!   when the handle is closed or the process dies (SIGKILL included). It is advisory:
+//!   it keeps out other inpage handles, not other programs.
 //! - Durability is exactly what the kernel gives for fdatasync/fsync; a failed sync is
 //!   reported as is and never retried (a retry after EIO could falsely succeed, see the
 //!   fsyncgate note in `vfs/mod.rs`). Only EINTR is retried, which loses nothing.
@@ -104,6 +108,11 @@ impl Vfs for OsVfs {
         let d = retry_eintr(|| fs::File::open(dir_or_dot(dir)))?;
         retry_eintr(|| rustix::fs::fsync(&d).map_err(io::Error::from))
     }
+
+    fn open_read_only(&self, path: &Path) -> io::Result<Arc<dyn File>> {
+        let file = retry_eintr(|| fs::OpenOptions::new().read(true).open(path))?;
+        Ok(Arc::new(OsFile { file }))
+    }
 }
 
 /// An open OS file.
@@ -166,6 +175,19 @@ impl File for OsFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         retry_eintr(|| self.file.set_len(len))
+    }
+
+    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
+        use rustix::fs::FlockOperation;
+        let op = match kind {
+            LockKind::Shared => FlockOperation::NonBlockingLockShared,
+            LockKind::Exclusive => FlockOperation::NonBlockingLockExclusive,
+        };
+        match retry_eintr(|| rustix::fs::flock(&self.file, op).map_err(io::Error::from)) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
