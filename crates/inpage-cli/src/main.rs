@@ -3,8 +3,15 @@
 //! Every subcommand opens the database with `create` off, so a mistyped path is an error
 //! rather than a new empty database, and reports problems as one clear line on stderr
 //! with a non-zero exit code.
+//!
+//! `inspect` and `check` never write: they open the database read-only
+//! (`Database::open_read_only`: O_RDONLY, no lock, recovery run on an in-memory copy), so
+//! they may look at a damaged database, or one in use, and report what recovery *would*
+//! do without doing it. Their output goes through `Out`, which turns a closed pipe
+//! (`inpage inspect | head`) into a quiet exit instead of a panic.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -55,41 +62,115 @@ enum Cmd {
     Verify(inpage_torture::VerifyArgs),
 }
 
-fn open(file: &PathBuf) -> Result<Database, String> {
-    Database::open(file, Config::default().create(false)).map_err(|e| e.to_string())
+/// Why a command stopped: an error to report, or stdout closed by its reader.
+enum Stop {
+    Error(String),
+    /// Writing to stdout failed with EPIPE: the reader (e.g. `head`) has all it wants.
+    ClosedPipe,
 }
 
-fn inspect(file: &PathBuf) -> Result<(), String> {
-    let db = open(file)?;
+impl From<String> for Stop {
+    fn from(e: String) -> Stop {
+        Stop::Error(e)
+    }
+}
+
+/// Standard output for `inspect` and `check`: write errors become `Stop`, never a panic.
+struct Out(std::io::StdoutLock<'static>);
+
+impl Out {
+    fn new() -> Out {
+        Out(std::io::stdout().lock())
+    }
+
+    fn line(&mut self, args: std::fmt::Arguments<'_>) -> Result<(), Stop> {
+        writeln!(self.0, "{args}").map_err(write_error)
+    }
+
+    fn flush(&mut self) -> Result<(), Stop> {
+        self.0.flush().map_err(write_error)
+    }
+}
+
+fn write_error(e: std::io::Error) -> Stop {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Stop::ClosedPipe
+    } else {
+        Stop::Error(format!("writing to stdout: {e}"))
+    }
+}
+
+/// `out!(o, "fmt", args..)`: one line to `Out`, `?` on a closed pipe.
+macro_rules! out {
+    ($o:expr, $($arg:tt)*) => {
+        $o.line(format_args!($($arg)*))?
+    };
+}
+
+/// Open for `inspect` / `check`: read-only, nothing is ever written (module docs).
+fn open_read_only(file: &PathBuf) -> Result<Database, String> {
+    Database::open_read_only(file, Config::default()).map_err(|e| e.to_string())
+}
+
+/// "recovery would ..." lines for a read-only handle, with the files it would change.
+fn recovery_lines(db: &Database) -> Vec<String> {
+    let actions = db.recovery_report().actions();
+    if actions.is_empty() {
+        return Vec::new();
+    }
+    let mut v: Vec<String> = actions
+        .into_iter()
+        .map(|a| format!("recovery would {a}"))
+        .collect();
+    let files: Vec<String> = db
+        .changed_by_recovery()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    if !files.is_empty() {
+        v.push(format!(
+            "  (not done: this command is read-only; opening the database for writing would change {})",
+            files.join(", ")
+        ));
+    }
+    v
+}
+
+fn inspect(file: &PathBuf) -> Result<(), Stop> {
+    let db = open_read_only(file)?;
+    let mut o = Out::new();
     let h = db.header();
-    let rec = db.recovery_report();
-    println!("file            {}", file.display());
-    println!("journal mode    {}", h.journal_mode);
-    println!("page size       {}", h.page_size);
-    println!("fcc             {}", h.fcc);
-    println!("last txn pages  {}", h.last_txn_size);
-    println!("page count      {}", h.page_count);
-    println!(
+    out!(o, "file            {}", file.display());
+    out!(o, "journal mode    {}", h.journal_mode);
+    out!(o, "page size       {}", h.page_size);
+    out!(o, "fcc             {}", h.fcc);
+    out!(o, "last txn pages  {}", h.last_txn_size);
+    out!(o, "page count      {}", h.page_count);
+    out!(
+        o,
         "free pages      {} (head {})",
-        h.freelist_count, h.freelist_head
+        h.freelist_count,
+        h.freelist_head
     );
-    println!("catalog root    {}", h.catalog_root);
-    println!("meta            {:?}", h.meta);
-    println!("log frames      {}", db.log_frames());
-    println!(
+    out!(o, "catalog root    {}", h.catalog_root);
+    out!(o, "meta            {:?}", h.meta);
+    out!(o, "log frames      {}", db.log_frames());
+    // A read-only open never uses O_DIRECT; say what a read-write open of this mode does.
+    out!(
+        o,
         "page writes     {}",
-        if db.direct_writes() {
-            "O_DIRECT (changed sectors)"
+        if h.journal_mode.layout() == inpage::page::Layout::Dhl {
+            "O_DIRECT where the file system accepts it (changed sectors)"
         } else {
             "through the page cache"
         }
     );
-    if *rec != inpage::RecoveryReport::default() {
-        println!("recovery        {rec:?}");
+    for line in recovery_lines(&db) {
+        out!(o, "{line}");
     }
     let r = db.begin_read().map_err(|e| e.to_string())?;
     let trees = r.list_trees().map_err(|e| e.to_string())?;
-    println!("trees           {}", trees.len());
+    out!(o, "trees           {}", trees.len());
     for t in &trees {
         let entries = if t.custom_comparator {
             "? (custom comparator)".to_string()
@@ -99,7 +180,8 @@ fn inspect(file: &PathBuf) -> Result<(), String> {
                 Err(e) => format!("error: {e}"),
             }
         };
-        println!(
+        out!(
+            o,
             "  {:<20} {:<8} root {:<6} entries {entries}",
             t.name,
             t.kind.name(),
@@ -107,25 +189,26 @@ fn inspect(file: &PathBuf) -> Result<(), String> {
         );
     }
     let c = census(&r);
-    println!("pages by type");
+    out!(o, "pages by type");
     for (ty, n) in &c.by_type {
-        println!("  {ty:<10} {n}");
+        out!(o, "  {ty:<10} {n}");
     }
     for (pgno, why) in &c.unreadable {
-        println!("  unreadable page {pgno}: {why}");
+        out!(o, "  unreadable page {pgno}: {why}");
     }
-    Ok(())
+    o.flush()
 }
 
-fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), String> {
+fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
     use std::os::unix::fs::FileExt;
-    let db = open(file)?;
+    let db = open_read_only(file)?;
+    let mut o = Out::new();
     let h = db.header();
     if pgno >= h.page_count {
-        return Err(format!(
+        return Err(Stop::Error(format!(
             "page {pgno} is past the end of the database ({} pages)",
             h.page_count
-        ));
+        )));
     }
     let ps = h.page_size as usize;
     let mut buf = vec![0u8; ps];
@@ -133,7 +216,8 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), String> {
         .and_then(|f| f.read_exact_at(&mut buf, pgno as u64 * ps as u64))
         .map_err(|e| format!("{}: {e}", file.display()))?;
     let usable = ps - inpage::page::PAGE_TRAILER;
-    println!(
+    out!(
+        o,
         "page {pgno} of {} ({} mode, FCC {})",
         file.display(),
         h.journal_mode,
@@ -148,30 +232,33 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), String> {
         };
         for slot in 0..slots {
             match inpage::pager::header::decode_slot(&buf, slot) {
-                Ok(s) => println!(
+                Ok(s) => out!(
+        o,
                     "  header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
                     s.fcc, s.last_txn_size, s.page_count, s.catalog_root
                 ),
-                Err(e) => println!("  header slot {slot}: invalid ({e})"),
+                Err(e) => out!(o, "  header slot {slot}: invalid ({e})"),
             }
         }
-        return Ok(());
+        return o.flush();
     }
     if !dhl {
-        println!(
+        out!(
+        o,
             "  type {} ({})",
             buf[0],
             inpage::page::page_type::name(buf[0])
         );
-        return Ok(());
+        return o.flush();
     }
     for (slot, d) in inpage::page::dhl::page_versions(&buf, usable)
         .iter()
         .enumerate()
     {
         match d {
-            None => println!("  slot header {slot}: empty (tid 0)"),
-            Some(d) => println!(
+            None => out!(o, "  slot header {slot}: empty (tid 0)"),
+            Some(d) => out!(
+        o,
                 "  slot header {slot}: tid {} txn_size {} {}{}",
                 d.tid,
                 d.txn_size,
@@ -185,7 +272,8 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), String> {
         }
     }
     match inpage::page::dhl::visible(pgno, &buf, usable, h.fcc) {
-        Ok(v) => println!(
+        Ok(v) => out!(
+        o,
             "  visible: slot {} tid {} {} with {} cells",
             v.slot(),
             v.tid(),
@@ -193,19 +281,21 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), String> {
             v.ncells()
         ),
         Err(e) => match inpage::page::dhl::open_overflow(pgno, &buf, usable) {
-            Ok(o) => println!("  overflow page: tid {} next {} ", o.tid, o.next),
-            Err(_) => println!("  no visible version: {e}"),
+            Ok(ov) => out!(o, "  overflow page: tid {} next {} ", ov.tid, ov.next),
+            Err(_) => out!(o, "  no visible version: {e}"),
         },
     }
-    Ok(())
+    o.flush()
 }
 
-fn run_check(file: &PathBuf) -> Result<(), String> {
-    let db = open(file)?;
+fn run_check(file: &PathBuf) -> Result<(), Stop> {
+    let db = open_read_only(file)?;
+    let mut o = Out::new();
     let r = db.begin_read().map_err(|e| e.to_string())?;
     let rep = check(&r, &HashMap::new()).map_err(|e| e.to_string())?;
     let entries: u64 = rep.trees.iter().map(|(_, s)| s.entries).sum();
-    println!(
+    out!(
+        o,
         "ok: {} pages, {} free, {} trees, {} entries, fcc {}",
         rep.page_count,
         rep.free_pages,
@@ -213,7 +303,10 @@ fn run_check(file: &PathBuf) -> Result<(), String> {
         entries,
         rep.fcc
     );
-    Ok(())
+    for line in recovery_lines(&db) {
+        out!(o, "{line}");
+    }
+    o.flush()
 }
 
 fn main() -> ExitCode {
@@ -225,20 +318,35 @@ fn main() -> ExitCode {
             page: Some(p),
         } => inspect_page(&file, p),
         Cmd::Check { file } => run_check(&file),
-        Cmd::Bench { cmd } => inpage_bench::run(cmd),
-        Cmd::Torture(args) => match inpage_torture::torture(&args) {
+        other => match run_other(other) {
             Ok(true) => Ok(()),
+            // The report already names the violations: exit 1 without another line.
             Ok(false) => return ExitCode::FAILURE,
-            Err(e) => Err(e),
+            Err(e) => Err(Stop::Error(e)),
         },
-        Cmd::Workload(args) => inpage_torture::workload(&args),
-        Cmd::Verify(args) => inpage_torture::verify(&args),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        // The reader stopped reading: nothing left to say, and no one to say it to.
+        Err(Stop::ClosedPipe) => ExitCode::SUCCESS,
+        Err(Stop::Error(e)) => {
             eprintln!("inpage: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The subcommands whose output their own crates print; `Ok(false)`: failed, and the
+/// command has said why.
+fn run_other(cmd: Cmd) -> Result<bool, String> {
+    let done = |r: Result<(), String>| r.map(|()| true);
+    match cmd {
+        Cmd::Inspect { .. } | Cmd::Check { .. } => {
+            Err("internal: inspect/check are run by main".into())
+        }
+        Cmd::Bench { cmd } => done(inpage_bench::run(cmd)),
+        Cmd::Torture(args) => inpage_torture::torture(&args),
+        Cmd::Workload(args) => done(inpage_torture::workload(&args)),
+        Cmd::Verify(args) => done(inpage_torture::verify(&args)),
     }
 }

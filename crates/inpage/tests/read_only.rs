@@ -1,0 +1,209 @@
+//! Read-only opens, the one-handle lock, and WAL logs that do not belong to the database.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use inpage::vfs::{CrashModel, OpenOptions, SimVfs, Vfs};
+use inpage::{Config, Database, Error, JournalMode, KeyKind, ReadableTxn};
+
+/// Every file of the simulated disk with its bytes.
+fn files(sim: &SimVfs) -> BTreeMap<PathBuf, Vec<u8>> {
+    sim.file_names()
+        .into_iter()
+        .map(|p| {
+            let b = sim.read_file(&p).unwrap_or_default();
+            (p, b)
+        })
+        .collect()
+}
+
+fn commit_rows(db: &Database, from: i64, n: i64) {
+    for k in from..from + n {
+        let mut w = db.begin_write().unwrap();
+        let t = w.open_or_create_tree("t", KeyKind::Int).unwrap();
+        w.insert(&t, k, &value_for(k, 1, 300 + (k as usize * 53) % 3000))
+            .unwrap();
+        w.commit().unwrap();
+    }
+}
+
+fn rows(db: &Database) -> Vec<i64> {
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    r.iter(&t)
+        .unwrap()
+        .map(|e| e.unwrap().0.as_int().unwrap())
+        .collect()
+}
+
+/// A crash in the middle of a multi-page commit, in every mode that has recovery: the
+/// read-only open sees the recovered state, refuses writes with a typed error, and leaves
+/// every file as it was; a read-write open afterwards recovers to the same state.
+#[test]
+fn read_only_open_recovers_in_memory_and_refuses_writes() {
+    for mode in JournalMode::ALL.into_iter().filter(|m| m.promises_atomicity()) {
+        let mut saw_recovery = false;
+        for cut_frac in 1u64..8 {
+            let sim = SimVfs::new();
+            let full = {
+                let probe = SimVfs::new();
+                let db = Database::open(DB, sim_config(&probe, mode, 4096)).unwrap();
+                commit_rows(&db, 0, 10);
+                probe.op_count()
+            };
+            sim.set_power_cut_after(full * cut_frac / 8);
+            if let Ok(db) = Database::open(DB, sim_config(&sim, mode, 4096)) {
+                for k in 0..10 {
+                    let Ok(mut w) = db.begin_write() else { break };
+                    let ok = w
+                        .open_or_create_tree("t", KeyKind::Int)
+                        .and_then(|t| w.insert(&t, k, &value_for(k, 1, 300 + (k as usize * 53) % 3000)))
+                        .is_ok();
+                    if !ok || w.commit().is_err() {
+                        break;
+                    }
+                }
+                std::mem::forget(db);
+            }
+            let crashed = sim.crash(cut_frac, CrashModel::full());
+            let before = files(&crashed);
+            let cfg = sim_config(&crashed, mode, 4096);
+            let Ok(ro) = Database::open_read_only(DB, cfg.clone()) else {
+                // Cut before the database existed: nothing to inspect.
+                assert!(!before.contains_key(Path::new(DB)), "{mode}");
+                continue;
+            };
+            assert!(ro.is_read_only());
+            let report = ro.recovery_report().clone();
+            saw_recovery |= !report.is_clean();
+            match ro.begin_write() {
+                Err(Error::ReadOnly { op, .. }) => assert_eq!(op, "write transaction"),
+                other => panic!("{mode}: expected ReadOnly, got {:?}", other.map(|_| ())),
+            }
+            assert!(matches!(ro.checkpoint(), Err(Error::ReadOnly { .. })));
+            let ro_fcc = ro.fcc();
+            let ro_rows = ro.begin_read().unwrap().open_tree("t").map(|_| rows(&ro)).ok();
+            drop(ro);
+            assert_eq!(files(&crashed), before, "{mode}: read-only open changed a file");
+
+            let rw = Database::open(DB, cfg).unwrap();
+            assert_eq!(rw.fcc(), ro_fcc, "{mode}");
+            assert_eq!(rw.recovery_report(), &report, "{mode}");
+            let rw_rows = rw.begin_read().unwrap().open_tree("t").map(|_| rows(&rw)).ok();
+            assert_eq!(rw_rows, ro_rows, "{mode}");
+        }
+        assert!(saw_recovery, "{mode}: no cut needed recovery");
+    }
+}
+
+/// One read-write handle per file, also inside one process; read-only handles need none.
+#[test]
+fn a_second_read_write_handle_is_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one.db");
+    let db = Database::open(&path, Config::default()).unwrap();
+    commit_rows(&db, 0, 3);
+    let bytes = std::fs::read(&path).unwrap();
+    match Database::open(&path, Config::default()) {
+        Err(Error::Locked { path: p }) => assert_eq!(p, path),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the refused open wrote");
+    let ro = Database::open_read_only(&path, Config::default()).unwrap();
+    assert_eq!(rows(&ro), vec![0, 1, 2]);
+    drop(ro);
+    db.close().unwrap();
+    let again = Database::open(&path, Config::default()).unwrap();
+    assert_eq!(rows(&again), vec![0, 1, 2]);
+}
+
+/// Stores the WAL file of the simulated database as `bytes`.
+fn put_wal(sim: &SimVfs, bytes: &[u8]) {
+    let p = format!("{DB}-wal");
+    let f = sim
+        .open(
+            Path::new(&p),
+            OpenOptions {
+                create: true,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+    f.set_len(0).unwrap();
+    f.write_at(bytes, 0).unwrap();
+    f.sync_data().unwrap();
+}
+
+fn wal_config(sim: &SimVfs) -> Config {
+    let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
+    Config::default()
+        .vfs(vfs)
+        .journal_mode(JournalMode::Wal)
+        .wal_autocheckpoint(0)
+}
+
+/// A log from before the last checkpoint, cut to a prefix of its commits (by hand, or as
+/// `journal_size_limit` does after a reset), must not put its old images over the newer
+/// pages: it is skipped, and the database reads as its last commit.
+#[test]
+fn a_wal_older_than_the_last_checkpoint_is_not_replayed() {
+    let sim = SimVfs::new();
+    let wal = PathBuf::from(format!("{DB}-wal"));
+    let db = Database::open(DB, wal_config(&sim)).unwrap();
+    commit_rows(&db, 0, 6); // tids 1..=6 in the first generation
+    let old = sim.read_file(&wal).unwrap();
+    db.checkpoint().unwrap();
+    commit_rows(&db, 6, 4);
+    db.checkpoint().unwrap(); // the database is at tid 10
+    let want = rows(&db);
+    assert_eq!(want, (0..10).collect::<Vec<_>>());
+    std::mem::forget(db); // a crash
+    let crashed = sim.crash(1, CrashModel::none());
+    // The old generation, cut after about half of its frames.
+    let frame = 24 + 4096;
+    let nframes = (old.len() - 32) / frame;
+    put_wal(&crashed, &old[..32 + nframes / 2 * frame]);
+
+    let db = Database::open(DB, wal_config(&crashed)).unwrap();
+    let rep = db.recovery_report().clone();
+    assert!(rep.stale_frames > 0, "{rep:?}");
+    assert_eq!(rep.frames_kept, 0, "{rep:?}");
+    assert_eq!(db.fcc(), 10);
+    assert_eq!(rows(&db), want);
+    let r = db.begin_read().unwrap();
+    inpage::check::check(&r, &Default::default()).unwrap();
+}
+
+/// A log newer than the database file (the file restored from an older copy) cannot be
+/// replayed onto it nor ignored: the open fails with a corrupt-journal error and writes
+/// nothing.
+#[test]
+fn a_wal_newer_than_the_database_is_refused() {
+    let sim = SimVfs::new();
+    let db = Database::open(DB, wal_config(&sim)).unwrap();
+    commit_rows(&db, 0, 5);
+    db.checkpoint().unwrap();
+    let old_db = sim.read_file(Path::new(DB)).unwrap();
+    commit_rows(&db, 5, 5);
+    db.checkpoint().unwrap();
+    commit_rows(&db, 10, 3); // in the log: tids 11..=13
+    std::mem::forget(db);
+    let crashed = sim.crash(2, CrashModel::none());
+    let f = crashed.open(Path::new(DB), OpenOptions::default()).unwrap();
+    f.set_len(0).unwrap();
+    f.write_at(&old_db, 0).unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    let before = files(&crashed);
+    match Database::open(DB, wal_config(&crashed)) {
+        Err(Error::CorruptJournal { reason, .. }) => {
+            assert!(reason.contains("later state"), "{reason}")
+        }
+        other => panic!("expected CorruptJournal, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(files(&crashed), before);
+}
