@@ -1,28 +1,67 @@
-//! One process at a time: while an `inpage workload` child has a database open, opening
-//! it here fails with `Error::Locked` (and changes nothing), `inpage check` still reads
-//! it; once the child is killed with SIGKILL the kernel drops its lock and the open
-//! succeeds, recovering whatever the kill left.
+//! One process at a time: while a child process has a database open, opening it here
+//! fails with `Error::Locked` (and changes nothing), a read-only open still reads it;
+//! once the child is killed with SIGKILL the kernel drops its lock and the open succeeds.
+//!
+//! The child is this test binary run again with `HOLDER_ENV` set: `hold_database_open`
+//! then opens the database, commits, says so on stdout and sleeps until it is killed.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use inpage::{Config, Database, Error};
+use inpage::{Config, Database, Error, KeyKind};
+
+const HOLDER_ENV: &str = "INPAGE_LOCK_TEST_HOLD";
+
+/// The child's side (a no-op in a normal test run).
+#[test]
+fn hold_database_open() {
+    let Some(path) = std::env::var_os(HOLDER_ENV) else {
+        return;
+    };
+    let db = Database::open(PathBuf::from(path), Config::default()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("t", KeyKind::Int).unwrap();
+    w.insert(&t, 1, b"held").unwrap();
+    w.commit().unwrap();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "commit 1").unwrap();
+    out.flush().unwrap();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+}
+
+/// Kills the child if the test fails before it does (SIGKILL; an exited child is fine).
+struct Reap(std::process::Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
 
 #[test]
 fn a_second_process_is_refused_until_the_first_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("locked.db");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inpage"))
-        .args(["workload", "--mode", "dhl-cc", "--txns", "100000000"])
-        .arg(&file)
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "hold_database_open", "--nocapture", "--test-threads=1"])
+        .env(HOLDER_ENV, &file)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = Reap(child);
+    let mut lines = BufReader::new(child.0.stdout.take().unwrap()).lines();
     // After the first acknowledged commit the child has the database open.
-    let first = lines.next().unwrap().unwrap();
-    assert!(first.starts_with("commit "), "{first}");
+    // The harness prints its own lines first; wait for the child's.
+    let ready = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .any(|l| l.contains("commit 1"));
+    assert!(ready, "the child did not open the database");
 
     let err = Database::open(&file, Config::default().create(false)).unwrap_err();
     match &err {
@@ -32,13 +71,13 @@ fn a_second_process_is_refused_until_the_first_is_killed() {
     assert!(err.to_string().contains("in use"), "{err}");
     // Read-only inspection of a database in use takes no lock.
     let ro = Database::open_read_only(&file, Config::default()).unwrap();
-    assert!(ro.fcc() >= 1);
+    assert_eq!(ro.get("t", 1).unwrap().as_deref(), Some(&b"held"[..]));
     drop(ro);
 
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    child.0.kill().unwrap(); // SIGKILL
+    child.0.wait().unwrap();
     let db = Database::open(&file, Config::default().create(false)).unwrap();
-    assert!(db.fcc() >= 1);
+    assert_eq!(db.get("t", 1).unwrap().as_deref(), Some(&b"held"[..]));
     // And this handle now holds the lock in turn, for this process too.
     match Database::open(&file, Config::default().create(false)) {
         Err(Error::Locked { .. }) => {}

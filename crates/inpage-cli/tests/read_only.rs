@@ -120,6 +120,7 @@ fn cases() -> Vec<Case> {
             add(format!("power cut after {cut} of {total} ops"), &crashed, &|_| {});
         }
         let (clean, _) = sim_run(mode, None, 0);
+        add("no damage (not closed)".into(), &clean, &|_| {});
         add("truncated to half".into(), &clean, &|db| {
             let len = std::fs::metadata(db).unwrap().len();
             let f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
@@ -197,8 +198,10 @@ fn check_and_inspect_leave_damaged_files_of_every_mode_byte_identical() {
     }
     // The cases must reach recovery, or the test would prove nothing about it.
     for mode in JournalMode::ALL {
+        // Without atomicity a power cut may leave any mix, which check rightly rejects.
+        let need = if mode.promises_atomicity() { 4 } else { 1 };
         assert!(
-            agreed.get(mode.name()).copied().unwrap_or(0) >= 4,
+            agreed.get(mode.name()).copied().unwrap_or(0) >= need,
             "{mode}: too few cases passed check ({agreed:?})"
         );
         if mode.promises_atomicity() {
