@@ -23,7 +23,8 @@ use inpage::{Config, Database, ReadableTxn};
 #[command(
     name = "inpage",
     version,
-    about = "inpage: an embedded transactional database engine for flash storage"
+    about = "inpage: an embedded transactional database engine for flash storage",
+    after_help = modes_help()
 )]
 struct Cli {
     #[command(subcommand)]
@@ -108,6 +109,23 @@ macro_rules! out {
 }
 
 /// Open for `inspect` / `check`: read-only, nothing is ever written (module docs).
+/// The journal modes, for `--help`: from `JournalMode::ALL`, so a new mode is listed
+/// without editing this file.
+fn modes_help() -> String {
+    let names: Vec<&str> = inpage::JournalMode::ALL.iter().map(|m| m.name()).collect();
+    let no_atomicity: Vec<&str> = inpage::JournalMode::ALL
+        .iter()
+        .filter(|m| !m.promises_atomicity())
+        .map(|m| m.name())
+        .collect();
+    format!(
+        "Journal modes: {} (default {}; {} promise no atomicity).",
+        names.join(", "),
+        inpage::DEFAULT_JOURNAL_MODE,
+        no_atomicity.join(" and ")
+    )
+}
+
 fn open_read_only(file: &PathBuf) -> Result<Database, String> {
     Database::open_read_only(file, Config::default()).map_err(|e| e.to_string())
 }
@@ -233,9 +251,12 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
         for slot in 0..slots {
             match inpage::pager::header::decode_slot(&buf, slot) {
                 Ok(s) => out!(
-        o,
+                    o,
                     "  header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
-                    s.fcc, s.last_txn_size, s.page_count, s.catalog_root
+                    s.fcc,
+                    s.last_txn_size,
+                    s.page_count,
+                    s.catalog_root
                 ),
                 Err(e) => out!(o, "  header slot {slot}: invalid ({e})"),
             }
@@ -244,7 +265,7 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
     }
     if !dhl {
         out!(
-        o,
+            o,
             "  type {} ({})",
             buf[0],
             inpage::page::page_type::name(buf[0])
@@ -258,7 +279,7 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
         match d {
             None => out!(o, "  slot header {slot}: empty (tid 0)"),
             Some(d) => out!(
-        o,
+                o,
                 "  slot header {slot}: tid {} txn_size {} {}{}",
                 d.tid,
                 d.txn_size,
@@ -273,7 +294,7 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
     }
     match inpage::page::dhl::visible(pgno, &buf, usable, h.fcc) {
         Ok(v) => out!(
-        o,
+            o,
             "  visible: slot {} tid {} {} with {} cells",
             v.slot(),
             v.tid(),

@@ -140,3 +140,16 @@ fn inspect_page_shows_both_dhl_slot_headers() {
     assert_eq!(code, 1);
     assert!(err.contains("past the end"), "{err}");
 }
+
+#[test]
+fn help_lists_every_journal_mode() {
+    let (code, out, err) = inpage(&["--help"]);
+    assert_eq!(code, 0, "{err}");
+    for mode in JournalMode::ALL {
+        assert!(
+            out.contains(&format!(" {},", mode.name()))
+                || out.contains(&format!(" {} ", mode.name())),
+            "{mode} missing from --help:\n{out}"
+        );
+    }
+}

@@ -47,7 +47,12 @@ fn a_second_process_is_refused_until_the_first_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("locked.db");
     let child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "hold_database_open", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "hold_database_open",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(HOLDER_ENV, &file)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

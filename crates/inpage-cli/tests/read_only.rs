@@ -117,7 +117,11 @@ fn cases() -> Vec<Case> {
         for k in 1..=8u64 {
             let cut = total * k / 9;
             let (crashed, _) = sim_run(mode, Some(cut), k);
-            add(format!("power cut after {cut} of {total} ops"), &crashed, &|_| {});
+            add(
+                format!("power cut after {cut} of {total} ops"),
+                &crashed,
+                &|_| {},
+            );
         }
         let (clean, _) = sim_run(mode, None, 0);
         add("no damage (not closed)".into(), &clean, &|_| {});
@@ -126,7 +130,11 @@ fn cases() -> Vec<Case> {
             let f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
             f.set_len(len / 2).unwrap();
         });
-        for (at, name) in [(40u64, "header"), (4096 + 100, "page 1"), (3 * 4096 + 7, "page 3")] {
+        for (at, name) in [
+            (40u64, "header"),
+            (4096 + 100, "page 1"),
+            (3 * 4096 + 7, "page 3"),
+        ] {
             add(format!("flipped byte in {name}"), &clean, &|db| {
                 let mut b = std::fs::read(db).unwrap();
                 if let Some(x) = b.get_mut(at as usize) {
@@ -169,8 +177,16 @@ fn check_and_inspect_leave_damaged_files_of_every_mode_byte_identical() {
             case.mode,
             case.what
         );
-        assert!(code == 0 || code == 1, "{}: check exit {code}: {err}", case.mode);
-        assert!(icode == 0 || icode == 1, "{}: inspect exit {icode}: {ierr}", case.mode);
+        assert!(
+            code == 0 || code == 1,
+            "{}: check exit {code}: {err}",
+            case.mode
+        );
+        assert!(
+            icode == 0 || icode == 1,
+            "{}: inspect exit {icode}: {ierr}",
+            case.mode
+        );
         if out.contains("recovery would") {
             *would.entry(case.mode.name()).or_insert(0) += 1;
         }
@@ -182,10 +198,12 @@ fn check_and_inspect_leave_damaged_files_of_every_mode_byte_identical() {
                 .and_then(|l| l.rsplit("fcc ").next())
                 .and_then(|n| n.trim().parse().ok())
                 .unwrap_or_else(|| panic!("no fcc in {out:?}"));
-            let opened = Database::open(&db, Config::default().create(false))
-                .unwrap_or_else(|e| {
-                    panic!("{} ({}): check passed but open failed: {e}", case.mode, case.what)
-                });
+            let opened = Database::open(&db, Config::default().create(false)).unwrap_or_else(|e| {
+                panic!(
+                    "{} ({}): check passed but open failed: {e}",
+                    case.mode, case.what
+                )
+            });
             assert_eq!(
                 opened.fcc(),
                 fcc,
@@ -226,7 +244,10 @@ fn check_reports_what_recovery_would_do_without_doing_it() {
         let (code, out, err) = inpage(&["check", db.to_str().unwrap()]);
         assert_eq!(code, 0, "{err}");
         assert_eq!(snapshot(dir.path()), before);
-        if let Some(line) = out.lines().find(|l| l.contains("recovery would roll back tid")) {
+        if let Some(line) = out
+            .lines()
+            .find(|l| l.contains("recovery would roll back tid"))
+        {
             assert!(line.contains("pages reached the disk"), "{out}");
             assert!(out.contains("not done: this command is read-only"), "{out}");
             // Running it again says the same: nothing was rolled back.
@@ -268,7 +289,12 @@ fn inspect_into_a_closed_pipe_exits_quietly() {
     assert!(String::from_utf8_lossy(&first[..n]).starts_with("file"));
     drop(stdout);
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     let status = child.wait().unwrap();
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.is_empty(), "{err}");

@@ -289,3 +289,62 @@ fn bad_config_and_arguments_are_errors() {
         Err(Error::KeyTooLarge { .. })
     ));
 }
+
+/// A header or a DHL version claiming a transaction id past `MAX_TID` (a crafted
+/// `fcc = u64::MAX` would overflow `fcc + 1`) is reported as damage, in every mode, and
+/// nothing is written.
+#[test]
+fn a_tid_beyond_the_largest_is_an_error_and_changes_nothing() {
+    use inpage::pager::header::{decode_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};
+    let dir = tempfile::tempdir().unwrap();
+    for mode in JournalMode::ALL {
+        let path = make_db(dir.path(), mode);
+        let good = file_bytes(&path);
+        let sides = |p: &Path| -> Vec<(PathBuf, Vec<u8>)> {
+            side_files(p)
+                .into_iter()
+                .map(|s| (s.clone(), file_bytes(&s)))
+                .collect()
+        };
+        let sides_before = sides(&path);
+        let dhl = mode.layout() == Layout::Dhl;
+        let mut crafted = Vec::new();
+        // The header (the visible slot, under DHL) with fcc = u64::MAX, crc recomputed.
+        for fcc in [MAX_TID + 1, u64::MAX] {
+            let mut bad = good.clone();
+            let slots = if dhl { DHL_SLOTS } else { 1 };
+            let slot = (0..slots)
+                .filter_map(|s| decode_slot(&good, s).ok().map(|h| (s, h)))
+                .max_by_key(|(_, h)| h.fcc)
+                .map(|(s, _)| s)
+                .unwrap();
+            let mut h = decode_slot(&good, slot).unwrap();
+            h.fcc = fcc;
+            h.encode(&mut bad[slot * HEADER_LEN..]);
+            inpage::page::stamp_crc(&mut bad[..4096]);
+            crafted.push((format!("header fcc {fcc}"), bad));
+        }
+        if dhl {
+            // Page 1's second slot header claiming tid u64::MAX.
+            let mut bad = good.clone();
+            bad[4096 + 32..4096 + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+            crafted.push(("page 1 slot header tid u64::MAX".into(), bad));
+        }
+        for (what, bad) in crafted {
+            std::fs::write(&path, &bad).unwrap();
+            for ro in [false, true] {
+                let r = Database::open(&path, Config::default().read_only(ro));
+                let msg = match r {
+                    Err(e @ (Error::NotADatabase { .. } | Error::Corrupt { .. })) => e.to_string(),
+                    other => panic!("{mode} {what}: expected a damage error, got {other:?}"),
+                };
+                assert!(
+                    msg.contains("largest transaction id") || msg.contains("largest tid"),
+                    "{mode} {what}: {msg}"
+                );
+                assert_eq!(file_bytes(&path), bad, "{mode} {what}: file changed");
+                assert_eq!(sides(&path), sides_before, "{mode} {what}: side files");
+            }
+        }
+    }
+}

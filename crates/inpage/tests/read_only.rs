@@ -45,7 +45,10 @@ fn rows(db: &Database) -> Vec<i64> {
 /// every file as it was; a read-write open afterwards recovers to the same state.
 #[test]
 fn read_only_open_recovers_in_memory_and_refuses_writes() {
-    for mode in JournalMode::ALL.into_iter().filter(|m| m.promises_atomicity()) {
+    for mode in JournalMode::ALL
+        .into_iter()
+        .filter(|m| m.promises_atomicity())
+    {
         let mut saw_recovery = false;
         for cut_frac in 1u64..8 {
             let sim = SimVfs::new();
@@ -61,7 +64,9 @@ fn read_only_open_recovers_in_memory_and_refuses_writes() {
                     let Ok(mut w) = db.begin_write() else { break };
                     let ok = w
                         .open_or_create_tree("t", KeyKind::Int)
-                        .and_then(|t| w.insert(&t, k, &value_for(k, 1, 300 + (k as usize * 53) % 3000)))
+                        .and_then(|t| {
+                            w.insert(&t, k, &value_for(k, 1, 300 + (k as usize * 53) % 3000))
+                        })
                         .is_ok();
                     if !ok || w.commit().is_err() {
                         break;
@@ -86,14 +91,28 @@ fn read_only_open_recovers_in_memory_and_refuses_writes() {
             }
             assert!(matches!(ro.checkpoint(), Err(Error::ReadOnly { .. })));
             let ro_fcc = ro.fcc();
-            let ro_rows = ro.begin_read().unwrap().open_tree("t").map(|_| rows(&ro)).ok();
+            let ro_rows = ro
+                .begin_read()
+                .unwrap()
+                .open_tree("t")
+                .map(|_| rows(&ro))
+                .ok();
             drop(ro);
-            assert_eq!(files(&crashed), before, "{mode}: read-only open changed a file");
+            assert_eq!(
+                files(&crashed),
+                before,
+                "{mode}: read-only open changed a file"
+            );
 
             let rw = Database::open(DB, cfg).unwrap();
             assert_eq!(rw.fcc(), ro_fcc, "{mode}");
             assert_eq!(rw.recovery_report(), &report, "{mode}");
-            let rw_rows = rw.begin_read().unwrap().open_tree("t").map(|_| rows(&rw)).ok();
+            let rw_rows = rw
+                .begin_read()
+                .unwrap()
+                .open_tree("t")
+                .map(|_| rows(&rw))
+                .ok();
             assert_eq!(rw_rows, ro_rows, "{mode}");
         }
         assert!(saw_recovery, "{mode}: no cut needed recovery");
@@ -112,7 +131,11 @@ fn a_second_read_write_handle_is_locked_out() {
         Err(Error::Locked { path: p }) => assert_eq!(p, path),
         other => panic!("expected Locked, got {other:?}"),
     }
-    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the refused open wrote");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the refused open wrote"
+    );
     let ro = Database::open_read_only(&path, Config::default()).unwrap();
     assert_eq!(rows(&ro), vec![0, 1, 2]);
     drop(ro);

@@ -256,7 +256,9 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
                     // way), and `tid + 1` must not overflow below.
                     return Err(Error::corrupt(
                         (pgno + i as u64) as Pgno,
-                        format!("version claims transaction {tid}, beyond the largest tid {MAX_TID}"),
+                        format!(
+                            "version claims transaction {tid}, beyond the largest tid {MAX_TID}"
+                        ),
                     ));
                 }
                 if tid != 0 {
@@ -362,7 +364,9 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
         (stale.len() as u32, claimed)
     });
     if let Some((present, claimed)) = rolled_back_pages {
-        let complete = stale.iter().all(|f| f.valid == Some(true) && f.txn_size == claimed)
+        let complete = stale
+            .iter()
+            .all(|f| f.valid == Some(true) && f.txn_size == claimed)
             && present == claimed;
         assert!(
             mode == JournalMode::DhlTc || !complete,
@@ -465,8 +469,8 @@ impl DhlJournal {
         batch
             .pages
             .iter()
-            .map(|(pgno, page)| {
-                match batch.originals.binary_search_by_key(pgno, |(p, _)| *p) {
+            .map(
+                |(pgno, page)| match batch.originals.binary_search_by_key(pgno, |(p, _)| *p) {
                     Ok(i) => changed_span(&batch.originals[i].1, page, ps - PAGE_TRAILER)
                         .ok_or_else(|| {
                             Error::corrupt(
@@ -480,8 +484,8 @@ impl DhlJournal {
                             )
                         }),
                     Err(_) => Ok(0..ps),
-                }
-            })
+                },
+            )
             .collect()
     }
 }
@@ -510,9 +514,8 @@ impl Journal for DhlJournal {
         for (pgno, page) in batch.pages {
             let stamped = if *pgno == 0 {
                 (0..DHL_SLOTS).any(|slot| {
-                    decode_slot(page, slot).is_ok_and(|h| {
-                        h.fcc == batch.tid && h.last_txn_size as usize == txn_size
-                    })
+                    decode_slot(page, slot)
+                        .is_ok_and(|h| h.fcc == batch.tid && h.last_txn_size as usize == txn_size)
                 })
             } else {
                 dhl::descriptor_heads(page).is_some_and(|heads| {

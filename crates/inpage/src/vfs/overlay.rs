@@ -144,7 +144,9 @@ impl Vfs for OverlayVfs {
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         let mut files = self.lock();
-        let f = self.lookup(&mut files, from)?.ok_or_else(|| not_found(from))?;
+        let f = self
+            .lookup(&mut files, from)?
+            .ok_or_else(|| not_found(from))?;
         f.mark_changed();
         files.insert(from.to_path_buf(), None);
         files.insert(to.to_path_buf(), Some(f));
@@ -299,9 +301,9 @@ impl File for OverlayFile {
     }
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
-        let end = offset
-            .checked_add(len)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset + length overflows"))?;
+        let end = offset.checked_add(len).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "offset + length overflows")
+        })?;
         let zeros = vec![0u8; BLOCK as usize];
         let mut off = offset;
         while off < end {
@@ -352,7 +354,11 @@ mod tests {
         // A second open of the same path sees the same overlay file.
         let g = ov.open(&p, OpenOptions::default()).unwrap();
         assert_eq!(read_all(&*g), want);
-        assert_eq!(std::fs::read(&p).unwrap(), orig, "the real file is untouched");
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            orig,
+            "the real file is untouched"
+        );
         assert_eq!(ov.changed_paths(), vec![p.clone()]);
 
         // Truncation hides the base for good; growing again reads zeros.
@@ -382,13 +388,22 @@ mod tests {
         assert!(!b.exists(), "created only in memory");
         ov.rename(&b, &a).unwrap();
         assert!(!ov.exists(&b).unwrap());
-        assert_eq!(read_all(&*ov.open(&a, OpenOptions::default()).unwrap()), b"new");
+        assert_eq!(
+            read_all(&*ov.open(&a, OpenOptions::default()).unwrap()),
+            b"new"
+        );
         ov.delete(&a).unwrap();
         assert!(!ov.exists(&a).unwrap());
         assert_eq!(ov.delete(&a).unwrap_err().kind(), io::ErrorKind::NotFound);
         assert_eq!(std::fs::read(&a).unwrap(), b"hello");
         assert!(ov
-            .open(&a, OpenOptions { direct: true, ..rw_create() })
+            .open(
+                &a,
+                OpenOptions {
+                    direct: true,
+                    ..rw_create()
+                }
+            )
             .is_err());
         assert_eq!(ov.changed_paths(), vec![a, b]);
     }
