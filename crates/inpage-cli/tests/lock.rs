@@ -78,6 +78,19 @@ fn a_second_process_is_refused_until_the_first_is_killed() {
     let ro = Database::open_read_only(&file, Config::default()).unwrap();
     assert_eq!(ro.get("t", 1).unwrap().as_deref(), Some(&b"held"[..]));
     drop(ro);
+    // So does `inpage check`, and it writes nothing.
+    let bytes = std::fs::read(&file).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_inpage"))
+        .arg("check")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.starts_with("ok:"),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read(&file).unwrap(), bytes);
 
     child.0.kill().unwrap(); // SIGKILL
     child.0.wait().unwrap();
