@@ -750,3 +750,38 @@ impl Pager {
         self.journal.close()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::SimVfs;
+
+    /// A panic while the pager's lock is held poisons the handle: later calls get
+    /// `Error::Poisoned` (typed, no second panic), and a reopen works.
+    #[test]
+    fn a_panic_under_the_lock_poisons_the_handle() {
+        let sim = SimVfs::new();
+        let cfg = Config::default()
+            .vfs(Arc::new(sim.clone()))
+            .journal_mode(JournalMode::DhlCc);
+        let path = Path::new("/db/p.db");
+        let pager = Arc::new(Pager::open(path, &cfg).unwrap());
+        pager.check_usable().unwrap();
+        let p = pager.clone();
+        let r = std::thread::spawn(move || {
+            let _g = p.state.lock().unwrap();
+            panic!("bug while holding the pager lock");
+        })
+        .join();
+        assert!(r.is_err());
+        match pager.check_usable() {
+            Err(Error::Poisoned(why)) => assert!(why.contains("panicked"), "{why}"),
+            other => panic!("expected Poisoned, got {other:?}"),
+        }
+        assert!(matches!(pager.begin_snapshot(), Err(Error::Poisoned(_))));
+        assert!(matches!(pager.close(), Err(Error::Poisoned(_))));
+        drop(pager);
+        let again = Pager::open(path, &cfg).unwrap();
+        again.check_usable().unwrap();
+    }
+}
