@@ -230,3 +230,24 @@ fn a_wal_newer_than_the_database_is_refused() {
     }
     assert_eq!(files(&crashed), before);
 }
+
+/// The crash-reachable form of the same hole: with `journal_size_limit`, the reset after a
+/// checkpoint cuts the log to the limit without rewriting its header, so a process that
+/// dies before its next commit leaves a prefix of the checkpointed generation. Reopening
+/// must not replay it.
+#[test]
+fn a_log_cut_by_journal_size_limit_is_not_replayed_after_a_crash() {
+    let sim = SimVfs::new();
+    let cfg = wal_config(&sim).journal_size_limit(Some(32 + 3 * (24 + 4096)));
+    let db = Database::open(DB, cfg.clone()).unwrap();
+    commit_rows(&db, 0, 6);
+    db.checkpoint().unwrap();
+    let want = rows(&db);
+    std::mem::forget(db); // the process dies before its next commit
+    let crashed = sim.crash(3, CrashModel::none());
+    let vfs: Arc<dyn Vfs> = Arc::new(crashed.clone());
+    let db = Database::open(DB, cfg.vfs(vfs)).unwrap();
+    assert_eq!(rows(&db), want);
+    assert_eq!(db.fcc(), 6);
+    assert_eq!(db.recovery_report().frames_kept, 0);
+}
