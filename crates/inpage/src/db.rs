@@ -79,6 +79,8 @@ impl std::fmt::Debug for Database {
 
 impl Database {
     /// Open or create the database at `path`. Runs recovery if the last session crashed.
+    /// Fails with `Error::Locked` while another read-write handle (in this process or
+    /// another) has the file open; clone a `Database` to share it instead.
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Database> {
         let (config, overlay) = if config.read_only {
             let overlay = Arc::new(OverlayVfs::new(config.vfs.clone()));
