@@ -187,6 +187,13 @@ fn check_and_inspect_leave_damaged_files_of_every_mode_byte_identical() {
             "{}: inspect exit {icode}: {ierr}",
             case.mode
         );
+        if out.contains("recovery would roll back") {
+            assert!(
+                out.contains("roll back tid "),
+                "{}: no tid named\n{out}",
+                case.mode
+            );
+        }
         if out.contains("recovery would") {
             *would.entry(case.mode.name()).or_insert(0) += 1;
         }

@@ -326,6 +326,7 @@ impl Pager {
         };
         if let Some(h) = hot {
             recovery.rolled_back = h.rolled_back;
+            recovery.rolled_back_tid = recovery.rolled_back_tid.or(h.rolled_back_tid);
             recovery.pages_restored += h.pages_restored;
             recovery.frames_discarded += h.frames_discarded;
         }
