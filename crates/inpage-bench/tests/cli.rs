@@ -114,6 +114,114 @@ fn plain_directory_run_reports_syscall_level_only() {
     assert_eq!(floor.write_calls_per_txn, Some(1.0));
     assert!(plots.join("throughput_update.svg").exists());
     assert!(plots.join("latency_delete_k4.svg").exists());
+    // No device counters in lab none: nothing is modeled, the report says under which
+    // profile it would be, and CPU time is still measured.
+    assert_eq!(r.device_profile, "emmc");
+    assert!(r.model_note.contains("MODELED") && r.model_note.contains("null"));
+    assert!(
+        r.sqlite.build_flags.contains("-DHAVE_FDATASYNC=1"),
+        "{:?}",
+        r.sqlite
+    );
+    assert!(
+        table.contains("built with LIBSQLITE3_FLAGS='-DHAVE_FDATASYNC=1'"),
+        "{table}"
+    );
+    for x in &r.results {
+        assert!(x.model_tx_per_s.is_none() && x.model_us_per_txn.is_none());
+        assert!(x.model_tx_per_s_rounds.is_empty());
+        assert!(x.cpu_us_per_txn.is_some_and(|c| c > 0.0), "{}", x.contender);
+    }
+    assert!(!plots.join("model_update_k1.svg").exists());
+    assert!(plots.join("tps_update_k1.svg").exists());
+}
+
+#[test]
+fn device_profile_is_checked_and_reported() {
+    let e = err_line(&bench(&["floor", "--lab", "none", "--device", "floppy"]));
+    assert!(
+        e.contains("unknown device profile 'floppy'") && e.contains("ufs"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = bench(&[
+        "floor",
+        "--lab",
+        "none",
+        "--device",
+        "ufs",
+        "--txns",
+        "5",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.device_profile, "ufs");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("device profile 'ufs'"));
+}
+
+/// Determinism of the model: two runs of the same small Mobibench on the ext4 lab give
+/// every contender's `model_tx_per_s` within ±2 %, whatever the measured tx/s do. Needs
+/// root and loop devices (skipped with the reason otherwise).
+#[test]
+fn modeled_throughput_repeats_within_two_percent() {
+    if let Err(why) = inpage_bench::lab::ext4_available() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |i: u32| -> Report {
+        let json = dir.path().join(format!("r{i}.json"));
+        let o = bench(&[
+            "mobibench",
+            "--lab",
+            "ext4",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--lab-mib",
+            "64",
+            "--device",
+            "emmc",
+            "--contenders",
+            "dhl-cc,wal,sqlite-wal-r,sqlite-off,floor",
+            "--baseline",
+            "floor",
+            "--op",
+            "update",
+            "--txns",
+            "100",
+            "--rounds",
+            "3",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    let (a, b) = (run(1), run(2));
+    assert_eq!(a.results.len(), 5);
+    for (x, y) in a.results.iter().zip(&b.results) {
+        assert_eq!(x.contender, y.contender);
+        let (mx, my) = (x.model_tx_per_s.unwrap(), y.model_tx_per_s.unwrap());
+        let dev = (mx / my - 1.0).abs();
+        eprintln!(
+            "{}: modeled {mx:.1} vs {my:.1} ({:.2} %), measured {:.1} vs {:.1}",
+            x.contender,
+            dev * 100.0,
+            x.tx_per_s_median,
+            y.tx_per_s_median
+        );
+        assert!(dev <= 0.02, "{}: {mx} vs {my}", x.contender);
+        // Every update changes its row: exactly one flush each for the single-sync ones.
+        if ["dhl-cc", "floor", "sqlite-off"].contains(&x.contender.as_str()) {
+            let f = x.flushes_per_txn.unwrap();
+            assert!((0.99..=1.1).contains(&f), "{}: {f} flushes", x.contender);
+        }
+    }
 }
 
 /// Run `bench recovery` in lab `none` with a 300-row table, one round, and the given
