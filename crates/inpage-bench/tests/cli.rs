@@ -3,9 +3,18 @@
 //! of the peers, and the recovery benchmark with its crashing child process.
 
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 
 use inpage_bench::pages::KeyOrder;
 use inpage_bench::report::Report;
+
+/// Tests here run one at a time: the determinism test compares CPU time between two runs,
+/// which other bench processes running beside it would disturb.
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn bench(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_inpage-bench-dev"))
@@ -22,6 +31,7 @@ fn err_line(o: &std::process::Output) -> String {
 
 #[test]
 fn bad_arguments_are_one_line_errors() {
+    let _serial = serial();
     let e = err_line(&bench(&[
         "mobibench",
         "--contenders",
@@ -70,6 +80,7 @@ fn bad_arguments_are_one_line_errors() {
 
 #[test]
 fn plain_directory_run_reports_syscall_level_only() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let plots = dir.path().join("plots");
@@ -138,6 +149,7 @@ fn plain_directory_run_reports_syscall_level_only() {
 
 #[test]
 fn device_profile_is_checked_and_reported() {
+    let _serial = serial();
     let e = err_line(&bench(&["floor", "--lab", "none", "--device", "floppy"]));
     assert!(
         e.contains("unknown device profile 'floppy'") && e.contains("ufs"),
@@ -169,6 +181,7 @@ fn device_profile_is_checked_and_reported() {
 /// root and loop devices (skipped with the reason otherwise).
 #[test]
 fn modeled_throughput_repeats_within_two_percent() {
+    let _serial = serial();
     if let Err(why) = inpage_bench::lab::ext4_available() {
         eprintln!("skipped: {why}");
         return;
@@ -254,6 +267,7 @@ fn recovery_report(contenders: &str, records: &str, extra: &[&str]) -> Report {
 
 #[test]
 fn recovery_kills_a_child_mid_transaction() {
+    let _serial = serial();
     let r = recovery_report(
         "delete,wal,sqlite-delete,sqlite-wal,redb,lmdb,floor",
         "1,16",
@@ -272,6 +286,7 @@ fn recovery_kills_a_child_mid_transaction() {
 /// in the workload name; the DHL default mode recovers (nothing lost, nothing leaked).
 #[test]
 fn recovery_with_a_warm_cache_is_reported_apart() {
+    let _serial = serial();
     let r = recovery_report("dhl-cc,dhl-tc,sqlite-wal", "1,4", &["--cache", "warm"]);
     assert_eq!(r.results.len(), 2 * 3);
     for x in &r.results {
@@ -311,6 +326,7 @@ fn pages_json(extra: &[&str]) -> inpage_bench::pages::PagesReport {
 /// does, and the JSON matches what was asked.
 #[test]
 fn pages_measures_stock_vs_dhl() {
+    let _serial = serial();
     let r = pages_json(&[]);
     assert_eq!((r.records, r.page_size, r.key_bytes), (600, 4096, 8));
     assert_eq!(r.modes, ["off", "dhl-cc"]);
@@ -352,6 +368,7 @@ fn pages_measures_stock_vs_dhl() {
 
 #[test]
 fn pages_rejects_bad_arguments() {
+    let _serial = serial();
     let e = err_line(&bench(&["pages", "--sizes", "8,0"]));
     assert!(e.contains("--sizes: 0 is out of range"), "{e}");
     let e = err_line(&bench(&["pages", "--sizes", "5000"]));
