@@ -222,11 +222,18 @@ fn modeled_throughput_repeats_within_two_percent() {
         let (mx, my) = (x.model_tx_per_s.unwrap(), y.model_tx_per_s.unwrap());
         let dev = (mx / my - 1.0).abs();
         eprintln!(
-            "{}: modeled {mx:.1} vs {my:.1} ({:.2} %), measured {:.1} vs {:.1}",
+            "{}: modeled {mx:.1} vs {my:.1} ({:.2} %), measured {:.1} vs {:.1}; \
+             cpu {:?} vs {:?} us, write reqs {:?} vs {:?}, flushes {:?} vs {:?}",
             x.contender,
             dev * 100.0,
             x.tx_per_s_median,
-            y.tx_per_s_median
+            y.tx_per_s_median,
+            x.cpu_us_per_txn.map(|c| c.round()),
+            y.cpu_us_per_txn.map(|c| c.round()),
+            x.write_reqs_per_txn,
+            y.write_reqs_per_txn,
+            x.flushes_per_txn,
+            y.flushes_per_txn
         );
         assert!(dev <= 0.02, "{}: {mx} vs {my}", x.contender);
         // Every update changes its row: exactly one flush each for the single-sync ones.
