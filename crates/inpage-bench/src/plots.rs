@@ -73,6 +73,9 @@ impl Family {
     }
 }
 
+/// (min, max) over rounds per category; `None` where a bar has no rounds.
+type Spread = Vec<Option<(f64, f64)>>;
+
 /// A bar chart: one group per category, one bar (or stack segment) per series.
 struct Bars {
     title: String,
@@ -81,7 +84,7 @@ struct Bars {
     /// (series name, value per category).
     series: Vec<(String, Vec<Option<f64>>)>,
     /// Per series, per category: (min, max) over rounds (not for stacked charts).
-    whiskers: Option<Vec<Vec<Option<(f64, f64)>>>>,
+    whiskers: Option<Vec<Spread>>,
     /// Colour bars by the category's family (series get lighter shades) instead of by
     /// series.
     by_family: bool,

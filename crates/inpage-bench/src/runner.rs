@@ -253,6 +253,14 @@ pub fn rotation(n: usize, r: u32) -> impl Iterator<Item = usize> {
     (0..n).map(move |i| (i + s) % n)
 }
 
+/// Value size, threads and update values of one trial.
+#[derive(Clone, Copy, Debug)]
+struct TrialShape {
+    value_size: usize,
+    threads: u32,
+    fixed_update_value: bool,
+}
+
 type Opener<'a> = &'a dyn Fn(&Path, &Arc<IoStats>) -> Result<Box<dyn Store>, String>;
 
 /// One measured trial: `threads` databases set up with `plan.preload`, then `plan.txns`
@@ -263,10 +271,13 @@ fn txn_trial(
     open: Opener<'_>,
     accounted: bool,
     plan: &Plan,
-    value_size: usize,
-    threads: u32,
-    fixed_update_value: bool,
+    shape: TrialShape,
 ) -> Result<Sample, String> {
+    let TrialShape {
+        value_size,
+        threads,
+        fixed_update_value,
+    } = shape;
     let dir = s.fresh_dir(label)?;
     let stats = Arc::new(IoStats::new());
     let load_v = mobibench_value(value_size, false);
@@ -387,9 +398,11 @@ pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Resul
                         &open,
                         c.accounted(),
                         plan,
-                        p.value_size,
-                        p.threads,
-                        p.fixed_update_value,
+                        TrialShape {
+                            value_size: p.value_size,
+                            threads: p.threads,
+                            fixed_update_value: p.fixed_update_value,
+                        },
                     )
                 })?;
                 s.collector.add(
@@ -429,7 +442,12 @@ pub fn run_floor(s: &mut Session, txns: u64) -> Result<(), String> {
                 Ok(Box::new(FloorStore::open(d, m, vfs)?))
             };
             let smp = guarded("floor", || {
-                txn_trial(s, "floor", &open, true, &plan, 0, 1, false)
+                let shape = TrialShape {
+                    value_size: 0,
+                    threads: 1,
+                    fixed_update_value: false,
+                };
+                txn_trial(s, "floor", &open, true, &plan, shape)
             })?;
             s.collector.add(pts[mi].clone(), "floor", txns, smp);
             s.pb.inc(1);
