@@ -128,7 +128,9 @@ fn draw(path: &Path, b: &Bars) -> Result<(), String> {
     }
     .max(top_whisker)
     .max(b.reference.unwrap_or(0.0));
-    let ymax = if ymax > 0.0 { ymax * 1.15 } else { 1.0 };
+    // Headroom above the tallest bar or whisker for the legend box (upper right), so it
+    // does not hide the last bars.
+    let ymax = if ymax > 0.0 { ymax * 1.45 } else { 1.0 };
     let width = (200 + n * 60).max(640) as u32;
     let root = SVGBackend::new(path, (width, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(pe)?;

@@ -13,7 +13,9 @@
 //! - Per-transaction numbers divide by the transactions of all threads together.
 //! - The modeled time of a round (`Sample::model_us`) is a pure function of that round's
 //!   device counters and its process CPU time over the same window, so rounds that do
-//!   the same I/O model the same time up to the CPU time's noise.
+//!   the same I/O model the same time up to the CPU time's noise. With several threads
+//!   the model is serial (all threads' requests and CPU, per transaction): it ranks
+//!   schemes by the device work they cause, not by how well they overlap.
 //! - Every measured update writes a value no row holds yet (it carries the transaction
 //!   number), unless `fixed_update_value` asks for Mobibench's single string: otherwise a
 //!   store that skips unchanged cells (SQLite, the engine) would skip work the others do.
