@@ -57,27 +57,70 @@ pub enum SqliteFlavor {
     /// `wal_autocheckpoint=100`.
     WalApps,
     Off,
+    /// Android's platform build defaults applied at run time (the lab's SQLite is built
+    /// with fdatasync like Android's; the rest of Android's compile-time defaults are
+    /// set as PRAGMAs): `auto_vacuum=FULL` (before the table exists),
+    /// `journal_size_limit=1048576`, `temp_store=MEMORY`. Extra contenders only: never
+    /// the default peer or a baseline, so no ratio gains from a heavier peer.
+    AndroidWal,
+    AndroidDelete,
+    AndroidTruncate,
 }
 
 impl SqliteFlavor {
-    const ALL: [(SqliteFlavor, &'static str); 6] = [
+    const ALL: [(SqliteFlavor, &'static str); 9] = [
         (SqliteFlavor::Delete, "sqlite-delete"),
         (SqliteFlavor::Truncate, "sqlite-truncate"),
         (SqliteFlavor::Persist, "sqlite-persist"),
         (SqliteFlavor::Wal, "sqlite-wal"),
         (SqliteFlavor::WalApps, "sqlite-wal-r"),
         (SqliteFlavor::Off, "sqlite-off"),
+        (SqliteFlavor::AndroidWal, "sqlite-android-wal"),
+        (SqliteFlavor::AndroidDelete, "sqlite-android-delete"),
+        (SqliteFlavor::AndroidTruncate, "sqlite-android-truncate"),
     ];
 
     fn journal_mode(self) -> &'static str {
         match self {
-            SqliteFlavor::Delete => "DELETE",
-            SqliteFlavor::Truncate => "TRUNCATE",
+            SqliteFlavor::Delete | SqliteFlavor::AndroidDelete => "DELETE",
+            SqliteFlavor::Truncate | SqliteFlavor::AndroidTruncate => "TRUNCATE",
             SqliteFlavor::Persist => "PERSIST",
-            SqliteFlavor::Wal | SqliteFlavor::WalApps => "WAL",
+            SqliteFlavor::Wal | SqliteFlavor::WalApps | SqliteFlavor::AndroidWal => "WAL",
             SqliteFlavor::Off => "OFF",
         }
     }
+
+    fn android(self) -> bool {
+        matches!(
+            self,
+            SqliteFlavor::AndroidWal | SqliteFlavor::AndroidDelete | SqliteFlavor::AndroidTruncate
+        )
+    }
+}
+
+/// The extra compiler flags the lab's SQLite was built with: `LIBSQLITE3_FLAGS` as the
+/// project's build configuration (`.cargo/config.toml`) set it when this crate was
+/// compiled; libsqlite3-sys's build script reads the same variable and reruns when it
+/// changes, and cargo rebuilds this crate when it changes, so the two cannot disagree.
+pub const SQLITE_BUILD_FLAGS: &str = match option_env!("LIBSQLITE3_FLAGS") {
+    Some(f) => f,
+    None => "",
+};
+
+/// Version, build flags and `PRAGMA compile_options` of the bundled SQLite.
+pub fn sqlite_build() -> Result<crate::report::SqliteBuild, String> {
+    let conn = rusqlite::Connection::open_in_memory().map_err(es)?;
+    let mut st = conn.prepare("PRAGMA compile_options").map_err(es)?;
+    let opts = st
+        .query_map([], |r| r.get::<_, String>(0))
+        .map_err(es)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(es)?;
+    Ok(crate::report::SqliteBuild {
+        version: rusqlite::version().to_string(),
+        build_flags: SQLITE_BUILD_FLAGS.to_string(),
+        compile_options: opts,
+    })
 }
 
 /// What kind of store a contender is.
@@ -446,6 +489,15 @@ impl SqliteStore {
         let conn = rusqlite::Connection::open(dir.join("test.db")).map_err(es)?;
         // page_size must precede the first table; journal_mode answers with a row.
         conn.execute_batch("PRAGMA page_size = 4096;").map_err(es)?;
+        if flavor.android() {
+            // auto_vacuum only takes effect before the first table is created (it is
+            // stored in the header, so like page_size it goes first); SQLite ignores it silently later, so check it.
+            conn.execute_batch("PRAGMA auto_vacuum = FULL; PRAGMA temp_store = MEMORY;")
+                .map_err(es)?;
+            let _: i64 = conn
+                .query_row("PRAGMA journal_size_limit = 1048576", [], |r| r.get(0))
+                .map_err(es)?;
+        }
         let want = flavor.journal_mode();
         let got: String = conn
             .query_row(&format!("PRAGMA journal_mode = {want}"), [], |r| r.get(0))
@@ -455,6 +507,7 @@ impl SqliteStore {
         }
         conn.execute_batch("PRAGMA synchronous = FULL;")
             .map_err(es)?;
+
         if flavor == SqliteFlavor::WalApps {
             let _: i64 = conn
                 .query_row("PRAGMA journal_size_limit = 524288", [], |r| r.get(0))
@@ -468,6 +521,14 @@ impl SqliteStore {
              (id INTEGER PRIMARY KEY, Value TEXT NOT NULL, creation_date long);",
         )
         .map_err(es)?;
+        if flavor.android() {
+            let av: i64 = conn
+                .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+                .map_err(es)?;
+            if av != 1 {
+                return Err(format!("auto_vacuum is {av}, want 1 (FULL)"));
+            }
+        }
         Ok(SqliteStore { conn })
     }
 
@@ -739,6 +800,9 @@ mod tests {
             "sqlite-wal",
             "sqlite-wal-r",
             "sqlite-off",
+            "sqlite-android-wal",
+            "sqlite-android-delete",
+            "sqlite-android-truncate",
             "redb",
             "lmdb",
         ] {
@@ -780,6 +844,49 @@ mod tests {
             }
             s.close().unwrap();
         }
+    }
+
+    /// The peer is built with fdatasync (`.cargo/config.toml`); the flags are reported.
+    #[test]
+    fn sqlite_is_built_with_fdatasync() {
+        let b = sqlite_build().unwrap();
+        assert!(
+            b.build_flags
+                .split_whitespace()
+                .any(|f| f == "-DHAVE_FDATASYNC=1"),
+            "LIBSQLITE3_FLAGS = '{}'",
+            b.build_flags
+        );
+        assert!(!b.version.is_empty());
+        assert!(
+            b.compile_options
+                .iter()
+                .any(|o| o.starts_with("THREADSAFE")),
+            "{b:?}"
+        );
+    }
+
+    /// The Android flavors really run with auto_vacuum FULL (set before the table).
+    #[test]
+    fn android_flavors_apply_their_pragmas() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(dir.path(), SqliteFlavor::AndroidWal).unwrap();
+        let c = s.connection();
+        let q = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(q("PRAGMA auto_vacuum"), 1);
+        assert_eq!(q("PRAGMA journal_size_limit"), 1_048_576);
+        assert_eq!(q("PRAGMA temp_store"), 2);
+        let mode: String = c
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let dir = tempfile::tempdir().unwrap();
+        let plain = SqliteStore::open(dir.path(), SqliteFlavor::Wal).unwrap();
+        let av: i64 = plain
+            .connection()
+            .query_row("PRAGMA auto_vacuum", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(av, 0, "the default peer keeps SQLite's defaults");
     }
 
     #[test]

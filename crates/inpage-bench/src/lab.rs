@@ -140,9 +140,13 @@ pub fn ext4_available() -> Result<(), String> {
 
 // ------------------------------------------------------------------- block device stats
 
-/// The write-side counters of `/sys/block/<dev>/stat`.
+/// The counters of `/sys/block/<dev>/stat` the lab uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DevStat {
+    /// Field 1: read requests completed (the device model's read side).
+    pub reads: u64,
+    /// Field 3: sectors read.
+    pub sectors_read: u64,
     /// Field 5 (1-based, Documentation/block/stat.rst): write requests completed.
     pub writes: u64,
     /// Field 7: sectors written (512 bytes each, whatever the device's block size).
@@ -154,6 +158,8 @@ pub struct DevStat {
 impl DevStat {
     pub fn delta(&self, earlier: &DevStat) -> DevStat {
         DevStat {
+            reads: self.reads.saturating_sub(earlier.reads),
+            sectors_read: self.sectors_read.saturating_sub(earlier.sectors_read),
             writes: self.writes.saturating_sub(earlier.writes),
             sectors_written: self.sectors_written.saturating_sub(earlier.sectors_written),
             flushes: match (self.flushes, earlier.flushes) {
@@ -183,6 +189,8 @@ pub fn parse_block_stat(s: &str) -> Result<DevStat, String> {
         ));
     }
     Ok(DevStat {
+        reads: f[0],
+        sectors_read: f[2],
         writes: f[4],
         sectors_written: f[6],
         flushes: f.get(15).copied(),
@@ -566,6 +574,7 @@ mod tests {
         assert_eq!(s.writes, 16);
         assert_eq!(s.sectors_written, 32880);
         assert_eq!(s.flushes, Some(9));
+        assert_eq!((s.reads, s.sectors_read), (6, 192));
         assert!((s.kib() - 16440.0).abs() < 1e-9);
         // Pre-5.5 kernels: 15 fields, no flush counter.
         let old = "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15";

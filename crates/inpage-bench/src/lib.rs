@@ -148,6 +148,11 @@ pub struct MobibenchArgs {
     /// Seed of the key generators.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Updates write Mobibench's one fixed string (an update of a row that already holds
+    /// it changes nothing, and SQLite and the engine then skip the write) instead of a
+    /// value carrying the transaction number.
+    #[arg(long)]
+    pub fixed_update_value: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -210,7 +215,7 @@ pub struct AllArgs {
     pub method: MethodArgs,
     #[command(flatten)]
     pub lab: LabArgs,
-    /// Results folder (table.txt, results.json, plots/).
+    /// Results folder (table.txt, results.json, plots/, index.html).
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
     /// Transactions per round for mobibench and the floor.
@@ -374,6 +379,7 @@ fn mobibench_setup(a: &MobibenchArgs) -> Result<(Vec<Contender>, MobiParams), St
             random: a.random,
             threads: a.threads,
             seed: a.seed,
+            fixed_update_value: a.fixed_update_value,
         },
     ))
 }
@@ -429,6 +435,8 @@ pub fn make_lab(a: &LabArgs) -> Result<Lab, String> {
 
 fn session(l: &LabArgs, rounds: u32, trials: u64) -> Result<Session, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
+    // Checked before a lab is built, so a bad name costs no loop devices.
+    let profile = device::profile(&l.device)?;
     let lab = make_lab(l)?;
     if lab.name() == "none" {
         eprintln!(
@@ -436,18 +444,25 @@ fn session(l: &LabArgs, rounds: u32, trials: u64) -> Result<Session, String> {
              (engine: AccountingVfs, peers: /proc/self/io)"
         );
     }
-    Ok(Session::new(lab, rounds, trials, exe))
+    Ok(Session::new(lab, rounds, trials, exe).with_profile(profile))
 }
 
 /// Build the report of a finished session.
 pub fn finish(s: Session, baseline: &str) -> (Report, Vec<Option<f64>>) {
     s.finish_progress();
     let (results, dev) = s.collector.finish(baseline);
+    let sqlite = contender::sqlite_build().unwrap_or_else(|e| {
+        eprintln!("note: cannot read SQLite's compile options: {e}");
+        report::SqliteBuild::default()
+    });
     (
         Report {
             lab: s.lab.name().to_string(),
             rounds: s.rounds,
             baseline: baseline.to_string(),
+            device_profile: s.profile.name.to_string(),
+            model_note: report::model_note(s.profile.name),
+            sqlite,
             results,
         },
         dev,
@@ -487,6 +502,7 @@ fn run_all(a: &AllArgs) -> Result<(), String> {
         random: false,
         threads: 1,
         seed: 1,
+        fixed_update_value: false,
     };
     let rec = recovery_params(&a.recovery_records, 1200, 128, None)?;
     let rounds = a.method.rounds;
@@ -503,7 +519,8 @@ fn run_all(a: &AllArgs) -> Result<(), String> {
     print!("{t}");
     std::fs::write(a.out.join("table.txt"), &t).map_err(|e| format!("{}: {e}", a.out.display()))?;
     write_json(&r, &a.out.join("results.json"))?;
-    plots::write_all(&r, &a.out.join("plots"))?;
+    let files = plots::write_all(&r, &a.out.join("plots"))?;
+    plots::write_index(&r, &t, &files, &a.out)?;
     eprintln!("wrote {}", a.out.display());
     Ok(())
 }

@@ -25,7 +25,38 @@ pub struct Report {
     pub lab: String,
     pub rounds: u32,
     pub baseline: String,
+    /// The device profile of the modeled columns (`--device`; see `device`).
+    #[serde(default)]
+    pub device_profile: String,
+    /// What the `model_*` fields are (they are computed, not measured).
+    #[serde(default)]
+    pub model_note: String,
+    /// How the SQLite peer was built.
+    #[serde(default)]
+    pub sqlite: SqliteBuild,
     pub results: Vec<ResultRow>,
+}
+
+/// The bundled SQLite the peers run on: version, the extra compiler flags the project's
+/// build configuration passed (`LIBSQLITE3_FLAGS`, see `.cargo/config.toml`), and
+/// `PRAGMA compile_options` (which lists `SQLITE_*` options only, not `HAVE_FDATASYNC`;
+/// hence the flags field).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SqliteBuild {
+    pub version: String,
+    pub build_flags: String,
+    pub compile_options: Vec<String>,
+}
+
+/// The model note written into every report.
+pub fn model_note(profile: &str) -> String {
+    format!(
+        "model_* fields are MODELED, not measured: device profile '{profile}' applied to the \
+         row's exact device counters (data-carrying write requests, KiB written, flushes, read \
+         requests, KiB read; ext4 lab loop devices) plus the measured process CPU time per \
+         transaction; null where the lab has no device counters (lab 'none')"
+    )
 }
 
 /// Time split of one transaction, in microseconds (median over rounds).
@@ -59,6 +90,29 @@ pub struct ResultRow {
     pub sync_calls_per_txn: Option<f64>,
     pub latency_us: Option<Latency>,
     pub recovery_ms_median: Option<f64>,
+    /// Device write requests that carry data, per transaction (model input; ext4 lab).
+    #[serde(default)]
+    pub write_reqs_per_txn: Option<f64>,
+    /// Device read requests and KiB read per transaction (model input; ext4 lab).
+    #[serde(default)]
+    pub read_reqs_per_txn: Option<f64>,
+    #[serde(default)]
+    pub read_kib_per_txn: Option<f64>,
+    /// Measured process CPU time per transaction (user + system), µs.
+    #[serde(default)]
+    pub cpu_us_per_txn: Option<f64>,
+    /// MODELED: profile applied to the device counters, plus `cpu_us_per_txn` (median over
+    /// rounds of the per-round model).
+    #[serde(default)]
+    pub model_us_per_txn: Option<f64>,
+    /// MODELED: 1e6 / model µs, median over rounds, and per round.
+    #[serde(default)]
+    pub model_tx_per_s: Option<f64>,
+    #[serde(default)]
+    pub model_tx_per_s_rounds: Vec<f64>,
+    /// MODELED: `model_tx_per_s` ÷ the baseline's.
+    #[serde(default)]
+    pub model_ratio_to_baseline: Option<f64>,
 }
 
 /// What one round of one contender on one workload point measured.
@@ -74,6 +128,14 @@ pub struct Sample {
     pub sync_calls: Option<f64>,
     pub latency: Option<Latency>,
     pub recovery_ms: Option<f64>,
+    /// Data-carrying device write requests, read requests and KiB read (ext4 lab).
+    pub write_reqs: Option<f64>,
+    pub read_reqs: Option<f64>,
+    pub read_kib: Option<f64>,
+    /// Process CPU time per transaction, µs.
+    pub cpu_us: Option<f64>,
+    /// Modeled time per transaction, µs (device profile + `cpu_us`).
+    pub model_us: Option<f64>,
 }
 
 /// Identifies a workload point across contenders.
@@ -99,6 +161,15 @@ pub fn median(v: &[f64]) -> Option<f64> {
     } else {
         (s[n / 2 - 1] + s[n / 2]) / 2.0
     })
+}
+
+/// Modeled tx/s of each round that has a model.
+fn model_rounds(s: &[Sample]) -> Vec<f64> {
+    s.iter()
+        .filter_map(|x| x.model_us)
+        .filter(|us| *us > 0.0)
+        .map(|us| 1e6 / us)
+        .collect()
 }
 
 fn median_opt(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
@@ -134,6 +205,12 @@ impl Collector {
                     .and_then(|(_, s, _)| median(&s.iter().map(|x| x.tx_per_s).collect::<Vec<_>>()))
             };
             let base = med(baseline);
+            let model_med = |c: &str| {
+                list.iter()
+                    .find(|(n, _, _)| n == c)
+                    .and_then(|(_, s, _)| median(&model_rounds(s)))
+            };
+            let model_base = model_med(baseline);
             for (name, s, txns) in list {
                 let rounds: Vec<f64> = s.iter().map(|x| x.tx_per_s).collect();
                 let m = median(&rounds).unwrap_or(0.0);
@@ -165,6 +242,17 @@ impl Collector {
                     sync_calls_per_txn: median_opt(s.iter().map(|x| x.sync_calls)),
                     latency_us: lat,
                     recovery_ms_median: median_opt(s.iter().map(|x| x.recovery_ms)),
+                    write_reqs_per_txn: median_opt(s.iter().map(|x| x.write_reqs)),
+                    read_reqs_per_txn: median_opt(s.iter().map(|x| x.read_reqs)),
+                    read_kib_per_txn: median_opt(s.iter().map(|x| x.read_kib)),
+                    cpu_us_per_txn: median_opt(s.iter().map(|x| x.cpu_us)),
+                    model_us_per_txn: median_opt(s.iter().map(|x| x.model_us)),
+                    model_tx_per_s: median(&model_rounds(s)),
+                    model_tx_per_s_rounds: model_rounds(s),
+                    model_ratio_to_baseline: match (median(&model_rounds(s)), model_base) {
+                        (Some(m), Some(b)) if b > 0.0 => Some(m / b),
+                        _ => None,
+                    },
                 });
                 dev.push(median_opt(s.iter().map(|x| x.dev_writes)));
             }
@@ -195,6 +283,28 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
             "; KiB/writes/flushes = loop-device counters"
         }
     );
+    if !r.sqlite.version.is_empty() {
+        let _ = writeln!(
+            out,
+            "sqlite {} built with LIBSQLITE3_FLAGS='{}'; compile_options: {}",
+            r.sqlite.version,
+            r.sqlite.build_flags,
+            r.sqlite.compile_options.join(" ")
+        );
+    }
+    if !r.device_profile.is_empty() {
+        let _ = writeln!(
+            out,
+            "columns M:us, M:tx/s, M:ratio are MODELED (device profile '{}' applied to the \
+             device counters + measured process CPU 'pcpu_us'{}); all other columns are measured",
+            r.device_profile,
+            if r.lab == "none" {
+                "; lab 'none' has no device counters, so they are empty"
+            } else {
+                ""
+            }
+        );
+    }
     let head = [
         "workload",
         "op",
@@ -212,6 +322,10 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
         "wr_us",
         "sync_us",
         "recov_ms",
+        "pcpu_us",
+        "M:us",
+        "M:tx/s",
+        "M:ratio",
     ];
     let mut cells: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for (i, x) in r.results.iter().enumerate() {
@@ -232,6 +346,10 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
             f(x.latency_us.map(|l| l.write), 0),
             f(x.latency_us.map(|l| l.sync), 0),
             f(x.recovery_ms_median, 2),
+            f(x.cpu_us_per_txn, 0),
+            f(x.model_us_per_txn, 0),
+            f(x.model_tx_per_s, 1),
+            f(x.model_ratio_to_baseline, 2),
         ]);
     }
     let ncol = head.len();
@@ -293,6 +411,14 @@ mod tests {
                 sync: 300.0,
             }),
             recovery_ms_median: None,
+            write_reqs_per_txn: Some(3.0),
+            read_reqs_per_txn: Some(0.0),
+            read_kib_per_txn: Some(0.0),
+            cpu_us_per_txn: Some(40.0),
+            model_us_per_txn: Some(2000.0),
+            model_tx_per_s: Some(500.0),
+            model_tx_per_s_rounds: vec![500.0, 499.0, 501.0],
+            model_ratio_to_baseline: Some(1.0),
         }
     }
 
@@ -302,6 +428,13 @@ mod tests {
             lab: "ext4".into(),
             rounds: 3,
             baseline: "sqlite-wal".into(),
+            device_profile: "emmc".into(),
+            model_note: model_note("emmc"),
+            sqlite: SqliteBuild {
+                version: "3.50.0".into(),
+                build_flags: "-DHAVE_FDATASYNC=1".into(),
+                compile_options: vec!["THREADSAFE=1".into()],
+            },
             results: vec![row()],
         };
         let s = serde_json::to_string_pretty(&r).unwrap();
@@ -313,7 +446,23 @@ mod tests {
             k.sort();
             k
         };
-        assert_eq!(keys(&v), ["baseline", "lab", "results", "rounds"]);
+        assert_eq!(
+            keys(&v),
+            [
+                "baseline",
+                "device_profile",
+                "lab",
+                "model_note",
+                "results",
+                "rounds",
+                "sqlite"
+            ]
+        );
+        assert_eq!(
+            keys(&v["sqlite"]),
+            ["build_flags", "compile_options", "version"]
+        );
+        assert!(v["model_note"].as_str().unwrap().contains("MODELED"));
         let row = &v["results"][0];
         let mut want = vec![
             "contender",
@@ -331,6 +480,14 @@ mod tests {
             "sync_calls_per_txn",
             "latency_us",
             "recovery_ms_median",
+            "write_reqs_per_txn",
+            "read_reqs_per_txn",
+            "read_kib_per_txn",
+            "cpu_us_per_txn",
+            "model_us_per_txn",
+            "model_tx_per_s",
+            "model_tx_per_s_rounds",
+            "model_ratio_to_baseline",
         ];
         want.sort();
         assert_eq!(keys(row), want);
@@ -355,13 +512,13 @@ mod tests {
             op: "insert".into(),
             ops_per_txn: 1,
         };
-        for (name, tps) in [
-            ("a", 100.0),
-            ("b", 50.0),
-            ("a", 300.0),
-            ("b", 60.0),
-            ("a", 200.0),
-            ("b", 70.0),
+        for (name, tps, model_us) in [
+            ("a", 100.0, 1000.0),
+            ("b", 50.0, 4000.0),
+            ("a", 300.0, 1000.0),
+            ("b", 60.0, 4000.0),
+            ("a", 200.0, 1250.0),
+            ("b", 70.0, 2000.0),
         ] {
             c.add(
                 p.clone(),
@@ -370,6 +527,7 @@ mod tests {
                 Sample {
                     tx_per_s: tps,
                     flushes: if name == "a" { Some(1.0) } else { None },
+                    model_us: Some(model_us),
                     ..Sample::default()
                 },
             );
@@ -383,6 +541,12 @@ mod tests {
         assert_eq!(rows[1].ratio_to_baseline, Some(1.0));
         assert_eq!(rows[0].flushes_per_txn, Some(1.0));
         assert_eq!(rows[1].flushes_per_txn, None);
+        // Modeled: per-round 1e6/us, medians, ratio of modeled medians.
+        assert_eq!(rows[0].model_tx_per_s_rounds, vec![1000.0, 1000.0, 800.0]);
+        assert_eq!(rows[0].model_tx_per_s, Some(1000.0));
+        assert_eq!(rows[1].model_tx_per_s, Some(250.0));
+        assert_eq!(rows[0].model_ratio_to_baseline, Some(4.0));
+        assert_eq!(rows[0].model_us_per_txn, Some(1000.0));
         let (rows, _) = c.finish("missing");
         assert_eq!(rows[0].ratio_to_baseline, None);
         let t = table(
@@ -390,10 +554,15 @@ mod tests {
                 lab: "none".into(),
                 rounds: 3,
                 baseline: "b".into(),
+                device_profile: "emmc".into(),
+                model_note: String::new(),
+                sqlite: SqliteBuild::default(),
                 results: rows,
             },
             &[],
         );
         assert!(t.contains("tx/s") && t.contains("200.0"), "{t}");
+        assert!(t.contains("MODELED (device profile 'emmc'"), "{t}");
+        assert!(t.contains("M:tx/s") && t.contains("1000.0"), "{t}");
     }
 }

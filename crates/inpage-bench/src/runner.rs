@@ -11,6 +11,14 @@
 //! - A trial that fails or panics aborts the run with the contender's name: partial
 //!   results would silently compare different sets of contenders.
 //! - Per-transaction numbers divide by the transactions of all threads together.
+//! - The modeled time of a round (`Sample::model_us`) is a pure function of that round's
+//!   device counters and its process CPU time over the same window, so rounds that do
+//!   the same I/O model the same time up to the CPU time's noise. With several threads
+//!   the model is serial (all threads' requests and CPU, per transaction): it ranks
+//!   schemes by the device work they cause, not by how well they overlap.
+//! - Every measured update writes a value no row holds yet (it carries the transaction
+//!   number), unless `fixed_update_value` asks for Mobibench's single string: otherwise a
+//!   store that skips unchanged cells (SQLite, the engine) would skip work the others do.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -21,10 +29,11 @@ use indicatif::{ProgressBar, ProgressStyle};
 use inpage::vfs::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, OsVfs, Vfs};
 
 use crate::contender::{Contender, FloorMode, FloorStore, Kind, Store};
+use crate::device::{DeviceCounters, Profile};
 use crate::lab::{check_interrupted, read_proc_io, settle, DevStat, Lab, ProcIo};
 use crate::recovery::{calibrate_engine_writes, crash_child, ChildSpec};
 use crate::report::{Collector, Latency, Point, Sample};
-use crate::workload::{mobibench_plan, mobibench_value, Op, Plan};
+use crate::workload::{mobibench_plan, mobibench_value, update_value, Op, Plan};
 
 /// How long a recovery child may take to reach its stop point.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
@@ -40,6 +49,8 @@ pub struct Session {
     caches_dropped: Option<bool>,
     pub collector: Collector,
     order: u32,
+    /// The device profile of the modeled columns.
+    pub profile: Profile,
 }
 
 impl Session {
@@ -60,7 +71,14 @@ impl Session {
             caches_dropped: None,
             collector: Collector::default(),
             order: 0,
+            profile: crate::device::profiles().swap_remove(0),
         }
+    }
+
+    /// Use `p` for the modeled columns (default: the first profile, emmc).
+    pub fn with_profile(mut self, p: Profile) -> Session {
+        self.profile = p;
+        self
     }
 
     /// A new, empty directory for one trial.
@@ -102,6 +120,18 @@ struct Probe {
     dev: Option<(DevStat, DevStat)>,
     io: Option<ProcIo>,
     acct: IoStatsSnapshot,
+    /// Process CPU time (all threads, user + system).
+    cpu: Duration,
+}
+
+/// CPU time the whole process has used: every contender's work (and any helper thread
+/// an engine starts) runs in this process, so the same clock serves engine and peers.
+fn process_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
@@ -109,11 +139,21 @@ fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
         dev: lab.dev_stats()?,
         io: read_proc_io(),
         acct: stats.snapshot(),
+        cpu: process_cpu(),
     })
 }
 
-/// Turn two probes around a window into per-transaction numbers.
-fn sample(accounted: bool, a: &Probe, b: &Probe, wall: Duration, ntx: u64, threads: u32) -> Sample {
+/// Turn two probes around a window into per-transaction numbers; `profile` gives the
+/// modeled time.
+fn sample(
+    accounted: bool,
+    a: &Probe,
+    b: &Probe,
+    wall: Duration,
+    ntx: u64,
+    threads: u32,
+    profile: &Profile,
+) -> Sample {
     let n = ntx.max(1) as f64;
     let acct = b.acct.delta(&a.acct);
     let io = match (a.io, b.io) {
@@ -168,8 +208,15 @@ fn sample(accounted: bool, a: &Probe, b: &Probe, wall: Duration, ntx: u64, threa
         (io.map(|x| x.syscw as f64 / n), None, None)
     };
     let secs = wall.as_secs_f64().max(1e-9);
+    let cpu_us = b.cpu.saturating_sub(a.cpu).as_secs_f64() * 1e6 / n;
+    let counters = dev.and_then(|(d, j)| DeviceCounters::from_lab(&d, &j, n));
     Sample {
         tx_per_s: ntx as f64 / secs,
+        write_reqs: counters.map(|c| c.write_reqs),
+        read_reqs: counters.map(|c| c.read_reqs),
+        read_kib: counters.map(|c| c.read_kib),
+        cpu_us: Some(cpu_us),
+        model_us: counters.map(|c| profile.model_us(&c, cpu_us)),
         data_kib,
         journal_kib,
         dev_writes,
@@ -208,6 +255,14 @@ pub fn rotation(n: usize, r: u32) -> impl Iterator<Item = usize> {
     (0..n).map(move |i| (i + s) % n)
 }
 
+/// Value size, threads and update values of one trial.
+#[derive(Clone, Copy, Debug)]
+struct TrialShape {
+    value_size: usize,
+    threads: u32,
+    fixed_update_value: bool,
+}
+
 type Opener<'a> = &'a dyn Fn(&Path, &Arc<IoStats>) -> Result<Box<dyn Store>, String>;
 
 /// One measured trial: `threads` databases set up with `plan.preload`, then `plan.txns`
@@ -218,13 +273,25 @@ fn txn_trial(
     open: Opener<'_>,
     accounted: bool,
     plan: &Plan,
-    value_size: usize,
-    threads: u32,
+    shape: TrialShape,
 ) -> Result<Sample, String> {
+    let TrialShape {
+        value_size,
+        threads,
+        fixed_update_value,
+    } = shape;
     let dir = s.fresh_dir(label)?;
     let stats = Arc::new(IoStats::new());
     let load_v = mobibench_value(value_size, false);
-    let op_v = mobibench_value(value_size, plan.op == Op::Update);
+    // One value per transaction, built before the window opens.
+    let values: Vec<Vec<u8>> = if plan.op == Op::Update && !fixed_update_value {
+        (0..plan.txns.len() as u64)
+            .map(|t| update_value(value_size, t))
+            .collect()
+    } else {
+        vec![mobibench_value(value_size, plan.op == Op::Update)]
+    };
+    let op_v = |t: usize| -> &[u8] { &values[t.min(values.len() - 1)] };
     let dirs: Vec<PathBuf> = (0..threads).map(|t| dir.join(format!("t{t}"))).collect();
     for d in &dirs {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -240,9 +307,9 @@ fn txn_trial(
     let before = probe(&s.lab, &stats)?;
     let wall = if stores.len() == 1 {
         let t0 = Instant::now();
-        for keys in &plan.txns {
+        for (t, keys) in plan.txns.iter().enumerate() {
             check_interrupted()?;
-            stores[0].txn(plan.op, keys, &op_v)?;
+            stores[0].txn(plan.op, keys, op_v(t))?;
         }
         t0.elapsed()
     } else {
@@ -254,9 +321,9 @@ fn txn_trial(
                     let (barrier, op_v) = (&barrier, &op_v);
                     sc.spawn(move || -> Result<(), String> {
                         barrier.wait();
-                        for keys in &plan.txns {
+                        for (t, keys) in plan.txns.iter().enumerate() {
                             check_interrupted()?;
-                            st.txn(plan.op, keys, op_v)?;
+                            st.txn(plan.op, keys, op_v(t))?;
                         }
                         Ok(())
                     })
@@ -280,7 +347,7 @@ fn txn_trial(
         st.close()?;
     }
     let ntx = plan.txns.len() as u64 * u64::from(threads);
-    let out = sample(accounted, &before, &after, wall, ntx, threads);
+    let out = sample(accounted, &before, &after, wall, ntx, threads, &s.profile);
     // Keep the lab file system small; its deletion I/O lands before the next settle.
     std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(out)
@@ -296,6 +363,9 @@ pub struct MobiParams {
     pub random: bool,
     pub threads: u32,
     pub seed: u64,
+    /// Write Mobibench's one fixed string in every update (rows often unchanged) instead
+    /// of a value carrying the transaction number.
+    pub fixed_update_value: bool,
 }
 
 impl MobiParams {
@@ -330,8 +400,11 @@ pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Resul
                         &open,
                         c.accounted(),
                         plan,
-                        p.value_size,
-                        p.threads,
+                        TrialShape {
+                            value_size: p.value_size,
+                            threads: p.threads,
+                            fixed_update_value: p.fixed_update_value,
+                        },
                     )
                 })?;
                 s.collector.add(
@@ -370,7 +443,14 @@ pub fn run_floor(s: &mut Session, txns: u64) -> Result<(), String> {
                 ));
                 Ok(Box::new(FloorStore::open(d, m, vfs)?))
             };
-            let smp = guarded("floor", || txn_trial(s, "floor", &open, true, &plan, 0, 1))?;
+            let smp = guarded("floor", || {
+                let shape = TrialShape {
+                    value_size: 0,
+                    threads: 1,
+                    fixed_update_value: false,
+                };
+                txn_trial(s, "floor", &open, true, &plan, shape)
+            })?;
             s.collector.add(pts[mi].clone(), "floor", txns, smp);
             s.pb.inc(1);
         }
@@ -498,7 +578,7 @@ fn recovery_trial(
         });
     }
     st.close()?;
-    let mut smp = sample(c.accounted(), &before, &after, wall, 1, 1);
+    let mut smp = sample(c.accounted(), &before, &after, wall, 1, 1, &s.profile);
     let ms = wall.as_secs_f64() * 1000.0;
     smp.recovery_ms = Some(ms);
     smp.tx_per_s = 1000.0 / ms.max(1e-6);
@@ -532,6 +612,7 @@ mod tests {
             dev: Some((zero, zero)),
             io: None,
             acct: stats.snapshot(),
+            cpu: Duration::from_micros(1000),
         };
         stats.record(IoKind::Write, 8192, 2_000_000);
         stats.record(IoKind::Sync, 0, 5_000_000);
@@ -541,17 +622,21 @@ mod tests {
                     writes: 4,
                     sectors_written: 32,
                     flushes: Some(2),
+                    ..DevStat::default()
                 },
                 DevStat {
                     writes: 2,
                     sectors_written: 16,
                     flushes: Some(2),
+                    ..DevStat::default()
                 },
             )),
             io: None,
             acct: stats.snapshot(),
+            cpu: Duration::from_micros(1100),
         };
-        let s = sample(true, &a, &b, Duration::from_millis(10), 2, 1);
+        let p = crate::device::profile("emmc").unwrap();
+        let s = sample(true, &a, &b, Duration::from_millis(10), 2, 1, &p);
         assert_eq!(s.tx_per_s, 200.0);
         assert_eq!(s.data_kib, Some(8.0));
         assert_eq!(s.journal_kib, Some(4.0));
@@ -561,8 +646,29 @@ mod tests {
         let l = s.latency.unwrap();
         assert_eq!((l.write, l.sync), (1000.0, 2500.0));
         assert!((l.compute - 1500.0).abs() < 1e-9);
-        let peer = sample(false, &a, &b, Duration::from_millis(10), 2, 1);
+        // Model inputs: (4 - 2 empty flush writes + 2) / 2 = 2 data writes, 12 KiB, 2
+        // flushes per transaction, 50 us of CPU.
+        assert_eq!(s.write_reqs, Some(2.0));
+        assert_eq!(s.cpu_us, Some(50.0));
+        let c = DeviceCounters {
+            write_reqs: 2.0,
+            write_kib: 12.0,
+            flushes: 2.0,
+            ..DeviceCounters::default()
+        };
+        assert!((s.model_us.unwrap() - p.model_us(&c, 50.0)).abs() < 1e-9);
+        let peer = sample(false, &a, &b, Duration::from_millis(10), 2, 1, &p);
         assert_eq!(peer.latency, None);
         assert_eq!(peer.sync_calls, None);
+        assert_eq!(
+            peer.model_us, s.model_us,
+            "the model does not depend on accounting"
+        );
+        // No device counters (lab none): no model.
+        let none_a = Probe { dev: None, ..a };
+        let none_b = Probe { dev: None, ..b };
+        let n = sample(true, &none_a, &none_b, Duration::from_millis(10), 2, 1, &p);
+        assert_eq!((n.model_us, n.write_reqs), (None, None));
+        assert_eq!(n.cpu_us, Some(50.0));
     }
 }

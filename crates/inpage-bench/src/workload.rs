@@ -12,7 +12,8 @@
 //!   (n = operations in the run); update keys are `rand() % rows + 1` from a generator
 //!   seeded per transaction (so a run repeats exactly); delete keys are distinct existing
 //!   rows. Every transaction's keys exist (update/delete) or do not yet exist (insert) when
-//!   it runs, so each operation really changes the table.
+//!   it runs, so each operation really changes the table; an update writes a value that
+//!   carries its transaction number (`update_value`), so it changes the row's bytes too.
 
 use std::fmt;
 
@@ -166,6 +167,19 @@ pub fn mobibench_value(size: usize, update: bool) -> Vec<u8> {
     pat.iter().copied().cycle().take(size).collect()
 }
 
+/// The value measured update number `txn` writes: Mobibench's update string of `size`
+/// bytes with the transaction number (decimal, zero-padded) over its first bytes, so
+/// every update transaction writes bytes no row holds yet and must really write, while
+/// its length (and so every row's size) stays Mobibench's. Wraps only after 10^20 - 1.
+pub fn update_value(size: usize, txn: u64) -> Vec<u8> {
+    let mut v = mobibench_value(size, true);
+    let digits = format!("{txn:020}");
+    let n = size.min(digits.len());
+    // The low-order digits when the value is shorter than the number.
+    v[..n].copy_from_slice(&digits.as_bytes()[digits.len() - n..]);
+    v
+}
+
 /// Parse a comma list of positive integers ("1,2,4,8,16").
 pub fn parse_counts(v: &[u32], what: &str, max: u32) -> Result<Vec<u32>, String> {
     if v.is_empty() {
@@ -251,6 +265,25 @@ mod tests {
         assert_eq!(mobibench_value(128, false).len(), 128);
         assert_eq!(&mobibench_value(128, true)[100..], &UPDATE_PATTERN[..28]);
         assert!(mobibench_value(300, true).is_ascii());
+    }
+
+    #[test]
+    fn update_values_change_every_transaction() {
+        let load = mobibench_value(100, false);
+        let mut seen = HashSet::new();
+        for t in 0..2000 {
+            let v = update_value(100, t);
+            assert_eq!(v.len(), 100);
+            assert!(v.is_ascii());
+            assert_ne!(v, load, "an update changes the preloaded row");
+            assert!(seen.insert(v), "txn {t}: value repeated");
+        }
+        assert_eq!(&update_value(100, 42)[..20], b"00000000000000000042");
+        assert_eq!(&update_value(100, 42)[20..], &UPDATE_PATTERN[20..]);
+        // Short values keep the low-order digits, so neighbours still differ.
+        assert_ne!(update_value(4, 7), update_value(4, 8));
+        assert_eq!(update_value(4, 12345), b"2345");
+        assert_eq!(update_value(1, 9), b"9");
     }
 
     #[test]

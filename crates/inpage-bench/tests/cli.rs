@@ -3,9 +3,18 @@
 //! of the peers, and the recovery benchmark with its crashing child process.
 
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 
 use inpage_bench::pages::KeyOrder;
 use inpage_bench::report::Report;
+
+/// Tests here run one at a time: the determinism test compares CPU time between two runs,
+/// which other bench processes running beside it would disturb.
+static LOCK: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn bench(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_inpage-bench-dev"))
@@ -22,6 +31,7 @@ fn err_line(o: &std::process::Output) -> String {
 
 #[test]
 fn bad_arguments_are_one_line_errors() {
+    let _serial = serial();
     let e = err_line(&bench(&[
         "mobibench",
         "--contenders",
@@ -70,6 +80,7 @@ fn bad_arguments_are_one_line_errors() {
 
 #[test]
 fn plain_directory_run_reports_syscall_level_only() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
     let plots = dir.path().join("plots");
@@ -114,6 +125,123 @@ fn plain_directory_run_reports_syscall_level_only() {
     assert_eq!(floor.write_calls_per_txn, Some(1.0));
     assert!(plots.join("throughput_update.svg").exists());
     assert!(plots.join("latency_delete_k4.svg").exists());
+    // No device counters in lab none: nothing is modeled, the report says under which
+    // profile it would be, and CPU time is still measured.
+    assert_eq!(r.device_profile, "emmc");
+    assert!(r.model_note.contains("MODELED") && r.model_note.contains("null"));
+    assert!(
+        r.sqlite.build_flags.contains("-DHAVE_FDATASYNC=1"),
+        "{:?}",
+        r.sqlite
+    );
+    assert!(
+        table.contains("built with LIBSQLITE3_FLAGS='-DHAVE_FDATASYNC=1'"),
+        "{table}"
+    );
+    for x in &r.results {
+        assert!(x.model_tx_per_s.is_none() && x.model_us_per_txn.is_none());
+        assert!(x.model_tx_per_s_rounds.is_empty());
+        assert!(x.cpu_us_per_txn.is_some_and(|c| c > 0.0), "{}", x.contender);
+    }
+    assert!(!plots.join("model_update_k1.svg").exists());
+    assert!(plots.join("tps_update_k1.svg").exists());
+}
+
+#[test]
+fn device_profile_is_checked_and_reported() {
+    let _serial = serial();
+    let e = err_line(&bench(&["floor", "--lab", "none", "--device", "floppy"]));
+    assert!(
+        e.contains("unknown device profile 'floppy'") && e.contains("ufs"),
+        "{e}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = bench(&[
+        "floor",
+        "--lab",
+        "none",
+        "--device",
+        "ufs",
+        "--txns",
+        "5",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.device_profile, "ufs");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("device profile 'ufs'"));
+}
+
+/// Determinism of the model: two runs of the same small Mobibench on the ext4 lab give
+/// every contender's `model_tx_per_s` within ±2 %, whatever the measured tx/s do. Needs
+/// root and loop devices (skipped with the reason otherwise).
+#[test]
+fn modeled_throughput_repeats_within_two_percent() {
+    let _serial = serial();
+    if let Err(why) = inpage_bench::lab::ext4_available() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let run = |i: u32| -> Report {
+        let json = dir.path().join(format!("r{i}.json"));
+        let o = bench(&[
+            "mobibench",
+            "--lab",
+            "ext4",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--lab-mib",
+            "64",
+            "--device",
+            "emmc",
+            "--contenders",
+            "dhl-cc,wal,sqlite-wal-r,sqlite-off,floor",
+            "--baseline",
+            "floor",
+            "--op",
+            "update",
+            "--txns",
+            "100",
+            "--rounds",
+            "3",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+    let (a, b) = (run(1), run(2));
+    assert_eq!(a.results.len(), 5);
+    for (x, y) in a.results.iter().zip(&b.results) {
+        assert_eq!(x.contender, y.contender);
+        let (mx, my) = (x.model_tx_per_s.unwrap(), y.model_tx_per_s.unwrap());
+        let dev = (mx / my - 1.0).abs();
+        eprintln!(
+            "{}: modeled {mx:.1} vs {my:.1} ({:.2} %), measured {:.1} vs {:.1}; \
+             cpu {:?} vs {:?} us, write reqs {:?} vs {:?}, flushes {:?} vs {:?}",
+            x.contender,
+            dev * 100.0,
+            x.tx_per_s_median,
+            y.tx_per_s_median,
+            x.cpu_us_per_txn.map(|c| c.round()),
+            y.cpu_us_per_txn.map(|c| c.round()),
+            x.write_reqs_per_txn,
+            y.write_reqs_per_txn,
+            x.flushes_per_txn,
+            y.flushes_per_txn
+        );
+        assert!(dev <= 0.02, "{}: {mx} vs {my}", x.contender);
+        // Every update changes its row: exactly one flush each for the single-sync ones.
+        if ["dhl-cc", "floor", "sqlite-off"].contains(&x.contender.as_str()) {
+            let f = x.flushes_per_txn.unwrap();
+            assert!((0.99..=1.1).contains(&f), "{}: {f} flushes", x.contender);
+        }
+    }
 }
 
 /// Run `bench recovery` in lab `none` with a 300-row table, one round, and the given
@@ -146,6 +274,7 @@ fn recovery_report(contenders: &str, records: &str, extra: &[&str]) -> Report {
 
 #[test]
 fn recovery_kills_a_child_mid_transaction() {
+    let _serial = serial();
     let r = recovery_report(
         "delete,wal,sqlite-delete,sqlite-wal,redb,lmdb,floor",
         "1,16",
@@ -164,6 +293,7 @@ fn recovery_kills_a_child_mid_transaction() {
 /// in the workload name; the DHL default mode recovers (nothing lost, nothing leaked).
 #[test]
 fn recovery_with_a_warm_cache_is_reported_apart() {
+    let _serial = serial();
     let r = recovery_report("dhl-cc,dhl-tc,sqlite-wal", "1,4", &["--cache", "warm"]);
     assert_eq!(r.results.len(), 2 * 3);
     for x in &r.results {
@@ -203,6 +333,7 @@ fn pages_json(extra: &[&str]) -> inpage_bench::pages::PagesReport {
 /// does, and the JSON matches what was asked.
 #[test]
 fn pages_measures_stock_vs_dhl() {
+    let _serial = serial();
     let r = pages_json(&[]);
     assert_eq!((r.records, r.page_size, r.key_bytes), (600, 4096, 8));
     assert_eq!(r.modes, ["off", "dhl-cc"]);
@@ -244,6 +375,7 @@ fn pages_measures_stock_vs_dhl() {
 
 #[test]
 fn pages_rejects_bad_arguments() {
+    let _serial = serial();
     let e = err_line(&bench(&["pages", "--sizes", "8,0"]));
     assert!(e.contains("--sizes: 0 is out of range"), "{e}");
     let e = err_line(&bench(&["pages", "--sizes", "5000"]));

@@ -488,3 +488,57 @@ fn dhl_direct_writes_on_real_files() {
     let db = Database::open(&p2, Config::default().journal_mode(JournalMode::Wal)).unwrap();
     assert!(!db.direct_writes());
 }
+
+/// Replacing a value by identical bytes dirties no page and makes the commit free, in
+/// stock and DHL layouts alike (inline and overflow values); a changed value still writes.
+#[test]
+fn identical_replacement_writes_nothing() {
+    use inpage::vfs::{AccountingVfs, IoKind, Vfs};
+    for mode in JournalMode::ALL {
+        let sim = SimVfs::new();
+        let acc = Arc::new(AccountingVfs::new(Arc::new(sim.clone())));
+        let stats = acc.stats();
+        let vfs: Arc<dyn Vfs> = acc;
+        let db = Database::open(DB, sim_config(&sim, mode, 4096).vfs(vfs)).unwrap();
+        let big = value_for(1000, 1, 10_000);
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Int).unwrap();
+        for k in 1..=50 {
+            w.insert(&t, k, &value_for(k, 1, 100)).unwrap();
+        }
+        w.insert(&t, 1000, &big).unwrap();
+        w.commit().unwrap();
+        let fcc = db.fcc();
+
+        let before = stats.snapshot();
+        let mut w = db.begin_write().unwrap();
+        let old = w.insert(&t, 7, &value_for(7, 1, 100)).unwrap();
+        assert_eq!(old, Some(value_for(7, 1, 100)), "{mode}");
+        assert_eq!(
+            w.insert(&t, 1000, &big).unwrap(),
+            Some(big.clone()),
+            "{mode}"
+        );
+        assert_eq!(
+            w.dirty_pages(),
+            0,
+            "{mode}: identical values dirtied a page"
+        );
+        w.commit().unwrap();
+        let d = stats.snapshot().delta(&before);
+        assert_eq!(d.get(IoKind::Write).calls, 0, "{mode}: a page was written");
+        assert_eq!(d.total().calls, 0, "{mode}: the commit did I/O");
+        assert_eq!(db.fcc(), fcc, "{mode}: nothing committed, the FCC stays");
+
+        // The same key with one byte changed is a real update.
+        let mut changed = value_for(7, 1, 100);
+        changed[99] ^= 1;
+        let mut w = db.begin_write().unwrap();
+        w.insert(&t, 7, &changed).unwrap();
+        assert!(w.dirty_pages() >= 1, "{mode}");
+        w.commit().unwrap();
+        assert!(stats.snapshot().delta(&before).get(IoKind::Write).calls >= 1);
+        assert_eq!(db.get("t", 7).unwrap(), Some(changed), "{mode}");
+        assert_checks(&db);
+    }
+}

@@ -20,6 +20,10 @@
 //! Redistribution is a merge followed by such a split of two pages, one of them under a
 //! third full, so the same bound applies.
 //!
+//! An insert whose key holds exactly the new bytes already returns before anything is
+//! written: an identical replacement must not dirty a page (it would cost a page write,
+//! a DHL version and a sync for no change), as SQLite skips a cell that does not change.
+//!
 //! # DHL: relocation and the root pointer
 //!
 //! A DHL write keeps the page's committed version and must fit the new one next to it
@@ -424,6 +428,29 @@ fn take_value(store: &mut dyn PageWrite, p: &CellArray, i: usize) -> Result<Vec<
     Ok(value)
 }
 
+/// `Some(value)` when `key` is in `leaf` with exactly `value` (read only; an overflow
+/// value is compared only when its length matches).
+fn unchanged_value(
+    store: &dyn PageWrite,
+    leaf: &Step,
+    cmp: &CmpFn,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    let p = leaf.view();
+    let Ok(i) = p.search(key, cmp)? else {
+        return Ok(None);
+    };
+    let same = match p.payload(i)? {
+        Payload::Inline(v) => v == value,
+        Payload::Overflow { len, first } => {
+            len as usize == value.len()
+                && read_payload(store, leaf.pgno, Payload::Overflow { len, first })? == value
+        }
+    };
+    Ok(same.then(|| value.to_vec()))
+}
+
 pub(crate) fn insert(
     store: &mut dyn PageWrite,
     root: Pgno,
@@ -449,6 +476,12 @@ pub(crate) fn insert(
     }
     let path = descend(store, root, cmp, key)?;
     let leaf = path.last().expect("descend returns at least the root");
+    if let Some(same) = unchanged_value(store, leaf, cmp, key, value)? {
+        // Replacing a value by the same bytes changes nothing, so nothing is written: no
+        // page is dirtied (hence no page write, no DHL slot header, no txn_size count and
+        // no sync on its account), as SQLite skips a cell whose bytes do not change.
+        return Ok(Some(same));
+    }
     if f.is_dhl() {
         // DHL pages are rebuilt, never edited in place: reshape the node and let balance
         // write it (and relocate it if need be).
