@@ -153,6 +153,12 @@ pub struct MobibenchArgs {
     /// value carrying the transaction number.
     #[arg(long)]
     pub fixed_update_value: bool,
+    /// Transactions of the same workload run before the measured window opens (not
+    /// measured), so side files are in their steady state — e.g. a WAL past its first
+    /// checkpoint and reused, as in an app's database that is in use. 0 = Mobibench's
+    /// cold start.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -380,6 +386,7 @@ fn mobibench_setup(a: &MobibenchArgs) -> Result<(Vec<Contender>, MobiParams), St
             threads: a.threads,
             seed: a.seed,
             fixed_update_value: a.fixed_update_value,
+            warmup: a.warmup,
         },
     ))
 }
@@ -503,6 +510,7 @@ fn run_all(a: &AllArgs) -> Result<(), String> {
         threads: 1,
         seed: 1,
         fixed_update_value: false,
+        warmup: 0,
     };
     let rec = recovery_params(&a.recovery_records, 1200, 128, None)?;
     let rounds = a.method.rounds;

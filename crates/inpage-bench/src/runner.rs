@@ -33,7 +33,7 @@ use crate::device::{DeviceCounters, Profile};
 use crate::lab::{check_interrupted, read_proc_io, settle, DevStat, Lab, ProcIo};
 use crate::recovery::{calibrate_engine_writes, crash_child, ChildSpec};
 use crate::report::{Collector, Latency, Point, Sample};
-use crate::workload::{mobibench_plan, mobibench_value, update_value, Op, Plan};
+use crate::workload::{mobibench_value, update_value, Op, Plan};
 
 /// How long a recovery child may take to reach its stop point.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
@@ -304,12 +304,20 @@ fn txn_trial(
         .iter()
         .map(|d| open(d, &stats))
         .collect::<Result<Vec<_>, _>>()?;
+    // The warm-up: unmeasured, before the window opens, on every database.
+    for st in stores.iter_mut() {
+        for (t, keys) in plan.txns[..plan.warmup].iter().enumerate() {
+            check_interrupted()?;
+            st.txn(plan.op, keys, op_v(t))?;
+        }
+    }
+    let first = plan.warmup;
     let before = probe(&s.lab, &stats)?;
     let wall = if stores.len() == 1 {
         let t0 = Instant::now();
-        for (t, keys) in plan.txns.iter().enumerate() {
+        for (t, keys) in plan.measured().iter().enumerate() {
             check_interrupted()?;
-            stores[0].txn(plan.op, keys, op_v(t))?;
+            stores[0].txn(plan.op, keys, op_v(first + t))?;
         }
         t0.elapsed()
     } else {
@@ -321,9 +329,9 @@ fn txn_trial(
                     let (barrier, op_v) = (&barrier, &op_v);
                     sc.spawn(move || -> Result<(), String> {
                         barrier.wait();
-                        for (t, keys) in plan.txns.iter().enumerate() {
+                        for (t, keys) in plan.measured().iter().enumerate() {
                             check_interrupted()?;
-                            st.txn(plan.op, keys, op_v(t))?;
+                            st.txn(plan.op, keys, op_v(first + t))?;
                         }
                         Ok(())
                     })
@@ -346,7 +354,7 @@ fn txn_trial(
     for st in stores {
         st.close()?;
     }
-    let ntx = plan.txns.len() as u64 * u64::from(threads);
+    let ntx = plan.measured().len() as u64 * u64::from(threads);
     let out = sample(accounted, &before, &after, wall, ntx, threads, &s.profile);
     // Keep the lab file system small; its deletion I/O lands before the next settle.
     std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -366,6 +374,8 @@ pub struct MobiParams {
     /// Write Mobibench's one fixed string in every update (rows often unchanged) instead
     /// of a value carrying the transaction number.
     pub fixed_update_value: bool,
+    /// Unmeasured transactions of the same workload before the measured window.
+    pub warmup: u64,
 }
 
 impl MobiParams {
@@ -380,7 +390,8 @@ pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Resul
     for &op in &p.ops {
         for &k in &p.ops_per_txn {
             let pt = s.next_point("mobibench", op.name(), k);
-            points.push((op, k, pt, mobibench_plan(op, p.txns, k, p.random, p.seed)));
+            let plan = Plan::with_warmup(op, p.warmup, p.txns, k, p.random, p.seed);
+            points.push((op, k, pt, plan));
         }
     }
     for round in 0..s.rounds {
@@ -410,7 +421,7 @@ pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Resul
                 s.collector.add(
                     pt.clone(),
                     &c.name,
-                    plan.txns.len() as u64 * u64::from(p.threads),
+                    plan.measured().len() as u64 * u64::from(p.threads),
                     smp,
                 );
                 s.pb.inc(1);
@@ -431,6 +442,7 @@ pub fn run_floor(s: &mut Session, txns: u64) -> Result<(), String> {
         op: Op::Insert,
         preload: Vec::new(),
         txns: vec![Vec::new(); txns as usize],
+        warmup: 0,
     };
     for round in 0..s.rounds {
         for mi in rotation(modes.len(), round) {

@@ -114,13 +114,39 @@ pub struct Plan {
     pub op: Op,
     /// Keys inserted before the measured phase (in this order).
     pub preload: Vec<i64>,
-    /// The measured transactions: the keys each one touches, in order.
+    /// The transactions: the keys each one touches, in order. The first `warmup` run
+    /// before the measured window opens.
     pub txns: Vec<Vec<i64>>,
+    /// Leading transactions that run unmeasured (`--warmup`): they bring side files to
+    /// their steady state (a WAL past its first checkpoint, a grown file) the way a
+    /// database in use already is.
+    pub warmup: usize,
 }
 
 impl Plan {
     pub fn total_ops(&self) -> u64 {
         self.txns.iter().map(|t| t.len() as u64).sum()
+    }
+
+    /// The transactions of the measured window.
+    pub fn measured(&self) -> &[Vec<i64>] {
+        &self.txns[self.warmup.min(self.txns.len())..]
+    }
+
+    /// `warmup` + `measured` transactions of one continuous workload: the measured
+    /// window is what would follow the warm-up, so it keeps Mobibench's key rules (inserts
+    /// continue the sequence, deletes take rows not yet deleted, the preload covers both).
+    pub fn with_warmup(
+        op: Op,
+        warmup: u64,
+        measured: u64,
+        ops_per_txn: u32,
+        random: bool,
+        seed: u64,
+    ) -> Plan {
+        let mut p = mobibench_plan(op, warmup + measured, ops_per_txn, random, seed);
+        p.warmup = warmup as usize;
+        p
     }
 }
 
@@ -153,7 +179,12 @@ pub fn mobibench_plan(op: Op, txns: u64, ops_per_txn: u32, random: bool, seed: u
         }
     };
     let txns = flat.chunks(k as usize).map(<[i64]>::to_vec).collect();
-    Plan { op, preload, txns }
+    Plan {
+        op,
+        preload,
+        txns,
+        warmup: 0,
+    }
 }
 
 /// A value of `size` bytes in Mobibench's style: its 100-byte ASCII string repeated or
@@ -200,6 +231,28 @@ pub fn parse_counts(v: &[u32], what: &str, max: u32) -> Result<Vec<u32>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warmup_precedes_the_measured_window_of_one_workload() {
+        for op in Op::ALL {
+            let p = Plan::with_warmup(op, 30, 100, 2, false, 5);
+            assert_eq!(p.txns.len(), 130);
+            assert_eq!(p.measured().len(), 100);
+            assert_eq!(p.measured(), &p.txns[30..]);
+            // The same workload as one run of 130 transactions: keys stay distinct for
+            // insert and delete, and the preload covers every operation.
+            assert_eq!(p.txns, mobibench_plan(op, 130, 2, false, 5).txns);
+            if op == Op::Delete {
+                assert!(p.preload.len() >= 260);
+            }
+        }
+        assert_eq!(
+            Plan::with_warmup(Op::Insert, 0, 10, 1, false, 1)
+                .measured()
+                .len(),
+            10
+        );
+    }
     use std::collections::HashSet;
 
     #[test]
