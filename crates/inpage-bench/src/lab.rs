@@ -4,7 +4,10 @@
 //! device, mounted `data=ordered`. Because the two devices are separate, their
 //! `/sys/block/loopN/stat` deltas split file-system data (plus in-place metadata) from
 //! journal traffic exactly: this is what measures the journaling-of-journal effect
-//! instead of assuming it. `none`: a plain directory; only syscall-level counts exist.
+//! instead of assuming it. `ext4-emulated`: the same, with both image files inside the
+//! FUSE file system of `emulate`, which charges a device profile's latencies on every
+//! request, so end-to-end times follow the profile. `none`: a plain directory; only
+//! syscall-level counts exist.
 //!
 //! Invariants:
 //! - We only ever detach loop devices we attached (`losetup -f --show` tells us the name)
@@ -15,7 +18,10 @@
 //!   transactions; a second Ctrl-C releases everything in `ACTIVE` from the handler and
 //!   exits).
 //! - Release order is unmount, then the data device, then the journal device (ext4 holds
-//!   both while mounted). A busy unmount is retried, then done lazily (`umount -l`) so a
+//!   both while mounted), then (emulated) the FUSE mount, which the loop devices hold.
+//!   The FUSE mount is registered in `ACTIVE` before it exists, like the ext4 mount; its
+//!   daemon is a thread of this process, so it dies with it and the kernel then aborts the
+//!   connection: no path leaves a request waiting on a daemon that is gone. A busy unmount is retried, then done lazily (`umount -l`) so a
 //!   leaked file handle cannot strand a loop device.
 //! - mkfs runs with lazy init off and without discard, so no background ext4lazyinit
 //!   writes or discards land in a measurement window.
@@ -26,6 +32,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
+
+use crate::emulate::{Calibration, Emulator, EmuOptions};
 
 /// Set by the first Ctrl-C; polled by the runner.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -257,8 +265,12 @@ pub fn settle() -> bool {
 /// Steps of building an ext4 lab, in order (also the places a test can make it fail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SetupStep {
+    /// Emulated lab: the FUSE file system is mounted.
+    Fuse,
     Images,
     AttachData,
+    /// Emulated lab: the per-request credit is measured on the data device.
+    Calibrate,
     AttachJournal,
     MkfsJournal,
     MkfsData,
@@ -274,6 +286,8 @@ pub struct Ext4Options {
     pub journal_mib: u64,
     /// Where the image files and the mount point go (a fresh temp dir is made inside).
     pub base: PathBuf,
+    /// Put the image files on the emulated slow device (`emulate`) with these options.
+    pub emulate: Option<EmuOptions>,
     /// Test hook: fail right after this step, as a real failure there would.
     #[doc(hidden)]
     pub fail_after: Option<SetupStep>,
@@ -285,6 +299,7 @@ impl Default for Ext4Options {
             data_mib: 256,
             journal_mib: 32,
             base: PathBuf::from("/var/tmp"),
+            emulate: None,
             fail_after: None,
         }
     }
@@ -298,6 +313,8 @@ pub struct Ext4Lab {
     data_dev: Option<String>,
     journal_dev: Option<String>,
     mounted: bool,
+    emu: Option<Emulator>,
+    calibration: Option<Calibration>,
 }
 
 impl Ext4Lab {
@@ -319,6 +336,8 @@ impl Ext4Lab {
             data_dev: None,
             journal_dev: None,
             mounted: false,
+            emu: None,
+            calibration: None,
         };
         let fail = |s: SetupStep| -> Result<(), String> {
             if o.fail_after == Some(s) {
@@ -332,19 +351,63 @@ impl Ext4Lab {
             .as_ref()
             .map(|t| t.path().to_path_buf())
             .unwrap_or_default();
-        let data_img = root.join("data.img");
-        let jrnl_img = root.join("journal.img");
-        for (p, mib) in [(&data_img, o.data_mib), (&jrnl_img, o.journal_mib)] {
-            let f = fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            f.set_len(mib << 20)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+        let (img_dir, direct) = match &o.emulate {
+            None => (root.clone(), false),
+            Some(eo) => {
+                let (fmnt, backing) = (root.join("fuse"), root.join("backing"));
+                for d in [&fmnt, &backing] {
+                    fs::create_dir(d).map_err(|e| format!("{}: {e}", d.display()))?;
+                }
+                let files = [
+                    ("data.img", o.data_mib << 20),
+                    ("journal.img", o.journal_mib << 20),
+                ];
+                let emu = Emulator::start(&fmnt, &backing, &files, eo, |m| {
+                    register(Resource::Mount(m.to_path_buf()))
+                });
+                match emu {
+                    Ok(e) => lab.emu = Some(e),
+                    Err(e) => {
+                        unregister(&Resource::Mount(fmnt.clone()));
+                        return Err(e);
+                    }
+                }
+                fail(SetupStep::Fuse)?;
+                (fmnt, true)
+            }
+        };
+        let data_img = img_dir.join("data.img");
+        let jrnl_img = img_dir.join("journal.img");
+        if !direct {
+            for (p, mib) in [(&data_img, o.data_mib), (&jrnl_img, o.journal_mib)] {
+                let f = fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                f.set_len(mib << 20)
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
+            }
         }
         fs::create_dir(&lab.mnt).map_err(|e| format!("{}: {e}", lab.mnt.display()))?;
         fail(SetupStep::Images)?;
 
-        lab.data_dev = Some(attach(&data_img)?);
+        lab.data_dev = Some(attach(&data_img, direct)?);
         fail(SetupStep::AttachData)?;
-        lab.journal_dev = Some(attach(&jrnl_img)?);
+        if let (Some(emu), Some(d)) = (&lab.emu, &lab.data_dev) {
+            let c = emu.calibrate(d)?;
+            eprintln!(
+                "note: emulated '{}' device: per-request credit {:.0} µs (write), {:.0} µs \
+                 (flush); a 4 KiB write takes {:.0} µs (profile {:.0}), a flush {:.0} µs \
+                 (profile {:.0})",
+                c.profile,
+                c.write_credit_us,
+                c.flush_credit_us,
+                c.write_check_us,
+                c.write_charge_us,
+                c.flush_check_us,
+                c.flush_charge_us
+            );
+            lab.calibration = Some(c);
+        }
+        fail(SetupStep::Calibrate)?;
+        lab.journal_dev = Some(attach(&jrnl_img, direct)?);
         fail(SetupStep::AttachJournal)?;
         let (ddev, jdev) = (
             lab.data_dev.clone().unwrap_or_default(),
@@ -393,6 +456,16 @@ impl Ext4Lab {
         &self.mnt
     }
 
+    /// The emulator under the image files (`ext4-emulated` only).
+    pub fn emulator(&self) -> Option<&Emulator> {
+        self.emu.as_ref()
+    }
+
+    /// The emulator's calibration (`ext4-emulated` only).
+    pub fn calibration(&self) -> Option<&Calibration> {
+        self.calibration.as_ref()
+    }
+
     /// Device names (data, journal), e.g. "/dev/loop3".
     pub fn devices(&self) -> (Option<&str>, Option<&str>) {
         (self.data_dev.as_deref(), self.journal_dev.as_deref())
@@ -438,6 +511,13 @@ impl Ext4Lab {
                 errs.push(e);
             }
         }
+        if let Some(mut emu) = self.emu.take() {
+            let r = emu.stop();
+            unregister(&Resource::Mount(emu.mount_point().to_path_buf()));
+            if let Err(e) = r {
+                errs.push(e);
+            }
+        }
         if let Some(t) = self.tmp.take() {
             if let Err(e) = t.close() {
                 errs.push(format!("removing lab dir: {e}"));
@@ -459,13 +539,28 @@ impl Drop for Ext4Lab {
     }
 }
 
-fn attach(img: &Path) -> Result<String, String> {
+/// Attach `img` to a free loop device. `direct`: with direct I/O (the emulated lab), so
+/// each block request reaches the backing file as one request, capped to one FUSE
+/// request's size.
+fn attach(img: &Path, direct: bool) -> Result<String, String> {
     let p = img.to_string_lossy().to_string();
-    let dev = run_cmd("losetup", &["-f", "--show", &p])?;
+    let mut args = vec!["-f", "--show"];
+    if direct {
+        args.push("--direct-io=on");
+    }
+    args.push(&p);
+    let dev = run_cmd("losetup", &args)?;
     if !dev.starts_with("/dev/loop") {
         return Err(format!("losetup returned '{dev}'"));
     }
     register(Resource::Loop(dev.clone()));
+    if direct {
+        if let Err(e) = Emulator::cap_requests(&dev) {
+            // Not yet owned by the lab: release it here.
+            let _ = detach(&dev);
+            return Err(e);
+        }
+    }
     Ok(dev)
 }
 
@@ -511,6 +606,7 @@ pub enum Lab {
 impl Lab {
     pub fn name(&self) -> &'static str {
         match self {
+            Lab::Ext4(l) if l.emulator().is_some() => "ext4-emulated",
             Lab::Ext4(_) => "ext4",
             Lab::Dir { .. } => "none",
         }
