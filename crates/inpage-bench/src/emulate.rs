@@ -371,7 +371,9 @@ impl Filesystem for EmuFs {
         };
         let len = u64::from(size).min(f.size.saturating_sub(offset));
         let mut buf = vec![0u8; len as usize];
-        let r = self.serve(Kind::Read, len, || f.backing.read_exact_at(&mut buf, offset));
+        let r = self.serve(Kind::Read, len, || {
+            f.backing.read_exact_at(&mut buf, offset)
+        });
         match r {
             Ok(()) => reply.data(&buf),
             Err(e) => reply.error(io_errno(&e)),
@@ -480,7 +482,10 @@ pub fn fuse_available() -> Result<(), String> {
         return Err("no /dev/fuse (FUSE unavailable)".into());
     }
     let fs = fs::read_to_string("/proc/filesystems").unwrap_or_default();
-    if !fs.lines().any(|l| l.split_whitespace().last() == Some("fuse")) {
+    if !fs
+        .lines()
+        .any(|l| l.split_whitespace().last() == Some("fuse"))
+    {
         return Err("kernel has no fuse file system".into());
     }
     Ok(())

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use crate::emulate::{Calibration, Emulator, EmuOptions};
+use crate::emulate::{Calibration, EmuOptions, Emulator};
 
 /// Set by the first Ctrl-C; polled by the runner.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -313,8 +313,9 @@ pub struct Ext4Lab {
     data_dev: Option<String>,
     journal_dev: Option<String>,
     mounted: bool,
-    emu: Option<Emulator>,
-    calibration: Option<Calibration>,
+    /// Boxed: the emulated lab is the rare case, `Lab` stays small for the common one.
+    emu: Option<Box<Emulator>>,
+    calibration: Option<Box<Calibration>>,
 }
 
 impl Ext4Lab {
@@ -366,7 +367,7 @@ impl Ext4Lab {
                     register(Resource::Mount(m.to_path_buf()))
                 });
                 match emu {
-                    Ok(e) => lab.emu = Some(e),
+                    Ok(e) => lab.emu = Some(Box::new(e)),
                     Err(e) => {
                         unregister(&Resource::Mount(fmnt.clone()));
                         return Err(e);
@@ -404,7 +405,7 @@ impl Ext4Lab {
                 c.flush_check_us,
                 c.flush_charge_us
             );
-            lab.calibration = Some(c);
+            lab.calibration = Some(Box::new(c));
         }
         fail(SetupStep::Calibrate)?;
         lab.journal_dev = Some(attach(&jrnl_img, direct)?);
@@ -458,12 +459,12 @@ impl Ext4Lab {
 
     /// The emulator under the image files (`ext4-emulated` only).
     pub fn emulator(&self) -> Option<&Emulator> {
-        self.emu.as_ref()
+        self.emu.as_deref()
     }
 
     /// The emulator's calibration (`ext4-emulated` only).
     pub fn calibration(&self) -> Option<&Calibration> {
-        self.calibration.as_ref()
+        self.calibration.as_deref()
     }
 
     /// Device names (data, journal), e.g. "/dev/loop3".

@@ -140,7 +140,11 @@ fn emulated_lab_charges_the_profile_and_leaves_nothing() {
             assert!(*e >= flush, "txn {i} took {e:?} < one flush {flush:?}");
         }
         // The emulator saw every flush the block layer completed, and the bytes.
-        assert_eq!(c1.flushes - c0.flushes, flushes, "flushes reach the daemon 1:1");
+        assert_eq!(
+            c1.flushes - c0.flushes,
+            flushes,
+            "flushes reach the daemon 1:1"
+        );
         assert_eq!(
             c1.write_bytes - c0.write_bytes,
             (d.sectors_written + j.sectors_written) * 512,
@@ -184,8 +188,8 @@ fn emulated_setup_failure_at_every_step_leaves_nothing() {
         SetupStep::MkfsData,
         SetupStep::Mount,
     ] {
-        let e = Ext4Lab::create(&opts(base.path(), Some(step), Duration::from_secs(10)))
-            .unwrap_err();
+        let e =
+            Ext4Lab::create(&opts(base.path(), Some(step), Duration::from_secs(10))).unwrap_err();
         assert!(e.contains("injected"), "{step:?}: {e}");
         assert_nothing_left(base.path(), &format!("after failing at {step:?}"));
     }
