@@ -405,6 +405,13 @@ impl Ext4Lab {
                 c.flush_check_us,
                 c.flush_charge_us
             );
+            if c.capped {
+                eprintln!(
+                    "warning: the machine was too busy to calibrate the emulated device \
+                     ({} rounds); its times will run above the profile",
+                    c.rounds
+                );
+            }
             lab.calibration = Some(Box::new(c));
         }
         fail(SetupStep::Calibrate)?;

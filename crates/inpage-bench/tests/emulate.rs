@@ -92,12 +92,11 @@ fn emulated_lab_charges_the_profile_and_leaves_nothing() {
         assert_eq!(losetup_under(base.path()).len(), 2);
         let cal = lab.calibration().expect("calibrated");
         println!("{cal:?}");
-        assert!(cal.write_credit_us >= 0.0 && cal.write_credit_us <= cal.write_charge_us);
-        // Once credited, an isolated probe costs the profile's time (±15 %: a shared VM).
-        assert!(
-            (cal.flush_check_us / cal.flush_charge_us - 1.0).abs() < 0.15,
-            "{cal:?}"
-        );
+        // The credit gives back at most half a charge: the device is never free.
+        assert!(cal.write_credit_us >= 0.0 && cal.write_credit_us <= 0.5 * cal.write_charge_us);
+        assert!(cal.flush_credit_us >= 0.0 && cal.flush_credit_us <= 0.5 * cal.flush_charge_us);
+        // How close a credited probe comes to the profile is printed, not asserted: it
+        // depends on the machine's load (the floor command is the calibration).
 
         let f = std::fs::OpenOptions::new()
             .create(true)
@@ -134,11 +133,27 @@ fn emulated_lab_charges_the_profile_and_leaves_nothing() {
             c1.write_bytes - c0.write_bytes,
             c1.flushes - c0.flushes,
         );
-        // Every write + fdatasync pays at least the profile's flush.
-        let flush = Duration::from_secs_f64(p.flush_us / 1e6);
+        // Every write + fdatasync waits, by construction of the device clock, for the
+        // data write and the flush, each less its credit; and end to end (the machine's
+        // own round trip added back) at least the profile's flush.
+        let floor = Duration::from_secs_f64(
+            (cal.write_charge_us - cal.write_credit_us + cal.flush_charge_us - cal.flush_credit_us)
+                / 1e6,
+        );
         for (i, e) in each.iter().enumerate() {
-            assert!(*e >= flush, "txn {i} took {e:?} < one flush {flush:?}");
+            assert!(
+                *e >= floor,
+                "txn {i} took {e:?} < write + flush less credits {floor:?}"
+            );
         }
+        let mut sorted = each.clone();
+        sorted.sort();
+        let median = sorted[sorted.len() / 2];
+        let flush = Duration::from_secs_f64(p.flush_us / 1e6);
+        assert!(
+            median >= flush,
+            "median txn {median:?} < one flush {flush:?}"
+        );
         // The emulator saw every flush the block layer completed, and the bytes.
         assert_eq!(
             c1.flushes - c0.flushes,
@@ -150,9 +165,9 @@ fn emulated_lab_charges_the_profile_and_leaves_nothing() {
             (d.sectors_written + j.sectors_written) * 512,
             "every written byte reaches the daemon"
         );
-        // End-to-end time follows the profile applied to what the daemon served (±25 %
-        // here: a unit-test bound on a shared machine; the floor command is the
-        // calibration, see BENCHMARKS.md).
+        // End to end, the run took at least the profile's time for what the daemon
+        // served, less at most one credit per request (requests that queued got none).
+        // The upper side is the machine's load and is printed, not asserted.
         let served = DeviceCounters {
             write_reqs: (c1.writes - c0.writes) as f64,
             write_kib: (c1.write_bytes - c0.write_bytes) as f64 / 1024.0,
@@ -160,10 +175,16 @@ fn emulated_lab_charges_the_profile_and_leaves_nothing() {
             ..Default::default()
         };
         let model = p.device_us(&served);
+        let credits =
+            served.write_reqs * cal.write_credit_us + served.flushes * cal.flush_credit_us;
         let got = wall.as_secs_f64() * 1e6;
+        println!(
+            "emulated {got:.0} µs vs profile {model:.0} µs for the same requests ({:+.1} %)",
+            (got / model - 1.0) * 100.0
+        );
         assert!(
-            got >= 0.95 * model && got <= 1.25 * model,
-            "emulated {got:.0} µs vs profile {model:.0} µs for the same requests"
+            got >= model - credits,
+            "emulated {got:.0} µs < profile {model:.0} µs less credits {credits:.0} µs"
         );
         drop(f);
     }
