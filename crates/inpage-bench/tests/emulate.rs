@@ -186,6 +186,50 @@ fn emulated_lab_charges_the_profile_and_leaves_nothing() {
             got >= model - credits,
             "emulated {got:.0} µs < profile {model:.0} µs less credits {credits:.0} µs"
         );
+
+        // Appends: each fdatasync also commits the size change through jbd2 on the
+        // journal device. Same lower bound, on what the emulator served.
+        let g = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(lab.mount_point().join("log"))
+            .unwrap();
+        let c0 = emu.counters();
+        let (d0, j0) = lab.stats().unwrap();
+        let t = Instant::now();
+        for i in 0..n {
+            (&g).write_all(&[i as u8; 4096]).unwrap();
+            g.sync_data().unwrap();
+        }
+        let got = t.elapsed().as_secs_f64() * 1e6;
+        let c1 = emu.counters();
+        let (d1, j1) = lab.stats().unwrap();
+        let (d, j) = (d1.delta(&d0), j1.delta(&j0));
+        let (w, fl) = (c1.writes - c0.writes, c1.flushes - c0.flushes);
+        let charged = (c1.charged_ns - c0.charged_ns) as f64 / 1e3;
+        println!(
+            "{n} appends+fdatasync: {:.0} µs each, charged {:.0}; loop data: {} writes, {:.0} \
+             KiB, {:?} flushes; loop journal: {} writes, {:.0} KiB, {:?} flushes; emulator: \
+             {w} writes, {} B, {fl} flushes",
+            got / f64::from(n),
+            charged / f64::from(n),
+            d.writes,
+            d.kib(),
+            d.flushes,
+            j.writes,
+            j.kib(),
+            j.flushes,
+            c1.write_bytes - c0.write_bytes,
+        );
+        let credits = w as f64 * cal.write_credit_us + fl as f64 * cal.flush_credit_us;
+        assert!(
+            fl >= u64::from(n),
+            "every append's fdatasync reaches the device"
+        );
+        assert!(
+            got >= charged - credits,
+            "appends took {got:.0} µs < charged {charged:.0} µs less credits {credits:.0} µs"
+        );
         drop(f);
     }
     assert_nothing_left(base.path(), "after a normal end");
