@@ -392,27 +392,7 @@ impl Ext4Lab {
         lab.data_dev = Some(attach(&data_img, direct)?);
         fail(SetupStep::AttachData)?;
         if let (Some(emu), Some(d)) = (&lab.emu, &lab.data_dev) {
-            let c = emu.calibrate(d)?;
-            eprintln!(
-                "note: emulated '{}' device: per-request credit {:.0} µs (write), {:.0} µs \
-                 (flush); a 4 KiB write takes {:.0} µs (profile {:.0}), a flush {:.0} µs \
-                 (profile {:.0})",
-                c.profile,
-                c.write_credit_us,
-                c.flush_credit_us,
-                c.write_check_us,
-                c.write_charge_us,
-                c.flush_check_us,
-                c.flush_charge_us
-            );
-            if c.capped {
-                eprintln!(
-                    "warning: the machine was too busy to calibrate the emulated device \
-                     ({} rounds); its times will run above the profile",
-                    c.rounds
-                );
-            }
-            lab.calibration = Some(Box::new(c));
+            lab.calibration = Some(Box::new(emu.calibrate(d)?));
         }
         fail(SetupStep::Calibrate)?;
         lab.journal_dev = Some(attach(&jrnl_img, direct)?);
@@ -456,6 +436,31 @@ impl Ext4Lab {
             return Err(e);
         }
         fail(SetupStep::Mount)?;
+        if let (Some(emu), Some(c)) = (&lab.emu, &mut lab.calibration) {
+            emu.calibrate_path(&lab.mnt, c)?;
+            eprintln!(
+                "note: emulated '{}' device: raw probes {:.0} µs per write (profile {:.0}), \
+                 {:.0} µs per flush (profile {:.0}); through ext4 the machine adds {:.0} µs \
+                 per request; credit {:.0} µs (write) + {:.0} µs (flush); a 4 KiB \
+                 overwrite + fdatasync now takes {:.0} µs (profile {:.0})",
+                c.profile,
+                c.write_probe_us,
+                c.write_charge_us,
+                c.flush_probe_us,
+                c.flush_charge_us,
+                c.path_overhead_us,
+                c.write_credit_us,
+                c.flush_credit_us,
+                c.path_txn_us,
+                c.path_charge_us
+            );
+            if c.capped {
+                eprintln!(
+                    "warning: the machine was too busy to calibrate the emulated device; \
+                     its times will run above the profile"
+                );
+            }
+        }
         Ok(lab)
     }
 
