@@ -151,6 +151,8 @@ struct Shared {
     /// Test hook (`inject_stall`): requests hang until the connection is aborted.
     stall: AtomicBool,
     stop: AtomicBool,
+    /// Set by `stop` before it unmounts: the daemon ending after that is expected.
+    unmounting: AtomicBool,
     aborted: AtomicBool,
 }
 
@@ -562,6 +564,7 @@ impl Emulator {
             served: AtomicU64::new(0),
             stall: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            unmounting: AtomicBool::new(false),
             aborted: AtomicBool::new(false),
         });
         let fsys = EmuFs {
@@ -828,6 +831,7 @@ impl Emulator {
     /// detached first (else the unmount is lazy and the daemon serves until they go).
     pub fn stop(&mut self) -> Result<(), String> {
         let mut errs = Vec::new();
+        self.shared.unmounting.store(true, Ordering::SeqCst);
         if self.mounted {
             let p = self.mnt.to_string_lossy().to_string();
             let mut ok = false;
@@ -939,22 +943,25 @@ fn watchdog(
         let since = s.busy_since.load(Ordering::SeqCst);
         let now = s.epoch.elapsed().as_nanos() as u64;
         let stalled = since != 0 && now.saturating_sub(since) > limit_ns;
-        let dead = session
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_some_and(|b| b.guard.is_finished());
+        let dead = !s.unmounting.load(Ordering::SeqCst)
+            && session
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_some_and(|b| b.guard.is_finished());
         if (stalled || dead) && !s.stop.load(Ordering::SeqCst) {
             let why = if stalled {
                 "a request stalled"
             } else {
                 "the daemon died"
             };
+            // Flag first: the abort fails the waiting request at once, and whoever
+            // waited on it may ask right away whether this happened.
+            s.aborted.store(true, Ordering::SeqCst);
             match abort_connection(conn) {
                 Ok(()) => eprintln!("emulator: {why}; FUSE connection {conn} aborted"),
                 Err(e) => eprintln!("emulator: {why}; aborting FUSE connection {conn}: {e}"),
             }
-            s.aborted.store(true, Ordering::SeqCst);
             return;
         }
     }

@@ -45,6 +45,9 @@ static ACTIVE: Mutex<Vec<Resource>> = Mutex::new(Vec::new());
 enum Resource {
     Mount(PathBuf),
     Loop(String),
+    /// A directory outside the lab dir to remove (the emulator's tmpfs backing files,
+    /// which would otherwise hold memory until reboot).
+    Dir(PathBuf),
 }
 
 fn active() -> std::sync::MutexGuard<'static, Vec<Resource>> {
@@ -99,6 +102,9 @@ fn emergency_cleanup() {
             }
             Resource::Loop(d) => {
                 let _ = Command::new("losetup").arg("-d").arg(d).status();
+            }
+            Resource::Dir(p) => {
+                let _ = fs::remove_dir_all(p);
             }
         }
     }
@@ -316,6 +322,8 @@ pub struct Ext4Lab {
     /// Boxed: the emulated lab is the rare case, `Lab` stays small for the common one.
     emu: Option<Box<Emulator>>,
     calibration: Option<Box<Calibration>>,
+    /// The emulator's backing files when on tmpfs (outside `tmp`).
+    backing_tmp: Option<tempfile::TempDir>,
 }
 
 impl Ext4Lab {
@@ -339,6 +347,7 @@ impl Ext4Lab {
             mounted: false,
             emu: None,
             calibration: None,
+            backing_tmp: None,
         };
         let fail = |s: SetupStep| -> Result<(), String> {
             if o.fail_after == Some(s) {
@@ -355,10 +364,31 @@ impl Ext4Lab {
         let (img_dir, direct) = match &o.emulate {
             None => (root.clone(), false),
             Some(eo) => {
-                let (fmnt, backing) = (root.join("fuse"), root.join("backing"));
-                for d in [&fmnt, &backing] {
-                    fs::create_dir(d).map_err(|e| format!("{}: {e}", d.display()))?;
+                // Backing files on tmpfs when there is one: the daemon's writes then never
+                // wait on this machine's own disk writeback, which would add its latency
+                // to the profile's. Owned by the lab, removed after the emulator stops.
+                let shm = Path::new("/dev/shm");
+                lab.backing_tmp = if shm.is_dir() {
+                    tempfile::Builder::new()
+                        .prefix("inpage-emu-")
+                        .tempdir_in(shm)
+                        .ok()
+                } else {
+                    None
+                };
+                if let Some(t) = &lab.backing_tmp {
+                    register(Resource::Dir(t.path().to_path_buf()));
                 }
+                let fmnt = root.join("fuse");
+                fs::create_dir(&fmnt).map_err(|e| format!("{}: {e}", fmnt.display()))?;
+                let backing = match &lab.backing_tmp {
+                    Some(t) => t.path().to_path_buf(),
+                    None => {
+                        let b = root.join("backing");
+                        fs::create_dir(&b).map_err(|e| format!("{}: {e}", b.display()))?;
+                        b
+                    }
+                };
                 let files = [
                     ("data.img", o.data_mib << 20),
                     ("journal.img", o.journal_mib << 20),
@@ -529,6 +559,12 @@ impl Ext4Lab {
             unregister(&Resource::Mount(emu.mount_point().to_path_buf()));
             if let Err(e) = r {
                 errs.push(e);
+            }
+        }
+        if let Some(t) = self.backing_tmp.take() {
+            unregister(&Resource::Dir(t.path().to_path_buf()));
+            if let Err(e) = t.close() {
+                errs.push(format!("removing emulator backing dir: {e}"));
             }
         }
         if let Some(t) = self.tmp.take() {

@@ -60,6 +60,16 @@ fn assert_nothing_left(base: &Path, when: &str) {
         0,
         "lab dir left {when}"
     );
+    // The backing files live on tmpfs, outside `base`; only this crate names them so.
+    let shm: Vec<_> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("inpage-emu-"))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(shm.is_empty(), "backing files left {when}: {shm:?}");
 }
 
 fn opts(base: &Path, fail_after: Option<SetupStep>, stall_limit: Duration) -> Ext4Options {
