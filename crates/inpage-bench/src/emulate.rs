@@ -13,7 +13,8 @@
 //! - Time is kept on a device clock: a request starts at `max(arrival - credit, previous
 //!   request's end)` and ends `charge` later. The credit is the round trip this machine
 //!   adds to a request on its own (loop worker, FUSE, scheduler wake-ups), measured at
-//!   start-up by `calibrate` through the real loop device, so an isolated request takes
+//!   start-up by `calibrate` through the real loop device and then by `calibrate_path`
+//!   through the mounted ext4 (4 KiB overwrite + fdatasync), so an isolated request takes
 //!   the profile's time end to end, not profile + overhead; a request that queued behind
 //!   another paid no wake-up and gets no credit, so back-to-back requests run at the
 //!   profile's rate. Sleeping overshoot is not carried forward (the clock advances by

@@ -5,8 +5,9 @@
 //! `/sys/block/loopN/stat` deltas split file-system data (plus in-place metadata) from
 //! journal traffic exactly: this is what measures the journaling-of-journal effect
 //! instead of assuming it. `ext4-emulated`: the same, with both image files inside the
-//! FUSE file system of `emulate`, which charges a device profile's latencies on every
-//! request, so end-to-end times follow the profile. `none`: a plain directory; only
+//! FUSE file system of `emulate` (backing files on tmpfs), which charges a device
+//! profile's latencies on every request, so end-to-end times follow the profile; it is
+//! calibrated on the data device before mkfs and on the mounted file system after. `none`: a plain directory; only
 //! syscall-level counts exist.
 //!
 //! Invariants:
