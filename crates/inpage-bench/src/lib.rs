@@ -416,7 +416,9 @@ pub fn make_lab(a: &LabArgs) -> Result<Lab, String> {
         LabChoice::None => Lab::dir(a.dir.as_deref()),
         LabChoice::Ext4Emulated => {
             let profile = device::profile(&a.device)?;
-            emulate::fuse_available().map_err(|e| format!("ext4-emulated lab: {e}"))?;
+            lab::ext4_available()
+                .and_then(|()| emulate::fuse_available())
+                .map_err(|e| format!("ext4-emulated lab: {e}"))?;
             let o = Ext4Options {
                 data_mib: a.lab_mib,
                 base: a.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp")),
