@@ -15,8 +15,10 @@
 //!   adds to a request on its own (loop worker, FUSE, scheduler wake-ups), measured at
 //!   start-up by `calibrate` through the real loop device and then by `calibrate_path`
 //!   through the mounted ext4 (4 KiB overwrite + fdatasync), so an isolated request takes
-//!   the profile's time end to end, not profile + overhead; a request that queued behind
-//!   another paid no wake-up and gets no credit, so back-to-back requests run at the
+//!   the profile's time end to end, not profile + overhead; the credit never reaches
+//!   back past the previous request's end, so a request that queued behind another (or
+//!   was issued right after its answer) gets no more than the idle gap back, and
+//!   back-to-back requests run at the
 //!   profile's rate. Sleeping overshoot is not carried forward (the clock advances by
 //!   the planned end, not the observed one). The credit is the median round trip of
 //!   the probes (what a typical request pays, load included; the lower quartile was
