@@ -282,6 +282,8 @@ pub enum SetupStep {
     MkfsJournal,
     MkfsData,
     Mount,
+    /// Emulated lab: the credit is re-measured through the mounted file system.
+    CalibratePath,
 }
 
 /// How to build an ext4 lab.
@@ -491,6 +493,7 @@ impl Ext4Lab {
                      its times will run above the profile"
                 );
             }
+            fail(SetupStep::CalibratePath)?;
         }
         Ok(lab)
     }

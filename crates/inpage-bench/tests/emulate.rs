@@ -256,6 +256,7 @@ fn emulated_setup_failure_at_every_step_leaves_nothing() {
         SetupStep::MkfsJournal,
         SetupStep::MkfsData,
         SetupStep::Mount,
+        SetupStep::CalibratePath,
     ] {
         let e =
             Ext4Lab::create(&opts(base.path(), Some(step), Duration::from_secs(10))).unwrap_err();
