@@ -12,11 +12,15 @@ command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found; install Rust
 # The lab (inpage bench --lab ext4) needs mkfs.ext4/mke2fs and losetup.
 command -v mke2fs >/dev/null 2>&1 || need_apt+=(e2fsprogs)
 command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
+# The emulated slow device (--lab ext4-emulated) is a FUSE file system: libfuse 3's
+# tools (fusermount3, /etc/fuse.conf). The bench speaks the FUSE protocol itself (the
+# `fuser` crate without its libfuse feature), so no -dev package is needed to build it.
+command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
   else
-    echo "setup: missing ${need_apt[*]} (not root or no apt-get): the ext4 lab will be unavailable" >&2
+    echo "setup: missing ${need_apt[*]} (not root or no apt-get): the ext4 labs may be unavailable" >&2
   fi
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true

@@ -4,7 +4,11 @@
 //! device, mounted `data=ordered`. Because the two devices are separate, their
 //! `/sys/block/loopN/stat` deltas split file-system data (plus in-place metadata) from
 //! journal traffic exactly: this is what measures the journaling-of-journal effect
-//! instead of assuming it. `none`: a plain directory; only syscall-level counts exist.
+//! instead of assuming it. `ext4-emulated`: the same, with both image files inside the
+//! FUSE file system of `emulate` (backing files on tmpfs), which charges a device
+//! profile's latencies on every request, so end-to-end times follow the profile; it is
+//! calibrated on the data device before mkfs and on the mounted file system after. `none`: a plain directory; only
+//! syscall-level counts exist.
 //!
 //! Invariants:
 //! - We only ever detach loop devices we attached (`losetup -f --show` tells us the name)
@@ -15,7 +19,10 @@
 //!   transactions; a second Ctrl-C releases everything in `ACTIVE` from the handler and
 //!   exits).
 //! - Release order is unmount, then the data device, then the journal device (ext4 holds
-//!   both while mounted). A busy unmount is retried, then done lazily (`umount -l`) so a
+//!   both while mounted), then (emulated) the FUSE mount, which the loop devices hold.
+//!   The FUSE mount is registered in `ACTIVE` before it exists, like the ext4 mount; its
+//!   daemon is a thread of this process, so it dies with it and the kernel then aborts the
+//!   connection: no path leaves a request waiting on a daemon that is gone. A busy unmount is retried, then done lazily (`umount -l`) so a
 //!   leaked file handle cannot strand a loop device.
 //! - mkfs runs with lazy init off and without discard, so no background ext4lazyinit
 //!   writes or discards land in a measurement window.
@@ -27,6 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
+use crate::emulate::{Calibration, EmuOptions, Emulator};
+
 /// Set by the first Ctrl-C; polled by the runner.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
@@ -37,6 +46,9 @@ static ACTIVE: Mutex<Vec<Resource>> = Mutex::new(Vec::new());
 enum Resource {
     Mount(PathBuf),
     Loop(String),
+    /// A directory outside the lab dir to remove (the emulator's tmpfs backing files,
+    /// which would otherwise hold memory until reboot).
+    Dir(PathBuf),
 }
 
 fn active() -> std::sync::MutexGuard<'static, Vec<Resource>> {
@@ -91,6 +103,9 @@ fn emergency_cleanup() {
             }
             Resource::Loop(d) => {
                 let _ = Command::new("losetup").arg("-d").arg(d).status();
+            }
+            Resource::Dir(p) => {
+                let _ = fs::remove_dir_all(p);
             }
         }
     }
@@ -265,12 +280,18 @@ pub fn settle() -> bool {
 /// Steps of building an ext4 lab, in order (also the places a test can make it fail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SetupStep {
+    /// Emulated lab: the FUSE file system is mounted.
+    Fuse,
     Images,
     AttachData,
+    /// Emulated lab: the per-request credit is measured on the data device.
+    Calibrate,
     AttachJournal,
     MkfsJournal,
     MkfsData,
     Mount,
+    /// Emulated lab: the credit is re-measured through the mounted file system.
+    CalibratePath,
 }
 
 /// How to build an ext4 lab.
@@ -282,6 +303,8 @@ pub struct Ext4Options {
     pub journal_mib: u64,
     /// Where the image files and the mount point go (a fresh temp dir is made inside).
     pub base: PathBuf,
+    /// Put the image files on the emulated slow device (`emulate`) with these options.
+    pub emulate: Option<EmuOptions>,
     /// Test hook: fail right after this step, as a real failure there would.
     #[doc(hidden)]
     pub fail_after: Option<SetupStep>,
@@ -293,6 +316,7 @@ impl Default for Ext4Options {
             data_mib: 256,
             journal_mib: 32,
             base: PathBuf::from("/var/tmp"),
+            emulate: None,
             fail_after: None,
         }
     }
@@ -306,6 +330,11 @@ pub struct Ext4Lab {
     data_dev: Option<String>,
     journal_dev: Option<String>,
     mounted: bool,
+    /// Boxed: the emulated lab is the rare case, `Lab` stays small for the common one.
+    emu: Option<Box<Emulator>>,
+    calibration: Option<Box<Calibration>>,
+    /// The emulator's backing files when on tmpfs (outside `tmp`).
+    backing_tmp: Option<tempfile::TempDir>,
 }
 
 impl Ext4Lab {
@@ -327,6 +356,9 @@ impl Ext4Lab {
             data_dev: None,
             journal_dev: None,
             mounted: false,
+            emu: None,
+            calibration: None,
+            backing_tmp: None,
         };
         let fail = |s: SetupStep| -> Result<(), String> {
             if o.fail_after == Some(s) {
@@ -340,19 +372,71 @@ impl Ext4Lab {
             .as_ref()
             .map(|t| t.path().to_path_buf())
             .unwrap_or_default();
-        let data_img = root.join("data.img");
-        let jrnl_img = root.join("journal.img");
-        for (p, mib) in [(&data_img, o.data_mib), (&jrnl_img, o.journal_mib)] {
-            let f = fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            f.set_len(mib << 20)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+        let (img_dir, direct) = match &o.emulate {
+            None => (root.clone(), false),
+            Some(eo) => {
+                // Backing files on tmpfs when there is one: the daemon's writes then never
+                // wait on this machine's own disk writeback, which would add its latency
+                // to the profile's. Owned by the lab, removed after the emulator stops.
+                let shm = Path::new("/dev/shm");
+                lab.backing_tmp = if shm.is_dir() {
+                    tempfile::Builder::new()
+                        .prefix("inpage-emu-")
+                        .tempdir_in(shm)
+                        .ok()
+                } else {
+                    None
+                };
+                if let Some(t) = &lab.backing_tmp {
+                    register(Resource::Dir(t.path().to_path_buf()));
+                }
+                let fmnt = root.join("fuse");
+                fs::create_dir(&fmnt).map_err(|e| format!("{}: {e}", fmnt.display()))?;
+                let backing = match &lab.backing_tmp {
+                    Some(t) => t.path().to_path_buf(),
+                    None => {
+                        let b = root.join("backing");
+                        fs::create_dir(&b).map_err(|e| format!("{}: {e}", b.display()))?;
+                        b
+                    }
+                };
+                let files = [
+                    ("data.img", o.data_mib << 20),
+                    ("journal.img", o.journal_mib << 20),
+                ];
+                let emu = Emulator::start(&fmnt, &backing, &files, eo, |m| {
+                    register(Resource::Mount(m.to_path_buf()))
+                });
+                match emu {
+                    Ok(e) => lab.emu = Some(Box::new(e)),
+                    Err(e) => {
+                        unregister(&Resource::Mount(fmnt.clone()));
+                        return Err(e);
+                    }
+                }
+                fail(SetupStep::Fuse)?;
+                (fmnt, true)
+            }
+        };
+        let data_img = img_dir.join("data.img");
+        let jrnl_img = img_dir.join("journal.img");
+        if !direct {
+            for (p, mib) in [(&data_img, o.data_mib), (&jrnl_img, o.journal_mib)] {
+                let f = fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                f.set_len(mib << 20)
+                    .map_err(|e| format!("{}: {e}", p.display()))?;
+            }
         }
         fs::create_dir(&lab.mnt).map_err(|e| format!("{}: {e}", lab.mnt.display()))?;
         fail(SetupStep::Images)?;
 
-        lab.data_dev = Some(attach(&data_img)?);
+        lab.data_dev = Some(attach(&data_img, direct)?);
         fail(SetupStep::AttachData)?;
-        lab.journal_dev = Some(attach(&jrnl_img)?);
+        if let (Some(emu), Some(d)) = (&lab.emu, &lab.data_dev) {
+            lab.calibration = Some(Box::new(emu.calibrate(d)?));
+        }
+        fail(SetupStep::Calibrate)?;
+        lab.journal_dev = Some(attach(&jrnl_img, direct)?);
         fail(SetupStep::AttachJournal)?;
         let (ddev, jdev) = (
             lab.data_dev.clone().unwrap_or_default(),
@@ -393,12 +477,48 @@ impl Ext4Lab {
             return Err(e);
         }
         fail(SetupStep::Mount)?;
+        if let (Some(emu), Some(c)) = (&lab.emu, &mut lab.calibration) {
+            emu.calibrate_path(&lab.mnt, c)?;
+            eprintln!(
+                "note: emulated '{}' device: raw probes {:.0} µs per write (profile {:.0}), \
+                 {:.0} µs per flush (profile {:.0}); through ext4 the machine adds {:.0} µs \
+                 per request; credit {:.0} µs (write) + {:.0} µs (flush); a 4 KiB \
+                 overwrite + fdatasync now takes {:.0} µs (profile {:.0})",
+                c.profile,
+                c.write_probe_us,
+                c.write_charge_us,
+                c.flush_probe_us,
+                c.flush_charge_us,
+                c.path_overhead_us,
+                c.write_credit_us,
+                c.flush_credit_us,
+                c.path_txn_us,
+                c.path_charge_us
+            );
+            if c.capped {
+                eprintln!(
+                    "warning: the machine was too busy to calibrate the emulated device; \
+                     its times will run above the profile"
+                );
+            }
+            fail(SetupStep::CalibratePath)?;
+        }
         Ok(lab)
     }
 
     /// The mounted file system's root.
     pub fn mount_point(&self) -> &Path {
         &self.mnt
+    }
+
+    /// The emulator under the image files (`ext4-emulated` only).
+    pub fn emulator(&self) -> Option<&Emulator> {
+        self.emu.as_deref()
+    }
+
+    /// The emulator's calibration (`ext4-emulated` only).
+    pub fn calibration(&self) -> Option<&Calibration> {
+        self.calibration.as_deref()
     }
 
     /// Device names (data, journal), e.g. "/dev/loop3".
@@ -446,6 +566,19 @@ impl Ext4Lab {
                 errs.push(e);
             }
         }
+        if let Some(mut emu) = self.emu.take() {
+            let r = emu.stop();
+            unregister(&Resource::Mount(emu.mount_point().to_path_buf()));
+            if let Err(e) = r {
+                errs.push(e);
+            }
+        }
+        if let Some(t) = self.backing_tmp.take() {
+            unregister(&Resource::Dir(t.path().to_path_buf()));
+            if let Err(e) = t.close() {
+                errs.push(format!("removing emulator backing dir: {e}"));
+            }
+        }
         if let Some(t) = self.tmp.take() {
             if let Err(e) = t.close() {
                 errs.push(format!("removing lab dir: {e}"));
@@ -467,13 +600,28 @@ impl Drop for Ext4Lab {
     }
 }
 
-fn attach(img: &Path) -> Result<String, String> {
+/// Attach `img` to a free loop device. `direct`: with direct I/O (the emulated lab), so
+/// each block request reaches the backing file as one request, capped to one FUSE
+/// request's size.
+fn attach(img: &Path, direct: bool) -> Result<String, String> {
     let p = img.to_string_lossy().to_string();
-    let dev = run_cmd("losetup", &["-f", "--show", &p])?;
+    let mut args = vec!["-f", "--show"];
+    if direct {
+        args.push("--direct-io=on");
+    }
+    args.push(&p);
+    let dev = run_cmd("losetup", &args)?;
     if !dev.starts_with("/dev/loop") {
         return Err(format!("losetup returned '{dev}'"));
     }
     register(Resource::Loop(dev.clone()));
+    if direct {
+        if let Err(e) = Emulator::cap_requests(&dev) {
+            // Not yet owned by the lab: release it here.
+            let _ = detach(&dev);
+            return Err(e);
+        }
+    }
     Ok(dev)
 }
 
@@ -519,6 +667,7 @@ pub enum Lab {
 impl Lab {
     pub fn name(&self) -> &'static str {
         match self {
+            Lab::Ext4(l) if l.emulator().is_some() => "ext4-emulated",
             Lab::Ext4(_) => "ext4",
             Lab::Dir { .. } => "none",
         }

@@ -19,6 +19,7 @@
 
 pub mod contender;
 pub mod device;
+pub mod emulate;
 pub mod lab;
 pub mod pages;
 pub mod plots;
@@ -426,7 +427,21 @@ pub fn make_lab(a: &LabArgs) -> Result<Lab, String> {
     match a.lab {
         LabChoice::Ext4 => ext4(a).map_err(|e| format!("ext4 lab: {e}")),
         LabChoice::None => Lab::dir(a.dir.as_deref()),
-        LabChoice::Ext4Emulated => Err("ext4-emulated lab: not built yet".into()),
+        LabChoice::Ext4Emulated => {
+            let profile = device::profile(&a.device)?;
+            lab::ext4_available()
+                .and_then(|()| emulate::fuse_available())
+                .map_err(|e| format!("ext4-emulated lab: {e}"))?;
+            let o = Ext4Options {
+                data_mib: a.lab_mib,
+                base: a.dir.clone().unwrap_or_else(|| PathBuf::from("/var/tmp")),
+                emulate: Some(emulate::EmuOptions::new(profile)),
+                ..Ext4Options::default()
+            };
+            Ext4Lab::create(&o)
+                .map(Lab::Ext4)
+                .map_err(|e| format!("ext4-emulated lab: {e}"))
+        }
         LabChoice::Auto => match lab::ext4_available() {
             Ok(()) => ext4(a).or_else(|e| {
                 eprintln!("note: ext4 lab unavailable ({e}); using --lab none");

@@ -56,6 +56,7 @@ fn opts(base: &std::path::Path, fail_after: Option<SetupStep>) -> Ext4Options {
         data_mib: 64,
         journal_mib: 16,
         base: base.to_path_buf(),
+        emulate: None,
         fail_after,
     }
 }
