@@ -44,7 +44,9 @@
 use std::sync::{Arc, Mutex};
 
 use super::off::check_batch;
-use super::{CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, RecoveryReport};
+use super::{
+    CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, Mutant, RecoveryReport,
+};
 use crate::error::{Error, Pgno, Result};
 use crate::page::{dhl, PAGE_TRAILER};
 use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN};
@@ -195,6 +197,8 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
     let db = &ctx.db;
     let ps = db.page_size;
     let usable = ps - PAGE_TRAILER;
+    let mutant = ctx.config.mutant;
+    let skip_checksum = mutant == Mutant::SkipChecksum;
     let pages = db.file_len()? / ps as u64;
     let mut found = Vec::new();
     let mut buf = vec![0u8; ps];
@@ -244,7 +248,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
                 if tid != 0 {
                     let valid = versions
                         .filter(|_| tid >= running_max)
-                        .map(|v| v[slot].is_some_and(|d| d.valid));
+                        .map(|v| v[slot].is_some_and(|d| d.valid || skip_checksum));
                     found.push(Found {
                         pgno: (pgno + i as u64) as Pgno,
                         slot,
@@ -279,7 +283,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
                     if f.valid.is_none() {
                         db.read_page(f.pgno, &mut buf)?;
                         let v = dhl::page_versions(&buf, usable)[f.slot];
-                        f.valid = Some(v.is_some_and(|d| d.valid));
+                        f.valid = Some(v.is_some_and(|d| d.valid || skip_checksum));
                     }
                 }
                 if found[at..end].iter().any(|f| f.valid == Some(true)) {
@@ -293,7 +297,10 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
                 .filter(|f| f.valid == Some(true) && f.tid == m)
                 .collect();
             let complete = of_m.first().is_some_and(|f| {
-                of_m.len() == f.txn_size as usize && of_m.iter().all(|g| g.txn_size == f.txn_size)
+                let n = of_m.len() + usize::from(mutant == Mutant::VoteOffByOne);
+                n >= f.txn_size as usize
+                    && of_m.len() <= f.txn_size as usize
+                    && of_m.iter().all(|g| g.txn_size == f.txn_size)
             });
             if complete || m == 0 {
                 m
@@ -341,7 +348,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
         }
         db.write_page(f.pgno, &buf)?;
     }
-    if !stale.is_empty() {
+    if !stale.is_empty() && mutant != Mutant::UnsyncedRecovery {
         db.sync()?;
     }
     Ok((
@@ -415,6 +422,7 @@ impl Journal for DhlJournal {
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
         let _w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         let db = &self.ctx.db;
+        let mutant = self.ctx.config.mutant;
         check_batch(batch, db.page_size)?;
         db.ensure_capacity(batch.new_page_count)?;
         if db.chunk_pages == 0 {
@@ -436,13 +444,21 @@ impl Journal for DhlJournal {
             for (pgno, page) in batch.pages.iter().filter(|(p, _)| *p != 0) {
                 self.write_changed(batch, *pgno, page, single)?;
             }
-            db.sync()?;
+            if mutant != Mutant::NoSyncBeforeMark {
+                db.sync()?;
+            }
             self.write_changed(batch, 0, header, true)?;
+            if mutant == Mutant::NoSyncAtCommit {
+                return Ok(());
+            }
             db.sync()
         } else {
             let single = batch.pages.len() == 1;
             for (pgno, page) in batch.pages {
                 self.write_changed(batch, *pgno, page, single)?;
+            }
+            if mutant == Mutant::NoSyncAtCommit {
+                return Ok(());
             }
             db.sync()
         }

@@ -281,6 +281,10 @@ impl Vfs for AccountingVfs {
             || self.inner.sync_dir(dir),
         )
     }
+
+    fn nonce(&self, salt: u64) -> u64 {
+        self.inner.nonce(salt)
+    }
 }
 
 /// A file opened through [`AccountingVfs`].

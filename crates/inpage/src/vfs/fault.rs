@@ -220,6 +220,10 @@ impl Vfs for FaultVfs {
         self.plan.on_op(IoKind::SyncDir)?;
         self.inner.sync_dir(dir)
     }
+
+    fn nonce(&self, salt: u64) -> u64 {
+        self.inner.nonce(salt)
+    }
 }
 
 /// A file opened through [`FaultVfs`].

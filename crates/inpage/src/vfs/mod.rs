@@ -27,7 +27,7 @@ mod sim;
 pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, KindStats};
 pub use fault::{FaultPlan, FaultVfs};
 pub use os::OsVfs;
-pub use sim::{CrashModel, SimVfs};
+pub use sim::{Aim, CrashModel, CrashReport, SimVfs};
 
 /// How to open a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,6 +53,30 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Make the directory's entries (creations, deletions, renames) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// A value that is, for practical purposes, never repeated (journal nonces, WAL
+    /// salts: a repeat would let stale records pass as current). `salt` is mixed in. A
+    /// simulated disk draws it from its seed instead, so a replayed run writes the same
+    /// bytes; wrappers forward to the disk they wrap.
+    fn nonce(&self, salt: u64) -> u64 {
+        system_nonce(salt)
+    }
+}
+
+/// The default `Vfs::nonce`: the std hasher's per-process random keys, a process-wide
+/// counter and the clock, mixed with `salt`.
+pub fn system_nonce(salt: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(salt);
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(nanos);
+    h.finish()
 }
 
 /// An open file.
