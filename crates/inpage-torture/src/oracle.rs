@@ -40,8 +40,8 @@ use std::sync::Arc;
 
 use inpage::check::check;
 use inpage::vfs::{AccountingVfs, FaultPlan, FaultVfs, IoKind, IoStats, SimVfs, Vfs};
-use std::path::PathBuf;
 use inpage::{Database, ReadableTxn};
+use std::path::PathBuf;
 
 use crate::case::{Case, Crash, Fault, Stage};
 use crate::rng::mix;
@@ -198,7 +198,10 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
     // The nonce stream (journal nonces, WAL salts) comes from the case, so a replay
     // writes the same bytes.
     let mut disk = SimVfs::with_seed(mix(&[case.workload.seed, 0x4E4F_4E43]));
-    let bare_cfg = |d: &SimVfs| case.mode.config(Arc::new(d.clone()), case.params, case.mutant);
+    let bare_cfg = |d: &SimVfs| {
+        case.mode
+            .config(Arc::new(d.clone()), case.params, case.mutant)
+    };
     let mut base = Model::new();
     let mut carried: Option<Database> = None;
     let default_stage = Stage {

@@ -166,3 +166,37 @@ fn mutant_vote_off_by_one() {
 fn mutant_wal_past_commit() {
     find(Mutant::WalPastCommit);
 }
+
+/// Shrinking and replay work on sequences: the unsynced-recovery mutant needs a crash
+/// after a recovery, so its shrunk case keeps at least two stages, and the printed spec
+/// replays to the same violation.
+#[test]
+fn sequence_violation_shrinks_and_replays() {
+    let args = after_recovery(TortureArgs {
+        mode: "dhl-cc".into(),
+        crashes: 400,
+        seed: 10,
+        mutant: Mutant::UnsyncedRecovery,
+        shrink: 1,
+        ..TortureArgs::default()
+    });
+    let mut out = Vec::new();
+    let report = run_torture(&args, &mut out, false).unwrap();
+    let v = &report.modes[0].violations[0];
+    let shrunk = v.shrunk.clone().expect("first violation is shrunk");
+    assert!(
+        shrunk.depth() >= 2,
+        "needs a crash after a recovery: {}",
+        shrunk.spec()
+    );
+    assert!(shrunk.depth() <= v.case.depth() && shrunk.steps <= v.case.steps);
+    let spec = shrunk.spec();
+    assert!(String::from_utf8_lossy(&out).contains(&spec));
+    assert_eq!(inpage_torture::Case::parse(&spec).unwrap(), shrunk);
+    let replay = TortureArgs {
+        replay: Some(spec),
+        ..TortureArgs::default()
+    };
+    let r = run_torture(&replay, &mut Vec::new(), false).unwrap();
+    assert_eq!((r.crashes(), r.violations()), (1, 1));
+}

@@ -1,4 +1,4 @@
-//! The CI budget: for every mode, 700 crash sequences of depth 3 (2,100 simulated power
+//! The CI budget: for every mode, 2,000 crash sequences of depth 3 (6,000 simulated power
 //! cuts, each recovered, judged and continued) under the full crash model (lose +
 //! reorder + tear, no atomic pages) and 200 I/O-error cases, with zero violations in
 //! every mode that promises atomicity and torn writes in a good share of the cases; the
@@ -11,7 +11,7 @@ use inpage::Mutant;
 use inpage_torture::oracle::run_case_disk;
 use inpage_torture::{run_torture, Case, Report, TortureArgs};
 
-const SEQUENCES: u64 = 700;
+const SEQUENCES: u64 = 2000;
 const DEPTH: usize = 3;
 const IO_ERRORS: u64 = 200;
 
@@ -164,7 +164,14 @@ fn broken_journal_sync_is_caught_and_replays() {
 /// disk (nonces and salts come from the case's seed), in every mode, for sequences.
 #[test]
 fn replays_leave_identical_disks() {
-    for mode in ["delete", "persist", "wal", "wal-prealloc", "dhl-cc", "dhl-tc"] {
+    for mode in [
+        "delete",
+        "persist",
+        "wal",
+        "wal-prealloc",
+        "dhl-cc",
+        "dhl-tc",
+    ] {
         let spec = format!(
             "mode={mode};wl=mixed;k=8;txns=24;wseed=77;ps=512;chunk=0;ckpt=12;steps=40;cut=60,30,10;crash=power:1,power:2,power:3;model=lose+reorder+tear;rcut=-,3,-;aim=t,u,t;fault=-;mutant=none"
         );

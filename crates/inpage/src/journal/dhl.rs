@@ -44,9 +44,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::off::check_batch;
-use super::{
-    CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, Mutant, RecoveryReport,
-};
+use super::{CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, Mutant, RecoveryReport};
 use crate::error::{Error, Pgno, Result};
 use crate::page::{dhl, PAGE_TRAILER};
 use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN};

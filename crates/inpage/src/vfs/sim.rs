@@ -215,9 +215,8 @@ impl Inode {
     /// The image a power cut leaves for this inode, and what happened to its writes.
     fn crashed(&self, rng: &mut Rng, model: &CrashModel, aim: Aim) -> (Vec<u8>, CrashReport) {
         let unit = model.tear_unit();
-        let spans_units = |offset: usize, len: usize| {
-            len > 0 && offset / unit != (offset + len - 1) / unit
-        };
+        let spans_units =
+            |offset: usize, len: usize| len > 0 && offset / unit != (offset + len - 1) / unit;
         // The forced tear (Aim::TearNewest): index of the write it applies to.
         let forced = match aim {
             Aim::TearNewest if model.tear => self.pending.iter().rposition(|op| {
@@ -1338,7 +1337,10 @@ mod tests {
             assert_eq!(r.pending_writes, 3);
             assert!(r.torn_writes >= 1, "seed {seed}: {r:?}");
             let img = d.read_file(&p("f")).unwrap();
-            assert_eq!(img[2048], 2, "seed {seed}: first sector of the aimed write kept");
+            assert_eq!(
+                img[2048], 2,
+                "seed {seed}: first sector of the aimed write kept"
+            );
             assert!(
                 img[2048..4096].chunks(SECTOR).any(|s| s[0] != 2),
                 "seed {seed}: a later sector of the aimed write dropped"
@@ -1367,12 +1369,14 @@ mod tests {
             tear: false,
             atomic_pages: None,
         };
-        let older_on_top = (0..100).any(|seed| {
-            vfs.crash(seed, keep_all(true)).read_file(&p("f")).unwrap()[0] != 4
-        });
+        let older_on_top = (0..100)
+            .any(|seed| vfs.crash(seed, keep_all(true)).read_file(&p("f")).unwrap()[0] != 4);
         assert!(older_on_top, "reordering never observed");
         for seed in 0..50 {
-            assert_eq!(vfs.crash(seed, keep_all(false)).read_file(&p("f")).unwrap()[0], 4);
+            assert_eq!(
+                vfs.crash(seed, keep_all(false)).read_file(&p("f")).unwrap()[0],
+                4
+            );
         }
     }
 
@@ -1384,13 +1388,28 @@ mod tests {
         let f = durable_file(&vfs, "f", &[0u8; 1024]);
         f.write_at(&[7u8; 512], 0).unwrap();
         let outcomes: Vec<bool> = (0..100)
-            .map(|seed| vfs.crash(seed, CrashModel::full()).read_file(&p("f")).unwrap()[0] == 7)
+            .map(|seed| {
+                vfs.crash(seed, CrashModel::full())
+                    .read_file(&p("f"))
+                    .unwrap()[0]
+                    == 7
+            })
             .collect();
         assert!(outcomes.contains(&true) && outcomes.contains(&false));
-        assert_eq!(vfs.crash_report(3, CrashModel::full(), Aim::Uniform).1.pending_writes, 1);
+        assert_eq!(
+            vfs.crash_report(3, CrashModel::full(), Aim::Uniform)
+                .1
+                .pending_writes,
+            1
+        );
         f.sync_data().unwrap();
         for seed in 0..50 {
-            assert_eq!(vfs.crash(seed, CrashModel::full()).read_file(&p("f")).unwrap()[0], 7);
+            assert_eq!(
+                vfs.crash(seed, CrashModel::full())
+                    .read_file(&p("f"))
+                    .unwrap()[0],
+                7
+            );
         }
         assert_eq!(vfs.sync_points().last(), Some(&(vfs.op_count() - 1)));
         f.sync_data().unwrap(); // nothing pending: not a sync point
@@ -1417,15 +1436,23 @@ mod tests {
         let ops = vfs.op_count();
         let einval = |r: io::Result<()>| {
             let e = r.unwrap_err();
-            assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::INVAL.raw_os_error()));
+            assert_eq!(
+                e.raw_os_error(),
+                Some(rustix::io::Errno::INVAL.raw_os_error())
+            );
         };
         einval(direct.write_at(&raw[off..off + 512], 100)); // offset
         einval(direct.write_at(&raw[off..off + 100], 512)); // length
         einval(direct.write_at(&raw[off + 1..off + 513], 512)); // buffer address
         let mut rbuf = vec![0u8; 1024];
         let roff = rbuf.as_ptr().align_offset(SECTOR);
-        let e = direct.read_at(&mut rbuf[roff + 1..roff + 513], 0).unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(rustix::io::Errno::INVAL.raw_os_error()));
+        let e = direct
+            .read_at(&mut rbuf[roff + 1..roff + 513], 0)
+            .unwrap_err();
+        assert_eq!(
+            e.raw_os_error(),
+            Some(rustix::io::Errno::INVAL.raw_os_error())
+        );
         assert_eq!(vfs.op_count(), ops, "refused calls change nothing");
         assert_eq!(vfs.read_file(&p("f")).unwrap(), vec![0u8; 4096]);
         direct.write_at(&raw[off..off + 1024], 512).unwrap();
@@ -1435,7 +1462,10 @@ mod tests {
         buffered.read_at(&mut b, 600).unwrap();
         assert_eq!(b[0], 5, "direct write visible to buffered readers");
         let lost = (0..100).any(|seed| {
-            vfs.crash(seed, CrashModel::full()).read_file(&p("f")).unwrap()[600] == 0
+            vfs.crash(seed, CrashModel::full())
+                .read_file(&p("f"))
+                .unwrap()[600]
+                == 0
         });
         assert!(lost, "a direct write is volatile until a sync");
         raw.clear();
