@@ -181,7 +181,20 @@ fn replays_leave_identical_disks() {
         assert!(!r1.violated(), "{mode}: {:?}", r1.violations);
         assert_eq!(r1.stages, r2.stages, "{mode}");
         assert!(!d1.is_empty());
-        assert_eq!(d1, d2, "{mode}: two replays left different disks");
+        let names = |d: &[(std::path::PathBuf, Vec<u8>)]| {
+            d.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&d1), names(&d2), "{mode}: different files");
+        for ((path, a), (_, b)) in d1.iter().zip(&d2) {
+            let first_diff = a.iter().zip(b).position(|(x, y)| x != y);
+            assert!(
+                a.len() == b.len() && first_diff.is_none(),
+                "{mode}: two replays left different bytes in {} (lengths {} and {}, first difference at {first_diff:?})",
+                path.display(),
+                a.len(),
+                b.len()
+            );
+        }
     }
 }
 
@@ -234,6 +247,11 @@ fn bad_arguments_are_clear_errors() {
         ..TortureArgs::default()
     });
     assert!(e.contains("--ops-per-txn"), "{e}");
+    let e = err(TortureArgs {
+        depth: 0,
+        ..TortureArgs::default()
+    });
+    assert!(e.contains("--depth"), "{e}");
     for (spec, want) in [
         ("", "missing field"),
         ("mode=delete", "missing field"),
@@ -254,6 +272,18 @@ fn bad_arguments_are_clear_errors() {
         (
             "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=-;crash=process;model=none;fault=eio@",
             "bad fault",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=1,2;crash=power:1;model=lose",
+            "crash has 1 entries, cut has 2",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=9;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=1,2;crash=power:1,power:2;model=lose",
+            "multiple of it",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=1;crash=power:1;model=lose;mutant=melt",
+            "unknown mutant",
         ),
     ] {
         let e = err(TortureArgs {
