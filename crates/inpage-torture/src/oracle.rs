@@ -486,6 +486,13 @@ fn judge(
         .mode
         .config(Arc::new(disk.clone()), case.params, case.mutant);
     let db = Database::open(DB, cfg).map_err(|e| format!("reopen after the crash failed: {e}"))?;
+    if std::env::var_os("INPAGE_TORTURE_TRACE").is_some() {
+        eprintln!(
+            "recovered: fcc {}, {:?}",
+            db.fcc(),
+            db.recovery_report()
+        );
+    }
     let idx = compare(&db, allowed)?;
     if !last_stage {
         return Ok((idx, Some(db)));
