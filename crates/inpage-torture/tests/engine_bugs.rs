@@ -54,14 +54,21 @@ fn persist_stale_journal_record_must_not_verify() {
 }
 
 /// OPEN (found by the crash sequences of issue 10, not fixed here; journal/dhl.rs is
-/// another helper's area): dhl-cc/dhl-cc-header lose an acknowledged commit. Stage 1's
-/// transaction T is cut at its sync and a page write of it is torn (first sector kept);
-/// recovery rolls T back (fcc T-1, its versions invalidated and synced). Stage 2 commits
-/// a new transaction with tid T (acknowledged, synced), starts T+1 and is cut at its
-/// first write; the next recovery settles on fcc T-1 again and rolls the acknowledged
-/// commit back (`INPAGE_TORTURE_TRACE=1` shows `recovered: fcc 1` after both crashes). With
-/// the stage-1 crash un-aimed (`aim=u,u`) the same case passes; dhl-tc passes. 5 in
-/// 100,000 depth-3 sequences (`--seed 42`).
+/// another helper's area): dhl-cc/dhl-cc-header lose an acknowledged commit.
+/// Cause (`INPAGE_TORTURE_TRACE=1` on the first spec dumps every page's descriptor
+/// heads before each recovery): with `chunk=0` the file grows a page at a time; stage 1's
+/// transaction T (tid 2) writes a new last page 6 and is cut at its sync; the crash keeps
+/// only that write's first sector, so the file ends half-way into page 6. DHL recovery
+/// scans `file_len / page_size` pages, so it never sees page 6: it rolls T back
+/// (fcc 1) and invalidates T's versions on pages 3 and 4 only. Stage 2 commits a new
+/// transaction with the same tid 2 (`txn_size` 6, acknowledged), then T+1 grows the file
+/// over page 6 and is cut; now page 6's stale tid-2 version (`txn_size` 7, valid: its
+/// dropped sectors were zeros) is scanned, the tid-2 versions disagree on `txn_size`,
+/// and recovery rolls the acknowledged commit back (fcc 1). Fix: recovery must treat a
+/// partial trailing page as a page (scan it zero-padded and invalidate stale versions
+/// there, or truncate it away durably) before a tid can be reused. 5 in 100,000 depth-3
+/// sequences of dhl-cc, 4 of dhl-cc-header (`--seed 42`); dhl-tc passes (its FCC does
+/// not come from the vote).
 #[test]
 #[ignore = "open engine bug: dhl-cc loses an acknowledged commit that reused a rolled-back tid"]
 fn dhl_cc_commit_after_torn_rollback_must_survive() {
