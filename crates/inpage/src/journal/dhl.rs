@@ -295,9 +295,8 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
                 .filter(|f| f.valid == Some(true) && f.tid == m)
                 .collect();
             let complete = of_m.first().is_some_and(|f| {
-                let n = of_m.len() + usize::from(mutant == Mutant::VoteOffByOne);
-                n >= f.txn_size as usize
-                    && of_m.len() <= f.txn_size as usize
+                let votes = of_m.len() + usize::from(mutant == Mutant::VoteOffByOne);
+                (of_m.len() == f.txn_size as usize || votes == f.txn_size as usize)
                     && of_m.iter().all(|g| g.txn_size == f.txn_size)
             });
             if complete || m == 0 {
