@@ -1,24 +1,42 @@
 //! One torture case, and its replay spec: a single-line, self-contained text form that
 //! `--replay` turns back into exactly the same case.
 //!
-//! Spec grammar: `key=value` pairs separated by `;`, all keys required except `rcut`,
-//! `fault` and `broken`, in any order:
+//! A case is a *crash sequence* of one or more stages. Stage 1 creates the database and
+//! runs the first segment of the workload; every stage ends in a crash; the crashed disk
+//! is (optionally cut again inside the reopen, then) recovered and judged, and the next
+//! stage continues the workload on the recovered database with its next segment. The
+//! workload's transactions are split into `depth` equal segments (`txns` is a multiple
+//! of the depth), so a shorter sequence is a prefix of a longer one.
+//!
+//! Spec grammar: `key=value` pairs separated by `;`, in any order; per-stage fields
+//! (`cut`, `crash`, `rcut`, `aim`) are comma-separated lists, one entry per stage, and
+//! their length is the depth:
 //!
 //! ```text
-//! mode=delete;wl=mixed;k=8;txns=8;wseed=17;ps=512;chunk=8;ckpt=40;steps=5;
-//! cut=123;crash=power:991;model=lose+reorder+tear;rcut=7;fault=-;broken=0
+//! mode=dhl-cc;wl=mixed;k=8;txns=24;wseed=17;ps=512;chunk=8;ckpt=40;steps=27;
+//! cut=123,40,9;crash=power:991,power:5,power:77;model=lose+reorder+tear;rcut=-,7,-;
+//! aim=u,t,u;fault=-;mutant=none
 //! ```
 //!
-//! - `steps`: how many workload steps run (a prefix of the generated list).
-//! - `cut`: power-cut op index on the simulated disk (`-` = none, e.g. fault cases).
+//! - `steps`: how many workload steps run in all (a prefix of the generated list).
+//! - `cut`: power-cut op index (`-` = none: the stage runs to its end, e.g. fault
+//!   cases). Stage 1 counts from the creating open; later stages from the end of the
+//!   recovery that judged the previous stage.
 //! - `crash`: `power:<seed>` (the disk a power cut leaves, under `model`) or `process`
 //!   (everything written survives).
-//! - `rcut`: a second power cut this many ops into the reopen (recovery), then a second
-//!   crash and reopen.
-//! - `fault`: `-`, `eio@N` (the Nth counted VFS op fails once), `eio@N!` (and every later
-//!   op), `sync@N` / `write@N` (the Nth sync_data / write_at), `enospc@BYTES`.
+//! - `rcut`: a second power cut this many ops into the reopen (recovery), then another
+//!   crash and reopen. Optional (default none).
+//! - `aim`: `u` (each pending write as the model says) or `t` (the newest multi-sector
+//!   write of each file torn: its first sector kept, a later one dropped; see
+//!   `inpage::vfs::Aim`). Optional (default `u`).
+//! - `fault` (stage 1 only): `-`, `eio@N` (the Nth counted VFS op fails once), `eio@N!`
+//!   (and every later op), `sync@N` / `write@N` (the Nth sync_data / write_at),
+//!   `enospc@BYTES`.
+//! - `mutant`: `none` or a deliberately broken engine variant (`inpage::Mutant`);
+//!   `broken=1` (older specs) means `no-sync-before-mark`.
 
-use inpage::vfs::CrashModel;
+use inpage::vfs::{Aim, CrashModel};
+use inpage::Mutant;
 
 use crate::mode::{DbParams, Mode};
 use crate::workload::{WorkloadKind, WorkloadSpec};
@@ -45,19 +63,27 @@ pub enum Crash {
     Process,
 }
 
-/// A fully specified case; running it is deterministic.
+/// One stage of a crash sequence: how it is cut and crashed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stage {
+    pub cut: Option<u64>,
+    pub crash: Crash,
+    pub rcut: Option<u64>,
+    pub aim: Aim,
+}
+
+/// A fully specified case; running it is deterministic.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Case {
     pub mode: Mode,
     pub workload: WorkloadSpec,
     pub params: DbParams,
     pub steps: usize,
-    pub cut: Option<u64>,
-    pub crash: Crash,
+    /// At least one.
+    pub stages: Vec<Stage>,
     pub model: CrashModel,
-    pub rcut: Option<u64>,
     pub fault: Option<Fault>,
-    pub broken: bool,
+    pub mutant: Mutant,
 }
 
 /// `lose+reorder+tear`, `atomic-pages` (full model, page-atomic device), `none`.
@@ -145,12 +171,20 @@ impl Fault {
     }
 }
 
+fn list<T>(items: &[T], f: impl Fn(&T) -> String) -> String {
+    items.iter().map(f).collect::<Vec<_>>().join(",")
+}
+
 impl Case {
+    pub fn depth(&self) -> usize {
+        self.stages.len()
+    }
+
     /// The replay spec (see module docs).
     pub fn spec(&self) -> String {
         let w = &self.workload;
         format!(
-            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};steps={};cut={};crash={};model={};rcut={};fault={};broken={}",
+            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
             self.mode.name(),
             w.kind.name(),
             w.ops_per_txn,
@@ -160,15 +194,19 @@ impl Case {
             self.params.chunk_pages,
             self.params.wal_autocheckpoint,
             self.steps,
-            opt(self.cut),
-            match self.crash {
-                Crash::Power(s) => format!("power:{s}"),
+            list(&self.stages, |s| opt(s.cut)),
+            list(&self.stages, |s| match s.crash {
+                Crash::Power(x) => format!("power:{x}"),
                 Crash::Process => "process".into(),
-            },
+            }),
             model_name(&self.model),
-            opt(self.rcut),
+            list(&self.stages, |s| opt(s.rcut)),
+            list(&self.stages, |s| match s.aim {
+                Aim::Uniform => "u".into(),
+                Aim::TearNewest => "t".into(),
+            }),
             self.fault.map_or("-".into(), |f| f.spec()),
-            u8::from(self.broken),
+            self.mutant.name(),
         )
     }
 
@@ -183,9 +221,9 @@ impl Case {
                 return Err(format!("replay spec: {k:?} given twice"));
             }
         }
-        const KNOWN: [&str; 15] = [
+        const KNOWN: [&str; 17] = [
             "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "steps", "cut", "crash",
-            "model", "rcut", "fault", "broken",
+            "model", "rcut", "aim", "fault", "mutant", "broken",
         ];
         if let Some(k) = fields.keys().find(|k| !KNOWN.contains(k)) {
             return Err(format!(
@@ -199,18 +237,11 @@ impl Case {
                 .copied()
                 .ok_or_else(|| format!("replay spec: missing field {k:?}"))
         };
-        let num = |k: &str| -> Result<u64, String> {
-            let v = get(k)?;
+        let num_of = |k: &str, v: &str| -> Result<u64, String> {
             v.parse()
                 .map_err(|_| format!("replay spec: {k}={v:?} is not a number"))
         };
-        let opt_num = |k: &str, default_none: bool| -> Result<Option<u64>, String> {
-            match fields.get(k).copied() {
-                None if default_none => Ok(None),
-                Some("-") => Ok(None),
-                _ => num(k).map(Some),
-            }
-        };
+        let num = |k: &str| -> Result<u64, String> { num_of(k, get(k)?) };
         let mode = Mode::parse(get("mode")?)?;
         let kind = WorkloadKind::parse(get("wl")?)?;
         let page_size = u32::try_from(num("ps")?).map_err(|_| "replay spec: ps too large")?;
@@ -224,21 +255,75 @@ impl Case {
         if ops_per_txn == 0 || ops_per_txn > 100_000 || txns > 1_000_000 {
             return Err("replay spec: k must be 1..=100000 and txns at most 1000000".into());
         }
-        let crash = match get("crash")? {
-            "process" => Crash::Process,
-            c => match c.strip_prefix("power:").map(str::parse) {
-                Some(Ok(s)) => Crash::Power(s),
-                _ => {
-                    return Err(format!(
-                        "replay spec: crash={c:?} must be power:<seed> or process"
-                    ))
-                }
-            },
+        let cuts: Vec<Option<u64>> = get("cut")?
+            .split(',')
+            .map(|c| match c.trim() {
+                "-" => Ok(None),
+                c => num_of("cut", c).map(Some),
+            })
+            .collect::<Result<_, _>>()?;
+        let depth = cuts.len();
+        if depth > 64 || txns % depth != 0 {
+            return Err(format!(
+                "replay spec: {depth} stages (entries of cut); at most 64, and txns={txns} must be a multiple of it"
+            ));
+        }
+        let per_stage = |k: &str, default: Option<&str>| -> Result<Vec<String>, String> {
+            let v: Vec<String> = match (fields.get(k), default) {
+                (Some(v), _) => v.split(',').map(|x| x.trim().to_string()).collect(),
+                (None, Some(d)) => vec![d.to_string(); depth],
+                (None, None) => return Err(format!("replay spec: missing field {k:?}")),
+            };
+            if v.len() != depth {
+                return Err(format!(
+                    "replay spec: {k} has {} entries, cut has {depth}",
+                    v.len()
+                ));
+            }
+            Ok(v)
         };
-        let broken = match fields.get("broken").copied().unwrap_or("0") {
-            "0" => false,
-            "1" => true,
-            b => return Err(format!("replay spec: broken={b:?} must be 0 or 1")),
+        let crashes = per_stage("crash", None)?;
+        let rcuts = per_stage("rcut", Some("-"))?;
+        let aims = per_stage("aim", Some("u"))?;
+        let mut stages = Vec::with_capacity(depth);
+        for i in 0..depth {
+            let crash = match crashes[i].as_str() {
+                "process" => Crash::Process,
+                c => match c.strip_prefix("power:").map(str::parse) {
+                    Some(Ok(s)) => Crash::Power(s),
+                    _ => {
+                        return Err(format!(
+                            "replay spec: crash={c:?} must be power:<seed> or process"
+                        ))
+                    }
+                },
+            };
+            let rcut = match rcuts[i].as_str() {
+                "-" => None,
+                r => Some(num_of("rcut", r)?),
+            };
+            let aim = match aims[i].as_str() {
+                "u" => Aim::Uniform,
+                "t" => Aim::TearNewest,
+                a => return Err(format!("replay spec: aim={a:?} must be u or t")),
+            };
+            stages.push(Stage {
+                cut: cuts[i],
+                crash,
+                rcut,
+                aim,
+            });
+        }
+        let mutant = match (fields.get("mutant"), fields.get("broken").copied()) {
+            (Some(m), _) => Mutant::from_name(m).ok_or_else(|| {
+                format!(
+                    "replay spec: unknown mutant {m:?}; valid: none, {}",
+                    Mutant::ALL.map(|m| m.name()).join(", ")
+                )
+            })?,
+            (None, None | Some("0")) => Mutant::None,
+            (None, Some("1")) => Mutant::NoSyncBeforeMark,
+            (None, Some(b)) => return Err(format!("replay spec: broken={b:?} must be 0 or 1")),
         };
         let small = |k: &str| -> Result<u32, String> {
             u32::try_from(num(k)?).map_err(|_| format!("replay spec: {k} too large"))
@@ -258,12 +343,10 @@ impl Case {
                 wal_autocheckpoint: small("ckpt")?,
             },
             steps: num("steps")? as usize,
-            cut: opt_num("cut", false)?,
-            crash,
+            stages,
             model: parse_model(get("model")?, page_size)?,
-            rcut: opt_num("rcut", true)?,
             fault: Fault::parse(fields.get("fault").copied().unwrap_or("-"))?,
-            broken,
+            mutant,
         })
     }
 }

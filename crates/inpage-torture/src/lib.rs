@@ -1,10 +1,15 @@
 //! Crash-torture harness for `inpage`.
 //!
-//! It runs deterministic workloads on the simulated disk (`inpage::vfs::SimVfs`), cuts
-//! the power at any I/O operation (also inside recovery) or injects I/O errors
-//! (`FaultVfs`), reopens, and checks the result against a model of acknowledged commits
-//! (see [`oracle`] for the exact rule). Violations are shrunk to the shortest workload
-//! prefix and earliest crash point and printed as replay specs ([`case`]).
+//! It runs deterministic workloads on the simulated disk (`inpage::vfs::SimVfs`) as crash
+//! sequences: cut the power at any I/O operation (also inside recovery), recover, judge
+//! the result against a model of acknowledged commits (see [`oracle`] for the exact
+//! rule), continue the workload on the recovered database, cut again, and so on. Cuts
+//! are aimed at the syncs a commit or a recovery depends on and tears at the spans a
+//! checksum guards (see [`torture`]); I/O errors are injected with `FaultVfs`.
+//! Violations are shrunk to the fewest stages, the shortest workload prefix and the
+//! earliest crash points and printed as replay specs ([`case`]). The engine's mutants
+//! (`inpage::Mutant`, `--mutant`) show that each broken commit/recovery variant is
+//! found (`tests/mutants.rs`).
 //!
 //! Entry points for the `inpage` CLI: [`torture`], [`workload`] and [`verify`] with their
 //! clap argument structs. Everything is a pure function of its seed: the same arguments
@@ -18,7 +23,7 @@ pub mod rng;
 pub mod torture;
 pub mod workload;
 
-pub use case::{Case, Crash, Fault};
+pub use case::{Case, Crash, Fault, Stage};
 pub use mode::{DbParams, Mode};
 pub use real::{verify, workload, VerifyArgs, WorkloadArgs};
 pub use torture::{run_torture, shrink, torture, Report, TortureArgs};

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use inpage::vfs::Vfs;
-use inpage::{Config, JournalMode, WalSync};
+use inpage::{Config, JournalMode, Mutant, WalSync};
 
 /// Journal-mode variants with different promises or I/O patterns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -86,6 +86,22 @@ impl Mode {
             })
     }
 
+    /// Help text for a `--mode` argument: `prefix` followed by every mode name, from
+    /// `Mode::all()` (so from `JournalMode::ALL`): the one place mode lists come from.
+    pub fn help_list(prefix: &str) -> String {
+        let names: Vec<String> = Mode::all()
+            .iter()
+            .map(|m| {
+                if m.promises_atomicity() {
+                    m.name()
+                } else {
+                    format!("{} (no atomicity)", m.name())
+                }
+            })
+            .collect();
+        format!("{prefix} {}", names.join(", "))
+    }
+
     /// Parse `all` or a comma-separated list of modes.
     pub fn parse_list(s: &str) -> Result<Vec<Mode>, String> {
         if s.trim().eq_ignore_ascii_case("all") {
@@ -116,7 +132,7 @@ impl Mode {
     }
 
     /// The engine configuration for this mode.
-    pub fn config(&self, vfs: Arc<dyn Vfs>, p: DbParams, broken_journal_sync: bool) -> Config {
+    pub fn config(&self, vfs: Arc<dyn Vfs>, p: DbParams, mutant: Mutant) -> Config {
         let mut c = Config::default()
             .vfs(vfs)
             .journal_mode(self.journal)
@@ -130,8 +146,7 @@ impl Mode {
             Variant::Prealloc => c = c.wal_prealloc(true),
             Variant::Normal => c = c.wal_sync(WalSync::Normal),
         }
-        c.journal.broken_skip_journal_sync = broken_journal_sync;
-        c
+        c.mutant(mutant)
     }
 }
 

@@ -7,6 +7,13 @@
 //! `commit`, and savepoint-rolled-back work never enter the model. The workload stops at
 //! the first error.
 //!
+//! A case is a crash sequence (see `case`): each stage runs its segment of the workload
+//! from the state the previous stage's recovery was judged to hold (stage 1 from the
+//! empty database), then crashes; the rule below is applied after every crash, and the
+//! next stage continues on the database that recovery produced, so a recovery step that
+//! matters only for later transactions (tids, invalidations, a log reset) is judged by
+//! the crash after them.
+//!
 //! **The rule.** After the crash (and, if the case says so, a second power cut inside the
 //! reopen and a third open), the database must open, pass `inpage::check::check`, and its
 //! full scan must equal exactly one of the allowed states:
@@ -18,7 +25,9 @@
 //!
 //! Point gets of every key any allowed state mentions and per-tree counts must then agree
 //! with the matched state (a scan and a seek take different paths through the tree), and
-//! one more commit must succeed (recovery left a working database).
+//! after the last stage one more commit must succeed (recovery left a working database).
+//! `states` restart at each stage from the matched state, which is durable: it is what a
+//! crashed disk, whose every byte is on the medium, holds.
 //!
 //! Error-path rules (any case): a call during which an injected fault fired must not
 //! return Ok (the engine must report it, never acknowledge a commit it could not make
@@ -32,8 +41,9 @@ use std::sync::Arc;
 use inpage::check::check;
 use inpage::vfs::{AccountingVfs, FaultPlan, FaultVfs, IoKind, IoStats, SimVfs, Vfs};
 use inpage::{Database, ReadableTxn};
+use std::path::PathBuf;
 
-use crate::case::{Case, Crash, Fault};
+use crate::case::{Case, Crash, Fault, Stage};
 use crate::rng::mix;
 use crate::workload::{
     apply_txn, describe_diff, dump, exec_txn_with, generate, show_key, Model, Step, TxnError,
@@ -43,25 +53,39 @@ use crate::workload::{
 /// Database path on the simulated disk.
 pub const DB: &str = "/torture/db";
 
+/// What one stage's segment did on the disk (the reference run sizes the cuts with it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StageRun {
+    /// Mutating disk ops from the stage's start (stage 1: from the creating open; later
+    /// stages: from the end of the recovery before them) to its crash.
+    pub ops: u64,
+    /// Op indices, on the same scale, of syncs that found unsynced writes: a cut there
+    /// refuses the sync with the writes a commit (or a recovery) depends on pending.
+    pub sync_points: Vec<u64>,
+}
+
 /// What running a case showed.
 #[derive(Clone, Debug, Default)]
 pub struct CaseRun {
     /// Every rule the case broke (empty = passed).
     pub violations: Vec<String>,
-    /// Mutating ops on the simulated disk when the workload stopped (for choosing cuts).
-    pub sim_ops: u64,
-    /// Ops counted by the fault layer (for choosing `eio@N`).
+    /// Per stage run (a violation ends the sequence, so maybe fewer than the depth).
+    pub stages: Vec<StageRun>,
+    /// Ops counted by the fault layer in stage 1 (for choosing `eio@N`).
     pub fault_ops: u64,
-    /// `sync_data` calls (for `sync@N`).
+    /// `sync_data` calls in stage 1 (for `sync@N`).
     pub syncs: u64,
-    /// `write_at` calls (for `write@N`).
+    /// `write_at` calls in stage 1 (for `write@N`).
     pub writes: u64,
-    /// Bytes written or allocated: an upper bound of growth (for `enospc@BYTES`).
+    /// Bytes written or allocated in stage 1: an upper bound of growth (for
+    /// `enospc@BYTES`).
     pub written_bytes: u64,
-    /// Commits acknowledged before the workload stopped.
+    /// Commits acknowledged over all stages.
     pub acked: usize,
     /// Whether an injected fault fired.
     pub fault_fired: bool,
+    /// Crashes of this case (stages, and cuts inside a reopen) that tore a write.
+    pub torn_crashes: u64,
 }
 
 impl CaseRun {
@@ -72,18 +96,34 @@ impl CaseRun {
 
 /// Run a case; never panics (an engine panic becomes a violation).
 pub fn run_case(case: &Case) -> CaseRun {
+    run_case_disk(case).0
+}
+
+/// `run_case`, also returning every file of the final disk (after the last judged
+/// recovery and its commit), so tests can compare replays byte for byte.
+pub fn run_case_disk(case: &Case) -> (CaseRun, Vec<(PathBuf, Vec<u8>)>) {
     match catch_unwind(AssertUnwindSafe(|| run_inner(case))) {
-        Ok(r) => r,
+        Ok((r, disk)) => {
+            let files = disk
+                .file_names()
+                .into_iter()
+                .filter_map(|p| disk.read_file(&p).map(|d| (p, d)))
+                .collect();
+            (r, files)
+        }
         Err(p) => {
             let msg = p
                 .downcast_ref::<String>()
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_else(|| "non-string panic".into());
-            CaseRun {
-                violations: vec![format!("panic: {msg}")],
-                ..Default::default()
-            }
+            (
+                CaseRun {
+                    violations: vec![format!("panic: {msg}")],
+                    ..Default::default()
+                },
+                Vec::new(),
+            )
         }
     }
 }
@@ -110,58 +150,227 @@ impl FaultWatch {
     }
 }
 
-fn run_inner(case: &Case) -> CaseRun {
+/// Step index where each stage's segment starts, plus the end: segment `k` begins after
+/// the `k * txns / depth`-th transaction step, so every segment has the same number of
+/// transactions (and the checkpoints/reopens between them).
+pub fn segment_bounds(steps: &[Step], txns: usize, depth: usize) -> Vec<usize> {
+    let depth = depth.max(1);
+    let per = txns / depth;
+    let mut bounds = vec![0];
+    let mut seen = 0usize;
+    for (i, s) in steps.iter().enumerate() {
+        if bounds.len() == depth {
+            break;
+        }
+        if matches!(s, Step::Txn(_)) {
+            seen += 1;
+            if per > 0 && seen % per == 0 {
+                bounds.push(i + 1);
+            }
+        }
+    }
+    while bounds.len() < depth {
+        bounds.push(steps.len());
+    }
+    bounds.push(steps.len());
+    bounds
+}
+
+/// The run of one stage's segment: the states it acknowledged and how it ended.
+struct Segment {
+    states: Vec<Model>,
+    floor: usize,
+    inflight: Option<Model>,
+}
+
+fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
     let all_steps = generate(&case.workload);
-    let steps = &all_steps[..case.steps.min(all_steps.len())];
+    let n_steps = case.steps.min(all_steps.len());
+    let depth = case.depth().max(1);
+    let bounds: Vec<usize> = segment_bounds(&all_steps, case.workload.txns, depth)
+        .into_iter()
+        .map(|b| b.min(n_steps))
+        .collect();
     let mut run = CaseRun::default();
-    let v = &mut run.violations;
+    // INPAGE_TORTURE_TRACE=1 narrates a (replayed) case on stderr, for debugging.
+    let trace = std::env::var_os("INPAGE_TORTURE_TRACE").is_some();
 
-    // FaultVfs outermost so an injected failure reaches neither the counters nor the
-    // disk; the accounting layer sizes fault choices for later cases.
-    let disk = SimVfs::new();
-    let stats = Arc::new(IoStats::new());
-    let acct = AccountingVfs::with_stats(Arc::new(disk.clone()), stats.clone());
-    let plan = Arc::new(FaultPlan::new());
-    let vfs: Arc<dyn Vfs> = Arc::new(FaultVfs::new(Arc::new(acct), plan.clone()));
-    match case.fault {
-        None => {}
-        Some(Fault::Eio { op, persistent }) => plan.fail_op(op, persistent),
-        Some(Fault::Sync { nth }) => plan.fail_kind(IoKind::Sync, nth, false),
-        Some(Fault::Write { nth }) => plan.fail_kind(IoKind::Write, nth, false),
-        Some(Fault::Enospc { bytes }) => plan.enospc_after_bytes(bytes),
-    }
-    if let Some(c) = case.cut {
-        disk.set_power_cut_after(c);
-    }
-    let cfg = case.mode.config(vfs, case.params, case.broken);
-    let mut watch = FaultWatch {
-        plan: plan.clone(),
-        seen: 0,
+    // The nonce stream (journal nonces, WAL salts) comes from the case, so a replay
+    // writes the same bytes.
+    let mut disk = SimVfs::with_seed(mix(&[case.workload.seed, 0x4E4F_4E43]));
+    let bare_cfg = |d: &SimVfs| {
+        case.mode
+            .config(Arc::new(d.clone()), case.params, case.mutant)
     };
+    let mut base = Model::new();
+    let mut carried: Option<Database> = None;
+    let default_stage = Stage {
+        cut: None,
+        crash: Crash::Process,
+        rcut: None,
+        aim: inpage::vfs::Aim::Uniform,
+    };
+    for k in 0..depth {
+        let stage = case.stages.get(k).copied().unwrap_or(default_stage);
+        let last_stage = k + 1 == depth;
+        let v = &mut run.violations;
+        let plan = Arc::new(FaultPlan::new());
+        let stats = Arc::new(IoStats::new());
+        let mut watch = FaultWatch {
+            plan: plan.clone(),
+            seen: 0,
+        };
+        let ops_start = disk.op_count();
+        let syncs_start = disk.sync_points().len();
+        if let Some(c) = stage.cut {
+            disk.set_power_cut_after(c);
+        }
+        // Stage 1 creates the database through the fault and accounting layers (the
+        // fault is stage 1's); later stages continue on the handle recovery returned.
+        let cfg = if k == 0 {
+            // FaultVfs outermost so an injected failure reaches neither the counters nor
+            // the disk; the accounting layer sizes fault choices for later cases.
+            let acct = AccountingVfs::with_stats(Arc::new(disk.clone()), stats.clone());
+            match case.fault {
+                None => {}
+                Some(Fault::Eio { op, persistent }) => plan.fail_op(op, persistent),
+                Some(Fault::Sync { nth }) => plan.fail_kind(IoKind::Sync, nth, false),
+                Some(Fault::Write { nth }) => plan.fail_kind(IoKind::Write, nth, false),
+                Some(Fault::Enospc { bytes }) => plan.enospc_after_bytes(bytes),
+            }
+            let vfs: Arc<dyn Vfs> = Arc::new(FaultVfs::new(Arc::new(acct), plan.clone()));
+            case.mode.config(vfs, case.params, case.mutant)
+        } else {
+            bare_cfg(&disk)
+        };
+        let mut db = match carried.take() {
+            Some(d) => Some(d),
+            None => match Database::open(DB, cfg.clone()) {
+                Ok(d) => {
+                    watch.ok("open", v);
+                    Some(d)
+                }
+                Err(_) => {
+                    watch.err();
+                    None
+                }
+            },
+        };
+        let seg = run_segment(
+            case,
+            &all_steps[bounds[k]..bounds[k + 1]],
+            &base,
+            &disk,
+            &cfg,
+            &mut db,
+            &mut watch,
+            v,
+            trace,
+        );
+        let Segment {
+            states,
+            mut floor,
+            inflight,
+        } = seg;
+        run.acked += states.len() - 1;
+        let stage_syncs = disk.sync_points();
+        run.stages.push(StageRun {
+            ops: disk.op_count() - ops_start,
+            sync_points: stage_syncs[syncs_start.min(stage_syncs.len())..]
+                .iter()
+                .map(|s| s - ops_start)
+                .collect(),
+        });
+        if k == 0 {
+            run.fault_ops = plan.ops_seen();
+            let snap = stats.snapshot();
+            run.syncs = snap.get(IoKind::Sync).calls;
+            run.writes = snap.get(IoKind::Write).calls;
+            run.written_bytes = snap.get(IoKind::Write).bytes + snap.get(IoKind::Allocate).bytes;
+            run.fault_fired = plan.injected() > 0;
+        }
 
-    let mut states: Vec<Model> = vec![Model::new()];
+        // The crash image is taken with the handle still open: nothing a clean shutdown
+        // would do gets to run first.
+        let mut crashed = match stage.crash {
+            Crash::Power(seed) => {
+                let (d, r) = disk.crash_report(seed, case.model, stage.aim);
+                run.torn_crashes += u64::from(r.torn_writes > 0);
+                d
+            }
+            Crash::Process => {
+                // The OS keeps every write it accepted, synced or not.
+                floor = states.len() - 1;
+                disk.process_crash()
+            }
+        };
+        drop(db);
+        if let Some(rc) = stage.rcut {
+            crashed.set_power_cut_after(rc);
+            drop(Database::open(DB, bare_cfg(&crashed)));
+            let seed = match stage.crash {
+                Crash::Power(s) => s,
+                Crash::Process => 0,
+            };
+            let (d, r) = crashed.crash_report(mix(&[seed, rc]), case.model, stage.aim);
+            run.torn_crashes += u64::from(r.torn_writes > 0);
+            crashed = d;
+        }
+        disk = crashed;
+
+        let mut allowed: Vec<(String, &Model)> = (floor..states.len())
+            .map(|i| (format!("after commit {i} of the stage"), &states[i]))
+            .collect();
+        if let Some(m) = &inflight {
+            allowed.push(("with the failed/in-flight commit".into(), m));
+        }
+        match judge(&disk, case, &allowed, last_stage) {
+            Ok((idx, db)) => {
+                base = allowed[idx].1.clone();
+                carried = db;
+            }
+            Err(e) => {
+                run.violations.push(format!(
+                    "{}{e} [acked commits {}, must keep at least {floor}, in-flight: {}]",
+                    if depth > 1 {
+                        format!("stage {} of {depth}: ", k + 1)
+                    } else {
+                        String::new()
+                    },
+                    states.len() - 1,
+                    if inflight.is_some() { "yes" } else { "no" }
+                ));
+                break;
+            }
+        }
+    }
+    (run, disk)
+}
+
+/// Run one stage's workload segment on `db` (which it may replace on a clean reopen, or
+/// leave `None` when that failed). `states[0]` is `base`.
+#[allow(clippy::too_many_arguments)]
+fn run_segment(
+    case: &Case,
+    steps: &[Step],
+    base: &Model,
+    disk: &SimVfs,
+    cfg: &inpage::Config,
+    db: &mut Option<Database>,
+    watch: &mut FaultWatch,
+    v: &mut Vec<String>,
+    trace: bool,
+) -> Segment {
+    let mut states: Vec<Model> = vec![base.clone()];
     let mut floor = 0usize;
     let mut inflight: Option<Model> = None;
     let durable = case.mode.durable_at_ack();
-
-    let mut db = match Database::open(DB, cfg.clone()) {
-        Ok(d) => {
-            watch.ok("open", v);
-            Some(d)
-        }
-        Err(_) => {
-            watch.err();
-            None
-        }
-    };
     // A failed commit or checkpoint that changed the disk must poison the handle; one
     // that failed before its first write (e.g. reading a pre-image) leaves nothing to
     // distrust, so the engine may keep the handle usable.
     let mut expect_poison = false;
     let mut ops_before = 0u64;
     let mut stopped = db.is_none();
-    // INPAGE_TORTURE_TRACE=1 narrates a (replayed) case on stderr, for debugging.
-    let trace = std::env::var_os("INPAGE_TORTURE_TRACE").is_some();
     for (i, step) in steps.iter().enumerate() {
         if stopped {
             break;
@@ -199,8 +408,7 @@ fn run_inner(case: &Case) -> CaseRun {
             },
             Step::Checkpoint => {
                 ops_before = disk.op_count();
-                let r = d.checkpoint();
-                match r {
+                match d.checkpoint() {
                     Ok(()) => {
                         watch.ok("checkpoint", v);
                         floor = last;
@@ -228,7 +436,7 @@ fn run_inner(case: &Case) -> CaseRun {
                 match Database::open(DB, cfg.clone()) {
                     Ok(d) => {
                         watch.ok("reopen", v);
-                        db = Some(d);
+                        *db = Some(d);
                     }
                     Err(_) => {
                         watch.err();
@@ -258,65 +466,49 @@ fn run_inner(case: &Case) -> CaseRun {
             disk.file_names()
         );
     }
-    run.sim_ops = disk.op_count();
-    run.fault_ops = plan.ops_seen();
-    let snap = stats.snapshot();
-    run.syncs = snap.get(IoKind::Sync).calls;
-    run.writes = snap.get(IoKind::Write).calls;
-    run.written_bytes = snap.get(IoKind::Write).bytes + snap.get(IoKind::Allocate).bytes;
-    run.acked = states.len() - 1;
-    run.fault_fired = plan.injected() > 0;
-
-    // The crash image is taken with the handle still open: nothing a clean shutdown
-    // would do gets to run first.
-    let crashed = match case.crash {
-        Crash::Power(seed) => disk.crash(seed, case.model),
-        Crash::Process => {
-            // The OS keeps every write it accepted, synced or not.
-            floor = states.len() - 1;
-            disk.process_crash()
-        }
-    };
-    drop(db);
-
-    let reopen_cfg = |d: &SimVfs| {
-        case.mode
-            .config(Arc::new(d.clone()), case.params, case.broken)
-    };
-    let mut disk2 = crashed;
-    if let Some(rc) = case.rcut {
-        disk2.set_power_cut_after(rc);
-        drop(Database::open(DB, reopen_cfg(&disk2)));
-        let seed = match case.crash {
-            Crash::Power(s) => s,
-            Crash::Process => 0,
-        };
-        disk2 = disk2.crash(mix(&[seed, rc]), case.model);
+    Segment {
+        states,
+        floor,
+        inflight,
     }
-
-    let mut allowed: Vec<(String, &Model)> = (floor..states.len())
-        .map(|i| (format!("after commit {i}"), &states[i]))
-        .collect();
-    if let Some(m) = &inflight {
-        allowed.push(("with the failed/in-flight commit".into(), m));
-    }
-    if let Err(e) = judge(&disk2, case, &allowed) {
-        run.violations.push(format!(
-            "{e} [acked commits {}, must keep at least {floor}, in-flight: {}]",
-            states.len() - 1,
-            if inflight.is_some() { "yes" } else { "no" }
-        ));
-    }
-    run
 }
 
-/// Reopen the crashed disk and compare with the allowed states.
-fn judge(disk: &SimVfs, case: &Case, allowed: &[(String, &Model)]) -> Result<(), String> {
+/// Reopen the crashed disk and compare with the allowed states. Returns the index of the
+/// matched state and, unless this is the last stage, the open database to continue on;
+/// after the last stage it checks that recovery left a database that takes a commit.
+fn judge(
+    disk: &SimVfs,
+    case: &Case,
+    allowed: &[(String, &Model)],
+    last_stage: bool,
+) -> Result<(usize, Option<Database>), String> {
     let cfg = case
         .mode
-        .config(Arc::new(disk.clone()), case.params, case.broken);
+        .config(Arc::new(disk.clone()), case.params, case.mutant);
+    if std::env::var_os("INPAGE_TORTURE_TRACE").is_some()
+        && case.mode.journal.layout() == inpage::page::Layout::Dhl
+    {
+        if let Some(img) = disk.read_file(std::path::Path::new(DB)) {
+            let ps = case.params.page_size as usize;
+            for (p, page) in img.chunks(ps).enumerate().skip(1) {
+                if let Some(h) = inpage::page::dhl::descriptor_heads(page) {
+                    let v = inpage::page::dhl::page_versions(page, ps - inpage::page::PAGE_TRAILER);
+                    eprintln!(
+                        "  page {p}: heads {h:?} valid {:?}",
+                        v.map(|d| d.map(|d| d.valid))
+                    );
+                }
+            }
+        }
+    }
     let db = Database::open(DB, cfg).map_err(|e| format!("reopen after the crash failed: {e}"))?;
-    compare(&db, allowed)?;
+    if std::env::var_os("INPAGE_TORTURE_TRACE").is_some() {
+        eprintln!("recovered: fcc {}, {:?}", db.fcc(), db.recovery_report());
+    }
+    let idx = compare(&db, allowed)?;
+    if !last_stage {
+        return Ok((idx, Some(db)));
+    }
     // Recovery must leave a database that takes new commits.
     let mut w = db
         .begin_write()
@@ -328,7 +520,7 @@ fn judge(disk: &SimVfs, case: &Case, allowed: &[(String, &Model)]) -> Result<(),
         .map_err(|e| format!("write after recovery: {e}"))?;
     w.commit()
         .map_err(|e| format!("commit after recovery: {e}"))?;
-    Ok(())
+    Ok((idx, None))
 }
 
 /// Integrity check, full scan equal to one allowed state, point gets and counts agreeing.

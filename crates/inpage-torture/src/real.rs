@@ -28,8 +28,7 @@ use crate::workload::{Model, WorkloadSpec};
 pub struct WorkloadArgs {
     /// Database file to create (must not exist).
     pub file: PathBuf,
-    /// Journal mode (off, delete, truncate, persist, wal, wal-prealloc, wal-normal).
-    #[arg(long)]
+    #[arg(long, help = Mode::help_list("Journal mode:"))]
     pub mode: String,
     /// Workload seed.
     #[arg(long, default_value_t = 0)]
@@ -50,8 +49,7 @@ pub struct WorkloadArgs {
 pub struct VerifyArgs {
     /// Database file written by `workload`.
     pub file: PathBuf,
-    /// Journal mode the workload used.
-    #[arg(long)]
+    #[arg(long, help = Mode::help_list("Journal mode the workload used:"))]
     pub mode: String,
     /// Workload seed.
     #[arg(long, default_value_t = 0)]
@@ -82,7 +80,11 @@ fn spec(kind: &str, ops_per_txn: usize, seed: u64, txns: usize) -> Result<Worklo
 }
 
 fn config(mode: Mode, seed: u64) -> inpage::Config {
-    mode.config(Arc::new(OsVfs::new()), DbParams::from_seed(seed), false)
+    mode.config(
+        Arc::new(OsVfs::new()),
+        DbParams::from_seed(seed),
+        inpage::Mutant::None,
+    )
 }
 
 /// Run the workload on a new file, printing `commit <i>` after each acknowledged commit.

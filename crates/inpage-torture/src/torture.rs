@@ -3,19 +3,29 @@
 //!
 //! Case choice. Cases come in groups of `--cuts-per-workload`: each group draws a workload
 //! seed (hence a workload and database parameters) from (run seed, mode name, group
-//! index), makes one failure-free reference run that measures how many disk operations
-//! the workload takes, then draws that many cases from the measured ranges: a power-cut
-//! point uniform over every mutating disk op of the run (from the creating open to the
-//! last commit, the end included, which means "power cut after the last ack"), a crash
-//! seed, and in one case in five a second cut 0..32 ops into the reopen. With
-//! `--io-errors` the cases instead inject one fault (EIO once / persistent on any
-//! counted op, EIO on the Nth sync or write, ENOSPC after a growth budget) and end with
-//! a power cut or a process crash (half each). Results do not depend on `--jobs`.
+//! index), makes one failure-free reference run of the whole sequence (`--depth` stages,
+//! each `--txns` transactions, a process crash and recovery between stages) that
+//! measures each stage's disk ops and the sync points inside them, then draws that many
+//! crash sequences from the measured ranges. Per stage: the cut is, half the time,
+//! uniform over the stage's mutating disk ops (the end included: "power cut after the
+//! last ack"), and otherwise *aimed* at a sync that found unsynced writes (a commit's or
+//! a recovery's sync), so the cut lands with the writes that sync protects pending;
+//! after stage 1, `--first-sync-pct` (default 25) percent of the cuts take the stage's
+//! first sync, the one that would also make durable whatever the recovery before it left
+//! unsynced. The
+//! crash is aimed (`Aim::TearNewest`: the newest multi-sector write torn inside the
+//! span its checksum guards) in half the aimed and a quarter of the uniform cuts; one
+//! stage in five also gets a second cut 0..32 ops into its reopen. With `--io-errors`
+//! the cases instead inject one fault in stage 1 (EIO once / persistent on any counted
+//! op, EIO on the Nth sync or write, ENOSPC after a growth budget) and end with a power
+//! cut or a process crash (half each). Results do not depend on `--jobs`. A case counts
+//! as *torn* when at least one of its crashes left a write partly on the medium.
 //!
-//! Shrinking (greedy, on the first `--shrink` violations of a mode): the shortest prefix
-//! of the workload steps that still violates with the same cut, then the earliest cut
-//! point (or fault index) that still violates, then dropping the recovery cut if the
-//! violation survives without it. Each candidate is a full deterministic re-run.
+//! Shrinking (greedy, on the first `--shrink` violations of a mode): the fewest stages
+//! that still violate, then the shortest prefix of the workload steps, then for each
+//! stage from the last the earliest cut point (or fault index) that still violates,
+//! then dropping recovery cuts and tear aims the violation survives without. Each
+//! candidate is a full deterministic re-run.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +33,10 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::case::{parse_model, Case, Crash, Fault};
+use inpage::vfs::Aim;
+use inpage::Mutant;
+
+use crate::case::{parse_model, Case, Crash, Fault, Stage};
 use crate::mode::{DbParams, Mode};
 use crate::oracle::{run_case, CaseRun};
 use crate::rng::{mix, Rng};
@@ -32,13 +45,14 @@ use crate::workload::{WorkloadKind, WorkloadSpec};
 /// `inpage torture`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct TortureArgs {
-    /// Mode(s): all, or a comma-separated list of off, delete, truncate, persist, wal,
-    /// wal-prealloc, wal-normal.
-    #[arg(long, default_value = "all")]
+    #[arg(long, default_value = "all", help = Mode::help_list("Mode(s): all, or a comma-separated list of"))]
     pub mode: String,
-    /// Simulated crashes per mode.
+    /// Crash sequences (cases) per mode.
     #[arg(long, default_value_t = 1000)]
     pub crashes: u64,
+    /// Stages per crash sequence: cut, recover, continue the workload, cut again...
+    #[arg(long, default_value_t = 3)]
+    pub depth: usize,
     /// Run seed: the same seed gives the same cases and the same result.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -52,9 +66,13 @@ pub struct TortureArgs {
     /// Operations per transaction.
     #[arg(long, default_value_t = 8)]
     pub ops_per_txn: usize,
-    /// Transactions per workload.
+    /// Transactions per stage of a crash sequence.
     #[arg(long, default_value_t = 8)]
     pub txns: usize,
+    /// Percent of the cuts after stage 1 placed at the stage's first sync (right after a
+    /// recovery).
+    #[arg(long, default_value_t = 25)]
+    pub first_sync_pct: u64,
     /// Inject I/O errors (EIO on write/sync/any op, ENOSPC) instead of plain power cuts.
     #[arg(long)]
     pub io_errors: bool,
@@ -70,10 +88,33 @@ pub struct TortureArgs {
     /// Worker threads (results do not depend on it).
     #[arg(long, default_value_t = 1)]
     pub jobs: usize,
-    /// Break the rollback journal's commit on purpose (skip its sync) to show the harness
-    /// catches it.
+    /// Run a deliberately broken engine variant (none, no-sync-before-mark,
+    /// no-sync-at-commit, skip-checksum, unsynced-recovery, vote-off-by-one,
+    /// wal-past-commit) to show the harness catches it.
+    #[arg(long, hide = true, default_value = "none", value_parser = parse_mutant)]
+    pub mutant: Mutant,
+    /// Same as `--mutant no-sync-before-mark` (kept for older scripts).
     #[arg(long, hide = true)]
     pub broken_journal_sync: bool,
+}
+
+fn parse_mutant(s: &str) -> Result<Mutant, String> {
+    Mutant::from_name(s).ok_or_else(|| {
+        format!(
+            "unknown mutant {s:?}; valid: none, {}",
+            Mutant::ALL.map(|m| m.name()).join(", ")
+        )
+    })
+}
+
+impl TortureArgs {
+    fn effective_mutant(&self) -> Mutant {
+        if self.broken_journal_sync && self.mutant == Mutant::None {
+            Mutant::NoSyncBeforeMark
+        } else {
+            self.mutant
+        }
+    }
 }
 
 impl Default for TortureArgs {
@@ -81,6 +122,8 @@ impl Default for TortureArgs {
         TortureArgs {
             mode: "all".into(),
             crashes: 1000,
+            depth: 3,
+            first_sync_pct: 25,
             seed: 0,
             model: "lose,reorder,tear".into(),
             workload: "mixed".into(),
@@ -91,6 +134,7 @@ impl Default for TortureArgs {
             cuts_per_workload: 16,
             shrink: 3,
             jobs: 1,
+            mutant: Mutant::None,
             broken_journal_sync: false,
         }
     }
@@ -112,6 +156,8 @@ pub struct Violation {
 pub struct ModeReport {
     pub mode: Mode,
     pub crashes: u64,
+    /// Cases in which at least one crash tore a write (part of it on the medium).
+    pub torn: u64,
     /// Cases in which an injected fault actually fired (I/O-error runs).
     pub faults_fired: u64,
     pub violations: Vec<Violation>,
@@ -130,6 +176,41 @@ impl Report {
     pub fn violations(&self) -> usize {
         self.modes.iter().map(|m| m.violations.len()).sum()
     }
+    pub fn torn(&self) -> u64 {
+        self.modes.iter().map(|m| m.torn).sum()
+    }
+    /// The final line: `crashes=N torn=T violations=V`, with a qualifier when some
+    /// violations are in modes that promise no atomicity (they do not fail the run).
+    pub fn final_line(&self) -> String {
+        let unpromised: Vec<&ModeReport> = self
+            .modes
+            .iter()
+            .filter(|m| !m.mode.promises_atomicity())
+            .collect();
+        let v_unpromised: usize = unpromised.iter().map(|m| m.violations.len()).sum();
+        let names: Vec<String> = unpromised.iter().map(|m| m.mode.name()).collect();
+        let qualifier = if unpromised.is_empty() {
+            String::new()
+        } else if unpromised.len() == self.modes.len() {
+            format!(
+                " (not promised: {} {} no atomicity)",
+                names.join(" and "),
+                if names.len() == 1 { "has" } else { "have" }
+            )
+        } else {
+            format!(
+                " ({v_unpromised} of them not promised: {} {} no atomicity)",
+                names.join(" and "),
+                if names.len() == 1 { "has" } else { "have" }
+            )
+        };
+        format!(
+            "crashes={} torn={} violations={}{qualifier}",
+            self.crashes(),
+            self.torn(),
+            self.violations()
+        )
+    }
     /// True when no mode that promises atomicity had a violation.
     pub fn passed(&self) -> bool {
         self.modes
@@ -144,13 +225,7 @@ pub fn torture(args: &TortureArgs) -> Result<bool, String> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let report = run_torture(args, &mut out, true)?;
-    writeln!(
-        out,
-        "crashes={} violations={}",
-        report.crashes(),
-        report.violations()
-    )
-    .map_err(|e| e.to_string())?;
+    writeln!(out, "{}", report.final_line()).map_err(|e| e.to_string())?;
     out.flush().map_err(|e| e.to_string())?;
     Ok(report.passed())
 }
@@ -167,6 +242,15 @@ fn validate(args: &TortureArgs) -> Result<(Vec<Mode>, WorkloadKind), String> {
     }
     if args.txns == 0 || args.txns > 100_000 {
         return Err(format!("--txns {} must be in 1..=100000", args.txns));
+    }
+    if args.first_sync_pct > 100 {
+        return Err(format!(
+            "--first-sync-pct {} must be at most 100",
+            args.first_sync_pct
+        ));
+    }
+    if args.depth == 0 || args.depth > 64 {
+        return Err(format!("--depth {} must be in 1..=64", args.depth));
     }
     if args.cuts_per_workload == 0 {
         return Err("--cuts-per-workload must be at least 1".into());
@@ -211,9 +295,10 @@ pub fn run_torture(
         }
         bar.suspend(|| {
             eprintln!(
-                "{}: crashes={} violations={}{}{}",
+                "{}: crashes={} torn={} violations={}{}{}",
                 mode.name(),
                 mr.crashes,
+                mr.torn,
                 mr.violations.len(),
                 if args.io_errors {
                     format!(" faults-fired={}", mr.faults_fired)
@@ -254,11 +339,11 @@ fn print_violation(
     match &v.shrunk {
         Some(s) => writeln!(
             out,
-            "  shrunk: steps {}->{}, cut {}->{}; replay: inpage torture --replay '{}'",
+            "  shrunk: stages {}->{}, steps {}->{}; replay: inpage torture --replay '{}'",
+            v.case.depth(),
+            s.depth(),
             v.case.steps,
             s.steps,
-            v.case.cut.map_or("-".into(), |c| c.to_string()),
-            s.cut.map_or("-".into(), |c| c.to_string()),
             s.spec()
         ),
         None => writeln!(
@@ -275,13 +360,14 @@ fn replay(spec: &str, out: &mut dyn Write) -> Result<Report, String> {
     let mut mr = ModeReport {
         mode: case.mode,
         crashes: 1,
+        torn: u64::from(run.torn_crashes > 0),
         faults_fired: u64::from(run.fault_fired),
         violations: Vec::new(),
     };
     if run.violated() {
         mr.violations.push(Violation {
-            case,
             case_seed: case.workload.seed,
+            case,
             messages: run.violations,
             shrunk: None,
         });
@@ -300,6 +386,7 @@ fn name_hash(s: &str) -> u64 {
 
 struct GroupResult {
     crashes: u64,
+    torn: u64,
     faults_fired: u64,
     violations: Vec<Violation>,
 }
@@ -339,6 +426,7 @@ fn run_mode(
     let mut mr = ModeReport {
         mode,
         crashes: 0,
+        torn: 0,
         faults_fired: 0,
         violations: Vec::new(),
     };
@@ -349,6 +437,7 @@ fn run_mode(
         .flatten()
     {
         mr.crashes += r.crashes;
+        mr.torn += r.torn;
         mr.faults_fired += r.faults_fired;
         mr.violations.extend(r.violations);
     }
@@ -373,7 +462,7 @@ fn run_group(
     let workload = WorkloadSpec {
         kind,
         ops_per_txn: args.ops_per_txn,
-        txns: args.txns,
+        txns: args.txns * args.depth,
         seed: gseed,
         page_size: params.page_size,
     };
@@ -383,15 +472,22 @@ fn run_group(
         workload,
         params,
         steps,
-        cut: None,
-        crash: Crash::Process,
+        stages: vec![
+            Stage {
+                cut: None,
+                crash: Crash::Process,
+                rcut: None,
+                aim: Aim::Uniform,
+            };
+            args.depth
+        ],
         model,
-        rcut: None,
         fault: None,
-        broken: args.broken_journal_sync,
+        mutant: args.effective_mutant(),
     };
     let mut res = GroupResult {
         crashes: 0,
+        torn: 0,
         faults_fired: 0,
         violations: Vec::new(),
     };
@@ -400,7 +496,7 @@ fn run_group(
     let reference = run_case(&base);
     if reference.violated() {
         res.violations.push(Violation {
-            case: base,
+            case: base.clone(),
             case_seed: gseed,
             messages: reference.violations.clone(),
             shrunk: None,
@@ -408,9 +504,16 @@ fn run_group(
     }
     for i in 0..n {
         let cseed = mix(&[gseed, i]);
-        let case = draw_case(&base, &reference, cseed, args.io_errors);
+        let case = draw_case(
+            &base,
+            &reference,
+            cseed,
+            args.io_errors,
+            args.first_sync_pct,
+        );
         let run: CaseRun = run_case(&case);
         res.crashes += 1;
+        res.torn += u64::from(run.torn_crashes > 0);
         res.faults_fired += u64::from(run.fault_fired);
         if run.violated() {
             res.violations.push(Violation {
@@ -425,12 +528,18 @@ fn run_group(
     Ok(res)
 }
 
-/// Draw one case from the reference run's measurements.
-fn draw_case(base: &Case, reference: &CaseRun, seed: u64, io_errors: bool) -> Case {
+/// Draw one case from the reference run's measurements (module docs).
+fn draw_case(
+    base: &Case,
+    reference: &CaseRun,
+    seed: u64,
+    io_errors: bool,
+    first_sync_pct: u64,
+) -> Case {
     let mut r = Rng::new(seed);
-    let mut c = *base;
-    let crash_seed = r.next_u64();
+    let mut c = base.clone();
     if io_errors {
+        let crash_seed = r.next_u64();
         c.fault = Some(match r.below(5) {
             0 => Fault::Eio {
                 op: r.below(reference.fault_ops.max(1)),
@@ -450,40 +559,91 @@ fn draw_case(base: &Case, reference: &CaseRun, seed: u64, io_errors: bool) -> Ca
                 bytes: r.below(reference.written_bytes.max(1)),
             },
         });
-        c.crash = if r.pct(50) {
+        let first = &mut c.stages[0];
+        first.crash = if r.pct(50) {
             Crash::Power(crash_seed)
         } else {
             Crash::Process
         };
-        c.rcut = r.pct(10).then(|| r.below(32));
+        first.rcut = r.pct(10).then(|| r.below(32));
+        for st in c.stages.iter_mut().skip(1) {
+            st.cut = Some(r.below(reference_ops(reference, 1) + 1));
+            st.crash = Crash::Power(r.next_u64());
+        }
     } else {
-        c.cut = Some(r.below(reference.sim_ops + 1));
-        c.crash = Crash::Power(crash_seed);
-        c.rcut = r.pct(20).then(|| r.below(32));
+        for (k, st) in c.stages.iter_mut().enumerate() {
+            let crash_seed = r.next_u64();
+            let syncs = reference
+                .stages
+                .get(k)
+                .map_or(&[][..], |s| &s.sync_points[..]);
+            let first_sync = k > 0 && !syncs.is_empty() && r.pct(first_sync_pct);
+            let aimed = first_sync || (!syncs.is_empty() && r.pct(50));
+            st.cut = Some(if first_sync {
+                // The first sync after a recovery also makes the recovery's own unsynced
+                // writes durable, if it left any: cut right there.
+                syncs[0]
+            } else if aimed {
+                syncs[r.below(syncs.len() as u64) as usize]
+            } else {
+                r.below(reference_ops(reference, k) + 1)
+            });
+            st.aim = if r.pct(if aimed { 50 } else { 25 }) {
+                Aim::TearNewest
+            } else {
+                Aim::Uniform
+            };
+            st.crash = Crash::Power(crash_seed);
+            st.rcut = r.pct(20).then(|| r.below(32));
+        }
     }
     c
+}
+
+/// Disk ops the reference run's stage `k` took (the last measured stage's if fewer).
+fn reference_ops(reference: &CaseRun, k: usize) -> u64 {
+    reference
+        .stages
+        .get(k)
+        .or(reference.stages.last())
+        .map_or(0, |s| s.ops)
 }
 
 /// Greedy shrink (see module docs). Returns the input when nothing smaller violates.
 pub fn shrink(case: &Case) -> Case {
     let violates = |c: &Case| run_case(c).violated();
-    let mut best = *case;
-    for steps in 0..best.steps {
-        let c = Case { steps, ..best };
+    let mut best = case.clone();
+    // Fewer stages: a prefix of the sequence with a proportional prefix of the workload.
+    let per = best.workload.txns / best.depth().max(1);
+    for j in 1..best.depth() {
+        let mut c = best.clone();
+        c.stages.truncate(j);
+        c.workload.txns = per * j;
+        c.steps = c.steps.min(crate::workload::generate(&c.workload).len());
         if violates(&c) {
             best = c;
             break;
         }
     }
-    if let Some(cut) = best.cut {
-        for x in 0..cut {
-            let c = Case {
-                cut: Some(x),
-                ..best
-            };
-            if violates(&c) {
-                best = c;
-                break;
+    for steps in 0..best.steps {
+        let c = Case {
+            steps,
+            ..best.clone()
+        };
+        if violates(&c) {
+            best = c;
+            break;
+        }
+    }
+    for k in (0..best.depth()).rev() {
+        if let Some(cut) = best.stages[k].cut {
+            for x in 0..cut {
+                let mut c = best.clone();
+                c.stages[k].cut = Some(x);
+                if violates(&c) {
+                    best = c;
+                    break;
+                }
             }
         }
     }
@@ -503,7 +663,7 @@ pub fn shrink(case: &Case) -> Case {
         for x in 0..at {
             let c = Case {
                 fault: Some(earlier(f, x)),
-                ..best
+                ..best.clone()
             };
             if violates(&c) {
                 best = c;
@@ -514,7 +674,7 @@ pub fn shrink(case: &Case) -> Case {
             while bytes > 0 {
                 let c = Case {
                     fault: Some(Fault::Enospc { bytes: bytes / 2 }),
-                    ..best
+                    ..best.clone()
                 };
                 if !violates(&c) {
                     break;
@@ -524,10 +684,20 @@ pub fn shrink(case: &Case) -> Case {
             }
         }
     }
-    if best.rcut.is_some() {
-        let c = Case { rcut: None, ..best };
-        if violates(&c) {
-            best = c;
+    for k in 0..best.depth() {
+        if best.stages[k].rcut.is_some() {
+            let mut c = best.clone();
+            c.stages[k].rcut = None;
+            if violates(&c) {
+                best = c;
+            }
+        }
+        if best.stages[k].aim != Aim::Uniform {
+            let mut c = best.clone();
+            c.stages[k].aim = Aim::Uniform;
+            if violates(&c) {
+                best = c;
+            }
         }
     }
     best

@@ -132,7 +132,45 @@ fn dev_binary_cli() {
         .unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(stdout.lines().last(), Some("crashes=40 violations=0"));
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("crashes=40 torn=") && last.ends_with(" violations=0"),
+        "{last}"
+    );
+
+    // A mode without atomicity says so on the final line.
+    let out = Command::new(BIN)
+        .args([
+            "torture",
+            "--mode",
+            "off",
+            "--crashes",
+            "20",
+            "--depth",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.ends_with("(not promised: off has no atomicity)"),
+        "{last}"
+    );
+
+    // Every mode is listed in the help of torture, workload and verify (one list).
+    for cmd in ["torture", "workload", "verify"] {
+        let out = Command::new(BIN).args([cmd, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout).replace('\n', " ");
+        for m in inpage_torture::Mode::all() {
+            assert!(
+                help.contains(&m.name()),
+                "{cmd} --help lacks {}: {help}",
+                m.name()
+            );
+        }
+    }
 
     let out = Command::new(BIN)
         .args(["torture", "--mode", "nope"])
@@ -167,9 +205,11 @@ fn dev_binary_cli() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().last(),
-        Some("crashes=1 violations=1")
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("crashes=1 torn=") && last.ends_with(" violations=1"),
+        "{last}"
     );
 
     // verify rejects a wrong commit number.

@@ -1,19 +1,25 @@
-//! The CI budget: for every mode, 2,000 simulated power cuts under the full crash model
-//! (lose + reorder + tear, no atomic pages) and 200 I/O-error cases, with zero violations
-//! in every mode that promises atomicity; the harness catching a deliberately broken
-//! commit; replay specs reproducing; and clear errors for bad arguments.
+//! The CI budget: for every mode, 2,000 crash sequences of depth 3 (6,000 simulated power
+//! cuts, each recovered, judged and continued) under the full crash model (lose +
+//! reorder + tear, no atomic pages) and 200 I/O-error cases, with zero violations in
+//! every mode that promises atomicity and torn writes in a good share of the cases; the
+//! harness catching each deliberately broken engine variant (`tests/mutants.rs`);
+//! replay specs reproducing bit for bit; and clear errors for bad arguments.
 //!
 //! One test per mode so the modes run in parallel and a failure names its mode.
 
+use inpage::Mutant;
+use inpage_torture::oracle::run_case_disk;
 use inpage_torture::{run_torture, Case, Report, TortureArgs};
 
-const POWER_CUTS: u64 = 2000;
+const SEQUENCES: u64 = 2000;
+const DEPTH: usize = 3;
 const IO_ERRORS: u64 = 200;
 
 fn run(mode: &str, crashes: u64, io_errors: bool, seed: u64) -> (Report, String) {
     let args = TortureArgs {
         mode: mode.into(),
         crashes,
+        depth: if io_errors { 1 } else { DEPTH },
         seed,
         io_errors,
         ..TortureArgs::default()
@@ -25,9 +31,16 @@ fn run(mode: &str, crashes: u64, io_errors: bool, seed: u64) -> (Report, String)
 
 /// Power cuts and I/O errors for one mode; atomic modes must have no violation.
 fn mode_budget(mode: &str) {
-    let (cuts, out1) = run(mode, POWER_CUTS, false, 1);
+    let (cuts, out1) = run(mode, SEQUENCES, false, 1);
     let (io, out2) = run(mode, IO_ERRORS, true, 2);
-    assert_eq!(cuts.crashes(), POWER_CUTS);
+    assert_eq!(cuts.crashes(), SEQUENCES);
+    // Aimed cuts and tears: a good share of the sequences must really tear a write
+    // (a simulator that stopped tearing, or cuts that never land inside a write, fail).
+    assert!(
+        cuts.torn() >= SEQUENCES / 5,
+        "{mode}: only {} of {SEQUENCES} sequences tore a write",
+        cuts.torn()
+    );
     assert_eq!(io.crashes(), IO_ERRORS);
     // Most I/O-error cases must really inject their fault (some ENOSPC budgets or
     // fault indices land past the workload's last operation).
@@ -37,8 +50,9 @@ fn mode_budget(mode: &str) {
         "{mode}: only {fired} faults fired"
     );
     eprintln!(
-        "{mode}: {} power cuts, {} violations; {} I/O-error cases ({fired} faults fired), {} violations",
+        "{mode}: {} crash sequences of depth {DEPTH} ({} tore a write), {} violations; {} I/O-error cases ({fired} faults fired), {} violations",
         cuts.crashes(),
+        cuts.torn(),
         cuts.violations(),
         io.crashes(),
         io.violations()
@@ -109,13 +123,13 @@ fn mode_wal_normal() {
     mode_budget("wal-normal");
 }
 
-/// The harness can fail: skipping the journal sync in delete mode is caught within the
-/// same budget, shrunk, and the shrunk spec reproduces the violation.
+/// The harness can fail: skipping the journal sync in delete mode is caught, shrunk (to
+/// fewer stages and steps), and the shrunk spec reproduces the violation.
 #[test]
 fn broken_journal_sync_is_caught_and_replays() {
     let args = TortureArgs {
         mode: "delete".into(),
-        crashes: POWER_CUTS,
+        crashes: 100,
         seed: 1,
         broken_journal_sync: true,
         shrink: 1,
@@ -126,9 +140,10 @@ fn broken_journal_sync_is_caught_and_replays() {
     assert!(report.violations() >= 1, "broken commit not caught");
     assert!(!report.passed());
     let v = &report.modes[0].violations[0];
-    let shrunk = v.shrunk.expect("first violation is shrunk");
+    let shrunk = v.shrunk.clone().expect("first violation is shrunk");
     assert!(shrunk.steps <= v.case.steps);
-    assert!(shrunk.broken);
+    assert!(shrunk.depth() <= v.case.depth());
+    assert_eq!(shrunk.mutant, Mutant::NoSyncBeforeMark);
     let text = String::from_utf8_lossy(&out);
     assert!(text.contains(&shrunk.spec()), "spec printed: {text}");
 
@@ -145,12 +160,50 @@ fn broken_journal_sync_is_caught_and_replays() {
     assert!(!r.passed());
 }
 
+/// A replay is bit-exact: the same case twice leaves byte-identical files on the final
+/// disk (nonces and salts come from the case's seed), in every mode, for sequences.
+#[test]
+fn replays_leave_identical_disks() {
+    for mode in [
+        "delete",
+        "persist",
+        "wal",
+        "wal-prealloc",
+        "dhl-cc",
+        "dhl-tc",
+    ] {
+        let spec = format!(
+            "mode={mode};wl=mixed;k=8;txns=24;wseed=77;ps=512;chunk=0;ckpt=12;steps=40;cut=60,30,10;crash=power:1,power:2,power:3;model=lose+reorder+tear;rcut=-,3,-;aim=t,u,t;fault=-;mutant=none"
+        );
+        let case = Case::parse(&spec).unwrap();
+        let (r1, d1) = run_case_disk(&case);
+        let (r2, d2) = run_case_disk(&case);
+        assert!(!r1.violated(), "{mode}: {:?}", r1.violations);
+        assert_eq!(r1.stages, r2.stages, "{mode}");
+        assert!(!d1.is_empty());
+        let names = |d: &[(std::path::PathBuf, Vec<u8>)]| {
+            d.iter().map(|(p, _)| p.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&d1), names(&d2), "{mode}: different files");
+        for ((path, a), (_, b)) in d1.iter().zip(&d2) {
+            let first_diff = a.iter().zip(b).position(|(x, y)| x != y);
+            assert!(
+                a.len() == b.len() && first_diff.is_none(),
+                "{mode}: two replays left different bytes in {} (lengths {} and {}, first difference at {first_diff:?})",
+                path.display(),
+                a.len(),
+                b.len()
+            );
+        }
+    }
+}
+
 /// Same seed, same result; and the job count does not change it.
 #[test]
 fn runs_are_deterministic() {
     let mk = |jobs| TortureArgs {
         mode: "delete".into(),
-        crashes: 300,
+        crashes: 100,
         seed: 9,
         broken_journal_sync: true,
         shrink: 0,
@@ -194,6 +247,11 @@ fn bad_arguments_are_clear_errors() {
         ..TortureArgs::default()
     });
     assert!(e.contains("--ops-per-txn"), "{e}");
+    let e = err(TortureArgs {
+        depth: 0,
+        ..TortureArgs::default()
+    });
+    assert!(e.contains("--depth"), "{e}");
     for (spec, want) in [
         ("", "missing field"),
         ("mode=delete", "missing field"),
@@ -215,6 +273,18 @@ fn bad_arguments_are_clear_errors() {
             "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=-;crash=process;model=none;fault=eio@",
             "bad fault",
         ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=1,2;crash=power:1;model=lose",
+            "crash has 1 entries, cut has 2",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=9;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=1,2;crash=power:1,power:2;model=lose",
+            "multiple of it",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=1;crash=power:1;model=lose;mutant=melt",
+            "unknown mutant",
+        ),
     ] {
         let e = err(TortureArgs {
             replay: Some(spec.into()),
@@ -222,4 +292,28 @@ fn bad_arguments_are_clear_errors() {
         });
         assert!(e.contains(want), "{spec:?}: {e}");
     }
+}
+
+/// DHL page writes go through O_DIRECT on the simulated disk too (it accepts aligned
+/// direct I/O as Linux does), so the torture exercises the direct path: the one-page
+/// commits of a DHL database on a `SimVfs` are direct writes.
+#[test]
+fn dhl_uses_direct_writes_on_the_simulated_disk() {
+    use inpage::vfs::SimVfs;
+    use inpage::{Config, Database, DirectWrites, JournalMode};
+    let disk = SimVfs::with_seed(1);
+    let cfg = Config::default()
+        .vfs(std::sync::Arc::new(disk.clone()))
+        .journal_mode(JournalMode::DhlCc)
+        .page_size(4096)
+        .dhl_direct(DirectWrites::On);
+    let db = Database::open("/d/db", cfg).unwrap();
+    assert!(db.direct_writes());
+    for i in 0..5i64 {
+        let mut w = db.begin_write().unwrap();
+        let t = w.open_or_create_tree("t", inpage::KeyKind::Int).unwrap();
+        w.insert(&t, i, b"v").unwrap();
+        w.commit().unwrap();
+    }
+    assert!(disk.direct_writes() >= 3, "{}", disk.direct_writes());
 }

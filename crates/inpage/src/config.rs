@@ -106,6 +106,12 @@ impl Config {
         self.journal.dhl_direct = d;
         self
     }
+    /// Torture harness only: run a deliberately broken commit/recovery variant.
+    #[doc(hidden)]
+    pub fn mutant(mut self, m: crate::journal::Mutant) -> Self {
+        self.journal.mutant = m;
+        self
+    }
     pub fn redistribute(mut self, yes: bool) -> Self {
         self.redistribute = yes;
         self

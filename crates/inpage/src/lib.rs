@@ -35,7 +35,7 @@ pub mod vfs;
 pub use config::{Config, DEFAULT_JOURNAL_MODE};
 pub use db::Database;
 pub use error::{Error, Pgno, Result};
-pub use journal::{DirectWrites, JournalConfig, JournalMode, RecoveryReport, WalSync};
+pub use journal::{DirectWrites, JournalConfig, JournalMode, Mutant, RecoveryReport, WalSync};
 pub use pager::header::Header;
 pub use txn::catalog::TreeInfo;
 pub use txn::key::{Comparator, Key, KeyKind, OwnedKey};

@@ -159,11 +159,70 @@ pub struct JournalConfig {
     pub wal_prealloc: bool,
     /// DHL: how page writes reach the file (see [`DirectWrites`]).
     pub dhl_direct: DirectWrites,
-    /// **Breaks crash safety on purpose.** Rollback-journal modes skip syncing the journal
-    /// before overwriting the database. Exists only so the torture harness can show it
-    /// catches a broken commit protocol; never set it otherwise.
+    /// **Breaks crash safety on purpose** unless `Mutant::None` (the default). Exists only
+    /// so the torture harness can show it catches each broken commit/recovery variant;
+    /// never set it otherwise.
     #[doc(hidden)]
-    pub broken_skip_journal_sync: bool,
+    pub mutant: Mutant,
+}
+
+/// A deliberately broken commit or recovery variant (a mutant), for the torture harness's
+/// mutation test: each must be caught, or the harness proves nothing. Every switch is a
+/// one-line `if` at the place it breaks, so the correct path is the code read everywhere
+/// else. `None` is the engine.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mutant {
+    /// The engine as written.
+    #[default]
+    None,
+    /// No sync before the commit mark: rollback modes overwrite the database while the
+    /// journal is volatile; `dhl-tc` writes the header slot before its pages are durable.
+    NoSyncBeforeMark,
+    /// No sync at commit: `dhl-cc`/`dhl-cc-header`/`dhl-tc` and `wal` (FULL) acknowledge
+    /// with the commit's writes still volatile.
+    NoSyncAtCommit,
+    /// Checksums not verified: DHL recovery takes a torn version as valid; the WAL scan
+    /// takes a frame whose chain checksum fails.
+    SkipChecksum,
+    /// DHL recovery's invalidation writes are not synced.
+    UnsyncedRecovery,
+    /// The counting vote accepts a transaction with one page missing.
+    VoteOffByOne,
+    /// WAL recovery replays the frames after the last commit frame.
+    WalPastCommit,
+}
+
+impl Mutant {
+    /// Every mutant (not `None`), in a stable order.
+    pub const ALL: [Mutant; 6] = [
+        Mutant::NoSyncBeforeMark,
+        Mutant::NoSyncAtCommit,
+        Mutant::SkipChecksum,
+        Mutant::UnsyncedRecovery,
+        Mutant::VoteOffByOne,
+        Mutant::WalPastCommit,
+    ];
+
+    /// The name used in replay specs and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::None => "none",
+            Mutant::NoSyncBeforeMark => "no-sync-before-mark",
+            Mutant::NoSyncAtCommit => "no-sync-at-commit",
+            Mutant::SkipChecksum => "skip-checksum",
+            Mutant::UnsyncedRecovery => "unsynced-recovery",
+            Mutant::VoteOffByOne => "vote-off-by-one",
+            Mutant::WalPastCommit => "wal-past-commit",
+        }
+    }
+
+    /// Parse a name (`none` included).
+    pub fn from_name(s: &str) -> Option<Mutant> {
+        std::iter::once(Mutant::None)
+            .chain(Mutant::ALL)
+            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+    }
 }
 
 /// DHL modes write only the 512-byte sectors of a page that changed (one contiguous span
@@ -190,7 +249,7 @@ impl Default for JournalConfig {
             journal_size_limit: None,
             wal_prealloc: false,
             dhl_direct: DirectWrites::Auto,
-            broken_skip_journal_sync: false,
+            mutant: Mutant::None,
         }
     }
 }

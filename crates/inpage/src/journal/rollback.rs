@@ -45,10 +45,8 @@
 //! Rolling back is idempotent, so a crash during recovery just leaves a hot journal that
 //! the next open rolls back again.
 
-use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::off::check_batch;
@@ -132,22 +130,6 @@ fn record_crc(nonce: u64, pgno: Pgno, data: &[u8]) -> u32 {
     super::image_checksum(nonce, &pgno.to_le_bytes(), data)
 }
 
-/// A value that is, for our purposes, never repeated: the std hasher's per-process random
-/// keys, a process-wide counter and the clock, mixed with `seed`. Used for journal nonces
-/// and WAL salts, where a repeat would let stale records pass as current.
-pub(super) fn unique_u64(seed: u64) -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(seed);
-    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    h.write_u128(nanos);
-    h.finish()
-}
-
 /// The rollback-journal commit protocol.
 #[derive(Debug)]
 pub(crate) struct RollbackJournal {
@@ -219,7 +201,7 @@ impl RollbackJournal {
         let ps = self.ctx.db.page_size;
         let hdr = Header {
             page_size: ps as u32,
-            nonce: unique_u64(batch.tid),
+            nonce: self.ctx.vfs.nonce(batch.tid),
             old_page_count: batch.old_page_count,
             nrec: batch.originals.len() as u32,
             tid: batch.tid,
@@ -235,7 +217,7 @@ impl RollbackJournal {
         file.write_at(&recs, HDR_SECTOR as u64)
             .map_err(io("write"))?;
         file.write_at(&hdr.encode(), 0).map_err(io("write"))?;
-        if self.ctx.config.broken_skip_journal_sync {
+        if self.ctx.config.mutant == super::Mutant::NoSyncBeforeMark {
             // Deliberately unsafe (tests of the torture harness only): the database is
             // about to be overwritten while its undo records may still be volatile.
             return Ok(file);

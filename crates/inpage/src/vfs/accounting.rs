@@ -294,6 +294,10 @@ impl Vfs for AccountingVfs {
             stats: self.stats.clone(),
         }))
     }
+
+    fn nonce(&self, salt: u64) -> u64 {
+        self.inner.nonce(salt)
+    }
 }
 
 /// A file opened through [`AccountingVfs`].

@@ -229,6 +229,10 @@ impl Vfs for FaultVfs {
             plan: self.plan.clone(),
         }))
     }
+
+    fn nonce(&self, salt: u64) -> u64 {
+        self.inner.nonce(salt)
+    }
 }
 
 /// A file opened through [`FaultVfs`].

@@ -34,7 +34,7 @@ pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, KindStats}
 pub use fault::{FaultPlan, FaultVfs};
 pub use os::OsVfs;
 pub use overlay::OverlayVfs;
-pub use sim::{CrashModel, SimVfs};
+pub use sim::{Aim, CrashModel, CrashReport, SimVfs};
 
 /// How to open a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -66,6 +66,31 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     fn open_read_only(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         self.open(path, OpenOptions::default())
     }
+
+    /// A value that is, for practical purposes, never repeated (journal nonces, WAL
+    /// salts: a repeat would let stale records pass as current). `salt` is mixed in. A
+    /// simulated disk draws it from its seed instead, so a replayed run writes the same
+    /// bytes; wrappers forward to the disk they wrap.
+    fn nonce(&self, salt: u64) -> u64 {
+        system_nonce(salt)
+    }
+}
+
+/// The default `Vfs::nonce`: the std hasher's per-process random keys, a process-wide
+/// counter and the clock, mixed with `salt`.
+pub fn system_nonce(salt: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(salt);
+    h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    h.write_u128(nanos);
+    h.finish()
 }
 
 /// An advisory lock on an open file.

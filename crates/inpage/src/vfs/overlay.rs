@@ -156,6 +156,10 @@ impl Vfs for OverlayVfs {
     fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
         Ok(())
     }
+
+    fn nonce(&self, salt: u64) -> u64 {
+        self.inner.nonce(salt)
+    }
 }
 
 #[derive(Debug)]
