@@ -64,13 +64,12 @@ fn persist_stale_journal_record_must_not_verify() {
 /// transaction with the same tid 2 (`txn_size` 6, acknowledged), then T+1 grows the file
 /// over page 6 and is cut; now page 6's stale tid-2 version (`txn_size` 7, valid: its
 /// dropped sectors were zeros) is scanned, the tid-2 versions disagree on `txn_size`,
-/// and recovery rolls the acknowledged commit back (fcc 1). Fix: recovery must treat a
-/// partial trailing page as a page (scan it zero-padded and invalidate stale versions
-/// there, or truncate it away durably) before a tid can be reused. 5 in 100,000 depth-3
+/// and recovery rolls the acknowledged commit back (fcc 1). Fixed: recovery cuts a
+/// partial trailing page away, durably, before a tid can be reused (`journal/dhl.rs`,
+/// `torn_tail`). Found as 5 in 100,000 depth-3
 /// sequences of dhl-cc, 4 of dhl-cc-header (`--seed 42`); dhl-tc passes (its FCC does
 /// not come from the vote).
 #[test]
-#[ignore = "open engine bug: dhl-cc loses an acknowledged commit that reused a rolled-back tid"]
 fn dhl_cc_commit_after_torn_rollback_must_survive() {
     assert_clean("mode=dhl-cc;wl=mixed;k=8;txns=16;wseed=5911568360387568654;ps=1024;chunk=0;ckpt=12;steps=10;cut=15,8;crash=power:12618144362251183004,power:11095102215244826468;model=lose+reorder+tear;rcut=-,-;aim=t,u;fault=-;mutant=none");
     assert_clean("mode=dhl-cc-header;wl=mixed;k=8;txns=16;wseed=5911568360387568654;ps=1024;chunk=0;ckpt=12;steps=10;cut=15,8;crash=power:12618144362251183004,power:11095102215244826468;model=lose+reorder+tear;rcut=-,-;aim=t,u;fault=-;mutant=none");

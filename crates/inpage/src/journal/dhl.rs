@@ -327,6 +327,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
         }
     };
     // Reject a truncated file before writing anything (bad input changes nothing).
+    let mut torn_tail = false;
     if pages > 0 {
         db.read_page(0, &mut buf)?;
         if let Some((_, h)) = visible_slot(&buf, fcc) {
@@ -338,6 +339,20 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
                     expected: need,
                     actual: len,
                 });
+            }
+            // A file ending inside a page: a growing commit's write was cut short (with
+            // `chunk_pages = 0` the size becomes durable only with the commit's sync). That
+            // page lies past every committed page (`need` is whole pages and the committed
+            // length is a multiple of the page size), so it can only hold the in-flight
+            // transaction's version, which the scan above cannot see. Left in place, a later
+            // growth over the page would write only its changed span and the stale version
+            // (tid FCC + 1, reused by the next transaction) would vote again. Cut it away,
+            // durably, with the invalidations below.
+            let whole = pages * ps as u64;
+            if whole != len {
+                debug_assert!(whole >= need);
+                db.set_len(whole)?;
+                torn_tail = true;
             }
         }
     }
@@ -388,7 +403,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
         }
         db.write_page(f.pgno, &buf)?;
     }
-    if !stale.is_empty() && mutant != Mutant::UnsyncedRecovery {
+    if (!stale.is_empty() || torn_tail) && mutant != Mutant::UnsyncedRecovery {
         db.sync()?;
         // The invalidations are what makes tid FCC + 1 free for the next transaction: if
         // one did not take, that transaction's versions would mix with these.
