@@ -219,7 +219,7 @@ impl Wal {
         let mut scan = scan;
         let mut stale_frames = 0;
         if scan.index.frames > 0 {
-            if let Some(db_fcc) = db_fcc(&ctx) {
+            if let Some(db_fcc) = db_fcc(&ctx)? {
                 if replay_is_stale(&scan, db_fcc, &path)? {
                     // Everything in it is already in the database, which has moved on:
                     // replaying it would put older images over newer pages.
@@ -397,11 +397,17 @@ impl Wal {
 }
 
 /// The FCC in the database file's header, if page 0 holds a valid stock header (the
-/// pager has checked it already; the journal's own unit tests use bare page images).
-fn db_fcc(ctx: &JournalCtx) -> Option<u64> {
+/// pager has checked it already; the journal's own unit tests use bare page images). A
+/// failed read is an error, never "no header": skipping the generation check on an EIO
+/// would replay frames of an older generation over newer pages.
+fn db_fcc(ctx: &JournalCtx) -> Result<Option<u64>> {
     let mut p0 = vec![0u8; ctx.db.page_size];
-    ctx.db.read_page(0, &mut p0).ok()?;
-    Header::decode(&p0).ok().map(|h| h.fcc)
+    match ctx.db.read_page(0, &mut p0) {
+        Ok(()) => Ok(Header::decode(&p0).ok().map(|h| h.fcc)),
+        // A file shorter than one page has no header to compare with.
+        Err(Error::Corrupt { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether the committed frames the scan kept are older than the database (`Ok(true)`:
