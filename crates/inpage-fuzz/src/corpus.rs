@@ -16,6 +16,7 @@ use std::sync::Arc;
 use inpage::vfs::{CrashModel, SimVfs, Vfs};
 use inpage::{Config, Database, JournalMode, KeyKind};
 
+use crate::exec::{read_all, State};
 use crate::rng::Rng;
 
 /// Name of the database file on the simulated disk.
@@ -132,9 +133,11 @@ pub struct Base {
     pub mode: JournalMode,
     pub page_size: u32,
     pub files: Files,
+    /// Every state the workload committed (the empty database first), in order.
+    pub states: Arc<Vec<State>>,
 }
 
-fn config(vfs: &SimVfs, mode: JournalMode, page_size: u32) -> Config {
+fn config(vfs: &SimVfs, mode: JournalMode, page_size: u32, ckpt: u32) -> Config {
     let vfs: Arc<dyn Vfs> = Arc::new(vfs.clone());
     Config::default()
         .vfs(vfs)
@@ -142,8 +145,9 @@ fn config(vfs: &SimVfs, mode: JournalMode, page_size: u32) -> Config {
         .page_size(page_size)
         .cache_pages(16)
         .chunk_pages(2)
-        // Keep frames in the WAL so crash-left WAL files have something to replay.
-        .wal_autocheckpoint(0)
+        // 0: keep every frame in the WAL so crash-left WAL files have something to
+        // replay; small: the WAL is checkpointed and reused, so it holds old frames.
+        .wal_autocheckpoint(ckpt)
 }
 
 /// A value of `len` bytes that differs per key and version.
@@ -155,7 +159,13 @@ fn value(key: u64, version: u64, len: usize) -> Vec<u8> {
 /// The fixed workload: two trees of each key kind, small and overflow values, updates,
 /// removals, a dropped tree and meta values, over several commits so a cut can fall in
 /// any of them. Stops at the first error (a power cut ends it that way).
-fn workload(db: &Database, page_size: u32) -> inpage::Result<()> {
+fn workload(db: &Database, page_size: u32, states: &mut Vec<State>) -> inpage::Result<()> {
+    let mut snap = |db: &Database| {
+        if let Ok(st) = db.begin_read().map_err(|e| e.to_string()).and_then(|r| read_all(&r)) {
+            states.push(st);
+        }
+    };
+    snap(db);
     let big = page_size as usize * 2 + 37;
     let mut w = db.begin_write()?;
     let ints = w.create_tree("ints", KeyKind::Int)?;
@@ -169,6 +179,7 @@ fn workload(db: &Database, page_size: u32) -> inpage::Result<()> {
         w.insert(&doomed, k as i64, &value(k, 9, 20))?;
     }
     w.commit()?;
+    snap(db);
 
     let mut w = db.begin_write()?;
     for k in 0..30u64 {
@@ -177,6 +188,7 @@ fn workload(db: &Database, page_size: u32) -> inpage::Result<()> {
     }
     w.set_meta(0, 7)?;
     w.commit()?;
+    snap(db);
 
     let mut w = db.begin_write()?;
     for k in (0..40u64).step_by(3) {
@@ -187,6 +199,7 @@ fn workload(db: &Database, page_size: u32) -> inpage::Result<()> {
     }
     w.insert(&bytes, &b"overflow"[..], &value(99, 3, big))?;
     w.commit()?;
+    snap(db);
 
     let mut w = db.begin_write()?;
     w.drop_tree("doomed")?;
@@ -200,6 +213,7 @@ fn workload(db: &Database, page_size: u32) -> inpage::Result<()> {
     w.rollback_to(&sp)?;
     w.release(sp)?;
     w.commit()?;
+    snap(db);
 
     let mut w = db.begin_write()?;
     for k in 0..25u64 {
@@ -207,18 +221,24 @@ fn workload(db: &Database, page_size: u32) -> inpage::Result<()> {
     }
     w.set_meta(1, 99)?;
     w.commit()?;
+    snap(db);
     Ok(())
 }
 
 /// Run the workload on a fresh disk; returns the disk and whether it completed.
-fn run_workload(mode: JournalMode, page_size: u32, cut_after: Option<u64>) -> (SimVfs, bool) {
+fn run_workload(
+    mode: JournalMode,
+    page_size: u32,
+    ckpt: u32,
+    cut_after: Option<u64>,
+) -> (SimVfs, bool) {
     let vfs = SimVfs::new();
     if let Some(n) = cut_after {
         vfs.set_power_cut_after(n);
     }
-    let ok = match Database::open(DB_NAME, config(&vfs, mode, page_size)) {
+    let ok = match Database::open(DB_NAME, config(&vfs, mode, page_size, ckpt)) {
         Ok(db) => {
-            let ok = workload(&db, page_size).is_ok();
+            let ok = workload(&db, page_size, &mut Vec::new()).is_ok();
             // Leaving the handle without closing: whatever is on the disk now is what a
             // crashed process leaves (the drop may checkpoint, but after a cut it fails).
             std::mem::forget(db);
@@ -234,31 +254,48 @@ fn run_workload(mode: JournalMode, page_size: u32, cut_after: Option<u64>) -> (S
 pub const PAGE_SIZES: [u32; 2] = [512, 4096];
 
 /// Number of power-cut points per (mode, page size).
-const CUTS: u64 = 6;
+const CUTS: u64 = 12;
 
 /// Build the corpus. Deterministic; takes well under a second in release builds.
 pub fn build() -> Vec<Base> {
     let mut out = Vec::new();
     for mode in JournalMode::ALL {
-        for page_size in PAGE_SIZES {
-            let tag = format!("{}/{page_size}", mode.name());
+        // WAL also with frequent checkpoints: a reused WAL holds frames older than the
+        // last checkpoint behind the live ones.
+        let ckpts: &[u32] = if mode == JournalMode::Wal { &[0, 6] } else { &[0] };
+        for (page_size, &ckpt) in PAGE_SIZES
+            .into_iter()
+            .flat_map(|p| ckpts.iter().map(move |c| (p, c)))
+        {
+            let tag = if ckpt == 0 {
+                format!("{}/{page_size}", mode.name())
+            } else {
+                format!("{}/{page_size}/ckpt{ckpt}", mode.name())
+            };
 
             // Clean close: the database alone (WAL checkpointed and removed).
             let vfs = SimVfs::new();
-            if let Ok(db) = Database::open(DB_NAME, config(&vfs, mode, page_size)) {
-                if workload(&db, page_size).is_ok() && db.close().is_ok() {
-                    out.push(Base {
-                        name: format!("{tag}/clean"),
-                        mode,
-                        page_size,
-                        files: Files::from_sim(&vfs),
-                    });
+            let mut states = Vec::new();
+            let mut clean = None;
+            if let Ok(db) = Database::open(DB_NAME, config(&vfs, mode, page_size, ckpt)) {
+                if workload(&db, page_size, &mut states).is_ok() && db.close().is_ok() {
+                    clean = Some(Files::from_sim(&vfs));
                 }
+            }
+            let states = Arc::new(states);
+            if let Some(files) = clean {
+                out.push(Base {
+                    name: format!("{tag}/clean"),
+                    mode,
+                    page_size,
+                    files,
+                    states: states.clone(),
+                });
             }
 
             // Process crash after the last commit: side files as the session left them
             // (a WAL full of frames).
-            let (vfs, completed) = run_workload(mode, page_size, None);
+            let (vfs, completed) = run_workload(mode, page_size, ckpt, None);
             let total_ops = vfs.op_count();
             if completed {
                 out.push(Base {
@@ -266,6 +303,7 @@ pub fn build() -> Vec<Base> {
                     mode,
                     page_size,
                     files: Files::from_sim(&vfs.process_crash()),
+                    states: states.clone(),
                 });
             }
 
@@ -273,19 +311,21 @@ pub fn build() -> Vec<Base> {
             // reordered, torn writes) and as a process crash.
             for i in 1..=CUTS {
                 let at = total_ops * i / (CUTS + 1);
-                let (vfs, _) = run_workload(mode, page_size, Some(at));
+                let (vfs, _) = run_workload(mode, page_size, ckpt, Some(at));
                 let seed = at ^ ((page_size as u64) << 20) ^ ((mode.code() as u64) << 40);
                 out.push(Base {
                     name: format!("{tag}/cut@{at}/full"),
                     mode,
                     page_size,
                     files: Files::from_sim(&vfs.crash(seed, CrashModel::full())),
+                    states: states.clone(),
                 });
                 out.push(Base {
                     name: format!("{tag}/cut@{at}/process"),
                     mode,
                     page_size,
                     files: Files::from_sim(&vfs.process_crash()),
+                    states: states.clone(),
                 });
             }
         }

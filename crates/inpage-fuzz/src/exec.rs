@@ -54,6 +54,9 @@ pub enum FindingKind {
     CheckedButInconsistent,
     /// A commit on a checked database broke it or was lost.
     BadCommit,
+    /// The input may only lose commits (a WAL cut short or removed), yet the database
+    /// reads as a state no commit of its workload left.
+    NoSuchCommit,
     /// The process died (abort, out of memory); found by the supervisor.
     Abort,
 }
@@ -65,6 +68,7 @@ impl FindingKind {
             FindingKind::Hang => "hang",
             FindingKind::CheckedButInconsistent => "checked-but-inconsistent",
             FindingKind::BadCommit => "bad-commit",
+            FindingKind::NoSuchCommit => "no-such-commit",
             FindingKind::Abort => "abort",
         }
     }
@@ -96,7 +100,10 @@ fn config(vfs: Arc<dyn Vfs>, mode: Option<JournalMode>) -> Config {
     }
 }
 
-type Entries = Vec<(OwnedKey, Vec<u8>)>;
+pub type Entries = Vec<(OwnedKey, Vec<u8>)>;
+
+/// Everything a snapshot holds: each tree's name and entries, in name order.
+pub type State = Vec<(String, Entries)>;
 
 /// Read one tree three ways (iteration, cursor backwards, point lookups) and compare.
 fn read_tree<T: ReadableTxn>(r: &T, name: &str) -> Result<Entries, String> {
@@ -159,7 +166,7 @@ fn read_tree<T: ReadableTxn>(r: &T, name: &str) -> Result<Entries, String> {
 }
 
 /// Read everything a snapshot holds. `Err` carries the first failure.
-fn read_all<T: ReadableTxn>(r: &T) -> Result<Vec<(String, Entries)>, String> {
+pub fn read_all<T: ReadableTxn>(r: &T) -> Result<State, String> {
     let trees = r.list_trees().map_err(|e| format!("list_trees: {e}"))?;
     let mut out = Vec::new();
     for info in trees {
@@ -181,10 +188,28 @@ fn read_all<T: ReadableTxn>(r: &T) -> Result<Vec<(String, Entries)>, String> {
 const PROBE_KEY: i64 = 1 << 40;
 
 /// Exercise one open database; returns a finding or `None`.
-fn exercise(db: &Database, out: &mut Outcome, write: bool) -> Option<(FindingKind, String)> {
+fn exercise(
+    db: &Database,
+    out: &mut Outcome,
+    write: bool,
+    states: Option<&[State]>,
+) -> Option<(FindingKind, String)> {
     let r = db.begin_read().ok()?;
     let checked = check(&r, &HashMap::new());
     let read = read_all(&r);
+    if let (Some(states), Ok(state)) = (states, &read) {
+        if !states.contains(state) {
+            return Some((
+                FindingKind::NoSuchCommit,
+                format!(
+                    "read {} trees ({} entries), which matches none of the {} committed states",
+                    state.len(),
+                    state.iter().map(|(_, e)| e.len()).sum::<usize>(),
+                    states.len()
+                ),
+            ));
+        }
+    }
     // Also every meta slot (bounds-checked inside).
     for i in 0..4 {
         let _ = r.meta(i);
@@ -274,8 +299,10 @@ thread_local! {
     static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Run one input. `write`: also run the commit probe on opens that check.
-pub fn run(files: &Files, write: bool) -> Outcome {
+/// Run one input. `write`: also run the commit probe on opens that check. `states`:
+/// when the input may only have lost commits, the states its workload committed, one of
+/// which every successful read must find.
+pub fn run(files: &Files, write: bool, states: Option<&[State]>) -> Outcome {
     let mut out = Outcome::default();
     let modes = std::iter::once(None).chain(JournalMode::ALL.into_iter().map(Some));
     for mode in modes {
@@ -284,7 +311,7 @@ pub fn run(files: &Files, write: bool) -> Outcome {
             let vfs = files.to_sim();
             let db = Database::open(db_path(), config(Arc::new(vfs.clone()), mode)).ok()?;
             out.opened += 1;
-            let found = exercise(&db, &mut out, write);
+            let found = exercise(&db, &mut out, write, states);
             if found.is_some() {
                 return found;
             }

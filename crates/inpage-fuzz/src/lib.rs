@@ -24,8 +24,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use corpus::{Base, Files};
-use exec::{Finding, FindingKind, Outcome};
+use std::sync::Arc;
+
+use corpus::{Base, Files, Target};
+use exec::{Finding, FindingKind, Outcome, State};
 use mutate::Mutation;
 use rng::Rng;
 
@@ -37,19 +39,43 @@ pub struct Input {
     pub mutations: Vec<Mutation>,
     /// Whether the commit probe runs on opens that check.
     pub write: bool,
+    /// Whether to judge the state read against the committed states when the input
+    /// only lost commits (see [`Input::oracle`]).
+    pub state_oracle: bool,
 }
 
 impl Input {
     pub fn files(&self, corpus: &[Base]) -> Files {
         mutate::apply_all(&corpus[self.base].files, &self.mutations, corpus)
     }
+
+    /// Whether the mutations can only have lost commits (the WAL cut short or removed,
+    /// as a crash or a careless user might leave it): then what the database reads must
+    /// be a state its workload committed.
+    pub fn loses_only(&self) -> bool {
+        self.mutations.iter().all(|m| {
+            matches!(
+                m,
+                Mutation::Truncate { t: Target::Wal, .. } | Mutation::Remove { t: Target::Wal }
+            )
+        })
+    }
+
+    /// The committed states the input must read as, when [`Input::loses_only`].
+    /// Only bases of modes that promise atomicity hold a committed state to begin with.
+    pub fn oracle(&self, corpus: &[Base]) -> Option<Arc<Vec<State>>> {
+        let b = &corpus[self.base];
+        (self.state_oracle && self.loses_only() && b.mode.promises_atomicity())
+            .then(|| b.states.clone())
+    }
 }
 
 /// Most mutations stacked on one input.
 pub const MAX_MUTATIONS: u64 = 8;
 
-/// Generate input `index` of the run seeded `seed`.
-pub fn generate(corpus: &[Base], seed: u64, index: u64) -> Input {
+/// Generate input `index` of the run seeded `seed`. `wal_oracle`: also draw WAL
+/// truncations and judge inputs that only lost commits against the committed states.
+pub fn generate(corpus: &[Base], seed: u64, index: u64, wal_oracle: bool) -> Input {
     let mut r = Rng::new(rng::input_seed(seed, index));
     let base = r.index(corpus.len());
     // Mostly few mutations (a damaged field reaches deep code only if the rest is
@@ -57,6 +83,26 @@ pub fn generate(corpus: &[Base], seed: u64, index: u64) -> Input {
     let mut n = 1;
     while n < MAX_MUTATIONS && r.pct(45) {
         n += 1;
+    }
+    if let Some(wal) = corpus[base].files.wal.as_ref().filter(|_| wal_oracle && r.pct(12)) {
+        // A WAL cut short anywhere (or at a frame boundary), checked against the
+        // committed states.
+        let len = if r.pct(50) {
+            r.index(wal.len() + 1)
+        } else {
+            let frame = corpus[base].page_size as usize + 24;
+            32 + frame * r.index(wal.len() / frame + 1)
+        };
+        return Input {
+            index,
+            base,
+            mutations: vec![Mutation::Truncate {
+                t: Target::Wal,
+                len,
+            }],
+            write: r.pct(35),
+            state_oracle: true,
+        };
     }
     let page_size = corpus[base].page_size;
     let mut files = corpus[base].files.clone();
@@ -71,10 +117,11 @@ pub fn generate(corpus: &[Base], seed: u64, index: u64) -> Input {
         base,
         mutations,
         write: r.pct(35),
+        state_oracle: wal_oracle,
     }
 }
 
-type Job = (Files, bool);
+type Job = (Files, bool, Option<Arc<Vec<State>>>);
 
 /// A worker thread running inputs, with a watchdog on each.
 pub struct Worker {
@@ -95,8 +142,11 @@ impl Worker {
         std::thread::Builder::new()
             .name("inpage-fuzz-worker".into())
             .spawn(move || {
-                while let Ok((files, write)) = job_rx.recv() {
-                    if res_tx.send(exec::run(&files, write)).is_err() {
+                while let Ok((files, write, states)) = job_rx.recv() {
+                    if res_tx
+                        .send(exec::run(&files, write, states.as_deref().map(|v| &v[..])))
+                        .is_err()
+                    {
                         break;
                     }
                 }
@@ -106,8 +156,14 @@ impl Worker {
     }
 
     /// Run one input; a hang replaces the worker (the hung thread is abandoned).
-    pub fn run(&mut self, files: Files, write: bool, limit: Duration) -> Outcome {
-        let sent = self.jobs.send((files, write));
+    pub fn run(
+        &mut self,
+        files: Files,
+        write: bool,
+        states: Option<Arc<Vec<State>>>,
+        limit: Duration,
+    ) -> Outcome {
+        let sent = self.jobs.send((files, write, states));
         let res = match sent {
             Ok(()) => self.results.recv_timeout(limit),
             Err(_) => Err(mpsc::RecvTimeoutError::Disconnected),
@@ -153,7 +209,7 @@ pub fn shrink(
     while i < best.mutations.len() {
         let mut cand = best.clone();
         cand.mutations.remove(i);
-        let out = worker.run(cand.files(corpus), cand.write, limit);
+        let out = worker.run(cand.files(corpus), cand.write, cand.oracle(corpus), limit);
         match out.finding {
             Some(f) if f.signature() == sig => {
                 best = cand;
@@ -165,7 +221,10 @@ pub fn shrink(
     if best.write {
         let mut cand = best.clone();
         cand.write = false;
-        if let Some(f) = worker.run(cand.files(corpus), false, limit).finding {
+        if let Some(f) = worker
+            .run(cand.files(corpus), false, cand.oracle(corpus), limit)
+            .finding
+        {
             if f.signature() == sig {
                 best = cand;
                 best_finding = f;
@@ -232,6 +291,9 @@ pub struct RunConfig {
     pub limit: Duration,
     /// Where to save findings (none: keep them in the report only).
     pub out: Option<PathBuf>,
+    /// Draw WAL truncations and judge inputs that only lost commits (see
+    /// [`generate`]).
+    pub wal_oracle: bool,
     /// Called before each input with its index (the binary records it so a supervisor
     /// knows which input killed a worker process).
     pub before_input: Option<fn(u64)>,
@@ -266,8 +328,13 @@ pub fn run(corpus: &[Base], cfg: &RunConfig) -> Report {
         if let Some(f) = cfg.before_input {
             f(index);
         }
-        let input = generate(corpus, cfg.seed, index);
-        let out = worker.run(input.files(corpus), input.write, cfg.limit);
+        let input = generate(corpus, cfg.seed, index, cfg.wal_oracle);
+        let out = worker.run(
+            input.files(corpus),
+            input.write,
+            input.oracle(corpus),
+            cfg.limit,
+        );
         report.inputs += 1;
         report.next = index + 1;
         report.opened += out.opened as u64;

@@ -39,6 +39,10 @@ struct RunArgs {
     /// Per-input time limit in seconds (longer is a hang).
     #[arg(long, default_value_t = 20)]
     limit: u64,
+    /// Also cut WAL files short and require a committed state after such inputs
+    /// (finds WAL frames older than the last checkpoint replayed over newer pages).
+    #[arg(long)]
+    wal_oracle: bool,
     /// Directory for findings.
     #[arg(long, default_value = "fuzz-findings")]
     out: PathBuf,
@@ -60,6 +64,18 @@ enum Cmd {
     },
     /// Run the files saved in a finding directory and print the outcome.
     Replay { dir: PathBuf },
+    /// Regenerate input INDEX of the run seeded SEED, run it (with its oracle) and print
+    /// the outcome; `--save DIR` also writes its files.
+    Input {
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        index: u64,
+        #[arg(long)]
+        wal_oracle: bool,
+        #[arg(long)]
+        save: Option<PathBuf>,
+    },
     /// List the seed corpus (entry, file sizes) and how each entry opens.
     Corpus,
 }
@@ -86,6 +102,7 @@ fn worker(args: &RunArgs, start: u64, inflight: PathBuf) -> Result<bool, String>
             max_time: args.seconds.map(Duration::from_secs),
             limit: Duration::from_secs(args.limit),
             out: Some(args.out.clone()),
+            wal_oracle: args.wal_oracle,
             before_input: Some(record_inflight),
         },
     );
@@ -148,6 +165,7 @@ fn supervise(args: &RunArgs) -> Result<bool, String> {
             .arg("--out")
             .arg(&args.out)
             .args(["--start", &next.to_string()])
+            .args(args.wal_oracle.then_some("--wal-oracle"))
             .arg("--inflight")
             .arg(&inflight)
             .stdout(Stdio::piped());
@@ -188,7 +206,7 @@ fn supervise(args: &RunArgs) -> Result<bool, String> {
                     .map(u64::from_le_bytes)
                     .unwrap_or(next);
                 let corpus = corpus_cache.get_or_insert_with(corpus::build);
-                let input = generate(corpus, args.seed, index);
+                let input = generate(corpus, args.seed, index, args.wal_oracle);
                 let finding = Finding {
                     kind: FindingKind::Abort,
                     open_mode: None,
@@ -220,10 +238,34 @@ fn supervise(args: &RunArgs) -> Result<bool, String> {
     Ok(t.findings == 0)
 }
 
+fn run_input(
+    seed: u64,
+    index: u64,
+    wal_oracle: bool,
+    save_to: Option<PathBuf>,
+) -> Result<bool, String> {
+    exec::install_panic_hook();
+    let corpus = corpus::build();
+    let input = generate(&corpus, seed, index, wal_oracle);
+    println!("base {}: {:?}", corpus[input.base].name, input.mutations);
+    let files = input.files(&corpus);
+    if let Some(dir) = save_to {
+        files
+            .save(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let oracle = input.oracle(&corpus);
+    let out = exec::run(&files, input.write, oracle.as_deref().map(|v| &v[..]));
+    print_outcome(out)
+}
+
 fn replay(dir: &std::path::Path) -> Result<bool, String> {
     exec::install_panic_hook();
     let files = Files::load(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let out = exec::run(&files, true);
+    print_outcome(exec::run(&files, true, None))
+}
+
+fn print_outcome(out: exec::Outcome) -> Result<bool, String> {
     println!(
         "opened={} checked_ok={} committed={}",
         out.opened, out.checked_ok, out.committed
@@ -250,7 +292,8 @@ fn list_corpus() -> Result<bool, String> {
     let corpus = corpus::build();
     let mut ok = true;
     for b in &corpus {
-        let out = exec::run(&b.files, true);
+        let states = b.mode.promises_atomicity().then_some(&b.states[..]);
+        let out = exec::run(&b.files, true, states);
         ok &= out.finding.is_none() && out.checked_ok > 0;
         let len = |f: Option<&Vec<u8>>| f.map_or("-".to_string(), |v| v.len().to_string());
         println!(
@@ -280,6 +323,12 @@ fn main() -> ExitCode {
         } => worker(&args, start, inflight),
         Cmd::Replay { dir } => replay(&dir),
         Cmd::Corpus => list_corpus(),
+        Cmd::Input {
+            seed,
+            index,
+            wal_oracle,
+            save,
+        } => run_input(seed, index, wal_oracle, save),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
