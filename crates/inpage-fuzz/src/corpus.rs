@@ -161,7 +161,11 @@ fn value(key: u64, version: u64, len: usize) -> Vec<u8> {
 /// any of them. Stops at the first error (a power cut ends it that way).
 fn workload(db: &Database, page_size: u32, states: &mut Vec<State>) -> inpage::Result<()> {
     let mut snap = |db: &Database| {
-        if let Ok(st) = db.begin_read().map_err(|e| e.to_string()).and_then(|r| read_all(&r)) {
+        if let Ok(st) = db
+            .begin_read()
+            .map_err(|e| e.to_string())
+            .and_then(|r| read_all(&r))
+        {
             states.push(st);
         }
     };
@@ -172,7 +176,11 @@ fn workload(db: &Database, page_size: u32, states: &mut Vec<State>) -> inpage::R
     let bytes = w.create_tree("bytes", KeyKind::Bytes)?;
     let doomed = w.create_tree("doomed", KeyKind::Int)?;
     for k in 0..40u64 {
-        let len = if k % 13 == 0 { big } else { 8 + (k as usize * 7) % 90 };
+        let len = if k % 13 == 0 {
+            big
+        } else {
+            8 + (k as usize * 7) % 90
+        };
         w.insert(&ints, k as i64, &value(k, 1, len))?;
     }
     for k in 0..5u64 {
@@ -262,7 +270,11 @@ pub fn build() -> Vec<Base> {
     for mode in JournalMode::ALL {
         // WAL also with frequent checkpoints: a reused WAL holds frames older than the
         // last checkpoint behind the live ones.
-        let ckpts: &[u32] = if mode == JournalMode::Wal { &[0, 6] } else { &[0] };
+        let ckpts: &[u32] = if mode == JournalMode::Wal {
+            &[0, 6]
+        } else {
+            &[0]
+        };
         for (page_size, &ckpt) in PAGE_SIZES
             .into_iter()
             .flat_map(|p| ckpts.iter().map(move |c| (p, c)))

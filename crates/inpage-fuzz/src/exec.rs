@@ -107,7 +107,9 @@ pub type State = Vec<(String, Entries)>;
 
 /// Read one tree three ways (iteration, cursor backwards, point lookups) and compare.
 fn read_tree<T: ReadableTxn>(r: &T, name: &str) -> Result<Entries, String> {
-    let t = r.open_tree(name).map_err(|e| format!("open_tree {name:?}: {e}"))?;
+    let t = r
+        .open_tree(name)
+        .map_err(|e| format!("open_tree {name:?}: {e}"))?;
     let mut fwd: Entries = Vec::new();
     for item in r.iter(&t).map_err(|e| format!("iter {name:?}: {e}"))? {
         fwd.push(item.map_err(|e| format!("iterating {name:?}: {e}"))?);
@@ -128,7 +130,9 @@ fn read_tree<T: ReadableTxn>(r: &T, name: &str) -> Result<Entries, String> {
     let mut ok = c.last().map_err(|e| format!("cursor last {name:?}: {e}"))?;
     while ok {
         let k = c.key().map_err(|e| format!("cursor key {name:?}: {e}"))?;
-        let v = c.value().map_err(|e| format!("cursor value {name:?}: {e}"))?;
+        let v = c
+            .value()
+            .map_err(|e| format!("cursor value {name:?}: {e}"))?;
         match (k, v) {
             (Some(k), Some(v)) => bwd.push((k, v)),
             _ => return Err(format!("{name:?}: positioned cursor has no entry")),
@@ -148,7 +152,10 @@ fn read_tree<T: ReadableTxn>(r: &T, name: &str) -> Result<Entries, String> {
     }
     let n = r.count(&t).map_err(|e| format!("count {name:?}: {e}"))?;
     if n != fwd.len() as u64 {
-        return Err(format!("{name:?}: count {n} but iteration read {}", fwd.len()));
+        return Err(format!(
+            "{name:?}: count {n} but iteration read {}",
+            fwd.len()
+        ));
     }
     // Point lookups of a sample (every entry of small trees).
     let step = (fwd.len() / 64).max(1);
@@ -174,7 +181,10 @@ pub fn read_all<T: ReadableTxn>(r: &T) -> Result<State, String> {
             // The corpus makes none; a mutated catalog can claim one. Opening it without
             // the comparator must be a typed error, which `open_tree` gives.
             if r.open_tree(&info.name).is_ok() {
-                return Err(format!("{:?}: custom-comparator tree opened without it", info.name));
+                return Err(format!(
+                    "{:?}: custom-comparator tree opened without it",
+                    info.name
+                ));
             }
             continue;
         }
@@ -276,10 +286,15 @@ fn exercise(
     None
 }
 
-/// Silence the default panic message (findings are reported with their location) and
-/// record where the last panic happened.
+/// Record where a panic inside [`run`] happened instead of printing it (findings are
+/// reported with their location); a panic anywhere else (a test's assertion) goes to
+/// the hook that was installed before.
 pub fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !IN_RUN.with(|r| r.get()) {
+            return prev(info);
+        }
         let loc = info
             .location()
             .map(|l| format!("{}:{}", l.file(), l.line()))
@@ -297,6 +312,7 @@ pub fn install_panic_hook() {
 
 thread_local! {
     static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+    static IN_RUN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Run one input. `write`: also run the commit probe on opens that check. `states`:
@@ -307,6 +323,7 @@ pub fn run(files: &Files, write: bool, states: Option<&[State]>) -> Outcome {
     let modes = std::iter::once(None).chain(JournalMode::ALL.into_iter().map(Some));
     for mode in modes {
         LAST_PANIC.with(|p| p.borrow_mut().take());
+        IN_RUN.with(|r| r.set(true));
         let result = catch_unwind(AssertUnwindSafe(|| -> Option<(FindingKind, String)> {
             let vfs = files.to_sim();
             let db = Database::open(db_path(), config(Arc::new(vfs.clone()), mode)).ok()?;
@@ -326,9 +343,7 @@ pub fn run(files: &Files, write: bool, states: Option<&[State]>) -> Outcome {
                     }
                 };
                 let r = db.begin_read().ok()?;
-                let probe = r
-                    .open_tree("fuzz-probe")
-                    .and_then(|t| r.get(&t, PROBE_KEY));
+                let probe = r.open_tree("fuzz-probe").and_then(|t| r.get(&t, PROBE_KEY));
                 if !matches!(&probe, Ok(Some(v)) if v.as_slice() == b"probe") {
                     return Some((
                         FindingKind::BadCommit,
@@ -344,6 +359,7 @@ pub fn run(files: &Files, write: bool, states: Option<&[State]>) -> Outcome {
             }
             None
         }));
+        IN_RUN.with(|r| r.set(false));
         let found = match result {
             Ok(f) => f,
             Err(_) => {

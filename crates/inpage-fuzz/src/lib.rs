@@ -84,7 +84,12 @@ pub fn generate(corpus: &[Base], seed: u64, index: u64, wal_oracle: bool) -> Inp
     while n < MAX_MUTATIONS && r.pct(45) {
         n += 1;
     }
-    if let Some(wal) = corpus[base].files.wal.as_ref().filter(|_| wal_oracle && r.pct(12)) {
+    if let Some(wal) = corpus[base]
+        .files
+        .wal
+        .as_ref()
+        .filter(|_| wal_oracle && r.pct(12))
+    {
         // A WAL cut short anywhere (or at a frame boundary), checked against the
         // committed states.
         let len = if r.pct(50) {
@@ -251,11 +256,7 @@ pub fn save(
     input: &Input,
     finding: &Finding,
 ) -> std::io::Result<PathBuf> {
-    let dir = out.join(format!(
-        "{}-s{seed}-i{}",
-        finding.kind.name(),
-        input.index
-    ));
+    let dir = out.join(format!("{}-s{seed}-i{}", finding.kind.name(), input.index));
     input.files(corpus).save(&dir)?;
     let text = format!(
         "finding: {}\nsignature: {}\nopen mode: {}\nseed: {seed}\nindex: {}\nbase: {}\nwrite probe: {}\nmutations:\n{}\n",
@@ -307,16 +308,25 @@ pub struct Report {
     pub checked_ok: u64,
     pub committed: u64,
     pub findings: Vec<Found>,
+    /// Findings not kept because [`MAX_SAVED_PER_SIGNATURE`] of their signature were
+    /// already kept (counted, neither shrunk nor saved).
+    pub repeats: u64,
     /// The run ended at a hang (the hung thread still runs; exit the process).
     pub hung: bool,
     /// The next index to run.
     pub next: u64,
 }
 
+/// Findings of one signature shrunk and kept per run: a known finding that many inputs
+/// reach (a damaged field every mutation of it trips) must not fill the disk or spend
+/// the run shrinking copies of itself.
+pub const MAX_SAVED_PER_SIGNATURE: u32 = 3;
+
 /// Run a fuzz campaign.
 pub fn run(corpus: &[Base], cfg: &RunConfig) -> Report {
     let started = std::time::Instant::now();
     let mut worker = Worker::new();
+    let mut seen: std::collections::HashMap<String, u32> = Default::default();
     let mut report = Report {
         next: cfg.start,
         ..Report::default()
@@ -342,6 +352,12 @@ pub fn run(corpus: &[Base], cfg: &RunConfig) -> Report {
         report.committed += out.committed as u64;
         if let Some(f) = out.finding {
             let hung = f.kind == FindingKind::Hang;
+            let count = seen.entry(f.signature()).or_default();
+            *count += 1;
+            if *count > MAX_SAVED_PER_SIGNATURE && !hung {
+                report.repeats += 1;
+                continue;
+            }
             let (input, finding) = shrink(corpus, &input, &f, &mut worker, cfg.limit);
             let dir = cfg
                 .out

@@ -381,10 +381,7 @@ pub fn apply(files: &mut Files, m: &Mutation, corpus: &[Base]) {
             *files.slot(*t) = None;
         }
         Mutation::Replace { t, base, src_t } => {
-            let src = corpus
-                .get(*base)
-                .and_then(|b| b.files.get(*src_t))
-                .cloned();
+            let src = corpus.get(*base).and_then(|b| b.files.get(*src_t)).cloned();
             *files.slot(*t) = src;
         }
     }

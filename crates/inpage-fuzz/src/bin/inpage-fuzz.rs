@@ -19,7 +19,10 @@ use inpage_fuzz::exec::{self, Finding, FindingKind};
 use inpage_fuzz::{corpus, generate, save, RunConfig};
 
 #[derive(Parser)]
-#[command(name = "inpage-fuzz", about = "Fuzz inpage with damaged database, journal and WAL files")]
+#[command(
+    name = "inpage-fuzz",
+    about = "Fuzz inpage with damaged database, journal and WAL files"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -112,7 +115,9 @@ fn worker(args: &RunArgs, start: u64, inflight: PathBuf) -> Result<bool, String>
             f.finding.kind.name(),
             f.input.index,
             f.finding.detail.lines().next().unwrap_or(""),
-            f.dir.as_ref().map_or("not saved".into(), |d| d.display().to_string())
+            f.dir
+                .as_ref()
+                .map_or("not saved".into(), |d| d.display().to_string())
         );
     }
     println!(
@@ -121,7 +126,7 @@ fn worker(args: &RunArgs, start: u64, inflight: PathBuf) -> Result<bool, String>
         report.opened,
         report.checked_ok,
         report.committed,
-        report.findings.len(),
+        report.findings.len() as u64 + report.repeats,
         report.next,
         report.hung as u8
     );
@@ -183,7 +188,9 @@ fn supervise(args: &RunArgs) -> Result<bool, String> {
                 println!("{line}");
             }
         }
-        let status = child.wait().map_err(|e| format!("waiting for worker: {e}"))?;
+        let status = child
+            .wait()
+            .map_err(|e| format!("waiting for worker: {e}"))?;
         match totals_line {
             Some(l) => {
                 t.inputs += field(&l, "inputs").unwrap_or(0);
@@ -305,8 +312,11 @@ fn list_corpus() -> Result<bool, String> {
             out.opened,
             out.checked_ok,
             out.committed,
-            out.finding
-                .map_or(String::new(), |f| format!("FINDING {}: {}", f.kind.name(), f.detail))
+            out.finding.map_or(String::new(), |f| format!(
+                "FINDING {}: {}",
+                f.kind.name(),
+                f.detail
+            ))
         );
     }
     println!("{} entries", corpus.len());
