@@ -212,10 +212,12 @@ fn exercise(
             return Some((
                 FindingKind::NoSuchCommit,
                 format!(
-                    "read {} trees ({} entries), which matches none of the {} committed states",
+                    "read {} trees ({} entries), which matches none of the {} committed \
+                     states; the check {} it",
                     state.len(),
                     state.iter().map(|(_, e)| e.len()).sum::<usize>(),
-                    states.len()
+                    states.len(),
+                    if checked.is_ok() { "passes" } else { "refuses" }
                 ),
             ));
         }
