@@ -33,6 +33,11 @@ impl Rng {
         lo + self.below(hi.saturating_sub(lo).saturating_add(1))
     }
 
+    /// Uniform index into a non-empty length (0 for an empty one).
+    pub fn index(&mut self, len: usize) -> usize {
+        self.below(len as u64) as usize
+    }
+
     /// True with probability `pct` percent.
     pub fn pct(&mut self, pct: u64) -> bool {
         self.below(100) < pct
