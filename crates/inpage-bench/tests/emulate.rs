@@ -8,7 +8,6 @@
 use std::io::Write as _;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -16,32 +15,13 @@ use inpage_bench::device::{profile, DeviceCounters};
 use inpage_bench::emulate::{fuse_available, EmuOptions};
 use inpage_bench::lab::{ext4_available, Ext4Lab, Ext4Options, SetupStep};
 
+mod common;
+use common::{losetup_under, mounts_under};
+
 static LOCK: Mutex<()> = Mutex::new(());
 
 fn skip_reason() -> Option<String> {
     ext4_available().err().or_else(|| fuse_available().err())
-}
-
-/// Loop devices whose backing file lies under `base`.
-fn losetup_under(base: &Path) -> Vec<String> {
-    let out = Command::new("losetup").arg("-a").output().expect("losetup");
-    let base = base.to_string_lossy().into_owned();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains(&base))
-        .map(str::to_string)
-        .collect()
-}
-
-/// Mounts whose mount point lies under `base`.
-fn mounts_under(base: &Path) -> Vec<String> {
-    let base = base.to_string_lossy().into_owned();
-    std::fs::read_to_string("/proc/mounts")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains(&base))
-        .map(str::to_string)
-        .collect()
 }
 
 fn assert_nothing_left(base: &Path, when: &str) {

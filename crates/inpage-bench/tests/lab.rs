@@ -7,13 +7,14 @@
 //! tests) cannot make it fail.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 
 use clap::Parser;
 use inpage_bench::lab::{ext4_available, Ext4Lab, Ext4Options, SetupStep};
 use inpage_bench::report::Report;
+
+mod common;
+use common::{losetup_under, mounts_under};
 
 static LOCK: Mutex<()> = Mutex::new(());
 
@@ -25,30 +26,6 @@ struct Top {
 
 fn skip_reason() -> Option<String> {
     ext4_available().err()
-}
-
-/// Loop devices whose backing file lies under `base`.
-fn losetup_under(base: &Path) -> Vec<String> {
-    let out = Command::new("losetup").arg("-a").output().expect("losetup");
-    let base = base.to_string_lossy().into_owned();
-    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.contains(&base))
-        .map(str::to_string)
-        .collect();
-    v.sort();
-    v
-}
-
-/// Mounts whose mount point lies under `base`.
-fn mounts_under(base: &Path) -> Vec<String> {
-    let base = base.to_string_lossy().into_owned();
-    std::fs::read_to_string("/proc/mounts")
-        .unwrap()
-        .lines()
-        .filter(|l| l.contains(&base))
-        .map(str::to_string)
-        .collect()
 }
 
 fn opts(base: &std::path::Path, fail_after: Option<SetupStep>) -> Ext4Options {
