@@ -93,6 +93,32 @@ pub fn system_nonce(salt: u64) -> u64 {
     h.finish()
 }
 
+/// Alignment of the zero buffer of `write_zeros`, so that it also works on O_DIRECT
+/// handles (logical block sizes are at most 4096 on the devices we target).
+const ZERO_ALIGN: usize = 4096;
+/// Bytes of zeros written per call by `write_zeros`.
+const ZERO_CHUNK: usize = 64 * 1024;
+
+/// Write zeros over `[offset, offset + len)` through `file.write_at`, in 64 KiB calls from
+/// a 4 KiB-aligned buffer, so O_DIRECT handles accept it (the caller still owes aligned
+/// offsets and lengths there). The one `allocate` of every real or overlaid file.
+pub(crate) fn write_zeros(file: &dyn File, offset: u64, len: u64) -> io::Result<()> {
+    let end = offset
+        .checked_add(len)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "offset + length overflows"))?;
+    // Slicing an over-sized Vec gives the alignment without unsafe.
+    let backing = vec![0u8; ZERO_CHUNK + ZERO_ALIGN];
+    let skip = backing.as_ptr().align_offset(ZERO_ALIGN).min(ZERO_ALIGN);
+    let zeros = &backing[skip..skip + ZERO_CHUNK];
+    let mut off = offset;
+    while off < end {
+        let n = (end - off).min(ZERO_CHUNK as u64) as usize;
+        file.write_at(&zeros[..n], off)?;
+        off += n as u64;
+    }
+    Ok(())
+}
+
 /// An advisory lock on an open file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockKind {

@@ -33,12 +33,6 @@ impl OsVfs {
     }
 }
 
-/// Alignment used for the zero buffer of `allocate`, so that it also works on O_DIRECT
-/// handles (logical block sizes are at most 4096 on the devices we target).
-const ZERO_ALIGN: usize = 4096;
-/// Bytes of zeros written per pwrite by `allocate`.
-const ZERO_CHUNK: usize = 64 * 1024;
-
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn direct_flag() -> io::Result<i32> {
     // O_DIRECT fits in an i32 flag word on every Linux ABI; the cast only changes type.
@@ -191,19 +185,7 @@ impl File for OsFile {
     }
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
-        let end = end_offset(offset, len)?;
-        // An aligned zero buffer, so O_DIRECT handles accept it (the caller still owes
-        // aligned offsets and lengths there). Slicing an over-sized Vec avoids unsafe.
-        let backing = vec![0u8; ZERO_CHUNK + ZERO_ALIGN];
-        let skip = backing.as_ptr().align_offset(ZERO_ALIGN).min(ZERO_ALIGN);
-        let zeros = &backing[skip..skip + ZERO_CHUNK];
-        let mut off = offset;
-        while off < end {
-            let n = ((end - off).min(ZERO_CHUNK as u64)) as usize;
-            self.write_at(&zeros[..n], off)?;
-            off += n as u64;
-        }
-        Ok(())
+        super::write_zeros(self, offset, len)
     }
 }
 

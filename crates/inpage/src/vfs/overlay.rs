@@ -305,17 +305,7 @@ impl File for OverlayFile {
     }
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
-        let end = offset.checked_add(len).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidInput, "offset + length overflows")
-        })?;
-        let zeros = vec![0u8; BLOCK as usize];
-        let mut off = offset;
-        while off < end {
-            let n = (end - off).min(BLOCK) as usize;
-            self.write_at(&zeros[..n], off)?;
-            off += n as u64;
-        }
-        Ok(())
+        super::write_zeros(self, offset, len)
     }
 }
 
