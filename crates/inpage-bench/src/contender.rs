@@ -38,10 +38,10 @@ pub type ConfigTweak = fn(Config) -> Config;
 /// Engine variants beyond the plain journal modes: (name, mode, tweak). Add a line here
 /// to benchmark another setting.
 pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
-    ("wal-opt", JournalMode::Wal, |c| c.wal_prealloc(true)),
+    ("wal-opt", JournalMode::WAL, |c| c.wal_prealloc(true)),
     // The default DHL mode with its page writes through the page cache (whole blocks to
     // the device) instead of O_DIRECT spans: the bytes-versus-latency trade-off.
-    ("dhl-cc-buffered", JournalMode::DhlCc, |c| {
+    ("dhl-cc-buffered", JournalMode::DHL_CC, |c| {
         c.dhl_direct(inpage::DirectWrites::Off)
     }),
 ];
@@ -152,8 +152,7 @@ impl PartialEq for Contender {
 /// Every contender, in report order: engine modes, engine variants, floor, SQLite, KV
 /// stores.
 pub fn all_contenders() -> Vec<Contender> {
-    let mut v: Vec<Contender> = JournalMode::ALL
-        .into_iter()
+    let mut v: Vec<Contender> = JournalMode::all()
         .map(|m| Contender {
             name: m.name().to_string(),
             kind: Kind::Engine {
@@ -788,7 +787,7 @@ mod tests {
     #[test]
     fn names_and_selection() {
         let names = valid_names();
-        for m in JournalMode::ALL {
+        for m in JournalMode::all() {
             assert!(names.contains(&m.name().to_string()), "{m}");
         }
         for n in [

@@ -27,7 +27,6 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use inpage::page::{slotted, Layout, PAGE_TRAILER};
 use inpage::vfs::SimVfs;
 use inpage::{Config, Database, JournalMode, KeyKind};
 
@@ -135,7 +134,10 @@ impl PagesParams {
             let m = JournalMode::from_name(n.trim()).ok_or_else(|| {
                 format!(
                     "unknown mode '{n}' (valid: {})",
-                    JournalMode::ALL.map(JournalMode::name).join(", ")
+                    JournalMode::all()
+                        .map(JournalMode::name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )
             })?;
             if !ms.contains(&m) {
@@ -173,13 +175,7 @@ impl PagesParams {
 /// `page_size`-byte pages. Asked of the engine rather than hard-coded, so it follows any
 /// change to the cell format.
 pub fn max_record_bytes(page_size: u32) -> usize {
-    let usable = (page_size as usize).saturating_sub(PAGE_TRAILER);
-    let mut v = 0usize;
-    // The bound is a few hundred to a few thousand bytes; a linear probe is instant.
-    while slotted::value_is_inline(usable, KEY_BYTES, v + 1) {
-        v += 1;
-    }
-    KEY_BYTES + v
+    KEY_BYTES + inpage::inspect::max_inline_value(page_size, KEY_BYTES).unwrap_or(0)
 }
 
 /// The whole `--json` output.
@@ -302,11 +298,7 @@ pub fn measure_one(
     let bytes = (s.entries as f64) * record_bytes as f64;
     Ok(ModeResult {
         mode: mode.name().to_string(),
-        layout: match mode.layout() {
-            Layout::Stock => "stock",
-            Layout::Dhl => "dhl",
-        }
-        .to_string(),
+        layout: mode.layout_name().to_string(),
         entries: s.entries,
         depth: s.depth,
         leaf_pages: s.leaf_pages,
@@ -450,7 +442,7 @@ mod tests {
     fn arguments_are_validated() {
         let p = params(&[8, 8, 128], &[]).unwrap();
         assert_eq!(p.sizes, vec![8, 128]);
-        assert_eq!(p.modes, vec![JournalMode::Off, JournalMode::DhlCc]);
+        assert_eq!(p.modes, vec![JournalMode::OFF, JournalMode::DHL_CC]);
         assert_eq!(p.orders, KeyOrder::ALL.to_vec());
         for bad in [0, 7, max_record_bytes(4096) + 1] {
             let e = params(&[bad], &[]).unwrap_err();

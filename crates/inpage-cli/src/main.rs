@@ -177,7 +177,7 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
     out!(
         o,
         "page writes     {}",
-        if h.journal_mode.layout() == inpage::page::Layout::Dhl {
+        if h.journal_mode.capabilities().direct_writes {
             "O_DIRECT where the file system accepts it (changed sectors)"
         } else {
             "through the page cache"
@@ -233,78 +233,16 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
     std::fs::File::open(file)
         .and_then(|f| f.read_exact_at(&mut buf, pgno as u64 * ps as u64))
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    let usable = ps - inpage::page::PAGE_TRAILER;
     out!(
         o,
-        "page {pgno} of {} ({} mode, FCC {})",
+        "page {pgno} of {} ({} mode, {} layout, FCC {})",
         file.display(),
         h.journal_mode,
+        h.journal_mode.layout_name(),
         h.fcc
     );
-    let dhl = h.journal_mode.layout() == inpage::page::Layout::Dhl;
-    if pgno == 0 {
-        let slots = if dhl {
-            inpage::pager::header::DHL_SLOTS
-        } else {
-            1
-        };
-        for slot in 0..slots {
-            match inpage::pager::header::decode_slot(&buf, slot) {
-                Ok(s) => out!(
-                    o,
-                    "  header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
-                    s.fcc,
-                    s.last_txn_size,
-                    s.page_count,
-                    s.catalog_root
-                ),
-                Err(e) => out!(o, "  header slot {slot}: invalid ({e})"),
-            }
-        }
-        return o.flush();
-    }
-    if !dhl {
-        out!(
-            o,
-            "  type {} ({})",
-            buf[0],
-            inpage::page::page_type::name(buf[0])
-        );
-        return o.flush();
-    }
-    for (slot, d) in inpage::page::dhl::page_versions(&buf, usable)
-        .iter()
-        .enumerate()
-    {
-        match d {
-            None => out!(o, "  slot header {slot}: empty (tid 0)"),
-            Some(d) => out!(
-                o,
-                "  slot header {slot}: tid {} txn_size {} {}{}",
-                d.tid,
-                d.txn_size,
-                if d.valid { "valid" } else { "INVALID" },
-                if d.valid && d.tid <= h.fcc {
-                    ", committed"
-                } else {
-                    ""
-                }
-            ),
-        }
-    }
-    match inpage::page::dhl::visible(pgno, &buf, usable, h.fcc) {
-        Ok(v) => out!(
-            o,
-            "  visible: slot {} tid {} {} with {} cells",
-            v.slot(),
-            v.tid(),
-            if v.is_leaf() { "leaf" } else { "interior" },
-            v.ncells()
-        ),
-        Err(e) => match inpage::page::dhl::open_overflow(pgno, &buf, usable) {
-            Ok(ov) => out!(o, "  overflow page: tid {} next {} ", ov.tid, ov.next),
-            Err(_) => out!(o, "  no visible version: {e}"),
-        },
+    for line in inpage::inspect::describe_page(h.journal_mode, pgno, &buf, h.fcc) {
+        out!(o, "  {line}");
     }
     o.flush()
 }

@@ -18,7 +18,7 @@ fn inpage(args: &[&str]) -> (i32, String, String) {
 }
 
 fn make(path: &Path) {
-    let db = Database::open(path, Config::default().journal_mode(JournalMode::Wal)).unwrap();
+    let db = Database::open(path, Config::default().journal_mode(JournalMode::WAL)).unwrap();
     let mut w = db.begin_write().unwrap();
     let t = w.create_tree("users", KeyKind::Int).unwrap();
     for k in 0..500 {
@@ -103,7 +103,7 @@ fn inspect_page_shows_both_dhl_slot_headers() {
     let db = Database::open(&path, Config::default()).unwrap();
     assert_eq!(
         db.journal_mode(),
-        JournalMode::DhlCc,
+        JournalMode::DHL_CC,
         "dhl-cc is the default"
     );
     let mut w = db.begin_write().unwrap();
@@ -145,7 +145,7 @@ fn inspect_page_shows_both_dhl_slot_headers() {
 fn help_lists_every_journal_mode() {
     let (code, out, err) = inpage(&["--help"]);
     assert_eq!(code, 0, "{err}");
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         assert!(
             out.contains(&format!(" {},", mode.name()))
                 || out.contains(&format!(" {} ", mode.name())),

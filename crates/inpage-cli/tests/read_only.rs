@@ -103,7 +103,7 @@ struct Case {
 
 fn cases() -> Vec<Case> {
     let mut out = Vec::new();
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         let (_, total) = sim_run(mode, None, 0);
         let mut add = |what: String, sim: &SimVfs, damage: &dyn Fn(&Path)| {
             let dir = tempfile::tempdir().unwrap();
@@ -222,7 +222,7 @@ fn check_and_inspect_leave_damaged_files_of_every_mode_byte_identical() {
         }
     }
     // The cases must reach recovery, or the test would prove nothing about it.
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         // Without atomicity a power cut may leave any mix, which check rightly rejects.
         let need = if mode.promises_atomicity() { 4 } else { 1 };
         assert!(
@@ -241,7 +241,7 @@ fn check_and_inspect_leave_damaged_files_of_every_mode_byte_identical() {
 #[test]
 fn check_reports_what_recovery_would_do_without_doing_it() {
     // A DHL commit cut after some but not all of its pages reached the medium.
-    let mode = JournalMode::DhlCc;
+    let mode = JournalMode::DHL_CC;
     let (_, total) = sim_run(mode, None, 0);
     for cut in (total / 2..total).step_by(3) {
         let (crashed, _) = sim_run(mode, Some(cut), cut);

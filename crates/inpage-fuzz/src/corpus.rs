@@ -267,10 +267,10 @@ const CUTS: u64 = 12;
 /// Build the corpus. Deterministic; takes well under a second in release builds.
 pub fn build() -> Vec<Base> {
     let mut out = Vec::new();
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         // WAL also with frequent checkpoints: a reused WAL holds frames older than the
         // last checkpoint behind the live ones.
-        let ckpts: &[u32] = if mode == JournalMode::Wal {
+        let ckpts: &[u32] = if mode == JournalMode::WAL {
             &[0, 6]
         } else {
             &[0]

@@ -322,7 +322,7 @@ thread_local! {
 /// which every successful read must find.
 pub fn run(files: &Files, write: bool, states: Option<&[State]>) -> Outcome {
     let mut out = Outcome::default();
-    let modes = std::iter::once(None).chain(JournalMode::ALL.into_iter().map(Some));
+    let modes = std::iter::once(None).chain(JournalMode::all().map(Some));
     for mode in modes {
         LAST_PANIC.with(|p| p.borrow_mut().take());
         IN_RUN.with(|r| r.set(true));

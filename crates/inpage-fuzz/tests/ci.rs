@@ -81,7 +81,7 @@ fn bounded_run_has_no_findings() {
 #[test]
 fn corpus_covers_every_mode_and_reads_a_committed_state() {
     let corpus = corpus();
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         let entries: Vec<&Base> = corpus.iter().filter(|b| b.mode == mode).collect();
         assert!(
             entries.iter().any(|b| b.name.ends_with("/clean")),
@@ -93,7 +93,7 @@ fn corpus_covers_every_mode_and_reads_a_committed_state() {
             "{}: too few crash-left entries",
             mode.name()
         );
-        if mode == JournalMode::Wal {
+        if mode == JournalMode::WAL {
             assert!(
                 entries.iter().any(|b| b.files.wal.is_some()),
                 "wal: no entry with a WAL file"

@@ -89,7 +89,7 @@ fn a_wal_cut_after_a_torn_checkpoint_fails_the_check_when_it_opens() {
         .find(|(n, _)| n == "wal-cut-after-torn-checkpoint")
         .expect("wal-cut-after-torn-checkpoint input");
     assert!(files.wal.is_some(), "{name}: no WAL");
-    let modes = std::iter::once(None).chain(inpage::JournalMode::ALL.into_iter().map(Some));
+    let modes = std::iter::once(None).chain(inpage::JournalMode::all().map(Some));
     for mode in modes {
         let config = Config {
             journal_mode: mode,

@@ -43,8 +43,7 @@ pub struct DbParams {
 impl Mode {
     /// Every mode, in a stable order: the engine's modes, then the WAL variants.
     pub fn all() -> Vec<Mode> {
-        let mut v: Vec<Mode> = JournalMode::ALL
-            .into_iter()
+        let mut v: Vec<Mode> = JournalMode::all()
             .map(|journal| Mode {
                 journal,
                 variant: Variant::Plain,
@@ -52,7 +51,7 @@ impl Mode {
             .collect();
         for variant in [Variant::Prealloc, Variant::Normal] {
             v.push(Mode {
-                journal: JournalMode::Wal,
+                journal: JournalMode::WAL,
                 variant,
             });
         }

@@ -485,19 +485,13 @@ fn judge(
     let cfg = case
         .mode
         .config(Arc::new(disk.clone()), case.params, case.mutant);
-    if std::env::var_os("INPAGE_TORTURE_TRACE").is_some()
-        && case.mode.journal.layout() == inpage::page::Layout::Dhl
-    {
+    if std::env::var_os("INPAGE_TORTURE_TRACE").is_some() {
         if let Some(img) = disk.read_file(std::path::Path::new(DB)) {
             let ps = case.params.page_size as usize;
-            for (p, page) in img.chunks(ps).enumerate().skip(1) {
-                if let Some(h) = inpage::page::dhl::descriptor_heads(page) {
-                    let v = inpage::page::dhl::page_versions(page, ps - inpage::page::PAGE_TRAILER);
-                    eprintln!(
-                        "  page {p}: heads {h:?} valid {:?}",
-                        v.map(|d| d.map(|d| d.valid))
-                    );
-                }
+            for (p, page) in img.chunks(ps).enumerate() {
+                let lines =
+                    inpage::inspect::describe_page(case.mode.journal, p as u32, page, u64::MAX);
+                eprintln!("  page {p}: {}", lines.join("; "));
             }
         }
     }

@@ -304,7 +304,7 @@ fn dhl_uses_direct_writes_on_the_simulated_disk() {
     let disk = SimVfs::with_seed(1);
     let cfg = Config::default()
         .vfs(std::sync::Arc::new(disk.clone()))
-        .journal_mode(JournalMode::DhlCc)
+        .journal_mode(JournalMode::DHL_CC)
         .page_size(4096)
         .dhl_direct(DirectWrites::On);
     let db = Database::open("/d/db", cfg).unwrap();

@@ -4,19 +4,18 @@
 //! `check`: checksums, cell bounds, key order, parent/child bounds, equal leaf depth,
 //! overflow chains); the free list is a chain of free pages of the length the header
 //! says, without cycles; and every page `1..page_count` is owned exactly once, by a tree
-//! or by the free list. DHL databases keep no free list: there, every page is owned at
-//! most once and the unowned ones are the free pages. The first violation is returned as `Error::Corrupt` naming the
-//! page and what is wrong.
+//! or by the free list. Layouts that keep no free list (`FreeSpace::TreeWalk`, DHL): there,
+//! every page is owned at most once and the unowned ones are the free pages. The first
+//! violation is returned as `Error::Corrupt` naming the page and what is wrong.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::{page_type, Layout};
-use crate::pager::header::Header;
+use crate::page::FreeSpace;
 use crate::tree::{self, TreeStats};
 use crate::txn::catalog::TreeInfo;
 use crate::txn::key::{memcmp, Comparator, KeyKind};
-use crate::txn::ReadableTxn;
+use crate::txn::{free, ReadableTxn};
 
 /// What a successful check found.
 #[derive(Clone, Debug, Default)]
@@ -88,17 +87,20 @@ pub fn check<T: ReadableTxn>(
         trees.push((info, stats));
     }
 
-    let free_pages = if txn.layout() == Layout::Dhl {
-        // DHL keeps no free list: every page no tree owns is free (see `Database::open`).
+    let free_pages = if txn.layout().free_space() == FreeSpace::TreeWalk {
+        // No free list: every page no tree owns is free (see `txn::free`).
         if h.freelist_head != 0 || h.freelist_count != 0 {
             return Err(Error::corrupt(
                 0,
-                "DHL header names a free list, which DHL databases do not keep",
+                format!(
+                    "header names a free list, which {} databases do not keep",
+                    txn.layout().name()
+                ),
             ));
         }
         owner.iter().filter(|o| o.is_none()).count() as u32
     } else {
-        check_free_list(txn, &h, &mut claim)?;
+        free::walk_free_list(txn, &h, &mut |p| claim(p, "the free list"))?;
         if let Some(p) = owner.iter().position(|o| o.is_none()) {
             return Err(Error::corrupt(
                 p as Pgno,
@@ -138,48 +140,6 @@ fn check_int_keys<T: ReadableTxn>(txn: &T, info: &TreeInfo, cmp: &tree::CmpFn) -
     Ok(())
 }
 
-/// Walk the stock free list: free pages chained through their first bytes, as many as
-/// the header says, each claimed once.
-fn check_free_list<T: ReadableTxn>(
-    txn: &T,
-    h: &Header,
-    claim: &mut dyn FnMut(Pgno, &'static str) -> Result<()>,
-) -> Result<()> {
-    let mut next = h.freelist_head;
-    let mut seen = 0u32;
-    while next != 0 {
-        if seen >= h.freelist_count {
-            return Err(Error::corrupt(
-                next,
-                format!(
-                    "free list is longer than the {} pages the header says (or has a cycle)",
-                    h.freelist_count
-                ),
-            ));
-        }
-        claim(next, "the free list")?;
-        let page = txn.read(next)?;
-        if page[0] != page_type::FREE {
-            return Err(Error::corrupt(
-                next,
-                format!("on the free list but has type {}", page_type::name(page[0])),
-            ));
-        }
-        seen += 1;
-        next = u32::from_le_bytes(page[4..8].try_into().unwrap());
-    }
-    if seen != h.freelist_count {
-        return Err(Error::corrupt(
-            0,
-            format!(
-                "header says {} free pages, the free list has {seen}",
-                h.freelist_count
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Pages by type, read on one snapshot; pages that fail to read are listed with why.
 #[derive(Clone, Debug, Default)]
 pub struct PageCensus {
@@ -192,9 +152,14 @@ pub fn census<T: ReadableTxn>(txn: &T) -> PageCensus {
     let h = txn.snapshot_header();
     let mut c = PageCensus::default();
     c.by_type.insert("header", 1);
+    let (layout, g) = (txn.layout(), txn.geometry());
     for pgno in 1..h.page_count {
         match txn.read(pgno) {
-            Ok(p) => *c.by_type.entry(page_type::name(p[0])).or_insert(0) += 1,
+            Ok(p) => {
+                *c.by_type
+                    .entry(layout.classify(&p, g, txn.visible_tid()))
+                    .or_insert(0) += 1
+            }
             Err(e) => c.unreadable.push((pgno, e.to_string())),
         }
     }

@@ -14,7 +14,7 @@ use crate::vfs::{OsVfs, Vfs};
 
 /// The mode a new database gets when none is asked for: counting-commit doubleheader
 /// logging, one page write per changed page and one fdatasync per transaction.
-pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::DhlCc;
+pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::DHL_CC;
 
 /// Database settings. Build with `Config::default()` and the chained setters.
 #[derive(Clone, Debug)]

@@ -11,56 +11,17 @@
 //! no lock and never writes: its files are opened read-only and recovery runs in an
 //! in-memory overlay (`vfs::OverlayVfs`), so it can look at a database in use.
 
-use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::journal::{JournalMode, RecoveryReport};
-use crate::page::Layout;
 use crate::pager::header::Header;
 use crate::pager::{CacheStats, Pager};
-use crate::tree;
 use crate::txn::key::Key;
-use crate::txn::{ReadTxn, ReadableTxn, WriteTxn};
+use crate::txn::{ReadTxn, ReadableTxn, Shared, WriteTxn};
 use crate::vfs::OverlayVfs;
-
-pub(crate) struct Shared {
-    pub(crate) pager: Pager,
-    pub(crate) config: Config,
-    writer: Mutex<bool>,
-    writer_cv: Condvar,
-    closed: AtomicBool,
-    /// DHL: whether the pager's free set has been computed (see `find_free_pages`).
-    free_known: AtomicBool,
-    /// Read-only handles: the in-memory layer recovery wrote into.
-    overlay: Option<Arc<OverlayVfs>>,
-}
-
-impl Shared {
-    pub(crate) fn release_writer(&self) {
-        let mut busy = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        *busy = false;
-        self.writer_cv.notify_one();
-    }
-
-    fn close(&self) -> Result<()> {
-        if self.closed.swap(true, Ordering::SeqCst) || self.config.read_only {
-            // Read-only: a clean shutdown (WAL checkpoint) would only change the overlay.
-            return Ok(());
-        }
-        self.pager.close()
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        // Errors here can't be reported; the next open's recovery covers them.
-        let _ = self.close();
-    }
-}
 
 /// An open database. Cheap to clone (`Arc` inside); share it between threads.
 #[derive(Clone)]
@@ -92,51 +53,9 @@ impl Database {
             (config, None)
         };
         let pager = Pager::open(path.as_ref(), &config)?;
-        let db = Database {
-            shared: Arc::new(Shared {
-                pager,
-                config,
-                writer: Mutex::new(false),
-                writer_cv: Condvar::new(),
-                closed: AtomicBool::new(false),
-                free_known: AtomicBool::new(false),
-                overlay,
-            }),
-        };
-        Ok(db)
-    }
-
-    /// DHL keeps no free list on disk (writing one would overwrite pages the committed
-    /// trees still use): the free pages are those no tree owns, found by walking every
-    /// tree once, before the first write transaction (only writers allocate, so an open
-    /// that only reads never pays for the walk). Called with the writer flag held, so no
-    /// other writer can change the trees or the free set meanwhile.
-    fn ensure_free_pages(&self) -> Result<()> {
-        if self.shared.pager.layout() != Layout::Dhl
-            || self.shared.free_known.load(Ordering::Acquire)
-        {
-            return Ok(());
-        }
-        self.find_free_pages()?;
-        self.shared.free_known.store(true, Ordering::Release);
-        Ok(())
-    }
-
-    fn find_free_pages(&self) -> Result<()> {
-        let r = self.begin_read()?;
-        let h = r.snapshot_header().clone();
-        let mut owned = BTreeSet::new();
-        tree::for_each_page(&r, h.catalog_root, &mut |p| {
-            owned.insert(p);
-        })?;
-        for info in r.list_trees()? {
-            tree::for_each_page(&r, info.root, &mut |p| {
-                owned.insert(p);
-            })?;
-        }
-        let free = (1..h.page_count).filter(|p| !owned.contains(p)).collect();
-        self.shared.pager.set_free_pages(free);
-        Ok(())
+        Ok(Database {
+            shared: Arc::new(Shared::new(pager, config, overlay)),
+        })
     }
 
     /// Open an existing database without writing anything (`Config::read_only`): what
@@ -173,41 +92,13 @@ impl Database {
     /// Start the write transaction, waiting for the current one to finish.
     pub fn begin_write(&self) -> Result<WriteTxn> {
         self.refuse_read_only("write transaction")?;
-        {
-            let mut busy = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
-            while *busy {
-                busy = self
-                    .shared
-                    .writer_cv
-                    .wait(busy)
-                    .unwrap_or_else(|e| e.into_inner());
-            }
-            *busy = true;
-        }
-        self.start_write()
-    }
-
-    /// With the writer flag held: make sure the free set is known, then start the
-    /// transaction (releasing the flag on failure).
-    fn start_write(&self) -> Result<WriteTxn> {
-        if let Err(e) = self.ensure_free_pages() {
-            self.shared.release_writer();
-            return Err(e);
-        }
-        WriteTxn::new(self.shared.clone())
+        self.shared.begin_write(true)
     }
 
     /// Start the write transaction, or fail with `Error::Busy` if one is active.
     pub fn try_begin_write(&self) -> Result<WriteTxn> {
         self.refuse_read_only("write transaction")?;
-        {
-            let mut busy = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
-            if *busy {
-                return Err(Error::Busy);
-            }
-            *busy = true;
-        }
-        self.start_write()
+        self.shared.begin_write(false)
     }
 
     /// Start a read transaction on the latest committed state. Never blocks on the writer.

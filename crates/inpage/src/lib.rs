@@ -4,7 +4,7 @@
 //! use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
 //!
 //! # fn main() -> inpage::Result<()> {
-//! let db = Database::open("app.db", Config::default().journal_mode(JournalMode::Wal))?;
+//! let db = Database::open("app.db", Config::default().journal_mode(JournalMode::WAL))?;
 //! let mut w = db.begin_write()?;
 //! let users = w.open_or_create_tree("users", KeyKind::Int)?;
 //! w.insert(&users, 42, b"Ada")?;
@@ -22,21 +22,28 @@
 #![forbid(unsafe_code)]
 
 pub mod check;
-pub mod config;
-pub mod db;
-pub mod error;
-pub mod journal;
-pub mod page;
-pub mod pager;
-pub mod tree;
-pub mod txn;
+mod config;
+mod db;
+mod error;
+pub mod inspect;
+#[doc(hidden)]
+pub mod internals;
+mod journal;
+mod page;
+mod pager;
+mod tree;
+mod txn;
 pub mod vfs;
 
 pub use config::{Config, DEFAULT_JOURNAL_MODE};
 pub use db::Database;
 pub use error::{Error, Pgno, Result};
-pub use journal::{DirectWrites, JournalConfig, JournalMode, Mutant, RecoveryReport, WalSync};
+pub use journal::{
+    Capabilities, DirectWrites, JournalConfig, JournalMode, Mutant, RecoveryReport, WalSync,
+};
 pub use pager::header::Header;
+pub use pager::CacheStats;
+pub use tree::TreeStats;
 pub use txn::catalog::TreeInfo;
 pub use txn::key::{Comparator, Key, KeyKind, OwnedKey};
 pub use txn::{Range, ReadTxn, ReadableTxn, Savepoint, Tree, TreeCursor, WriteTxn};

@@ -22,7 +22,7 @@ fn sim_db(mode: JournalMode) -> (SimVfs, Database) {
 fn readme_example_on_real_files() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("app.db");
-    let db = Database::open(&path, Config::default().journal_mode(JournalMode::Wal)).unwrap();
+    let db = Database::open(&path, Config::default().journal_mode(JournalMode::WAL)).unwrap();
     let mut w = db.begin_write().unwrap();
     let users = w.open_or_create_tree("users", KeyKind::Int).unwrap();
     w.insert(&users, 42, b"Ada").unwrap();
@@ -32,13 +32,13 @@ fn readme_example_on_real_files() {
     drop(r);
     db.close().unwrap();
     let db = Database::open(&path, Config::default()).unwrap();
-    assert_eq!(db.journal_mode(), JournalMode::Wal);
+    assert_eq!(db.journal_mode(), JournalMode::WAL);
     assert_eq!(db.get("users", 42).unwrap().as_deref(), Some(&b"Ada"[..]));
 }
 
 #[test]
 fn auto_commit_operations_bump_fcc_once_each() {
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         let (_vfs, db) = sim_db(mode);
         let mut w = db.begin_write().unwrap();
         w.create_tree("t", KeyKind::Int).unwrap();
@@ -60,7 +60,7 @@ fn auto_commit_operations_bump_fcc_once_each() {
 
 #[test]
 fn cursors_and_ranges() {
-    let (_vfs, db) = sim_db(JournalMode::Delete);
+    let (_vfs, db) = sim_db(JournalMode::DELETE);
     let mut w = db.begin_write().unwrap();
     let t = w.create_tree("t", KeyKind::Int).unwrap();
     for k in (-500..500).step_by(5) {
@@ -107,7 +107,7 @@ fn cursors_and_ranges() {
 
 #[test]
 fn custom_comparator_orders_keys() {
-    let (_vfs, db) = sim_db(JournalMode::Wal);
+    let (_vfs, db) = sim_db(JournalMode::WAL);
     let rev: Comparator = Arc::new(|a: &[u8], b: &[u8]| b.cmp(a));
     let mut w = db.begin_write().unwrap();
     let t = w.create_tree_with("rev", rev.clone()).unwrap();
@@ -136,7 +136,7 @@ fn custom_comparator_orders_keys() {
 
 #[test]
 fn meta_values_and_savepoints() {
-    let (_vfs, db) = sim_db(JournalMode::Persist);
+    let (_vfs, db) = sim_db(JournalMode::PERSIST);
     let mut w = db.begin_write().unwrap();
     let t = w.create_tree("t", KeyKind::Int).unwrap();
     w.insert(&t, 1, b"a").unwrap();
@@ -172,7 +172,7 @@ fn meta_values_and_savepoints() {
 #[test]
 fn dhl_free_pages_are_found_again_after_reopen() {
     let vfs = SimVfs::new();
-    let cfg = || sim_config(&vfs, JournalMode::DhlCc, 4096);
+    let cfg = || sim_config(&vfs, JournalMode::DHL_CC, 4096);
     let big = vec![9u8; 9000];
     let pages = {
         let db = Database::open(DB, cfg()).unwrap();
@@ -208,7 +208,7 @@ fn dhl_free_pages_are_found_again_after_reopen() {
 
 #[test]
 fn dropped_and_cleared_trees_free_their_pages_for_reuse() {
-    let (_vfs, db) = sim_db(JournalMode::Delete);
+    let (_vfs, db) = sim_db(JournalMode::DELETE);
     let big = vec![9u8; 9000];
     let mut w = db.begin_write().unwrap();
     let t = w.create_tree("a", KeyKind::Int).unwrap();
@@ -251,7 +251,7 @@ fn dropped_and_cleared_trees_free_their_pages_for_reuse() {
 
 #[test]
 fn one_writer_at_a_time() {
-    let (_vfs, db) = sim_db(JournalMode::Wal);
+    let (_vfs, db) = sim_db(JournalMode::WAL);
     let w = db.begin_write().unwrap();
     assert!(matches!(db.try_begin_write(), Err(Error::Busy)));
     drop(w);
@@ -271,7 +271,7 @@ fn one_writer_at_a_time() {
 
 #[test]
 fn readers_see_stable_snapshots_on_other_threads() {
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         let (_vfs, db) = sim_db(mode);
         let mut w = db.begin_write().unwrap();
         let t = w.create_tree("t", KeyKind::Int).unwrap();
@@ -326,7 +326,7 @@ fn file_grows_in_zero_filled_chunks() {
         let vfs = SimVfs::new();
         let db = Database::open(
             DB,
-            sim_config(&vfs, JournalMode::Delete, 4096).chunk_pages(chunk),
+            sim_config(&vfs, JournalMode::DELETE, 4096).chunk_pages(chunk),
         )
         .unwrap();
         let mut w = db.begin_write().unwrap();
@@ -389,8 +389,8 @@ fn off_opt_leaves_the_header_page_out_of_counter_only_commits() {
         assert_checks(&db);
         (d.get(IoKind::Write).bytes / 10, fcc, db.fcc())
     };
-    let (off, off_fcc, off_reopened) = written_per_commit(JournalMode::Off);
-    let (opt, opt_fcc, opt_reopened) = written_per_commit(JournalMode::OffOpt);
+    let (off, off_fcc, off_reopened) = written_per_commit(JournalMode::OFF);
+    let (opt, opt_fcc, opt_reopened) = written_per_commit(JournalMode::OFF_OPT);
     assert_eq!(off, 2 * 4096, "off writes the leaf and the header page");
     assert_eq!(opt, 4096, "off-opt writes only the leaf");
     assert_eq!((off_fcc, off_reopened), (11, 11));
@@ -409,7 +409,7 @@ fn dhl_commits_write_only_the_changed_sectors() {
     let acct = Arc::new(AccountingVfs::new(Arc::new(sim.clone())));
     let stats = acct.stats();
     let cfg = || {
-        sim_config(&sim, JournalMode::DhlCc, 4096)
+        sim_config(&sim, JournalMode::DHL_CC, 4096)
             .vfs(acct.clone())
             .cache_pages(2000)
     };
@@ -485,7 +485,7 @@ fn dhl_direct_writes_on_real_files() {
     }
     // A stock mode never writes directly.
     let p2 = dir.path().join("s.db");
-    let db = Database::open(&p2, Config::default().journal_mode(JournalMode::Wal)).unwrap();
+    let db = Database::open(&p2, Config::default().journal_mode(JournalMode::WAL)).unwrap();
     assert!(!db.direct_writes());
 }
 
@@ -494,7 +494,7 @@ fn dhl_direct_writes_on_real_files() {
 #[test]
 fn identical_replacement_writes_nothing() {
     use inpage::vfs::{AccountingVfs, IoKind, Vfs};
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         let sim = SimVfs::new();
         let acc = Arc::new(AccountingVfs::new(Arc::new(sim.clone())));
         let stats = acc.stats();

@@ -98,7 +98,7 @@ fn eio_at_every_operation_of_a_commit() {
 
 #[test]
 fn enospc_on_growth_fails_cleanly() {
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         let vfs = SimVfs::new();
         let plan = Arc::new(FaultPlan::new());
         let db = Database::open(DB, fault_config(&vfs, &plan, mode)).unwrap();

@@ -256,24 +256,24 @@ macro_rules! mode_tests {
 }
 
 mode_tests! {
-    off_4k: JournalMode::Off, 4096, true;
-    off_512: JournalMode::Off, 512, true;
-    off_opt_4k: JournalMode::OffOpt, 4096, true;
-    off_opt_512: JournalMode::OffOpt, 512, true;
-    delete_4k: JournalMode::Delete, 4096, true;
-    delete_512: JournalMode::Delete, 512, true;
-    truncate_4k: JournalMode::Truncate, 4096, true;
-    truncate_512: JournalMode::Truncate, 512, true;
-    persist_4k: JournalMode::Persist, 4096, true;
-    persist_512: JournalMode::Persist, 512, true;
-    wal_4k: JournalMode::Wal, 4096, true;
-    wal_512: JournalMode::Wal, 512, true;
-    dhl_tc_4k: JournalMode::DhlTc, 4096, true;
-    dhl_tc_512: JournalMode::DhlTc, 512, true;
-    dhl_cc_4k: JournalMode::DhlCc, 4096, true;
-    dhl_cc_512: JournalMode::DhlCc, 512, true;
-    dhl_cc_header_4k: JournalMode::DhlCcHeader, 4096, true;
-    dhl_cc_header_512: JournalMode::DhlCcHeader, 512, false;
-    delete_512_no_redistribute: JournalMode::Delete, 512, false;
-    wal_4k_no_redistribute: JournalMode::Wal, 4096, false;
+    off_4k: JournalMode::OFF, 4096, true;
+    off_512: JournalMode::OFF, 512, true;
+    off_opt_4k: JournalMode::OFF_OPT, 4096, true;
+    off_opt_512: JournalMode::OFF_OPT, 512, true;
+    delete_4k: JournalMode::DELETE, 4096, true;
+    delete_512: JournalMode::DELETE, 512, true;
+    truncate_4k: JournalMode::TRUNCATE, 4096, true;
+    truncate_512: JournalMode::TRUNCATE, 512, true;
+    persist_4k: JournalMode::PERSIST, 4096, true;
+    persist_512: JournalMode::PERSIST, 512, true;
+    wal_4k: JournalMode::WAL, 4096, true;
+    wal_512: JournalMode::WAL, 512, true;
+    dhl_tc_4k: JournalMode::DHL_TC, 4096, true;
+    dhl_tc_512: JournalMode::DHL_TC, 512, true;
+    dhl_cc_4k: JournalMode::DHL_CC, 4096, true;
+    dhl_cc_512: JournalMode::DHL_CC, 512, true;
+    dhl_cc_header_4k: JournalMode::DHL_CC_HEADER, 4096, true;
+    dhl_cc_header_512: JournalMode::DHL_CC_HEADER, 512, false;
+    delete_512_no_redistribute: JournalMode::DELETE, 512, false;
+    wal_4k_no_redistribute: JournalMode::WAL, 4096, false;
 }

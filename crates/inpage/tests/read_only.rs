@@ -45,10 +45,7 @@ fn rows(db: &Database) -> Vec<i64> {
 /// every file as it was; a read-write open afterwards recovers to the same state.
 #[test]
 fn read_only_open_recovers_in_memory_and_refuses_writes() {
-    for mode in JournalMode::ALL
-        .into_iter()
-        .filter(|m| m.promises_atomicity())
-    {
+    for mode in JournalMode::all().filter(|m| m.promises_atomicity()) {
         let mut saw_recovery = false;
         for cut_frac in 1u64..8 {
             let sim = SimVfs::new();
@@ -165,7 +162,7 @@ fn wal_config(sim: &SimVfs) -> Config {
     let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
     Config::default()
         .vfs(vfs)
-        .journal_mode(JournalMode::Wal)
+        .journal_mode(JournalMode::WAL)
         .wal_autocheckpoint(0)
 }
 

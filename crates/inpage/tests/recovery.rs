@@ -117,9 +117,9 @@ fn scenario(seed: u64, page_size: u32) -> Vec<Txn> {
 #[test]
 fn power_cut_during_commit_rollback_modes() {
     for mode in [
-        JournalMode::Delete,
-        JournalMode::Truncate,
-        JournalMode::Persist,
+        JournalMode::DELETE,
+        JournalMode::TRUNCATE,
+        JournalMode::PERSIST,
     ] {
         for (i, ps) in [4096u32, 512].into_iter().enumerate() {
             let txns = scenario(i as u64 + 1, ps);
@@ -137,9 +137,9 @@ fn power_cut_during_commit_rollback_modes() {
 #[test]
 fn power_cut_during_commit_dhl() {
     for mode in [
-        JournalMode::DhlTc,
-        JournalMode::DhlCc,
-        JournalMode::DhlCcHeader,
+        JournalMode::DHL_TC,
+        JournalMode::DHL_CC,
+        JournalMode::DHL_CC_HEADER,
     ] {
         for (i, ps) in [4096u32, 512].into_iter().enumerate() {
             let txns = scenario(i as u64 + 61, ps);
@@ -158,7 +158,7 @@ fn power_cut_during_commit_wal() {
         let txns = scenario(i as u64 + 11, ps);
         let mut total = 0;
         for k in 0..6 {
-            total += crash_every_op_of_commit(JournalMode::Wal, ps, &txns, k, 8);
+            total += crash_every_op_of_commit(JournalMode::WAL, ps, &txns, k, 8);
         }
         assert!(total >= 5 * 8 * 2, "wal: too few crash points ({total})");
     }
@@ -171,7 +171,7 @@ fn power_cut_during_checkpoint() {
     let states = models(&txns);
     let n = txns.len();
     let vfs = SimVfs::new();
-    let db = prepare(&vfs, JournalMode::Wal, ps, &txns, n);
+    let db = prepare(&vfs, JournalMode::WAL, ps, &txns, n);
     let before = vfs.op_count();
     db.checkpoint().unwrap();
     let ops = vfs.op_count() - before;
@@ -180,14 +180,14 @@ fn power_cut_during_checkpoint() {
     for cut in 0..ops {
         for seed in 0..3 {
             let vfs = SimVfs::new();
-            let db = prepare(&vfs, JournalMode::Wal, ps, &txns, n);
+            let db = prepare(&vfs, JournalMode::WAL, ps, &txns, n);
             vfs.set_power_cut_after(cut);
             assert!(db.checkpoint().is_err());
             drop(db);
             let crashed = vfs.crash(seed, CrashModel::full());
             let what = format!("wal checkpoint cut {cut}/{ops} seed {seed}");
             // Every commit was synced (FULL), so all of them must survive.
-            verify_after_crash(&crashed, JournalMode::Wal, ps, &[&states[n]], &what);
+            verify_after_crash(&crashed, JournalMode::WAL, ps, &[&states[n]], &what);
         }
     }
 }
@@ -200,7 +200,7 @@ fn power_cut_during_auto_checkpoint_commit() {
     let states = models(&txns);
     for k in [2, 4] {
         let vfs = SimVfs::new();
-        let cfg = |v: &SimVfs| sim_config(v, JournalMode::Wal, ps).wal_autocheckpoint(3);
+        let cfg = |v: &SimVfs| sim_config(v, JournalMode::WAL, ps).wal_autocheckpoint(3);
         let db = Database::open(DB, cfg(&vfs)).unwrap();
         for t in &txns[..k] {
             apply(&db, t).unwrap();
@@ -237,7 +237,7 @@ fn wal_normal_keeps_a_prefix_of_commits() {
     let states = models(&txns);
     for seed in 0..20 {
         let vfs = SimVfs::new();
-        let cfg = |v: &SimVfs| sim_config(v, JournalMode::Wal, ps).wal_sync(WalSync::Normal);
+        let cfg = |v: &SimVfs| sim_config(v, JournalMode::WAL, ps).wal_sync(WalSync::Normal);
         let db = Database::open(DB, cfg(&vfs)).unwrap();
         for t in &txns {
             apply(&db, t).unwrap();
@@ -263,11 +263,11 @@ fn crash_during_recovery_is_recovered() {
     let states = models(&txns);
     let k = 4;
     for mode in [
-        JournalMode::Delete,
-        JournalMode::Persist,
-        JournalMode::Wal,
-        JournalMode::DhlCc,
-        JournalMode::DhlTc,
+        JournalMode::DELETE,
+        JournalMode::PERSIST,
+        JournalMode::WAL,
+        JournalMode::DHL_CC,
+        JournalMode::DHL_TC,
     ] {
         let vfs = SimVfs::new();
         let db = prepare(&vfs, mode, ps, &txns, k);

@@ -45,11 +45,73 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::off::check_batch;
-use super::{CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, Mutant, RecoveryReport};
+use super::{
+    Capabilities, CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, ModeSpec, Mutant,
+    Opened, RecoveryReport,
+};
 use crate::error::{Error, Pgno, Result};
+use crate::page::dhl_layout::DHL;
 use crate::page::{dhl, PAGE_TRAILER};
 use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};
 use crate::vfs::{File, OpenOptions};
+
+/// Registry entry of `dhl-tc`.
+pub(crate) static DHL_TC: ModeSpec = ModeSpec {
+    name: "dhl-tc",
+    code: 7,
+    summary: "doubleheader logging, traditional commit: pages, fdatasync, header slot, fdatasync",
+    layout: &DHL,
+    caps: Capabilities {
+        atomic: true,
+        embeds_fcc: false,
+        recovers_fcc: true,
+        direct_writes: true,
+        side_files: &[],
+    },
+    open: open_dhl,
+};
+
+/// Registry entry of `dhl-cc`.
+pub(crate) static DHL_CC: ModeSpec = ModeSpec {
+    name: "dhl-cc",
+    code: 8,
+    summary: "doubleheader logging, counting commit with metadata embedding: one fdatasync",
+    layout: &DHL,
+    caps: Capabilities {
+        atomic: true,
+        embeds_fcc: true,
+        recovers_fcc: true,
+        direct_writes: true,
+        side_files: &[],
+    },
+    open: open_dhl,
+};
+
+/// Registry entry of `dhl-cc-header`.
+pub(crate) static DHL_CC_HEADER: ModeSpec = ModeSpec {
+    name: "dhl-cc-header",
+    code: 9,
+    summary: "counting commit without metadata embedding: the header page in every commit",
+    layout: &DHL,
+    caps: Capabilities {
+        atomic: true,
+        embeds_fcc: false,
+        recovers_fcc: true,
+        direct_writes: true,
+        side_files: &[],
+    },
+    open: open_dhl,
+};
+
+fn open_dhl(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
+    let (j, recovery) = DhlJournal::open(ctx, mode)?;
+    Ok(Opened {
+        fcc: Some(j.fcc),
+        direct_writes: j.direct.is_some(),
+        journal: Box::new(j),
+        recovery,
+    })
+}
 
 /// A valid version found by the recovery scan.
 struct Found {
@@ -142,10 +204,13 @@ impl DhlJournal {
     /// Open a DHL mode, running recovery (scan every page, settle the FCC, invalidate
     /// versions of an incomplete transaction).
     pub(crate) fn open(ctx: JournalCtx, mode: JournalMode) -> Result<(DhlJournal, RecoveryReport)> {
-        if !matches!(
-            mode,
-            JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::DhlCcHeader
-        ) {
+        if ![
+            JournalMode::DHL_TC,
+            JournalMode::DHL_CC,
+            JournalMode::DHL_CC_HEADER,
+        ]
+        .contains(&mode)
+        {
             return Err(Error::Config(format!("DhlJournal opened for mode {mode}")));
         }
         let (fcc, report) = recover(&ctx, mode)?;
@@ -237,7 +302,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
     // version of the largest tid), and later, by a re-read, only if the largest tids turn
     // out to have no valid version (torn writes). That gives exactly the FCC a full
     // validation would, reading the file once in the common case.
-    let count_votes = mode != JournalMode::DhlTc;
+    let count_votes = mode != JournalMode::DHL_TC;
     let mut running_max = found.iter().map(|f| f.tid).max().unwrap_or(0);
     let chunk_pages = (SCAN_CHUNK / ps).max(1) as u64;
     let mut chunk = vec![0u8; chunk_pages as usize * ps];
@@ -280,14 +345,14 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
         }
         pgno += n;
     }
-    let fcc = match mode {
-        JournalMode::DhlTc => found
+    let fcc = match mode == JournalMode::DHL_TC {
+        true => found
             .iter()
             .filter(|f| f.pgno == 0 && f.valid == Some(true))
             .map(|f| f.tid)
             .max()
             .unwrap_or(0),
-        _ => {
+        false => {
             // Only valid versions vote: a torn version's tid is readable (sector 0) but
             // its content is not there. Validate the largest tids first, down to the first
             // that has a valid version.
@@ -388,7 +453,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
             .all(|f| f.valid == Some(true) && f.txn_size == claimed)
             && present == claimed;
         assert!(
-            mode == JournalMode::DhlTc || !complete,
+            mode == JournalMode::DHL_TC || !complete,
             "DHL recovery would roll back transaction {} although all {claimed} of its pages are valid",
             fcc + 1
         );
@@ -510,10 +575,6 @@ impl DhlJournal {
 }
 
 impl Journal for DhlJournal {
-    fn mode(&self) -> JournalMode {
-        self.mode
-    }
-
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         self.ctx.db.read_page(pgno, buf)
     }
@@ -561,7 +622,7 @@ impl Journal for DhlJournal {
                 db.set_len(need)?;
             }
         }
-        if self.mode == JournalMode::DhlTc {
+        if self.mode == JournalMode::DHL_TC {
             let Some((_, header)) = batch.pages.iter().find(|(p, _)| *p == 0) else {
                 return Err(Error::InvalidArgument(
                     "dhl-tc commit without the header page (its commit mark)".into(),
@@ -597,24 +658,12 @@ impl Journal for DhlJournal {
         Ok(())
     }
 
-    fn direct_writes(&self) -> bool {
-        self.direct.is_some()
-    }
-
     fn checkpoint(&self) -> Result<()> {
         Ok(())
     }
 
     fn close(&self) -> Result<()> {
         Ok(())
-    }
-
-    fn embeds_fcc(&self) -> bool {
-        self.mode == JournalMode::DhlCc
-    }
-
-    fn recovered_fcc(&self) -> Option<u64> {
-        Some(self.fcc)
     }
 }
 

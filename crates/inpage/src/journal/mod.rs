@@ -26,105 +26,186 @@ mod rollback;
 mod wal;
 
 pub use dbfile::DbFile;
-pub(crate) use dhl::DhlJournal;
-pub(crate) use off::OffJournal;
-pub(crate) use rollback::{recover_hot_journal, RollbackJournal};
-pub(crate) use wal::Wal;
+pub(crate) use rollback::recover_hot_journal;
+#[cfg(test)]
+pub(crate) use {off::OffJournal, rollback::RollbackJournal, wal::Wal};
 
-/// The journal modes this engine implements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum JournalMode {
+/// A journal mode: a handle on one entry of the mode registry ([`JournalMode::ALL`]).
+///
+/// A mode is a commit protocol, the page layout its trees use, and the capabilities the
+/// pager and the tools may rely on; the entry lives in the mode's own module, so adding a
+/// mode is that module plus one registry line (see `docs/ADDING-A-MODE.md`). Equality and
+/// hashing go by the code stored in the file header, which the registry keeps unique.
+#[derive(Clone, Copy)]
+pub struct JournalMode(&'static ModeSpec);
+
+/// What a journal mode declares about itself in the registry.
+pub(crate) struct ModeSpec {
+    /// The name used on the command line, in reports and in `PRAGMA`-like settings.
+    pub name: &'static str,
+    /// Byte stored in the file header (`docs/FORMAT.md`); never reused.
+    pub code: u8,
+    /// One line for `--help` and `inspect`.
+    pub summary: &'static str,
+    /// The page layout of the mode's tree and overflow pages.
+    pub layout: Layout,
+    pub caps: Capabilities,
+    /// Open the mode's journal on a database file, running its recovery.
+    pub open: fn(JournalCtx, JournalMode) -> Result<Opened>,
+}
+
+/// What a journal mode can do, declared once in the registry so the pager, the tools and
+/// the test matrices ask the mode instead of matching on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Capabilities {
+    /// A crash can never leave a half-applied transaction.
+    pub atomic: bool,
+    /// Metadata embedding: the header page may be left out of a commit that changes
+    /// nothing but the commit counter (the mode does not need the counter on disk, or
+    /// recovers it from the pages).
+    pub embeds_fcc: bool,
+    /// Recovery establishes the commit counter from the pages themselves; the header on
+    /// disk may name a transaction recovery rolls back.
+    pub recovers_fcc: bool,
+    /// Page writes may bypass the page cache (`O_DIRECT`, `Config::dhl_direct`).
+    pub direct_writes: bool,
+    /// Side files next to the database (`<db>-<suffix>`), for tools and tests.
+    pub side_files: &'static [&'static str],
+}
+
+/// A journal as opened: the protocol, what its recovery did, and what it established.
+pub(crate) struct Opened {
+    pub journal: Box<dyn Journal>,
+    pub recovery: RecoveryReport,
+    /// Modes that recover the commit counter from the pages: the FCC recovery settled on
+    /// (the pager uses it instead of the header's).
+    pub fcc: Option<u64>,
+    /// Whether page writes bypass the page cache for this open.
+    pub direct_writes: bool,
+}
+
+impl Opened {
+    /// A journal whose recovery establishes nothing beyond its report.
+    pub(crate) fn plain(journal: impl Journal + 'static, recovery: RecoveryReport) -> Opened {
+        Opened {
+            journal: Box::new(journal),
+            recovery,
+            fcc: None,
+            direct_writes: false,
+        }
+    }
+}
+
+// The registry. One `mod` line per journal module above, one entry per mode here; the
+// order is the stable order of `ALL` (help texts, test matrices, reports).
+impl JournalMode {
+    /// Every mode, in a stable order: the registry.
+    pub const ALL: &'static [JournalMode] = &[
+        JournalMode::OFF,
+        JournalMode::OFF_OPT,
+        JournalMode::DELETE,
+        JournalMode::TRUNCATE,
+        JournalMode::PERSIST,
+        JournalMode::WAL,
+        JournalMode::DHL_TC,
+        JournalMode::DHL_CC,
+        JournalMode::DHL_CC_HEADER,
+    ];
     /// Write pages in place, one fdatasync, no atomicity promised.
-    Off,
-    /// `off` with metadata embedding: the header page is rewritten only when a field
-    /// other than the commit counter changes (the DHL paper's fair OFF_OPT baseline).
-    OffOpt,
+    pub const OFF: JournalMode = JournalMode(&off::OFF);
+    /// `off` with metadata embedding (the DHL paper's OFF_OPT baseline).
+    pub const OFF_OPT: JournalMode = JournalMode(&off::OFF_OPT);
     /// Rollback journal, deleted at commit (SQLite DELETE).
-    Delete,
+    pub const DELETE: JournalMode = JournalMode(&rollback::DELETE);
     /// Rollback journal, truncated at commit (SQLite TRUNCATE).
-    Truncate,
+    pub const TRUNCATE: JournalMode = JournalMode(&rollback::TRUNCATE);
     /// Rollback journal, header zeroed at commit (SQLite PERSIST).
-    Persist,
+    pub const PERSIST: JournalMode = JournalMode(&rollback::PERSIST);
     /// Write-ahead log (SQLite WAL).
-    Wal,
-    /// Doubleheader logging, traditional commit: DHL pages, fdatasync, then the header
-    /// page with the new FCC as the commit mark, fdatasync.
-    DhlTc,
-    /// Doubleheader logging, counting commit with metadata embedding: every dirty page
-    /// carries `(tid, txn_size)`, one fdatasync, the header page only when it changed.
-    DhlCc,
-    /// Counting commit without metadata embedding: as `DhlCc`, but the header page is
-    /// part of every transaction.
-    DhlCcHeader,
+    pub const WAL: JournalMode = JournalMode(&wal::WAL);
+    /// Doubleheader logging, traditional commit.
+    pub const DHL_TC: JournalMode = JournalMode(&dhl::DHL_TC);
+    /// Doubleheader logging, counting commit with metadata embedding (the default).
+    pub const DHL_CC: JournalMode = JournalMode(&dhl::DHL_CC);
+    /// Counting commit without metadata embedding.
+    pub const DHL_CC_HEADER: JournalMode = JournalMode(&dhl::DHL_CC_HEADER);
 }
 
 impl JournalMode {
-    /// Every mode, in a stable order.
-    pub const ALL: [JournalMode; 9] = [
-        JournalMode::Off,
-        JournalMode::OffOpt,
-        JournalMode::Delete,
-        JournalMode::Truncate,
-        JournalMode::Persist,
-        JournalMode::Wal,
-        JournalMode::DhlTc,
-        JournalMode::DhlCc,
-        JournalMode::DhlCcHeader,
-    ];
+    /// Every mode, in registry order.
+    pub fn all() -> impl Iterator<Item = JournalMode> {
+        JournalMode::ALL.iter().copied()
+    }
 
-    /// The name used on the command line and in the file header.
+    /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
-        match self {
-            JournalMode::Off => "off",
-            JournalMode::OffOpt => "off-opt",
-            JournalMode::Delete => "delete",
-            JournalMode::Truncate => "truncate",
-            JournalMode::Persist => "persist",
-            JournalMode::Wal => "wal",
-            JournalMode::DhlTc => "dhl-tc",
-            JournalMode::DhlCc => "dhl-cc",
-            JournalMode::DhlCcHeader => "dhl-cc-header",
-        }
+        self.0.name
+    }
+
+    /// One line saying what the mode does.
+    pub fn summary(self) -> &'static str {
+        self.0.summary
     }
 
     /// Parse a name (case-insensitive).
     pub fn from_name(s: &str) -> Option<JournalMode> {
-        JournalMode::ALL
-            .into_iter()
-            .find(|m| m.name().eq_ignore_ascii_case(s))
+        JournalMode::all().find(|m| m.name().eq_ignore_ascii_case(s.trim()))
     }
 
     /// Code stored in the header byte.
     pub fn code(self) -> u8 {
-        match self {
-            JournalMode::Off => 1,
-            JournalMode::Delete => 2,
-            JournalMode::Truncate => 3,
-            JournalMode::Persist => 4,
-            JournalMode::Wal => 5,
-            JournalMode::OffOpt => 6,
-            JournalMode::DhlTc => 7,
-            JournalMode::DhlCc => 8,
-            JournalMode::DhlCcHeader => 9,
-        }
+        self.0.code
     }
 
     /// Inverse of `code`.
     pub fn from_code(c: u8) -> Option<JournalMode> {
-        JournalMode::ALL.into_iter().find(|m| m.code() == c)
+        JournalMode::all().find(|m| m.code() == c)
+    }
+
+    /// What the mode can do.
+    pub fn capabilities(self) -> Capabilities {
+        self.0.caps
+    }
+
+    /// Whether a crash can never leave a half-applied transaction.
+    pub fn promises_atomicity(self) -> bool {
+        self.0.caps.atomic
+    }
+
+    /// Name of the page layout the mode's trees use (`stock`, `dhl`).
+    pub fn layout_name(self) -> &'static str {
+        self.0.layout.name()
     }
 
     /// The page layout the mode's trees use.
-    pub fn layout(self) -> Layout {
-        match self {
-            JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::DhlCcHeader => Layout::Dhl,
-            _ => Layout::Stock,
-        }
+    pub(crate) fn layout(self) -> Layout {
+        self.0.layout
     }
 
-    /// Whether a crash can leave a half-applied transaction.
-    pub fn promises_atomicity(self) -> bool {
-        !matches!(self, JournalMode::Off | JournalMode::OffOpt)
+    /// Open this mode's journal (recovery included).
+    pub(crate) fn open_journal(self, ctx: JournalCtx) -> Result<Opened> {
+        (self.0.open)(ctx, self)
+    }
+}
+
+impl PartialEq for JournalMode {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.code == other.0.code
+    }
+}
+
+impl Eq for JournalMode {}
+
+impl std::hash::Hash for JournalMode {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.0.code.hash(h)
+    }
+}
+
+impl std::fmt::Debug for JournalMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -313,7 +394,7 @@ pub struct CommitBatch<'a> {
     pub tid: u64,
     /// Every page the transaction changed, sorted by page number, trailers stamped.
     /// Includes the header page 0 unless the journal embeds the commit counter
-    /// (`Journal::embeds_fcc`) and nothing else in the header changed.
+    /// (`Capabilities::embeds_fcc`) and nothing else in the header changed.
     pub pages: &'a [(Pgno, PageRef)],
     /// The committed images, before this transaction, of the pages in `pages` that
     /// existed before it (`pgno < old_page_count`), sorted by page number.
@@ -396,9 +477,7 @@ impl RecoveryReport {
 }
 
 /// A commit protocol.
-pub trait Journal: Send + Sync + std::fmt::Debug {
-    /// The mode this journal implements.
-    fn mode(&self) -> JournalMode;
+pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Read the latest committed image of `pgno` into `buf` (`buf.len() == page_size`).
     /// The trailer crc is *not* verified here; the pager does that.
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()>;
@@ -412,21 +491,5 @@ pub trait Journal: Send + Sync + std::fmt::Debug {
     /// Number of frames currently in the log (0 for non-log modes); for inspect/tests.
     fn log_frames(&self) -> u64 {
         0
-    }
-    /// Metadata embedding: whether the header page may be left out of a batch when only
-    /// the commit counter (`fcc`, `last_txn_size`) changed. A mode says yes only if it
-    /// does not need the on-disk counter (`off-opt`: no recovery at all) or can recover
-    /// it from the pages themselves.
-    fn embeds_fcc(&self) -> bool {
-        false
-    }
-    /// Modes that recover the commit counter from the pages themselves (DHL) report the
-    /// FCC recovery established; the pager uses it instead of the header's.
-    fn recovered_fcc(&self) -> Option<u64> {
-        None
-    }
-    /// Whether page writes bypass the page cache (`O_DIRECT`).
-    fn direct_writes(&self) -> bool {
-        false
     }
 }

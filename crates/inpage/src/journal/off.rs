@@ -16,15 +16,53 @@
 
 use std::sync::Mutex;
 
-use super::{CommitBatch, Journal, JournalCtx, JournalMode, RecoveryReport};
+use super::{
+    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec, Opened, RecoveryReport,
+};
 use crate::error::{Error, Pgno, Result};
+use crate::page::stock::STOCK;
+
+/// Registry entry of `off`.
+pub(crate) static OFF: ModeSpec = ModeSpec {
+    name: "off",
+    code: 1,
+    summary: "pages written in place, one fdatasync, no atomicity promised",
+    layout: &STOCK,
+    caps: Capabilities {
+        atomic: false,
+        embeds_fcc: false,
+        recovers_fcc: false,
+        direct_writes: false,
+        side_files: &[],
+    },
+    open: open_off,
+};
+
+/// Registry entry of `off-opt`.
+pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
+    name: "off-opt",
+    code: 6,
+    summary: "off with metadata embedding: the header page only when more than the counter changed",
+    layout: &STOCK,
+    caps: Capabilities {
+        atomic: false,
+        embeds_fcc: true,
+        recovers_fcc: false,
+        direct_writes: false,
+        side_files: &[],
+    },
+    open: open_off,
+};
+
+fn open_off(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
+    let (j, r) = OffJournal::open(ctx, mode)?;
+    Ok(Opened::plain(j, r))
+}
 
 /// The `off` commit protocol.
 #[derive(Debug)]
 pub(crate) struct OffJournal {
     ctx: JournalCtx,
-    /// `Off` or `OffOpt`.
-    mode: JournalMode,
     /// Serializes commits: the pager has a single writer, but a second concurrent caller
     /// must not interleave its writes and sync with ours.
     writer: Mutex<()>,
@@ -33,13 +71,12 @@ pub(crate) struct OffJournal {
 impl OffJournal {
     /// Open the mode (`Off` or `OffOpt`); there is never anything to recover.
     pub(crate) fn open(ctx: JournalCtx, mode: JournalMode) -> Result<(OffJournal, RecoveryReport)> {
-        if !matches!(mode, JournalMode::Off | JournalMode::OffOpt) {
+        if mode != JournalMode::OFF && mode != JournalMode::OFF_OPT {
             return Err(Error::Config(format!("OffJournal opened for mode {mode}")));
         }
         Ok((
             OffJournal {
                 ctx,
-                mode,
                 writer: Mutex::new(()),
             },
             RecoveryReport::default(),
@@ -72,14 +109,6 @@ pub(super) fn check_batch(batch: &CommitBatch<'_>, page_size: usize) -> Result<(
 }
 
 impl Journal for OffJournal {
-    fn mode(&self) -> JournalMode {
-        self.mode
-    }
-
-    fn embeds_fcc(&self) -> bool {
-        self.mode == JournalMode::OffOpt
-    }
-
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         self.ctx.db.read_page(pgno, buf)
     }
@@ -288,7 +317,7 @@ pub(crate) mod testutil {
             config: cfg,
         };
         Ok(match kind {
-            Kind::Off => Box::new(OffJournal::open(ctx, JournalMode::Off)?.0),
+            Kind::Off => Box::new(OffJournal::open(ctx, JournalMode::OFF)?.0),
             Kind::Rollback(m) => Box::new(RollbackJournal::open(ctx, m)?.0),
             Kind::Wal(_) => Box::new(Wal::open(ctx)?.0),
         })
@@ -554,7 +583,7 @@ mod tests {
         {
             let (j, rep) = OffJournal::open(
                 ctx(&vfs, dir, JournalConfig::default(), 4),
-                JournalMode::Off,
+                JournalMode::OFF,
             )
             .unwrap();
             assert_eq!(rep, RecoveryReport::default());
@@ -568,7 +597,7 @@ mod tests {
         }
         let (j, _) = OffJournal::open(
             ctx(&vfs, dir, JournalConfig::default(), 4),
-            JournalMode::Off,
+            JournalMode::OFF,
         )
         .unwrap();
         matches(&j, &model).unwrap();
@@ -589,7 +618,7 @@ mod tests {
         let vfs = mem_vfs();
         let (j, _) = OffJournal::open(
             ctx(&vfs, Path::new("/d"), JournalConfig::default(), 0),
-            JournalMode::Off,
+            JournalMode::OFF,
         )
         .unwrap();
         let short: crate::page::PageRef = vec![0u8; 100].into();

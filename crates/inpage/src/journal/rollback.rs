@@ -50,8 +50,55 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::off::check_batch;
-use super::{dir_of, side_path, CommitBatch, Journal, JournalCtx, JournalMode, RecoveryReport};
+use super::{
+    dir_of, side_path, Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec,
+    Opened, RecoveryReport,
+};
 use crate::error::{Error, Pgno, Result};
+use crate::page::stock::STOCK;
+
+const ROLLBACK_CAPS: Capabilities = Capabilities {
+    atomic: true,
+    embeds_fcc: false,
+    recovers_fcc: false,
+    direct_writes: false,
+    side_files: &["journal"],
+};
+
+/// Registry entry of `delete`.
+pub(crate) static DELETE: ModeSpec = ModeSpec {
+    name: "delete",
+    code: 2,
+    summary: "rollback journal, deleted at commit (SQLite DELETE)",
+    layout: &STOCK,
+    caps: ROLLBACK_CAPS,
+    open: open_rollback,
+};
+
+/// Registry entry of `truncate`.
+pub(crate) static TRUNCATE: ModeSpec = ModeSpec {
+    name: "truncate",
+    code: 3,
+    summary: "rollback journal, truncated at commit (SQLite TRUNCATE)",
+    layout: &STOCK,
+    caps: ROLLBACK_CAPS,
+    open: open_rollback,
+};
+
+/// Registry entry of `persist`.
+pub(crate) static PERSIST: ModeSpec = ModeSpec {
+    name: "persist",
+    code: 4,
+    summary: "rollback journal, header zeroed at commit (SQLite PERSIST)",
+    layout: &STOCK,
+    caps: ROLLBACK_CAPS,
+    open: open_rollback,
+};
+
+fn open_rollback(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
+    let (j, r) = RollbackJournal::open(ctx, mode)?;
+    Ok(Opened::plain(j, r))
+}
 use crate::vfs::{File, OpenOptions, Vfs};
 
 const MAGIC: [u8; 8] = *b"inpgJRNL";
@@ -156,10 +203,13 @@ impl RollbackJournal {
         ctx: JournalCtx,
         mode: JournalMode,
     ) -> Result<(RollbackJournal, RecoveryReport)> {
-        if !matches!(
-            mode,
-            JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist
-        ) {
+        if ![
+            JournalMode::DELETE,
+            JournalMode::TRUNCATE,
+            JournalMode::PERSIST,
+        ]
+        .contains(&mode)
+        {
             return Err(Error::Config(format!(
                 "journal mode `{mode}` is not a rollback-journal mode"
             )));
@@ -168,7 +218,7 @@ impl RollbackJournal {
         // Recovery wrote and may have truncated the file behind DbFile's back.
         ctx.db.forget_len();
         let path = ctx.side_path("journal");
-        if mode == JournalMode::Delete {
+        if mode == JournalMode::DELETE {
             remove_finalized(&ctx.vfs, &path, &ctx.dir())?;
         }
         Ok((
@@ -185,7 +235,7 @@ impl RollbackJournal {
     fn write_journal(&self, w: &mut Writer, batch: &CommitBatch<'_>) -> Result<Arc<dyn File>> {
         let io = |op| Error::io(op, &self.path);
         let file = match (&w.file, self.mode) {
-            (Some(f), m) if m != JournalMode::Delete => f.clone(),
+            (Some(f), m) if m != JournalMode::DELETE => f.clone(),
             _ => self
                 .ctx
                 .vfs
@@ -223,7 +273,7 @@ impl RollbackJournal {
             return Ok(file);
         }
         file.sync_data().map_err(io("fdatasync"))?;
-        if self.mode == JournalMode::Delete || !w.dir_synced {
+        if self.mode == JournalMode::DELETE || !w.dir_synced {
             let dir = self.ctx.dir();
             self.ctx
                 .vfs
@@ -259,24 +309,20 @@ fn finalize(
     mode: JournalMode,
 ) -> Result<()> {
     let io = |op| Error::io(op, path);
-    match mode {
-        JournalMode::Delete => {
-            match vfs.delete(path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io("unlink")(e)),
-            }
-            let dir = dir_of(path);
-            vfs.sync_dir(&dir).map_err(Error::io("sync_dir", &dir))
+    if mode == JournalMode::DELETE {
+        match vfs.delete(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("unlink")(e)),
         }
-        JournalMode::Truncate => {
-            file.set_len(0).map_err(io("truncate"))?;
-            file.sync_all().map_err(io("fsync"))
-        }
-        _ => {
-            file.write_at(&[0u8; HDR_SECTOR], 0).map_err(io("write"))?;
-            file.sync_data().map_err(io("fdatasync"))
-        }
+        let dir = dir_of(path);
+        vfs.sync_dir(&dir).map_err(Error::io("sync_dir", &dir))
+    } else if mode == JournalMode::TRUNCATE {
+        file.set_len(0).map_err(io("truncate"))?;
+        file.sync_all().map_err(io("fsync"))
+    } else {
+        file.write_at(&[0u8; HDR_SECTOR], 0).map_err(io("write"))?;
+        file.sync_data().map_err(io("fdatasync"))
     }
 }
 
@@ -396,15 +442,11 @@ pub(crate) fn recover_hot_journal(
         .map_err(Error::io("fdatasync", db_path))?;
     // Zeroing the header is a valid finalize in every mode; delete mode removes the file
     // at open (`remove_finalized`), truncate mode truncates it at the next commit.
-    finalize(vfs, &path, &file, JournalMode::Persist)?;
+    finalize(vfs, &path, &file, JournalMode::PERSIST)?;
     Ok(Some(report))
 }
 
 impl Journal for RollbackJournal {
-    fn mode(&self) -> JournalMode {
-        self.mode
-    }
-
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         // The database file always holds the latest committed image of every page the
         // pager may ask for: it only asks for pages no commit is writing.
@@ -425,7 +467,7 @@ impl Journal for RollbackJournal {
         db.sync()?;
 
         finalize(&self.ctx.vfs, &self.path, &file, self.mode)?;
-        if self.mode == JournalMode::Delete {
+        if self.mode == JournalMode::DELETE {
             w.file = None;
             return Ok(());
         }
@@ -458,9 +500,9 @@ mod tests {
     use crate::journal::JournalConfig;
 
     const MODES: [JournalMode; 3] = [
-        JournalMode::Delete,
-        JournalMode::Truncate,
-        JournalMode::Persist,
+        JournalMode::DELETE,
+        JournalMode::TRUNCATE,
+        JournalMode::PERSIST,
     ];
 
     fn open(
@@ -490,19 +532,17 @@ mod tests {
                 model = t.apply(&model);
                 matches(&j, &model).unwrap();
                 let exists = vfs.exists(&jpath()).unwrap();
-                match mode {
-                    JournalMode::Delete => assert!(!exists),
-                    JournalMode::Truncate => {
-                        let f = vfs.open(&jpath(), OpenOptions::default()).unwrap();
-                        assert_eq!(f.len().unwrap(), 0);
-                    }
-                    _ => {
-                        let f = vfs.open(&jpath(), OpenOptions::default()).unwrap();
-                        let mut b = vec![0u8; HDR_SECTOR];
-                        f.read_exact_at(&mut b, 0).unwrap();
-                        assert!(b.iter().all(|&x| x == 0));
-                        assert!(f.len().unwrap() >= HDR_SECTOR as u64);
-                    }
+                if mode == JournalMode::DELETE {
+                    assert!(!exists);
+                } else if mode == JournalMode::TRUNCATE {
+                    let f = vfs.open(&jpath(), OpenOptions::default()).unwrap();
+                    assert_eq!(f.len().unwrap(), 0);
+                } else {
+                    let f = vfs.open(&jpath(), OpenOptions::default()).unwrap();
+                    let mut b = vec![0u8; HDR_SECTOR];
+                    f.read_exact_at(&mut b, 0).unwrap();
+                    assert!(b.iter().all(|&x| x == 0));
+                    assert!(f.len().unwrap() >= HDR_SECTOR as u64);
                 }
             }
             let (j, _) = open(&vfs, mode, JournalConfig::default());
@@ -543,14 +583,14 @@ mod tests {
             let (j, rep) = open(&vfs, mode, JournalConfig::default());
             assert!(!rep.rolled_back);
             matches(&j, &m1).unwrap();
-            assert_eq!(vfs.exists(&jpath()).unwrap(), mode != JournalMode::Delete);
+            assert_eq!(vfs.exists(&jpath()).unwrap(), mode != JournalMode::DELETE);
         }
     }
 
     #[test]
     fn torn_record_stops_rollback_and_an_empty_database_journal_is_corrupt() {
         let vfs = mem_vfs();
-        let (j, _) = open(&vfs, JournalMode::Persist, JournalConfig::default());
+        let (j, _) = open(&vfs, JournalMode::PERSIST, JournalConfig::default());
         let t1 = Txn::build(&Model::default(), 1, &[], 4);
         {
             let mut w = j.writer.lock().unwrap();
@@ -577,7 +617,7 @@ mod tests {
         // Cleared by hand (as a user would after reading the error), the database opens.
         vfs.delete(&jpath()).unwrap();
 
-        let (j, _) = open(&vfs, JournalMode::Persist, JournalConfig::default());
+        let (j, _) = open(&vfs, JournalMode::PERSIST, JournalConfig::default());
         j.commit(&t1.batch()).unwrap();
         let m1 = t1.apply(&Model::default());
         let t2 = Txn::build(&m1, 2, &[1, 2, 3], 4);
@@ -638,7 +678,7 @@ mod tests {
         assert!(recover().is_none());
         assert_eq!(db_page(&db.file, 0), &image(0, 1)[..]);
         // A delete-mode open keeps a file it does not recognize.
-        let _ = open(&vfs, JournalMode::Delete, JournalConfig::default());
+        let _ = open(&vfs, JournalMode::DELETE, JournalConfig::default());
         assert!(vfs.exists(&jpath()).unwrap());
     }
 
@@ -685,7 +725,7 @@ mod tests {
     #[test]
     fn crash_at_every_point_delete() {
         crash_test(
-            Kind::Rollback(JournalMode::Delete),
+            Kind::Rollback(JournalMode::DELETE),
             &JournalConfig::default(),
             &STEPS,
             false,
@@ -695,7 +735,7 @@ mod tests {
     #[test]
     fn crash_at_every_point_truncate() {
         crash_test(
-            Kind::Rollback(JournalMode::Truncate),
+            Kind::Rollback(JournalMode::TRUNCATE),
             &JournalConfig::default(),
             &STEPS,
             false,
@@ -708,7 +748,7 @@ mod tests {
             journal_size_limit: Some(1500),
             ..Default::default()
         };
-        crash_test(Kind::Rollback(JournalMode::Persist), &cfg, &STEPS, false);
+        crash_test(Kind::Rollback(JournalMode::PERSIST), &cfg, &STEPS, false);
     }
 
     #[test]
@@ -723,19 +763,19 @@ mod tests {
         let cfg = JournalConfig::default();
         let n = |m, i| syncs_per_commit(Kind::Rollback(m), &cfg, i);
         // journal fdatasync, dir sync (create), db fdatasync, dir sync (unlink)
-        assert_eq!(n(JournalMode::Delete, 2), 4);
+        assert_eq!(n(JournalMode::DELETE, 2), 4);
         // journal fdatasync, db fdatasync, journal fsync / fdatasync; +1 dir sync the
         // first time in a session
-        assert_eq!(n(JournalMode::Truncate, 2), 3);
-        assert_eq!(n(JournalMode::Persist, 2), 3);
+        assert_eq!(n(JournalMode::TRUNCATE, 2), 3);
+        assert_eq!(n(JournalMode::PERSIST, 2), 3);
         // The first commit of a session also syncs the directory, and this one grows the
         // database by a zero-filled chunk (one more fdatasync).
-        assert_eq!(n(JournalMode::Persist, 0), 5);
+        assert_eq!(n(JournalMode::PERSIST, 0), 5);
     }
 
     #[test]
     fn journal_size_limit_is_honored() {
-        for mode in [JournalMode::Persist, JournalMode::Truncate] {
+        for mode in [JournalMode::PERSIST, JournalMode::TRUNCATE] {
             let vfs = mem_vfs();
             let cfg = JournalConfig {
                 journal_size_limit: Some(2048),
@@ -757,7 +797,7 @@ mod tests {
     #[test]
     fn bad_batches_are_rejected() {
         let vfs = mem_vfs();
-        let (j, _) = open(&vfs, JournalMode::Delete, JournalConfig::default());
+        let (j, _) = open(&vfs, JournalMode::DELETE, JournalConfig::default());
         let t1 = Txn::build(&Model::default(), 1, &[], 3);
         j.commit(&t1.batch()).unwrap();
         let m1 = t1.apply(&Model::default());
@@ -769,7 +809,7 @@ mod tests {
         ));
         let r = RollbackJournal::open(
             ctx(&vfs, Path::new("/d"), JournalConfig::default(), 4),
-            JournalMode::Wal,
+            JournalMode::WAL,
         );
         assert!(matches!(r, Err(Error::Config(_))));
     }

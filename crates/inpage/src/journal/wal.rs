@@ -56,8 +56,31 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::off::check_batch;
 use super::rollback::{le32, read_up_to};
-use super::{CommitBatch, Journal, JournalCtx, JournalMode, Mutant, RecoveryReport, WalSync};
+use super::{
+    Capabilities, CommitBatch, Journal, JournalCtx, ModeSpec, Mutant, Opened, RecoveryReport,
+    WalSync,
+};
 use crate::error::{Error, Pgno, Result};
+use crate::page::stock::STOCK;
+
+/// Registry entry of `wal`.
+pub(crate) static WAL: ModeSpec = ModeSpec {
+    name: "wal",
+    code: 5,
+    summary: "write-ahead log (SQLite WAL), checkpointed into the database",
+    layout: &STOCK,
+    caps: Capabilities {
+        atomic: true,
+        embeds_fcc: false,
+        recovers_fcc: false,
+        direct_writes: false,
+        side_files: &["wal"],
+    },
+    open: |ctx, _| {
+        let (j, r) = Wal::open(ctx)?;
+        Ok(Opened::plain(j, r))
+    },
+};
 use crate::pager::header::Header;
 use crate::vfs::{File, OpenOptions};
 
@@ -534,10 +557,6 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
 }
 
 impl Journal for Wal {
-    fn mode(&self) -> JournalMode {
-        JournalMode::Wal
-    }
-
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         // Held across the read so a reset cannot let the frame be overwritten meanwhile.
         let idx = self.index.read().unwrap_or_else(|e| e.into_inner());

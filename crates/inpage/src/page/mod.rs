@@ -15,11 +15,15 @@
 
 pub mod cells;
 pub mod dhl;
+pub(crate) mod dhl_layout;
+pub(crate) mod layout;
 pub mod slotted;
+pub(crate) mod stock;
 
 use std::sync::Arc;
 
 use crate::error::{Pgno, Result};
+pub use layout::{FreeSpace, Geometry, Layout};
 
 /// An immutable page image.
 pub type PageRef = Arc<[u8]>;
@@ -49,17 +53,6 @@ pub mod page_type {
     }
 }
 
-/// Which node layout a store's tree pages use. Chosen per database; the tree reads and
-/// writes every node through it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// Slotted pages ([`slotted`]), written in place.
-    Stock,
-    /// Doubleheader-logging pages ([`dhl`]): two versions per page, so that a write never
-    /// disturbs the committed version.
-    Dhl,
-}
-
 /// Read access to the pages of one snapshot (a read transaction, or a write
 /// transaction's view including its own dirty pages).
 pub trait PageRead {
@@ -74,7 +67,14 @@ pub trait PageRead {
     fn read(&self, pgno: Pgno) -> Result<PageRef>;
     /// Node layout of this store's tree pages.
     fn layout(&self) -> Layout {
-        Layout::Stock
+        &stock::STOCK
+    }
+    /// Page size and usable bytes.
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            page_size: self.page_size(),
+            usable: self.usable_size(),
+        }
     }
     /// DHL only: the snapshot this view reads, i.e. a reader sees on every page the
     /// version with the largest tid `<=` this. A write transaction returns its own tid (so

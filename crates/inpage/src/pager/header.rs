@@ -184,7 +184,7 @@ mod tests {
     fn sample() -> Header {
         Header {
             page_size: 4096,
-            journal_mode: JournalMode::Wal,
+            journal_mode: JournalMode::WAL,
             page_count: 10,
             fcc: 77,
             last_txn_size: 3,

@@ -33,10 +33,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::config::{Config, DEFAULT_JOURNAL_MODE};
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{
-    dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, DhlJournal, Journal, JournalCtx,
-    JournalMode, OffJournal, RecoveryReport, RollbackJournal, Wal,
+    dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
+    RecoveryReport,
 };
-use crate::page::{crc_ok, dhl, stamp_crc, Layout, PageRead, PageRef, PageWrite, PAGE_TRAILER};
+use crate::page::{
+    crc_ok, stamp_crc, Geometry, Layout, PageRead, PageRef, PageWrite, PAGE_TRAILER,
+};
 use crate::vfs::{File, LockKind, OpenOptions};
 use cache::Cache;
 use header::{Header, HEADER_LEN, META_SLOTS};
@@ -104,11 +106,14 @@ pub struct CacheStats {
 /// The committed database.
 pub(crate) struct Pager {
     path: PathBuf,
+    mode: JournalMode,
     layout: Layout,
     journal: Box<dyn Journal>,
     page_size: usize,
     state: Mutex<State>,
     recovery: RecoveryReport,
+    /// Whether this open's page writes bypass the page cache.
+    direct_writes: bool,
 }
 
 impl std::fmt::Debug for Pager {
@@ -129,10 +134,6 @@ struct InitStore {
     next: Pgno,
 }
 
-/// The id of the transaction that creates a DHL database: its versions must be visible
-/// at the first open, so it is 1, not the INV tid 0.
-const DHL_CREATE_TID: u64 = 1;
-
 impl PageRead for InitStore {
     fn page_size(&self) -> usize {
         self.page_size
@@ -147,7 +148,7 @@ impl PageRead for InitStore {
         self.layout
     }
     fn visible_tid(&self) -> u64 {
-        DHL_CREATE_TID
+        self.layout.create_tid()
     }
 }
 
@@ -166,7 +167,7 @@ impl PageWrite for InitStore {
         )))
     }
     fn tid(&self) -> u64 {
-        DHL_CREATE_TID
+        self.layout.create_tid()
     }
     fn is_fresh(&self, _pgno: Pgno) -> bool {
         true
@@ -192,28 +193,6 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
             g
         }
     }
-}
-
-/// Encode a header as a full, crc-stamped page 0 image.
-pub(crate) fn header_page(h: &Header) -> PageRef {
-    let mut p = vec![0u8; h.page_size as usize];
-    h.encode(&mut p);
-    stamp_crc(&mut p);
-    PageRef::from(p)
-}
-
-/// DHL page 0: `committed` with `h` written into the header slot that does not hold the
-/// header visible at `committed_fcc`, which stays byte for byte as it was.
-fn dhl_header_page(committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef {
-    let keep = header::visible_slot(committed, committed_fcc).map(|(slot, _)| slot);
-    let slot = match keep {
-        Some(0) => 1,
-        _ => 0,
-    };
-    let mut p = committed.to_vec();
-    h.encode(&mut p[slot * HEADER_LEN..]);
-    stamp_crc(&mut p);
-    PageRef::from(p)
 }
 
 impl Pager {
@@ -255,11 +234,11 @@ impl Pager {
         let hot = recover_hot_journal(vfs, path, &file)?;
 
         let raw = Self::read_raw_header(path, &file)?;
-        // DHL files keep a second header slot; either valid slot names mode and page size.
+        // Layouts with two header slots: either valid slot names mode and page size.
         let disk_header = match Header::decode(&raw) {
             Ok(h) => h,
             Err(reason) => match header::decode_slot(&raw, 1) {
-                Ok(h) if h.journal_mode.layout() == Layout::Dhl => h,
+                Ok(h) if h.journal_mode.layout().header_slots() > 1 => h,
                 _ => {
                     return Err(Error::NotADatabase {
                         path: path.to_path_buf(),
@@ -284,14 +263,14 @@ impl Pager {
         // checkpoint cut short may have written page 0 but not yet the pages that extend
         // the file, and replaying the log is what repairs that. The length is checked
         // again once the journal has recovered.
-        let wal_exists = mode == JournalMode::Wal
+        let wal_exists = mode == JournalMode::WAL
             && vfs
                 .exists(&side_path(path, "wal"))
                 .map_err(Error::io("stat", path))?;
-        // DHL: the raw header slot may belong to a transaction recovery will roll back;
-        // the DHL journal checks the length against the header it settles on, before it
-        // writes anything.
-        if !wal_exists && mode.layout() == Layout::Stock {
+        // A mode that recovers the FCC from the pages may find the raw header slot belongs
+        // to a transaction recovery will roll back; its journal checks the length against
+        // the header it settles on, before it writes anything.
+        if !wal_exists && !mode.capabilities().recovers_fcc {
             Self::check_length(path, &file, &disk_header)?;
         }
         let db = Arc::new(DbFile::new(
@@ -306,24 +285,15 @@ impl Pager {
             db: db.clone(),
             config: cfg.journal.clone(),
         };
-        let (journal, mut recovery): (Box<dyn Journal>, RecoveryReport) = match mode {
-            JournalMode::Off | JournalMode::OffOpt => {
-                let (j, r) = OffJournal::open(ctx, mode)?;
-                (Box::new(j), r)
-            }
-            JournalMode::Delete | JournalMode::Truncate | JournalMode::Persist => {
-                let (j, r) = RollbackJournal::open(ctx, mode)?;
-                (Box::new(j), r)
-            }
-            JournalMode::Wal => {
-                let (j, r) = Wal::open(ctx)?;
-                (Box::new(j), r)
-            }
-            JournalMode::DhlTc | JournalMode::DhlCc | JournalMode::DhlCcHeader => {
-                let (j, r) = DhlJournal::open(ctx, mode)?;
-                (Box::new(j), r)
-            }
-        };
+        let opened = mode.open_journal(ctx)?;
+        let (journal, mut recovery) = (opened.journal, opened.recovery);
+        // Release-mode check: a mode that declares it recovers the FCC must report one,
+        // or the pager would trust a header slot recovery may have rolled back.
+        assert_eq!(
+            opened.fcc.is_some(),
+            mode.capabilities().recovers_fcc,
+            "journal mode {mode} broke its declared FCC recovery"
+        );
         if let Some(h) = hot {
             recovery.rolled_back = h.rolled_back;
             recovery.rolled_back_tid = recovery.rolled_back_tid.or(h.rolled_back_tid);
@@ -335,29 +305,18 @@ impl Pager {
         let mut p0 = vec![0u8; page_size];
         journal.read_page(0, &mut p0)?;
         let layout = mode.layout();
-        let header = if layout == Layout::Dhl {
-            // Each header slot has its own crc; the page trailer is not maintained by
-            // recovery's invalidations, so it is not checked. With metadata embedding the
-            // true FCC is the one recovery found in the pages, not the slot's.
-            let fcc = journal.recovered_fcc().unwrap_or(0);
-            let (_, mut h) = header::visible_slot(&p0, fcc).ok_or_else(|| Error::NotADatabase {
-                path: path.to_path_buf(),
-                reason: format!("no valid header slot at or below FCC {fcc}"),
-            })?;
-            h.fcc = fcc;
-            h
-        } else {
-            if !crc_ok(&p0) {
-                return Err(Error::NotADatabase {
-                    path: path.to_path_buf(),
-                    reason: "header page checksum mismatch".into(),
-                });
-            }
-            Header::decode(&p0).map_err(|reason| Error::NotADatabase {
+        let fcc = opened.fcc.unwrap_or(u64::MAX);
+        let mut header = layout
+            .read_header(&p0, fcc)
+            .map_err(|reason| Error::NotADatabase {
                 path: path.to_path_buf(),
                 reason,
-            })?
-        };
+            })?;
+        if let Some(fcc) = opened.fcc {
+            // With metadata embedding the true FCC is the one recovery found in the
+            // pages, not the slot's.
+            header.fcc = fcc;
+        }
         if header.page_size as usize != page_size || header.journal_mode != mode {
             return Err(Error::NotADatabase {
                 path: path.to_path_buf(),
@@ -369,7 +328,9 @@ impl Pager {
         cache.insert(0, PageRef::from(p0), false);
         Ok(Pager {
             path: path.to_path_buf(),
+            mode,
             layout,
+            direct_writes: opened.direct_writes,
             journal,
             page_size,
             state: Mutex::new(State {
@@ -425,11 +386,14 @@ impl Pager {
             next: 1,
         };
         let catalog_root = crate::tree::create(&mut store)?;
-        // A DHL file is born as committed transaction 1 (header slot + catalog root, both
-        // tagged 1 with txn_size 2), so counting-commit recovery accepts it.
-        let (fcc, txn_size) = match layout {
-            Layout::Dhl => (DHL_CREATE_TID, store.pages.len() as u32 + 1),
-            Layout::Stock => (0, 0),
+        // A layout whose pages carry tids is born as committed transaction `create_tid`
+        // (header slot + catalog root, both tagged with it and txn_size 2), so
+        // counting-commit recovery accepts it.
+        let fcc = layout.create_tid();
+        let txn_size = if fcc == 0 {
+            0
+        } else {
+            store.pages.len() as u32 + 1
         };
         let header = Header {
             page_size: cfg.page_size,
@@ -454,16 +418,16 @@ impl Pager {
             .map_err(Error::io("create", &init))?;
         f.set_len(0).map_err(Error::io("truncate", &init))?;
         let db = DbFile::new(f, init.clone(), page_size, cfg.chunk_pages);
-        db.write_page(0, &header_page(&header))?;
-        for (pgno, mut img) in store.pages {
-            if layout == Layout::Dhl
-                && !dhl::restamp(&mut img, page_size - PAGE_TRAILER, fcc, txn_size)
-            {
-                return Err(Error::corrupt(
-                    pgno,
-                    "new catalog root has no version to stamp",
-                ));
-            }
+        let blank = vec![0u8; page_size];
+        db.write_page(0, &layout.header_image(&blank, 0, &header))?;
+        let g = Geometry {
+            page_size,
+            usable: page_size - PAGE_TRAILER,
+        };
+        for (pgno, img) in store.pages {
+            let mut img = layout
+                .finalize(pgno, &PageRef::from(img), g, fcc, txn_size)?
+                .to_vec();
             stamp_crc(&mut img);
             db.write_page(pgno, &img)?;
         }
@@ -487,12 +451,12 @@ impl Pager {
     }
 
     pub fn journal_mode(&self) -> JournalMode {
-        self.journal.mode()
+        self.mode
     }
 
-    /// Whether page writes bypass the page cache (`O_DIRECT`; DHL modes only).
+    /// Whether page writes bypass the page cache (`O_DIRECT`).
     pub fn direct_writes(&self) -> bool {
-        self.journal.direct_writes()
+        self.direct_writes
     }
 
     pub fn recovery(&self) -> &RecoveryReport {
@@ -556,9 +520,8 @@ impl Pager {
         }
         let mut buf = vec![0u8; self.page_size];
         self.journal.read_page(pgno, &mut buf)?;
-        // DHL pages are verified per version by the tree (`page::dhl`); their trailer is
-        // not kept up to date by recovery's invalidations.
-        if self.layout == Layout::Stock && !crc_ok(&buf) {
+        // Some layouts verify their pages per version instead (`trailer_checked`).
+        if self.layout.trailer_checked() && !crc_ok(&buf) {
             return Err(Error::corrupt(pgno, "page checksum mismatch"));
         }
         let page = PageRef::from(buf);
@@ -634,7 +597,8 @@ impl Pager {
             last_txn_size: st.header.last_txn_size,
             ..header.clone()
         } == st.header;
-        let write_header = !(self.journal.embeds_fcc() && counter_only && !dirty.is_empty());
+        let write_header =
+            !(self.mode.capabilities().embeds_fcc && counter_only && !dirty.is_empty());
         // The transaction's size in pages: counting commit's completeness test.
         let txn_size = dirty.len() as u32 + write_header as u32;
         let header = Header {
@@ -643,33 +607,16 @@ impl Pager {
         };
         let mut pages: Vec<(Pgno, PageRef)> = Vec::with_capacity(dirty.len() + 1);
         if write_header {
-            let image = match self.layout {
-                Layout::Stock => header_page(&header),
-                Layout::Dhl => {
-                    let committed = self.current_locked(&mut st, 0)?;
-                    dhl_header_page(&committed, st.header.fcc, &header)
-                }
-            };
+            let committed = self.current_locked(&mut st, 0)?;
+            let image = self.layout.header_image(&committed, st.header.fcc, &header);
             pages.push((0, image));
         }
+        let g = Geometry {
+            page_size: self.page_size,
+            usable: self.page_size - PAGE_TRAILER,
+        };
         for (pgno, img) in dirty {
-            let img = match self.layout {
-                Layout::Stock => img.clone(),
-                Layout::Dhl => {
-                    // The tree builds versions with txn_size 0; only now is the count known.
-                    // `img` is shared with the transaction, so this copies it, once.
-                    let mut page = img.clone();
-                    let buf = Arc::make_mut(&mut page);
-                    if !dhl::restamp(buf, self.page_size - PAGE_TRAILER, header.fcc, txn_size) {
-                        return Err(Error::corrupt(
-                            *pgno,
-                            format!("dirty page has no version of transaction {}", header.fcc),
-                        ));
-                    }
-                    stamp_crc(buf);
-                    page
-                }
-            };
+            let img = self.layout.finalize(*pgno, img, g, header.fcc, txn_size)?;
             pages.push((*pgno, img));
         }
         let header = &header;
@@ -764,7 +711,7 @@ mod tests {
         let sim = SimVfs::new();
         let cfg = Config::default()
             .vfs(Arc::new(sim.clone()))
-            .journal_mode(JournalMode::DhlCc);
+            .journal_mode(JournalMode::DHL_CC);
         let path = Path::new("/db/p.db");
         let pager = Arc::new(Pager::open(path, &cfg).unwrap());
         pager.check_usable().unwrap();

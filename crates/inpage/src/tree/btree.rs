@@ -46,7 +46,7 @@ use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::cells::{CellArray, Detached};
-use crate::page::slotted::{self, Page, Payload};
+use crate::page::slotted::{self, Payload};
 use crate::page::{PageRead, PageRef, PageWrite};
 
 use super::format::Format;
@@ -460,8 +460,7 @@ pub(crate) fn insert(
     value: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     let f = Format::of(&*store);
-    let usable = f.usable;
-    let max = slotted::max_key_len(usable);
+    let max = slotted::max_key_len(f.usable());
     if key.len() > max {
         return Err(Error::KeyTooLarge {
             len: key.len(),
@@ -482,42 +481,35 @@ pub(crate) fn insert(
         // no sync on its account), as SQLite skips a cell whose bytes do not change.
         return Ok(Some(same));
     }
-    if f.is_dhl() {
-        // DHL pages are rebuilt, never edited in place: reshape the node and let balance
-        // write it (and relocate it if need be).
-        let p = leaf.view();
-        let mut node = Node::from_view(&f, &p)?;
-        let found = p.search(key, cmp)?;
-        let old = match found {
-            Ok(i) => Some(take_value(store, &p, i)?),
-            Err(_) => None,
-        };
-        let cell = make_leaf_cell(store, key, value)?;
-        match found {
-            Ok(i) => node.cells[i] = cell,
-            Err(i) => node.cells.insert(i, cell),
-        }
-        balance(store, opts, &path, node, old.is_some())?;
-        return Ok(old);
-    }
-    let p = Page::open(leaf.pgno, &leaf.page, usable)?;
-    let mut buf = leaf.page.to_vec();
-    let (i, old) = match p.search(key, cmp)? {
-        Ok(i) => {
-            let old = take_value(store, &p, i)?;
-            slotted::remove_cell(leaf.pgno, &mut buf, usable, i)?;
-            (i, Some(old))
-        }
-        Err(i) => (i, None),
+    let p = leaf.view();
+    let found = p.search(key, cmp)?;
+    let old = match found {
+        Ok(i) => Some(take_value(store, &p, i)?),
+        Err(_) => None,
     };
     let cell = make_leaf_cell(store, key, value)?;
-    if slotted::insert_cell(leaf.pgno, &mut buf, usable, i, &cell)? {
-        finish_leaf(store, opts, &path, buf, old.is_some())?;
-    } else {
-        let mut node = Node::from_view(&f, &*Page::open(leaf.pgno, &buf, usable)?)?;
-        node.cells.insert(i, cell);
-        balance(store, opts, &path, node, old.is_some())?;
+    let (i, replace) = match found {
+        Ok(i) => (i, true),
+        Err(i) => (i, false),
+    };
+    // A layout that edits pages in place (stock) does the common case without building
+    // a node; the others (DHL pages are only ever rebuilt) and a page the cell does not
+    // fit go through `balance`, which writes (and if need be splits or relocates) it.
+    let g = f.geometry;
+    if let Some((buf, used)) =
+        f.layout
+            .edit_leaf(leaf.pgno, &leaf.page, g, i, replace, Some(&cell))?
+    {
+        finish_leaf(store, opts, &path, buf, used, replace)?;
+        return Ok(old);
     }
+    let mut node = Node::from_view(&f, &p)?;
+    if replace {
+        node.cells[i] = cell;
+    } else {
+        node.cells.insert(i, cell);
+    }
+    balance(store, opts, &path, node, replace)?;
     Ok(old)
 }
 
@@ -529,8 +521,7 @@ pub(crate) fn remove(
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     let f = Format::of(&*store);
-    let usable = f.usable;
-    if key.len() > slotted::max_key_len(usable) {
+    if key.len() > slotted::max_key_len(f.usable()) {
         return Ok(None);
     }
     let path = descend(store, root, cmp, key)?;
@@ -540,34 +531,35 @@ pub(crate) fn remove(
         return Ok(None);
     };
     let old = take_value(store, &p, i)?;
-    if f.is_dhl() {
-        let mut node = Node::from_view(&f, &p)?;
-        node.cells.remove(i);
-        balance(store, opts, &path, node, true)?;
+    if let Some((buf, used)) = f
+        .layout
+        .edit_leaf(leaf.pgno, &leaf.page, f.geometry, i, true, None)?
+    {
+        finish_leaf(store, opts, &path, buf, used, true)?;
         return Ok(Some(old));
     }
-    let mut buf = leaf.page.to_vec();
-    slotted::remove_cell(leaf.pgno, &mut buf, usable, i)?;
-    finish_leaf(store, opts, &path, buf, true)?;
+    let mut node = Node::from_view(&f, &p)?;
+    node.cells.remove(i);
+    balance(store, opts, &path, node, true)?;
     Ok(Some(old))
 }
 
-/// Stock layout: write an edited leaf that fits, rebalancing first if it became
-/// underfull (`shrank`: it lost a cell or a cell got replaced; see `balance`).
+/// Write a leaf edited in place (it fits; its cells cost `used`), rebalancing first if
+/// it became underfull (`shrank`: it lost a cell or a cell got replaced; see `balance`).
 fn finish_leaf(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
     path: &[Step],
     buf: Vec<u8>,
+    used: usize,
     shrank: bool,
 ) -> Result<()> {
     let f = Format::of(&*store);
     let leaf = path.last().expect("path is never empty");
-    let p = Page::open(leaf.pgno, &buf, f.usable)?;
-    if path.len() == 1 || !shrank || !f.underfull(p.used()) {
+    if path.len() == 1 || !shrank || !f.underfull(used) {
         return store.write(leaf.pgno, buf);
     }
-    let node = Node::from_view(&f, &p)?;
+    let node = Node::from_view(&f, &f.open(leaf.pgno, &buf)?)?;
     balance(store, opts, path, node, shrank)
 }
 

@@ -149,7 +149,7 @@ impl PageRead for DhlStore {
         self.page_size
     }
     fn layout(&self) -> Layout {
-        Layout::Dhl
+        &crate::page::dhl_layout::DHL
     }
     fn visible_tid(&self) -> u64 {
         self.txn.as_ref().map_or(self.committed_tid, |t| t.tid)
@@ -261,7 +261,7 @@ impl PageRead for ImageView {
         self.page_size
     }
     fn layout(&self) -> Layout {
-        Layout::Dhl
+        &crate::page::dhl_layout::DHL
     }
     fn visible_tid(&self) -> u64 {
         self.visible_tid

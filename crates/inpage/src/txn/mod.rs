@@ -16,21 +16,23 @@
 //!   only ways pages move between them.
 
 pub(crate) mod catalog;
+pub(crate) mod free;
 pub mod key;
+mod shared;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::BuildHasherDefault;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::db::Shared;
 use crate::error::{Error, Pgno, Result};
-use crate::page::{page_type, stamp_crc, Layout, PageRead, PageRef, PageWrite};
+use crate::page::{stamp_crc, Layout, PageRead, PageRef, PageWrite};
 use crate::pager::header::{Header, META_SLOTS};
 use crate::pager::{AllocDelta, PgnoHasher, PgnoMap};
 use crate::tree::{self, CmpFn, TreeOptions};
 use catalog::TreeInfo;
 use key::{decode_int, encode_int, memcmp, Comparator, Key, KeyKind, OwnedKey};
+pub(crate) use shared::Shared;
 
 /// A named tree, as used with a transaction. Cheap to clone; it only names the tree (and
 /// carries its comparator), so it stays usable across transactions.
@@ -692,47 +694,11 @@ impl PageWrite for WriteTxn {
     }
 
     fn allocate(&mut self) -> Result<Pgno> {
-        let pgno = match self.layout {
-            Layout::Stock => self.allocate_stock()?,
-            Layout::Dhl => match self.shared.pager.pick_free(&self.st.taken) {
-                Some(p) => {
-                    self.st.taken.insert(p);
-                    p
-                }
-                None => self.grow()?,
-            },
-        };
-        self.st.fresh.insert(pgno);
-        Ok(pgno)
+        self.take_page()
     }
 
     fn free(&mut self, pgno: Pgno) -> Result<()> {
-        match self.layout {
-            Layout::Stock => self.free_stock(pgno),
-            Layout::Dhl => {
-                // Never written: the committed trees may still use the page, and this
-                // transaction may abort. A page this transaction allocated has no
-                // committed user, but its image is dropped too so it is not written.
-                self.st.dirty.remove(&pgno);
-                if self.st.fresh.remove(&pgno) {
-                    if self.st.taken.remove(&pgno) {
-                        return Ok(()); // back to the free set, as if never taken
-                    }
-                    // Grown by this transaction and never to be written: if it is at the
-                    // end, give it back so the file never has to be longer than what the
-                    // transaction writes (a lost size change must not leave the header
-                    // claiming unwritten pages).
-                    self.st.grown_freed.insert(pgno);
-                    let h = &mut self.st.header;
-                    while h.page_count > 1 && self.st.grown_freed.remove(&(h.page_count - 1)) {
-                        h.page_count -= 1;
-                    }
-                    return Ok(());
-                }
-                self.st.freed.push(pgno);
-                Ok(())
-            }
-        }
+        self.give_page(pgno)
     }
 
     fn tid(&self) -> u64 {
@@ -741,59 +707,6 @@ impl PageWrite for WriteTxn {
 
     fn is_fresh(&self, pgno: Pgno) -> bool {
         self.st.fresh.contains(&pgno)
-    }
-}
-
-impl WriteTxn {
-    fn grow(&mut self) -> Result<Pgno> {
-        let h = &mut self.st.header;
-        if h.page_count == u32::MAX {
-            return Err(Error::Full);
-        }
-        h.page_count += 1;
-        Ok(h.page_count - 1)
-    }
-
-    /// Stock free list: a chain of free pages, each holding the next one's number.
-    fn allocate_stock(&mut self) -> Result<Pgno> {
-        let h = &self.st.header;
-        if h.freelist_head == 0 {
-            return self.grow();
-        }
-        let pgno = h.freelist_head;
-        let page = self.read(pgno)?;
-        if page[0] != page_type::FREE {
-            return Err(Error::corrupt(
-                pgno,
-                format!(
-                    "free-list page has type {} ({})",
-                    page[0],
-                    page_type::name(page[0])
-                ),
-            ));
-        }
-        let next = u32::from_le_bytes(page[4..8].try_into().unwrap());
-        let h = &mut self.st.header;
-        if next >= h.page_count || (next == 0) != (h.freelist_count == 1) {
-            return Err(Error::corrupt(
-                pgno,
-                format!("free-list link to page {next} is inconsistent"),
-            ));
-        }
-        h.freelist_head = next;
-        h.freelist_count -= 1;
-        Ok(pgno)
-    }
-
-    fn free_stock(&mut self, pgno: Pgno) -> Result<()> {
-        let mut page = vec![0u8; self.page_size()];
-        page[0] = page_type::FREE;
-        page[4..8].copy_from_slice(&self.st.header.freelist_head.to_le_bytes());
-        self.write(pgno, page)?;
-        let h = &mut self.st.header;
-        h.freelist_head = pgno;
-        h.freelist_count += 1;
-        Ok(())
     }
 }
 

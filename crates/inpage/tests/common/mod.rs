@@ -128,8 +128,7 @@ pub fn gen_txns(
 }
 
 pub fn atomic_modes() -> Vec<JournalMode> {
-    JournalMode::ALL
-        .into_iter()
+    JournalMode::all()
         .filter(|m| m.promises_atomicity())
         .collect()
 }

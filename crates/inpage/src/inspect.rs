@@ -1,0 +1,74 @@
+//! Looking at a database file from outside the engine: what `inpage inspect`, the bench
+//! and the torture harness's traces use, so they never need the engine's internal modules.
+//!
+//! Everything here reads bytes the caller hands over and changes nothing. The answers come
+//! from the journal mode's page layout (through the mode registry), so a new layout is
+//! described without touching the tools.
+
+use crate::error::Pgno;
+use crate::journal::JournalMode;
+use crate::page::{slotted, Geometry, PAGE_TRAILER};
+
+/// Lines describing page `pgno` of a file in `mode`, as stored (`page` is the raw image,
+/// `page_size` bytes; `fcc` the committed transaction a reader would see): header slots
+/// for page 0, the page type or the versions and which one is visible otherwise.
+pub fn describe_page(mode: JournalMode, pgno: Pgno, page: &[u8], fcc: u64) -> Vec<String> {
+    let Some(g) = geometry(page.len()) else {
+        return vec![format!("{} bytes is not a page size", page.len())];
+    };
+    mode.layout().describe(pgno, page, g, fcc)
+}
+
+/// What kind of page this is (`leaf`, `interior`, `overflow`, `free`, `unused`,
+/// `unknown`) for a reader at `fcc`.
+pub fn classify_page(mode: JournalMode, page: &[u8], fcc: u64) -> &'static str {
+    match geometry(page.len()) {
+        Some(g) => mode.layout().classify(page, g, fcc),
+        None => "unknown",
+    }
+}
+
+/// The longest value stored inline (in the leaf, not an overflow chain) next to a key of
+/// `key_len` bytes, with pages of `page_size` bytes; None if even an empty value is not.
+pub fn max_inline_value(page_size: u32, key_len: usize) -> Option<usize> {
+    let usable = (page_size as usize).checked_sub(PAGE_TRAILER)?;
+    if !slotted::value_is_inline(usable, key_len, 0) {
+        return None;
+    }
+    // The rule is monotone in the value length: binary search its last inline length.
+    let (mut lo, mut hi) = (0usize, usable);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if slotted::value_is_inline(usable, key_len, mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    Some(lo)
+}
+
+fn geometry(page_size: usize) -> Option<Geometry> {
+    (page_size > PAGE_TRAILER && page_size.is_power_of_two()).then(|| Geometry {
+        page_size,
+        usable: page_size - PAGE_TRAILER,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_inline_value_is_the_boundary() {
+        for ps in [512u32, 4096, 65536] {
+            let usable = ps as usize - PAGE_TRAILER;
+            for klen in [0, 8, 100] {
+                let v = max_inline_value(ps, klen).unwrap();
+                assert!(slotted::value_is_inline(usable, klen, v));
+                assert!(!slotted::value_is_inline(usable, klen, v + 1));
+            }
+        }
+        assert_eq!(max_inline_value(4096, 100_000), None);
+    }
+}

@@ -1,0 +1,6 @@
+//! Not part of the API: on-disk format facts that inpage's own tests and tools check
+//! bytes against (header slot layout, the page trailer). No stability promise; anything a
+//! user needs is in the documented modules.
+
+pub use crate::page::{stamp_crc, PAGE_TRAILER};
+pub use crate::pager::header::{decode_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};

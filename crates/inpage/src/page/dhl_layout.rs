@@ -1,0 +1,256 @@
+//! The DHL layout as the rest of the engine sees it: doubleheader pages ([`dhl`]) whose
+//! committed version is never disturbed, written-once overflow pages, no on-disk free
+//! list, and two header slots in page 0.
+//!
+//! Invariants, and why they hold:
+//! - `node_image` keeps the committed version (tid `<= tid - 1`) bit for bit and returns
+//!   None when the new version does not fit beside it; a page allocated in this
+//!   transaction has no committed version and a node within capacity always fits there,
+//!   which is what the tree's relocation relies on.
+//! - Pages are verified per version by their own checksums, not by the trailer
+//!   (`trailer_checked` is false): recovery's invalidations rewrite sector 0 without
+//!   restamping the trailer.
+//! - `finalize` stamps `(tid, txn_size)` into the transaction's version (or overflow
+//!   descriptor) and refuses a page that carries no version of the transaction, so a
+//!   commit can never count a page it did not write.
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::cells::CellArray;
+use crate::page::dhl::{self, Version};
+use crate::page::layout::{FreeSpace, Geometry, PageLayout};
+use crate::page::{page_type, stamp_crc, PageRef, PageWrite};
+use crate::pager::header::{self, Header, DHL_SLOTS, HEADER_LEN};
+
+/// The DHL layout.
+#[derive(Debug)]
+pub(crate) struct Dhl;
+
+/// The one instance the registry names.
+pub(crate) static DHL: Dhl = Dhl;
+
+impl PageLayout for Dhl {
+    fn name(&self) -> &'static str {
+        "dhl"
+    }
+
+    fn open<'a>(
+        &self,
+        pgno: Pgno,
+        buf: &'a [u8],
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<CellArray<'a>> {
+        Ok(*dhl::visible(pgno, buf, g.usable, visible_tid)?)
+    }
+
+    fn open_checked<'a>(
+        &self,
+        pgno: Pgno,
+        buf: &'a [u8],
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<CellArray<'a>> {
+        // `visible` validates the whole version (bounds, overlaps, checksum).
+        self.open(pgno, buf, g, visible_tid)
+    }
+
+    fn capacity(&self, g: Geometry) -> usize {
+        dhl::capacity(g.usable)
+    }
+
+    fn cell_cost(&self, len: usize) -> usize {
+        dhl::cell_cost(len)
+    }
+
+    fn node_image(
+        &self,
+        store: &dyn PageWrite,
+        pgno: Pgno,
+        leaf: bool,
+        cells: &[Vec<u8>],
+        right: Pgno,
+    ) -> Result<Option<Vec<u8>>> {
+        let tid = store.tid();
+        if tid == 0 {
+            return Err(Error::InvalidArgument(
+                "DHL tree write outside a transaction (tid 0)".into(),
+            ));
+        }
+        // The current image holds the committed version (tid <= tid - 1), which build
+        // keeps, and possibly this transaction's earlier version, which it replaces.
+        let base = if store.is_fresh(pgno) {
+            None
+        } else {
+            Some(store.read(pgno)?)
+        };
+        let version = Version {
+            tid,
+            txn_size: 0,
+            leaf,
+            right,
+            cells,
+        };
+        dhl::build(
+            pgno,
+            store.page_size(),
+            store.usable_size(),
+            base.as_deref(),
+            tid - 1,
+            &version,
+        )
+    }
+
+    fn overflow_data(&self, g: Geometry) -> usize {
+        dhl::overflow_data(g.usable)
+    }
+
+    fn overflow_image(&self, g: Geometry, tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>> {
+        dhl::overflow_page(g.page_size, g.usable, tid, next, chunk)
+    }
+
+    fn overflow_read<'p>(
+        &self,
+        owner: Pgno,
+        pgno: Pgno,
+        page: &'p [u8],
+        g: Geometry,
+        visible_tid: u64,
+        take: usize,
+    ) -> Result<(&'p [u8], Pgno)> {
+        let o = dhl::open_overflow(pgno, page, g.usable)?;
+        if o.tid > visible_tid {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "overflow page written by transaction {} after this snapshot ({visible_tid}), chain from page {owner}",
+                    o.tid
+                ),
+            ));
+        }
+        if o.data.len() != take {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "overflow page holds {} bytes where the value needs {take}",
+                    o.data.len()
+                ),
+            ));
+        }
+        Ok((o.data, o.next))
+    }
+
+    fn free_space(&self) -> FreeSpace {
+        FreeSpace::TreeWalk
+    }
+
+    fn header_slots(&self) -> usize {
+        DHL_SLOTS
+    }
+
+    fn create_tid(&self) -> u64 {
+        1
+    }
+
+    fn trailer_checked(&self) -> bool {
+        false
+    }
+
+    fn read_header(&self, page0: &[u8], fcc: u64) -> std::result::Result<Header, String> {
+        // Each slot has its own crc; the trailer is not maintained by recovery.
+        let (_, mut h) = header::visible_slot(page0, fcc)
+            .ok_or_else(|| format!("no valid header slot at or below FCC {fcc}"))?;
+        h.fcc = fcc;
+        Ok(h)
+    }
+
+    fn header_image(&self, committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef {
+        // The slot holding the header visible at the committed FCC stays byte for byte.
+        let keep = header::visible_slot(committed, committed_fcc).map(|(slot, _)| slot);
+        let slot = match keep {
+            Some(0) => 1,
+            _ => 0,
+        };
+        let mut p = committed.to_vec();
+        h.encode(&mut p[slot * HEADER_LEN..]);
+        stamp_crc(&mut p);
+        PageRef::from(p)
+    }
+
+    fn finalize(
+        &self,
+        pgno: Pgno,
+        image: &PageRef,
+        g: Geometry,
+        tid: u64,
+        txn_size: u32,
+    ) -> Result<PageRef> {
+        // The tree builds versions with txn_size 0; only now is the count known. `image`
+        // is shared with the transaction, so this copies it, once.
+        let mut page = image.clone();
+        let buf = std::sync::Arc::make_mut(&mut page);
+        if !dhl::restamp(buf, g.usable, tid, txn_size) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("dirty page has no version of transaction {tid}"),
+            ));
+        }
+        stamp_crc(buf);
+        Ok(page)
+    }
+
+    fn classify(&self, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
+        if let Ok(v) = dhl::visible(0, page, g.usable, visible_tid) {
+            return if v.is_leaf() { "leaf" } else { "interior" };
+        }
+        match dhl::open_overflow(0, page, g.usable) {
+            Ok(o) if o.tid <= visible_tid => page_type::name(page_type::OVERFLOW),
+            _ => "unused",
+        }
+    }
+
+    fn describe(&self, pgno: Pgno, page: &[u8], g: Geometry, fcc: u64) -> Vec<String> {
+        let mut v = Vec::new();
+        if pgno == 0 {
+            for slot in 0..DHL_SLOTS {
+                v.push(match header::decode_slot(page, slot) {
+                    Ok(s) => format!(
+                        "header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
+                        s.fcc, s.last_txn_size, s.page_count, s.catalog_root
+                    ),
+                    Err(e) => format!("header slot {slot}: invalid ({e})"),
+                });
+            }
+            return v;
+        }
+        for (slot, d) in dhl::page_versions(page, g.usable).iter().enumerate() {
+            v.push(match d {
+                None => format!("slot header {slot}: empty (tid 0)"),
+                Some(d) => format!(
+                    "slot header {slot}: tid {} txn_size {} {}{}",
+                    d.tid,
+                    d.txn_size,
+                    if d.valid { "valid" } else { "INVALID" },
+                    if d.valid && d.tid <= fcc {
+                        ", committed"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        v.push(match dhl::visible(pgno, page, g.usable, fcc) {
+            Ok(view) => format!(
+                "visible: slot {} tid {} {} with {} cells",
+                view.slot(),
+                view.tid(),
+                if view.is_leaf() { "leaf" } else { "interior" },
+                view.ncells()
+            ),
+            Err(e) => match dhl::open_overflow(pgno, page, g.usable) {
+                Ok(ov) => format!("overflow page: tid {} next {}", ov.tid, ov.next),
+                Err(_) => format!("no visible version: {e}"),
+            },
+        });
+        v
+    }
+}

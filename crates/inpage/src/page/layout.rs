@@ -1,0 +1,184 @@
+//! The page-layout trait: everything the tree, the pager and the transaction layer need
+//! to know about how a journal mode lays out its pages, behind one interface.
+//!
+//! A layout is stateless (one `static` per layout, shared by every database that uses
+//! it); geometry (`page_size`, `usable`) and the reader's snapshot are passed in, so a
+//! layout can be asked about any page of any file. The mode registry
+//! (`journal::JournalMode`) names each mode's layout; nothing outside a layout's own
+//! module matches on which layout it is.
+//!
+//! Invariants every layout keeps, and what relies on them:
+//! - **Nodes read the same everywhere.** `open` returns a [`CellArray`] over the node
+//!   visible at the reader's snapshot, with every offset bounds-checked, so the tree's
+//!   search, cursor and check logic is layout-blind.
+//! - **Capacity bounds splits.** A node whose cells cost at most `capacity` always fits a
+//!   page allocated in this transaction (`node_image` returns Some there), and the
+//!   largest cell costs well under half of it: the split argument in `tree::btree` needs
+//!   exactly that.
+//! - **A committed version is never disturbed before commit**, if the layout promises it
+//!   (`node_image` may return None instead, and the tree relocates the node).
+//! - **What commit must finalize** (`finalize`) happens before any byte reaches the file,
+//!   and a layout that verifies its own checksums says so (`trailer_checked` false), so
+//!   the pager neither rejects its pages nor skips the trailer of a layout that needs it.
+
+use std::fmt::Debug;
+
+use crate::error::{Pgno, Result};
+use crate::page::cells::CellArray;
+use crate::page::{PageRef, PageWrite};
+use crate::pager::header::Header;
+
+/// A page layout, as the registry hands it out.
+pub type Layout = &'static dyn PageLayout;
+
+/// Where free pages are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FreeSpace {
+    /// A chain of free-list pages from the header (`freelist_head`, `freelist_count`),
+    /// rewritten in place by the transaction that frees or takes a page.
+    PageList,
+    /// No free list on disk (writing one would overwrite pages the committed trees still
+    /// use): the free pages are those no tree owns, found by walking every tree once per
+    /// open, before the first write transaction.
+    TreeWalk,
+}
+
+/// Page size and the bytes a layout may use of each page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub page_size: usize,
+    /// `page_size - PAGE_TRAILER`.
+    pub usable: usize,
+}
+
+/// How a journal mode lays out its tree, overflow and header pages.
+pub trait PageLayout: Send + Sync + Debug {
+    /// Short name (`stock`, `dhl`), shown by `inspect` and the bench.
+    fn name(&self) -> &'static str;
+
+    // ---- Reading nodes --------------------------------------------------------------
+
+    /// The node a reader at snapshot `visible_tid` sees in page `pgno`. Cheap checks
+    /// only; every cell accessor bounds-checks what it reads.
+    fn open<'a>(
+        &self,
+        pgno: Pgno,
+        buf: &'a [u8],
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<CellArray<'a>>;
+
+    /// [`PageLayout::open`] plus a full structural check of the page (for `check`).
+    fn open_checked<'a>(
+        &self,
+        pgno: Pgno,
+        buf: &'a [u8],
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<CellArray<'a>>;
+
+    // ---- Accounting -----------------------------------------------------------------
+
+    /// The most `Σ cell_cost` a written node may have.
+    fn capacity(&self, g: Geometry) -> usize;
+
+    /// What a cell of `len` bytes costs against [`PageLayout::capacity`].
+    fn cell_cost(&self, len: usize) -> usize;
+
+    // ---- Writing nodes --------------------------------------------------------------
+
+    /// The image of page `pgno` holding a node with `cells` (in key order), or None if the
+    /// layout cannot write it there without disturbing what it must keep (the tree then
+    /// relocates the node to a page allocated in this transaction, where it always fits).
+    fn node_image(
+        &self,
+        store: &dyn PageWrite,
+        pgno: Pgno,
+        leaf: bool,
+        cells: &[Vec<u8>],
+        right: Pgno,
+    ) -> Result<Option<Vec<u8>>>;
+
+    /// In-place edit of leaf `page`: remove cell `i` if `remove`, then insert `insert` as
+    /// cell `i`. Returns the new image and the capacity its cells use, or None when the
+    /// layout does not edit in place or the result does not fit (the tree then rebuilds
+    /// the node through `node_image`, which gives the same cells).
+    fn edit_leaf(
+        &self,
+        _pgno: Pgno,
+        _page: &[u8],
+        _g: Geometry,
+        _i: usize,
+        _remove: bool,
+        _insert: Option<&[u8]>,
+    ) -> Result<Option<(Vec<u8>, usize)>> {
+        Ok(None)
+    }
+
+    // ---- Overflow pages -------------------------------------------------------------
+
+    /// Value bytes per overflow page.
+    fn overflow_data(&self, g: Geometry) -> usize;
+
+    /// An overflow page of transaction `tid` holding `chunk` and linking to `next`.
+    fn overflow_image(&self, g: Geometry, tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>>;
+
+    /// The data (`take` bytes) and next pointer of overflow page `pgno`, part of a chain
+    /// referenced from page `owner`, as a reader at `visible_tid` must see it.
+    fn overflow_read<'p>(
+        &self,
+        owner: Pgno,
+        pgno: Pgno,
+        page: &'p [u8],
+        g: Geometry,
+        visible_tid: u64,
+        take: usize,
+    ) -> Result<(&'p [u8], Pgno)>;
+
+    // ---- Free space -----------------------------------------------------------------
+
+    /// Where free pages are kept.
+    fn free_space(&self) -> FreeSpace;
+
+    // ---- The header page and commit -------------------------------------------------
+
+    /// Number of header slots in page 0 (each `HEADER_LEN` bytes with its own crc). With
+    /// two, a commit writes the slot not holding the committed header.
+    fn header_slots(&self) -> usize;
+
+    /// The id of the transaction that creates a file: 0 where versions carry no tid, 1
+    /// where the creating transaction's versions must already be visible.
+    fn create_tid(&self) -> u64;
+
+    /// Whether the pager verifies the page trailer crc on read. A layout whose versions
+    /// carry their own checksums (and whose recovery rewrites pages without restamping
+    /// the trailer) says no.
+    fn trailer_checked(&self) -> bool;
+
+    /// The committed header in page 0, as a reader at `fcc` sees it.
+    fn read_header(&self, page0: &[u8], fcc: u64) -> std::result::Result<Header, String>;
+
+    /// Page 0 for a commit writing header `h`, given the committed page 0 and its FCC.
+    fn header_image(&self, committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef;
+
+    /// What commit must do to a dirty page once the transaction's size is known (stamp
+    /// `(tid, txn_size)`), and the trailer crc. Errors if the page is not one this
+    /// transaction wrote.
+    fn finalize(
+        &self,
+        pgno: Pgno,
+        image: &PageRef,
+        g: Geometry,
+        tid: u64,
+        txn_size: u32,
+    ) -> Result<PageRef>;
+
+    // ---- Tools ----------------------------------------------------------------------
+
+    /// What kind of page this is (`leaf`, `interior`, `overflow`, `free`, `unknown`), for
+    /// the census.
+    fn classify(&self, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str;
+
+    /// Human-readable lines about page `pgno` as stored in the file (`inspect --page`).
+    fn describe(&self, pgno: Pgno, page: &[u8], g: Geometry, fcc: u64) -> Vec<String>;
+}

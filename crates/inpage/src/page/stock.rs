@@ -1,0 +1,208 @@
+//! The stock layout: slotted tree pages ([`slotted`]) written in place, overflow pages
+//! with an 8-byte header, a free list chained through free pages, one header slot.
+//!
+//! Invariants: a node within `capacity` always fits a page (the slotted page's capacity
+//! is exactly the bytes left after its header), so `node_image` never returns None; pages
+//! carry no transaction id, so the committed image is whatever the journal (rollback
+//! journal, WAL) keeps, and every page is verified by the pager's trailer crc.
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::cells::CellArray;
+use crate::page::layout::{FreeSpace, Geometry, PageLayout};
+use crate::page::slotted::{self, PTR_SIZE};
+use crate::page::{crc_ok, page_type, stamp_crc, PageRef, PageWrite};
+use crate::pager::header::{self, Header};
+
+/// The stock layout.
+#[derive(Debug)]
+pub(crate) struct Stock;
+
+/// The one instance the registry names.
+pub(crate) static STOCK: Stock = Stock;
+
+/// Where an overflow page keeps its next pointer.
+const OVFL_NEXT: usize = 4;
+
+impl PageLayout for Stock {
+    fn name(&self) -> &'static str {
+        "stock"
+    }
+
+    fn open<'a>(&self, pgno: Pgno, buf: &'a [u8], g: Geometry, _: u64) -> Result<CellArray<'a>> {
+        Ok(*slotted::Page::open(pgno, buf, g.usable)?)
+    }
+
+    fn open_checked<'a>(
+        &self,
+        pgno: Pgno,
+        buf: &'a [u8],
+        g: Geometry,
+        _: u64,
+    ) -> Result<CellArray<'a>> {
+        let p = slotted::Page::open(pgno, buf, g.usable)?;
+        p.validate()?;
+        Ok(*p)
+    }
+
+    fn capacity(&self, g: Geometry) -> usize {
+        slotted::capacity(g.usable)
+    }
+
+    fn cell_cost(&self, len: usize) -> usize {
+        len + PTR_SIZE
+    }
+
+    fn node_image(
+        &self,
+        store: &dyn PageWrite,
+        _pgno: Pgno,
+        leaf: bool,
+        cells: &[Vec<u8>],
+        right: Pgno,
+    ) -> Result<Option<Vec<u8>>> {
+        Ok(Some(slotted::build(
+            store.page_size(),
+            store.usable_size(),
+            leaf,
+            cells,
+            right,
+        )))
+    }
+
+    fn edit_leaf(
+        &self,
+        pgno: Pgno,
+        page: &[u8],
+        g: Geometry,
+        i: usize,
+        remove: bool,
+        insert: Option<&[u8]>,
+    ) -> Result<Option<(Vec<u8>, usize)>> {
+        let mut buf = page.to_vec();
+        if remove {
+            slotted::remove_cell(pgno, &mut buf, g.usable, i)?;
+        }
+        if let Some(cell) = insert {
+            if !slotted::insert_cell(pgno, &mut buf, g.usable, i, cell)? {
+                return Ok(None);
+            }
+        }
+        let used = slotted::Page::open(pgno, &buf, g.usable)?.used();
+        Ok(Some((buf, used)))
+    }
+
+    fn overflow_data(&self, g: Geometry) -> usize {
+        slotted::overflow_data(g.usable)
+    }
+
+    fn overflow_image(&self, g: Geometry, _tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>> {
+        debug_assert!(chunk.len() <= self.overflow_data(g));
+        let mut buf = vec![0u8; g.page_size];
+        buf[0] = page_type::OVERFLOW;
+        buf[OVFL_NEXT..OVFL_NEXT + 4].copy_from_slice(&next.to_le_bytes());
+        buf[slotted::OVFL_HEADER..slotted::OVFL_HEADER + chunk.len()].copy_from_slice(chunk);
+        Ok(buf)
+    }
+
+    fn overflow_read<'p>(
+        &self,
+        owner: Pgno,
+        pgno: Pgno,
+        page: &'p [u8],
+        g: Geometry,
+        _: u64,
+        take: usize,
+    ) -> Result<(&'p [u8], Pgno)> {
+        if page.len() < g.usable || page[0] != page_type::OVERFLOW {
+            let t = page.first().copied().unwrap_or(0);
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "expected an overflow page (chain from page {owner}), found type {t} ({})",
+                    page_type::name(t)
+                ),
+            ));
+        }
+        if take > self.overflow_data(g) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("overflow page asked for {take} bytes, more than a page holds"),
+            ));
+        }
+        let next = u32::from_le_bytes(page[OVFL_NEXT..OVFL_NEXT + 4].try_into().unwrap());
+        Ok((
+            &page[slotted::OVFL_HEADER..slotted::OVFL_HEADER + take],
+            next,
+        ))
+    }
+
+    fn free_space(&self) -> FreeSpace {
+        FreeSpace::PageList
+    }
+
+    fn header_slots(&self) -> usize {
+        1
+    }
+
+    fn create_tid(&self) -> u64 {
+        0
+    }
+
+    fn trailer_checked(&self) -> bool {
+        true
+    }
+
+    fn read_header(&self, page0: &[u8], _fcc: u64) -> std::result::Result<Header, String> {
+        if !crc_ok(page0) {
+            return Err("header page checksum mismatch".into());
+        }
+        Header::decode(page0)
+    }
+
+    fn header_image(&self, _committed: &[u8], _committed_fcc: u64, h: &Header) -> PageRef {
+        let mut p = vec![0u8; h.page_size as usize];
+        h.encode(&mut p);
+        stamp_crc(&mut p);
+        PageRef::from(p)
+    }
+
+    fn finalize(&self, _: Pgno, image: &PageRef, _: Geometry, _: u64, _: u32) -> Result<PageRef> {
+        Ok(image.clone())
+    }
+
+    fn classify(&self, page: &[u8], _: Geometry, _: u64) -> &'static str {
+        page_type::name(page.first().copied().unwrap_or(0))
+    }
+
+    fn describe(&self, pgno: Pgno, page: &[u8], g: Geometry, _fcc: u64) -> Vec<String> {
+        if pgno == 0 {
+            return match header::decode_slot(page, 0) {
+                Ok(s) => vec![format!(
+                    "header: fcc {} txn_size {} pages {} catalog root {} free {} (head {})",
+                    s.fcc,
+                    s.last_txn_size,
+                    s.page_count,
+                    s.catalog_root,
+                    s.freelist_count,
+                    s.freelist_head
+                )],
+                Err(e) => vec![format!("header: invalid ({e})")],
+            };
+        }
+        let t = page[0];
+        let mut v = vec![format!(
+            "type {t} ({}), trailer crc {}",
+            page_type::name(t),
+            if crc_ok(page) { "ok" } else { "MISMATCH" }
+        )];
+        if let Ok(p) = slotted::Page::open(pgno, page, g.usable) {
+            v.push(format!(
+                "{} with {} cells, {} bytes free",
+                if p.is_leaf() { "leaf" } else { "interior" },
+                p.ncells(),
+                p.free_space()
+            ));
+        }
+        v
+    }
+}

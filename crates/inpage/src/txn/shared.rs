@@ -1,0 +1,84 @@
+//! The state one open database shares between its handle, its transactions and their
+//! threads: the pager, the settings and the writer flag.
+//!
+//! Invariants: the writer flag admits one `WriteTxn` at a time — it is set before a write
+//! transaction starts and cleared exactly once when it commits, rolls back or is dropped
+//! (`release_writer`); closing runs the journal's clean shutdown once (`closed`), and
+//! never for a read-only handle, whose shutdown could only change its private overlay.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::pager::Pager;
+use crate::vfs::OverlayVfs;
+
+use super::{free, WriteTxn};
+
+pub(crate) struct Shared {
+    pub(crate) pager: Pager,
+    pub(crate) config: Config,
+    writer: Mutex<bool>,
+    writer_cv: Condvar,
+    closed: AtomicBool,
+    /// `FreeSpace::TreeWalk`: whether the pager's free set has been computed.
+    pub(super) free_known: AtomicBool,
+    /// Read-only handles: the in-memory layer recovery wrote into.
+    pub(crate) overlay: Option<Arc<OverlayVfs>>,
+}
+
+impl Shared {
+    pub(crate) fn new(pager: Pager, config: Config, overlay: Option<Arc<OverlayVfs>>) -> Shared {
+        Shared {
+            pager,
+            config,
+            writer: Mutex::new(false),
+            writer_cv: Condvar::new(),
+            closed: AtomicBool::new(false),
+            free_known: AtomicBool::new(false),
+            overlay,
+        }
+    }
+
+    /// Take the writer flag (waiting for it if `wait`, else `Error::Busy`) and start the
+    /// write transaction; the flag is released again if starting fails.
+    pub(crate) fn begin_write(self: &Arc<Self>, wait: bool) -> Result<WriteTxn> {
+        {
+            let mut busy = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            while *busy {
+                if !wait {
+                    return Err(Error::Busy);
+                }
+                busy = self.writer_cv.wait(busy).unwrap_or_else(|e| e.into_inner());
+            }
+            *busy = true;
+        }
+        if let Err(e) = free::ensure_known(self) {
+            self.release_writer();
+            return Err(e);
+        }
+        WriteTxn::new(self.clone())
+    }
+
+    pub(crate) fn release_writer(&self) {
+        let mut busy = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        *busy = false;
+        self.writer_cv.notify_one();
+    }
+
+    pub(crate) fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::SeqCst) || self.config.read_only {
+            // Read-only: a clean shutdown (WAL checkpoint) would only change the overlay.
+            return Ok(());
+        }
+        self.pager.close()
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Errors here can't be reported; the next open's recovery covers them.
+        let _ = self.close();
+    }
+}
