@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::*;
-use inpage::pager::header::{decode_slot, Header};
+use inpage::internals::decode_slot;
+use inpage::Header;
 use inpage::vfs::SimVfs;
 use inpage::{Database, JournalMode, KeyKind};
 
@@ -137,7 +138,7 @@ fn mode_codes_are_the_documented_ones() {
         }
     }
     let at = get(&table("### Page-0 file header"), "journal_mode").offset;
-    for mode in JournalMode::ALL {
+    for mode in JournalMode::all() {
         let vfs = SimVfs::new();
         drop(Database::open(DB, sim_config(&vfs, mode, PS as u32)).unwrap());
         let code = file(&vfs, "")[at];
@@ -151,9 +152,9 @@ fn mode_codes_are_the_documented_ones() {
 fn header_table_matches_page_0() {
     let t = table("### Page-0 file header");
     for mode in [
-        JournalMode::Delete,
-        JournalMode::OffOpt,
-        JournalMode::DhlCcHeader,
+        JournalMode::DELETE,
+        JournalMode::OFF_OPT,
+        JournalMode::DHL_CC_HEADER,
     ] {
         let (vfs, db) = populated(mode);
         drop(db);
@@ -180,7 +181,7 @@ fn header_table_matches_page_0() {
             let crc = get(&t, "crc");
             assert_eq!(crc.offset + crc.size, 128);
             assert_eq!(uint(s, crc) as u32, crc32c::crc32c(&s[..crc.offset]));
-            if mode == JournalMode::Delete {
+            if mode == JournalMode::DELETE {
                 assert!(h.freelist_count > 0, "the workload frees pages");
             }
         }
@@ -190,7 +191,7 @@ fn header_table_matches_page_0() {
 /// Trailer, stock page header, stock overflow and free-list pages of a stock file.
 #[test]
 fn stock_pages_match_their_tables() {
-    let (vfs, db) = populated(JournalMode::Persist);
+    let (vfs, db) = populated(JournalMode::PERSIST);
     drop(db);
     let b = file(&vfs, "");
     let h = Header::decode(&b).unwrap();
@@ -264,7 +265,7 @@ fn cell_len(leaf: bool, c: &[u8]) -> usize {
 /// documented checksum recomputed for every version.
 #[test]
 fn dhl_pages_match_their_tables() {
-    let (vfs, db) = populated(JournalMode::DhlCc);
+    let (vfs, db) = populated(JournalMode::DHL_CC);
     drop(db);
     let b = file(&vfs, "");
     let desc = table("Descriptor (32 bytes, at `32 · slot`):");
@@ -323,7 +324,7 @@ fn dhl_pages_match_their_tables() {
 /// WAL header and frames of an open `wal` database (no checkpoint yet).
 #[test]
 fn wal_matches_its_tables() {
-    let (vfs, db) = populated(JournalMode::Wal);
+    let (vfs, db) = populated(JournalMode::WAL);
     let w = file(&vfs, "-wal");
     drop(db);
     let hdr = table("Header (32 bytes at offset 0):");
@@ -375,7 +376,7 @@ fn wal_matches_its_tables() {
 /// header and records at the documented offsets, record checksums keyed by the nonce.
 #[test]
 fn rollback_journal_matches_its_tables() {
-    let (vfs, db) = populated(JournalMode::Persist);
+    let (vfs, db) = populated(JournalMode::PERSIST);
     let before = Header::decode(&file(&vfs, "")).unwrap();
     // Records, header, fdatasync: the database write after them is refused.
     vfs.set_power_cut_after(3);
