@@ -5,9 +5,11 @@
 //! harness catching each deliberately broken engine variant (`tests/mutants.rs`);
 //! replay specs reproducing bit for bit; and clear errors for bad arguments.
 //!
-//! One test per mode so the modes run in parallel and a failure names its mode.
+//! The modes come from the registry (`Mode::all()`), in two shards that run in parallel;
+//! a failure names its mode.
 
-use inpage::Mutant;
+use inpage::{JournalMode, Mutant};
+use inpage_torture::mode::Mode;
 use inpage_torture::oracle::run_case_disk;
 use inpage_torture::{run_torture, Case, Report, TortureArgs};
 
@@ -68,59 +70,47 @@ fn mode_budget(mode: &str) {
     }
 }
 
-#[test]
-fn mode_off_reports_but_promises_nothing() {
-    mode_budget("off");
+/// The matrix: every torture mode (`Mode::all()`, built from the engine's registry plus
+/// the WAL variants), split into two shards so they run in parallel on two cores. A
+/// failure names its mode; every mode of the shard runs before the shard fails.
+fn shard(k: usize, of: usize) {
+    let modes: Vec<String> = Mode::all()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % of == k)
+        .map(|(_, m)| m.name())
+        .collect();
+    let failed: Vec<String> = modes
+        .iter()
+        .filter_map(|m| {
+            std::panic::catch_unwind(|| mode_budget(m)).err().map(|e| {
+                match e.downcast_ref::<String>() {
+                    Some(s) => s.clone(),
+                    None => format!("{m}: failed"),
+                }
+            })
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
 #[test]
-fn mode_off_opt_reports_but_promises_nothing() {
-    mode_budget("off-opt");
+fn torture_every_mode_shard_0() {
+    shard(0, 2);
 }
 
 #[test]
-fn mode_dhl_tc() {
-    mode_budget("dhl-tc");
+fn torture_every_mode_shard_1() {
+    shard(1, 2);
 }
 
+/// A mode in the engine's registry missing from the torture matrix would land untested.
 #[test]
-fn mode_dhl_cc() {
-    mode_budget("dhl-cc");
-}
-
-#[test]
-fn mode_dhl_cc_header() {
-    mode_budget("dhl-cc-header");
-}
-
-#[test]
-fn mode_delete() {
-    mode_budget("delete");
-}
-
-#[test]
-fn mode_truncate() {
-    mode_budget("truncate");
-}
-
-#[test]
-fn mode_persist() {
-    mode_budget("persist");
-}
-
-#[test]
-fn mode_wal() {
-    mode_budget("wal");
-}
-
-#[test]
-fn mode_wal_prealloc() {
-    mode_budget("wal-prealloc");
-}
-
-#[test]
-fn mode_wal_normal() {
-    mode_budget("wal-normal");
+fn the_matrix_covers_the_registry() {
+    let tortured: Vec<JournalMode> = Mode::all().iter().map(|m| m.journal).collect();
+    for mode in JournalMode::all() {
+        assert!(tortured.contains(&mode), "{mode} is not tortured");
+    }
 }
 
 /// The harness can fail: skipping the journal sync in delete mode is caught, shrunk (to
@@ -300,7 +290,7 @@ fn bad_arguments_are_clear_errors() {
 #[test]
 fn dhl_uses_direct_writes_on_the_simulated_disk() {
     use inpage::vfs::SimVfs;
-    use inpage::{Config, Database, DirectWrites, JournalMode};
+    use inpage::{Config, Database, DirectWrites};
     let disk = SimVfs::with_seed(1);
     let cfg = Config::default()
         .vfs(std::sync::Arc::new(disk.clone()))

@@ -1,20 +1,25 @@
 //! Settings chosen when a database is opened.
 //!
-//! Format settings (`page_size`) only matter when a file is created; an existing file
-//! keeps its own. The journal mode is stored in the file: `journal_mode: None` means "the
-//! file's mode" (or `DEFAULT_JOURNAL_MODE` for a new file); `Some(m)` on a file of another
-//! mode is refused with `Error::ModeMismatch` rather than converted behind the user's back.
+//! Format settings are stored in the file. `page_size: None` and `journal_mode: None` mean
+//! "the file's" (or `DEFAULT_PAGE_SIZE` / `DEFAULT_JOURNAL_MODE` for a new file); `Some`
+//! on a file that has another value is refused (`Error::PageSizeMismatch`,
+//! `Error::ModeMismatch`) rather than ignored or converted behind the user's back. An
+//! option the file's journal mode cannot honour (`dhl_direct(On)` without direct writes,
+//! `wal_prealloc` outside `wal`) is refused with `Error::Config` for the same reason.
 
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::journal::{JournalConfig, JournalMode, WalSync};
+use crate::journal::{DirectWrites, JournalConfig, JournalMode, WalSync};
 use crate::pager::header::{valid_page_size, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use crate::vfs::{OsVfs, Vfs};
 
 /// The mode a new database gets when none is asked for: counting-commit doubleheader
 /// logging, one page write per changed page and one fdatasync per transaction.
 pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::DHL_CC;
+
+/// The page size a new database gets when none is asked for.
+pub const DEFAULT_PAGE_SIZE: u32 = 4096;
 
 /// Database settings. Build with `Config::default()` and the chained setters.
 #[derive(Clone, Debug)]
@@ -23,8 +28,9 @@ pub struct Config {
     pub vfs: Arc<dyn Vfs>,
     /// Journal mode (see module docs).
     pub journal_mode: Option<JournalMode>,
-    /// Page size for a new file: a power of two in 512..=65536. Default 4096.
-    pub page_size: u32,
+    /// Page size (see module docs): a power of two in 512..=65536; None (the default)
+    /// means the file's, or `DEFAULT_PAGE_SIZE` for a new file.
+    pub page_size: Option<u32>,
     /// Create the file if it does not exist. Default true.
     pub create: bool,
     /// Pages kept in the shared cache. Default 2000 (8 MiB at 4 KiB pages).
@@ -49,7 +55,7 @@ impl Default for Config {
         Config {
             vfs: Arc::new(OsVfs::new()),
             journal_mode: None,
-            page_size: 4096,
+            page_size: None,
             create: true,
             cache_pages: 2000,
             chunk_pages: 64,
@@ -70,7 +76,7 @@ impl Config {
         self
     }
     pub fn page_size(mut self, n: u32) -> Self {
-        self.page_size = n;
+        self.page_size = Some(n);
         self
     }
     pub fn create(mut self, yes: bool) -> Self {
@@ -106,7 +112,9 @@ impl Config {
         self.journal.dhl_direct = d;
         self
     }
-    /// Torture harness only: run a deliberately broken commit/recovery variant.
+    /// Torture harness only (`mutants` cargo feature): run a deliberately broken
+    /// commit/recovery variant.
+    #[cfg(feature = "mutants")]
     #[doc(hidden)]
     pub fn mutant(mut self, m: crate::journal::Mutant) -> Self {
         self.journal.mutant = m;
@@ -122,12 +130,31 @@ impl Config {
         self
     }
 
+    /// The page size a new file gets.
+    pub(crate) fn new_file_page_size(&self) -> u32 {
+        self.page_size.unwrap_or(DEFAULT_PAGE_SIZE)
+    }
+
+    /// Refuse options the file's journal mode would ignore (module docs).
+    pub(crate) fn check_against(&self, mode: JournalMode) -> Result<()> {
+        if self.journal.dhl_direct == DirectWrites::On && !mode.capabilities().direct_writes {
+            return Err(Error::Config(format!(
+                "dhl_direct = On, but journal mode {mode} has no direct page writes"
+            )));
+        }
+        if self.journal.wal_prealloc && mode != JournalMode::WAL {
+            return Err(Error::Config(format!(
+                "wal_prealloc is set, but journal mode {mode} keeps no write-ahead log"
+            )));
+        }
+        Ok(())
+    }
+
     /// Check every value; called by `Database::open`.
     pub fn validate(&self) -> Result<()> {
-        if !valid_page_size(self.page_size) {
+        if let Some(ps) = self.page_size.filter(|&ps| !valid_page_size(ps)) {
             return Err(Error::Config(format!(
-                "page_size {} must be a power of two in {MIN_PAGE_SIZE}..={MAX_PAGE_SIZE}",
-                self.page_size
+                "page_size {ps} must be a power of two in {MIN_PAGE_SIZE}..={MAX_PAGE_SIZE}"
             )));
         }
         if self.cache_pages < 16 {

@@ -10,8 +10,10 @@ use std::path::PathBuf;
 /// Page number. Page 0 is the file header page.
 pub type Pgno = u32;
 
-/// Every error the engine reports.
+/// Every error the engine reports. More variants may be added (`non_exhaustive`): match
+/// the ones you handle and keep a fallback arm.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// An operating-system (or simulated) I/O call failed.
     #[error("I/O error in {op} on {}: {source}", path.display())]

@@ -35,7 +35,7 @@ mod tree;
 mod txn;
 pub mod vfs;
 
-pub use config::{Config, DEFAULT_JOURNAL_MODE};
+pub use config::{Config, DEFAULT_JOURNAL_MODE, DEFAULT_PAGE_SIZE};
 pub use db::Database;
 pub use error::{Error, Pgno, Result};
 pub use journal::{

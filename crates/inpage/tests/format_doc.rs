@@ -13,8 +13,8 @@ use std::path::Path;
 
 use common::*;
 use inpage::internals::decode_slot;
-use inpage::Header;
 use inpage::vfs::SimVfs;
+use inpage::Header;
 use inpage::{Database, JournalMode, KeyKind};
 
 const DOC: &str = include_str!("../../../docs/FORMAT.md");

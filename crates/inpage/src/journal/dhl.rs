@@ -264,7 +264,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
     let db = &ctx.db;
     let ps = db.page_size;
     let usable = ps - PAGE_TRAILER;
-    let mutant = ctx.config.mutant;
+    let mutant = ctx.config.mutant();
     let skip_checksum = mutant == Mutant::SkipChecksum;
     let pages = db.file_len()? / ps as u64;
     let mut found = Vec::new();
@@ -584,7 +584,7 @@ impl Journal for DhlJournal {
             Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
         })?;
         let db = &self.ctx.db;
-        let mutant = self.ctx.config.mutant;
+        let mutant = self.ctx.config.mutant();
         check_batch(batch, db.page_size)?;
         // Release-mode checks, before anything is written: a batch that lies about its
         // tid or its size would be accepted by the next recovery's vote as complete (or

@@ -224,6 +224,18 @@ pub enum WalSync {
     Normal,
 }
 
+impl JournalConfig {
+    /// The mutant in force: always `Mutant::None` unless the crate is built with the
+    /// `mutants` feature, so a normal build compiles the broken variants away.
+    pub(crate) fn mutant(&self) -> Mutant {
+        if cfg!(feature = "mutants") {
+            self.mutant
+        } else {
+            Mutant::None
+        }
+    }
+}
+
 /// Settings a journal needs.
 #[derive(Clone, Debug)]
 pub struct JournalConfig {
@@ -242,9 +254,8 @@ pub struct JournalConfig {
     pub dhl_direct: DirectWrites,
     /// **Breaks crash safety on purpose** unless `Mutant::None` (the default). Exists only
     /// so the torture harness can show it catches each broken commit/recovery variant;
-    /// never set it otherwise.
-    #[doc(hidden)]
-    pub mutant: Mutant,
+    /// settable only with the `mutants` cargo feature (`Config::mutant`).
+    pub(crate) mutant: Mutant,
 }
 
 /// A deliberately broken commit or recovery variant (a mutant), for the torture harness's

@@ -267,7 +267,7 @@ impl RollbackJournal {
         file.write_at(&recs, HDR_SECTOR as u64)
             .map_err(io("write"))?;
         file.write_at(&hdr.encode(), 0).map_err(io("write"))?;
-        if self.ctx.config.mutant == super::Mutant::NoSyncBeforeMark {
+        if self.ctx.config.mutant() == super::Mutant::NoSyncBeforeMark {
             // Deliberately unsafe (tests of the torture harness only): the database is
             // about to be overwritten while its undo records may still be volatile.
             return Ok(file);

@@ -229,7 +229,7 @@ impl Wal {
             )
             .map_err(Error::io("open", &path))?;
         let ps = ctx.db.page_size;
-        let scan = scan(&*file, ps, &path, ctx.config.mutant)?;
+        let scan = scan(&*file, ps, &path, ctx.config.mutant())?;
         let prealloc_len = if ctx.config.wal_prealloc {
             let frames = match ctx.config.wal_autocheckpoint {
                 0 => PREALLOC_DEFAULT_FRAMES,
@@ -603,7 +603,7 @@ impl Journal for Wal {
             .write_at(&buf, first)
             .map_err(Error::io("write", &self.path))?;
         match self.ctx.config.wal_sync {
-            WalSync::Full if self.ctx.config.mutant == Mutant::NoSyncAtCommit => {}
+            WalSync::Full if self.ctx.config.mutant() == Mutant::NoSyncAtCommit => {}
             WalSync::Full => self.sync_wal()?,
             WalSync::Normal => w.wal_dirty = true,
         }

@@ -51,9 +51,16 @@ struct State {
     /// Snapshot tid -> number of readers on it.
     readers: BTreeMap<u64, usize>,
     poisoned: Option<String>,
-    /// DHL: pages no committed tree owns (DHL keeps no on-disk free list; see
-    /// `set_free_pages`). Empty in stock modes, whose free list lives in the pages.
+    /// `FreeSpace::TreeWalk` layouts: pages no committed tree owns (see `txn::free`).
+    /// Empty under `PageList`, whose free list lives in the pages.
     free: BTreeSet<Pgno>,
+    /// Bumped when a commit starts writing and again when it ends: a page read from the
+    /// file without the lock is only cached (and returned) if no commit started or ended
+    /// meanwhile (see `read_page_unlocked`).
+    write_epoch: u64,
+    /// Number of commits that changed the catalog (created or dropped a tree), as of the
+    /// committed header: what `Tree` handles key their cached catalog record on.
+    catalog_gen: u64,
 }
 
 /// Hash map keyed by page number, hashed with [`PgnoHasher`].
@@ -257,6 +264,16 @@ impl Pager {
                 });
             }
         }
+        if let Some(want) = cfg.page_size {
+            if want != disk_header.page_size {
+                return Err(Error::PageSizeMismatch {
+                    path: path.to_path_buf(),
+                    file: disk_header.page_size,
+                    requested: want,
+                });
+            }
+        }
+        cfg.check_against(mode)?;
         let page_size = disk_header.page_size as usize;
         // Checked before the journal opens (which may create side files), so a truncated
         // file is rejected without changing anything — except when a WAL exists: a
@@ -340,6 +357,8 @@ impl Pager {
                 readers: BTreeMap::new(),
                 poisoned: None,
                 free: BTreeSet::new(),
+                write_epoch: 0,
+                catalog_gen: 0,
             }),
             recovery,
         })
@@ -376,8 +395,9 @@ impl Pager {
     /// crash never leaves a half-initialised file under the real name.
     fn create_file(path: &Path, cfg: &Config) -> Result<()> {
         let vfs = &cfg.vfs;
-        let page_size = cfg.page_size as usize;
+        let page_size = cfg.new_file_page_size() as usize;
         let mode = cfg.journal_mode.unwrap_or(DEFAULT_JOURNAL_MODE);
+        cfg.check_against(mode)?;
         let layout = mode.layout();
         let mut store = InitStore {
             page_size,
@@ -396,7 +416,7 @@ impl Pager {
             store.pages.len() as u32 + 1
         };
         let header = Header {
-            page_size: cfg.page_size,
+            page_size: cfg.new_file_page_size(),
             journal_mode: mode,
             page_count: store.next,
             fcc,
@@ -505,10 +525,7 @@ impl Pager {
         }
     }
 
-    fn current_locked(&self, st: &mut State, pgno: Pgno) -> Result<PageRef> {
-        if let Some(p) = st.cache.get(pgno) {
-            return Ok(p);
-        }
+    fn past_end(st: &State, pgno: Pgno) -> Result<()> {
         if pgno >= st.header.page_count {
             return Err(Error::corrupt(
                 pgno,
@@ -518,32 +535,102 @@ impl Pager {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// The committed image of a page from the journal, checked. Called with or without
+    /// the lock; without it only through `read_page_unlocked`.
+    fn read_from_journal(&self, pgno: Pgno) -> Result<PageRef> {
         let mut buf = vec![0u8; self.page_size];
         self.journal.read_page(pgno, &mut buf)?;
         // Some layouts verify their pages per version instead (`trailer_checked`).
         if self.layout.trailer_checked() && !crc_ok(&buf) {
             return Err(Error::corrupt(pgno, "page checksum mismatch"));
         }
-        let page = PageRef::from(buf);
+        Ok(PageRef::from(buf))
+    }
+
+    /// With the lock held (the writer's commit path): the current image, read from the
+    /// file on a miss.
+    fn current_locked(&self, st: &mut State, pgno: Pgno) -> Result<PageRef> {
+        if let Some(p) = st.cache.get(pgno) {
+            return Ok(p);
+        }
+        Self::past_end(st, pgno)?;
+        let page = self.read_from_journal(pgno)?;
         st.cache.insert(pgno, page.clone(), false);
         Ok(page)
     }
 
-    /// The latest committed image of a page (for the writer).
-    pub fn read_current(&self, pgno: Pgno) -> Result<PageRef> {
+    /// A page as of `snapshot` (None: the current committed image), reading the file
+    /// without holding the lock, so one reader's cache miss does not stall every other
+    /// reader and the writer for the length of an I/O.
+    ///
+    /// Why this is safe: the lock is taken to look up the pre-images and the cache and to
+    /// note `write_epoch`; a miss there means no commit is writing this page (a commit's
+    /// pages are pinned in the cache while it writes them). The file is then read
+    /// unlocked; if a commit started or ended meanwhile (`write_epoch` moved), the image
+    /// may be one that commit wrote, so it is dropped and the lookup repeated (now
+    /// finding the commit's pinned image or its pre-image). A bounded number of retries
+    /// then falls back to reading under the lock, so a stream of commits cannot starve a
+    /// reader.
+    fn read_page_unlocked(&self, snapshot: Option<u64>, pgno: Pgno) -> Result<PageRef> {
+        const RETRIES: usize = 4;
+        for _ in 0..RETRIES {
+            let epoch = {
+                let mut st = lock(&self.state);
+                if let Some(s) = snapshot {
+                    for (_, replaced) in st.versions.range(s + 1..) {
+                        if let Some(p) = replaced.get(&pgno) {
+                            return Ok(p.clone());
+                        }
+                    }
+                }
+                if let Some(p) = st.cache.get(pgno) {
+                    return Ok(p);
+                }
+                Self::past_end(&st, pgno)?;
+                st.write_epoch
+            };
+            let page = self.read_from_journal(pgno)?;
+            let mut st = lock(&self.state);
+            if st.write_epoch == epoch {
+                st.cache.insert(pgno, page.clone(), false);
+                return Ok(page);
+            }
+        }
         let mut st = lock(&self.state);
+        if let Some(s) = snapshot {
+            for (_, replaced) in st.versions.range(s + 1..) {
+                if let Some(p) = replaced.get(&pgno) {
+                    return Ok(p.clone());
+                }
+            }
+        }
         self.current_locked(&mut st, pgno)
     }
 
-    /// Register a reader on the latest committed state.
-    pub fn begin_snapshot(&self) -> Result<Header> {
+    /// The latest committed image of a page (for the writer).
+    pub fn read_current(&self, pgno: Pgno) -> Result<PageRef> {
+        self.read_page_unlocked(None, pgno)
+    }
+
+    /// Register a reader on the latest committed state; returns its header and the
+    /// catalog generation of that state.
+    pub fn begin_snapshot(&self) -> Result<(Header, u64)> {
         let mut st = lock(&self.state);
         if let Some(why) = &st.poisoned {
             return Err(Error::Poisoned(why.clone()));
         }
         let h = st.header.clone();
         *st.readers.entry(h.fcc).or_insert(0) += 1;
-        Ok(h)
+        Ok((h, st.catalog_gen))
+    }
+
+    /// The catalog generation of the committed state (for the writer, which holds the
+    /// writer flag, so it cannot change under it).
+    pub fn catalog_gen(&self) -> u64 {
+        lock(&self.state).catalog_gen
     }
 
     /// Unregister a reader.
@@ -558,22 +645,25 @@ impl Pager {
         Self::prune(&mut st);
     }
 
+    /// Drop the pre-images no reader can need: those of commits every registered reader
+    /// already sees. The pre-images of a commit still in flight (tid above the published
+    /// FCC) are kept even with no reader registered, because a reader that registers
+    /// before the commit publishes its header snapshots the old FCC and must find them;
+    /// dropping them let such a reader see the in-flight commit's pinned pages under the
+    /// old header (found by `fresh_readers_during_commits_see_whole_transactions`).
     fn prune(st: &mut State) {
-        match st.readers.keys().next().copied() {
-            None => st.versions.clear(),
-            Some(oldest) => st.versions = st.versions.split_off(&(oldest + 1)),
-        }
+        let published = st.header.fcc;
+        let oldest = st
+            .readers
+            .keys()
+            .next()
+            .map_or(published, |&r| r.min(published));
+        st.versions = st.versions.split_off(&(oldest + 1));
     }
 
     /// Read a page as of snapshot `snapshot`.
     pub fn read_at(&self, snapshot: u64, pgno: Pgno) -> Result<PageRef> {
-        let mut st = lock(&self.state);
-        for (_, replaced) in st.versions.range(snapshot + 1..) {
-            if let Some(p) = replaced.get(&pgno) {
-                return Ok(p.clone());
-            }
-        }
-        self.current_locked(&mut st, pgno)
+        self.read_page_unlocked(Some(snapshot), pgno)
     }
 
     /// Make a transaction durable. `header.fcc` is the new tid; `dirty` holds the
@@ -584,6 +674,7 @@ impl Pager {
         header: &Header,
         dirty: &BTreeMap<Pgno, PageRef>,
         alloc: &AllocDelta,
+        catalog_changed: bool,
     ) -> Result<()> {
         debug_assert!(!dirty.contains_key(&0));
         let mut st = lock(&self.state);
@@ -641,6 +732,7 @@ impl Pager {
         for (pgno, img) in &pages {
             st.cache.insert(*pgno, img.clone(), true);
         }
+        st.write_epoch += 1;
         drop(st);
 
         let batch = CommitBatch {
@@ -653,9 +745,11 @@ impl Pager {
         let result = self.journal.commit(&batch);
 
         let mut st = lock(&self.state);
+        st.write_epoch += 1;
         match result {
             Ok(()) => {
                 st.header = header.clone();
+                st.catalog_gen += u64::from(catalog_changed);
                 for p in &alloc.taken {
                     st.free.remove(p);
                 }

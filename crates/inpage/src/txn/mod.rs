@@ -23,7 +23,7 @@ mod shared;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::BuildHasherDefault;
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::{stamp_crc, Layout, PageRead, PageRef, PageWrite};
@@ -34,12 +34,42 @@ use catalog::TreeInfo;
 use key::{decode_int, encode_int, memcmp, Comparator, Key, KeyKind, OwnedKey};
 pub(crate) use shared::Shared;
 
-/// A named tree, as used with a transaction. Cheap to clone; it only names the tree (and
-/// carries its comparator), so it stays usable across transactions.
+/// A named tree, as used with a transaction. Cheap to clone; it names the tree (and
+/// carries its comparator), so it stays usable across transactions, and it remembers the
+/// tree's catalog record so an operation does not descend the catalog every time.
 #[derive(Clone)]
 pub struct Tree {
     name: Arc<str>,
     cmp: Option<Comparator>,
+    /// The catalog record as last looked up, with the (database, catalog generation) it
+    /// was read at: valid for any transaction that sees the same generation of the same
+    /// open database, because only creating or dropping a tree changes the catalog (a
+    /// tree's root never moves), and every such commit bumps the generation.
+    cached: Arc<Mutex<Option<(CatalogView, TreeInfo)>>>,
+}
+
+/// Which catalog a transaction sees: (open database, catalog generation).
+type CatalogView = (u64, u64);
+
+impl Tree {
+    fn new(name: &str, cmp: Option<Comparator>) -> Tree {
+        Tree {
+            name: name.into(),
+            cmp,
+            cached: Arc::default(),
+        }
+    }
+
+    fn cached_info(&self, view: CatalogView) -> Option<TreeInfo> {
+        let c = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        c.as_ref()
+            .filter(|(v, _)| *v == view)
+            .map(|(_, i)| i.clone())
+    }
+
+    fn remember(&self, view: CatalogView, info: &TreeInfo) {
+        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some((view, info.clone()));
+    }
 }
 
 impl std::fmt::Debug for Tree {
@@ -155,31 +185,42 @@ pub trait ReadableTxn: PageRead + Sized {
         self.snapshot_header().fcc
     }
 
+    /// Which catalog this transaction sees, or None when it cannot be named (a write
+    /// transaction that created or dropped a tree): `Tree` handles cache by it.
+    #[doc(hidden)]
+    fn catalog_view(&self) -> Option<(u64, u64)> {
+        None
+    }
+
     /// A handle on an existing tree with the default key order.
     fn open_tree(&self, name: &str) -> Result<Tree> {
-        let info = lookup_tree(self, self.snapshot_header().catalog_root, name)?;
-        let t = Tree {
-            name: name.into(),
-            cmp: None,
-        };
+        let t = Tree::new(name, None);
+        let info = self.tree_info(&t)?;
         comparator(&t, &info)?;
         Ok(t)
     }
 
     /// A handle on an existing tree that orders keys with `cmp`.
     fn open_tree_with(&self, name: &str, cmp: Comparator) -> Result<Tree> {
-        let info = lookup_tree(self, self.snapshot_header().catalog_root, name)?;
-        let t = Tree {
-            name: name.into(),
-            cmp: Some(cmp),
-        };
+        let t = Tree::new(name, Some(cmp));
+        let info = self.tree_info(&t)?;
         comparator(&t, &info)?;
         Ok(t)
     }
 
-    /// Catalog record of a tree.
+    /// Catalog record of a tree (remembered in the handle while the catalog this
+    /// transaction sees is the one it was read from).
     fn tree_info(&self, tree: &Tree) -> Result<TreeInfo> {
-        lookup_tree(self, self.snapshot_header().catalog_root, tree.name())
+        let view = self.catalog_view();
+        if let Some(info) = view.and_then(|v| tree.cached_info(v)) {
+            debug_assert_eq!(info.name, tree.name());
+            return Ok(info);
+        }
+        let info = lookup_tree(self, self.snapshot_header().catalog_root, tree.name())?;
+        if let Some(v) = view {
+            tree.remember(v, &info);
+        }
+        Ok(info)
     }
 
     /// Every tree, in name order.
@@ -370,12 +411,17 @@ impl Iterator for Range<'_> {
 pub struct ReadTxn {
     shared: Arc<Shared>,
     header: Header,
+    catalog_gen: u64,
 }
 
 impl ReadTxn {
     pub(crate) fn new(shared: Arc<Shared>) -> Result<ReadTxn> {
-        let header = shared.pager.begin_snapshot()?;
-        Ok(ReadTxn { shared, header })
+        let (header, catalog_gen) = shared.pager.begin_snapshot()?;
+        Ok(ReadTxn {
+            shared,
+            header,
+            catalog_gen,
+        })
     }
 }
 
@@ -413,6 +459,9 @@ impl ReadableTxn for ReadTxn {
     fn snapshot_header(&self) -> &Header {
         &self.header
     }
+    fn catalog_view(&self) -> Option<(u64, u64)> {
+        Some((self.shared.id, self.catalog_gen))
+    }
 }
 
 /// What a savepoint restores.
@@ -449,6 +498,11 @@ pub struct WriteTxn {
     opts: TreeOptions,
     layout: Layout,
     finished: bool,
+    /// The catalog generation this transaction started from.
+    catalog_gen: u64,
+    /// Whether it created or dropped a tree (then `Tree` handles do not use their cache:
+    /// the catalog it sees has no generation yet).
+    catalog_changed: bool,
 }
 
 impl WriteTxn {
@@ -465,6 +519,7 @@ impl WriteTxn {
             redistribute: shared.config.redistribute,
         };
         let layout = shared.pager.layout();
+        let catalog_gen = shared.pager.catalog_gen();
         Ok(WriteTxn {
             shared,
             base: header.clone(),
@@ -481,6 +536,8 @@ impl WriteTxn {
             opts,
             layout,
             finished: false,
+            catalog_gen,
+            catalog_changed: false,
         })
     }
 
@@ -530,14 +587,13 @@ impl WriteTxn {
             name.as_bytes(),
             &info.encode(),
         )?;
-        Ok(Tree {
-            name: name.into(),
-            cmp,
-        })
+        self.catalog_changed = true;
+        Ok(Tree::new(name, cmp))
     }
 
     /// Delete a tree and free all its pages.
     pub fn drop_tree(&mut self, name: &str) -> Result<()> {
+        self.catalog_changed = true;
         let catalog_root = self.st.header.catalog_root;
         let info = lookup_tree(self, catalog_root, name)?;
         tree::destroy(self, info.root)?;
@@ -635,7 +691,9 @@ impl WriteTxn {
                 taken: self.st.taken.iter().copied().collect(),
                 freed,
             };
-            self.shared.pager.commit(&header, &dirty, &alloc)
+            self.shared
+                .pager
+                .commit(&header, &dirty, &alloc, self.catalog_changed)
         };
         self.shared.release_writer();
         result
@@ -713,5 +771,8 @@ impl PageWrite for WriteTxn {
 impl ReadableTxn for WriteTxn {
     fn snapshot_header(&self) -> &Header {
         &self.st.header
+    }
+    fn catalog_view(&self) -> Option<(u64, u64)> {
+        (!self.catalog_changed).then_some((self.shared.id, self.catalog_gen))
     }
 }

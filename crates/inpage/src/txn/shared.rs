@@ -6,7 +6,7 @@
 //! (`release_writer`); closing runs the journal's clean shutdown once (`closed`), and
 //! never for a read-only handle, whose shutdown could only change its private overlay.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::config::Config;
@@ -17,6 +17,8 @@ use crate::vfs::OverlayVfs;
 use super::{free, WriteTxn};
 
 pub(crate) struct Shared {
+    /// Unique per open database in this process (`Tree` handles cache per database).
+    pub(crate) id: u64,
     pub(crate) pager: Pager,
     pub(crate) config: Config,
     writer: Mutex<bool>,
@@ -30,7 +32,9 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(pager: Pager, config: Config, overlay: Option<Arc<OverlayVfs>>) -> Shared {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Shared {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             pager,
             config,
             writer: Mutex::new(false),
