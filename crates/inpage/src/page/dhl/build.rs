@@ -13,10 +13,10 @@ use std::hash::{BuildHasher, Hasher};
 use super::*;
 
 /// Where the new array and the unshared cells go.
-pub(super) struct Plan {
+struct Plan {
     /// (index in the version, offset)
-    pub(super) cells: Vec<(usize, usize)>,
-    pub(super) array_off: usize,
+    cells: Vec<(usize, usize)>,
+    array_off: usize,
 }
 
 /// Best-fit hole for `len` bytes among `holes`, skipping `except`: the smallest hole
@@ -35,7 +35,7 @@ fn best_fit(holes: &[(usize, usize)], len: usize, except: Option<usize>) -> Opti
 /// "Far" means away from the protected array `anchor`: after commit the protected array
 /// is garbage adjacent to what is left of the hole, so they merge back into one hole and
 /// the new array borders it, ready for the next write to do the same from the other side.
-pub(super) fn plan_far_end(
+fn plan_far_end(
     holes: &[(usize, usize)],
     anchor: (usize, usize),
     new: &[(usize, usize)],
@@ -84,7 +84,7 @@ pub(super) fn plan_far_end(
 
 /// Fallback: plain best-fit decreasing over the array and the cells together, for the
 /// rare case where the array fits only in a hole the main strategy filled with cells.
-pub(super) fn plan_best_fit(
+fn plan_best_fit(
     holes: &[(usize, usize)],
     new: &[(usize, usize)],
     array_len: usize,
@@ -113,7 +113,7 @@ pub(super) fn plan_best_fit(
 
 /// Check the arguments of [`build`]: page geometry and that every cell is one the stock
 /// decoder reads back with exactly its length.
-pub(super) fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()> {
+fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()> {
     if !geometry_ok(usable, page_size) {
         return Err(Error::InvalidArgument(format!(
             "DHL page of size {page_size} with usable size {usable} (need {RECORD_START} <= usable <= min(page size, {MAX_USABLE}))"

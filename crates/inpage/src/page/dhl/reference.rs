@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 
-use super::build::{check_version, plan_best_fit, plan_far_end};
 use super::*;
 
 pub fn check_slot(
@@ -253,70 +252,213 @@ fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u
     Some(out)
 }
 
-pub fn build(
+/// The arguments `build` must reject, decided from the format rules alone.
+fn bad_arguments(usable: usize, page_size: usize, base: Option<&[u8]>, v: &Version<'_>) -> bool {
+    let geometry = (RECORD_START..=MAX_USABLE).contains(&usable) && page_size >= usable;
+    !geometry
+        || v.tid == 0
+        || v.cells.len() > u16::MAX as usize
+        || v.cells
+            .iter()
+            .any(|c| cell_size(v.leaf, usable, c) != Some(c.len()))
+        || base.is_some_and(|b| b.len() < usable)
+}
+
+/// The protected version of `base`: of the valid slots with `tid <= keep_max_tid` and a
+/// tid other than `replaced`, the one with the largest tid, slot 0 on a tie.
+fn protected(base: &[u8], usable: usize, keep_max_tid: u64, replaced: u64) -> Option<View<'_>> {
+    (0..2)
+        .filter_map(|slot| check_slot(1, base, usable, slot).ok())
+        .filter(|v| v.tid <= keep_max_tid && v.tid != replaced)
+        .max_by_key(|v| (v.tid, std::cmp::Reverse(v.slot)))
+}
+
+/// Whether `items` (byte lengths) can be placed into `holes` (lengths) without overlap,
+/// by trying every assignment. Exponential; only called with a handful of items.
+pub fn placement_exists(holes: &mut [usize], items: &[usize]) -> bool {
+    let Some((&len, rest)) = items.split_first() else {
+        return true;
+    };
+    for j in 0..holes.len() {
+        if holes[j] >= len {
+            holes[j] -= len;
+            let ok = placement_exists(holes, rest);
+            holes[j] += len;
+            if ok {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Check `got`, what the production `build(pgno, page_size, usable, base, keep_max_tid,
+/// version)` returned, against the rules every correct build follows, without deciding
+/// placement itself:
+///
+/// - rejected arguments are `InvalidArgument`, and only those;
+/// - without a protected version, the image is exactly the compact layout ([`build_fresh`]);
+/// - otherwise, the protected version's slot and every byte it references are unchanged;
+///   the other slot holds a valid version that reads back exactly `version` (tid,
+///   txn_size, kind, right child, cells in order); a cell equal to one of the protected
+///   version's reuses its copy (the k-th such cell the k-th copy, in array order), and
+///   every other new byte (array, unshared cells) lies outside the protected bytes; every
+///   byte outside the two versions and their descriptors is zero;
+/// - `None` only if no placement exists where the format promises one: all new bytes
+///   fitting in one hole (the reserve guarantee), or at most two pieces to place (one
+///   cell and the array) that some assignment to the holes fits.
+pub fn check_build(
     pgno: Pgno,
     page_size: usize,
     usable: usize,
     base: Option<&[u8]>,
     keep_max_tid: u64,
     version: &Version<'_>,
-) -> Result<Option<Vec<u8>>> {
-    check_version(usable, page_size, version)?;
-    let protected = match base {
-        None => None,
-        Some(b) if b.len() < usable => {
-            return Err(Error::InvalidArgument(format!(
-                "base image of page {pgno} has {} bytes, less than the usable size {usable}",
-                b.len()
-            )))
-        }
-        Some(b) => (0..2)
-            .filter_map(|slot| check_slot(pgno, b, usable, slot).ok())
-            .filter(|v| v.tid <= keep_max_tid && v.tid != version.tid)
-            .max_by_key(|v| (v.tid, std::cmp::Reverse(v.slot))),
+    got: Result<Option<Vec<u8>>>,
+) -> std::result::Result<(), String> {
+    let invalid = |got: Result<Option<Vec<u8>>>, why: &str| match got {
+        Err(Error::InvalidArgument(_)) => Ok(()),
+        other => Err(format!(
+            "expected InvalidArgument ({why}), got {:?}",
+            other.map(|o| o.map(|_| "an image"))
+        )),
     };
-    let Some(p) = protected else {
-        return Ok(build_fresh(page_size, usable, version));
+    if bad_arguments(usable, page_size, base, version) {
+        return invalid(got, "bad arguments");
+    }
+    let p = base.and_then(|b| protected(b, usable, keep_max_tid, version.tid));
+    let Some(p) = p else {
+        let want = build_fresh(page_size, usable, version);
+        return match got {
+            Ok(g) if g == want => Ok(()),
+            Ok(_) => Err("fresh page: image differs from the compact layout".into()),
+            Err(e) => Err(format!("fresh page: unexpected error {e}")),
+        };
     };
     if version.tid < p.tid {
-        return Err(Error::InvalidArgument(format!(
-            "page {pgno}: version tid {} is older than the protected version's {}",
-            version.tid, p.tid
-        )));
+        return invalid(got, "version older than the protected one");
     }
-    let mut out = vec![0u8; page_size];
-    let (pd, base) = (p.slot * DESC_SIZE, p.buf);
-    out[pd..pd + DESC_SIZE].copy_from_slice(&base[pd..pd + DESC_SIZE]);
-    let mut reuse: HashMap<&[u8], Vec<usize>> = HashMap::new();
-    for (s, e) in p.ranges()? {
-        out[s..e].copy_from_slice(&base[s..e]);
+    let base = p.buf;
+    let p_ranges = p.ranges().map_err(|e| e.to_string())?;
+    let p_cells: Vec<(usize, usize)> = (0..p.ncells)
+        .map(|i| p.cell_range(i).map(|(o, n)| (o, o + n)))
+        .collect::<Result<_>>()
+        .map_err(|e| e.to_string())?;
+    // Which of the new cells share a protected copy: per content, the first ones in key
+    // order take the protected copies in array order.
+    let mut copies: HashMap<&[u8], Vec<usize>> = HashMap::new();
+    for &(s, e) in &p_cells {
+        copies.entry(&base[s..e]).or_default().push(s);
     }
-    for i in (0..p.ncells).rev() {
-        let (off, size) = p.cell_range(i)?;
-        reuse.entry(&base[off..off + size]).or_default().push(off);
+    let mut taken: HashMap<&[u8], usize> = HashMap::new();
+    let shared: Vec<Option<usize>> = version
+        .cells
+        .iter()
+        .map(|c| {
+            let k = taken.entry(&c[..]).or_default();
+            let copy = copies.get(&c[..]).and_then(|offs| offs.get(*k)).copied();
+            *k += 1;
+            copy
+        })
+        .collect();
+
+    let img = match got {
+        Err(e) => return Err(format!("unexpected error {e}")),
+        Ok(Some(img)) => img,
+        Ok(None) => {
+            let mut holes: Vec<usize> = free_holes(&p)
+                .map_err(|e| e.to_string())?
+                .iter()
+                .map(|&(s, e)| e - s)
+                .collect();
+            let mut items: Vec<usize> = version
+                .cells
+                .iter()
+                .zip(&shared)
+                .filter(|(_, s)| s.is_none())
+                .map(|(c, _)| c.len())
+                .collect();
+            if !version.cells.is_empty() {
+                items.push(PTR_SIZE * version.cells.len());
+            }
+            let total: usize = items.iter().sum();
+            if total == 0 || holes.iter().any(|&h| h >= total) {
+                return Err(format!(
+                    "None although one hole takes all {total} new bytes (holes {holes:?})"
+                ));
+            }
+            if items.len() <= 2 && placement_exists(&mut holes, &items) {
+                return Err(format!(
+                    "None although {items:?} can be placed into holes {holes:?}"
+                ));
+            }
+            return Ok(());
+        }
+    };
+
+    if img.len() != page_size {
+        return Err(format!(
+            "image of {} bytes, page size {page_size}",
+            img.len()
+        ));
     }
-    let mut offs = vec![0usize; version.cells.len()];
-    let mut new = Vec::new();
-    for (i, c) in version.cells.iter().enumerate() {
-        match reuse.get_mut(&c[..]).and_then(Vec::pop) {
-            Some(off) => offs[i] = off,
-            None => new.push((i, c.len())),
+    // The protected version, bit for bit.
+    let pd = p.slot * DESC_SIZE;
+    let mut kept = vec![false; page_size];
+    for (s, e) in p_ranges.iter().copied().chain([(pd, pd + DESC_SIZE)]) {
+        if img[s..e] != base[s..e] {
+            return Err(format!("protected bytes [{s}, {e}) changed"));
+        }
+        kept[s..e].fill(true);
+    }
+    // The new version reads back exactly.
+    let slot = 1 - p.slot;
+    let n = check_slot(pgno, &img, usable, slot)
+        .map_err(|r| format!("new version in slot {slot} is not valid: {r}"))?;
+    let want_right = if version.leaf { 0 } else { version.right };
+    if (n.tid, n.txn_size, n.leaf, n.right)
+        != (version.tid, version.txn_size, version.leaf, want_right)
+    {
+        return Err(format!(
+            "new version's descriptor says (tid, txn_size, leaf, right) = {:?}",
+            (n.tid, n.txn_size, n.leaf, n.right)
+        ));
+    }
+    if n.cells().map_err(|e| e.to_string())? != version.cells {
+        return Err("new version's cells differ from the ones written".into());
+    }
+    let nd = slot * DESC_SIZE;
+    if img[nd + D_FLAGS] != 0 || img[nd + D_ARRAY + 2..nd + D_CRC].iter().any(|&b| b != 0) {
+        return Err("new descriptor's flags or reserved bytes are not zero".into());
+    }
+    // Shared cells use the protected copies; everything else new avoids protected bytes.
+    let mut written = vec![false; page_size];
+    written[nd..nd + DESC_SIZE].fill(true);
+    let mut new_ranges = vec![(n.array_off, n.array_off + PTR_SIZE * n.ncells)];
+    for (i, copy) in shared.iter().enumerate() {
+        let (off, size) = n.cell_range(i).map_err(|e| e.to_string())?;
+        match *copy {
+            Some(c) if c != off => {
+                return Err(format!(
+                    "cell {i} equals the protected copy at {c} but was placed at {off}"
+                ))
+            }
+            Some(_) => written[off..off + size].fill(true),
+            None => new_ranges.push((off, off + size)),
         }
     }
-    new.sort_by_key(|&(i, len)| (std::cmp::Reverse(len), i));
-    let holes = free_holes(&p)?;
-    let array_len = PTR_SIZE * version.cells.len();
-    let anchor = (p.array_off, p.array_off + PTR_SIZE * p.ncells);
-    let Some(plan) = plan_far_end(&holes, anchor, &new, array_len)
-        .or_else(|| plan_best_fit(&holes, &new, array_len))
-    else {
-        return Ok(None);
-    };
-    for (i, off) in plan.cells {
-        let c = &version.cells[i];
-        out[off..off + c.len()].copy_from_slice(c);
-        offs[i] = off;
+    for (s, e) in new_ranges {
+        if kept[s..e].iter().any(|&k| k) {
+            return Err(format!("new bytes [{s}, {e}) overwrite protected bytes"));
+        }
+        written[s..e].fill(true);
     }
-    write_descriptor(&mut out, 1 - p.slot, version, plan.array_off, &offs);
-    Ok(Some(out))
+    // Nothing else.
+    if let Some(at) = (0..page_size).find(|&i| !kept[i] && !written[i] && img[i] != 0) {
+        return Err(format!(
+            "byte {at} belongs to no version but is {}",
+            img[at]
+        ));
+    }
+    Ok(())
 }

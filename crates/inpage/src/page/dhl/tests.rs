@@ -1281,12 +1281,13 @@ fn check_against_reference(buf: &[u8], usable: usize, new_cells: &[Vec<u8>]) {
     for (keep, tid) in [(2, 3), (3, 3), (1, 4), (u64::MAX - 1, u64::MAX)] {
         for leaf in [true, false] {
             let v = ver(tid, leaf, 5, new_cells);
-            let got = build(1, ps, usable, Some(buf), keep, &v);
-            let want = reference::build(1, ps, usable, Some(buf), keep, &v);
-            match (got, want) {
-                (Ok(g), Ok(w)) => assert!(g == w, "build keep {keep} tid {tid}"),
-                (g, w) => {
-                    assert_eq!(g.map_err(|e| e.to_string()), w.map_err(|e| e.to_string()))
+            for base in [Some(buf), None] {
+                let got = build(1, ps, usable, base, keep, &v);
+                if let Err(why) = reference::check_build(1, ps, usable, base, keep, &v, got) {
+                    panic!(
+                        "build keep {keep} tid {tid} leaf {leaf} base {}: {why}",
+                        base.is_some()
+                    );
                 }
             }
         }
@@ -1419,6 +1420,34 @@ proptest! {
                 t[to..to + 8].copy_from_slice(&tid.to_le_bytes());
                 recrc(&mut t, US, 1 - from);
                 check_against_reference(&t, US, &n);
+            }
+        }
+    }
+
+    /// Placement at the edge: one new cell exactly as long as a hole next to the
+    /// protected version (or that hole minus the new array), the case a planner with an
+    /// off-by-one in its fit test gets wrong, checked by the oracle (which requires a fit
+    /// whenever at most two pieces have a placement).
+    #[test]
+    fn exact_fits_are_placed(
+        v1 in arb_cells(true, US, capacity(US)),
+        ops in arb_ops(true, US),
+        pick in any::<proptest::sample::Index>(),
+        minus_array in any::<bool>(),
+    ) {
+        if let Some((_, new, _, n)) = history(US, true, &v1, &ops) {
+            let holes = visible(1, &new, US, 3).unwrap().free_holes().unwrap();
+            prop_assume!(!holes.is_empty());
+            let (s, e) = holes[pick.index(holes.len())];
+            let array = if minus_array { PTR_SIZE * (n.len() + 1) } else { 0 };
+            let size = (e - s).saturating_sub(array);
+            prop_assume!((10..=max_cell(US)).contains(&size));
+            let mut cells = n.clone();
+            cells.push(rec(u32::MAX, size));
+            let v = ver(4, true, 0, &cells);
+            let got = build(1, PS, US, Some(&new), 3, &v);
+            if let Err(why) = reference::check_build(1, PS, US, Some(&new), 3, &v, got) {
+                panic!("hole [{s}, {e}), cell of {size} bytes: {why}");
             }
         }
     }
