@@ -26,6 +26,7 @@ pub mod config;
 pub mod db;
 pub mod error;
 pub mod journal;
+mod le;
 pub mod page;
 pub mod pager;
 pub mod tree;

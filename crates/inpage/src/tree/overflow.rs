@@ -21,6 +21,7 @@
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
+use crate::le::get_u32;
 use crate::page::{dhl, page_type, slotted, PageRead, PageWrite};
 
 use super::format::Format;
@@ -119,7 +120,7 @@ fn stock_page<'p>(
             ),
         ));
     }
-    let next = slotted::get_u32(page, OFF_NEXT);
+    let next = get_u32(page, OFF_NEXT);
     Ok((
         &page[slotted::OVFL_HEADER..slotted::OVFL_HEADER + take],
         next,

@@ -154,9 +154,9 @@ fn write_descriptor(
 ) {
     let d = slot * DESC_SIZE;
     out[d..d + DESC_SIZE].fill(0);
-    out[d + D_TID..d + D_TID + 8].copy_from_slice(&v.tid.to_le_bytes());
-    out[d + D_TXN_SIZE..d + D_TXN_SIZE + 4].copy_from_slice(&v.txn_size.to_le_bytes());
-    out[d + D_NCELLS..d + D_NCELLS + 2].copy_from_slice(&(offs.len() as u16).to_le_bytes());
+    put_u64(out, d + D_TID, v.tid);
+    put_u32(out, d + D_TXN_SIZE, v.txn_size);
+    put_u16(out, d + D_NCELLS, offs.len());
     out[d + D_TYPE] = if v.leaf {
         page_type::LEAF
     } else {
@@ -164,11 +164,11 @@ fn write_descriptor(
     };
     out[d + D_FLAGS] = 0;
     let right = if v.leaf { 0 } else { v.right };
-    out[d + D_RIGHT..d + D_RIGHT + 4].copy_from_slice(&right.to_le_bytes());
-    out[d + D_ARRAY..d + D_ARRAY + 2].copy_from_slice(&(array_off as u16).to_le_bytes());
+    put_u32(out, d + D_RIGHT, right);
+    put_u16(out, d + D_ARRAY, array_off);
     for (i, &off) in offs.iter().enumerate() {
         let at = array_off + PTR_SIZE * i;
-        out[at..at + PTR_SIZE].copy_from_slice(&(off as u16).to_le_bytes());
+        put_u16(out, at, off);
     }
     let array_end = array_off + PTR_SIZE * offs.len();
     // The cells at `offs` are `v.cells`, so they are gathered from there.
@@ -181,7 +181,7 @@ fn write_descriptor(
         }
         covered_crc(&s.covered)
     });
-    out[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    put_u32(out, d + D_CRC, crc);
 }
 
 /// Image of a page holding only `v`, laid out compactly (array at the bottom of the

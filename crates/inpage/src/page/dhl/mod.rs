@@ -22,7 +22,7 @@
 //!                         the array references, in array (key) order
 //! ```
 //!
-//! Cells use the stock encodings of [`slotted`] unchanged (leaf
+//! Cells use the encodings of [`cell`] unchanged, as the stock page does (leaf
 //! `klen u16 | vlen u32 | key | value-or-first_ovfl`, interior `klen u16 | child u32 | key`,
 //! same inline rule, same `max_cell`), so the tree builds and decodes cells the same way
 //! in both layouts; only where they sit and who points at them differs.
@@ -111,9 +111,10 @@
 use std::cell::RefCell;
 
 use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::page::cell::{self, max_cell, PTR_SIZE};
 use crate::page::cells::CellArray;
 use crate::page::page_type;
-use crate::page::slotted::{self, get_u16, get_u32, max_cell, PTR_SIZE};
 
 mod build;
 mod overflow;
@@ -165,16 +166,10 @@ pub fn cell_cost(len: usize) -> usize {
     len + CELL_OVERHEAD
 }
 
-fn get_u64(b: &[u8], at: usize) -> u64 {
-    let mut v = [0u8; 8];
-    v.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(v)
-}
-
 /// Size of the cell at the start of `area` under the stock rules, if it fits in `area` and
 /// is at most `max_cell` (the same bounds [`CellArray::cell_range`] enforces).
 fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
-    slotted::cell_size(leaf, usable, area).filter(|&size| size <= max_cell(usable))
+    cell::cell_size(leaf, usable, area).filter(|&size| size <= max_cell(usable))
 }
 
 fn geometry_ok(usable: usize, len: usize) -> bool {
@@ -400,7 +395,7 @@ fn check_slot_in<'b>(
                 "descriptor {slot}: cell {i} offset {off} outside the record area"
             ));
         }
-        let size = slotted::cell_size(leaf, usable, &buf[off..usable])
+        let size = cell::cell_size(leaf, usable, &buf[off..usable])
             .filter(|&size| size <= max)
             .ok_or_else(|| {
                 format!("descriptor {slot}: cell {i} at {off} is malformed or runs past the page")
@@ -719,7 +714,7 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         // What the checksum covers, found before writing.
         let tree = with_scratch(|s| {
             check_slot_in(s, 0, buf, usable, slot).ok()?;
-            s.covered[D_TXN_SIZE..D_TXN_SIZE + 4].copy_from_slice(&txn_size.to_le_bytes());
+            put_u32(&mut s.covered, D_TXN_SIZE, txn_size);
             Some(Covered::Tree(covered_crc(&s.covered)))
         });
         let covered = tree.or_else(|| {
@@ -731,12 +726,12 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         let Some(covered) = covered else {
             continue;
         };
-        buf[d + D_TXN_SIZE..d + D_TXN_SIZE + 4].copy_from_slice(&txn_size.to_le_bytes());
+        put_u32(buf, d + D_TXN_SIZE, txn_size);
         let crc = match covered {
             Covered::Tree(crc) => crc,
             Covered::Overflow(len) => overflow_crc(buf, len),
         };
-        buf[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+        put_u32(buf, d + D_CRC, crc);
         stamped = true;
     }
     stamped

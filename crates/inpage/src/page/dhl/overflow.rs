@@ -58,13 +58,13 @@ pub fn overflow_page(
         )));
     }
     let mut out = vec![0u8; page_size];
-    out[D_TID..D_TID + 8].copy_from_slice(&tid.to_le_bytes());
-    out[D_NCELLS..D_NCELLS + 2].copy_from_slice(&(data.len() as u16).to_le_bytes());
+    put_u64(&mut out, D_TID, tid);
+    put_u16(&mut out, D_NCELLS, data.len());
     out[D_TYPE] = page_type::OVERFLOW;
-    out[D_RIGHT..D_RIGHT + 4].copy_from_slice(&next.to_le_bytes());
+    put_u32(&mut out, D_RIGHT, next);
     out[RECORD_START..RECORD_START + data.len()].copy_from_slice(data);
     let crc = overflow_crc(&out, data.len());
-    out[D_CRC..D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
+    put_u32(&mut out, D_CRC, crc);
     Ok(out)
 }
 

@@ -9,9 +9,10 @@ use super::build::*;
 use super::overflow::*;
 use super::reference;
 use super::*;
-use crate::page::slotted::{
+use crate::page::cell::{
     cell_key, interior_cell, leaf_cell_inline, leaf_cell_overflow, CELL_HEADER,
 };
+use crate::page::slotted;
 use proptest::prelude::*;
 use std::cmp::Ordering;
 
