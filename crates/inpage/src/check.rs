@@ -166,7 +166,7 @@ fn check_free_list<T: ReadableTxn>(
             ));
         }
         seen += 1;
-        next = u32::from_le_bytes(page[4..8].try_into().unwrap());
+        next = crate::le::get_u32(&page, 4);
     }
     if seen != h.freelist_count {
         return Err(Error::corrupt(

@@ -44,7 +44,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::off::check_batch;
+use super::util::check_batch;
 use super::{CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, Mutant, RecoveryReport};
 use crate::error::{Error, Pgno, Result};
 use crate::page::{dhl, PAGE_TRAILER};

@@ -54,10 +54,10 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::off::check_batch;
-use super::rollback::{le32, read_up_to};
+use super::util::{check_batch, read_up_to};
 use super::{CommitBatch, Journal, JournalCtx, JournalMode, Mutant, RecoveryReport, WalSync};
 use crate::error::{Error, Pgno, Result};
+use crate::le::get_u32 as le32;
 use crate::pager::header::Header;
 use crate::vfs::{File, OpenOptions};
 
@@ -639,8 +639,8 @@ impl Journal for Wal {
 
 #[cfg(test)]
 mod tests {
-    use super::super::off::testutil::*;
     use super::*;
+    use crate::journal::testutil::*;
     use crate::journal::JournalConfig;
     use crate::vfs::Vfs;
     use std::path::Path;
