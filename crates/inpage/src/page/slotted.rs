@@ -1,5 +1,5 @@
-//! Stock slotted page: the B+tree node layout used by the off, rollback, WAL, WALDIO and
-//! DASH journal modes.
+//! Stock slotted page: the B+tree node layout of every journal mode that is not DHL
+//! (`off`, `off-opt`, the rollback modes `delete`, `truncate`, `persist`, and `wal`).
 //!
 //! Layout (all integers little-endian; `usable` = page size − pager trailer):
 //!
@@ -15,18 +15,8 @@
 //! content..usable   cells, packed from the end of the usable area downwards
 //! ```
 //!
-//! Cells (both kinds start with the key length so the key is always at offset 6):
-//!
-//! ```text
-//! leaf:     klen u16 | vlen u32 | key | value            (inline)
-//!           klen u16 | vlen u32 | key | first_ovfl u32   (overflow)
-//! interior: klen u16 | child u32 | key
-//! ```
-//!
-//! A leaf value is inline iff `6 + klen + vlen <= max_cell(usable)`; otherwise the whole
-//! value (no local prefix) lives in an overflow chain. The rule depends only on the
-//! lengths and the page size, so no flag is stored and a reader can never disagree with
-//! the writer about which form a cell has.
+//! Cells are encoded by [`cell`](crate::page::cell) (the codec both layouts share): its
+//! inline rule and `max_cell` bound decide each cell's size from its header alone.
 //!
 //! Invariants (checked by [`Page::validate`], relied on by the tree):
 //! - `12 + 2·ncells <= content <= usable`, so the pointer array and the cell area never
@@ -34,9 +24,10 @@
 //! - Cells do not overlap and `Σ cell sizes + frag == usable − content` exactly: removal
 //!   either moves `content` up (cell at the bottom) or adds the cell to `frag`, and
 //!   defragmentation repacks all cells and zeroes `frag`, so the accounting is exact.
-//! - Every cell is at most `max_cell(usable)` bytes, chosen so that four cells plus their
-//!   pointers always fit in an empty page. That is what guarantees a split of an
-//!   overflowing page into two fitting halves (see `tree`).
+//! - Every cell is at most `max_cell(usable)` bytes, which leaves room for four cells plus
+//!   their pointers after this page's 12-byte header (`cell::NODE_HEADER_MAX`, checked at
+//!   compile time). That is what guarantees a split of an overflowing page into two
+//!   fitting halves (see `tree`).
 //!
 //! Pages come from disk, so every accessor bounds-checks the offsets it reads and returns
 //! `Error::Corrupt` rather than panicking.
