@@ -13,7 +13,7 @@
 //! - A leaf value is inline iff `6 + klen + vlen <= max_cell(usable)`; otherwise the whole
 //!   value (no local prefix) lives in an overflow chain. The rule depends only on the
 //!   lengths and the page's usable size, so no flag is stored and a reader can never
-//!   disagree with the writer about which form a cell has ([`cell_size`] decodes the size
+//!   disagree with the writer about which form a cell has (`cell_size` decodes the size
 //!   from the header alone).
 //! - Every cell is at most [`max_cell`] bytes, chosen so that four cells and their
 //!   pointers fit in a node after a header of up to [`NODE_HEADER_MAX`] bytes. That is
