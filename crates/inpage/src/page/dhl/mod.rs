@@ -107,6 +107,14 @@
 //!   (b) fails, and a larger cell next to a nearly full version may not fit either;
 //!   `build` then returns `None` and the tree relocates the node (written compactly to a
 //!   new page, which (a) guarantees), at the price of one more page write (the parent).
+//!
+//! # Files
+//!
+//! This file holds the format, validation ([`visible`], [`open_slot`]), recovery's views
+//! ([`descriptors`], [`page_versions`], [`descriptor_heads`]) and the commit-time edits
+//! ([`restamp`], [`invalidate`]); `build.rs` places a new version next to the protected
+//! one; `overflow.rs` is the overflow-page format; `reference.rs` (tests only) is the
+//! independent oracle the proptests in `tests.rs` hold the rest to.
 
 use std::cell::RefCell;
 

@@ -1,11 +1,13 @@
 //! The reference oracle for the DHL page, test-only.
 //!
-//! Invariant: it shares no code with what it checks beyond the format's definitions
-//! (constants, the byte readers, the streaming checksum [`version_crc`]); validation and
-//! reading are the plain pre-optimisation algorithms, and placement is not re-implemented
+//! Invariant: it shares with the code it checks only the format's definitions (constants,
+//! the byte readers, the cell decoder, the streaming checksums `version_crc` and
+//! `overflow_crc`) and the `View`/`CellArray` accessors for reading a version it has
+//! validated itself. Validation, reading and stamping are the plain pre-optimisation
+//! algorithms (the fast ones must match them bit for bit); placement is not re-implemented
 //! at all: [`check_build`] accepts any image a correct `build` may produce (protected
 //! bytes unchanged, the new version reads back exactly, nothing else written) and requires
-//! a fit where the format guarantees one, so a planner bug cannot hide in a shared copy.
+//! a fit where one is certain, so a planner bug cannot hide in a shared copy.
 
 use std::collections::HashMap;
 
@@ -199,6 +201,7 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
     stamped
 }
 
+/// Descriptor of `v` in `slot`, array at `array_off`, cells at `offs`, crc stamped.
 fn write_descriptor(
     out: &mut [u8],
     slot: usize,
@@ -234,6 +237,8 @@ fn write_descriptor(
     out[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// A fresh page as the format defines it: slot 0 only, array at the bottom of the record
+/// area, cells packed down from the top in key order. None if they do not fit.
 fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
     let array_len = PTR_SIZE * v.cells.len();
     let bytes: usize = v.cells.iter().map(Vec::len).sum();

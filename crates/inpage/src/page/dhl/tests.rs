@@ -1245,7 +1245,9 @@ fn view_facts(v: &View<'_>) -> (usize, u64, u32, usize, usize, bool, Pgno) {
     )
 }
 
-/// Every entry point on `buf` agrees with the reference implementation.
+/// Every entry point on `buf` agrees with the reference: validation, reading and stamping
+/// give the same verdicts, reasons and bytes; `build` (from `buf` and from nothing) obeys
+/// the rules `reference::check_build` states.
 fn check_against_reference(buf: &[u8], usable: usize, new_cells: &[Vec<u8>]) {
     let facts = |r: std::result::Result<View<'_>, String>| r.map(|v| view_facts(&v));
     for slot in 0..2 {
