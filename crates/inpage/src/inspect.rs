@@ -7,7 +7,7 @@
 
 use crate::error::Pgno;
 use crate::journal::JournalMode;
-use crate::page::{slotted, Geometry, PAGE_TRAILER};
+use crate::page::{cell, Geometry, PAGE_TRAILER};
 
 /// Lines describing page `pgno` of a file in `mode`, as stored (`page` is the raw image,
 /// `page_size` bytes; `fcc` the committed transaction a reader would see): header slots
@@ -32,14 +32,14 @@ pub fn classify_page(mode: JournalMode, page: &[u8], fcc: u64) -> &'static str {
 /// `key_len` bytes, with pages of `page_size` bytes; None if even an empty value is not.
 pub fn max_inline_value(page_size: u32, key_len: usize) -> Option<usize> {
     let usable = (page_size as usize).checked_sub(PAGE_TRAILER)?;
-    if !slotted::value_is_inline(usable, key_len, 0) {
+    if !cell::value_is_inline(usable, key_len, 0) {
         return None;
     }
     // The rule is monotone in the value length: binary search its last inline length.
     let (mut lo, mut hi) = (0usize, usable);
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
-        if slotted::value_is_inline(usable, key_len, mid) {
+        if cell::value_is_inline(usable, key_len, mid) {
             lo = mid;
         } else {
             hi = mid - 1;
@@ -65,8 +65,8 @@ mod tests {
             let usable = ps as usize - PAGE_TRAILER;
             for klen in [0, 8, 100] {
                 let v = max_inline_value(ps, klen).unwrap();
-                assert!(slotted::value_is_inline(usable, klen, v));
-                assert!(!slotted::value_is_inline(usable, klen, v + 1));
+                assert!(cell::value_is_inline(usable, klen, v));
+                assert!(!cell::value_is_inline(usable, klen, v + 1));
             }
         }
         assert_eq!(max_inline_value(4096, 100_000), None);

@@ -29,6 +29,7 @@ pub mod inspect;
 #[doc(hidden)]
 pub mod internals;
 mod journal;
+mod le;
 mod page;
 mod pager;
 mod tree;

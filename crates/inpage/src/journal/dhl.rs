@@ -44,13 +44,13 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::off::check_batch;
+use super::util::check_batch;
 use super::{
     Capabilities, CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, ModeSpec, Mutant,
     Opened, RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
-use crate::page::dhl_layout::DHL;
+use crate::page::dhl::DHL;
 use crate::page::{dhl, PAGE_TRAILER};
 use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};
 use crate::vfs::{File, OpenOptions};

@@ -23,6 +23,9 @@ mod dbfile;
 mod dhl;
 mod off;
 mod rollback;
+#[cfg(test)]
+pub(crate) mod testutil;
+mod util;
 mod wal;
 
 pub use dbfile::DbFile;

@@ -49,13 +49,15 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::off::check_batch;
+use super::util::{check_batch, read_up_to};
 use super::{
     dir_of, side_path, Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec,
     Opened, RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u32 as le32, get_u64 as le64};
 use crate::page::stock::STOCK;
+use crate::pager::header::valid_page_size;
 
 const ROLLBACK_CAPS: Capabilities = Capabilities {
     atomic: true,
@@ -155,22 +157,6 @@ impl Header {
     fn is_hot(&self) -> bool {
         self.nrec > 0
     }
-}
-
-fn valid_page_size(ps: u32) -> bool {
-    ps.is_power_of_two() && (512..=65536).contains(&ps)
-}
-
-pub(super) fn le32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
-}
-
-pub(super) fn le64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
 }
 
 fn record_crc(nonce: u64, pgno: Pgno, data: &[u8]) -> u32 {
@@ -352,19 +338,6 @@ fn remove_finalized(vfs: &Arc<dyn Vfs>, path: &Path, dir: &Path) -> Result<()> {
     vfs.sync_dir(dir).map_err(Error::io("sync_dir", dir))
 }
 
-/// Read as much of `buf` as the file has at `offset`.
-pub(super) fn read_up_to(file: &dyn File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        let n = file.read_at(&mut buf[done..], offset + done as u64)?;
-        if n == 0 {
-            break;
-        }
-        done += n;
-    }
-    Ok(done)
-}
-
 /// Called by the pager on every open, before it reads the db header and for every mode
 /// (the header page itself may be half-written): if `<db>-journal` exists and is hot
 /// (valid header with our magic, and records — or a first-commit journal, which has
@@ -495,8 +468,8 @@ impl Journal for RollbackJournal {
 
 #[cfg(test)]
 mod tests {
-    use super::super::off::testutil::*;
     use super::*;
+    use crate::journal::testutil::*;
     use crate::journal::JournalConfig;
 
     const MODES: [JournalMode; 3] = [

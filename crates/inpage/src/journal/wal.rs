@@ -54,13 +54,13 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::off::check_batch;
-use super::rollback::{le32, read_up_to};
+use super::util::{check_batch, read_up_to};
 use super::{
     Capabilities, CommitBatch, Journal, JournalCtx, ModeSpec, Mutant, Opened, RecoveryReport,
     WalSync,
 };
 use crate::error::{Error, Pgno, Result};
+use crate::le::get_u32 as le32;
 use crate::page::stock::STOCK;
 
 /// Registry entry of `wal`.
@@ -658,8 +658,8 @@ impl Journal for Wal {
 
 #[cfg(test)]
 mod tests {
-    use super::super::off::testutil::*;
     use super::*;
+    use crate::journal::testutil::*;
     use crate::journal::JournalConfig;
     use crate::vfs::Vfs;
     use std::path::Path;

@@ -14,8 +14,9 @@
 use std::cmp::Ordering;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::slotted::{
-    cell_child, cell_key, cell_payload, cell_size, get_u16, max_cell, Payload, PTR_SIZE,
+use crate::le::get_u16;
+use crate::page::cell::{
+    cell_child, cell_key, cell_payload, cell_size, max_cell, Payload, PTR_SIZE,
 };
 
 /// Bounds-checked view of one node's cells.

@@ -13,9 +13,9 @@
 //!   new image and `write`s it, so snapshot readers and savepoints can keep old images by
 //!   keeping the `Arc`.
 
+pub mod cell;
 pub mod cells;
 pub mod dhl;
-pub(crate) mod dhl_layout;
 pub(crate) mod layout;
 pub mod slotted;
 pub(crate) mod stock;
@@ -120,12 +120,12 @@ pub fn page_crc(page: &[u8]) -> u32 {
 pub fn stamp_crc(page: &mut [u8]) {
     let n = page.len();
     let crc = page_crc(page);
-    page[n - PAGE_TRAILER..].copy_from_slice(&crc.to_le_bytes());
+    crate::le::put_u32(page, n - PAGE_TRAILER, crc);
 }
 
 /// Whether the trailer crc matches.
 pub fn crc_ok(page: &[u8]) -> bool {
     let n = page.len();
-    let stored = u32::from_le_bytes(page[n - PAGE_TRAILER..].try_into().unwrap());
+    let stored = crate::le::get_u32(page, n - PAGE_TRAILER);
     stored == page_crc(page)
 }

@@ -1,5 +1,5 @@
-//! Stock slotted page: the B+tree node layout used by the off, rollback, WAL, WALDIO and
-//! DASH journal modes.
+//! Stock slotted page: the B+tree node layout of every journal mode that is not DHL
+//! (`off`, `off-opt`, the rollback modes `delete`, `truncate`, `persist`, and `wal`).
 //!
 //! Layout (all integers little-endian; `usable` = page size − pager trailer):
 //!
@@ -15,18 +15,8 @@
 //! content..usable   cells, packed from the end of the usable area downwards
 //! ```
 //!
-//! Cells (both kinds start with the key length so the key is always at offset 6):
-//!
-//! ```text
-//! leaf:     klen u16 | vlen u32 | key | value            (inline)
-//!           klen u16 | vlen u32 | key | first_ovfl u32   (overflow)
-//! interior: klen u16 | child u32 | key
-//! ```
-//!
-//! A leaf value is inline iff `6 + klen + vlen <= max_cell(usable)`; otherwise the whole
-//! value (no local prefix) lives in an overflow chain. The rule depends only on the
-//! lengths and the page size, so no flag is stored and a reader can never disagree with
-//! the writer about which form a cell has.
+//! Cells are encoded by [`cell`](crate::page::cell) (the codec both layouts share): its
+//! inline rule and `max_cell` bound decide each cell's size from its header alone.
 //!
 //! Invariants (checked by [`Page::validate`], relied on by the tree):
 //! - `12 + 2·ncells <= content <= usable`, so the pointer array and the cell area never
@@ -34,25 +24,26 @@
 //! - Cells do not overlap and `Σ cell sizes + frag == usable − content` exactly: removal
 //!   either moves `content` up (cell at the bottom) or adds the cell to `frag`, and
 //!   defragmentation repacks all cells and zeroes `frag`, so the accounting is exact.
-//! - Every cell is at most `max_cell(usable)` bytes, chosen so that four cells plus their
-//!   pointers always fit in an empty page. That is what guarantees a split of an
-//!   overflowing page into two fitting halves (see `tree`).
+//! - Every cell is at most `max_cell(usable)` bytes, which leaves room for four cells plus
+//!   their pointers after this page's 12-byte header (`cell::NODE_HEADER_MAX`, checked at
+//!   compile time). That is what guarantees a split of an overflowing page into two
+//!   fitting halves (see `tree`).
 //!
 //! Pages come from disk, so every accessor bounds-checks the offsets it reads and returns
 //! `Error::Corrupt` rather than panicking.
 
 use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u16, get_u32, put_u16, put_u32};
+use crate::page::cell::NODE_HEADER_MAX;
 use crate::page::cells::CellArray;
 use crate::page::page_type;
 
+use crate::page::cell::{max_cell, PTR_SIZE};
+
 /// Bytes of the page header (same for leaves and interiors).
 pub const HEADER_SIZE: usize = 12;
-/// Bytes of one cell pointer.
-pub const PTR_SIZE: usize = 2;
-/// Bytes before the key in either kind of cell.
-pub const CELL_HEADER: usize = 6;
-/// Bytes of the overflow pointer stored in an overflowing leaf cell.
-pub const OVFL_PTR: usize = 4;
+// `max_cell` promises four maximal cells fit after a header of at most this size.
+const _: () = assert!(HEADER_SIZE <= NODE_HEADER_MAX);
 /// Overflow page header: type u8, 3 reserved bytes, next pgno u32 (0 ends the chain).
 pub const OVFL_HEADER: usize = 8;
 
@@ -66,125 +57,9 @@ pub fn capacity(usable: usize) -> usize {
     usable.saturating_sub(HEADER_SIZE)
 }
 
-/// Largest cell (excluding its pointer): four of them with pointers fill an empty page.
-pub fn max_cell(usable: usize) -> usize {
-    (capacity(usable) / 4).saturating_sub(PTR_SIZE)
-}
-
-/// Longest key: a leaf cell with this key and an overflow pointer is `max_cell` bytes
-/// (an interior cell with the same key is 4 bytes smaller).
-pub fn max_key_len(usable: usize) -> usize {
-    max_cell(usable).saturating_sub(CELL_HEADER + OVFL_PTR)
-}
-
 /// Value bytes carried by each overflow page.
 pub fn overflow_data(usable: usize) -> usize {
     usable.saturating_sub(OVFL_HEADER)
-}
-
-/// Whether a leaf value of `vlen` bytes with a key of `klen` bytes is stored inline.
-pub fn value_is_inline(usable: usize, klen: usize, vlen: usize) -> bool {
-    CELL_HEADER.saturating_add(klen).saturating_add(vlen) <= max_cell(usable)
-}
-
-pub(crate) fn get_u16(b: &[u8], at: usize) -> usize {
-    u16::from_le_bytes([b[at], b[at + 1]]) as usize
-}
-
-pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-fn put_u16(b: &mut [u8], at: usize, v: usize) {
-    debug_assert!(v <= u16::MAX as usize);
-    b[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
-}
-
-fn put_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-/// Encode a leaf cell whose value is inline.
-pub fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut c = Vec::with_capacity(CELL_HEADER + key.len() + value.len());
-    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    c.extend_from_slice(key);
-    c.extend_from_slice(value);
-    c
-}
-
-/// Encode a leaf cell whose value of `vlen` bytes starts at overflow page `first`.
-pub fn leaf_cell_overflow(key: &[u8], vlen: u32, first: Pgno) -> Vec<u8> {
-    let mut c = Vec::with_capacity(CELL_HEADER + key.len() + OVFL_PTR);
-    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.extend_from_slice(&vlen.to_le_bytes());
-    c.extend_from_slice(key);
-    c.extend_from_slice(&first.to_le_bytes());
-    c
-}
-
-/// Encode an interior cell.
-pub fn interior_cell(child: Pgno, key: &[u8]) -> Vec<u8> {
-    let mut c = Vec::with_capacity(CELL_HEADER + key.len());
-    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.extend_from_slice(&child.to_le_bytes());
-    c.extend_from_slice(key);
-    c
-}
-
-/// Key of a well-formed cell of either kind (one produced by the encoders or returned
-/// by [`CellArray::cell`](crate::page::cells::CellArray::cell), which checked its size).
-pub fn cell_key(cell: &[u8]) -> &[u8] {
-    let klen = get_u16(cell, 0);
-    &cell[CELL_HEADER..CELL_HEADER + klen]
-}
-
-/// Child pointer of a well-formed interior cell.
-pub fn cell_child(cell: &[u8]) -> Pgno {
-    get_u32(cell, 2)
-}
-
-/// Where a leaf value lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Payload<'a> {
-    Inline(&'a [u8]),
-    Overflow { len: u32, first: Pgno },
-}
-
-/// Value part of a well-formed leaf cell.
-pub fn cell_payload(usable: usize, cell: &[u8]) -> Payload<'_> {
-    let klen = get_u16(cell, 0);
-    let vlen = get_u32(cell, 2);
-    let at = CELL_HEADER + klen;
-    if value_is_inline(usable, klen, vlen as usize) {
-        Payload::Inline(&cell[at..at + vlen as usize])
-    } else {
-        Payload::Overflow {
-            len: vlen,
-            first: get_u32(cell, at),
-        }
-    }
-}
-
-/// Size of the cell at the start of `area`, or None if its header does not fit in `area`
-/// or it claims more bytes than `area` holds.
-pub(crate) fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
-    if area.len() < CELL_HEADER {
-        return None;
-    }
-    let klen = get_u16(area, 0);
-    let size = if leaf {
-        let vlen = get_u32(area, 2) as usize;
-        if value_is_inline(usable, klen, vlen) {
-            CELL_HEADER + klen + vlen
-        } else {
-            CELL_HEADER + klen + OVFL_PTR
-        }
-    } else {
-        CELL_HEADER + klen
-    };
-    (size <= area.len()).then_some(size)
 }
 
 /// Read-only, bounds-checked view of a leaf or interior page. The cell accessors are
@@ -342,6 +217,7 @@ pub fn build(
 }
 
 /// An empty leaf page image.
+#[cfg(test)]
 pub fn empty_leaf(page_size: usize, usable: usize) -> Vec<u8> {
     build(page_size, usable, true, &[], 0)
 }
@@ -426,6 +302,7 @@ pub fn defragment(pgno: Pgno, buf: &mut [u8], usable: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page::cell::*;
     use std::cmp::Ordering;
 
     const PS: usize = 512;

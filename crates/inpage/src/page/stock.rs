@@ -7,9 +7,10 @@
 //! journal, WAL) keeps, and every page is verified by the pager's trailer crc.
 
 use crate::error::{Error, Pgno, Result};
+use crate::page::cell::PTR_SIZE;
 use crate::page::cells::CellArray;
 use crate::page::layout::{FreeSpace, Geometry, PageLayout};
-use crate::page::slotted::{self, PTR_SIZE};
+use crate::page::slotted;
 use crate::page::{crc_ok, page_type, stamp_crc, PageRef, PageWrite};
 use crate::pager::header::{self, Header};
 

@@ -91,7 +91,7 @@ impl Header {
             }
             return Err("bad magic (not an inpage file)".into());
         }
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u32_at = |o: usize| crate::le::get_u32(b, o);
         let version = u32_at(16);
         if version != FORMAT_VERSION {
             return Err(format!(
@@ -130,7 +130,7 @@ impl Header {
                 "free-list count {freelist_count} exceeds page count {page_count}"
             ));
         }
-        let fcc = u64::from_le_bytes(b[32..40].try_into().unwrap());
+        let fcc = crate::le::get_u64(b, 32);
         if fcc > MAX_TID {
             return Err(format!(
                 "fcc {fcc} is beyond the largest transaction id {MAX_TID}"

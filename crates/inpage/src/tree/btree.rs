@@ -45,8 +45,8 @@
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
+use crate::page::cell::{self, Payload};
 use crate::page::cells::{CellArray, Detached};
-use crate::page::slotted::{self, Payload};
 use crate::page::{PageRead, PageRef, PageWrite};
 
 use super::format::Format;
@@ -219,7 +219,7 @@ impl Node {
 
     fn child(&self, i: usize) -> Result<Pgno> {
         let c = match self.cells.get(i) {
-            Some(cell) => slotted::cell_child(cell),
+            Some(cell) => cell::cell_child(cell),
             None => self.right,
         };
         if c == 0 {
@@ -395,7 +395,7 @@ pub(crate) fn get(
     cmp: &CmpFn,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    if key.len() > slotted::max_key_len(store.usable_size()) {
+    if key.len() > cell::max_key_len(store.usable_size()) {
         return Ok(None); // could never have been inserted
     }
     let path = descend(store, root, cmp, key)?;
@@ -409,11 +409,11 @@ pub(crate) fn get(
 
 /// Leaf cell for `key`/`value`, writing the overflow chain first if the value is large.
 fn make_leaf_cell(store: &mut dyn PageWrite, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
-    if slotted::value_is_inline(store.usable_size(), key.len(), value.len()) {
-        Ok(slotted::leaf_cell_inline(key, value))
+    if cell::value_is_inline(store.usable_size(), key.len(), value.len()) {
+        Ok(cell::leaf_cell_inline(key, value))
     } else {
         let first = overflow::write(store, value)?;
-        Ok(slotted::leaf_cell_overflow(key, value.len() as u32, first))
+        Ok(cell::leaf_cell_overflow(key, value.len() as u32, first))
     }
 }
 
@@ -460,7 +460,7 @@ pub(crate) fn insert(
     value: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     let f = Format::of(&*store);
-    let max = slotted::max_key_len(f.usable());
+    let max = cell::max_key_len(f.usable());
     if key.len() > max {
         return Err(Error::KeyTooLarge {
             len: key.len(),
@@ -521,7 +521,7 @@ pub(crate) fn remove(
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     let f = Format::of(&*store);
-    if key.len() > slotted::max_key_len(f.usable()) {
+    if key.len() > cell::max_key_len(f.usable()) {
         return Ok(None);
     }
     let path = descend(store, root, cmp, key)?;
@@ -602,10 +602,10 @@ fn split(f: &Format, node: Node) -> Result<(Node, Vec<u8>, Node)> {
     let mut left_cells = node.cells;
     let mut right_cells = left_cells.split_off(m);
     let (sep, left_right) = if node.leaf {
-        (slotted::cell_key(&right_cells[0]).to_vec(), 0)
+        (cell::cell_key(&right_cells[0]).to_vec(), 0)
     } else {
         let mid = right_cells.remove(0);
-        (slotted::cell_key(&mid).to_vec(), slotted::cell_child(&mid))
+        (cell::cell_key(&mid).to_vec(), cell::cell_child(&mid))
     };
     let left = Node {
         pgno: 0,
@@ -650,7 +650,7 @@ fn appends_to(node: &Node, step: &Step, rightmost: bool) -> Result<bool> {
 fn concat(left: Node, sep: &[u8], right: Node) -> Node {
     let mut cells = left.cells;
     if !left.leaf {
-        cells.push(slotted::interior_cell(left.right, sep));
+        cells.push(cell::interior_cell(left.right, sep));
     }
     cells.extend(right.cells);
     Node {
@@ -710,7 +710,7 @@ fn balance(
                 .last()
                 .expect("an oversize node has cells")
                 .clone();
-            let sep = slotted::cell_key(&last).to_vec();
+            let sep = cell::cell_key(&last).to_vec();
             let right = Node {
                 pgno: store.allocate()?,
                 leaf: true,
@@ -720,9 +720,7 @@ fn balance(
             // A fresh page: it lands where it was put.
             let right_at = write_node(store, &f, &right)?;
             parent.set_child(i, right_at);
-            parent
-                .cells
-                .insert(i, slotted::interior_cell(node.pgno, &sep));
+            parent.cells.insert(i, cell::interior_cell(node.pgno, &sep));
         } else if over {
             let (mut left, sep, right) = split(&f, node)?;
             left.pgno = store.allocate()?;
@@ -730,9 +728,7 @@ fn balance(
             let left_at = write_node(store, &f, &left)?;
             let right_at = write_node(store, &f, &right)?;
             parent.set_child(i, right_at);
-            parent
-                .cells
-                .insert(i, slotted::interior_cell(left_at, &sep));
+            parent.cells.insert(i, cell::interior_cell(left_at, &sep));
         } else if parent.cells.is_empty() {
             // Only a root pointer has no keys. Its child has no sibling to merge with,
             // so it moves up into the root instead, if it fits there.
@@ -759,13 +755,13 @@ fn balance(
                     ),
                 ));
             }
-            let sep = slotted::cell_key(&parent.cells[a]).to_vec();
+            let sep = cell::cell_key(&parent.cells[a]).to_vec();
             let merged_used = left.used(&f)
                 + right.used(&f)
                 + if left.leaf {
                     0
                 } else {
-                    f.cost(slotted::CELL_HEADER + sep.len())
+                    f.cost(cell::CELL_HEADER + sep.len())
                 };
             let left_pgno = left.pgno;
             if merged_used <= cap {
@@ -781,7 +777,7 @@ fn balance(
                 l.pgno = left_pgno;
                 let left_at = write_node(store, &f, &l)?;
                 let right_at = write_node(store, &f, &r)?;
-                parent.cells[a] = slotted::interior_cell(left_at, &sep);
+                parent.cells[a] = cell::interior_cell(left_at, &sep);
                 parent.set_child(a + 1, right_at);
             } else {
                 // Leave it underfull; the tree is still valid.
@@ -809,7 +805,7 @@ fn balance_root(store: &mut dyn PageWrite, f: &Format, node: Node) -> Result<()>
         // Both on fresh pages: they land where they were put.
         write_node(store, f, &left)?;
         write_node(store, f, &right)?;
-        let cells = vec![slotted::interior_cell(left.pgno, &sep)];
+        let cells = vec![cell::interior_cell(left.pgno, &sep)];
         write_root(
             store,
             f,

@@ -18,7 +18,7 @@ use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::slotted::{self, Payload};
+use crate::page::cell::{self, Payload};
 use crate::page::PageRead;
 
 use super::btree::MAX_DEPTH;
@@ -95,7 +95,7 @@ impl Checker<'_> {
         }
         let n = p.ncells();
         let cmp = self.cmp;
-        let max_key = slotted::max_key_len(p.usable());
+        let max_key = cell::max_key_len(p.usable());
         for i in 0..n {
             let k = p.key(i)?;
             if k.len() > max_key {

@@ -19,8 +19,8 @@
 use std::ops::Range;
 
 use crate::error::{Error, Pgno, Result};
+use crate::page::cell;
 use crate::page::cells::{CellArray, Detached};
-use crate::page::slotted;
 use crate::page::{PageRead, PageRef};
 
 use super::btree::{read_payload, MAX_DEPTH};
@@ -284,7 +284,7 @@ impl<'s> Cursor<'s> {
         }
         let (off, _) = p.cell_range(top.idx)?;
         let key = p.key(top.idx)?;
-        let start = off + slotted::CELL_HEADER;
+        let start = off + cell::CELL_HEADER;
         self.cur = Some(start..start + key.len());
         Ok(true)
     }

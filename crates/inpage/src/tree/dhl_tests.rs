@@ -17,7 +17,7 @@ use proptest::test_runner::{Config, TestRunner};
 use super::btree::{self, Events, EVENTS};
 use super::*;
 use crate::error::Error;
-use crate::page::{dhl, slotted, Layout, PageRef};
+use crate::page::{cell, dhl, Layout, PageRef};
 
 /// The state of one open transaction.
 struct Txn {
@@ -149,7 +149,7 @@ impl PageRead for DhlStore {
         self.page_size
     }
     fn layout(&self) -> Layout {
-        &crate::page::dhl_layout::DHL
+        &crate::page::dhl::DHL
     }
     fn visible_tid(&self) -> u64 {
         self.txn.as_ref().map_or(self.committed_tid, |t| t.tid)
@@ -261,7 +261,7 @@ impl PageRead for ImageView {
         self.page_size
     }
     fn layout(&self) -> Layout {
-        &crate::page::dhl_layout::DHL
+        &crate::page::dhl::DHL
     }
     fn visible_tid(&self) -> u64 {
         self.visible_tid
@@ -354,7 +354,7 @@ fn dhl_scenario() -> impl Strategy<Value = DhlScenario> {
         .prop_flat_map(|(page_size, redistribute)| {
             let usable = page_size - 4;
             let kmax = max_key_len(usable);
-            let cell = slotted::max_cell(usable);
+            let cell = cell::max_cell(usable);
             let key = (
                 prop_oneof![3 => 0..=kmax, 1 => Just(kmax), 1 => 0..8usize],
                 any::<u64>(),
@@ -653,7 +653,7 @@ fn dhl_overflow_checksum_is_verified() {
         let p = dhl::visible(leaf.pgno, &leaf.page, 508, u64::MAX).unwrap();
         let i = p.search(&keys[0], &bytewise).unwrap().unwrap();
         match p.payload(i).unwrap() {
-            slotted::Payload::Overflow { first, .. } => first,
+            cell::Payload::Overflow { first, .. } => first,
             other => panic!("expected an overflow value, got {other:?}"),
         }
     };

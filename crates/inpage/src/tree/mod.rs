@@ -42,7 +42,7 @@
 use std::cmp::Ordering;
 
 use crate::error::{Pgno, Result};
-use crate::page::{slotted, PageRead, PageWrite};
+use crate::page::{cell, PageRead, PageWrite};
 
 mod btree;
 mod check;
@@ -89,7 +89,7 @@ pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
 /// Longest key a tree can store with pages of `usable` bytes:
 /// `(usable - 12) / 4 - 2 - 10` (112 bytes for 512-byte pages, 1008 for 4096).
 pub fn max_key_len(usable: usize) -> usize {
-    slotted::max_key_len(usable)
+    cell::max_key_len(usable)
 }
 
 /// Create an empty tree; returns its root page, which never changes for the tree's life.

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::error::Error;
-use crate::page::{slotted, PageRef};
+use crate::page::{cell, slotted, PageRef};
 
 /// In-memory store. In strict mode it panics when the tree breaks the page contract
 /// (reading a freed or never-written page, double free, writing an unallocated page);
@@ -370,7 +370,7 @@ fn overflow_values_replace_and_free() {
     let stats = check_owned(&s, &[root], &bytewise).remove(0);
     assert_eq!((stats.entries, stats.overflow_pages), (0, 0));
     // Boundary: the largest inline value and the smallest overflowing one.
-    let inline = slotted::max_cell(508) - slotted::CELL_HEADER - 1;
+    let inline = cell::max_cell(508) - cell::CELL_HEADER - 1;
     insert(&mut s, root, &bytewise, FWD, b"a", &value_of(3, inline)).unwrap();
     insert(&mut s, root, &bytewise, FWD, b"b", &value_of(4, inline + 1)).unwrap();
     assert_eq!(check_owned(&s, &[root], &bytewise)[0].overflow_pages, 1);
@@ -397,7 +397,7 @@ fn maximum_cells_always_fit() {
         for i in (0..n).map(|i| (i * 163) % n) {
             let k = key_of(i, kmax - (i as usize % 3));
             let vlen = if i % 2 == 0 {
-                slotted::max_cell(usable) - slotted::CELL_HEADER - k.len()
+                cell::max_cell(usable) - cell::CELL_HEADER - k.len()
             } else {
                 ps
             };
@@ -560,7 +560,7 @@ fn corrupt_overflow_chain_is_reported() {
     let page = s.read(leaf).unwrap();
     let p = slotted::Page::open(leaf, &page, 508).unwrap();
     let i = p.search(&keys[0], &bytewise).unwrap().unwrap();
-    let slotted::Payload::Overflow { first, .. } = p.payload(i).unwrap() else {
+    let cell::Payload::Overflow { first, .. } = p.payload(i).unwrap() else {
         panic!("not overflow")
     };
     s.poke(first, |b| b[4..8].copy_from_slice(&0u32.to_le_bytes())); // cut the chain short
@@ -644,7 +644,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         .prop_flat_map(|(page_size, redistribute, rev)| {
             let usable = page_size - 4;
             let kmax = max_key_len(usable);
-            let cell = slotted::max_cell(usable);
+            let cell = cell::max_cell(usable);
             let key = (
                 prop_oneof![3 => 0..=kmax, 1 => Just(kmax), 1 => 0..8usize],
                 any::<u64>(),

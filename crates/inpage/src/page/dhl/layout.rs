@@ -1,4 +1,4 @@
-//! The DHL layout as the rest of the engine sees it: doubleheader pages ([`dhl`]) whose
+//! The DHL layout as the rest of the engine sees it: doubleheader pages (`page::dhl`) whose
 //! committed version is never disturbed, written-once overflow pages, no on-disk free
 //! list, and two header slots in page 0.
 //!
@@ -240,14 +240,29 @@ impl PageLayout for Dhl {
         }
         v.push(match dhl::visible(pgno, page, g.usable, fcc) {
             Ok(view) => format!(
-                "visible: slot {} tid {} {} with {} cells",
+                "visible: slot {} tid {} txn_size {} {} with {} cells (array at {}, {} of {} bytes used, largest hole {}, reserve {})",
                 view.slot(),
                 view.tid(),
+                view.txn_size(),
                 if view.is_leaf() { "leaf" } else { "interior" },
-                view.ncells()
+                view.ncells(),
+                view.array_off(),
+                view.used(),
+                dhl::capacity(g.usable),
+                view.free_holes()
+                    .ok()
+                    .and_then(|h| h.iter().map(|(s, e)| e - s).max())
+                    .unwrap_or(0),
+                if dhl::has_reserve(&view) { "kept" } else { "used up" }
             ),
             Err(e) => match dhl::open_overflow(pgno, page, g.usable) {
-                Ok(ov) => format!("overflow page: tid {} next {}", ov.tid, ov.next),
+                Ok(ov) => format!(
+                    "overflow page: tid {} txn_size {} next {}, {} data bytes",
+                    ov.tid,
+                    ov.txn_size,
+                    ov.next,
+                    ov.data.len()
+                ),
                 Err(_) => format!("no visible version: {e}"),
             },
         });

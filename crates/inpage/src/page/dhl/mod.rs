@@ -1,0 +1,761 @@
+//! Doubleheader-logging (DHL) page: the B+tree node layout for the DHL journal modes.
+//!
+//! Layout (all integers little-endian; `usable` = page size − pager trailer, at most
+//! 65 535 so that every offset fits a u16):
+//!
+//! ```text
+//! 0..32        descriptor slot 0
+//! 32..64       descriptor slot 1
+//! 64..usable   record area: cells and offset arrays, anywhere
+//!
+//! descriptor:
+//! 0..8    tid        u64  0 = INV (never written, or invalidated by recovery)
+//! 8..12   txn_size   u32  pages written by transaction `tid` (counting commit; built as 0,
+//!                         set at commit by `restamp`)
+//! 12..14  ncells     u16
+//! 14      type       u8   page_type::LEAF or page_type::INTERIOR
+//! 15      flags      u8   0
+//! 16..20  right      u32  interior: rightmost child; leaf: 0
+//! 20..22  array_off  u16  start of this version's ncells × u16 cell-offset array
+//! 22..28  reserved        0
+//! 28..32  checksum   u32  xxh3 over bytes 0..28, then the offset array, then every cell
+//!                         the array references, in array (key) order
+//! ```
+//!
+//! Cells use the encodings of [`cell`] unchanged, as the stock page does (leaf
+//! `klen u16 | vlen u32 | key | value-or-first_ovfl`, interior `klen u16 | child u32 | key`,
+//! same inline rule, same `max_cell`), so the tree builds and decodes cells the same way
+//! in both layouts; only where they sit and who points at them differs.
+//!
+//! A descriptor is *valid* iff its tid is not 0, its type is a tree type, its array and
+//! every cell it references lie inside the record area, every cell decodes with the stock
+//! size rules to at most `max_cell` bytes, no two of its cells overlap each other or its
+//! array, and the crc matches. Anything else is ignored, never trusted and never a panic:
+//! pages come from disk.
+//!
+//! The reader sees the valid descriptor with the largest `tid <= max_tid` ([`visible`]); a
+//! writer of transaction `T` asks for `max_tid = T`, which yields its own earlier version
+//! of the page if it has one and the newest committed one otherwise.
+//!
+//! # Counting commit: `txn_size`, [`restamp`] and [`page_versions`]
+//!
+//! The tree builds versions (and [`overflow_page`]s) with `txn_size` 0, because the number
+//! of pages transaction `T` writes is only known at commit. The commit path then calls
+//! [`restamp`] on every dirty page image before writing it: it sets `txn_size` in each
+//! valid descriptor with tid `T` (tree version or overflow page) and recomputes that
+//! descriptor's checksum. It changes only those two fields of those descriptors, never a
+//! byte a protected version references, so the invariants below hold for the stamped image
+//! exactly as for the built one. Recovery scans pages with [`page_versions`], which counts
+//! overflow pages' descriptors as well as tree versions ([`descriptors`] sees tree
+//! versions only), and compares the number of valid descriptors with the largest tid
+//! against their `txn_size` (docs/DHL-DESIGN.md, "Recovery").
+//!
+//! # Invariants kept by [`build`] and why they make torn writes harmless
+//!
+//! Writing transaction `T` over a base image keeps the *protected* version `P` (the newest
+//! valid descriptor with tid ≤ `keep_max_tid`, i.e. the newest committed one):
+//!
+//! 1. `P`'s descriptor slot is copied verbatim and the new descriptor goes into the other
+//!    slot, so the two slots never alias.
+//! 2. Every byte `P` references (array and cells) stays at the same offset with the same
+//!    content; the new version's array and unshared cells go only into bytes `P` does not
+//!    reference. Cells of the new version byte-identical to one of `P`'s reuse `P`'s copy.
+//! 3. Everything else in the record area is zeroed, so images are a function of
+//!    (protected version, new version) alone and carry no stale data.
+//!
+//! A page write that tears leaves each 512-byte sector wholly old or wholly new. By (1) and
+//! (2) every byte that `P`'s validity depends on is identical in the old and the new
+//! image, so *every* mix of sectors still holds `P`, valid, with the same cells. Both
+//! descriptors sit in sector 0: if that sector is old, the new descriptor is simply absent;
+//! if it is new, the new descriptor is present and its crc covers every byte it
+//! references, so any of them left old makes it invalid (up to checksum collisions). The only
+//! other descriptor a mix can show is the one the new version replaced, and only if all its
+//! bytes happened to survive, i.e. with exactly its old content. So no mix ever shows a
+//! valid descriptor whose content was not written as such, and no atomic page write is
+//! needed. [`invalidate`] only touches sector 0, so recovery's own writes are atomic.
+//!
+//! One consequence for the journal: if the replaced descriptor is this transaction's own
+//! earlier build of the page *and that image already reached the disk*, a torn rewrite
+//! can leave it valid with tid `T`, and counting commit would count it. So under DHL a
+//! page must reach the disk at most once per transaction (writes happen at commit).
+//!
+//! The replaced slot holds either an older committed version (its bytes become free:
+//! in-page garbage collection) or this transaction's own earlier build of the page (tid ==
+//! `T`: replaced, never protected). A page without a protected version (new in `T`) is
+//! laid out compactly with the other slot zeroed.
+//!
+//! # Space
+//!
+//! Every cell costs its bytes plus two u16 offsets (one per version), and [`capacity`]
+//! leaves room for one cell of up to [`reserve_cell`] bytes (a sixteenth of the page) and
+//! its two offsets next to a full version: enough for the one-row change of typical rows
+//! (Mobibench's and the DHL paper's are about 110–140 bytes as cells) without giving up a
+//! quarter of every page for a maximal cell, which earlier versions reserved. Placement
+//! (see [`build`]) puts each new cell best-fit into the smaller holes (garbage of older
+//! versions), and what does not fit there plus the new array at the far end of the largest
+//! hole, away from the protected array, so that after commit the old array merges back into
+//! the hole (the arrays "ping-pong" across the free region). What is guaranteed:
+//!
+//! - (a) a version whose `Σ(len + 4) <= capacity` always fits on a fresh page;
+//! - (b) a version differing by one inserted, replaced or removed cell of at most
+//!   [`reserve_cell`] bytes from a protected version `P` always fits if the free space
+//!   next to `P` contains one hole of at least `2·(ncells(P) + 1) + reserve_cell` bytes
+//!   ([`has_reserve`]). That holds whenever `P` is within capacity and was written
+//!   compactly (fresh or relocated page) or reached from such a page by inserts only.
+//!   Removals and replacements leave the old copy as a hole that only later cells of a
+//!   fitting size reuse, so a long adversarial history can fragment the free space until
+//!   (b) fails, and a larger cell next to a nearly full version may not fit either;
+//!   `build` then returns `None` and the tree relocates the node (written compactly to a
+//!   new page, which (a) guarantees), at the price of one more page write (the parent).
+//!
+//! # Files
+//!
+//! This file holds the format, validation ([`visible`], [`open_slot`]), recovery's views
+//! ([`descriptors`], [`page_versions`], [`descriptor_heads`]) and the commit-time edits
+//! ([`restamp`], [`invalidate`]); `build.rs` places a new version next to the protected
+//! one; `overflow.rs` is the overflow-page format; `reference.rs` (tests only) is the
+//! independent oracle the proptests in `tests.rs` hold the rest to.
+
+use std::cell::RefCell;
+
+use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::page::cell::{self, max_cell, PTR_SIZE};
+use crate::page::cells::CellArray;
+use crate::page::page_type;
+
+mod build;
+mod layout;
+mod overflow;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod tests;
+
+pub use build::build;
+pub(crate) use layout::DHL;
+use overflow::overflow_crc;
+pub use overflow::{open_overflow, overflow_data, overflow_page};
+
+/// Bytes of one descriptor slot.
+pub const DESC_SIZE: usize = 32;
+/// Start of the record area (both descriptor slots precede it, inside sector 0).
+pub const RECORD_START: usize = 2 * DESC_SIZE;
+/// Largest usable size the u16 offsets can address.
+pub const MAX_USABLE: usize = u16::MAX as usize;
+/// Bytes a cell costs in [`capacity`] accounting beyond its own: one offset per version.
+pub const CELL_OVERHEAD: usize = 2 * PTR_SIZE;
+
+const D_TID: usize = 0;
+const D_TXN_SIZE: usize = 8;
+const D_NCELLS: usize = 12;
+const D_TYPE: usize = 14;
+const D_FLAGS: usize = 15;
+const D_RIGHT: usize = 16;
+const D_ARRAY: usize = 20;
+/// The crc covers the descriptor up to here and is stored right after.
+const D_CRC: usize = 28;
+
+/// Largest cell a one-cell change is guaranteed to place next to a version at capacity
+/// (module notes on space, (b)): a sixteenth of the usable size, 255 bytes at 4 KiB.
+pub fn reserve_cell(usable: usize) -> usize {
+    (usable / 16).min(max_cell(usable))
+}
+
+/// Bytes of cells plus their [`CELL_OVERHEAD`] a version may hold so that a one-cell
+/// change of up to [`reserve_cell`] bytes still fits next to it: the record area minus
+/// that cell and its two offsets.
+pub fn capacity(usable: usize) -> usize {
+    usable
+        .saturating_sub(RECORD_START)
+        .saturating_sub(reserve_cell(usable) + CELL_OVERHEAD)
+}
+
+/// Capacity cost of a cell of `len` bytes.
+pub fn cell_cost(len: usize) -> usize {
+    len + CELL_OVERHEAD
+}
+
+/// Size of the cell at the start of `area` under the stock rules, if it fits in `area` and
+/// is at most `max_cell` (the same bounds [`CellArray::cell_range`] enforces).
+fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
+    cell::cell_size(leaf, usable, area).filter(|&size| size <= max_cell(usable))
+}
+
+fn geometry_ok(usable: usize, len: usize) -> bool {
+    (RECORD_START..=MAX_USABLE).contains(&usable) && len >= usable
+}
+
+/// Checksum of a version: descriptor head, array, then cells in array order. `cells` are
+/// (offset, size) pairs already bounds-checked by the caller.
+///
+/// xxh3 folded to 32 bits, not crc32c: a cell may hold a value that ends with the crc32c
+/// of its own preceding bytes (a common pattern), and CRC's linearity would then make a
+/// crc32c over the version blind to those bytes — a torn write could damage them
+/// unseen. The same flaw was found in the journals (see `journal::image_checksum`).
+///
+/// This streaming form is the definition. The hot paths gather the same bytes into
+/// [`Scratch::covered`] and hash them in one shot with [`covered_crc`] (xxh3 gives the same
+/// value for any split of the input, and one shot is several times cheaper than many small
+/// updates); it stays for versions whose cells overlap, where the covered bytes are not
+/// bounded by the page size.
+fn version_crc(
+    buf: &[u8],
+    slot: usize,
+    array: (usize, usize),
+    cells: impl Iterator<Item = (usize, usize)>,
+) -> u32 {
+    let d = slot * DESC_SIZE;
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&buf[d..d + D_CRC]);
+    h.update(&buf[array.0..array.1]);
+    for (off, size) in cells {
+        h.update(&buf[off..off + size]);
+    }
+    fold(h.digest())
+}
+
+fn fold(x: u64) -> u32 {
+    (x ^ (x >> 32)) as u32
+}
+
+/// [`version_crc`] of a version whose covered bytes (descriptor head, array, cells in array
+/// order) are `covered`, concatenated.
+fn covered_crc(covered: &[u8]) -> u32 {
+    fold(xxhash_rust::xxh3::xxh3_64(covered))
+}
+
+/// Per-thread buffers reused by validation and checksumming, so that the per-operation
+/// work allocates nothing.
+#[derive(Default)]
+struct Scratch {
+    /// Bytes a version's checksum covers, concatenated (see [`covered_crc`]).
+    covered: Vec<u8>,
+    /// One bit per page byte, set for bytes a version references.
+    used: Vec<u64>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Run `f` with this thread's [`Scratch`] (a fresh one if it is already in use, so a
+/// nested call can never panic).
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+impl Scratch {
+    /// Clear the occupancy bitmap for a page of `usable` bytes.
+    fn clear_used(&mut self, usable: usize) {
+        self.used.clear();
+        self.used.resize(usable.div_ceil(64), 0);
+    }
+
+    /// Mark bytes `[s, e)` (non-empty, `e <= usable`) as referenced; false if one of them
+    /// already was.
+    fn mark(&mut self, s: usize, e: usize) -> bool {
+        let lo = !0u64 << (s % 64);
+        let hi = !0u64 >> (63 - (e - 1) % 64);
+        let words = &mut self.used[s / 64..=(e - 1) / 64];
+        let clash = match words {
+            [w] => {
+                let clash = *w & lo & hi;
+                *w |= lo & hi;
+                clash
+            }
+            [first, middle @ .., last] => {
+                let mut clash = (*first & lo) | (*last & hi);
+                *first |= lo;
+                *last |= hi;
+                for w in middle {
+                    clash |= *w;
+                    *w = !0;
+                }
+                clash
+            }
+            [] => 0,
+        };
+        clash == 0
+    }
+
+    /// First byte in `[from, end)` whose mark is `set`, or `end`.
+    fn next(&self, from: usize, end: usize, set: bool) -> usize {
+        let word = |w: usize| if set { self.used[w] } else { !self.used[w] };
+        let mut w = from / 64;
+        let mut bits = word(w) & (!0u64 << (from % 64));
+        loop {
+            if bits != 0 {
+                return (w * 64 + bits.trailing_zeros() as usize).min(end);
+            }
+            w += 1;
+            if w * 64 >= end {
+                return end;
+            }
+            bits = word(w);
+        }
+    }
+
+    /// Maximal runs of unmarked bytes in `[start, end)`, in address order.
+    fn holes(&self, start: usize, end: usize) -> Vec<(usize, usize)> {
+        let mut holes = Vec::new();
+        let mut at = start;
+        while at < end {
+            let s = self.next(at, end, false);
+            if s == end {
+                break;
+            }
+            at = self.next(s, end, true);
+            holes.push((s, at));
+        }
+        holes
+    }
+}
+
+/// Read-only view of one valid version of a DHL page. Mirrors [`slotted::Page`]'s
+/// accessors so the tree can read either layout the same way.
+///
+/// [`slotted::Page`]: crate::page::slotted::Page
+#[derive(Clone, Copy, Debug)]
+pub struct View<'a> {
+    cells: CellArray<'a>,
+    slot: usize,
+    tid: u64,
+    txn_size: u32,
+}
+
+impl<'a> std::ops::Deref for View<'a> {
+    type Target = CellArray<'a>;
+    fn deref(&self) -> &CellArray<'a> {
+        &self.cells
+    }
+}
+
+/// Parse and fully validate descriptor `slot`; the error says why it is not valid.
+fn check_slot(
+    pgno: Pgno,
+    buf: &[u8],
+    usable: usize,
+    slot: usize,
+) -> std::result::Result<View<'_>, String> {
+    with_scratch(|s| check_slot_in(s, pgno, buf, usable, slot))
+}
+
+/// [`check_slot`] using `s`; on success `s.covered` holds the bytes the checksum covers
+/// and `s.used` marks the bytes the version references.
+///
+/// One pass over the array bounds-checks and sizes each cell, detects overlaps on the
+/// occupancy bitmap and gathers the covered bytes. The reasons are reported in the order
+/// of the checks they stand for: cell bounds, then the crc, then overlap.
+fn check_slot_in<'b>(
+    s: &mut Scratch,
+    pgno: Pgno,
+    buf: &'b [u8],
+    usable: usize,
+    slot: usize,
+) -> std::result::Result<View<'b>, String> {
+    if !geometry_ok(usable, buf.len()) {
+        return Err(format!(
+            "page buffer of {} bytes cannot hold a DHL page of usable size {usable}",
+            buf.len()
+        ));
+    }
+    let d = slot * DESC_SIZE;
+    let tid = get_u64(buf, d + D_TID);
+    if tid == 0 {
+        return Err(format!("descriptor {slot} is INV (tid 0)"));
+    }
+    let leaf = match buf[d + D_TYPE] {
+        page_type::LEAF => true,
+        page_type::INTERIOR => false,
+        t => {
+            return Err(format!(
+                "descriptor {slot} has type {t} ({}), not a tree page",
+                page_type::name(t)
+            ))
+        }
+    };
+    let ncells = get_u16(buf, d + D_NCELLS);
+    let right = get_u32(buf, d + D_RIGHT);
+    if leaf && right != 0 {
+        return Err(format!("descriptor {slot} is a leaf with a right child"));
+    }
+    let array_off = get_u16(buf, d + D_ARRAY);
+    let array_end = array_off + PTR_SIZE * ncells;
+    if array_off < RECORD_START || array_end > usable {
+        return Err(format!(
+            "descriptor {slot}: array [{array_off}, {array_end}) outside the record area [{RECORD_START}, {usable})"
+        ));
+    }
+    s.covered.clear();
+    s.covered.extend_from_slice(&buf[d..d + D_CRC]);
+    s.covered.extend_from_slice(&buf[array_off..array_end]);
+    s.clear_used(usable);
+    // Once something overlaps, stop gathering: the covered bytes are then no longer
+    // bounded by the page size (see `overlap_reason` for the report).
+    let mut overlap = ncells > 0 && !s.mark(array_off, array_end);
+    let max = max_cell(usable);
+    for i in 0..ncells {
+        let off = get_u16(buf, array_off + PTR_SIZE * i);
+        if !(RECORD_START..usable).contains(&off) {
+            return Err(format!(
+                "descriptor {slot}: cell {i} offset {off} outside the record area"
+            ));
+        }
+        let size = cell::cell_size(leaf, usable, &buf[off..usable])
+            .filter(|&size| size <= max)
+            .ok_or_else(|| {
+                format!("descriptor {slot}: cell {i} at {off} is malformed or runs past the page")
+            })?;
+        if !overlap {
+            if s.mark(off, off + size) {
+                s.covered.extend_from_slice(&buf[off..off + size]);
+            } else {
+                overlap = true;
+            }
+        }
+    }
+    if overlap {
+        return Err(overlap_reason(buf, usable, slot, leaf, tid));
+    }
+    if covered_crc(&s.covered) != get_u32(buf, d + D_CRC) {
+        return Err(format!("descriptor {slot} (tid {tid}) fails its crc"));
+    }
+    Ok(View {
+        cells: CellArray {
+            pgno,
+            buf,
+            usable,
+            leaf,
+            ncells,
+            array_off,
+            area_start: RECORD_START,
+            right,
+        },
+        slot,
+        tid,
+        txn_size: get_u32(buf, d + D_TXN_SIZE),
+    })
+}
+
+/// Why descriptor `slot`, whose array and cells are in bounds but overlap, is invalid:
+/// its crc if that fails (checked first, as for any version), else the first overlapping
+/// pair in address order. Rare (only damaged pages), so it is allowed to be slow.
+fn overlap_reason(buf: &[u8], usable: usize, slot: usize, leaf: bool, tid: u64) -> String {
+    let d = slot * DESC_SIZE;
+    let ncells = get_u16(buf, d + D_NCELLS);
+    let array = get_u16(buf, d + D_ARRAY);
+    let array = (array, array + PTR_SIZE * ncells);
+    let cells: Vec<(usize, usize)> = (0..ncells)
+        .map(|i| {
+            let off = get_u16(buf, array.0 + PTR_SIZE * i);
+            (off, cell_size(leaf, usable, &buf[off..usable]).unwrap_or(0))
+        })
+        .collect();
+    if version_crc(buf, slot, array, cells.iter().copied()) != get_u32(buf, d + D_CRC) {
+        return format!("descriptor {slot} (tid {tid}) fails its crc");
+    }
+    let mut ranges: Vec<(usize, usize)> = cells.iter().map(|&(o, n)| (o, o + n)).collect();
+    ranges.push(array);
+    ranges.sort_unstable();
+    match ranges.windows(2).find(|w| w[0].1 > w[1].0) {
+        Some(w) => format!(
+            "descriptor {slot}: bytes [{}, {}) overlap [{}, {})",
+            w[0].0, w[0].1, w[1].0, w[1].1
+        ),
+        None => format!("descriptor {slot}: overlapping bytes"),
+    }
+}
+
+/// The version in descriptor `slot` (0 or 1), if it is valid. Errors: `Corrupt` saying
+/// why it is not.
+#[cfg(test)]
+pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
+    if slot > 1 {
+        return Err(Error::InvalidArgument(format!(
+            "descriptor slot {slot} (a DHL page has slots 0 and 1)"
+        )));
+    }
+    check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
+}
+
+/// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
+/// `tid <= max_tid`. Errors: `Corrupt` if there is none.
+pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
+    // The answer is the newest candidate (tid in 1..=max_tid, slot 0 first on equal tids)
+    // whenever that one is valid: the other slot could only win or raise "damaged" with a
+    // larger tid. So validate it first and skip the other slot (a second full validation);
+    // every other case takes the complete path below.
+    if geometry_ok(usable, buf.len()) {
+        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
+            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
+                return Ok(v);
+            }
+        }
+    }
+    let mut best: Option<View<'_>> = None;
+    let mut why = Vec::new();
+    // The newest damaged version a reader at `max_tid` could otherwise see.
+    let mut damaged: Option<(u64, usize, String)> = None;
+    for slot in 0..2 {
+        match check_slot(pgno, buf, usable, slot) {
+            Ok(v) if v.tid <= max_tid => {
+                if best.is_none_or(|b| v.tid > b.tid) {
+                    best = Some(v);
+                }
+            }
+            Ok(v) => why.push(format!("descriptor {slot} has tid {} > {max_tid}", v.tid)),
+            Err(r) => {
+                let tid = if buf.len() >= RECORD_START {
+                    get_u64(buf, slot * DESC_SIZE + D_TID)
+                } else {
+                    0
+                };
+                if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0) {
+                    damaged = Some((tid, slot, r.clone()));
+                }
+                why.push(r)
+            }
+        }
+    }
+    // A damaged version newer than the one we would read is corruption, not a torn write:
+    // the newest committed version of a page is protected by every later build (only the
+    // older one's bytes are reused), and recovery zeroes the tid of every version newer
+    // than the FCC. Falling back to the older version would silently serve stale data.
+    if let Some((tid, slot, r)) = damaged {
+        if best.is_none_or(|b| tid > b.tid) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("version {tid} (descriptor {slot}) is damaged: {r}"),
+            ));
+        }
+    }
+    best.ok_or_else(|| {
+        Error::corrupt(
+            pgno,
+            format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
+        )
+    })
+}
+
+/// Of the slots whose (unvalidated) tid is not 0 and passes `ok`, the one with the
+/// largest tid, slot 0 on a tie. `buf` must hold both descriptors.
+fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<usize> {
+    let tid = |slot: usize| get_u64(buf, slot * DESC_SIZE + D_TID);
+    let ok = |slot: usize| tid(slot) != 0 && ok(tid(slot));
+    match (ok(0), ok(1)) {
+        (true, true) => Some(if tid(1) > tid(0) { 1 } else { 0 }),
+        (true, false) => Some(0),
+        (false, true) => Some(1),
+        (false, false) => None,
+    }
+}
+
+impl<'a> View<'a> {
+    /// Descriptor slot (0 or 1) holding this version.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+    pub fn tid(&self) -> u64 {
+        self.tid
+    }
+    pub fn txn_size(&self) -> u32 {
+        self.txn_size
+    }
+    /// Start of this version's offset array.
+    pub fn array_off(&self) -> usize {
+        self.array_off
+    }
+    /// Capacity used by this version: Σ (cell bytes + [`CELL_OVERHEAD`]).
+    pub fn used(&self) -> usize {
+        (0..self.ncells)
+            .map(|i| self.cell_range(i).map_or(0, |(_, size)| cell_cost(size)))
+            .sum()
+    }
+
+    /// Byte ranges this version references (array, then cells), unsorted.
+    fn ranges(&self) -> Result<Vec<(usize, usize)>> {
+        let mut r = Vec::with_capacity(self.ncells + 1);
+        if self.ncells > 0 {
+            r.push((self.array_off, self.array_off + PTR_SIZE * self.ncells));
+        }
+        for i in 0..self.ncells {
+            let (off, size) = self.cell_range(i)?;
+            r.push((off, off + size));
+        }
+        Ok(r)
+    }
+
+    /// Holes of the record area this version does not reference, in address order.
+    pub fn free_holes(&self) -> Result<Vec<(usize, usize)>> {
+        let ranges = self.ranges()?;
+        Ok(with_scratch(|s| holes_around(s, self.usable, &ranges)))
+    }
+}
+
+/// Maximal runs of the record area `[RECORD_START, usable)` outside all of `ranges`
+/// (non-empty, inside the page), in address order.
+fn holes_around(s: &mut Scratch, usable: usize, ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    s.clear_used(usable);
+    for &(a, e) in ranges {
+        s.mark(a, e);
+    }
+    s.holes(RECORD_START, usable)
+}
+
+/// Whether any one-cell change of version `v` (a cell of at most [`reserve_cell`] bytes)
+/// is guaranteed to fit next to it: the bytes it does not reference contain one hole of at
+/// least `2·(ncells + 1) + reserve_cell` bytes (room for the next array plus that cell;
+/// see the module notes on space).
+pub fn has_reserve(v: &View<'_>) -> bool {
+    let need = PTR_SIZE * (v.ncells + 1) + reserve_cell(v.usable);
+    v.free_holes()
+        .is_ok_and(|h| h.iter().any(|&(s, e)| e - s >= need))
+}
+
+/// What a descriptor slot holds, for recovery's scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DescInfo {
+    pub slot: usize,
+    pub tid: u64,
+    pub txn_size: u32,
+    /// Whether the whole version passes validation (bounds, cells, crc).
+    pub valid: bool,
+}
+
+/// Both descriptor slots: `None` for an INV (tid 0) slot or a buffer too small to be a
+/// DHL page, otherwise its tid and whether it is valid. A torn descriptor shows up as
+/// `valid: false` and must be ignored like an INV one.
+///
+/// Only tree versions count as valid here: an overflow page's descriptor shows up as
+/// `valid: false`. Recovery, which must count overflow pages too, uses [`page_versions`].
+pub fn descriptors(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+    let info = |slot: usize| {
+        if !geometry_ok(usable, buf.len()) {
+            return None;
+        }
+        let d = slot * DESC_SIZE;
+        let tid = get_u64(buf, d + D_TID);
+        (tid != 0).then(|| DescInfo {
+            slot,
+            tid,
+            txn_size: get_u32(buf, d + D_TXN_SIZE),
+            valid: check_slot(0, buf, usable, slot).is_ok(),
+        })
+    };
+    [info(0), info(1)]
+}
+
+/// Make every descriptor with this `tid` INV (tid = 0); returns whether anything changed.
+/// Only sector 0 changes, so the write doing it is atomic even on a torn-write device, and
+/// repeating it is harmless.
+pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
+    if tid == 0 || buf.len() < RECORD_START {
+        return false;
+    }
+    let mut changed = false;
+    for slot in 0..2 {
+        let d = slot * DESC_SIZE;
+        if get_u64(buf, d + D_TID) == tid {
+            buf[d + D_TID..d + D_TID + 8].fill(0);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// The (tid, txn_size) heads of both descriptor slots, read raw and *not* validated: the
+/// cheap part of recovery's scan, which validates only the slots it must count
+/// ([`page_versions`]). `None` for a buffer too small to be a DHL page.
+pub fn descriptor_heads(buf: &[u8]) -> Option<[(u64, u32); 2]> {
+    if buf.len() < RECORD_START {
+        return None;
+    }
+    let head = |slot: usize| {
+        let d = slot * DESC_SIZE;
+        (get_u64(buf, d + D_TID), get_u32(buf, d + D_TXN_SIZE))
+    };
+    Some([head(0), head(1)])
+}
+
+/// Both descriptor slots of any DHL page, for recovery's scan: like [`descriptors`], but a
+/// slot is also `valid` when it is a valid overflow-page descriptor (slot 0 only, exactly
+/// what [`open_overflow`] accepts). `None` for an INV (tid 0) slot or a buffer too small
+/// to be a DHL page of size `usable`. For tree pages the result equals [`descriptors`].
+pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+    let overflow_ok = open_overflow(0, buf, usable).is_ok();
+    let mut d = descriptors(buf, usable);
+    if let Some(info) = d[0].as_mut() {
+        info.valid |= overflow_ok;
+    }
+    d
+}
+
+/// Set `txn_size` in every valid descriptor with this `tid` (a tree version as [`visible`]
+/// accepts it, or an overflow page as [`open_overflow`] accepts it) and recompute its
+/// checksum so that it stays valid. Only those descriptors' `txn_size` and checksum bytes
+/// change; nothing else in `buf` does, and invalid, INV or other-tid slots are left alone.
+/// Returns whether any descriptor was stamped (false for tid 0 or a buffer too small to
+/// be a DHL page of size `usable`).
+///
+/// The commit path calls it on each dirty page image before writing it, once the pager
+/// knows how many pages the transaction writes (module notes, counting commit).
+pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+    /// How to get a valid descriptor's new checksum.
+    enum Covered {
+        /// Tree version: the checksum itself, of its covered bytes with the new txn_size
+        /// (the only covered bytes that change).
+        Tree(u32),
+        /// Overflow page: data length (data starts at `RECORD_START`).
+        Overflow(usize),
+    }
+
+    if tid == 0 || !geometry_ok(usable, buf.len()) {
+        return false;
+    }
+    let mut stamped = false;
+    for slot in 0..2 {
+        let d = slot * DESC_SIZE;
+        if get_u64(buf, d + D_TID) != tid {
+            continue;
+        }
+        // What the checksum covers, found before writing.
+        let tree = with_scratch(|s| {
+            check_slot_in(s, 0, buf, usable, slot).ok()?;
+            put_u32(&mut s.covered, D_TXN_SIZE, txn_size);
+            Some(Covered::Tree(covered_crc(&s.covered)))
+        });
+        let covered = tree.or_else(|| {
+            (slot == 0)
+                .then(|| open_overflow(0, buf, usable).ok())
+                .flatten()
+                .map(|o| Covered::Overflow(o.data.len()))
+        });
+        let Some(covered) = covered else {
+            continue;
+        };
+        put_u32(buf, d + D_TXN_SIZE, txn_size);
+        let crc = match covered {
+            Covered::Tree(crc) => crc,
+            Covered::Overflow(len) => overflow_crc(buf, len),
+        };
+        put_u32(buf, d + D_CRC, crc);
+        stamped = true;
+    }
+    stamped
+}
+
+/// A version to write: its metadata and cells in key order (stock encodings).
+#[derive(Clone, Copy, Debug)]
+pub struct Version<'c> {
+    /// Transaction writing it (not 0).
+    pub tid: u64,
+    pub txn_size: u32,
+    pub leaf: bool,
+    /// Interior: rightmost child. Ignored (stored as 0) for leaves.
+    pub right: Pgno,
+    pub cells: &'c [Vec<u8>],
+}
