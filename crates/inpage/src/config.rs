@@ -142,7 +142,7 @@ impl Config {
                 "dhl_direct = On, but journal mode {mode} has no direct page writes"
             )));
         }
-        if self.journal.wal_prealloc && mode != JournalMode::WAL {
+        if self.journal.wal_prealloc && !mode.capabilities().replays_log {
             return Err(Error::Config(format!(
                 "wal_prealloc is set, but journal mode {mode} keeps no write-ahead log"
             )));

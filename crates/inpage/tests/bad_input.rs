@@ -289,6 +289,65 @@ fn bad_config_and_arguments_are_errors() {
     ));
 }
 
+/// Options the file or its journal mode would ignore are refused, with the error that
+/// names them, and the file is left as it was: a page size other than the file's, direct
+/// writes demanded of a mode without them, WAL preallocation outside a log mode. A new
+/// file with such options is not created at all.
+#[test]
+fn options_that_would_be_ignored_are_refused() {
+    use inpage::DirectWrites;
+    let dir = tempfile::tempdir().unwrap();
+    for mode in JournalMode::all() {
+        let path = dir.path().join(format!("{mode}.db"));
+        drop(Database::open(&path, Config::default().journal_mode(mode).page_size(1024)).unwrap());
+        let before = file_bytes(&path);
+        match Database::open(&path, Config::default().page_size(4096)) {
+            Err(Error::PageSizeMismatch {
+                file: 1024,
+                requested: 4096,
+                ..
+            }) => {}
+            other => panic!("{mode}: page size 4096 on a 1024 file gave {other:?}"),
+        }
+        let direct = Database::open(&path, Config::default().dhl_direct(DirectWrites::On));
+        if !mode.capabilities().direct_writes {
+            assert!(
+                matches!(&direct, Err(Error::Config(m)) if m.contains("direct")),
+                "{mode}: {direct:?}"
+            );
+        }
+        drop(direct);
+        let prealloc = Database::open(&path, Config::default().wal_prealloc(true));
+        if mode.capabilities().replays_log {
+            prealloc.unwrap();
+        } else {
+            assert!(
+                matches!(&prealloc, Err(Error::Config(m)) if m.contains("wal_prealloc")),
+                "{mode}: {prealloc:?}"
+            );
+        }
+        // The file's own values (or none) open it.
+        drop(Database::open(&path, Config::default().page_size(1024)).unwrap());
+        if !mode.capabilities().replays_log {
+            assert!(
+                file_bytes(&path) == before,
+                "{mode}: a refused open changed the file"
+            );
+        }
+    }
+    let fresh = dir.path().join("fresh.db");
+    assert!(matches!(
+        Database::open(
+            &fresh,
+            Config::default()
+                .journal_mode(JournalMode::WAL)
+                .dhl_direct(DirectWrites::On)
+        ),
+        Err(Error::Config(_))
+    ));
+    assert!(!fresh.exists(), "a refused config created the file");
+}
+
 /// A header or a DHL version claiming a transaction id past `MAX_TID` (a crafted
 /// `fcc = u64::MAX` would overflow `fcc + 1`) is reported as damage, in every mode, and
 /// nothing is written.

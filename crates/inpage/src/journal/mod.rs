@@ -73,6 +73,9 @@ pub struct Capabilities {
     pub recovers_fcc: bool,
     /// Page writes may bypass the page cache (`O_DIRECT`, `Config::dhl_direct`).
     pub direct_writes: bool,
+    /// Committed pages may live in a log (a side file) that recovery replays into the
+    /// database, so until then the file may be shorter than its header says.
+    pub replays_log: bool,
     /// Side files next to the database (`<db>-<suffix>`), for tools and tests.
     pub side_files: &'static [&'static str],
 }

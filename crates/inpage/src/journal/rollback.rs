@@ -64,6 +64,7 @@ const ROLLBACK_CAPS: Capabilities = Capabilities {
     embeds_fcc: false,
     recovers_fcc: false,
     direct_writes: false,
+    replays_log: false,
     side_files: &["journal"],
 };
 

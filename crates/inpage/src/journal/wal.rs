@@ -74,6 +74,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         embeds_fcc: false,
         recovers_fcc: false,
         direct_writes: false,
+        replays_log: true,
         side_files: &["wal"],
     },
     open: |ctx, _| {

@@ -5,8 +5,11 @@
 //!   write of page 0 leaves either the old or the new header readable (sector writes are
 //!   atomic on every device we model), and a foreign or damaged file is rejected before
 //!   any other byte of it is trusted.
-//! - `fcc` is the id of the last committed write transaction; every commit writes page 0
-//!   with `fcc + 1`, so the header page is in every transaction's batch.
+//! - `fcc` is the id of the last committed write transaction; commit `fcc + 1` writes a
+//!   header carrying it, except in modes with metadata embedding (`off-opt`, `dhl-cc`),
+//!   which leave the header page out of a commit that changes nothing but the counter
+//!   (`dhl-cc` recovers the FCC from the pages; `off-opt` never needs it on disk). A
+//!   layout with two header slots (DHL) writes the slot not holding the committed header.
 //! - Decoding never panics: every field is range-checked and reported by name.
 
 use crate::error::Pgno;

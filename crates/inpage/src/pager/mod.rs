@@ -276,18 +276,21 @@ impl Pager {
         cfg.check_against(mode)?;
         let page_size = disk_header.page_size as usize;
         // Checked before the journal opens (which may create side files), so a truncated
-        // file is rejected without changing anything — except when a WAL exists: a
-        // checkpoint cut short may have written page 0 but not yet the pages that extend
+        // file is rejected without changing anything — except when the mode's log exists:
+        // a checkpoint cut short may have written page 0 but not yet the pages that extend
         // the file, and replaying the log is what repairs that. The length is checked
         // again once the journal has recovered.
-        let wal_exists = mode == JournalMode::WAL
-            && vfs
-                .exists(&side_path(path, "wal"))
+        let caps = mode.capabilities();
+        let mut log_exists = false;
+        for suffix in caps.side_files.iter().filter(|_| caps.replays_log) {
+            log_exists |= vfs
+                .exists(&side_path(path, suffix))
                 .map_err(Error::io("stat", path))?;
+        }
         // A mode that recovers the FCC from the pages may find the raw header slot belongs
         // to a transaction recovery will roll back; its journal checks the length against
         // the header it settles on, before it writes anything.
-        if !wal_exists && !mode.capabilities().recovers_fcc {
+        if !log_exists && !caps.recovers_fcc {
             Self::check_length(path, &file, &disk_header)?;
         }
         let db = Arc::new(DbFile::new(
