@@ -55,56 +55,54 @@ use crate::page::{dhl, PAGE_TRAILER};
 use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};
 use crate::vfs::{File, OpenOptions};
 
+/// A DHL registry entry: every DHL mode recovers the FCC from the pages and may write
+/// them directly; they differ in the commit protocol and in metadata embedding.
+const fn dhl_spec(
+    name: &'static str,
+    code: u8,
+    summary: &'static str,
+    embeds_fcc: bool,
+) -> ModeSpec {
+    ModeSpec {
+        name,
+        code,
+        summary,
+        layout: &DHL,
+        caps: Capabilities {
+            atomic: true,
+            embeds_fcc,
+            recovers_fcc: true,
+            direct_writes: true,
+            replays_log: false,
+            side_files: &[],
+        },
+        open: open_dhl,
+    }
+}
+
 /// Registry entry of `dhl-tc`.
-pub(crate) static DHL_TC: ModeSpec = ModeSpec {
-    name: "dhl-tc",
-    code: 7,
-    summary: "doubleheader logging, traditional commit: pages, fdatasync, header slot, fdatasync",
-    layout: &DHL,
-    caps: Capabilities {
-        atomic: true,
-        embeds_fcc: false,
-        recovers_fcc: true,
-        direct_writes: true,
-        replays_log: false,
-        side_files: &[],
-    },
-    open: open_dhl,
-};
+pub(crate) static DHL_TC: ModeSpec = dhl_spec(
+    "dhl-tc",
+    7,
+    "doubleheader logging, traditional commit: pages, fdatasync, header slot, fdatasync",
+    false,
+);
 
 /// Registry entry of `dhl-cc`.
-pub(crate) static DHL_CC: ModeSpec = ModeSpec {
-    name: "dhl-cc",
-    code: 8,
-    summary: "doubleheader logging, counting commit with metadata embedding: one fdatasync",
-    layout: &DHL,
-    caps: Capabilities {
-        atomic: true,
-        embeds_fcc: true,
-        recovers_fcc: true,
-        direct_writes: true,
-        replays_log: false,
-        side_files: &[],
-    },
-    open: open_dhl,
-};
+pub(crate) static DHL_CC: ModeSpec = dhl_spec(
+    "dhl-cc",
+    8,
+    "doubleheader logging, counting commit with metadata embedding: one fdatasync",
+    true,
+);
 
 /// Registry entry of `dhl-cc-header`.
-pub(crate) static DHL_CC_HEADER: ModeSpec = ModeSpec {
-    name: "dhl-cc-header",
-    code: 9,
-    summary: "counting commit without metadata embedding: the header page in every commit",
-    layout: &DHL,
-    caps: Capabilities {
-        atomic: true,
-        embeds_fcc: false,
-        recovers_fcc: true,
-        direct_writes: true,
-        replays_log: false,
-        side_files: &[],
-    },
-    open: open_dhl,
-};
+pub(crate) static DHL_CC_HEADER: ModeSpec = dhl_spec(
+    "dhl-cc-header",
+    9,
+    "counting commit without metadata embedding: the header page in every commit",
+    false,
+);
 
 fn open_dhl(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
     let (j, recovery) = DhlJournal::open(ctx, mode)?;

@@ -7,6 +7,7 @@
 //! journal, WAL) keeps, and every page is verified by the pager's trailer crc.
 
 use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u32, put_u32};
 use crate::page::cell::PTR_SIZE;
 use crate::page::cells::CellArray;
 use crate::page::layout::{FreeSpace, Geometry, PageLayout};
@@ -100,7 +101,7 @@ impl PageLayout for Stock {
         debug_assert!(chunk.len() <= self.overflow_data(g));
         let mut buf = vec![0u8; g.page_size];
         buf[0] = page_type::OVERFLOW;
-        buf[OVFL_NEXT..OVFL_NEXT + 4].copy_from_slice(&next.to_le_bytes());
+        put_u32(&mut buf, OVFL_NEXT, next);
         buf[slotted::OVFL_HEADER..slotted::OVFL_HEADER + chunk.len()].copy_from_slice(chunk);
         Ok(buf)
     }
@@ -130,7 +131,7 @@ impl PageLayout for Stock {
                 format!("overflow page asked for {take} bytes, more than a page holds"),
             ));
         }
-        let next = u32::from_le_bytes(page[OVFL_NEXT..OVFL_NEXT + 4].try_into().unwrap());
+        let next = get_u32(page, OVFL_NEXT);
         Ok((
             &page[slotted::OVFL_HEADER..slotted::OVFL_HEADER + take],
             next,

@@ -54,7 +54,7 @@ impl TreeInfo {
         let name = String::from_utf8(name.to_vec()).map_err(|_| bad("name is not UTF-8"))?;
         Ok(TreeInfo {
             name,
-            root: u32::from_le_bytes(v[2..6].try_into().unwrap()),
+            root: crate::le::get_u32(v, 2),
             kind,
             custom_comparator: v[1] & FLAG_CUSTOM_CMP != 0,
         })

@@ -20,6 +20,7 @@ use std::sync::atomic::Ordering;
 
 use super::{ReadTxn, ReadableTxn, Shared, WriteTxn};
 use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u32, put_u32};
 use crate::page::{page_type, FreeSpace, PageRead, PageWrite};
 use crate::pager::header::Header;
 use crate::tree;
@@ -31,7 +32,7 @@ const NEXT: usize = 4;
 pub(crate) fn free_list_page(page_size: usize, next: Pgno) -> Vec<u8> {
     let mut page = vec![0u8; page_size];
     page[0] = page_type::FREE;
-    page[NEXT..NEXT + 4].copy_from_slice(&next.to_le_bytes());
+    put_u32(&mut page, NEXT, next);
     page
 }
 
@@ -44,7 +45,7 @@ pub(crate) fn free_list_next(pgno: Pgno, page: &[u8]) -> Result<Pgno> {
             format!("on the free list but has type {t} ({})", page_type::name(t)),
         ));
     }
-    Ok(u32::from_le_bytes(page[NEXT..NEXT + 4].try_into().unwrap()))
+    Ok(get_u32(page, NEXT))
 }
 
 /// Walk the free list of header `h` on `store`: each page once, as many as the header
