@@ -5,8 +5,11 @@
 //!   Err nothing about the batch is promised, and the pager poisons the database until it
 //!   is reopened and recovered (a failed fsync may have dropped any unsynced write).
 //! - `read_page` returns the latest *committed* image of a page (the database file, or a
-//!   newer frame in a log), never a half-applied one: the pager calls it only for pages no
-//!   commit is currently writing (those stay pinned in its cache).
+//!   newer frame in a log), never a half-applied one, for pages no commit is writing
+//!   (those stay pinned in the pager's cache). The pager calls it without its lock, so a
+//!   commit may start writing the page during the call: the result (a torn image or an
+//!   error) is then discarded by the pager, and `read_page` must only stay memory-safe and
+//!   side-effect free.
 //! - Recovery runs inside `open_*` before the pager reads the header, so the pager only
 //!   ever sees a consistent file.
 //! - A mode only touches its own side files (`-journal`, `-wal`); adding a mode never

@@ -11,7 +11,10 @@
 //!   steps happen under the same lock, no interleaving lets a reader see a newer image.
 //!   Pre-images are dropped once no registered reader is older than the commit.
 //! - **No torn reads.** Pages of a commit in flight are pinned in the cache, so nobody
-//!   reads them from the file while it is being written (see `cache.rs`).
+//!   reads them from the file while it is being written (see `cache.rs`). A cache miss
+//!   reads the file without the lock; the image (or the error a torn image gave) counts
+//!   only if no commit started or ended during the read (`write_epoch`), else the lookup
+//!   is repeated (`read_page_unlocked`).
 //! - **Fail-stop on I/O errors.** If a commit fails, the on-disk state is unknown (a
 //!   failed fsync may have dropped any write since the last good one), so the pager
 //!   restores the old images in memory, pins them, and refuses new transactions until the
@@ -595,9 +598,12 @@ impl Pager {
                 Self::past_end(&st, pgno)?;
                 st.write_epoch
             };
-            let page = self.read_from_journal(pgno)?;
+            // A read that overlapped a commit may have seen a torn image and failed its
+            // checksum: its result, error or not, only counts if no commit intervened.
+            let read = self.read_from_journal(pgno);
             let mut st = lock(&self.state);
             if st.write_epoch == epoch {
+                let page = read?;
                 st.cache.insert(pgno, page.clone(), false);
                 return Ok(page);
             }
