@@ -37,7 +37,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 6] = [
+const BUDGETS: [Budget; 7] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         modes: &["dhl-tc", "delete", "truncate", "persist"],
@@ -78,6 +78,14 @@ const BUDGETS: [Budget; 6] = [
         mutant: Mutant::WalPastCommit,
         modes: &["wal", "wal-prealloc"],
         sequences: 150,
+        at_least: 1,
+        args: plain,
+    },
+    // Found only when a cut lands in the first commit after a clean reopen.
+    Budget {
+        mutant: Mutant::KeepCleanMark,
+        modes: &["dhl-cc", "dhl-tc"],
+        sequences: 400,
         at_least: 1,
         args: plain,
     },
@@ -165,6 +173,11 @@ fn mutant_vote_off_by_one() {
 #[test]
 fn mutant_wal_past_commit() {
     find(Mutant::WalPastCommit);
+}
+
+#[test]
+fn mutant_keep_clean_mark() {
+    find(Mutant::KeepCleanMark);
 }
 
 /// Shrinking and replay work on sequences: the unsynced-recovery mutant needs a crash

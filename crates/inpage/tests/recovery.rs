@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use common::*;
 use inpage::vfs::{CrashModel, SimVfs};
@@ -276,5 +277,100 @@ fn crash_during_recovery_is_recovered() {
             let what = format!("{mode} recovery cut {cut2}/{rec_ops}");
             verify_after_crash(&third, mode, ps, &[&states[k], &states[k + 1]], &what);
         }
+    }
+}
+
+/// DHL: an open after a clean close reads O(1) pages (the clean-shutdown mark), an open
+/// after a crash still scans the whole file, and the first commit after a clean reopen
+/// voids the mark before it writes (so a crash anywhere inside it is recovered).
+#[test]
+fn dhl_open_after_a_clean_close_reads_constant_pages() {
+    use inpage::vfs::{AccountingVfs, IoKind};
+    let read_at_open = |v: &SimVfs, mode: JournalMode| {
+        let acct = AccountingVfs::new(Arc::new(v.clone()));
+        let stats = acct.stats();
+        let db = Database::open(DB, sim_config(v, mode, 4096).vfs(Arc::new(acct))).unwrap();
+        (stats.snapshot().get(IoKind::Read).bytes / 4096, db)
+    };
+    for mode in JournalMode::all().filter(|m| m.capabilities().recovers_fcc) {
+        let vfs = SimVfs::new();
+        let db = Database::open(DB, sim_config(&vfs, mode, 4096)).unwrap();
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", inpage::KeyKind::Int).unwrap();
+        for k in 0..3000 {
+            w.insert(&t, k, &[k as u8; 200]).unwrap();
+        }
+        w.commit().unwrap();
+        db.insert("t", 1, b"last").unwrap();
+        let pages = u64::from(db.header().page_count);
+        assert!(pages > 150, "{mode}: {pages} pages");
+        db.close().unwrap();
+        let closed = vfs.crash(0, CrashModel::none());
+
+        let (clean, db) = read_at_open(&closed.crash(0, CrashModel::none()), mode);
+        assert!(
+            clean <= 4,
+            "{mode}: a clean reopen read {clean} of {pages} pages"
+        );
+        assert!(db.recovery_report().is_clean());
+        assert_eq!(
+            db.get("t", 1).unwrap().as_deref(),
+            Some(&b"last"[..]),
+            "{mode}"
+        );
+        drop(db);
+
+        // A crash after the first commit of a session (no clean close): a full scan.
+        let v = closed.crash(0, CrashModel::none());
+        let db = Database::open(DB, sim_config(&v, mode, 4096)).unwrap();
+        db.insert("t", 5000, b"after reopen").unwrap();
+        let crashed = v.crash(0, CrashModel::none());
+        drop(db);
+        let (scanned, db) = read_at_open(&crashed, mode);
+        assert!(
+            scanned >= pages,
+            "{mode}: an open after a crash read {scanned} of {pages} pages"
+        );
+        assert_eq!(
+            db.get("t", 5000).unwrap().as_deref(),
+            Some(&b"after reopen"[..])
+        );
+        drop(db);
+
+        // The first commit after a clean reopen, cut at every one of its operations and
+        // torn: each state must open, pass the check, and hold the old or the new row.
+        let mut cut = 0;
+        loop {
+            let v = closed.crash(0, CrashModel::none());
+            let db = Database::open(DB, sim_config(&v, mode, 4096)).unwrap();
+            v.set_power_cut_after(cut);
+            let done = db.insert("t", 5000, b"after reopen").is_ok();
+            let crashed = v.crash(cut + 1, CrashModel::full());
+            drop(db);
+            let db = Database::open(DB, sim_config(&crashed, mode, 4096))
+                .unwrap_or_else(|e| panic!("{mode} cut {cut}: {e}"));
+            assert_checks(&db);
+            let got = db.get("t", 5000).unwrap();
+            assert!(
+                got.is_none() || got.as_deref() == Some(&b"after reopen"[..]),
+                "{mode} cut {cut}: {got:?}"
+            );
+            if done {
+                assert!(
+                    got.is_some(),
+                    "{mode} cut {cut}: an acknowledged commit was lost"
+                );
+            }
+            assert_eq!(db.get("t", 1).unwrap().as_deref(), Some(&b"last"[..]));
+            drop(db);
+            if done {
+                break;
+            }
+            cut += 1;
+        }
+        assert!(
+            cut >= 3,
+            "{mode}: the commit after the reopen took only {cut} operations"
+        );
     }
 }

@@ -41,7 +41,7 @@
 //!   together by the sync. Both handles are on one file and the kernel keeps them
 //!   coherent (a direct write first writes back and drops cached pages of its range).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::util::check_batch;
@@ -52,7 +52,9 @@ use super::{
 use crate::error::{Error, Pgno, Result};
 use crate::page::dhl::DHL;
 use crate::page::{dhl, PAGE_TRAILER};
-use crate::pager::header::{decode_slot, visible_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};
+use crate::pager::header::{
+    clean_mark, decode_slot, set_clean_mark, visible_slot, DHL_SLOTS, HEADER_LEN, MAX_TID,
+};
 use crate::vfs::{File, OpenOptions};
 
 /// A DHL registry entry: every DHL mode recovers the FCC from the pages and may write
@@ -137,6 +139,9 @@ pub(crate) struct DhlJournal {
     /// The FCC recovery settled on; `last_tid` follows the commits after it.
     fcc: u64,
     last_tid: AtomicU64,
+    /// Whether page 0 on disk carries a clean-shutdown mark recovery trusted (or close
+    /// wrote): it must be voided, durably, before the next commit writes anything.
+    marked: AtomicBool,
     writer: Mutex<()>,
     /// `O_DIRECT` handle on the database file for page writes, if in use.
     direct: Option<Arc<dyn File>>,
@@ -214,7 +219,7 @@ impl DhlJournal {
         {
             return Err(Error::Config(format!("DhlJournal opened for mode {mode}")));
         }
-        let (fcc, report) = recover(&ctx, mode)?;
+        let (fcc, report, marked) = recover(&ctx, mode)?;
         // After recovery, whose few writes go through the page cache.
         let direct = match ctx.config.dhl_direct {
             DirectWrites::Off => None,
@@ -252,6 +257,7 @@ impl DhlJournal {
                 mode,
                 fcc,
                 last_tid: AtomicU64::new(fcc),
+                marked: AtomicBool::new(marked),
                 writer: Mutex::new(()),
                 direct,
                 align,
@@ -261,17 +267,42 @@ impl DhlJournal {
     }
 }
 
-fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)> {
+/// The FCC a trusted clean-shutdown mark in `page0` names (`header::CLEAN_MARK`): the
+/// largest mark of a valid slot, if it is at least every valid slot's fcc and the file
+/// holds every page the header at that FCC counts, in whole pages.
+fn trusted_mark(page0: &[u8], file_len: u64, ps: usize) -> Option<u64> {
+    let slots: Vec<(usize, u64)> = (0..DHL_SLOTS)
+        .filter_map(|s| decode_slot(page0, s).ok().map(|h| (s, h.fcc)))
+        .collect();
+    let mark = slots.iter().map(|&(s, _)| clean_mark(page0, s)).max()?;
+    let newest = slots.iter().map(|&(_, f)| f).max()?;
+    if mark == 0 || mark < newest || mark > MAX_TID {
+        return None;
+    }
+    let (_, h) = visible_slot(page0, mark)?;
+    let need = h.page_count as u64 * ps as u64;
+    (file_len >= need && file_len % ps as u64 == 0).then_some(mark)
+}
+
+/// Recovery: the FCC, what was done, and whether a clean-shutdown mark was trusted (then
+/// nothing was scanned and the mark is still on disk, to be voided before the next
+/// commit writes).
+fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, bool)> {
     let db = &ctx.db;
     let ps = db.page_size;
     let usable = ps - PAGE_TRAILER;
     let mutant = ctx.config.mutant();
     let skip_checksum = mutant == Mutant::SkipChecksum;
-    let pages = db.file_len()? / ps as u64;
+    let file_len = db.file_len()?;
+    let pages = file_len / ps as u64;
     let mut found = Vec::new();
     let mut buf = vec![0u8; ps];
     if pages > 0 {
         db.read_page(0, &mut buf)?;
+        // A clean close left nothing to recover: no scan, O(1) pages read.
+        if let Some(fcc) = trusted_mark(&buf, file_len, ps) {
+            return Ok((fcc, RecoveryReport::default(), true));
+        }
         for slot in 0..DHL_SLOTS {
             match decode_slot(&buf, slot) {
                 Ok(h) => found.push(Found {
@@ -502,6 +533,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport)>
             rolled_back_pages,
             ..RecoveryReport::default()
         },
+        false,
     ))
 }
 
@@ -592,6 +624,9 @@ impl Journal for DhlJournal {
         // complete another transaction's count), i.e. lose or mix committed data.
         let last = self.last_tid.load(Ordering::Acquire);
         assert_eq!(batch.tid, last + 1, "DHL commit tid must be the FCC + 1");
+        if self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark {
+            self.void_clean_mark()?;
+        }
         let txn_size = batch.pages.len();
         for (pgno, page) in batch.pages {
             let stamped = if *pgno == 0 {
@@ -663,7 +698,48 @@ impl Journal for DhlJournal {
         Ok(())
     }
 
+    /// Clean shutdown: mark page 0 clean at the FCC, so the next open need not scan. No
+    /// commit is in flight (the writer lock), and every commit so far was synced, so no
+    /// version newer than the FCC is in the file; the mark is written into the slot
+    /// visible at the FCC (its fcc and txn_size, which recovery votes with, unchanged),
+    /// inside sector 0, and synced.
     fn close(&self) -> Result<()> {
+        let _w = self.writer.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
+        })?;
+        let db = &self.ctx.db;
+        let fcc = self.last_tid.load(Ordering::Acquire);
+        let mut p0 = vec![0u8; db.page_size];
+        db.read_page(0, &mut p0)?;
+        let Some((slot, _)) = visible_slot(&p0, fcc) else {
+            return Ok(()); // nothing to vouch for; the next open scans
+        };
+        if clean_mark(&p0, slot) == fcc {
+            return Ok(());
+        }
+        set_clean_mark(&mut p0, slot, fcc);
+        db.write_page(0, &p0)?;
+        db.sync()?;
+        self.marked.store(true, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl DhlJournal {
+    /// Void the clean-shutdown mark on disk, durably, before a commit writes anything: a
+    /// crash during the commit must find no mark vouching for the old FCC.
+    fn void_clean_mark(&self) -> Result<()> {
+        let db = &self.ctx.db;
+        let mut p0 = vec![0u8; db.page_size];
+        db.read_page(0, &mut p0)?;
+        for slot in 0..DHL_SLOTS {
+            if decode_slot(&p0, slot).is_ok() && clean_mark(&p0, slot) != 0 {
+                set_clean_mark(&mut p0, slot, 0);
+            }
+        }
+        db.write_page(0, &p0)?;
+        db.sync()?;
+        self.marked.store(false, Ordering::Release);
         Ok(())
     }
 }

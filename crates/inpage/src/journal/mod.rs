@@ -292,17 +292,21 @@ pub enum Mutant {
     VoteOffByOne,
     /// WAL recovery replays the frames after the last commit frame.
     WalPastCommit,
+    /// DHL: the clean-shutdown mark is not voided before the first commit after a
+    /// reopen, so a crash in that commit is opened as clean at the old FCC.
+    KeepCleanMark,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 6] = [
+    pub const ALL: [Mutant; 7] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
         Mutant::UnsyncedRecovery,
         Mutant::VoteOffByOne,
         Mutant::WalPastCommit,
+        Mutant::KeepCleanMark,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -315,6 +319,7 @@ impl Mutant {
             Mutant::UnsyncedRecovery => "unsynced-recovery",
             Mutant::VoteOffByOne => "vote-off-by-one",
             Mutant::WalPastCommit => "wal-past-commit",
+            Mutant::KeepCleanMark => "keep-clean-mark",
         }
     }
 

@@ -163,6 +163,31 @@ impl Header {
 /// intact (the page-0 counterpart of a DHL page's two descriptors).
 pub const DHL_SLOTS: usize = 2;
 
+/// Offset, inside a header slot, of the clean-shutdown mark (DHL): a u64 FCC, 0 for
+/// none. `Header::encode` writes 0 there, so every header a commit writes carries no mark.
+///
+/// A mark `C` in a valid slot, with `C` at least the fcc of every valid slot, says: the
+/// database was closed cleanly at FCC `C` and nothing was written since — no version newer
+/// than `C` exists and every version up to `C` is committed — so an open may take `C` as
+/// the FCC without scanning the file. The journal keeps that true by voiding the mark,
+/// durably, before the first page of the next write transaction reaches the file, and the
+/// layout clears it from the kept slot whenever it writes page 0.
+pub const CLEAN_MARK: usize = 88;
+
+/// The clean-shutdown mark of a slot that decoded (0: none).
+pub fn clean_mark(page0: &[u8], slot: usize) -> u64 {
+    crate::le::get_u64(page0, slot * HEADER_LEN + CLEAN_MARK)
+}
+
+/// Set the clean-shutdown mark of `slot` in `page0` (0 clears it) and restamp the slot's
+/// crc, so the slot stays a valid header with every other byte unchanged.
+pub fn set_clean_mark(page0: &mut [u8], slot: usize, fcc: u64) {
+    let at = slot * HEADER_LEN;
+    crate::le::put_u64(page0, at + CLEAN_MARK, fcc);
+    let crc = crc32c::crc32c(&page0[at..at + CRC_OFFSET]);
+    crate::le::put_u32(page0, at + CRC_OFFSET, crc);
+}
+
 /// Decode header slot `slot` of a DHL page 0.
 pub fn decode_slot(page0: &[u8], slot: usize) -> Result<Header, String> {
     let at = slot * HEADER_LEN;
