@@ -184,7 +184,7 @@ impl Case {
     pub fn spec(&self) -> String {
         let w = &self.workload;
         format!(
-            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
+            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};region={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
             self.mode.name(),
             w.kind.name(),
             w.ops_per_txn,
@@ -193,6 +193,7 @@ impl Case {
             self.params.page_size,
             self.params.chunk_pages,
             self.params.wal_autocheckpoint,
+            self.params.intent_region,
             self.steps,
             list(&self.stages, |s| opt(s.cut)),
             list(&self.stages, |s| match s.crash {
@@ -221,9 +222,9 @@ impl Case {
                 return Err(format!("replay spec: {k:?} given twice"));
             }
         }
-        const KNOWN: [&str; 17] = [
-            "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "steps", "cut", "crash",
-            "model", "rcut", "aim", "fault", "mutant", "broken",
+        const KNOWN: [&str; 18] = [
+            "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "region", "steps", "cut",
+            "crash", "model", "rcut", "aim", "fault", "mutant", "broken",
         ];
         if let Some(k) = fields.keys().find(|k| !KNOWN.contains(k)) {
             return Err(format!(
@@ -341,6 +342,11 @@ impl Case {
                 page_size,
                 chunk_pages: small("chunk")?.min(1 << 20),
                 wal_autocheckpoint: small("ckpt")?,
+                // Specs from before the field replay with the default region.
+                intent_region: match fields.get("region") {
+                    Some(_) => small("region")?,
+                    None => 16,
+                },
             },
             steps: num("steps")? as usize,
             stages,

@@ -38,6 +38,9 @@ pub struct DbParams {
     pub page_size: u32,
     pub chunk_pages: u32,
     pub wal_autocheckpoint: u32,
+    /// DHL modes: the smallest write-intent region in pages (small, so the torture's
+    /// small databases span many regions and the bounded recovery scan is exercised).
+    pub intent_region: u32,
 }
 
 impl Mode {
@@ -140,6 +143,9 @@ impl Mode {
             .cache_pages(32)
             .chunk_pages(p.chunk_pages)
             .wal_autocheckpoint(p.wal_autocheckpoint);
+        if self.journal.capabilities().recovers_fcc {
+            c = c.dhl_intent_region_pages(p.intent_region);
+        }
         match self.variant {
             Variant::Plain => {}
             Variant::Prealloc => c = c.wal_prealloc(true),
@@ -163,6 +169,7 @@ impl DbParams {
             page_size: [512, 1024, 4096][r.below(3) as usize],
             chunk_pages: [0, 1, 8][r.below(3) as usize],
             wal_autocheckpoint: [0, 12, 40][r.below(3) as usize],
+            intent_region: [1, 2, 4][r.below(3) as usize],
         }
     }
 }

@@ -37,7 +37,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 7] = [
+const BUDGETS: [Budget; 8] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         modes: &["dhl-tc", "delete", "truncate", "persist"],
@@ -84,6 +84,14 @@ const BUDGETS: [Budget; 7] = [
     // Found only when a cut lands in the first commit after a clean reopen.
     Budget {
         mutant: Mutant::KeepCleanMark,
+        modes: &["dhl-cc", "dhl-tc"],
+        sequences: 400,
+        at_least: 1,
+        args: plain,
+    },
+    // Found when a cut leaves versions in a region the bounded recovery scan skips.
+    Budget {
+        mutant: Mutant::SkipIntent,
         modes: &["dhl-cc", "dhl-tc"],
         sequences: 400,
         at_least: 1,
@@ -178,6 +186,11 @@ fn mutant_wal_past_commit() {
 #[test]
 fn mutant_keep_clean_mark() {
     find(Mutant::KeepCleanMark);
+}
+
+#[test]
+fn mutant_skip_intent() {
+    find(Mutant::SkipIntent);
 }
 
 /// Shrinking and replay work on sequences: the unsynced-recovery mutant needs a crash

@@ -112,6 +112,12 @@ impl Config {
         self.journal.dhl_direct = d;
         self
     }
+    /// DHL: the smallest write-intent region, in pages (a power of two up to 65536;
+    /// default 16). See `docs/DHL-DESIGN.md`.
+    pub fn dhl_intent_region_pages(mut self, n: u32) -> Self {
+        self.journal.dhl_intent_region_pages = Some(n);
+        self
+    }
     /// Torture harness only (`mutants` cargo feature): run a deliberately broken
     /// commit/recovery variant.
     #[cfg(feature = "mutants")]
@@ -142,6 +148,11 @@ impl Config {
                 "dhl_direct = On, but journal mode {mode} has no direct page writes"
             )));
         }
+        if self.journal.dhl_intent_region_pages.is_some() && !mode.capabilities().recovers_fcc {
+            return Err(Error::Config(format!(
+                "dhl_intent_region_pages is set, but journal mode {mode} keeps no write-intent map"
+            )));
+        }
         if self.journal.wal_prealloc && !mode.capabilities().replays_log {
             return Err(Error::Config(format!(
                 "wal_prealloc is set, but journal mode {mode} keeps no write-ahead log"
@@ -155,6 +166,15 @@ impl Config {
         if let Some(ps) = self.page_size.filter(|&ps| !valid_page_size(ps)) {
             return Err(Error::Config(format!(
                 "page_size {ps} must be a power of two in {MIN_PAGE_SIZE}..={MAX_PAGE_SIZE}"
+            )));
+        }
+        if let Some(n) = self
+            .journal
+            .dhl_intent_region_pages
+            .filter(|&n| !n.is_power_of_two() || n > 65536)
+        {
+            return Err(Error::Config(format!(
+                "dhl_intent_region_pages {n} must be a power of two in 1..=65536"
             )));
         }
         if self.cache_pages < 16 {

@@ -383,8 +383,17 @@ fn a_tid_beyond_the_largest_is_an_error_and_changes_nothing() {
             crafted.push((format!("header fcc {fcc}"), bad));
         }
         if dhl {
-            // Page 1's second slot header claiming tid u64::MAX.
+            // Page 1's second slot header claiming tid u64::MAX, in a file left as a crash
+            // leaves it: no clean-shutdown mark (re-encoding a slot clears it) and no
+            // intent areas (zeroed), so the open scans every page. (After a clean close
+            // an open reads O(1) pages and never looks at page 1.)
             let mut bad = good.clone();
+            for s in 0..DHL_SLOTS {
+                if let Ok(h) = decode_slot(&good, s) {
+                    h.encode(&mut bad[s * HEADER_LEN..]);
+                }
+            }
+            bad[2 * HEADER_LEN..504].fill(0);
             bad[4096 + 32..4096 + 40].copy_from_slice(&u64::MAX.to_le_bytes());
             crafted.push(("page 1 slot header tid u64::MAX".into(), bad));
         }

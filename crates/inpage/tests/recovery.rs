@@ -281,7 +281,8 @@ fn crash_during_recovery_is_recovered() {
 }
 
 /// DHL: an open after a clean close reads O(1) pages (the clean-shutdown mark), an open
-/// after a crash still scans the whole file, and the first commit after a clean reopen
+/// after a crash scans only the regions the intent map marks, and the first commit after
+/// a clean reopen
 /// voids the mark before it writes (so a crash anywhere inside it is recovered).
 #[test]
 fn dhl_open_after_a_clean_close_reads_constant_pages() {
@@ -320,7 +321,8 @@ fn dhl_open_after_a_clean_close_reads_constant_pages() {
         );
         drop(db);
 
-        // A crash after the first commit of a session (no clean close): a full scan.
+        // A crash after the first commit of a session (no clean close): no mark, so a
+        // scan, but only of the regions the intent map marks (the commit's own).
         let v = closed.crash(0, CrashModel::none());
         let db = Database::open(DB, sim_config(&v, mode, 4096)).unwrap();
         db.insert("t", 5000, b"after reopen").unwrap();
@@ -328,7 +330,7 @@ fn dhl_open_after_a_clean_close_reads_constant_pages() {
         drop(db);
         let (scanned, db) = read_at_open(&crashed, mode);
         assert!(
-            scanned >= pages,
+            scanned > 1 && scanned * 4 < pages,
             "{mode}: an open after a crash read {scanned} of {pages} pages"
         );
         assert_eq!(

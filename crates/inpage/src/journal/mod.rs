@@ -261,6 +261,10 @@ pub struct JournalConfig {
     pub wal_prealloc: bool,
     /// DHL: how page writes reach the file (see [`DirectWrites`]).
     pub dhl_direct: DirectWrites,
+    /// DHL: the smallest region of the write-intent map, in pages (a power of two; None:
+    /// 16). Smaller regions bound crash recovery's scan more tightly and cost a marking
+    /// flush more often.
+    pub dhl_intent_region_pages: Option<u32>,
     /// **Breaks crash safety on purpose** unless `Mutant::None` (the default). Exists only
     /// so the torture harness can show it catches each broken commit/recovery variant;
     /// settable only with the `mutants` cargo feature (`Config::mutant`).
@@ -295,11 +299,14 @@ pub enum Mutant {
     /// DHL: the clean-shutdown mark is not voided before the first commit after a
     /// reopen, so a crash in that commit is opened as clean at the old FCC.
     KeepCleanMark,
+    /// DHL: a commit writes into regions its intent area does not mark, so recovery's
+    /// bounded scan misses its versions.
+    SkipIntent,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 7] = [
+    pub const ALL: [Mutant; 8] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -307,6 +314,7 @@ impl Mutant {
         Mutant::VoteOffByOne,
         Mutant::WalPastCommit,
         Mutant::KeepCleanMark,
+        Mutant::SkipIntent,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -320,6 +328,7 @@ impl Mutant {
             Mutant::VoteOffByOne => "vote-off-by-one",
             Mutant::WalPastCommit => "wal-past-commit",
             Mutant::KeepCleanMark => "keep-clean-mark",
+            Mutant::SkipIntent => "skip-intent",
         }
     }
 
@@ -355,6 +364,7 @@ impl Default for JournalConfig {
             journal_size_limit: None,
             wal_prealloc: false,
             dhl_direct: DirectWrites::Auto,
+            dhl_intent_region_pages: None,
             mutant: Mutant::None,
         }
     }

@@ -41,6 +41,8 @@
 //!   together by the sync. Both handles are on one file and the kernel keeps them
 //!   coherent (a direct write first writes back and drops cached pages of its range).
 
+mod intent;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -56,6 +58,7 @@ use crate::pager::header::{
     clean_mark, decode_slot, set_clean_mark, visible_slot, DHL_SLOTS, HEADER_LEN, MAX_TID,
 };
 use crate::vfs::{File, OpenOptions};
+use intent::Intent;
 
 /// A DHL registry entry: every DHL mode recovers the FCC from the pages and may write
 /// them directly; they differ in the commit protocol and in metadata embedding.
@@ -142,6 +145,9 @@ pub(crate) struct DhlJournal {
     /// Whether page 0 on disk carries a clean-shutdown mark recovery trusted (or close
     /// wrote): it must be voided, durably, before the next commit writes anything.
     marked: AtomicBool,
+    /// The intent area of the slot visible at the FCC, as it is on disk (None: that area
+    /// is invalid, and the next commit writes a fresh one).
+    intent: Mutex<Option<Intent>>,
     writer: Mutex<()>,
     /// `O_DIRECT` handle on the database file for page writes, if in use.
     direct: Option<Arc<dyn File>>,
@@ -220,6 +226,11 @@ impl DhlJournal {
             return Err(Error::Config(format!("DhlJournal opened for mode {mode}")));
         }
         let (fcc, report, marked) = recover(&ctx, mode)?;
+        let intent = {
+            let mut p0 = vec![0u8; ctx.db.page_size];
+            ctx.db.read_page(0, &mut p0)?;
+            visible_slot(&p0, fcc).and_then(|(s, _)| Intent::decode(&p0, s))
+        };
         // After recovery, whose few writes go through the page cache.
         let direct = match ctx.config.dhl_direct {
             DirectWrites::Off => None,
@@ -258,6 +269,7 @@ impl DhlJournal {
                 fcc,
                 last_tid: AtomicU64::new(fcc),
                 marked: AtomicBool::new(marked),
+                intent: Mutex::new(intent),
                 writer: Mutex::new(()),
                 direct,
                 align,
@@ -334,48 +346,64 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
     // version of the largest tid), and later, by a re-read, only if the largest tids turn
     // out to have no valid version (torn writes). That gives exactly the FCC a full
     // validation would, reading the file once in the common case.
+    //
+    // Only the regions the newest valid header slot's intent area marks are scanned
+    // (`intent`): every version above its `base` lies there. Without a valid area, the
+    // whole file.
     let count_votes = mode != JournalMode::DHL_TC;
+    let newest = (0..DHL_SLOTS)
+        .filter_map(|s| decode_slot(&buf, s).ok().map(|h| (h.fcc, s)))
+        .max();
+    let intent = newest.and_then(|(_, s)| Intent::decode(&buf, s));
+    let base = intent.as_ref().map_or(0, |i| i.base);
+    let ranges = match &intent {
+        Some(i) => i.ranges(pages),
+        None => vec![(1, pages)],
+    };
     let mut running_max = found.iter().map(|f| f.tid).max().unwrap_or(0);
     let chunk_pages = (SCAN_CHUNK / ps).max(1) as u64;
     let mut chunk = vec![0u8; chunk_pages as usize * ps];
-    let mut pgno = 1u64;
-    while pgno < pages {
-        let n = chunk_pages.min(pages - pgno);
-        let bytes = &mut chunk[..n as usize * ps];
-        db.read_pages(pgno as Pgno, bytes)?;
-        for (i, page) in bytes.chunks_exact(ps).enumerate() {
-            let Some(heads) = dhl::descriptor_heads(page) else {
-                continue;
-            };
-            let candidate = count_votes && heads.iter().any(|&(t, _)| t != 0 && t >= running_max);
-            let versions = candidate.then(|| dhl::page_versions(page, usable));
-            for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
-                if tid > MAX_TID {
-                    // No commit ever gets this far (the header bounds the FCC the same
-                    // way), and `tid + 1` must not overflow below.
-                    return Err(Error::corrupt(
-                        (pgno + i as u64) as Pgno,
-                        format!(
+    for (start, end) in ranges {
+        let mut pgno = start;
+        while pgno < end {
+            let n = chunk_pages.min(end - pgno);
+            let bytes = &mut chunk[..n as usize * ps];
+            db.read_pages(pgno as Pgno, bytes)?;
+            for (i, page) in bytes.chunks_exact(ps).enumerate() {
+                let Some(heads) = dhl::descriptor_heads(page) else {
+                    continue;
+                };
+                let candidate =
+                    count_votes && heads.iter().any(|&(t, _)| t != 0 && t >= running_max);
+                let versions = candidate.then(|| dhl::page_versions(page, usable));
+                for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
+                    if tid > MAX_TID {
+                        // No commit ever gets this far (the header bounds the FCC the same
+                        // way), and `tid + 1` must not overflow below.
+                        return Err(Error::corrupt(
+                            (pgno + i as u64) as Pgno,
+                            format!(
                             "version claims transaction {tid}, beyond the largest tid {MAX_TID}"
                         ),
-                    ));
+                        ));
+                    }
+                    if tid != 0 {
+                        let valid = versions
+                            .filter(|_| tid >= running_max)
+                            .map(|v| v[slot].is_some_and(|d| d.valid || skip_checksum));
+                        found.push(Found {
+                            pgno: (pgno + i as u64) as Pgno,
+                            slot,
+                            tid,
+                            txn_size,
+                            valid,
+                        });
+                    }
                 }
-                if tid != 0 {
-                    let valid = versions
-                        .filter(|_| tid >= running_max)
-                        .map(|v| v[slot].is_some_and(|d| d.valid || skip_checksum));
-                    found.push(Found {
-                        pgno: (pgno + i as u64) as Pgno,
-                        slot,
-                        tid,
-                        txn_size,
-                        valid,
-                    });
-                }
+                running_max = running_max.max(heads[0].0).max(heads[1].0);
             }
-            running_max = running_max.max(heads[0].0).max(heads[1].0);
+            pgno += n;
         }
-        pgno += n;
     }
     let fcc = match mode == JournalMode::DHL_TC {
         true => found
@@ -385,6 +413,9 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
             .max()
             .unwrap_or(0),
         false => {
+            // Versions at or below the intent base are committed (and may lie in regions
+            // not scanned, so they cannot be counted): only newer ones vote.
+            found.retain(|f| f.tid > base);
             // Only valid versions vote: a torn version's tid is readable (sector 0) but
             // its content is not there. Validate the largest tids first, down to the first
             // that has a valid version.
@@ -417,9 +448,9 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
                     && of_m.iter().all(|g| g.txn_size == f.txn_size)
             });
             if complete || m == 0 {
-                m
+                m.max(base)
             } else {
-                m - 1
+                (m - 1).max(base)
             }
         }
     };
@@ -624,9 +655,6 @@ impl Journal for DhlJournal {
         // complete another transaction's count), i.e. lose or mix committed data.
         let last = self.last_tid.load(Ordering::Acquire);
         assert_eq!(batch.tid, last + 1, "DHL commit tid must be the FCC + 1");
-        if self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark {
-            self.void_clean_mark()?;
-        }
         let txn_size = batch.pages.len();
         for (pgno, page) in batch.pages {
             let stamped = if *pgno == 0 {
@@ -647,7 +675,70 @@ impl Journal for DhlJournal {
                 batch.tid
             );
         }
-        let spans = self.spans(batch)?;
+        let mut spans = self.spans(batch)?;
+        let written: Vec<Pgno> = batch
+            .pages
+            .iter()
+            .map(|(p, _)| *p)
+            .filter(|&p| p != 0)
+            .collect();
+        let mut intent = self.intent.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (DHL intent lock)".into())
+        })?;
+        // Before any page: void a clean-shutdown mark, and mark the regions this commit
+        // writes in the visible slot's intent area (`intent`), durably.
+        // An area left large (a big transaction's header write marks all it touched) is
+        // also rewritten, so recovery's scan stays bounded by `CAP` regions.
+        let covered = intent
+            .as_ref()
+            .is_some_and(|i| i.covers(written.iter().copied()) && i.marked() <= intent::CAP);
+        let grown = (!covered && mutant != Mutant::SkipIntent).then(|| {
+            intent
+                .as_ref()
+                .and_then(|i| i.with(written.iter().copied()))
+                .filter(|n| n.marked() <= intent::CAP)
+                .unwrap_or_else(|| {
+                    fresh_intent(last, batch.new_page_count, &written, self.min_shift())
+                })
+        });
+        let void = self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark;
+        if void || grown.is_some() {
+            self.rewrite_page0(last, grown.as_ref())?;
+            if grown.is_some() {
+                *intent = grown;
+            }
+        }
+        // A commit that writes page 0 gives its new slot the area `tid − 1` plus its own
+        // regions, and rewrites the kept slot's area with what is durable (the pager's
+        // image of page 0 may carry an older one); page 0 is then written whole.
+        let mut page0 = None;
+        if let Some(i) = batch.pages.iter().position(|(p, _)| *p == 0) {
+            let mut img = batch.pages[i].1.to_vec();
+            let mut disk = vec![0u8; db.page_size];
+            db.read_page(0, &mut disk)?;
+            let new_slot = (0..DHL_SLOTS)
+                .find(|&s| decode_slot(&img, s).is_ok_and(|h| h.fcc == batch.tid))
+                .expect("checked above: page 0 carries the new header");
+            let kept = 1 - new_slot;
+            match &*intent {
+                Some(i) => i.encode(&mut img, kept),
+                None => {
+                    let r = intent::AREA_AT + kept * intent::AREA;
+                    img[r..r + intent::AREA].copy_from_slice(&disk[r..r + intent::AREA]);
+                }
+            }
+            let own = fresh_intent(last, batch.new_page_count, &written, self.min_shift());
+            own.encode(&mut img, new_slot);
+            crate::page::stamp_crc(&mut img);
+            spans[i] = 0..db.page_size;
+            page0 = Some((img, own));
+        }
+        let image = |pgno: Pgno, page: &'_ [u8]| -> Vec<u8> {
+            match (&page0, pgno) {
+                (Some((img, _)), 0) => img.clone(),
+                _ => page.to_vec(),
+            }
+        };
         db.ensure_capacity(batch.new_page_count)?;
         if db.chunk_pages == 0 {
             // Growth a page at a time: a page allocated and freed within the transaction
@@ -673,6 +764,7 @@ impl Journal for DhlJournal {
                     self.write_changed(*pgno, page, span.clone(), single)?;
                 }
             }
+            let header = &image(0, header);
             if mutant != Mutant::NoSyncBeforeMark {
                 db.sync()?;
             }
@@ -684,11 +776,14 @@ impl Journal for DhlJournal {
         } else {
             let single = batch.pages.len() == 1;
             for ((pgno, page), span) in batch.pages.iter().zip(&spans) {
-                self.write_changed(*pgno, page, span.clone(), single)?;
+                self.write_changed(*pgno, &image(*pgno, page), span.clone(), single)?;
             }
             if mutant != Mutant::NoSyncAtCommit {
                 db.sync()?;
             }
+        }
+        if let Some((_, own)) = page0 {
+            *intent = Some(own);
         }
         self.last_tid.store(batch.tid, Ordering::Release);
         Ok(())
@@ -726,9 +821,18 @@ impl Journal for DhlJournal {
 }
 
 impl DhlJournal {
-    /// Void the clean-shutdown mark on disk, durably, before a commit writes anything: a
-    /// crash during the commit must find no mark vouching for the old FCC.
-    fn void_clean_mark(&self) -> Result<()> {
+    fn min_shift(&self) -> u8 {
+        self.ctx
+            .config
+            .dhl_intent_region_pages
+            .map_or(intent::DEFAULT_MIN_SHIFT, |n| n.trailing_zeros() as u8)
+    }
+
+    /// Rewrite page 0 in place before a commit writes anything, and sync: void the
+    /// clean-shutdown mark (a crash during the commit must find no mark vouching for the
+    /// old FCC) and, with `intent`, store it in the area of the slot visible at `fcc`.
+    /// Only sector 0 changes, and it is written whole.
+    fn rewrite_page0(&self, fcc: u64, intent: Option<&Intent>) -> Result<()> {
         let db = &self.ctx.db;
         let mut p0 = vec![0u8; db.page_size];
         db.read_page(0, &mut p0)?;
@@ -737,11 +841,23 @@ impl DhlJournal {
                 set_clean_mark(&mut p0, slot, 0);
             }
         }
+        if let Some(i) = intent {
+            let (slot, _) = visible_slot(&p0, fcc)
+                .ok_or_else(|| Error::corrupt(0, format!("no header slot visible at FCC {fcc}")))?;
+            i.encode(&mut p0, slot);
+        }
         db.write_page(0, &p0)?;
         db.sync()?;
         self.marked.store(false, Ordering::Release);
         Ok(())
     }
+}
+
+/// An intent area claiming `base` and the regions of `pages`, sized for `page_count`.
+fn fresh_intent(base: u64, page_count: u32, pages: &[Pgno], min_shift: u8) -> Intent {
+    Intent::empty(base, u64::from(page_count), min_shift)
+        .with(pages.iter().copied())
+        .expect("an area sized for the page count names every page below it")
 }
 
 #[cfg(test)]

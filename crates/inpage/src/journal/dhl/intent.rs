@@ -1,0 +1,185 @@
+//! The write-intent map of a DHL file: which regions of pages may hold versions newer
+//! than a committed transaction, so crash recovery scans those regions instead of the
+//! whole file (the md RAID write-intent bitmap, for versions instead of stripes).
+//!
+//! Each header slot `s` of page 0 owns an intent area of `AREA` bytes in sector 0, at
+//! `AREA_AT + s·AREA`: `base` (u64, a committed tid), the region size as a shift (u8),
+//! a bitmap of `BITS` regions (region `r` = pages `[r << shift, (r + 1) << shift)`) and a
+//! crc32c of the area. The claim an area makes:
+//!
+//! > every version with a tid above `base` lies in a marked region.
+//!
+//! Why the newest valid slot's claim always holds (recovery trusts only that one):
+//! - A commit first makes sure its pages' regions are marked in the area of the slot
+//!   visible at the FCC — rewriting that area in place inside sector 0 and syncing —
+//!   before it writes any page. Sector 0 is written whole, so the area and its crc are
+//!   either old or new. The old claim stays true until that write (no version above
+//!   `base` is written before it); the new one is true from then on.
+//! - A commit that writes page 0 puts into its new slot `base = tid − 1` and the regions
+//!   of its own pages: only this transaction writes versions above `tid − 1`. The journal
+//!   also rewrites the kept slot's area with what is durable on disk (the pager's cached
+//!   page 0 may hold an older area), so neither claim regresses.
+//! - Recovery rolls back at most the newest transaction, zeroing its slot; the remaining
+//!   slot's area covers that transaction's regions (they were marked in it before its
+//!   pages were written), so its claim still holds.
+//! - An area that fails its crc (a file written before areas existed, or damage) claims
+//!   nothing: recovery scans the whole file.
+//!
+//! Cost: a flush when a commit touches a region not yet marked. Marks accumulate (no write
+//! while a working set stays inside marked regions) up to `CAP` regions; past that — or
+//! when the area marks more than `CAP` regions, as after a large transaction's header
+//! write — the next commit resets the area to `base = tid − 1` and just its own regions,
+//! so recovery never scans more than `CAP` regions or those of the transaction in flight.
+
+use crate::error::Pgno;
+use crate::le::{get_u32, get_u64, put_u32, put_u64};
+
+/// Where slot 0's area starts (after both 128-byte header slots).
+pub(super) const AREA_AT: usize = 256;
+/// Bytes of one area; both fit below byte 508 (the trailer of a 512-byte page 0).
+pub(super) const AREA: usize = 124;
+const BITMAP_AT: usize = 12;
+const CRC_AT: usize = AREA - 4;
+/// Regions one area can name.
+pub(super) const BITS: usize = (CRC_AT - BITMAP_AT) * 8;
+/// The smallest region by default: 16 pages (`Config::dhl_intent_region_pages`).
+pub(super) const DEFAULT_MIN_SHIFT: u8 = 4;
+/// Marked regions kept before a marking write resets the area.
+pub(super) const CAP: usize = 8;
+
+/// One slot's intent area, decoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Intent {
+    /// Every version above this tid lies in a marked region.
+    pub base: u64,
+    pub shift: u8,
+    pub bits: Vec<u8>,
+}
+
+impl Intent {
+    /// An area that claims `base` and no region, with regions of at least
+    /// `1 << min_shift` pages and enough of them for `pages` pages.
+    pub fn empty(base: u64, pages: u64, min_shift: u8) -> Intent {
+        let mut shift = min_shift;
+        while (BITS as u64) << shift < pages.max(1) && shift < 31 {
+            shift += 1;
+        }
+        Intent {
+            base,
+            shift,
+            bits: vec![0; BITS / 8],
+        }
+    }
+
+    /// Region of page `pgno`, or None if this area cannot name it.
+    pub fn region(&self, pgno: Pgno) -> Option<usize> {
+        let r = (pgno >> self.shift) as usize;
+        (r < BITS).then_some(r)
+    }
+
+    pub fn is_marked(&self, r: usize) -> bool {
+        self.bits[r / 8] & (1 << (r % 8)) != 0
+    }
+
+    pub fn mark(&mut self, r: usize) {
+        self.bits[r / 8] |= 1 << (r % 8);
+    }
+
+    pub fn marked(&self) -> usize {
+        self.bits.iter().map(|b| b.count_ones() as usize).sum()
+    }
+
+    /// Whether every page of `pgnos` lies in a marked region.
+    pub fn covers(&self, pgnos: impl IntoIterator<Item = Pgno>) -> bool {
+        pgnos
+            .into_iter()
+            .all(|p| self.region(p).is_some_and(|r| self.is_marked(r)))
+    }
+
+    /// This area plus the regions of `pgnos`, or None if one of them cannot be named.
+    pub fn with(&self, pgnos: impl IntoIterator<Item = Pgno>) -> Option<Intent> {
+        let mut n = self.clone();
+        for p in pgnos {
+            let r = n.region(p)?;
+            n.mark(r);
+        }
+        Some(n)
+    }
+
+    /// Page ranges `[start, end)` of the marked regions, clipped to `1..pages`.
+    pub fn ranges(&self, pages: u64) -> Vec<(u64, u64)> {
+        (0..BITS)
+            .filter(|&r| self.is_marked(r))
+            .map(|r| ((r as u64) << self.shift, (r as u64 + 1) << self.shift))
+            .map(|(s, e)| (s.max(1), e.min(pages)))
+            .filter(|(s, e)| s < e)
+            .collect()
+    }
+
+    /// The area of `slot` in `page0`, or None if its crc fails (claims nothing).
+    pub fn decode(page0: &[u8], slot: usize) -> Option<Intent> {
+        let a = &page0[AREA_AT + slot * AREA..AREA_AT + (slot + 1) * AREA];
+        if get_u32(a, CRC_AT) != area_crc(a, slot) {
+            return None;
+        }
+        let shift = a[8];
+        if shift > 31 || a[9..BITMAP_AT].iter().any(|&b| b != 0) {
+            return None;
+        }
+        Some(Intent {
+            base: get_u64(a, 0),
+            shift,
+            bits: a[BITMAP_AT..CRC_AT].to_vec(),
+        })
+    }
+
+    /// Write this area into `slot` of `page0`.
+    pub fn encode(&self, page0: &mut [u8], slot: usize) {
+        let a = &mut page0[AREA_AT + slot * AREA..AREA_AT + (slot + 1) * AREA];
+        a.fill(0);
+        put_u64(a, 0, self.base);
+        a[8] = self.shift;
+        a[BITMAP_AT..CRC_AT].copy_from_slice(&self.bits);
+        let crc = area_crc(a, slot);
+        put_u32(a, CRC_AT, crc);
+    }
+}
+
+/// crc32c of an area, bound to its slot (an area copied to the other slot is invalid).
+fn area_crc(a: &[u8], slot: usize) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&[slot as u8]), &a[..CRC_AT])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_damage() {
+        let mut p = vec![0u8; 512];
+        assert_eq!(Intent::decode(&p, 0), None, "zeros claim nothing");
+        let i = Intent::empty(41, 10_000, DEFAULT_MIN_SHIFT)
+            .with([1, 17, 9_000])
+            .unwrap();
+        assert!(i.covers([1, 2, 17, 9_001]) && !i.covers([40 << i.shift]));
+        i.encode(&mut p, 1);
+        assert_eq!(Intent::decode(&p, 1), Some(i.clone()));
+        assert_eq!(Intent::decode(&p, 0), None);
+        for byte in AREA_AT + AREA..AREA_AT + 2 * AREA {
+            let mut q = p.clone();
+            q[byte] ^= 0x10;
+            assert_ne!(Intent::decode(&q, 1), Some(i.clone()), "flip at {byte}");
+        }
+        assert!(AREA_AT + 2 * AREA <= 512 - 4);
+    }
+
+    #[test]
+    fn regions_cover_large_files_and_ranges_clip() {
+        let i = Intent::empty(0, 1 << 20, DEFAULT_MIN_SHIFT);
+        assert!(i.region((1 << 20) - 1).is_some());
+        let j = Intent::empty(0, 100, DEFAULT_MIN_SHIFT)
+            .with([0, 99])
+            .unwrap();
+        assert_eq!(j.ranges(100), vec![(1, 16), (96, 100)]);
+    }
+}
