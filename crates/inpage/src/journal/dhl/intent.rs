@@ -40,6 +40,9 @@ pub(super) const AREA_AT: usize = 256;
 pub(super) const AREA: usize = 124;
 const BITMAP_AT: usize = 12;
 const CRC_AT: usize = AREA - 4;
+// Both areas lie in sector 0, below the trailer of a 512-byte page 0.
+const _: () = assert!(AREA_AT + 2 * AREA <= 512 - 4);
+
 /// Regions one area can name.
 pub(super) const BITS: usize = (CRC_AT - BITMAP_AT) * 8;
 /// The smallest region by default: 16 pages (`Config::dhl_intent_region_pages`).
@@ -170,7 +173,6 @@ mod tests {
             q[byte] ^= 0x10;
             assert_ne!(Intent::decode(&q, 1), Some(i.clone()), "flip at {byte}");
         }
-        assert!(AREA_AT + 2 * AREA <= 512 - 4);
     }
 
     #[test]
