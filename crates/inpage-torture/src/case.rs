@@ -13,7 +13,7 @@
 //! their length is the depth:
 //!
 //! ```text
-//! mode=dhl-cc;wl=mixed;k=8;txns=24;wseed=17;ps=512;chunk=8;ckpt=40;steps=27;
+//! mode=dhl-cc;wl=mixed;k=8;txns=24;wseed=17;ps=512;chunk=8;ckpt=40;region=2;steps=27;
 //! cut=123,40,9;crash=power:991,power:5,power:77;model=lose+reorder+tear;rcut=-,7,-;
 //! aim=u,t,u;fault=-;mutant=none
 //! ```
