@@ -708,9 +708,11 @@ impl Journal for DhlJournal {
                 *intent = grown;
             }
         }
-        // A commit that writes page 0 gives its new slot the area `tid − 1` plus its own
-        // regions, and rewrites the kept slot's area with what is durable (the pager's
-        // image of page 0 may carry an older one); page 0 is then written whole.
+        // A commit that writes page 0 gives both slots the durable area (which, after the
+        // marking above, covers this commit's regions: a true claim for the new slot too),
+        // or, with none, its new slot `tid − 1` plus its own regions. The pager's image of
+        // page 0 may carry older areas, which must not be written back; sector 0 is
+        // written whole.
         let mut page0 = None;
         if let Some(i) = batch.pages.iter().position(|(p, _)| *p == 0) {
             let mut img = batch.pages[i].1.to_vec();
@@ -720,17 +722,20 @@ impl Journal for DhlJournal {
                 .find(|&s| decode_slot(&img, s).is_ok_and(|h| h.fcc == batch.tid))
                 .expect("checked above: page 0 carries the new header");
             let kept = 1 - new_slot;
-            match &*intent {
-                Some(i) => i.encode(&mut img, kept),
+            let own = match &*intent {
+                Some(i) => {
+                    i.encode(&mut img, kept);
+                    i.clone()
+                }
                 None => {
                     let r = intent::AREA_AT + kept * intent::AREA;
                     img[r..r + intent::AREA].copy_from_slice(&disk[r..r + intent::AREA]);
+                    fresh_intent(last, batch.new_page_count, &written, self.min_shift())
                 }
-            }
-            let own = fresh_intent(last, batch.new_page_count, &written, self.min_shift());
+            };
             own.encode(&mut img, new_slot);
             crate::page::stamp_crc(&mut img);
-            spans[i] = 0..db.page_size;
+            spans[i] = 0..spans[i].end.max(SECTOR);
             page0 = Some((img, own));
         }
         let image = |pgno: Pgno, page: &'_ [u8]| -> Vec<u8> {
