@@ -716,8 +716,6 @@ impl Journal for DhlJournal {
         let mut page0 = None;
         if let Some(i) = batch.pages.iter().position(|(p, _)| *p == 0) {
             let mut img = batch.pages[i].1.to_vec();
-            let mut disk = vec![0u8; db.page_size];
-            db.read_page(0, &mut disk)?;
             let new_slot = (0..DHL_SLOTS)
                 .find(|&s| decode_slot(&img, s).is_ok_and(|h| h.fcc == batch.tid))
                 .expect("checked above: page 0 carries the new header");
@@ -728,6 +726,10 @@ impl Journal for DhlJournal {
                     i.clone()
                 }
                 None => {
+                    // Read page 0 only here: a direct write of page 0 drops it from the
+                    // page cache, so a read per commit would cost a device read.
+                    let mut disk = vec![0u8; db.page_size];
+                    db.read_page(0, &mut disk)?;
                     let r = intent::AREA_AT + kept * intent::AREA;
                     img[r..r + intent::AREA].copy_from_slice(&disk[r..r + intent::AREA]);
                     fresh_intent(last, batch.new_page_count, &written, self.min_shift())
