@@ -61,7 +61,9 @@ use super::{
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::get_u32 as le32;
+use crate::page::layout::PageLayout;
 use crate::page::stock::STOCK;
+use crate::page::PageRef;
 
 /// Registry entry of `wal`.
 pub(crate) static WAL: ModeSpec = ModeSpec {
@@ -71,15 +73,19 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
     layout: &STOCK,
     caps: Capabilities {
         atomic: true,
-        embeds_fcc: false,
-        recovers_fcc: false,
+        embeds_fcc: true,
+        recovers_fcc: true,
         direct_writes: false,
         replays_log: true,
         side_files: &["wal"],
     },
     open: |ctx, _| {
         let (j, r) = Wal::open(ctx)?;
-        Ok(Opened::plain(j, r))
+        let fcc = j.fcc();
+        Ok(Opened {
+            fcc: Some(fcc),
+            ..Opened::plain(j, r)
+        })
     },
 };
 use crate::pager::header::Header;
@@ -182,6 +188,8 @@ struct Writer {
     chain: u32,
     /// Page count after the last commit in the log.
     db_size: u32,
+    /// The FCC: tid of the last commit (in the log, or checkpointed into the database).
+    fcc: u64,
     /// Frames were written since the last WAL sync (NORMAL mode, or found at open).
     wal_dirty: bool,
     /// Whether this session synced the directory holding the WAL (see `commit`).
@@ -242,8 +250,9 @@ impl Wal {
         };
         let mut scan = scan;
         let mut stale_frames = 0;
+        let disk_fcc = db_fcc(&ctx)?;
         if scan.index.frames > 0 {
-            if let Some(db_fcc) = db_fcc(&ctx)? {
+            if let Some(db_fcc) = disk_fcc {
                 if replay_is_stale(&scan, db_fcc, &path)? {
                     // Everything in it is already in the database, which has moved on:
                     // replaying it would put older images over newer pages.
@@ -252,6 +261,7 @@ impl Wal {
                 }
             }
         }
+        let fcc = settle_fcc(&*file, &scan, disk_fcc, ps, &path)?;
         let report = RecoveryReport {
             pages_restored: scan.index.map.len() as u64,
             frames_kept: scan.index.frames,
@@ -279,6 +289,7 @@ impl Wal {
                 next_frame: scan.next_frame,
                 chain: scan.chain,
                 db_size: scan.db_size,
+                fcc,
                 // The frames may sit only in the OS cache (a process crash in NORMAL
                 // mode): sync them before the checkpoint writes the database.
                 wal_dirty: kept > 0,
@@ -320,6 +331,11 @@ impl Wal {
         })
     }
 
+    /// The FCC: tid of the last commit, in the log or in the database.
+    pub(crate) fn fcc(&self) -> u64 {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).fcc
+    }
+
     fn frame_size(&self) -> u64 {
         (FRAME_HDR + self.ctx.db.page_size) as u64
     }
@@ -359,6 +375,13 @@ impl Wal {
             self.file
                 .read_exact_at(&mut buf, off + FRAME_HDR as u64)
                 .map_err(Error::io("read", &self.path))?;
+            if pgno == 0 {
+                // Commits that changed only the counter left page 0 out of the log, so
+                // its newest frame may name an older FCC. The log holds that frame (the
+                // first commit of every generation logs page 0), so a torn write here is
+                // repaired by replaying it, and recovery stamps the FCC again.
+                stamp_fcc(&mut buf, w.fcc);
+            }
             db.write_page(pgno, &buf)?;
         }
         db.sync()?;
@@ -464,6 +487,53 @@ fn replay_is_stale(scan: &Scan, db_fcc: u64, path: &std::path::Path) -> Result<b
         });
     }
     Ok(true)
+}
+
+/// The FCC recovery settles on: the newer of the database header's and the last kept
+/// commit's.
+///
+/// A commit frame carries only the low 32 bits of its tid; the high bits come from a full
+/// FCC known to lie in the generation's window `first - 1..=last`: the header in the
+/// newest kept frame of page 0 (the first commit of every generation logs page 0), or the
+/// database header's (`replay_is_stale` has checked it lies in the window). A generation
+/// holds far fewer than 2^31 commits, so the low bits' distance from that base is exact.
+fn settle_fcc(
+    file: &dyn File,
+    scan: &Scan,
+    disk: Option<u64>,
+    ps: usize,
+    path: &std::path::Path,
+) -> Result<u64> {
+    let disk = disk.unwrap_or(0);
+    if scan.index.frames == 0 {
+        return Ok(disk);
+    }
+    let logged = match scan.index.map.get(&0) {
+        Some(&off) => {
+            let mut p0 = vec![0u8; ps];
+            file.read_exact_at(&mut p0, off + FRAME_HDR as u64)
+                .map_err(Error::io("read", path))?;
+            Header::decode(&p0).ok().map(|h| h.fcc)
+        }
+        None => None,
+    };
+    let base = logged.unwrap_or(disk);
+    let last = base + u64::from(scan.last_tid.wrapping_sub(base as u32));
+    Ok(last.max(disk))
+}
+
+/// Set the FCC in a page 0 holding a stock header; `false` (nothing changed) if it names
+/// that FCC already or holds no header (the journal's own tests use bare page images).
+fn stamp_fcc(page0: &mut [u8], fcc: u64) -> bool {
+    let Ok(mut h) = Header::decode(page0) else {
+        return false;
+    };
+    if h.fcc == fcc {
+        return false;
+    }
+    h.fcc = fcc;
+    page0.copy_from_slice(&STOCK.header_image(page0, 0, &h));
+    true
 }
 
 fn closed() -> Error {
@@ -580,11 +650,28 @@ impl Journal for Wal {
         if w.header_pending {
             self.start_generation(&mut w)?;
         }
-        let n = batch.pages.len();
+        // The first commit of a generation logs page 0 even when the pager left it out
+        // (metadata embedding), so that the checkpoint's rewrite of page 0 with the FCC
+        // always has a copy in the log to replay if the rewrite tears (module docs).
+        let with_p0: Vec<(Pgno, PageRef)>;
+        let pages: &[(Pgno, PageRef)] =
+            if w.next_frame == 0 && batch.pages.first().map(|p| p.0) != Some(0) {
+                // No frame is indexed at frame 0, so the database holds the committed
+                // page 0 (stamped with the FCC by the last checkpoint).
+                debug_assert_eq!(self.log_frames(), 0);
+                let mut p0 = vec![0u8; ps];
+                self.ctx.db.read_page(0, &mut p0)?;
+                with_p0 = std::iter::once((0, PageRef::from(p0)))
+                    .chain(batch.pages.iter().cloned())
+                    .collect();
+                &with_p0
+            } else {
+                batch.pages
+            };
+        let n = pages.len();
         let mut buf = vec![0u8; n * (FRAME_HDR + ps)];
         let mut chain = w.chain;
-        for (i, ((pgno, data), f)) in batch
-            .pages
+        for (i, ((pgno, data), f)) in pages
             .iter()
             .zip(buf.chunks_exact_mut(FRAME_HDR + ps))
             .enumerate()
@@ -610,7 +697,7 @@ impl Journal for Wal {
         }
         {
             let mut idx = self.index.write().unwrap_or_else(|e| e.into_inner());
-            for (i, (pgno, _)) in batch.pages.iter().enumerate() {
+            for (i, (pgno, _)) in pages.iter().enumerate() {
                 idx.map.insert(*pgno, first + i as u64 * self.frame_size());
             }
             idx.frames = w.next_frame + n as u64;
@@ -618,6 +705,7 @@ impl Journal for Wal {
         w.next_frame += n as u64;
         w.chain = chain;
         w.db_size = batch.new_page_count;
+        w.fcc = batch.tid;
         let auto = self.ctx.config.wal_autocheckpoint as u64;
         if auto > 0 && w.next_frame >= auto {
             self.checkpoint_locked(&mut w)?;
@@ -637,6 +725,16 @@ impl Journal for Wal {
         }
         self.checkpoint_locked(&mut w)?;
         w.closed = true;
+        if self.prealloc_len > 0 && w.header_pending {
+            // A preallocated log stays, and its frames are all in the database now. Put
+            // the next generation's header over the old one so the next open finds no
+            // frame to replay (it would copy every one of them again). Not synced: if the
+            // old header comes back after a power cut, replaying its frames rewrites the
+            // images the database already holds, under an FCC inside their window.
+            self.file
+                .write_at(&w.hdr.encode(), 0)
+                .map_err(Error::io("write", &self.path))?;
+        }
         if self.prealloc_len == 0 {
             match self.ctx.vfs.delete(&self.path) {
                 Ok(()) => {}
