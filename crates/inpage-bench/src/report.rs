@@ -315,6 +315,16 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
             }
         );
     }
+    if r.results
+        .iter()
+        .any(|x| x.workload.starts_with("recovery") && x.recovery_ms_median.is_some())
+    {
+        let _ = writeln!(
+            out,
+            "recovery rows: the tx/s column shows the recovery time (reopen + first access, \
+             ms); their ratio is still the baseline's time / this one's (higher is faster)"
+        );
+    }
     let head = [
         "workload",
         "op",
@@ -608,6 +618,7 @@ mod tests {
             &[],
         );
         assert!(t.contains("12.50 ms") && t.contains("4.00 ms"), "{t}");
+        assert!(t.contains("recovery rows: the tx/s column"), "{t}");
         assert!(!t.contains("80.0") && !t.contains("250.0"), "{t}");
         // The JSON keeps the rate (ratios stay "higher is faster").
         let j = serde_json::to_value(&rec).unwrap();
