@@ -34,11 +34,12 @@
 //!   has not been written since); after it, old frames fail the salt check.
 //! - *A log is replayed only over the database it was written for.* Its commits carry
 //!   consecutive tids `first..=last`; while it is needed the database header's FCC lies in
-//!   `first - 1..=last` (a checkpoint writes page 0, stamped with the FCC, with the rest). An FCC past `last`
-//!   means the log was checkpointed and the database has committed since: its frames are
-//!   skipped (`RecoveryReport::stale_frames`), which is what keeps an old generation cut
-//!   to a prefix (by `journal_size_limit`, or by hand) from putting old images over newer
-//!   pages. An FCC below `first - 1` is refused as a corrupt journal (`replay_is_stale`).
+//!   `first - 1..=last` (a checkpoint writes page 0, stamped with the FCC, with the rest).
+//!   An FCC past `last` means the log was checkpointed and the database has committed
+//!   since: its frames are skipped (`RecoveryReport::stale_frames`), which is what keeps
+//!   an old generation cut to a prefix (by `journal_size_limit`, or by hand) from putting
+//!   old images over newer pages. An FCC below `first - 1` is refused as a corrupt
+//!   journal (`replay_is_stale`).
 //! - *Metadata embedding: the FCC lives in the commit frames, not in a page-0 frame per
 //!   commit* (`embeds_fcc`, `recovers_fcc`). A commit that changes nothing in the header
 //!   but the counter leaves page 0 out, so a one-row commit logs as many frames as SQLite's
@@ -50,11 +51,11 @@
 //!   on-disk counter go stale and making recovery tolerate it, is the choice because the
 //!   generation check above needs an exact counter: with a stale one a log older than the
 //!   database would fall inside the window and put old images over newer pages, and a
-//!   reopen would hand out tids already used. The cost is one page write per checkpoint
-//!   (usually page 0 is among the copied pages anyway). The rewrite is in place, so a torn
-//!   one must find a copy of page 0 in the log: the first commit of every generation logs
-//!   page 0 (the database's committed image) even when the pager left it out, one frame
-//!   per generation.
+//!   reopen would hand out tids already used. The rewrite is in place, so a torn one must
+//!   find a copy of page 0 in the log: the first commit of every generation logs page 0
+//!   (the database's committed image) even when the pager left it out. That one frame per
+//!   generation is the whole cost: page 0 is then always among the pages a checkpoint
+//!   copies, and the stamp only changes its bytes.
 //! - *Readers never see a frame being overwritten.* `read_page` holds the index read lock
 //!   while it reads a frame; frames are only appended past the published ones, and the
 //!   reset that lets offsets be reused clears the index under its write lock.
@@ -107,7 +108,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         })
     },
 };
-use crate::pager::header::Header;
+use crate::pager::header::{Header, MAX_TID};
 use crate::vfs::{File, OpenOptions};
 
 const MAGIC: [u8; 8] = *b"inpgWAL\0";
@@ -568,6 +569,12 @@ fn settle_fcc(
     };
     let base = logged.unwrap_or(disk);
     let last = base + u64::from(scan.last_tid.wrapping_sub(base as u32));
+    if last > MAX_TID {
+        return Err(Error::CorruptJournal {
+            path: path.to_path_buf(),
+            reason: format!("log commits reach tid {last}, past the largest ({MAX_TID})"),
+        });
+    }
     Ok(last.max(disk))
 }
 
@@ -577,7 +584,7 @@ fn stamp_fcc(page0: &mut [u8], fcc: u64) -> bool {
     let Ok(mut h) = Header::decode(page0) else {
         return false;
     };
-    if h.fcc == fcc {
+    if h.fcc == fcc || h.page_size as usize != page0.len() {
         return false;
     }
     h.fcc = fcc;
