@@ -34,11 +34,28 @@
 //!   has not been written since); after it, old frames fail the salt check.
 //! - *A log is replayed only over the database it was written for.* Its commits carry
 //!   consecutive tids `first..=last`; while it is needed the database header's FCC lies in
-//!   `first - 1..=last` (a checkpoint writes page 0 with the rest). An FCC past `last`
-//!   means the log was checkpointed and the database has committed since: its frames are
-//!   skipped (`RecoveryReport::stale_frames`), which is what keeps an old generation cut
-//!   to a prefix (by `journal_size_limit`, or by hand) from putting old images over newer
-//!   pages. An FCC below `first - 1` is refused as a corrupt journal (`replay_is_stale`).
+//!   `first - 1..=last` (a checkpoint writes page 0, stamped with the FCC, with the rest).
+//!   An FCC past `last` means the log was checkpointed and the database has committed
+//!   since: its frames are skipped (`RecoveryReport::stale_frames`), which is what keeps
+//!   an old generation cut to a prefix (by `journal_size_limit`, or by hand) from putting
+//!   old images over newer pages. An FCC below `first - 1` is refused as a corrupt
+//!   journal (`replay_is_stale`).
+//! - *Metadata embedding: the FCC lives in the commit frames, not in a page-0 frame per
+//!   commit* (`embeds_fcc`, `recovers_fcc`). A commit that changes nothing in the header
+//!   but the counter leaves page 0 out, so a one-row commit logs as many frames as SQLite's
+//!   (which does not touch page 1 per commit either). Recovery settles the FCC as the
+//!   larger of the database header's and the last kept commit's tid; the frames hold its
+//!   low 32 bits, placed in the window above, relative to the header in the newest kept
+//!   frame of page 0 (or the database's). Each checkpoint writes page 0 with the FCC, so
+//!   the database header is exact whenever the log is empty. That, rather than letting the
+//!   on-disk counter go stale and making recovery tolerate it, is the choice because the
+//!   generation check above needs an exact counter: with a stale one a log older than the
+//!   database would fall inside the window and put old images over newer pages, and a
+//!   reopen would hand out tids already used. The rewrite is in place, so a torn one must
+//!   find a copy of page 0 in the log: the first commit of every generation logs page 0
+//!   (the database's committed image) even when the pager left it out. That one frame per
+//!   generation is the whole cost: page 0 is then always among the pages a checkpoint
+//!   copies, and the stamp only changes its bytes.
 //! - *Readers never see a frame being overwritten.* `read_page` holds the index read lock
 //!   while it reads a frame; frames are only appended past the published ones, and the
 //!   reset that lets offsets be reused clears the index under its write lock.
@@ -47,7 +64,10 @@
 //! so every session starts with an empty log (no shared-memory index, no readers from
 //! other processes). With `wal_prealloc` the file is zero-filled to the checkpoint interval
 //! once and never truncated below it; zeros after the last frame end the scan because a
-//! salt never equals zero.
+//! salt never equals zero. Such a log outlives a clean close, so close writes the next
+//! generation's header over it (unsynced: if a power cut brings the old one back, its
+//! frames only rewrite the images the database holds); otherwise every reopen would copy
+//! all of the last generation's frames into the database again.
 
 use std::collections::HashMap;
 use std::io;
@@ -61,7 +81,9 @@ use super::{
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::get_u32 as le32;
+use crate::page::layout::PageLayout;
 use crate::page::stock::STOCK;
+use crate::page::PageRef;
 
 /// Registry entry of `wal`.
 pub(crate) static WAL: ModeSpec = ModeSpec {
@@ -71,18 +93,22 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
     layout: &STOCK,
     caps: Capabilities {
         atomic: true,
-        embeds_fcc: false,
-        recovers_fcc: false,
+        embeds_fcc: true,
+        recovers_fcc: true,
         direct_writes: false,
         replays_log: true,
         side_files: &["wal"],
     },
     open: |ctx, _| {
         let (j, r) = Wal::open(ctx)?;
-        Ok(Opened::plain(j, r))
+        let fcc = j.fcc();
+        Ok(Opened {
+            fcc: Some(fcc),
+            ..Opened::plain(j, r)
+        })
     },
 };
-use crate::pager::header::Header;
+use crate::pager::header::{Header, MAX_TID};
 use crate::vfs::{File, OpenOptions};
 
 const MAGIC: [u8; 8] = *b"inpgWAL\0";
@@ -182,6 +208,8 @@ struct Writer {
     chain: u32,
     /// Page count after the last commit in the log.
     db_size: u32,
+    /// The FCC: tid of the last commit (in the log, or checkpointed into the database).
+    fcc: u64,
     /// Frames were written since the last WAL sync (NORMAL mode, or found at open).
     wal_dirty: bool,
     /// Whether this session synced the directory holding the WAL (see `commit`).
@@ -219,6 +247,13 @@ impl Wal {
     /// checkpoint them into the database and reset the log (module docs).
     pub(crate) fn open(ctx: JournalCtx) -> Result<(Wal, RecoveryReport)> {
         let path = ctx.side_path("wal");
+        // The pager leaves the length check to a mode that recovers the FCC, which must
+        // make it before writing anything. Without a log the header on disk is the
+        // committed one, so a file shorter than it says is refused before the log is
+        // created; with a log, replaying it may be what restores the length.
+        if !ctx.vfs.exists(&path).map_err(Error::io("stat", &path))? {
+            check_db_length(&ctx)?;
+        }
         let file = ctx
             .vfs
             .open(
@@ -242,8 +277,9 @@ impl Wal {
         };
         let mut scan = scan;
         let mut stale_frames = 0;
+        let disk_fcc = db_fcc(&ctx)?;
         if scan.index.frames > 0 {
-            if let Some(db_fcc) = db_fcc(&ctx)? {
+            if let Some(db_fcc) = disk_fcc {
                 if replay_is_stale(&scan, db_fcc, &path)? {
                     // Everything in it is already in the database, which has moved on:
                     // replaying it would put older images over newer pages.
@@ -252,6 +288,7 @@ impl Wal {
                 }
             }
         }
+        let fcc = settle_fcc(&*file, &scan, disk_fcc, ps, &path)?;
         let report = RecoveryReport {
             pages_restored: scan.index.map.len() as u64,
             frames_kept: scan.index.frames,
@@ -279,6 +316,7 @@ impl Wal {
                 next_frame: scan.next_frame,
                 chain: scan.chain,
                 db_size: scan.db_size,
+                fcc,
                 // The frames may sit only in the OS cache (a process crash in NORMAL
                 // mode): sync them before the checkpoint writes the database.
                 wal_dirty: kept > 0,
@@ -320,6 +358,11 @@ impl Wal {
         })
     }
 
+    /// The FCC: tid of the last commit, in the log or in the database.
+    pub(crate) fn fcc(&self) -> u64 {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).fcc
+    }
+
     fn frame_size(&self) -> u64 {
         (FRAME_HDR + self.ctx.db.page_size) as u64
     }
@@ -359,6 +402,13 @@ impl Wal {
             self.file
                 .read_exact_at(&mut buf, off + FRAME_HDR as u64)
                 .map_err(Error::io("read", &self.path))?;
+            if pgno == 0 {
+                // Commits that changed only the counter left page 0 out of the log, so
+                // its newest frame may name an older FCC. The log holds that frame (the
+                // first commit of every generation logs page 0), so a torn write here is
+                // repaired by replaying it, and recovery stamps the FCC again.
+                stamp_fcc(&mut buf, w.fcc);
+            }
             db.write_page(pgno, &buf)?;
         }
         db.sync()?;
@@ -464,6 +514,82 @@ fn replay_is_stale(scan: &Scan, db_fcc: u64, path: &std::path::Path) -> Result<b
         });
     }
     Ok(true)
+}
+
+/// Refuse a database file shorter than its header's page count (`Error::Truncated`).
+fn check_db_length(ctx: &JournalCtx) -> Result<()> {
+    let mut p0 = vec![0u8; ctx.db.page_size];
+    let h = match ctx.db.read_page(0, &mut p0) {
+        Ok(()) => Header::decode(&p0).ok(),
+        Err(Error::Corrupt { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let Some(h) = h else {
+        return Ok(()); // no header to measure against (the journal's own tests)
+    };
+    let need = h.page_count as u64 * ctx.db.page_size as u64;
+    let len = ctx.db.file_len()?;
+    if len < need {
+        return Err(Error::Truncated {
+            path: ctx.db_path.clone(),
+            expected: need,
+            actual: len,
+        });
+    }
+    Ok(())
+}
+
+/// The FCC recovery settles on: the newer of the database header's and the last kept
+/// commit's.
+///
+/// A commit frame carries only the low 32 bits of its tid; the high bits come from a full
+/// FCC known to lie in the generation's window `first - 1..=last`: the header in the
+/// newest kept frame of page 0 (the first commit of every generation logs page 0), or the
+/// database header's (`replay_is_stale` has checked it lies in the window). A generation
+/// holds far fewer than 2^31 commits, so the low bits' distance from that base is exact.
+fn settle_fcc(
+    file: &dyn File,
+    scan: &Scan,
+    disk: Option<u64>,
+    ps: usize,
+    path: &std::path::Path,
+) -> Result<u64> {
+    let disk = disk.unwrap_or(0);
+    if scan.index.frames == 0 {
+        return Ok(disk);
+    }
+    let logged = match scan.index.map.get(&0) {
+        Some(&off) => {
+            let mut p0 = vec![0u8; ps];
+            file.read_exact_at(&mut p0, off + FRAME_HDR as u64)
+                .map_err(Error::io("read", path))?;
+            Header::decode(&p0).ok().map(|h| h.fcc)
+        }
+        None => None,
+    };
+    let base = logged.unwrap_or(disk);
+    let last = base + u64::from(scan.last_tid.wrapping_sub(base as u32));
+    if last > MAX_TID {
+        return Err(Error::CorruptJournal {
+            path: path.to_path_buf(),
+            reason: format!("log commits reach tid {last}, past the largest ({MAX_TID})"),
+        });
+    }
+    Ok(last.max(disk))
+}
+
+/// Set the FCC in a page 0 holding a stock header; `false` (nothing changed) if it names
+/// that FCC already or holds no header (the journal's own tests use bare page images).
+fn stamp_fcc(page0: &mut [u8], fcc: u64) -> bool {
+    let Ok(mut h) = Header::decode(page0) else {
+        return false;
+    };
+    if h.fcc == fcc || h.page_size as usize != page0.len() {
+        return false;
+    }
+    h.fcc = fcc;
+    page0.copy_from_slice(&STOCK.header_image(page0, 0, &h));
+    true
 }
 
 fn closed() -> Error {
@@ -580,11 +706,28 @@ impl Journal for Wal {
         if w.header_pending {
             self.start_generation(&mut w)?;
         }
-        let n = batch.pages.len();
+        // The first commit of a generation logs page 0 even when the pager left it out
+        // (metadata embedding), so that the checkpoint's rewrite of page 0 with the FCC
+        // always has a copy in the log to replay if the rewrite tears (module docs).
+        let with_p0: Vec<(Pgno, PageRef)>;
+        let pages: &[(Pgno, PageRef)] =
+            if w.next_frame == 0 && batch.pages.first().map(|p| p.0) != Some(0) {
+                // No frame is indexed at frame 0, so the database holds the committed
+                // page 0 (stamped with the FCC by the last checkpoint).
+                debug_assert_eq!(self.log_frames(), 0);
+                let mut p0 = vec![0u8; ps];
+                self.ctx.db.read_page(0, &mut p0)?;
+                with_p0 = std::iter::once((0, PageRef::from(p0)))
+                    .chain(batch.pages.iter().cloned())
+                    .collect();
+                &with_p0
+            } else {
+                batch.pages
+            };
+        let n = pages.len();
         let mut buf = vec![0u8; n * (FRAME_HDR + ps)];
         let mut chain = w.chain;
-        for (i, ((pgno, data), f)) in batch
-            .pages
+        for (i, ((pgno, data), f)) in pages
             .iter()
             .zip(buf.chunks_exact_mut(FRAME_HDR + ps))
             .enumerate()
@@ -610,7 +753,7 @@ impl Journal for Wal {
         }
         {
             let mut idx = self.index.write().unwrap_or_else(|e| e.into_inner());
-            for (i, (pgno, _)) in batch.pages.iter().enumerate() {
+            for (i, (pgno, _)) in pages.iter().enumerate() {
                 idx.map.insert(*pgno, first + i as u64 * self.frame_size());
             }
             idx.frames = w.next_frame + n as u64;
@@ -618,6 +761,7 @@ impl Journal for Wal {
         w.next_frame += n as u64;
         w.chain = chain;
         w.db_size = batch.new_page_count;
+        w.fcc = batch.tid;
         let auto = self.ctx.config.wal_autocheckpoint as u64;
         if auto > 0 && w.next_frame >= auto {
             self.checkpoint_locked(&mut w)?;
@@ -637,6 +781,16 @@ impl Journal for Wal {
         }
         self.checkpoint_locked(&mut w)?;
         w.closed = true;
+        if self.prealloc_len > 0 && w.header_pending {
+            // A preallocated log stays, and its frames are all in the database now. Put
+            // the next generation's header over the old one so the next open finds no
+            // frame to replay (it would copy every one of them again). Not synced: if the
+            // old header comes back after a power cut, replaying its frames rewrites the
+            // images the database already holds, under an FCC inside their window.
+            self.file
+                .write_at(&w.hdr.encode(), 0)
+                .map_err(Error::io("write", &self.path))?;
+        }
         if self.prealloc_len == 0 {
             match self.ctx.vfs.delete(&self.path) {
                 Ok(()) => {}
@@ -973,5 +1127,199 @@ mod tests {
             r.join().unwrap();
         }
         matches(&*j, &model).unwrap();
+    }
+
+    /// A stock header page naming `fcc`, for a database of `page_count` pages.
+    fn header_page(fcc: u64, page_count: u32) -> PageRef {
+        let h = Header {
+            page_size: PS as u32,
+            journal_mode: crate::journal::JournalMode::WAL,
+            page_count,
+            fcc,
+            last_txn_size: 0,
+            freelist_head: 0,
+            freelist_count: 0,
+            catalog_root: 1,
+            meta: [0; crate::pager::header::META_SLOTS],
+        };
+        STOCK.header_image(&[], 0, &h)
+    }
+
+    fn fcc_of(page0: &[u8]) -> u64 {
+        Header::decode(page0).unwrap().fcc
+    }
+
+    /// A commit of one page that leaves the header alone (what the pager hands a mode
+    /// with `embeds_fcc` for a counter-only commit).
+    fn one_page(j: &Wal, tid: u64, pgno: u32) -> PageRef {
+        let img = image(pgno, tid as u32);
+        let pages = [(pgno, img.clone())];
+        j.commit(&CommitBatch {
+            tid,
+            pages: &pages,
+            originals: &[],
+            old_page_count: 3,
+            new_page_count: 3,
+        })
+        .unwrap();
+        img
+    }
+
+    #[test]
+    fn counter_only_commits_log_one_frame_and_recovery_settles_the_fcc_across_the_wrap() {
+        let vfs = mem_vfs();
+        // The database as a checkpoint left it, its FCC just below 2^32, so the commits
+        // below cross the wrap of the 32-bit tid field.
+        let base = (1u64 << 32) - 2;
+        let c = ctx(&vfs, Path::new("/d"), no_auto(), 4);
+        c.db.write_page(0, &header_page(base, 3)).unwrap();
+        c.db.write_page(1, &image(1, 0)).unwrap();
+        c.db.write_page(2, &image(2, 0)).unwrap();
+        let (j, rep) = Wal::open(c).unwrap();
+        assert_eq!(rep, RecoveryReport::default());
+        assert_eq!(j.fcc(), base);
+        // First commit of the generation: page 0 (the database's image) + the page.
+        one_page(&j, base + 1, 1);
+        assert_eq!(j.log_frames(), 2);
+        let mut f0 = vec![0u8; FRAME_HDR + PS];
+        j.file.read_exact_at(&mut f0, j.frame_offset(0)).unwrap();
+        assert_eq!(le32(&f0, 0), 0);
+        assert_eq!(fcc_of(&f0[FRAME_HDR..]), base);
+        // Every later counter-only commit is one frame.
+        for tid in base + 2..=base + 4 {
+            one_page(&j, tid, 1 + (tid % 2) as u32);
+            assert_eq!(j.log_frames(), 2 + tid - (base + 1));
+        }
+        // Page 1 was last written by base + 4, page 2 by base + 3.
+        let p1 = image(1, (base + 4) as u32);
+        let p2 = image(2, (base + 3) as u32);
+        assert_eq!(j.fcc(), base + 4);
+        drop(j); // a crash: no close
+        let (j, rep) = Wal::open(ctx(&vfs, Path::new("/d"), no_auto(), 4)).unwrap();
+        assert_eq!((rep.frames_kept, rep.stale_frames), (5, 0));
+        assert_eq!(j.fcc(), (1 << 32) + 2);
+        // The recovery checkpoint stamped page 0 with it, and replayed the pages.
+        assert_eq!(fcc_of(&db_page(&j.ctx.db.file, 0)), (1 << 32) + 2);
+        assert!(db_page(&j.ctx.db.file, 1) == p1[..]);
+        assert!(db_page(&j.ctx.db.file, 2) == p2[..]);
+        // The next generation logs the stamped page 0 first; a checkpoint stamps again.
+        one_page(&j, base + 5, 2);
+        j.file.read_exact_at(&mut f0, j.frame_offset(0)).unwrap();
+        assert_eq!(fcc_of(&f0[FRAME_HDR..]), base + 4);
+        j.checkpoint().unwrap();
+        assert_eq!(fcc_of(&db_page(&j.ctx.db.file, 0)), base + 5);
+        j.close().unwrap();
+        let (j, rep) = Wal::open(ctx(&vfs, Path::new("/d"), no_auto(), 4)).unwrap();
+        assert_eq!(rep, RecoveryReport::default());
+        assert_eq!(j.fcc(), base + 5);
+    }
+
+    #[test]
+    fn a_torn_page0_rewrite_at_checkpoint_is_repaired_from_the_log() {
+        let vfs = mem_vfs();
+        let c = ctx(&vfs, Path::new("/d"), no_auto(), 4);
+        c.db.write_page(0, &header_page(7, 3)).unwrap();
+        c.db.write_page(1, &image(1, 0)).unwrap();
+        c.db.write_page(2, &image(2, 0)).unwrap();
+        let (j, _) = Wal::open(c).unwrap();
+        one_page(&j, 8, 1);
+        one_page(&j, 9, 2);
+        // A checkpoint that died while rewriting page 0: its first half reached the disk.
+        let mut torn = db_page(&j.ctx.db.file, 0);
+        let stamped = {
+            let mut p = torn.clone();
+            assert!(stamp_fcc(&mut p, 9));
+            p
+        };
+        torn[..PS / 2].copy_from_slice(&stamped[..PS / 2]);
+        j.ctx.db.write_page(0, &torn).unwrap();
+        drop(j);
+        let (j, rep) = Wal::open(ctx(&vfs, Path::new("/d"), no_auto(), 4)).unwrap();
+        assert_eq!(rep.frames_kept, 3);
+        assert_eq!(j.fcc(), 9);
+        assert!(db_page(&j.ctx.db.file, 0) == stamped, "page 0 not repaired");
+    }
+
+    #[test]
+    fn a_one_row_commit_logs_one_frame() {
+        use crate::vfs::SimVfs;
+        use crate::{Config, Database, JournalMode, KeyKind};
+        let vfs = SimVfs::new();
+        let cfg = || {
+            Config::default()
+                .vfs(Arc::new(vfs.clone()))
+                .journal_mode(JournalMode::WAL)
+                .wal_autocheckpoint(0)
+        };
+        let db = Database::open("/d/one.db", cfg()).unwrap();
+        let mut w = db.begin_write().unwrap();
+        let t = w.open_or_create_tree("t", KeyKind::Int).unwrap();
+        for k in 0..20i64 {
+            w.insert(&t, k, b"value").unwrap();
+        }
+        w.commit().unwrap();
+        let frames = db.log_frames();
+        for k in 0..20i64 {
+            // Same size in place: only the leaf changes (SQLite's WAL logs one frame too).
+            db.insert("t", k, b"VALUE").unwrap();
+            assert_eq!(db.log_frames(), frames + 1 + k as u64, "update {k}");
+        }
+        let fcc = db.fcc();
+        std::mem::forget(db); // a process crash: no close, the lock goes with the vfs
+        let vfs = vfs.crash(1, crate::vfs::CrashModel::full());
+        let db = Database::open(
+            "/d/one.db",
+            Config::default()
+                .vfs(Arc::new(vfs.clone()))
+                .journal_mode(JournalMode::WAL),
+        )
+        .unwrap();
+        assert_eq!(db.fcc(), fcc);
+        assert_eq!(db.header().fcc, fcc);
+        assert_eq!(db.get("t", 19i64).unwrap().as_deref(), Some(&b"VALUE"[..]));
+    }
+
+    #[test]
+    fn a_clean_reopen_of_a_preallocated_log_writes_nothing() {
+        use crate::vfs::{AccountingVfs, IoKind, SimVfs};
+        use crate::{Config, Database, JournalMode};
+        let sim = SimVfs::new();
+        let cfg = |vfs: Arc<dyn Vfs>| {
+            Config::default()
+                .vfs(vfs)
+                .journal_mode(JournalMode::WAL)
+                .wal_prealloc(true)
+                .wal_autocheckpoint(100)
+        };
+        let db = Database::open("/d/pre.db", cfg(Arc::new(sim.clone()))).unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.open_or_create_tree("t", crate::KeyKind::Int).unwrap();
+        w.commit().unwrap();
+        for k in 0..300i64 {
+            db.insert("t", k, &[k as u8; 40][..]).unwrap();
+        }
+        db.close().unwrap();
+        for round in 0..2 {
+            let acc = Arc::new(AccountingVfs::new(Arc::new(sim.clone())));
+            let stats = acc.stats();
+            let db = Database::open("/d/pre.db", cfg(acc)).unwrap();
+            let opened = stats.snapshot();
+            assert!(
+                db.recovery_report().is_clean(),
+                "{:?}",
+                db.recovery_report()
+            );
+            assert_eq!(opened.get(IoKind::Write).bytes, 0, "round {round}");
+            assert_eq!(opened.get(IoKind::Allocate).calls, 0, "round {round}");
+            assert_eq!(opened.get(IoKind::Sync).calls, 0, "round {round}");
+            assert_eq!(
+                db.get("t", 299i64).unwrap().as_deref(),
+                Some(&[43u8; 40][..])
+            );
+            // Close writes the checkpoint (nothing here) and the next header: 32 bytes.
+            db.close().unwrap();
+            let closed = stats.snapshot().delta(&opened);
+            assert_eq!(closed.get(IoKind::Write).bytes, WAL_HDR as u64);
+        }
     }
 }
