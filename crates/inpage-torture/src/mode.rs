@@ -143,7 +143,7 @@ impl Mode {
             .cache_pages(32)
             .chunk_pages(p.chunk_pages)
             .wal_autocheckpoint(p.wal_autocheckpoint);
-        if self.journal.capabilities().recovers_fcc {
+        if self.journal.capabilities().intent_map {
             c = c.dhl_intent_region_pages(p.intent_region);
         }
         match self.variant {

@@ -148,7 +148,7 @@ impl Config {
                 "dhl_direct = On, but journal mode {mode} has no direct page writes"
             )));
         }
-        if self.journal.dhl_intent_region_pages.is_some() && !mode.capabilities().recovers_fcc {
+        if self.journal.dhl_intent_region_pages.is_some() && !mode.capabilities().intent_map {
             return Err(Error::Config(format!(
                 "dhl_intent_region_pages is set, but journal mode {mode} keeps no write-intent map"
             )));

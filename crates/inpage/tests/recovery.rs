@@ -293,7 +293,7 @@ fn dhl_open_after_a_clean_close_reads_constant_pages() {
         let db = Database::open(DB, sim_config(v, mode, 4096).vfs(Arc::new(acct))).unwrap();
         (stats.snapshot().get(IoKind::Read).bytes / 4096, db)
     };
-    for mode in JournalMode::all().filter(|m| m.capabilities().recovers_fcc) {
+    for mode in JournalMode::all().filter(|m| m.capabilities().intent_map) {
         let vfs = SimVfs::new();
         let db = Database::open(DB, sim_config(&vfs, mode, 4096)).unwrap();
         let mut w = db.begin_write().unwrap();

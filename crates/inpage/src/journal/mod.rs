@@ -79,6 +79,9 @@ pub struct Capabilities {
     /// Committed pages may live in a log (a side file) that recovery replays into the
     /// database, so until then the file may be shorter than its header says.
     pub replays_log: bool,
+    /// Opens are bounded by a clean-shutdown mark and a write-intent map (DHL:
+    /// `Config::dhl_intent_region_pages` applies).
+    pub intent_map: bool,
     /// Side files next to the database (`<db>-<suffix>`), for tools and tests.
     pub side_files: &'static [&'static str],
 }

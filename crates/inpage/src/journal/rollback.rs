@@ -65,6 +65,7 @@ const ROLLBACK_CAPS: Capabilities = Capabilities {
     recovers_fcc: false,
     direct_writes: false,
     replays_log: false,
+    intent_map: false,
     side_files: &["journal"],
 };
 

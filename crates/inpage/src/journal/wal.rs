@@ -97,6 +97,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         recovers_fcc: true,
         direct_writes: false,
         replays_log: true,
+        intent_map: false,
         side_files: &["wal"],
     },
     open: |ctx, _| {

@@ -6,9 +6,10 @@
 //!   atomic on every device we model), and a foreign or damaged file is rejected before
 //!   any other byte of it is trusted.
 //! - `fcc` is the id of the last committed write transaction; commit `fcc + 1` writes a
-//!   header carrying it, except in modes with metadata embedding (`off-opt`, `dhl-cc`),
-//!   which leave the header page out of a commit that changes nothing but the counter
-//!   (`dhl-cc` recovers the FCC from the pages; `off-opt` never needs it on disk). A
+//!   header carrying it, except in modes with metadata embedding (`off-opt`, `dhl-cc`,
+//!   `wal`), which leave the header page out of a commit that changes nothing but the
+//!   counter (`dhl-cc` recovers the FCC from the pages, `wal` from its commit frames and
+//!   writes it at checkpoint; `off-opt` never needs it on disk). A
 //!   layout with two header slots (DHL) writes the slot not holding the committed header.
 //! - Decoding never panics: every field is range-checked and reported by name.
 

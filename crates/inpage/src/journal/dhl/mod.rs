@@ -79,6 +79,7 @@ const fn dhl_spec(
             recovers_fcc: true,
             direct_writes: true,
             replays_log: false,
+            intent_map: true,
             side_files: &[],
         },
         open: open_dhl,
