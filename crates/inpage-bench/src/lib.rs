@@ -176,7 +176,12 @@ pub struct RecoveryArgs {
     /// Records in the table before the crash or clean close, comma-separated: the size
     /// axis (1,200 records of 128 bytes ≈ 250 KiB; 1,000,000 ≈ 200 MiB). Built in
     /// transactions of 10,000 rows; the build time is reported apart, never measured.
-    #[arg(long, visible_alias = "warm", value_delimiter = ',', default_value = "1200")]
+    #[arg(
+        long,
+        visible_alias = "warm",
+        value_delimiter = ',',
+        default_value = "1200"
+    )]
     pub records: Vec<u64>,
     /// Value size in bytes.
     #[arg(long, default_value_t = 128)]
@@ -191,7 +196,12 @@ pub struct RecoveryArgs {
     pub cache: Vec<CacheState>,
     /// What precedes the timed open, comma-separated: crash (a child killed mid-commit)
     /// and/or reopen (a clean close).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "crash,reopen")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "crash,reopen"
+    )]
     pub kind: Vec<OpenKind>,
 }
 

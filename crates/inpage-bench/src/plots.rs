@@ -829,7 +829,81 @@ mod tests {
             model_tx_per_s: Some(500.0),
             model_tx_per_s_rounds: vec![498.0, 500.0, 503.0],
             model_ratio_to_baseline: Some(1.0),
+            records: None,
+            build_ms: None,
+            read_call_kib_per_txn: None,
         }
+    }
+
+    /// A recovery/reopen row of a table of `n` records whose rounds took `ms` each.
+    fn sized(c: &str, w: &str, n: u64, ms: &[f64]) -> ResultRow {
+        let mut x = row(c, w, "insert", if w.starts_with("reopen") { 0 } else { 16 });
+        x.records = Some(n);
+        x.tx_per_s_rounds = ms.iter().map(|m| 1000.0 / m).collect();
+        x.recovery_ms_median = crate::report::median(ms);
+        x
+    }
+
+    #[test]
+    fn size_plot_has_a_line_per_contender_panel_and_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rows = Vec::new();
+        for (n, scale) in [(1200u64, 1.0), (1_000_000, 50.0)] {
+            rows.push(sized(
+                "dhl-cc",
+                "recovery",
+                n,
+                &[1.0 * scale, 2.0 * scale, 4.0 * scale],
+            ));
+            rows.push(sized("dhl-cc", "reopen-warm", n, &[0.5, 0.5, 0.5]));
+            rows.push(sized("sqlite-wal", "recovery", n, &[1.5, 1.0, 1.2]));
+        }
+        // A size with only one point for a contender still draws its dot.
+        rows.push(sized("wal", "reopen", 1200, &[0.8]));
+        let lines = size_lines(&report(rows.clone()));
+        assert_eq!(lines.len(), 4);
+        let dhl = lines
+            .iter()
+            .find(|l| l.contender == "dhl-cc" && l.crash && l.cold)
+            .unwrap();
+        assert_eq!(
+            dhl.points,
+            vec![(1200.0, 2.0, 1.0, 4.0), (1e6, 100.0, 50.0, 200.0)],
+            "median and round spread per size, ascending"
+        );
+        let warm = lines.iter().find(|l| !l.crash && !l.cold).unwrap();
+        assert_eq!((warm.contender.as_str(), warm.k), ("dhl-cc", 0));
+        let files = write_all(&report(rows), dir.path()).unwrap();
+        assert!(
+            files.iter().any(|(_, f)| f == "recovery-size.svg"),
+            "{files:?}"
+        );
+        let svg = std::fs::read_to_string(dir.path().join("recovery-size.svg")).unwrap();
+        for s in [
+            "dhl-cc cold",
+            "dhl-cc warm",
+            "sqlite-wal cold",
+            "wal cold",
+            "1M",
+            "10k",
+        ] {
+            assert!(svg.contains(s), "{s} in the size plot");
+        }
+        // The bar chart keeps one table size: the smallest.
+        let bars = std::fs::read_to_string(dir.path().join("recovery.svg")).unwrap();
+        assert!(bars.contains("<rect"));
+        // One size only: no size plot.
+        let one = dir.path().join("one");
+        let files = write_all(
+            &report(vec![sized("dhl-cc", "recovery", 1200, &[1.0])]),
+            &one,
+        )
+        .unwrap();
+        assert!(files.iter().all(|(_, f)| f != "recovery-size.svg"));
+        assert_eq!(si_count(1200.0), "1.2k");
+        assert_eq!(si_count(100_000.0), "100k");
+        assert_eq!(si_count(1e6), "1M");
+        assert_eq!(si_count(200.0), "200");
     }
 
     fn report(rows: Vec<ResultRow>) -> Report {

@@ -423,10 +423,7 @@ pub fn size_table(r: &Report) -> String {
     }
     let find = |c: &str, k: &(String, u32, u64)| {
         rows.iter().copied().find(|x| {
-            x.contender == c
-                && x.workload == k.0
-                && x.ops_per_txn == k.1
-                && x.records == Some(k.2)
+            x.contender == c && x.workload == k.0 && x.ops_per_txn == k.1 && x.records == Some(k.2)
         })
     };
     let mut out = String::new();
@@ -451,9 +448,11 @@ pub fn size_table(r: &Report) -> String {
             let _ = writeln!(out, "{}", table_line(line, &w, 1));
         }
     };
-    pivot(&mut out, "open + first read, ms (median over rounds):", &|x| {
-        f(x.recovery_ms_median, 2)
-    });
+    pivot(
+        &mut out,
+        "open + first read, ms (median over rounds):",
+        &|x| f(x.recovery_ms_median, 2),
+    );
     pivot(
         &mut out,
         "KiB read during the open: read calls [data device]:",
@@ -699,5 +698,82 @@ mod tests {
         assert!(t.contains("tx/s") && t.contains("200.0"), "{t}");
         assert!(t.contains("MODELED (device profile 'emmc'"), "{t}");
         assert!(t.contains("M:tx/s") && t.contains("1000.0"), "{t}");
+    }
+
+    #[test]
+    fn size_table_pivots_contenders_by_size() {
+        let mut c = Collector::default();
+        for (n, name, ms, dev) in [
+            (1200u64, "dhl-cc", 2.0, Some(268.0)),
+            (1200, "sqlite-wal", 1.0, Some(24.0)),
+            (1_000_000, "dhl-cc", 90.0, None),
+        ] {
+            let p = Point {
+                order: if n == 1200 { 1 } else { 2 },
+                workload: "reopen".into(),
+                op: "insert".into(),
+                ops_per_txn: 0,
+                records: Some(n),
+            };
+            c.add(
+                p,
+                name,
+                1,
+                Sample {
+                    tx_per_s: 1000.0 / ms,
+                    recovery_ms: Some(ms),
+                    read_kib: dev,
+                    read_call_kib: Some(dev.unwrap_or(5.0) + 1.0),
+                    ..Sample::default()
+                },
+            );
+            c.add_build(name, n, 1500.0);
+        }
+        let (rows, _) = c.finish("sqlite-wal");
+        assert_eq!(rows[0].records, Some(1200));
+        assert_eq!(rows[0].build_ms, Some(1500.0));
+        assert_eq!(rows[0].read_call_kib_per_txn, Some(269.0));
+        let r = Report {
+            lab: "ext4".into(),
+            rounds: 1,
+            baseline: "sqlite-wal".into(),
+            device_profile: String::new(),
+            model_note: String::new(),
+            sqlite: SqliteBuild::default(),
+            results: rows,
+        };
+        let t = size_table(&r);
+        let line = |start: &str| {
+            t.lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("{start} in {t}"))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let head = line("workload");
+        assert_eq!(head[3..], ["dhl-cc", "sqlite-wal"]);
+        let ms: Vec<String> = t
+            .lines()
+            .filter(|l| l.starts_with("reopen"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(ms.len(), 4, "two sizes in two pivots: {t}");
+        assert!(ms[0].ends_with("2.00        1.00"), "{t}");
+        assert!(
+            ms[1].ends_with("90.00           -"),
+            "missing cell is '-': {t}"
+        );
+        assert!(
+            ms[2].contains("269 [268]") && ms[2].ends_with("25 [24]"),
+            "{t}"
+        );
+        assert!(ms[3].contains("6") && !ms[3].contains('['), "{t}");
+        let builds = line("1000000");
+        assert_eq!(builds[1..], ["1.50", "-"]);
+        // Rows without a size: no size table.
+        let mut plain = r.clone();
+        plain.results.iter_mut().for_each(|x| x.records = None);
+        assert_eq!(size_table(&plain), "");
     }
 }

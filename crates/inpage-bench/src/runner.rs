@@ -499,8 +499,11 @@ impl RecoveryParams {
     /// Timed opens per contender and round.
     fn opens_per_round(&self) -> u64 {
         let per_size = self.cold.len() as u64
-            * (if self.crash { self.records.len() as u64 } else { 0 }
-                + u64::from(self.reopen));
+            * (if self.crash {
+                self.records.len() as u64
+            } else {
+                0
+            } + u64::from(self.reopen));
         per_size * self.sizes.len() as u64
     }
 
@@ -515,7 +518,9 @@ impl RecoveryParams {
     pub fn lab_mib(&self, contenders: usize) -> u64 {
         let n = self.sizes.iter().copied().max().unwrap_or(0);
         let per_record = (self.value_size as u64 + 64) * 3;
-        let bytes = n.saturating_mul(per_record).saturating_mul(contenders as u64 + 1);
+        let bytes = n
+            .saturating_mul(per_record)
+            .saturating_mul(contenders as u64 + 1);
         bytes.div_ceil(1 << 20) + 256
     }
 }
@@ -599,7 +604,12 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
 
 /// Build `c`'s table of `n` records and, for engine contenders, calibrate the stop
 /// write of each interrupted size.
-fn build_table(s: &mut Session, c: &Contender, n: u64, p: &RecoveryParams) -> Result<Table, String> {
+fn build_table(
+    s: &mut Session,
+    c: &Contender,
+    n: u64,
+    p: &RecoveryParams,
+) -> Result<Table, String> {
     let dir = s.fresh_dir(&format!("{}-{n}", c.name))?;
     let stats = Arc::new(IoStats::new());
     let v = mobibench_value(p.value_size, false);
@@ -685,15 +695,19 @@ fn open_trial(
     let found = st.get(1);
     let wall = t0.elapsed();
     let after = probe(&s.lab, &stats)?;
-    let what = if crash.is_some() { "recovery" } else { "reopen" };
+    let what = if crash.is_some() {
+        "recovery"
+    } else {
+        "reopen"
+    };
     match found {
         Ok(true) => {}
         Ok(false) => {
             s.pb.suspend(|| eprintln!("warning: {}: row 1 missing after {what}", c.name))
         }
-        Err(e) => s.pb.suspend(|| {
-            eprintln!("warning: {}: first access after {what} failed: {e}", c.name)
-        }),
+        Err(e) => {
+            s.pb.suspend(|| eprintln!("warning: {}: first access after {what} failed: {e}", c.name))
+        }
     }
     if let Some(keys) = &keys {
         let leaked = st.get(keys[0]).unwrap_or(false);
@@ -736,6 +750,34 @@ mod tests {
         let v: Vec<usize> = rotation(4, 5).collect();
         assert_eq!(v, vec![1, 2, 3, 0]);
         assert_eq!(rotation(0, 3).count(), 0);
+    }
+
+    #[test]
+    fn recovery_trials_and_lab_size() {
+        let p = RecoveryParams {
+            records: vec![1, 16],
+            sizes: vec![1200, 1_000_000],
+            value_size: 128,
+            stop_at_write: None,
+            cold: vec![true, false],
+            crash: true,
+            reopen: true,
+        };
+        // 2 sizes x 2 caches x (2 crash sizes + 1 reopen) x 5 contenders x 3 rounds.
+        assert_eq!(p.trials(5, 3), 2 * 2 * 3 * 5 * 3);
+        let crash_only = RecoveryParams {
+            reopen: false,
+            cold: vec![true],
+            ..p.clone()
+        };
+        assert_eq!(crash_only.trials(5, 3), 2 * 2 * 5 * 3);
+        // The largest table (not the sum), for every contender plus a copy, plus slack.
+        let mib = p.lab_mib(5);
+        assert_eq!(mib, (1_000_000u64 * 192 * 3 * 6).div_ceil(1 << 20) + 256);
+        assert!(mib > 6 * 200, "room for six 200 MiB tables: {mib}");
+        assert_eq!(open_workload(true, true), "recovery");
+        assert_eq!(open_workload(false, false), "reopen-warm");
+        assert_eq!(interrupted_keys(1200, 3), vec![1201, 1202, 1203]);
     }
 
     #[test]
