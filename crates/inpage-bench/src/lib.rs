@@ -1,8 +1,9 @@
 //! `inpage bench`: the benchmark lab.
 //!
 //! Workloads: `mobibench` (insert/update/delete transactions of 1..N operations, as the
-//! ESOS-Lab Mobibench drives SQLite), `recovery` (interrupt an insert transaction in a
-//! child process, time reopen + first access), `floor` (the cheapest durable one-page
+//! ESOS-Lab Mobibench drives SQLite), `recovery` (time open + first access of a table of
+//! each `--records` size, cold and warm page cache, after an insert transaction was
+//! interrupted in a killed child process and after a clean close), `floor` (the cheapest durable one-page
 //! commit, and an appending one), `all` (a quick pass of the three into a results
 //! folder) and `pages` (records per leaf page, stock vs DHL layout; see `pages`). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
 //! journal modes, redb and LMDB (see `contender`).
@@ -194,6 +195,11 @@ pub struct RecoveryArgs {
     /// resident, as when an app restarts soon after it was killed or closed).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "cold")]
     pub cache: Vec<CacheState>,
+    /// Crash rows: one-row updates the child commits (spread over the table) before the
+    /// insert it is killed in, so a WAL holds committed frames recovery must read, as
+    /// after a crash in steady use (0: the WAL is empty when SQLite's child stops).
+    #[arg(long, default_value_t = 0)]
+    pub updates_before_crash: u32,
     /// What precedes the timed open, comma-separated: crash (a child killed mid-commit)
     /// and/or reopen (a clean close).
     #[arg(
@@ -295,6 +301,12 @@ pub struct ChildArgs {
     pub value_size: usize,
     #[arg(long, default_value_t = 0)]
     pub stop_at_write: u64,
+    #[arg(long, default_value_t = 0)]
+    pub pre_updates: u32,
+    #[arg(long, default_value_t = 0)]
+    pub table_records: u64,
+    #[arg(long, default_value_t = 0)]
+    pub update_seed: u64,
 }
 
 impl ChildArgs {
@@ -306,6 +318,9 @@ impl ChildArgs {
             records: self.records,
             value_size: self.value_size,
             stop_at_write: self.stop_at_write,
+            pre_updates: self.pre_updates,
+            table_records: self.table_records,
+            update_seed: self.update_seed,
         }
     }
 }
@@ -335,6 +350,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             params.cold = dedup(a.cache.iter().map(|c| *c == CacheState::Cold));
             params.crash = a.kind.contains(&OpenKind::Crash);
             params.reopen = a.kind.contains(&OpenKind::Reopen);
+            params.pre_updates = a.updates_before_crash;
             let n_rec = cs.iter().filter(|c| c.recoverable()).count();
             let trials = params.trials(n_rec, a.method.rounds);
             let mut lab_args = a.lab.clone();
@@ -468,6 +484,7 @@ fn recovery_params(
         cold: vec![true],
         crash: true,
         reopen: false,
+        pre_updates: 0,
     })
 }
 

@@ -14,7 +14,10 @@
 //! tx/s for the report's device profile, min–max whiskers; only with device counters),
 //! `io_<op>_k<k>.svg` (stacked data + journal KiB per transaction),
 //! `latency_<op>_k<k>.svg` (stacked compute / write / sync µs per transaction, accounted
-//! contenders), `recovery.svg` (recovery ms per contender, one bar per transaction size).
+//! contenders), `recovery.svg` (recovery ms per contender, one bar per transaction size,
+//! at the smallest table size), `recovery-size.svg` (open ms against table size, log-log,
+//! crash and clean-close panels, cold solid / warm dashed, one line per contender; with
+//! two or more sizes).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

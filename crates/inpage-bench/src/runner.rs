@@ -4,7 +4,9 @@
 //! Invariants (these are what make numbers from a shared, noisy machine comparable):
 //! - Every round runs every contender once per workload point, in an order rotated by
 //!   the round number, so no contender always runs first (cold machine) or last.
-//! - Each trial gets a fresh directory and fresh files; setup (schema, preload, warm-up)
+//! - Each trial gets a fresh directory and fresh files (recovery: each contender's table
+//!   of one size is built once and every round reopens it, since a crash trial rolls the
+//!   interrupted insert back and a reopen changes no row); setup (schema, preload, warm-up)
 //!   happens before the measured window, then `sync` + drop caches (where root allows),
 //!   then the store is opened, then the window opens. Closing (WAL checkpoints) happens
 //!   after the window. Device and syscall counters are read at exactly the window edges.
@@ -31,7 +33,7 @@ use inpage::vfs::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, OsVfs, Vfs};
 use crate::contender::{Contender, FloorMode, FloorStore, Kind, Store};
 use crate::device::{DeviceCounters, Profile};
 use crate::lab::{check_interrupted, prefetch_dir, read_proc_io, settle, DevStat, Lab, ProcIo};
-use crate::recovery::{calibrate_engine_writes, crash_child, ChildSpec};
+use crate::recovery::{calibrate_engine_writes, crash_child, pre_updates, ChildSpec};
 use crate::report::{Collector, Latency, Point, Sample};
 use crate::workload::{mobibench_value, update_value, Op, Plan};
 
@@ -493,6 +495,8 @@ pub struct RecoveryParams {
     pub crash: bool,
     /// Time the open after a clean close (workload `reopen`).
     pub reopen: bool,
+    /// Crash trials: committed one-row updates before the interrupted insert.
+    pub pre_updates: u32,
 }
 
 impl RecoveryParams {
@@ -637,7 +641,8 @@ fn build_table(
                 (Kind::Engine { .. }, Some(w)) => w.max(1),
                 (Kind::Engine { .. }, None) => {
                     let scratch = dir.with_extension("calib");
-                    let w = calibrate_engine_writes(c, &dir, &scratch, &keys, &v)?;
+                    let ups = pre_updates(p.pre_updates, n, 0, p.value_size);
+                    let w = calibrate_engine_writes(c, &dir, &scratch, &keys, &v, &ups)?;
                     if w == 0 {
                         return Err("commit did no writes; nothing to interrupt".into());
                     }
@@ -673,6 +678,7 @@ fn open_trial(
     let keys = crash.map(|k| interrupted_keys(n, k));
     if let (Some(k), Some(keys)) = (crash, &keys) {
         let ki = p.records.iter().position(|&x| x == k).unwrap_or(0);
+        s.seq += 1;
         s.settle();
         let spec = ChildSpec {
             contender: c.name.clone(),
@@ -681,6 +687,10 @@ fn open_trial(
             records: k,
             value_size: p.value_size,
             stop_at_write: t.stop_at.get(ki).copied().unwrap_or(0),
+            pre_updates: p.pre_updates,
+            table_records: n,
+            // Fresh values every trial (the calibration used seed 0; seq is past it).
+            update_seed: s.seq,
         };
         crash_child(&s.exe, &spec, CHILD_TIMEOUT)?;
     }
@@ -762,6 +772,7 @@ mod tests {
             cold: vec![true, false],
             crash: true,
             reopen: true,
+            pre_updates: 0,
         };
         // 2 sizes x 2 caches x (2 crash sizes + 1 reopen) x 5 contenders x 3 rounds.
         assert_eq!(p.trials(5, 3), 2 * 2 * 3 * 5 * 3);

@@ -354,6 +354,32 @@ fn recovery_over_table_sizes_crash_and_reopen() {
     assert!(e.contains("reboot"), "{e}");
 }
 
+/// `--updates-before-crash`: the child commits one-row updates before the insert it is
+/// killed in; they stay (the table's rows are all there, the insert is not), and SQLite's
+/// recovery now reads the WAL frames they left.
+#[test]
+fn updates_before_a_crash_leave_a_wal_to_recover() {
+    let _serial = serial();
+    let read = |extra: &[&str]| -> Vec<(String, f64)> {
+        let mut args = vec!["--kind", "crash"];
+        args.extend_from_slice(extra);
+        recovery_report("dhl-cc,wal,sqlite-wal,redb", "4", &args)
+            .results
+            .iter()
+            .map(|x| (x.contender.clone(), x.read_call_kib_per_txn.unwrap()))
+            .collect()
+    };
+    let plain = read(&[]);
+    let updated = read(&["--updates-before-crash", "30"]);
+    assert_eq!(plain.len(), 4);
+    let get = |v: &[(String, f64)], c: &str| v.iter().find(|x| x.0 == c).unwrap().1;
+    // 30 committed one-page updates = at least 30 WAL frames of 4 KiB to read back.
+    assert!(
+        get(&updated, "sqlite-wal") >= get(&plain, "sqlite-wal") + 100.0,
+        "{plain:?} vs {updated:?}"
+    );
+}
+
 /// `--cache warm` keeps the page cache between the crash and the timed reopen and says so
 /// in the workload name; the DHL default mode recovers (nothing lost, nothing leaked).
 #[test]
