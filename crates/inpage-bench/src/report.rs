@@ -453,6 +453,27 @@ pub fn size_table(r: &Report) -> String {
         "open + first read, ms (median over rounds):",
         &|x| f(x.recovery_ms_median, 2),
     );
+    // Growth with size: each open time over the same contender's at the smallest table
+    // (same workload and interrupted size), the "does open time grow with the file" check.
+    let smallest = |x: &ResultRow| {
+        rows.iter()
+            .copied()
+            .filter(|y| {
+                y.contender == x.contender
+                    && y.workload == x.workload
+                    && y.ops_per_txn == x.ops_per_txn
+            })
+            .min_by_key(|y| y.records)
+            .and_then(|y| y.recovery_ms_median)
+    };
+    pivot(
+        &mut out,
+        "open time / the same contender's at the smallest table:",
+        &|x| match (x.recovery_ms_median, smallest(x)) {
+            (Some(m), Some(b)) if b > 0.0 => format!("{:.2}", m / b),
+            _ => "-".into(),
+        },
+    );
     pivot(
         &mut out,
         "KiB read during the open: read calls [data device]:",
@@ -758,17 +779,19 @@ mod tests {
             .filter(|l| l.starts_with("reopen"))
             .map(str::to_string)
             .collect();
-        assert_eq!(ms.len(), 4, "two sizes in two pivots: {t}");
+        assert_eq!(ms.len(), 6, "two sizes in three pivots: {t}");
         assert!(ms[0].ends_with("2.00        1.00"), "{t}");
         assert!(
             ms[1].ends_with("90.00           -"),
             "missing cell is '-': {t}"
         );
+        assert!(ms[2].ends_with("1.00        1.00"), "{t}");
+        assert!(ms[3].ends_with("45.00           -"), "90 ms / 2 ms: {t}");
         assert!(
-            ms[2].contains("269 [268]") && ms[2].ends_with("25 [24]"),
+            ms[4].contains("269 [268]") && ms[4].ends_with("25 [24]"),
             "{t}"
         );
-        assert!(ms[3].contains("6") && !ms[3].contains('['), "{t}");
+        assert!(ms[5].contains("6") && !ms[5].contains('['), "{t}");
         let builds = line("1000000");
         assert_eq!(builds[1..], ["1.50", "-"]);
         // Rows without a size: no size table.
