@@ -220,13 +220,15 @@ pub fn read_dev_stat(dev: &str) -> Result<DevStat, String> {
     parse_block_stat(&s)
 }
 
-/// The write-side counters of `/proc/self/io` (whole process, all threads).
+/// Counters of `/proc/self/io` (whole process, all threads).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ProcIo {
     /// Bytes passed to write-like syscalls.
     pub wchar: u64,
     /// Write-like syscalls.
     pub syscw: u64,
+    /// Bytes returned by read-like syscalls (page cache hits included).
+    pub rchar: u64,
 }
 
 impl ProcIo {
@@ -234,6 +236,7 @@ impl ProcIo {
         ProcIo {
             wchar: self.wchar.saturating_sub(e.wchar),
             syscw: self.syscw.saturating_sub(e.syscw),
+            rchar: self.rchar.saturating_sub(e.rchar),
         }
     }
 }
@@ -242,6 +245,7 @@ impl ProcIo {
 pub fn parse_proc_io(s: &str) -> Result<ProcIo, String> {
     let mut wchar = None;
     let mut syscw = None;
+    let mut rchar = None;
     for line in s.lines() {
         let mut it = line.splitn(2, ':');
         let (k, v) = (it.next().unwrap_or(""), it.next().unwrap_or("").trim());
@@ -252,12 +256,17 @@ pub fn parse_proc_io(s: &str) -> Result<ProcIo, String> {
         match k {
             "wchar" => wchar = Some(v()?),
             "syscw" => syscw = Some(v()?),
+            "rchar" => rchar = Some(v()?),
             _ => {}
         }
     }
-    match (wchar, syscw) {
-        (Some(wchar), Some(syscw)) => Ok(ProcIo { wchar, syscw }),
-        _ => Err("/proc/self/io lacks wchar/syscw".into()),
+    match (wchar, syscw, rchar) {
+        (Some(wchar), Some(syscw), Some(rchar)) => Ok(ProcIo {
+            wchar,
+            syscw,
+            rchar,
+        }),
+        _ => Err("/proc/self/io lacks wchar/syscw/rchar".into()),
     }
 }
 
@@ -273,6 +282,24 @@ pub fn read_proc_io() -> Option<ProcIo> {
 pub fn settle() -> bool {
     rustix::fs::sync();
     fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
+}
+
+/// `sync`, then read every regular file directly in `dir` to its end, so all their
+/// pages are in the page cache (the warm-cache state of a recovery trial). Returns the
+/// bytes read.
+pub fn prefetch_dir(dir: &Path) -> Result<u64, String> {
+    rustix::fs::sync();
+    let err = |p: &Path, e: std::io::Error| format!("{}: {e}", p.display());
+    let mut total = 0;
+    for ent in fs::read_dir(dir).map_err(|e| err(dir, e))? {
+        let ent = ent.map_err(|e| err(dir, e))?;
+        if ent.file_type().map_err(|e| err(dir, e))?.is_file() {
+            let p = ent.path();
+            let mut f = fs::File::open(&p).map_err(|e| err(&p, e))?;
+            total += std::io::copy(&mut f, &mut std::io::sink()).map_err(|e| err(&p, e))?;
+        }
+    }
+    Ok(total)
 }
 
 // ---------------------------------------------------------------------------- ext4 lab
@@ -744,10 +771,12 @@ mod tests {
             parse_proc_io(s).unwrap(),
             ProcIo {
                 wchar: 4096,
-                syscw: 2
+                syscw: 2,
+                rchar: 100
             }
         );
         assert!(parse_proc_io("rchar: 1\n").is_err());
+        assert!(parse_proc_io("wchar: 1\nsyscw: 1\n").is_err());
         assert!(parse_proc_io("wchar: x\nsyscw: 1\n").is_err());
     }
 }

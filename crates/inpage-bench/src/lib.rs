@@ -1,8 +1,9 @@
 //! `inpage bench`: the benchmark lab.
 //!
 //! Workloads: `mobibench` (insert/update/delete transactions of 1..N operations, as the
-//! ESOS-Lab Mobibench drives SQLite), `recovery` (interrupt an insert transaction in a
-//! child process, time reopen + first access), `floor` (the cheapest durable one-page
+//! ESOS-Lab Mobibench drives SQLite), `recovery` (time open + first access of a table of
+//! each `--records` size, cold and warm page cache, after an insert transaction was
+//! interrupted in a killed child process and after a clean close), `floor` (the cheapest durable one-page
 //! commit, and an appending one), `all` (a quick pass of the three into a results
 //! folder) and `pages` (records per leaf page, stock vs DHL layout; see `pages`). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
 //! journal modes, redb and LMDB (see `contender`).
@@ -170,27 +171,44 @@ pub struct RecoveryArgs {
     pub lab: LabArgs,
     #[command(flatten)]
     pub out: OutputArgs,
-    /// Records in the interrupted insert transaction, comma-separated.
+    /// Records in the interrupted insert transaction, comma-separated (crash rows).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16")]
+    pub ops_per_txn: Vec<u32>,
+    /// Records in the table before the crash or clean close, comma-separated: the size
+    /// axis (1,200 records of 128 bytes ≈ 250 KiB; 1,000,000 ≈ 200 MiB). Built in
+    /// transactions of 10,000 rows; the build time is reported apart, never measured.
     #[arg(
         long,
-        visible_alias = "records",
+        visible_alias = "warm",
         value_delimiter = ',',
-        default_value = "1,2,4,8,16"
+        default_value = "1200"
     )]
-    pub ops_per_txn: Vec<u32>,
-    /// Records in the table before the crash.
-    #[arg(long, default_value_t = 1200)]
-    pub warm: u64,
+    pub records: Vec<u64>,
     /// Value size in bytes.
     #[arg(long, default_value_t = 128)]
     pub value_size: usize,
     /// Engine: stop at this write call of the commit (default: half of its writes).
     #[arg(long)]
     pub stop_at_write: Option<u64>,
-    /// Page cache when the reopen is timed: cold (synced and dropped, as after a reboot;
-    /// needs root) or warm (only synced: what the kill of an app leaves behind).
-    #[arg(long, value_enum, default_value_t = CacheState::Cold)]
-    pub cache: CacheState,
+    /// Page cache when the open is timed, comma-separated: cold (synced and dropped, as
+    /// after a reboot; needs root) and/or warm (every page of the database's files
+    /// resident, as when an app restarts soon after it was killed or closed).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "cold")]
+    pub cache: Vec<CacheState>,
+    /// Crash rows: one-row updates the child commits (spread over the table) before the
+    /// insert it is killed in, so a WAL holds committed frames recovery must read, as
+    /// after a crash in steady use (0: the WAL is empty when SQLite's child stops).
+    #[arg(long, default_value_t = 0)]
+    pub updates_before_crash: u32,
+    /// What precedes the timed open, comma-separated: crash (a child killed mid-commit)
+    /// and/or reopen (a clean close).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "crash,reopen"
+    )]
+    pub kind: Vec<OpenKind>,
 }
 
 /// The page cache a recovery trial reopens with.
@@ -198,8 +216,17 @@ pub struct RecoveryArgs {
 pub enum CacheState {
     /// Synced and dropped (root; elsewhere it stays warm and the run says so).
     Cold,
-    /// Synced only.
+    /// Synced, and the database's files read through once so all their pages are cached.
     Warm,
+}
+
+/// What happened to the database before the timed open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OpenKind {
+    /// A child process was killed in the middle of an insert's commit.
+    Crash,
+    /// The database was closed cleanly.
+    Reopen,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -274,6 +301,12 @@ pub struct ChildArgs {
     pub value_size: usize,
     #[arg(long, default_value_t = 0)]
     pub stop_at_write: u64,
+    #[arg(long, default_value_t = 0)]
+    pub pre_updates: u32,
+    #[arg(long, default_value_t = 0)]
+    pub table_records: u64,
+    #[arg(long, default_value_t = 0)]
+    pub update_seed: u64,
 }
 
 impl ChildArgs {
@@ -285,6 +318,9 @@ impl ChildArgs {
             records: self.records,
             value_size: self.value_size,
             stop_at_write: self.stop_at_write,
+            pre_updates: self.pre_updates,
+            table_records: self.table_records,
+            update_seed: self.update_seed,
         }
     }
 }
@@ -310,11 +346,23 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
         BenchCmd::Recovery(a) => {
             let cs = method_setup(&a.method)?;
             let mut params =
-                recovery_params(&a.ops_per_txn, a.warm, a.value_size, a.stop_at_write)?;
-            params.cold_cache = a.cache == CacheState::Cold;
-            let trials = params.trials(cs.len(), a.method.rounds);
+                recovery_params(&a.ops_per_txn, &a.records, a.value_size, a.stop_at_write)?;
+            params.cold = dedup(a.cache.iter().map(|c| *c == CacheState::Cold));
+            params.crash = a.kind.contains(&OpenKind::Crash);
+            params.reopen = a.kind.contains(&OpenKind::Reopen);
+            params.pre_updates = a.updates_before_crash;
+            let n_rec = cs.iter().filter(|c| c.recoverable()).count();
+            let trials = params.trials(n_rec, a.method.rounds);
+            let mut lab_args = a.lab.clone();
+            // The lab holds every contender's table of the largest size at once, plus the
+            // engine calibration's copy of one.
+            let need = params.lab_mib(n_rec);
+            if need > lab_args.lab_mib && lab_args.lab != LabChoice::None {
+                eprintln!("note: ext4 lab data device grown to {need} MiB for the largest table");
+                lab_args.lab_mib = need;
+            }
             lab::install_interrupt_handler();
-            let mut s = session(&a.lab, a.method.rounds, trials)?;
+            let mut s = session(&lab_args, a.method.rounds, trials)?;
             runner::run_recovery(&mut s, &cs, &params)?;
             output(s, &a.method.baseline, &a.out)
         }
@@ -392,13 +440,36 @@ fn mobibench_setup(a: &MobibenchArgs) -> Result<(Vec<Contender>, MobiParams), St
     ))
 }
 
+/// Distinct values in first-seen order.
+fn dedup<T: PartialEq>(it: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
+}
+
+/// Largest table size accepted (records).
+const MAX_TABLE_RECORDS: u64 = 100_000_000;
+
 fn recovery_params(
-    records: &[u32],
-    warm: u64,
+    txn_records: &[u32],
+    sizes: &[u64],
     value_size: usize,
     stop_at_write: Option<u64>,
 ) -> Result<RecoveryParams, String> {
-    check_positive(warm, "--warm")?;
+    if sizes.is_empty() {
+        return Err("--records needs at least one table size".into());
+    }
+    let mut sizes = dedup(sizes.iter().copied());
+    if let Some(bad) = sizes.iter().find(|&&n| n == 0 || n > MAX_TABLE_RECORDS) {
+        return Err(format!(
+            "--records: {bad} is not in 1..={MAX_TABLE_RECORDS}"
+        ));
+    }
+    sizes.sort_unstable();
     if value_size == 0 || value_size > 1 << 20 {
         return Err("--value-size must be in 1..=1048576".into());
     }
@@ -406,11 +477,14 @@ fn recovery_params(
         return Err("--stop-at-write counts from 1".into());
     }
     Ok(RecoveryParams {
-        records: parse_counts(records, "--ops-per-txn", MAX_OPS_PER_TXN)?,
-        warm,
+        records: parse_counts(txn_records, "--ops-per-txn", MAX_OPS_PER_TXN)?,
+        sizes,
         value_size,
         stop_at_write,
-        cold_cache: true,
+        cold: vec![true],
+        crash: true,
+        reopen: false,
+        pre_updates: 0,
     })
 }
 
@@ -504,6 +578,7 @@ fn output(s: Session, baseline: &str, o: &OutputArgs) -> Result<(), String> {
     // written elsewhere, so a failing write cannot leave devices behind either way.
     let (r, dev) = finish(s, baseline);
     print!("{}", report::table(&r, &dev));
+    print!("{}", report::size_table(&r));
     if let Some(p) = &o.json {
         write_json(&r, p)?;
     }
@@ -527,7 +602,7 @@ fn run_all(a: &AllArgs) -> Result<(), String> {
         fixed_update_value: false,
         warmup: 0,
     };
-    let rec = recovery_params(&a.recovery_records, 1200, 128, None)?;
+    let rec = recovery_params(&a.recovery_records, &[1200], 128, None)?;
     let rounds = a.method.rounds;
     let n_rec = cs.iter().filter(|c| c.recoverable()).count();
     let trials = mobi.trials(cs.len(), rounds) + 2 * u64::from(rounds) + rec.trials(n_rec, rounds);

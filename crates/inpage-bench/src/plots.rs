@@ -14,7 +14,10 @@
 //! tx/s for the report's device profile, min–max whiskers; only with device counters),
 //! `io_<op>_k<k>.svg` (stacked data + journal KiB per transaction),
 //! `latency_<op>_k<k>.svg` (stacked compute / write / sync µs per transaction, accounted
-//! contenders), `recovery.svg` (recovery ms per contender, one bar per transaction size).
+//! contenders), `recovery.svg` (recovery ms per contender, one bar per transaction size,
+//! at the smallest table size), `recovery-size.svg` (open ms against table size, log-log,
+//! crash and clean-close panels, cold solid / warm dashed, one line per contender; with
+//! two or more sizes).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -465,10 +468,18 @@ pub fn write_all(r: &Report, dir: &Path) -> Result<Vec<Written>, String> {
             }
         }
     }
-    let rec: Vec<&ResultRow> = r
+    // The bar chart compares interrupted-transaction sizes at one table size (the
+    // smallest); the size axis has its own picture, `recovery-size.svg`.
+    let smallest = r
         .results
         .iter()
         .filter(|x| x.workload == "recovery")
+        .filter_map(|x| x.records)
+        .min();
+    let rec: Vec<&ResultRow> = r
+        .results
+        .iter()
+        .filter(|x| x.workload == "recovery" && x.records == smallest)
         .collect();
     if !rec.is_empty() {
         let cats = distinct(rec.iter().map(|x| x.contender.clone()));
@@ -516,7 +527,209 @@ pub fn write_all(r: &Report, dir: &Path) -> Result<Vec<Written>, String> {
             &mut out,
         )?;
     }
+    let sized = size_lines(r);
+    if sized.iter().map(|l| l.points.len()).max().unwrap_or(0) >= 2 {
+        let file = "recovery-size.svg".to_string();
+        let title = draw_size_plot(&dir.join(&file), &sized)?;
+        out.push((title, file));
+    }
     Ok(out)
+}
+
+/// One line of the size plot: a contender in one panel (crash or reopen) and cache
+/// state, with (records, median ms, min ms, max ms) per table size.
+struct SizeLine {
+    contender: String,
+    crash: bool,
+    cold: bool,
+    /// Records in the interrupted transaction (crash lines; 0 for reopen).
+    k: u32,
+    points: Vec<(f64, f64, f64, f64)>,
+}
+
+/// The size plot's lines: recovery/reopen rows with a table size, one line per
+/// (panel, cache, contender, interrupted size), points in ascending size.
+fn size_lines(r: &Report) -> Vec<SizeLine> {
+    let mut lines: Vec<SizeLine> = Vec::new();
+    for x in &r.results {
+        let (crash, cold) = match x.workload.as_str() {
+            "recovery" => (true, true),
+            "recovery-warm" => (true, false),
+            "reopen" => (false, true),
+            "reopen-warm" => (false, false),
+            _ => continue,
+        };
+        let (Some(n), Some(ms)) = (x.records, x.recovery_ms_median) else {
+            continue;
+        };
+        let rounds: Vec<f64> = x
+            .tx_per_s_rounds
+            .iter()
+            .filter(|t| **t > 0.0)
+            .map(|t| 1000.0 / t)
+            .collect();
+        let (lo, hi) = min_max(&rounds).unwrap_or((ms, ms));
+        let pt = (n as f64, ms, lo, hi);
+        match lines.iter_mut().find(|l| {
+            l.contender == x.contender && l.crash == crash && l.cold == cold && l.k == x.ops_per_txn
+        }) {
+            Some(l) => l.points.push(pt),
+            None => lines.push(SizeLine {
+                contender: x.contender.clone(),
+                crash,
+                cold,
+                k: x.ops_per_txn,
+                points: vec![pt],
+            }),
+        }
+    }
+    for l in &mut lines {
+        l.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    lines
+}
+
+/// 1200 -> "1.2k", 1000000 -> "1M": short axis labels for record counts.
+fn si_count(x: f64) -> String {
+    let (v, unit) = if x >= 1e6 {
+        (x / 1e6, "M")
+    } else if x >= 1e3 {
+        (x / 1e3, "k")
+    } else {
+        (x, "")
+    };
+    let s = format!("{v:.1}");
+    format!("{}{unit}", s.trim_end_matches(".0"))
+}
+
+/// A colour per contender: its family's colour, shaded by its rank within the family
+/// (so `dhl-cc`, `dhl-tc` and `wal` stay apart while all reading as inpage).
+fn contender_color(names: &[String], c: &str) -> RGBColor {
+    let fam = Family::of(c);
+    let same: Vec<&String> = names.iter().filter(|n| Family::of(n) == fam).collect();
+    let i = same.iter().position(|n| *n == c).unwrap_or(0);
+    let darker = |x: RGBColor, t: f64| {
+        let m = |v: u8| (f64::from(v) * (1.0 - t)).round() as u8;
+        RGBColor(m(x.0), m(x.1), m(x.2))
+    };
+    match i % 3 {
+        0 => fam.color(),
+        1 => darker(fam.color(), 0.45),
+        _ => lighter(fam.color(), 0.5),
+    }
+}
+
+/// Log-log time against table size: left panel opens after a crash, right panel after a
+/// clean close; solid lines with filled dots = cold cache, dashed with open dots = warm;
+/// whiskers span the rounds. Returns the title.
+fn draw_size_plot(path: &Path, lines: &[SizeLine]) -> Result<String, String> {
+    let title = "Open time against table size (log-log; median over rounds, whiskers: rounds)";
+    let names = distinct(lines.iter().map(|l| l.contender.clone()));
+    let xs = lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let ys = lines
+        .iter()
+        .flat_map(|l| l.points.iter().flat_map(|p| [p.2, p.3]))
+        .filter(|y| *y > 0.0);
+    let (xmin, xmax) = xs.fold((f64::MAX, 0f64), |(a, b), x| (a.min(x), b.max(x)));
+    let (ymin, ymax) = ys.fold((f64::MAX, 0f64), |(a, b), y| (a.min(y), b.max(y)));
+    if xmax <= 0.0 || ymax <= 0.0 {
+        return Ok(title.into());
+    }
+    let xr = (xmin / 1.5)..(xmax * 1.5);
+    let yr = (ymin / 2.0)..(ymax * 4.0);
+    let root = SVGBackend::new(path, (1280, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(pe)?;
+    let root = root.titled(title, ("sans-serif", 18)).map_err(pe)?;
+    let panels = root.split_evenly((1, 2));
+    let ks = distinct(lines.iter().filter(|l| l.crash).map(|l| l.k));
+    for (pi, crash) in [true, false].into_iter().enumerate() {
+        let caption = if crash {
+            "after a crash (child killed mid-commit): open + first read".to_string()
+        } else {
+            "after a clean close (reopen): open + first read".to_string()
+        };
+        let mut chart = ChartBuilder::on(&panels[pi])
+            .caption(caption, ("sans-serif", 15))
+            .margin(10)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(xr.clone().log_scale(), yr.clone().log_scale())
+            .map_err(pe)?;
+        chart
+            .configure_mesh()
+            .x_desc("records in the table")
+            .y_desc("ms")
+            .x_labels(6)
+            .y_labels(6)
+            .light_line_style(WHITE)
+            .x_label_formatter(&|x| si_count(*x))
+            .y_label_formatter(&|y| format!("{y}"))
+            .draw()
+            .map_err(pe)?;
+        for l in lines.iter().filter(|l| l.crash == crash) {
+            let color = contender_color(&names, &l.contender);
+            let width = if l.cold { 2 } else { 1 };
+            let pts: Vec<(f64, f64)> = l.points.iter().map(|p| (p.0, p.1)).collect();
+            let label = format!(
+                "{} {}{}",
+                l.contender,
+                if l.cold { "cold" } else { "warm" },
+                if crash && ks.len() > 1 {
+                    format!(" k={}", l.k)
+                } else {
+                    String::new()
+                }
+            );
+            let drawn = if l.cold {
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
+                    .map_err(pe)?
+            } else {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        pts.clone(),
+                        6,
+                        4,
+                        color.stroke_width(width),
+                    ))
+                    .map_err(pe)?
+            };
+            let cold = l.cold;
+            drawn.label(label).legend(move |(x, y)| {
+                let st = if cold {
+                    color.stroke_width(2)
+                } else {
+                    color.stroke_width(1)
+                };
+                PathElement::new(vec![(x, y), (x + 16, y)], st)
+            });
+            let dots = pts.iter().map(|&p| {
+                let st = if l.cold {
+                    color.filled()
+                } else {
+                    color.stroke_width(1)
+                };
+                Circle::new(p, 3, st)
+            });
+            chart.draw_series(dots).map_err(pe)?;
+            let whiskers = l
+                .points
+                .iter()
+                .filter(|p| p.3 > p.2)
+                .map(|p| PathElement::new(vec![(p.0, p.2), (p.0, p.3)], color.stroke_width(1)));
+            chart.draw_series(whiskers).map_err(pe)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 11))
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(pe)?;
+    }
+    root.present().map_err(pe)?;
+    Ok(title.into())
 }
 
 fn html_escape(s: &str) -> String {
@@ -619,7 +832,81 @@ mod tests {
             model_tx_per_s: Some(500.0),
             model_tx_per_s_rounds: vec![498.0, 500.0, 503.0],
             model_ratio_to_baseline: Some(1.0),
+            records: None,
+            build_ms: None,
+            read_call_kib_per_txn: None,
         }
+    }
+
+    /// A recovery/reopen row of a table of `n` records whose rounds took `ms` each.
+    fn sized(c: &str, w: &str, n: u64, ms: &[f64]) -> ResultRow {
+        let mut x = row(c, w, "insert", if w.starts_with("reopen") { 0 } else { 16 });
+        x.records = Some(n);
+        x.tx_per_s_rounds = ms.iter().map(|m| 1000.0 / m).collect();
+        x.recovery_ms_median = crate::report::median(ms);
+        x
+    }
+
+    #[test]
+    fn size_plot_has_a_line_per_contender_panel_and_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rows = Vec::new();
+        for (n, scale) in [(1200u64, 1.0), (1_000_000, 50.0)] {
+            rows.push(sized(
+                "dhl-cc",
+                "recovery",
+                n,
+                &[1.0 * scale, 2.0 * scale, 4.0 * scale],
+            ));
+            rows.push(sized("dhl-cc", "reopen-warm", n, &[0.5, 0.5, 0.5]));
+            rows.push(sized("sqlite-wal", "recovery", n, &[1.5, 1.0, 1.2]));
+        }
+        // A size with only one point for a contender still draws its dot.
+        rows.push(sized("wal", "reopen", 1200, &[0.8]));
+        let lines = size_lines(&report(rows.clone()));
+        assert_eq!(lines.len(), 4);
+        let dhl = lines
+            .iter()
+            .find(|l| l.contender == "dhl-cc" && l.crash && l.cold)
+            .unwrap();
+        assert_eq!(
+            dhl.points,
+            vec![(1200.0, 2.0, 1.0, 4.0), (1e6, 100.0, 50.0, 200.0)],
+            "median and round spread per size, ascending"
+        );
+        let warm = lines.iter().find(|l| !l.crash && !l.cold).unwrap();
+        assert_eq!((warm.contender.as_str(), warm.k), ("dhl-cc", 0));
+        let files = write_all(&report(rows), dir.path()).unwrap();
+        assert!(
+            files.iter().any(|(_, f)| f == "recovery-size.svg"),
+            "{files:?}"
+        );
+        let svg = std::fs::read_to_string(dir.path().join("recovery-size.svg")).unwrap();
+        for s in [
+            "dhl-cc cold",
+            "dhl-cc warm",
+            "sqlite-wal cold",
+            "wal cold",
+            "1M",
+            "10k",
+        ] {
+            assert!(svg.contains(s), "{s} in the size plot");
+        }
+        // The bar chart keeps one table size: the smallest.
+        let bars = std::fs::read_to_string(dir.path().join("recovery.svg")).unwrap();
+        assert!(bars.contains("<rect"));
+        // One size only: no size plot.
+        let one = dir.path().join("one");
+        let files = write_all(
+            &report(vec![sized("dhl-cc", "recovery", 1200, &[1.0])]),
+            &one,
+        )
+        .unwrap();
+        assert!(files.iter().all(|(_, f)| f != "recovery-size.svg"));
+        assert_eq!(si_count(1200.0), "1.2k");
+        assert_eq!(si_count(100_000.0), "100k");
+        assert_eq!(si_count(1e6), "1M");
+        assert_eq!(si_count(200.0), "200");
     }
 
     fn report(rows: Vec<ResultRow>) -> Report {

@@ -16,6 +16,11 @@
 //! - redb, LMDB: after the inserts, before commit (neither writes pages of an
 //!   uncommitted transaction on its own at these sizes).
 //!
+//! Before the interrupted insert the child may commit `pre_updates` one-row updates
+//! (`--updates-before-crash`), spread over the table, so the crash leaves what an app in
+//! steady use leaves: a WAL holding committed, not yet checkpointed frames that recovery
+//! must read (with none, SQLite's WAL is empty at its stop point).
+//!
 //! Invariants: the stop line is the only thing the child prints on stdout; the parent
 //! never trusts a child that exits on its own (that means the stop point was never
 //! reached) and always kills and reaps it, also on error paths (`ChildGuard`).
@@ -30,9 +35,9 @@ use std::time::{Duration, Instant};
 
 use inpage::vfs::{File, OpenOptions, OsVfs, Vfs};
 
-use crate::contender::{self, EngineStore, Kind, SqliteStore};
+use crate::contender::{self, EngineStore, Kind, SqliteStore, Store};
 use crate::lab::check_interrupted;
-use crate::workload::{mobibench_value, Op};
+use crate::workload::{mobibench_value, update_value, Op};
 
 /// What the child prints when it has stopped.
 pub const STOP_LINE: &str = "INPAGE-BENCH-STOPPED";
@@ -177,6 +182,13 @@ pub struct ChildSpec {
     pub value_size: usize,
     /// Engine only: the commit write to stop at (1-based).
     pub stop_at_write: u64,
+    /// Committed one-row updates before the interrupted insert (see module docs).
+    pub pre_updates: u32,
+    /// Rows 1..=table_records exist; the updates pick theirs from them.
+    pub table_records: u64,
+    /// Distinguishes this child's update values from every earlier child's, so no update
+    /// rewrites a value the row already holds (stores skip those).
+    pub update_seed: u64,
 }
 
 impl ChildSpec {
@@ -195,7 +207,22 @@ impl ChildSpec {
             self.value_size.to_string(),
             "--stop-at-write".into(),
             self.stop_at_write.to_string(),
+            "--pre-updates".into(),
+            self.pre_updates.to_string(),
+            "--table-records".into(),
+            self.table_records.to_string(),
+            "--update-seed".into(),
+            self.update_seed.to_string(),
         ]
+    }
+
+    fn pre_update_txns(&self) -> Vec<(i64, Vec<u8>)> {
+        pre_updates(
+            self.pre_updates,
+            self.table_records,
+            self.update_seed,
+            self.value_size,
+        )
     }
 
     fn keys(&self) -> Vec<i64> {
@@ -203,16 +230,44 @@ impl ChildSpec {
     }
 }
 
+/// `count` one-row updates over rows 1..=`table_records`, spread by a stride coprime
+/// with nothing in particular (a prime) so they touch many leaves, each with a value that
+/// carries `seed` and its index.
+pub fn pre_updates(
+    count: u32,
+    table_records: u64,
+    seed: u64,
+    value_size: usize,
+) -> Vec<(i64, Vec<u8>)> {
+    let n = table_records.max(1);
+    (0..u64::from(count))
+        .map(|i| {
+            let key = 1 + (i * 7919) % n;
+            let v = update_value(value_size, seed * u64::from(count) + i);
+            (key as i64, v)
+        })
+        .collect()
+}
+
+fn apply_pre_updates(st: &mut dyn Store, ups: &[(i64, Vec<u8>)]) -> Result<(), String> {
+    for (k, v) in ups {
+        st.txn(Op::Update, &[*k], v)?;
+    }
+    Ok(())
+}
+
 /// The child's body. Returns only on failure (the success path blocks until killed).
 pub fn child_main(spec: &ChildSpec) -> Result<(), String> {
     let c = contender::select(std::slice::from_ref(&spec.contender))?.remove(0);
     let keys = spec.keys();
     let v = mobibench_value(spec.value_size, false);
+    let ups = spec.pre_update_txns();
     match c.kind {
         Kind::Engine { mode, tweak } => {
             let plan = StopPlan::new(Some(spec.stop_at_write), Box::new(|_| signal_and_block()));
             let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
-            let store = EngineStore::open(&spec.dir, mode, tweak, vfs)?;
+            let mut store = EngineStore::open(&spec.dir, mode, tweak, vfs)?;
+            apply_pre_updates(&mut store, &ups)?;
             let w = store.begin_insert(&keys, &v)?;
             plan.arm();
             let r = w.commit();
@@ -225,16 +280,17 @@ pub fn child_main(spec: &ChildSpec) -> Result<(), String> {
         }
         Kind::Sqlite(f) => {
             let mut store = SqliteStore::open(&spec.dir, f)?;
+            apply_pre_updates(&mut store, &ups)?;
             store
                 .connection()
                 .commit_hook(Some(|| -> bool { signal_and_block() }))
                 .map_err(|e| e.to_string())?;
-            use crate::contender::Store;
             let r = store.txn(Op::Insert, &keys, &v);
             Err(format!("{}: commit returned {r:?} past the hook", c.name))
         }
         Kind::Redb | Kind::Lmdb => {
             let mut store = c.open(&spec.dir, &Arc::new(inpage::vfs::IoStats::new()))?;
+            apply_pre_updates(store.as_mut(), &ups)?;
             store.stage_crash(&keys, &v, &|| signal_and_block())?;
             Err(format!("{}: stop point returned", c.name))
         }
@@ -307,14 +363,16 @@ pub fn crash_child(exe: &Path, spec: &ChildSpec, timeout: Duration) -> Result<()
     Ok(())
 }
 
-/// Count the writes the engine's commit of `keys` does on a copy of `dir` (the
-/// calibration for the default stop point).
+/// Count the writes the engine's commit of `keys` does on a copy of `dir`, after the
+/// same committed updates the child will do (the calibration for the default stop
+/// point).
 pub fn calibrate_engine_writes(
     c: &contender::Contender,
     dir: &Path,
     scratch: &Path,
     keys: &[i64],
     value: &[u8],
+    ups: &[(i64, Vec<u8>)],
 ) -> Result<u64, String> {
     let Kind::Engine { mode, tweak } = c.kind else {
         return Err("calibration is for engine contenders".into());
@@ -322,7 +380,8 @@ pub fn calibrate_engine_writes(
     copy_dir(dir, scratch)?;
     let plan = StopPlan::new(None, Box::new(|_| io::Error::other("unreachable")));
     let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
-    let store = EngineStore::open(scratch, mode, tweak, vfs)?;
+    let mut store = EngineStore::open(scratch, mode, tweak, vfs)?;
+    apply_pre_updates(&mut store, ups)?;
     let w = store.begin_insert(keys, value)?;
     plan.arm();
     w.commit().map_err(|e| e.to_string())?;
@@ -389,6 +448,24 @@ mod tests {
     }
 
     #[test]
+    fn pre_updates_stay_in_the_table_and_never_repeat_a_value() {
+        let a = pre_updates(500, 1200, 0, 128);
+        let b = pre_updates(500, 1200, 1, 128);
+        assert_eq!(a.len(), 500);
+        assert!(a.iter().all(|(k, _)| (1..=1200).contains(k)));
+        let keys: std::collections::HashSet<i64> = a.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys.len(), 500, "spread over distinct rows");
+        // The next child's values differ from this one's on the same rows.
+        for ((ka, va), (kb, vb)) in a.iter().zip(&b) {
+            assert_eq!(ka, kb);
+            assert_ne!(va, vb);
+            assert_eq!(va.len(), 128);
+        }
+        assert!(pre_updates(0, 1200, 0, 128).is_empty());
+        assert!(pre_updates(3, 1, 0, 8).iter().all(|(k, _)| *k == 1));
+    }
+
+    #[test]
     fn child_args_round_trip_through_clap() {
         use clap::Parser;
         let spec = ChildSpec {
@@ -398,6 +475,9 @@ mod tests {
             records: 16,
             value_size: 128,
             stop_at_write: 7,
+            pre_updates: 3,
+            table_records: 1200,
+            update_seed: 9,
         };
         #[derive(Parser)]
         struct Top {
@@ -413,6 +493,10 @@ mod tests {
                 assert_eq!(s.keys(), (1201..1217).collect::<Vec<_>>());
                 assert_eq!(s.stop_at_write, 7);
                 assert_eq!(s.dir, PathBuf::from("/x/y"));
+                assert_eq!(
+                    (s.pre_updates, s.table_records, s.update_seed),
+                    (3, 1200, 9)
+                );
             }
             _ => panic!("wrong command"),
         }

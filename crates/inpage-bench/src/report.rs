@@ -73,7 +73,8 @@ pub struct Latency {
 #[serde(deny_unknown_fields)]
 pub struct ResultRow {
     pub contender: String,
-    /// "mobibench", "recovery" (cold page cache), "recovery-warm" or "floor".
+    /// "mobibench", "recovery" (open after a crash, cold page cache), "recovery-warm",
+    /// "reopen" (open after a clean close, cold page cache), "reopen-warm" or "floor".
     pub workload: String,
     /// Mobibench op, "insert" for recovery, "overwrite"/"append" for the floor.
     pub op: String,
@@ -113,6 +114,17 @@ pub struct ResultRow {
     /// MODELED: `model_tx_per_s` ÷ the baseline's.
     #[serde(default)]
     pub model_ratio_to_baseline: Option<f64>,
+    /// Recovery and reopen rows: records in the table (the size axis).
+    #[serde(default)]
+    pub records: Option<u64>,
+    /// Recovery and reopen rows: time to build the table (bulk load, then a clean close),
+    /// ms; not part of any measured window.
+    #[serde(default)]
+    pub build_ms: Option<f64>,
+    /// KiB passed through read syscalls (`/proc/self/io` rchar: page cache hits count
+    /// too) per transaction; for recovery and reopen rows, during the timed open.
+    #[serde(default)]
+    pub read_call_kib_per_txn: Option<f64>,
 }
 
 /// What one round of one contender on one workload point measured.
@@ -136,6 +148,8 @@ pub struct Sample {
     pub cpu_us: Option<f64>,
     /// Modeled time per transaction, µs (device profile + `cpu_us`).
     pub model_us: Option<f64>,
+    /// KiB through read syscalls per transaction (`/proc/self/io` rchar).
+    pub read_call_kib: Option<f64>,
 }
 
 /// Identifies a workload point across contenders.
@@ -146,6 +160,8 @@ pub struct Point {
     pub workload: String,
     pub op: String,
     pub ops_per_txn: u32,
+    /// Records in the table (recovery and reopen points).
+    pub records: Option<u64>,
 }
 
 /// Median (mean of the middle two for an even count); `None` for no values.
@@ -181,6 +197,8 @@ fn median_opt(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
 #[derive(Debug, Default)]
 pub struct Collector {
     samples: BTreeMap<Point, Vec<(String, Vec<Sample>, u64)>>,
+    /// Build time (ms) of each contender's table, by (contender, records).
+    builds: BTreeMap<(String, u64), f64>,
     /// Extra per-row data for the table only.
     pub notes: Vec<String>,
 }
@@ -192,6 +210,11 @@ impl Collector {
             Some((_, v, _)) => v.push(s),
             None => e.push((contender.to_string(), vec![s], txns)),
         }
+    }
+
+    /// Record how long building `contender`'s table of `records` records took.
+    pub fn add_build(&mut self, contender: &str, records: u64, ms: f64) {
+        self.builds.insert((contender.to_string(), records), ms);
     }
 
     /// Medians and ratios, in run order; also the device write requests per row (table).
@@ -253,6 +276,11 @@ impl Collector {
                         (Some(m), Some(b)) if b > 0.0 => Some(m / b),
                         _ => None,
                     },
+                    records: p.records,
+                    build_ms: p
+                        .records
+                        .and_then(|n| self.builds.get(&(name.clone(), n)).copied()),
+                    read_call_kib_per_txn: median_opt(s.iter().map(|x| x.read_call_kib)),
                 });
                 dev.push(median_opt(s.iter().map(|x| x.dev_writes)));
             }
@@ -389,6 +417,126 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
     out
 }
 
+/// The size axis of recovery and reopen rows as pivots, one column per contender:
+/// open time (median ms), KiB read during the open (through read calls; the data
+/// device's KiB in brackets where the lab counts it), and the build time of each
+/// table. Empty when no row has a table size.
+pub fn size_table(r: &Report) -> String {
+    let rows: Vec<&ResultRow> = r
+        .results
+        .iter()
+        .filter(|x| x.records.is_some() && x.recovery_ms_median.is_some())
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut names: Vec<String> = Vec::new();
+    let mut keys: Vec<(String, u32, u64)> = Vec::new();
+    for x in &rows {
+        if !names.contains(&x.contender) {
+            names.push(x.contender.clone());
+        }
+        let k = (x.workload.clone(), x.ops_per_txn, x.records.unwrap_or(0));
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let find = |c: &str, k: &(String, u32, u64)| {
+        rows.iter().copied().find(|x| {
+            x.contender == c && x.workload == k.0 && x.ops_per_txn == k.1 && x.records == Some(k.2)
+        })
+    };
+    let mut out = String::new();
+    let pivot = |out: &mut String, what: &str, cell: &dyn Fn(&ResultRow) -> String| {
+        let _ = writeln!(out, "\n{what}");
+        let mut head = vec!["workload".to_string(), "k".into(), "records".into()];
+        head.extend(names.iter().cloned());
+        let mut cells = vec![head];
+        for k in &keys {
+            let mut line = vec![k.0.clone(), k.1.to_string(), k.2.to_string()];
+            line.extend(
+                names
+                    .iter()
+                    .map(|c| find(c, k).map(cell).unwrap_or_else(|| "-".into())),
+            );
+            cells.push(line);
+        }
+        let w: Vec<usize> = (0..cells[0].len())
+            .map(|c| cells.iter().map(|r| r[c].len()).max().unwrap_or(0))
+            .collect();
+        for line in &cells {
+            let _ = writeln!(out, "{}", table_line(line, &w, 1));
+        }
+    };
+    pivot(
+        &mut out,
+        "open + first read, ms (median over rounds):",
+        &|x| f(x.recovery_ms_median, 2),
+    );
+    // Growth with size: each open time over the same contender's at the smallest table
+    // (same workload and interrupted size), the "does open time grow with the file" check.
+    let smallest = |x: &ResultRow| {
+        rows.iter()
+            .copied()
+            .filter(|y| {
+                y.contender == x.contender
+                    && y.workload == x.workload
+                    && y.ops_per_txn == x.ops_per_txn
+            })
+            .min_by_key(|y| y.records)
+            .and_then(|y| y.recovery_ms_median)
+    };
+    pivot(
+        &mut out,
+        "open time / the same contender's at the smallest table:",
+        &|x| match (x.recovery_ms_median, smallest(x)) {
+            (Some(m), Some(b)) if b > 0.0 => format!("{:.2}", m / b),
+            _ => "-".into(),
+        },
+    );
+    pivot(
+        &mut out,
+        "KiB read during the open: read calls [data device]:",
+        &|x| match x.read_kib_per_txn {
+            Some(d) => format!("{} [{d:.0}]", f(x.read_call_kib_per_txn, 0)),
+            None => f(x.read_call_kib_per_txn, 0),
+        },
+    );
+    let _ = writeln!(
+        out,
+        "\nbuild (bulk load in 10,000-row transactions + clean close; not measured), s:"
+    );
+    let sizes: Vec<u64> = {
+        let mut v: Vec<u64> = rows.iter().filter_map(|x| x.records).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let mut cells = vec![{
+        let mut h = vec!["records".to_string()];
+        h.extend(names.iter().cloned());
+        h
+    }];
+    for n in sizes {
+        let mut line = vec![n.to_string()];
+        for c in &names {
+            let b = rows
+                .iter()
+                .find(|x| &x.contender == c && x.records == Some(n))
+                .and_then(|x| x.build_ms);
+            line.push(f(b.map(|ms| ms / 1000.0), 2));
+        }
+        cells.push(line);
+    }
+    let w: Vec<usize> = (0..cells[0].len())
+        .map(|c| cells.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    for line in &cells {
+        let _ = writeln!(out, "{}", table_line(line, &w, 1));
+    }
+    out
+}
+
 /// One table line: the first `left` columns left-aligned (labels), the rest right-aligned
 /// (numbers), each padded to its width in `w`, two spaces apart.
 pub(crate) fn table_line(row: &[String], w: &[usize], left: usize) -> String {
@@ -439,6 +587,9 @@ mod tests {
             model_tx_per_s: Some(500.0),
             model_tx_per_s_rounds: vec![500.0, 499.0, 501.0],
             model_ratio_to_baseline: Some(1.0),
+            records: None,
+            build_ms: None,
+            read_call_kib_per_txn: None,
         }
     }
 
@@ -508,6 +659,9 @@ mod tests {
             "model_tx_per_s",
             "model_tx_per_s_rounds",
             "model_ratio_to_baseline",
+            "records",
+            "build_ms",
+            "read_call_kib_per_txn",
         ];
         want.sort();
         assert_eq!(keys(row), want);
@@ -531,6 +685,7 @@ mod tests {
             workload: "mobibench".into(),
             op: "insert".into(),
             ops_per_txn: 1,
+            records: None,
         };
         for (name, tps, model_us) in [
             ("a", 100.0, 1000.0),
@@ -624,5 +779,84 @@ mod tests {
         let j = serde_json::to_value(&rec).unwrap();
         assert_eq!(j["tx_per_s_median"], 80.0);
         assert_eq!(j["recovery_ms_median"], 12.5);
+    }
+
+    #[test]
+    fn size_table_pivots_contenders_by_size() {
+        let mut c = Collector::default();
+        for (n, name, ms, dev) in [
+            (1200u64, "dhl-cc", 2.0, Some(268.0)),
+            (1200, "sqlite-wal", 1.0, Some(24.0)),
+            (1_000_000, "dhl-cc", 90.0, None),
+        ] {
+            let p = Point {
+                order: if n == 1200 { 1 } else { 2 },
+                workload: "reopen".into(),
+                op: "insert".into(),
+                ops_per_txn: 0,
+                records: Some(n),
+            };
+            c.add(
+                p,
+                name,
+                1,
+                Sample {
+                    tx_per_s: 1000.0 / ms,
+                    recovery_ms: Some(ms),
+                    read_kib: dev,
+                    read_call_kib: Some(dev.unwrap_or(5.0) + 1.0),
+                    ..Sample::default()
+                },
+            );
+            c.add_build(name, n, 1500.0);
+        }
+        let (rows, _) = c.finish("sqlite-wal");
+        assert_eq!(rows[0].records, Some(1200));
+        assert_eq!(rows[0].build_ms, Some(1500.0));
+        assert_eq!(rows[0].read_call_kib_per_txn, Some(269.0));
+        let r = Report {
+            lab: "ext4".into(),
+            rounds: 1,
+            baseline: "sqlite-wal".into(),
+            device_profile: String::new(),
+            model_note: String::new(),
+            sqlite: SqliteBuild::default(),
+            results: rows,
+        };
+        let t = size_table(&r);
+        let line = |start: &str| {
+            t.lines()
+                .find(|l| l.starts_with(start))
+                .unwrap_or_else(|| panic!("{start} in {t}"))
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let head = line("workload");
+        assert_eq!(head[3..], ["dhl-cc", "sqlite-wal"]);
+        let ms: Vec<String> = t
+            .lines()
+            .filter(|l| l.starts_with("reopen"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(ms.len(), 6, "two sizes in three pivots: {t}");
+        assert!(ms[0].ends_with("2.00        1.00"), "{t}");
+        assert!(
+            ms[1].ends_with("90.00           -"),
+            "missing cell is '-': {t}"
+        );
+        assert!(ms[2].ends_with("1.00        1.00"), "{t}");
+        assert!(ms[3].ends_with("45.00           -"), "90 ms / 2 ms: {t}");
+        assert!(
+            ms[4].contains("269 [268]") && ms[4].ends_with("25 [24]"),
+            "{t}"
+        );
+        assert!(ms[5].contains("6") && !ms[5].contains('['), "{t}");
+        let builds = line("1000000");
+        assert_eq!(builds[1..], ["1.50", "-"]);
+        // Rows without a size: no size table.
+        let mut plain = r.clone();
+        plain.results.iter_mut().for_each(|x| x.records = None);
+        assert_eq!(size_table(&plain), "");
     }
 }

@@ -4,7 +4,9 @@
 //! Invariants (these are what make numbers from a shared, noisy machine comparable):
 //! - Every round runs every contender once per workload point, in an order rotated by
 //!   the round number, so no contender always runs first (cold machine) or last.
-//! - Each trial gets a fresh directory and fresh files; setup (schema, preload, warm-up)
+//! - Each trial gets a fresh directory and fresh files (recovery: each contender's table
+//!   of one size is built once and every round reopens it, since a crash trial rolls the
+//!   interrupted insert back and a reopen changes no row); setup (schema, preload, warm-up)
 //!   happens before the measured window, then `sync` + drop caches (where root allows),
 //!   then the store is opened, then the window opens. Closing (WAL checkpoints) happens
 //!   after the window. Device and syscall counters are read at exactly the window edges.
@@ -30,8 +32,8 @@ use inpage::vfs::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, OsVfs, Vfs};
 
 use crate::contender::{Contender, FloorMode, FloorStore, Kind, Store};
 use crate::device::{DeviceCounters, Profile};
-use crate::lab::{check_interrupted, read_proc_io, settle, DevStat, Lab, ProcIo};
-use crate::recovery::{calibrate_engine_writes, crash_child, ChildSpec};
+use crate::lab::{check_interrupted, prefetch_dir, read_proc_io, settle, DevStat, Lab, ProcIo};
+use crate::recovery::{calibrate_engine_writes, crash_child, pre_updates, ChildSpec};
 use crate::report::{Collector, Latency, Point, Sample};
 use crate::workload::{mobibench_value, update_value, Op, Plan};
 
@@ -107,6 +109,7 @@ impl Session {
             workload: workload.into(),
             op: op.into(),
             ops_per_txn: k,
+            records: None,
         }
     }
 
@@ -225,6 +228,7 @@ fn sample(
         sync_calls,
         latency,
         recovery_ms: None,
+        read_call_kib: None,
     }
 }
 
@@ -470,133 +474,278 @@ pub fn run_floor(s: &mut Session, txns: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Rows per transaction when a recovery table is built (setup, not measured).
+pub const BUILD_BATCH: usize = 10_000;
+
 /// Recovery parameters.
 #[derive(Clone, Debug)]
 pub struct RecoveryParams {
+    /// Records in the interrupted insert transaction (crash points).
     pub records: Vec<u32>,
-    pub warm: u64,
+    /// Records in the table before the timed open, ascending (the size axis).
+    pub sizes: Vec<u64>,
     pub value_size: usize,
     /// Engine: stop at this commit write instead of the calibrated middle.
     pub stop_at_write: Option<u64>,
-    /// Drop the page cache between the crash and the timed reopen (else only sync). The
-    /// warm variant is reported as workload `recovery-warm`.
-    pub cold_cache: bool,
+    /// Page cache states to time the open with: `true` = cold (synced and dropped), `false`
+    /// = warm (every page of the database's files cached). Warm rows are reported as
+    /// workload `recovery-warm` / `reopen-warm`.
+    pub cold: Vec<bool>,
+    /// Time the open after a child killed mid-commit (workload `recovery`).
+    pub crash: bool,
+    /// Time the open after a clean close (workload `reopen`).
+    pub reopen: bool,
+    /// Crash trials: committed one-row updates before the interrupted insert.
+    pub pre_updates: u32,
 }
 
 impl RecoveryParams {
+    /// Timed opens per contender and round.
+    fn opens_per_round(&self) -> u64 {
+        let per_size = self.cold.len() as u64
+            * (if self.crash {
+                self.records.len() as u64
+            } else {
+                0
+            } + u64::from(self.reopen));
+        per_size * self.sizes.len() as u64
+    }
+
     pub fn trials(&self, contenders: usize, rounds: u32) -> u64 {
-        (self.records.len() * contenders) as u64 * u64::from(rounds)
+        self.opens_per_round() * contenders as u64 * u64::from(rounds)
+    }
+
+    /// Data device size the ext4 lab needs: every contender's table of the largest size
+    /// at once plus one engine calibration copy, at a generous bytes-per-record bound
+    /// (the largest measured, SQLite's WAL pair after a bulk load, is under 2x the raw
+    /// record), and 256 MiB for the file system itself.
+    pub fn lab_mib(&self, contenders: usize) -> u64 {
+        let n = self.sizes.iter().copied().max().unwrap_or(0);
+        let per_record = (self.value_size as u64 + 64) * 3;
+        let bytes = n
+            .saturating_mul(per_record)
+            .saturating_mul(contenders as u64 + 1);
+        bytes.div_ceil(1 << 20) + 256
     }
 }
 
+/// One timed-open point: workload name and the interrupted transaction's size (0 for a
+/// clean close).
+fn open_workload(crash: bool, cold: bool) -> &'static str {
+    match (crash, cold) {
+        (true, true) => "recovery",
+        (true, false) => "recovery-warm",
+        (false, true) => "reopen",
+        (false, false) => "reopen-warm",
+    }
+}
+
+/// A contender's table of one size, built once and reused by every round.
+struct Table {
+    dir: PathBuf,
+    /// Engine: the commit write the crash child stops at, per interrupted size.
+    stop_at: Vec<u64>,
+}
+
 /// The recovery workload over the contenders that have a transaction to interrupt.
+///
+/// Per table size (ascending): every contender's table is built once (bulk load in
+/// `BUILD_BATCH`-row transactions, clean close; build time recorded apart), then each
+/// round times, per cache state, a reopen after the clean close and an open after a
+/// crash per interrupted-transaction size, contenders rotated. A crash trial leaves the
+/// table recovered and closed again (the interrupted insert is rolled back), so the next
+/// trial sees the same rows; the tables are deleted before the next size is built.
 pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Result<(), String> {
     let cs: Vec<&Contender> = cs.iter().filter(|c| c.recoverable()).collect();
-    let pts: Vec<(u32, Point)> = p
-        .records
-        .iter()
-        .map(|&k| {
-            let w = if p.cold_cache {
-                "recovery"
-            } else {
-                "recovery-warm"
-            };
-            (k, s.next_point(w, "insert", k))
-        })
-        .collect();
-    for round in 0..s.rounds {
-        for (k, pt) in &pts {
-            for ci in rotation(cs.len(), round) {
-                let c = cs[ci];
-                s.pb.set_message(format!("recovery k={k} {} (round {})", c.name, round + 1));
-                let smp = guarded(&c.name, || recovery_trial(s, c, *k, p))?;
-                s.collector.add(pt.clone(), &c.name, 1, smp);
-                s.pb.inc(1);
+    let mut kinds: Vec<(bool, u32)> = Vec::new();
+    if p.reopen {
+        kinds.push((false, 0));
+    }
+    if p.crash {
+        kinds.extend(p.records.iter().map(|&k| (true, k)));
+    }
+    for &n in &p.sizes {
+        let mut pts = Vec::new();
+        for &cold in &p.cold {
+            for &(crash, k) in &kinds {
+                let mut pt = s.next_point(open_workload(crash, cold), "insert", k);
+                pt.records = Some(n);
+                pts.push((cold, crash, k, pt));
             }
+        }
+        let mut tables = Vec::new();
+        for c in &cs {
+            s.pb.set_message(format!("recovery: building {n} records for {}", c.name));
+            let t = guarded(&c.name, || build_table(s, c, n, p))?;
+            tables.push(t);
+        }
+        for round in 0..s.rounds {
+            for (cold, crash, k, pt) in &pts {
+                for ci in rotation(cs.len(), round) {
+                    let c = cs[ci];
+                    let what = if *crash { "crash" } else { "reopen" };
+                    s.pb.set_message(format!(
+                        "{what} n={n} k={k} {} {} (round {})",
+                        if *cold { "cold" } else { "warm" },
+                        c.name,
+                        round + 1
+                    ));
+                    let t = &tables[ci];
+                    let smp = guarded(&c.name, || {
+                        open_trial(s, c, t, n, if *crash { Some(*k) } else { None }, *cold, p)
+                    })?;
+                    s.collector.add(pt.clone(), &c.name, 1, smp);
+                    s.pb.inc(1);
+                }
+            }
+        }
+        for t in tables {
+            std::fs::remove_dir_all(&t.dir).map_err(|e| format!("{}: {e}", t.dir.display()))?;
         }
     }
     Ok(())
 }
 
-fn recovery_trial(
+/// Build `c`'s table of `n` records and, for engine contenders, calibrate the stop
+/// write of each interrupted size.
+fn build_table(
     s: &mut Session,
     c: &Contender,
-    k: u32,
+    n: u64,
     p: &RecoveryParams,
-) -> Result<Sample, String> {
-    let dir = s.fresh_dir(&c.name)?;
+) -> Result<Table, String> {
+    let dir = s.fresh_dir(&format!("{}-{n}", c.name))?;
     let stats = Arc::new(IoStats::new());
     let v = mobibench_value(p.value_size, false);
-    let warm: Vec<i64> = (1..=p.warm as i64).collect();
+    let t0 = Instant::now();
     {
         let mut st = c.open(&dir, &stats)?;
-        st.preload(&warm, &v)?;
+        let mut first = 1i64;
+        let end = n as i64 + 1;
+        while first < end {
+            check_interrupted()?;
+            let last = (first + BUILD_BATCH as i64).min(end);
+            let keys: Vec<i64> = (first..last).collect();
+            st.txn(Op::Insert, &keys, &v)?;
+            first = last;
+        }
         st.close()?;
     }
-    let first_key = p.warm as i64 + 1;
-    let keys: Vec<i64> = (first_key..first_key + i64::from(k)).collect();
-    let stop_at_write = match (c.kind, p.stop_at_write) {
-        (Kind::Engine { .. }, Some(w)) => w.max(1),
-        (Kind::Engine { .. }, None) => {
-            let scratch = dir.with_extension("calib");
-            let n = calibrate_engine_writes(c, &dir, &scratch, &keys, &v)?;
-            if n == 0 {
-                return Err("commit did no writes; nothing to interrupt".into());
-            }
-            n.div_ceil(2)
+    s.collector
+        .add_build(&c.name, n, t0.elapsed().as_secs_f64() * 1000.0);
+    let mut stop_at = Vec::new();
+    if p.crash {
+        for &k in &p.records {
+            let keys = interrupted_keys(n, k);
+            stop_at.push(match (c.kind, p.stop_at_write) {
+                (Kind::Engine { .. }, Some(w)) => w.max(1),
+                (Kind::Engine { .. }, None) => {
+                    let scratch = dir.with_extension("calib");
+                    let ups = pre_updates(p.pre_updates, n, 0, p.value_size);
+                    let w = calibrate_engine_writes(c, &dir, &scratch, &keys, &v, &ups)?;
+                    if w == 0 {
+                        return Err("commit did no writes; nothing to interrupt".into());
+                    }
+                    w.div_ceil(2)
+                }
+                _ => 0,
+            });
         }
-        _ => 0,
-    };
-    s.settle();
-    let spec = ChildSpec {
-        contender: c.name.clone(),
-        dir: dir.clone(),
-        first_key,
-        records: k,
-        value_size: p.value_size,
-        stop_at_write,
-    };
-    crash_child(&s.exe, &spec, CHILD_TIMEOUT)?;
-    if p.cold_cache {
+    }
+    Ok(Table { dir, stop_at })
+}
+
+/// The keys of the interrupted insert into a table of `n` records: the next `k`.
+fn interrupted_keys(n: u64, k: u32) -> Vec<i64> {
+    let first = n as i64 + 1;
+    (first..first + i64::from(k)).collect()
+}
+
+/// One timed open of `t`: after a crash of an insert of `crash` records (`Some`) or
+/// after the clean close that ended the previous trial (`None`), with a cold or warm
+/// page cache. Timed: open + the first read of row 1. The store is closed cleanly after
+/// the window, so the next trial starts from a clean close again.
+fn open_trial(
+    s: &mut Session,
+    c: &Contender,
+    t: &Table,
+    n: u64,
+    crash: Option<u32>,
+    cold: bool,
+    p: &RecoveryParams,
+) -> Result<Sample, String> {
+    let stats = Arc::new(IoStats::new());
+    let keys = crash.map(|k| interrupted_keys(n, k));
+    if let (Some(k), Some(keys)) = (crash, &keys) {
+        let ki = p.records.iter().position(|&x| x == k).unwrap_or(0);
+        s.seq += 1;
+        s.settle();
+        let spec = ChildSpec {
+            contender: c.name.clone(),
+            dir: t.dir.clone(),
+            first_key: keys[0],
+            records: k,
+            value_size: p.value_size,
+            stop_at_write: t.stop_at.get(ki).copied().unwrap_or(0),
+            pre_updates: p.pre_updates,
+            table_records: n,
+            // Fresh values every trial (the calibration used seed 0; seq is past it).
+            update_seed: s.seq,
+        };
+        crash_child(&s.exe, &spec, CHILD_TIMEOUT)?;
+    }
+    if cold {
         s.settle();
     } else {
-        rustix::fs::sync();
+        prefetch_dir(&t.dir)?;
     }
     let before = probe(&s.lab, &stats)?;
     let t0 = Instant::now();
-    let mut st = c.open(&dir, &stats)?;
+    let mut st = c.open(&t.dir, &stats)?;
     let found = st.get(1);
     let wall = t0.elapsed();
     let after = probe(&s.lab, &stats)?;
+    let what = if crash.is_some() {
+        "recovery"
+    } else {
+        "reopen"
+    };
     match found {
         Ok(true) => {}
         Ok(false) => {
-            s.pb.suspend(|| eprintln!("warning: {}: warm row 1 missing after recovery", c.name))
+            s.pb.suspend(|| eprintln!("warning: {}: row 1 missing after {what}", c.name))
         }
-        Err(e) => s.pb.suspend(|| {
-            eprintln!(
-                "warning: {}: first access after recovery failed: {e}",
-                c.name
-            )
-        }),
+        Err(e) => {
+            s.pb.suspend(|| eprintln!("warning: {}: first access after {what} failed: {e}", c.name))
+        }
     }
-    let leaked = st.get(keys[0]).unwrap_or(false);
-    if leaked && c.name != "off" && c.name != "sqlite-off" {
-        s.pb.suspend(|| {
-            eprintln!(
-                "warning: {}: interrupted insert visible after recovery",
-                c.name
-            )
-        });
+    if let Some(keys) = &keys {
+        let leaked = st.get(keys[0]).unwrap_or(false);
+        if leaked && c.name != "off" && c.name != "sqlite-off" {
+            s.pb.suspend(|| {
+                eprintln!(
+                    "warning: {}: interrupted insert visible after recovery",
+                    c.name
+                )
+            });
+        }
+    }
+    // The last row of the table must be there too (a recovery that loses a committed
+    // tail would otherwise pass on row 1 alone).
+    if !st.get(n as i64).unwrap_or(false) {
+        s.pb.suspend(|| eprintln!("warning: {}: row {n} missing after {what}", c.name));
     }
     st.close()?;
     let mut smp = sample(c.accounted(), &before, &after, wall, 1, 1, &s.profile);
     let ms = wall.as_secs_f64() * 1000.0;
     smp.recovery_ms = Some(ms);
     smp.tx_per_s = 1000.0 / ms.max(1e-6);
+    smp.read_call_kib = match (before.io, after.io) {
+        (Some(a), Some(b)) => Some(b.delta(&a).rchar as f64 / 1024.0),
+        _ => None,
+    };
     // The time split is for transactions; recovery reports its total only.
     smp.latency = None;
-    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(smp)
 }
 
@@ -611,6 +760,35 @@ mod tests {
         let v: Vec<usize> = rotation(4, 5).collect();
         assert_eq!(v, vec![1, 2, 3, 0]);
         assert_eq!(rotation(0, 3).count(), 0);
+    }
+
+    #[test]
+    fn recovery_trials_and_lab_size() {
+        let p = RecoveryParams {
+            records: vec![1, 16],
+            sizes: vec![1200, 1_000_000],
+            value_size: 128,
+            stop_at_write: None,
+            cold: vec![true, false],
+            crash: true,
+            reopen: true,
+            pre_updates: 0,
+        };
+        // 2 sizes x 2 caches x (2 crash sizes + 1 reopen) x 5 contenders x 3 rounds.
+        assert_eq!(p.trials(5, 3), 2 * 2 * 3 * 5 * 3);
+        let crash_only = RecoveryParams {
+            reopen: false,
+            cold: vec![true],
+            ..p.clone()
+        };
+        assert_eq!(crash_only.trials(5, 3), 2 * 2 * 5 * 3);
+        // The largest table (not the sum), for every contender plus a copy, plus slack.
+        let mib = p.lab_mib(5);
+        assert_eq!(mib, (1_000_000u64 * 192 * 3 * 6).div_ceil(1 << 20) + 256);
+        assert!(mib > 6 * 200, "room for six 200 MiB tables: {mib}");
+        assert_eq!(open_workload(true, true), "recovery");
+        assert_eq!(open_workload(false, false), "reopen-warm");
+        assert_eq!(interrupted_keys(1200, 3), vec![1201, 1202, 1203]);
     }
 
     #[test]

@@ -278,15 +278,106 @@ fn recovery_kills_a_child_mid_transaction() {
     let r = recovery_report(
         "delete,wal,sqlite-delete,sqlite-wal,redb,lmdb,floor",
         "1,16",
-        &[],
+        &["--kind", "crash"],
     );
     // The floor has no transaction to interrupt.
     assert_eq!(r.results.len(), 2 * 6);
     for x in &r.results {
         assert_eq!(x.workload, "recovery");
+        assert_eq!(x.records, Some(300));
         assert!(x.recovery_ms_median.unwrap() > 0.0);
         assert!(x.latency_us.is_none());
     }
+}
+
+/// The size axis: every contender's table at every `--records` size, cold and warm, after
+/// a crash and after a clean close; sizes ascend whatever order they were given in;
+/// build times are reported apart; the open reads at least a page through read calls; the
+/// log-log picture and the pivot table are written.
+#[test]
+fn recovery_over_table_sizes_crash_and_reopen() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let plots = dir.path().join("plots");
+    let o = bench(&[
+        "recovery",
+        "--lab",
+        "none",
+        "--contenders",
+        "dhl-cc,wal,sqlite-wal",
+        "--ops-per-txn",
+        "4",
+        "--records",
+        "2000,200",
+        "--cache",
+        "cold,warm",
+        "--rounds",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+        "--plots",
+        plots.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("warning:"), "{err}");
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // 3 contenders x 2 sizes x 2 caches x (crash + reopen).
+    assert_eq!(r.results.len(), 3 * 2 * 2 * 2);
+    let sizes: Vec<u64> = r.results.iter().map(|x| x.records.unwrap()).collect();
+    assert!(sizes.windows(2).all(|w| w[0] <= w[1]), "{sizes:?}");
+    for c in ["dhl-cc", "wal", "sqlite-wal"] {
+        for n in [200, 2000] {
+            for w in ["recovery", "recovery-warm", "reopen", "reopen-warm"] {
+                let x = r
+                    .results
+                    .iter()
+                    .find(|x| x.contender == c && x.records == Some(n) && x.workload == w)
+                    .unwrap_or_else(|| panic!("{c} {n} {w}"));
+                assert_eq!(x.tx_per_s_rounds.len(), 2);
+                assert!(x.recovery_ms_median.unwrap() > 0.0);
+                assert!(x.build_ms.unwrap() > 0.0, "{c} {n}");
+                assert!(x.read_call_kib_per_txn.unwrap() >= 1.0, "{c} {n} {w}");
+                assert_eq!(x.ops_per_txn, if w.starts_with("reopen") { 0 } else { 4 });
+            }
+        }
+    }
+    let svg = std::fs::read_to_string(plots.join("recovery-size.svg")).unwrap();
+    assert!(svg.contains("after a crash") && svg.contains("clean close"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("open + first read, ms"), "{out}");
+    assert!(out.contains("build (bulk load"), "{out}");
+    let e = err_line(&bench(&["recovery", "--lab", "none", "--records", "0"]));
+    assert!(e.contains("--records"), "{e}");
+    let e = err_line(&bench(&["recovery", "--lab", "none", "--kind", "reboot"]));
+    assert!(e.contains("reboot"), "{e}");
+}
+
+/// `--updates-before-crash`: the child commits one-row updates before the insert it is
+/// killed in; they stay (the table's rows are all there, the insert is not), and SQLite's
+/// recovery now reads the WAL frames they left.
+#[test]
+fn updates_before_a_crash_leave_a_wal_to_recover() {
+    let _serial = serial();
+    let read = |extra: &[&str]| -> Vec<(String, f64)> {
+        let mut args = vec!["--kind", "crash"];
+        args.extend_from_slice(extra);
+        recovery_report("dhl-cc,wal,sqlite-wal,redb", "4", &args)
+            .results
+            .iter()
+            .map(|x| (x.contender.clone(), x.read_call_kib_per_txn.unwrap()))
+            .collect()
+    };
+    let plain = read(&[]);
+    let updated = read(&["--updates-before-crash", "30"]);
+    assert_eq!(plain.len(), 4);
+    let get = |v: &[(String, f64)], c: &str| v.iter().find(|x| x.0 == c).unwrap().1;
+    // 30 committed one-page updates = at least 30 WAL frames of 4 KiB to read back.
+    assert!(
+        get(&updated, "sqlite-wal") >= get(&plain, "sqlite-wal") + 100.0,
+        "{plain:?} vs {updated:?}"
+    );
 }
 
 /// `--cache warm` keeps the page cache between the crash and the timed reopen and says so
@@ -294,7 +385,11 @@ fn recovery_kills_a_child_mid_transaction() {
 #[test]
 fn recovery_with_a_warm_cache_is_reported_apart() {
     let _serial = serial();
-    let r = recovery_report("dhl-cc,dhl-tc,sqlite-wal", "1,4", &["--cache", "warm"]);
+    let r = recovery_report(
+        "dhl-cc,dhl-tc,sqlite-wal",
+        "1,4",
+        &["--cache", "warm", "--kind", "crash"],
+    );
     assert_eq!(r.results.len(), 2 * 3);
     for x in &r.results {
         assert_eq!(x.workload, "recovery-warm");

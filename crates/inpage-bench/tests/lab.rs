@@ -107,6 +107,76 @@ fn journaling_of_journal_is_measured() {
     assert!(mounts_under(base.path()).is_empty(), "mounts left behind");
 }
 
+/// The recovery size axis in the ext4 lab: a cold open reads the database from the data
+/// device (at least its header page; the whole file for a store that scans it), a warm
+/// one finds its pages cached, so it reads less from the device than the cold one; the
+/// lab grown for the tables is released.
+#[test]
+fn recovery_cold_opens_read_the_device_warm_ones_less() {
+    if let Some(why) = skip_reason() {
+        println!("SKIPPED: ext4 lab unavailable: {why}");
+        return;
+    }
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let base = tempfile::tempdir_in("/var/tmp").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("r.json");
+    // Through the dev binary: the crash child is spawned as `current_exe() bench
+    // recovery-child`, which a test harness binary cannot serve.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_inpage-bench-dev"))
+        .args([
+            "bench",
+            "recovery",
+            "--lab",
+            "ext4",
+            "--dir",
+            base.path().to_str().unwrap(),
+            "--lab-mib",
+            "64",
+            "--contenders",
+            "dhl-cc,sqlite-wal",
+            "--records",
+            "200,2000",
+            "--ops-per-txn",
+            "4",
+            "--cache",
+            "cold,warm",
+            "--rounds",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("warning:"), "{err}");
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.lab, "ext4");
+    assert_eq!(r.results.len(), 2 * 2 * 2 * 2);
+    for c in ["dhl-cc", "sqlite-wal"] {
+        for kind in ["recovery", "reopen"] {
+            let get = |w: &str| {
+                r.results
+                    .iter()
+                    .find(|x| x.contender == c && x.workload == w && x.records == Some(2000))
+                    .unwrap_or_else(|| panic!("no row {c} {w}"))
+                    .read_kib_per_txn
+                    .unwrap()
+            };
+            let (cold, warm) = (get(kind), get(&format!("{kind}-warm")));
+            println!("{c} {kind}: device KiB read cold {cold:.0} warm {warm:.0}");
+            assert!(cold >= 4.0, "{c} {kind}: a cold open reads the device");
+            assert!(warm < cold, "{c} {kind}: warm reads less than cold");
+        }
+    }
+    assert!(
+        losetup_under(base.path()).is_empty(),
+        "loop devices left behind"
+    );
+    assert!(mounts_under(base.path()).is_empty(), "mounts left behind");
+}
+
 #[test]
 fn setup_failure_at_every_step_leaves_nothing() {
     if let Some(why) = skip_reason() {
