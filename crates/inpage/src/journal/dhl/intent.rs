@@ -3,9 +3,12 @@
 //! whole file (the md RAID write-intent bitmap, for versions instead of stripes).
 //!
 //! Each header slot `s` of page 0 owns an intent area of `AREA` bytes in sector 0, at
-//! `AREA_AT + s·AREA`: `base` (u64, a committed tid), the region size as a shift (u8),
-//! a bitmap of `BITS` regions (region `r` = pages `[r << shift, (r + 1) << shift)`) and a
-//! crc32c of the area. The claim an area makes:
+//! `AREA_AT + s·AREA`: `base` (u64, a committed tid), the region size as a shift (u8), a
+//! sorted list of up to `ENTRIES` marked regions (u32 each; region `r` = pages
+//! `[r << shift, (r + 1) << shift)`) and a crc32c of the area bound to the slot. A list
+//! rather than a bitmap keeps regions small (16 pages by default) at any file size; a
+//! transaction touching more regions than the list holds coarsens the shift until they
+//! fit (a larger scan, never a missed version). The claim an area makes:
 //!
 //! > every version with a tid above `base` lies in a marked region.
 //!
@@ -38,17 +41,18 @@ use crate::le::{get_u32, get_u64, put_u32, put_u64};
 pub(super) const AREA_AT: usize = 256;
 /// Bytes of one area; both fit below byte 508 (the trailer of a 512-byte page 0).
 pub(super) const AREA: usize = 124;
-const BITMAP_AT: usize = 12;
+const COUNT_AT: usize = 9;
+const LIST_AT: usize = 12;
 const CRC_AT: usize = AREA - 4;
-// Both areas lie in sector 0, below the trailer of a 512-byte page 0.
-const _: () = assert!(AREA_AT + 2 * AREA <= 512 - 4);
-
-/// Regions one area can name.
-pub(super) const BITS: usize = (CRC_AT - BITMAP_AT) * 8;
+/// Regions one area can list.
+pub(super) const ENTRIES: usize = (CRC_AT - LIST_AT) / 4;
 /// The smallest region by default: 16 pages (`Config::dhl_intent_region_pages`).
 pub(super) const DEFAULT_MIN_SHIFT: u8 = 4;
 /// Marked regions kept before a marking write resets the area.
 pub(super) const CAP: usize = 8;
+
+// Both areas lie in sector 0, below the trailer of a 512-byte page 0.
+const _: () = assert!(AREA_AT + 2 * AREA <= 512 - 4);
 
 /// One slot's intent area, decoded.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,93 +60,95 @@ pub(super) struct Intent {
     /// Every version above this tid lies in a marked region.
     pub base: u64,
     pub shift: u8,
-    pub bits: Vec<u8>,
+    /// Marked regions, sorted, without duplicates, at most `ENTRIES`.
+    regions: Vec<u32>,
 }
 
 impl Intent {
-    /// An area that claims `base` and no region, with regions of at least
-    /// `1 << min_shift` pages and enough of them for `pages` pages.
-    pub fn empty(base: u64, pages: u64, min_shift: u8) -> Intent {
-        let mut shift = min_shift;
-        while (BITS as u64) << shift < pages.max(1) && shift < 31 {
-            shift += 1;
-        }
+    /// An area that claims `base` and marks no region, regions of `1 << shift` pages.
+    pub fn empty(base: u64, shift: u8) -> Intent {
         Intent {
             base,
             shift,
-            bits: vec![0; BITS / 8],
+            regions: Vec::new(),
         }
     }
 
-    /// Region of page `pgno`, or None if this area cannot name it.
-    pub fn region(&self, pgno: Pgno) -> Option<usize> {
-        let r = (pgno >> self.shift) as usize;
-        (r < BITS).then_some(r)
-    }
-
-    pub fn is_marked(&self, r: usize) -> bool {
-        self.bits[r / 8] & (1 << (r % 8)) != 0
-    }
-
-    pub fn mark(&mut self, r: usize) {
-        self.bits[r / 8] |= 1 << (r % 8);
+    fn region(&self, pgno: Pgno) -> u32 {
+        pgno >> self.shift
     }
 
     pub fn marked(&self) -> usize {
-        self.bits.iter().map(|b| b.count_ones() as usize).sum()
+        self.regions.len()
     }
 
     /// Whether every page of `pgnos` lies in a marked region.
     pub fn covers(&self, pgnos: impl IntoIterator<Item = Pgno>) -> bool {
         pgnos
             .into_iter()
-            .all(|p| self.region(p).is_some_and(|r| self.is_marked(r)))
+            .all(|p| self.regions.binary_search(&self.region(p)).is_ok())
     }
 
-    /// This area plus the regions of `pgnos`, or None if one of them cannot be named.
-    pub fn with(&self, pgnos: impl IntoIterator<Item = Pgno>) -> Option<Intent> {
+    /// This area plus the regions of `pgnos`. If they do not fit in the list, regions are
+    /// doubled (the shift grows, each new region covering two old ones) until they do.
+    pub fn with(&self, pgnos: impl IntoIterator<Item = Pgno>) -> Intent {
+        let pages: Vec<Pgno> = pgnos.into_iter().collect();
         let mut n = self.clone();
-        for p in pgnos {
-            let r = n.region(p)?;
-            n.mark(r);
+        n.regions.extend(pages.iter().map(|&p| p >> n.shift));
+        n.regions.sort_unstable();
+        n.regions.dedup();
+        while n.regions.len() > ENTRIES {
+            n.shift += 1;
+            for r in &mut n.regions {
+                *r >>= 1;
+            }
+            n.regions.dedup();
         }
-        Some(n)
+        n
     }
 
     /// Page ranges `[start, end)` of the marked regions, clipped to `1..pages`.
     pub fn ranges(&self, pages: u64) -> Vec<(u64, u64)> {
-        (0..BITS)
-            .filter(|&r| self.is_marked(r))
-            .map(|r| ((r as u64) << self.shift, (r as u64 + 1) << self.shift))
+        self.regions
+            .iter()
+            .map(|&r| (u64::from(r) << self.shift, (u64::from(r) + 1) << self.shift))
             .map(|(s, e)| (s.max(1), e.min(pages)))
             .filter(|(s, e)| s < e)
             .collect()
     }
 
-    /// The area of `slot` in `page0`, or None if its crc fails (claims nothing).
+    /// The area of `slot` in `page0`, or None if it fails its checks (claims nothing).
     pub fn decode(page0: &[u8], slot: usize) -> Option<Intent> {
         let a = &page0[AREA_AT + slot * AREA..AREA_AT + (slot + 1) * AREA];
         if get_u32(a, CRC_AT) != area_crc(a, slot) {
             return None;
         }
-        let shift = a[8];
-        if shift > 31 || a[9..BITMAP_AT].iter().any(|&b| b != 0) {
+        let (shift, count) = (a[8], a[COUNT_AT] as usize);
+        if shift > 31 || count > ENTRIES || a[COUNT_AT + 1..LIST_AT].iter().any(|&b| b != 0) {
+            return None;
+        }
+        let regions: Vec<u32> = (0..count).map(|i| get_u32(a, LIST_AT + 4 * i)).collect();
+        if regions.windows(2).any(|w| w[0] >= w[1]) {
             return None;
         }
         Some(Intent {
             base: get_u64(a, 0),
             shift,
-            bits: a[BITMAP_AT..CRC_AT].to_vec(),
+            regions,
         })
     }
 
     /// Write this area into `slot` of `page0`.
     pub fn encode(&self, page0: &mut [u8], slot: usize) {
+        debug_assert!(self.regions.len() <= ENTRIES);
         let a = &mut page0[AREA_AT + slot * AREA..AREA_AT + (slot + 1) * AREA];
         a.fill(0);
         put_u64(a, 0, self.base);
         a[8] = self.shift;
-        a[BITMAP_AT..CRC_AT].copy_from_slice(&self.bits);
+        a[COUNT_AT] = self.regions.len() as u8;
+        for (i, &r) in self.regions.iter().enumerate() {
+            put_u32(a, LIST_AT + 4 * i, r);
+        }
         let crc = area_crc(a, slot);
         put_u32(a, CRC_AT, crc);
     }
@@ -161,10 +167,8 @@ mod tests {
     fn round_trip_and_damage() {
         let mut p = vec![0u8; 512];
         assert_eq!(Intent::decode(&p, 0), None, "zeros claim nothing");
-        let i = Intent::empty(41, 10_000, DEFAULT_MIN_SHIFT)
-            .with([1, 17, 9_000])
-            .unwrap();
-        assert!(i.covers([1, 2, 17, 9_001]) && !i.covers([40 << i.shift]));
+        let i = Intent::empty(41, DEFAULT_MIN_SHIFT).with([1, 17, 9_000_000]);
+        assert!(i.covers([1, 2, 17, 9_000_001]) && !i.covers([40 << i.shift]));
         i.encode(&mut p, 1);
         assert_eq!(Intent::decode(&p, 1), Some(i.clone()));
         assert_eq!(Intent::decode(&p, 0), None);
@@ -176,12 +180,12 @@ mod tests {
     }
 
     #[test]
-    fn regions_cover_large_files_and_ranges_clip() {
-        let i = Intent::empty(0, 1 << 20, DEFAULT_MIN_SHIFT);
-        assert!(i.region((1 << 20) - 1).is_some());
-        let j = Intent::empty(0, 100, DEFAULT_MIN_SHIFT)
-            .with([0, 99])
-            .unwrap();
+    fn too_many_regions_coarsen_and_still_cover() {
+        let pages: Vec<Pgno> = (0..200).map(|k| k * 1000).collect();
+        let i = Intent::empty(0, DEFAULT_MIN_SHIFT).with(pages.iter().copied());
+        assert!(i.marked() <= ENTRIES && i.shift > DEFAULT_MIN_SHIFT);
+        assert!(i.covers(pages.iter().copied()));
+        let j = Intent::empty(0, DEFAULT_MIN_SHIFT).with([0, 99]);
         assert_eq!(j.ranges(100), vec![(1, 16), (96, 100)]);
     }
 }

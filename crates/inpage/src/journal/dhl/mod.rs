@@ -688,19 +688,19 @@ impl Journal for DhlJournal {
         })?;
         // Before any page: void a clean-shutdown mark, and mark the regions this commit
         // writes in the visible slot's intent area (`intent`), durably.
-        // An area left large (a big transaction's header write marks all it touched) is
-        // also rewritten, so recovery's scan stays bounded by `CAP` regions.
-        let covered = intent
-            .as_ref()
-            .is_some_and(|i| i.covers(written.iter().copied()) && i.marked() <= intent::CAP);
+        // An area left large or coarse (a big transaction's header write marks all it
+        // touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions.
+        let covered = intent.as_ref().is_some_and(|i| {
+            i.covers(written.iter().copied())
+                && i.marked() <= intent::CAP
+                && i.shift == self.min_shift()
+        });
         let grown = (!covered && mutant != Mutant::SkipIntent).then(|| {
             intent
                 .as_ref()
-                .and_then(|i| i.with(written.iter().copied()))
-                .filter(|n| n.marked() <= intent::CAP)
-                .unwrap_or_else(|| {
-                    fresh_intent(last, batch.new_page_count, &written, self.min_shift())
-                })
+                .map(|i| i.with(written.iter().copied()))
+                .filter(|n| n.marked() <= intent::CAP && n.shift == self.min_shift())
+                .unwrap_or_else(|| fresh_intent(last, &written, self.min_shift()))
         });
         let void = self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark;
         if void || grown.is_some() {
@@ -733,7 +733,7 @@ impl Journal for DhlJournal {
                     db.read_page(0, &mut disk)?;
                     let r = intent::AREA_AT + kept * intent::AREA;
                     img[r..r + intent::AREA].copy_from_slice(&disk[r..r + intent::AREA]);
-                    fresh_intent(last, batch.new_page_count, &written, self.min_shift())
+                    fresh_intent(last, &written, self.min_shift())
                 }
             };
             own.encode(&mut img, new_slot);
@@ -861,11 +861,9 @@ impl DhlJournal {
     }
 }
 
-/// An intent area claiming `base` and the regions of `pages`, sized for `page_count`.
-fn fresh_intent(base: u64, page_count: u32, pages: &[Pgno], min_shift: u8) -> Intent {
-    Intent::empty(base, u64::from(page_count), min_shift)
-        .with(pages.iter().copied())
-        .expect("an area sized for the page count names every page below it")
+/// An intent area claiming `base` and the regions of `pages`.
+fn fresh_intent(base: u64, pages: &[Pgno], min_shift: u8) -> Intent {
+    Intent::empty(base, min_shift).with(pages.iter().copied())
 }
 
 #[cfg(test)]
