@@ -17,9 +17,11 @@
 //!   other pages are synced, so the FCC is the largest valid header-slot fcc.
 //! - *Rolling back is invalidation.* A version of an aborted transaction is made invalid
 //!   by zeroing its tid (or its header slot), a write inside sector 0; the committed
-//!   version beside it is untouched and becomes the visible one again. Recovery syncs the
-//!   invalidations before the database is used, and redoing them is harmless, so a crash
-//!   during recovery is recovered the same way.
+//!   version beside it is untouched and becomes the visible one again. Recovery's
+//!   invalidations are synced before the database is next written (the next commit, before
+//!   any of its pages, or a clean close; an open that only reads pays no flush), and
+//!   redoing them is harmless, so a crash before that or during recovery is recovered the
+//!   same way.
 //! - *Torn writes need no atomic pages.* A version's checksum covers its descriptor, its
 //!   offset array and every byte it references; a page write torn at any sector boundary
 //!   can only leave the new version invalid, which recovery then counts as missing.
@@ -146,6 +148,8 @@ pub(crate) struct DhlJournal {
     /// Whether page 0 on disk carries a clean-shutdown mark recovery trusted (or close
     /// wrote): it must be voided, durably, before the next commit writes anything.
     marked: AtomicBool,
+    /// Whether recovery's invalidations are written but not yet synced.
+    recovery_unsynced: AtomicBool,
     /// The intent area of the slot visible at the FCC, as it is on disk (None: that area
     /// is invalid, and the next commit writes a fresh one).
     intent: Mutex<Option<Intent>>,
@@ -226,7 +230,7 @@ impl DhlJournal {
         {
             return Err(Error::Config(format!("DhlJournal opened for mode {mode}")));
         }
-        let (fcc, report, marked) = recover(&ctx, mode)?;
+        let (fcc, report, marked, needs_sync) = recover(&ctx, mode)?;
         let intent = {
             let mut p0 = vec![0u8; ctx.db.page_size];
             ctx.db.read_page(0, &mut p0)?;
@@ -270,6 +274,7 @@ impl DhlJournal {
                 fcc,
                 last_tid: AtomicU64::new(fcc),
                 marked: AtomicBool::new(marked),
+                recovery_unsynced: AtomicBool::new(needs_sync),
                 intent: Mutex::new(intent),
                 writer: Mutex::new(()),
                 direct,
@@ -297,10 +302,10 @@ fn trusted_mark(page0: &[u8], file_len: u64, ps: usize) -> Option<u64> {
     (file_len >= need && file_len % ps as u64 == 0).then_some(mark)
 }
 
-/// Recovery: the FCC, what was done, and whether a clean-shutdown mark was trusted (then
+/// Recovery: the FCC, what was done, whether a clean-shutdown mark was trusted (then
 /// nothing was scanned and the mark is still on disk, to be voided before the next
-/// commit writes).
-fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, bool)> {
+/// commit writes), and whether its invalidations still need a sync.
+fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, bool, bool)> {
     let db = &ctx.db;
     let ps = db.page_size;
     let usable = ps - PAGE_TRAILER;
@@ -314,7 +319,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
         db.read_page(0, &mut buf)?;
         // A clean close left nothing to recover: no scan, O(1) pages read.
         if let Some(fcc) = trusted_mark(&buf, file_len, ps) {
-            return Ok((fcc, RecoveryReport::default(), true));
+            return Ok((fcc, RecoveryReport::default(), true, false));
         }
         for slot in 0..DHL_SLOTS {
             match decode_slot(&buf, slot) {
@@ -532,8 +537,14 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
         }
         db.write_page(f.pgno, &buf)?;
     }
-    if (!stale.is_empty() || torn_tail) && mutant != Mutant::UnsyncedRecovery {
-        db.sync()?;
+    // The invalidations (and a cut tail) are made durable before the first write that
+    // could depend on them, not here: `DhlJournal::sync_recovery` runs at the start of the
+    // next commit (before any of its pages, and before a marking write could drop their
+    // regions from the intent map) and before a clean-shutdown mark. Until then a crash
+    // finds the versions again, in regions the map still marks, and recovery redoes the
+    // invalidation. An open that only reads pays no flush.
+    let needs_sync = !stale.is_empty() || torn_tail;
+    if needs_sync {
         // The invalidations are what makes tid FCC + 1 free for the next transaction: if
         // one did not take, that transaction's versions would mix with these.
         for f in &stale {
@@ -566,6 +577,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
             ..RecoveryReport::default()
         },
         false,
+        needs_sync,
     ))
 }
 
@@ -677,6 +689,7 @@ impl Journal for DhlJournal {
             );
         }
         let mut spans = self.spans(batch)?;
+        self.sync_recovery()?;
         let written: Vec<Pgno> = batch
             .pages
             .iter()
@@ -810,6 +823,7 @@ impl Journal for DhlJournal {
         let _w = self.writer.lock().map_err(|_| {
             Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
         })?;
+        self.sync_recovery()?;
         let db = &self.ctx.db;
         let fcc = self.last_tid.load(Ordering::Acquire);
         let mut p0 = vec![0u8; db.page_size];
@@ -829,6 +843,17 @@ impl Journal for DhlJournal {
 }
 
 impl DhlJournal {
+    /// Make recovery's invalidations durable, once, before anything depends on them.
+    fn sync_recovery(&self) -> Result<()> {
+        if self.recovery_unsynced.load(Ordering::Acquire) {
+            if self.ctx.config.mutant() != Mutant::UnsyncedRecovery {
+                self.ctx.db.sync()?;
+            }
+            self.recovery_unsynced.store(false, Ordering::Release);
+        }
+        Ok(())
+    }
+
     fn min_shift(&self) -> u8 {
         self.ctx
             .config
