@@ -113,7 +113,7 @@ impl Config {
         self
     }
     /// DHL: the smallest write-intent region, in pages (a power of two up to 65536;
-    /// default 16). See `docs/DHL-DESIGN.md`.
+    /// default 4). See `docs/DHL-DESIGN.md`.
     pub fn dhl_intent_region_pages(mut self, n: u32) -> Self {
         self.journal.dhl_intent_region_pages = Some(n);
         self

@@ -265,7 +265,7 @@ pub struct JournalConfig {
     /// DHL: how page writes reach the file (see [`DirectWrites`]).
     pub dhl_direct: DirectWrites,
     /// DHL: the smallest region of the write-intent map, in pages (a power of two; None:
-    /// 16). Smaller regions bound crash recovery's scan more tightly and cost a marking
+    /// 4). Smaller regions bound crash recovery's scan more tightly and cost a marking
     /// flush more often.
     pub dhl_intent_region_pages: Option<u32>,
     /// **Breaks crash safety on purpose** unless `Mutant::None` (the default). Exists only

@@ -6,7 +6,7 @@
 //! `AREA_AT + s·AREA`: `base` (u64, a committed tid), the region size as a shift (u8), a
 //! sorted list of up to `ENTRIES` marked regions (u32 each; region `r` = pages
 //! `[r << shift, (r + 1) << shift)`) and a crc32c of the area bound to the slot. A list
-//! rather than a bitmap keeps regions small (16 pages by default) at any file size; a
+//! rather than a bitmap keeps regions small (4 pages by default) at any file size; a
 //! transaction touching more regions than the list holds coarsens the shift until they
 //! fit (a larger scan, never a missed version). The claim an area makes:
 //!
@@ -46,10 +46,12 @@ const LIST_AT: usize = 12;
 const CRC_AT: usize = AREA - 4;
 /// Regions one area can list.
 pub(super) const ENTRIES: usize = (CRC_AT - LIST_AT) / 4;
-/// The smallest region by default: 16 pages (`Config::dhl_intent_region_pages`).
-pub(super) const DEFAULT_MIN_SHIFT: u8 = 4;
+/// The smallest region by default: 4 pages (`Config::dhl_intent_region_pages`). Measured
+/// against 16 (`docs/DHL-DESIGN.md`): crash recovery at 1,000,000 records reads 85 KiB
+/// instead of 229, for 0.9 % more flushes on a growing table.
+pub(super) const DEFAULT_MIN_SHIFT: u8 = 2;
 /// Marked regions kept before a marking write resets the area.
-pub(super) const CAP: usize = 8;
+pub(super) const CAP: usize = 24;
 
 // Both areas lie in sector 0, below the trailer of a 512-byte page 0.
 const _: () = assert!(AREA_AT + 2 * AREA <= 512 - 4);
@@ -185,7 +187,7 @@ mod tests {
         let i = Intent::empty(0, DEFAULT_MIN_SHIFT).with(pages.iter().copied());
         assert!(i.marked() <= ENTRIES && i.shift > DEFAULT_MIN_SHIFT);
         assert!(i.covers(pages.iter().copied()));
-        let j = Intent::empty(0, DEFAULT_MIN_SHIFT).with([0, 99]);
+        let j = Intent::empty(0, 4).with([0, 99]);
         assert_eq!(j.ranges(100), vec![(1, 16), (96, 100)]);
     }
 }
