@@ -461,12 +461,7 @@ pub fn size_table(r: &Report) -> String {
             );
             cells.push(line);
         }
-        let w: Vec<usize> = (0..cells[0].len())
-            .map(|c| cells.iter().map(|r| r[c].len()).max().unwrap_or(0))
-            .collect();
-        for line in &cells {
-            let _ = writeln!(out, "{}", table_line(line, &w, 1));
-        }
+        write_cells(out, &cells);
     };
     pivot(
         &mut out,
@@ -528,12 +523,7 @@ pub fn size_table(r: &Report) -> String {
         }
         cells.push(line);
     }
-    let w: Vec<usize> = (0..cells[0].len())
-        .map(|c| cells.iter().map(|r| r[c].len()).max().unwrap_or(0))
-        .collect();
-    for line in &cells {
-        let _ = writeln!(out, "{}", table_line(line, &w, 1));
-    }
+    write_cells(&mut out, &cells);
     out
 }
 
@@ -554,6 +544,18 @@ pub(crate) fn table_line(row: &[String], w: &[usize], left: usize) -> String {
     line.join("  ").trim_end().to_string()
 }
 
+/// Write rows of cells as aligned columns (each as wide as its widest cell).
+fn write_cells(out: &mut String, cells: &[Vec<String>]) {
+    let Some(first) = cells.first() else {
+        return;
+    };
+    let w: Vec<usize> = (0..first.len())
+        .map(|c| cells.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    for line in cells {
+        let _ = writeln!(out, "{}", table_line(line, &w, 1));
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
