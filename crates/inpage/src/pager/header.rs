@@ -172,7 +172,7 @@ pub const DHL_SLOTS: usize = 2;
 /// than `C` exists and every version up to `C` is committed — so an open may take `C` as
 /// the FCC without scanning the file. The journal keeps that true by voiding the mark,
 /// durably, before the first page of the next write transaction reaches the file, and the
-/// layout clears it from the kept slot whenever it writes page 0.
+/// journal clears it from the kept slot of every page-0 image a commit writes.
 pub const CLEAN_MARK: usize = 88;
 
 /// The clean-shutdown mark of a slot that decoded (0: none).

@@ -585,12 +585,8 @@ impl Pager {
         for _ in 0..RETRIES {
             let epoch = {
                 let mut st = lock(&self.state);
-                if let Some(s) = snapshot {
-                    for (_, replaced) in st.versions.range(s + 1..) {
-                        if let Some(p) = replaced.get(&pgno) {
-                            return Ok(p.clone());
-                        }
-                    }
+                if let Some(p) = Self::pre_image(&st, snapshot, pgno) {
+                    return Ok(p);
                 }
                 if let Some(p) = st.cache.get(pgno) {
                     return Ok(p);
@@ -609,14 +605,19 @@ impl Pager {
             }
         }
         let mut st = lock(&self.state);
-        if let Some(s) = snapshot {
-            for (_, replaced) in st.versions.range(s + 1..) {
-                if let Some(p) = replaced.get(&pgno) {
-                    return Ok(p.clone());
-                }
-            }
+        if let Some(p) = Self::pre_image(&st, snapshot, pgno) {
+            return Ok(p);
         }
         self.current_locked(&mut st, pgno)
+    }
+
+    /// The image of `pgno` a reader at `snapshot` must see instead of the current one:
+    /// the pre-image kept by the oldest commit after the snapshot that replaced it.
+    fn pre_image(st: &State, snapshot: Option<u64>, pgno: Pgno) -> Option<PageRef> {
+        let s = snapshot?;
+        st.versions
+            .range(s + 1..)
+            .find_map(|(_, replaced)| replaced.get(&pgno).cloned())
     }
 
     /// The latest committed image of a page (for the writer).

@@ -734,6 +734,11 @@ impl Journal for DhlJournal {
                 .find(|&s| decode_slot(&img, s).is_ok_and(|h| h.fcc == batch.tid))
                 .expect("checked above: page 0 carries the new header");
             let kept = 1 - new_slot;
+            // A clean-shutdown mark the pager's image of the kept slot may still carry
+            // must not be written back: it would vouch for a file that has changed.
+            if decode_slot(&img, kept).is_ok() && clean_mark(&img, kept) != 0 {
+                set_clean_mark(&mut img, kept, 0);
+            }
             let own = match &*intent {
                 Some(i) => {
                     i.encode(&mut img, kept);
@@ -742,8 +747,7 @@ impl Journal for DhlJournal {
                 None => {
                     // Read page 0 only here: a direct write of page 0 drops it from the
                     // page cache, so a read per commit would cost a device read.
-                    let mut disk = vec![0u8; db.page_size];
-                    db.read_page(0, &mut disk)?;
+                    let disk = self.disk_page0()?;
                     let r = intent::AREA_AT + kept * intent::AREA;
                     img[r..r + intent::AREA].copy_from_slice(&disk[r..r + intent::AREA]);
                     fresh_intent(last, &written, self.min_shift())
@@ -754,12 +758,14 @@ impl Journal for DhlJournal {
             spans[i] = 0..spans[i].end.max(SECTOR);
             page0 = Some((img, own));
         }
-        let image = |pgno: Pgno, page: &'_ [u8]| -> Vec<u8> {
-            match (&page0, pgno) {
-                (Some((img, _)), 0) => img.clone(),
-                _ => page.to_vec(),
+        // The image to write: page 0 as patched above, every other page as given.
+        let page0_img: Option<&[u8]> = page0.as_ref().map(|(img, _)| img.as_slice());
+        fn pick<'x>(page0: Option<&'x [u8]>, pgno: Pgno, page: &'x [u8]) -> &'x [u8] {
+            match (page0, pgno) {
+                (Some(img), 0) => img,
+                _ => page,
             }
-        };
+        }
         db.ensure_capacity(batch.new_page_count)?;
         if db.chunk_pages == 0 {
             // Growth a page at a time: a page allocated and freed within the transaction
@@ -785,7 +791,7 @@ impl Journal for DhlJournal {
                     self.write_changed(*pgno, page, span.clone(), single)?;
                 }
             }
-            let header = &image(0, header);
+            let header = pick(page0_img, 0, header);
             if mutant != Mutant::NoSyncBeforeMark {
                 db.sync()?;
             }
@@ -797,7 +803,7 @@ impl Journal for DhlJournal {
         } else {
             let single = batch.pages.len() == 1;
             for ((pgno, page), span) in batch.pages.iter().zip(&spans) {
-                self.write_changed(*pgno, &image(*pgno, page), span.clone(), single)?;
+                self.write_changed(*pgno, pick(page0_img, *pgno, page), span.clone(), single)?;
             }
             if mutant != Mutant::NoSyncAtCommit {
                 db.sync()?;
@@ -826,8 +832,7 @@ impl Journal for DhlJournal {
         self.sync_recovery()?;
         let db = &self.ctx.db;
         let fcc = self.last_tid.load(Ordering::Acquire);
-        let mut p0 = vec![0u8; db.page_size];
-        db.read_page(0, &mut p0)?;
+        let mut p0 = self.disk_page0()?;
         let Some((slot, _)) = visible_slot(&p0, fcc) else {
             return Ok(()); // nothing to vouch for; the next open scans
         };
@@ -843,6 +848,14 @@ impl Journal for DhlJournal {
 }
 
 impl DhlJournal {
+    /// Page 0 as the file holds it (the journal's own writes of sector 0 included, which
+    /// the pager's cached image may lack).
+    fn disk_page0(&self) -> Result<Vec<u8>> {
+        let mut p0 = vec![0u8; self.ctx.db.page_size];
+        self.ctx.db.read_page(0, &mut p0)?;
+        Ok(p0)
+    }
+
     /// Make recovery's invalidations durable, once, before anything depends on them.
     fn sync_recovery(&self) -> Result<()> {
         if self.recovery_unsynced.load(Ordering::Acquire) {
@@ -867,8 +880,7 @@ impl DhlJournal {
     /// Only sector 0 changes, and it is written whole.
     fn rewrite_page0(&self, fcc: u64, intent: Option<&Intent>) -> Result<()> {
         let db = &self.ctx.db;
-        let mut p0 = vec![0u8; db.page_size];
-        db.read_page(0, &mut p0)?;
+        let mut p0 = self.disk_page0()?;
         for slot in 0..DHL_SLOTS {
             if decode_slot(&p0, slot).is_ok() && clean_mark(&p0, slot) != 0 {
                 set_clean_mark(&mut p0, slot, 0);

@@ -172,11 +172,6 @@ impl PageLayout for Dhl {
         };
         let mut p = committed.to_vec();
         h.encode(&mut p[slot * HEADER_LEN..]);
-        // A clean-shutdown mark in the kept slot must not outlive this write (it would
-        // vouch for a file that has changed since): clear it, keeping the slot valid.
-        if let Some(k) = keep.filter(|&k| header::clean_mark(&p, k) != 0) {
-            header::set_clean_mark(&mut p, k, 0);
-        }
         stamp_crc(&mut p);
         PageRef::from(p)
     }
