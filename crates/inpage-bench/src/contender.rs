@@ -482,10 +482,28 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Open with the flavor's PRAGMAs. Public for the recovery child, which installs a
-    /// commit hook on the connection.
+    /// Open with the flavor's PRAGMAs.
     pub fn open(dir: &Path, flavor: SqliteFlavor) -> Result<SqliteStore, String> {
-        let conn = rusqlite::Connection::open(dir.join("test.db")).map_err(es)?;
+        SqliteStore::open_with_vfs(dir, flavor, None)
+    }
+
+    /// As `open`, through the named SQLite VFS (`None`: the default); the recovery bench
+    /// passes its stopping VFS here.
+    pub fn open_with_vfs(
+        dir: &Path,
+        flavor: SqliteFlavor,
+        vfs: Option<&str>,
+    ) -> Result<SqliteStore, String> {
+        let path = dir.join("test.db");
+        let conn = match vfs {
+            None => rusqlite::Connection::open(path),
+            Some(name) => rusqlite::Connection::open_with_flags_and_vfs(
+                path,
+                rusqlite::OpenFlags::default(),
+                name,
+            ),
+        }
+        .map_err(es)?;
         // page_size must precede the first table; journal_mode answers with a row.
         conn.execute_batch("PRAGMA page_size = 4096;").map_err(es)?;
         if flavor.android() {
@@ -590,9 +608,8 @@ impl Store for SqliteStore {
     }
 
     fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String> {
-        // The child's hook must live in `commit_hook` (it needs 'static); callers use
-        // `connection()` for that. Without a hook, stop after the statements, with the
-        // journal hot.
+        // The recovery child stops SQLite inside its writes instead (`sqlite_stop`); this
+        // stop point, after the statements with the journal hot, serves other callers.
         let v = ascii(value)?;
         self.conn.execute_batch("BEGIN").map_err(es)?;
         self.apply(Op::Insert, keys, v).map_err(es)?;

@@ -27,6 +27,7 @@ pub mod plots;
 pub mod recovery;
 pub mod report;
 pub mod runner;
+pub mod sqlite_stop;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
@@ -358,7 +359,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             // engine calibration's copy of one.
             let need = params.lab_mib(n_rec);
             if need > lab_args.lab_mib && lab_args.lab != LabChoice::None {
-                eprintln!("note: ext4 lab data device grown to {need} MiB for the largest table");
+                eprintln!("note: ext4 lab data device grown to {need} MiB for the tables");
                 lab_args.lab_mib = need;
             }
             lab::install_interrupt_handler();

@@ -835,6 +835,8 @@ mod tests {
             records: None,
             build_ms: None,
             read_call_kib_per_txn: None,
+            open_ms_median: None,
+            first_write_ms_median: None,
         }
     }
 

@@ -8,11 +8,14 @@
 //!   call number N (1-based) signals and blocks, so exactly N-1 commit writes reached the
 //!   OS. N defaults to half the commit's writes, counted by a calibration commit of the
 //!   same transaction on a copy of the same files.
-//! - SQLite: in the commit hook, which SQLite calls at the start of COMMIT, after every
-//!   statement ran: in rollback modes the journal is hot (header plus the original pages
-//!   written to the OS), in WAL mode the WAL holds earlier transactions' frames and a
-//!   stale -shm. rusqlite offers no safe way to interpose on SQLite's own page writes (a
-//!   custom VFS needs unsafe FFI), so this is the closest safe point.
+//! - SQLite: inside the same transaction's writes, the way the engine stops. The child's
+//!   connection runs through `sqlite_stop`, a VFS that is the default one except that it
+//!   counts `xWrite` calls once armed (just before the transaction) and at call N signals
+//!   and blocks; N defaults to half the transaction's writes, counted the same way on a
+//!   copy. In WAL mode the WAL then holds part of the transaction's frames and no commit
+//!   frame; in rollback modes the journal is hot or the database half written. (Until
+//!   issue 12's follow-up the child stopped in the commit hook, which SQLite calls before
+//!   it writes anything of the transaction, so its recovery had nothing to undo.)
 //! - redb, LMDB: after the inserts, before commit (neither writes pages of an
 //!   uncommitted transaction on its own at these sizes).
 //!
@@ -37,6 +40,7 @@ use inpage::vfs::{File, OpenOptions, OsVfs, Vfs};
 
 use crate::contender::{self, EngineStore, Kind, SqliteStore, Store};
 use crate::lab::check_interrupted;
+use crate::sqlite_stop;
 use crate::workload::{mobibench_value, update_value, Op};
 
 /// What the child prints when it has stopped.
@@ -279,14 +283,20 @@ pub fn child_main(spec: &ChildSpec) -> Result<(), String> {
             ))
         }
         Kind::Sqlite(f) => {
-            let mut store = SqliteStore::open(&spec.dir, f)?;
+            if spec.stop_at_write == 0 {
+                return Err(format!("{}: no stop write given", c.name));
+            }
+            sqlite_stop::register(signal_and_block)?;
+            let mut store = SqliteStore::open_with_vfs(&spec.dir, f, Some(sqlite_stop::VFS_NAME))?;
             apply_pre_updates(&mut store, &ups)?;
-            store
-                .connection()
-                .commit_hook(Some(|| -> bool { signal_and_block() }))
-                .map_err(|e| e.to_string())?;
+            sqlite_stop::arm(spec.stop_at_write);
             let r = store.txn(Op::Insert, &keys, &v);
-            Err(format!("{}: commit returned {r:?} past the hook", c.name))
+            Err(format!(
+                "{}: commit ended ({r:?}) after {} writes, before stop write #{}",
+                c.name,
+                sqlite_stop::disarm(),
+                spec.stop_at_write
+            ))
         }
         Kind::Redb | Kind::Lmdb => {
             let mut store = c.open(&spec.dir, &Arc::new(inpage::vfs::IoStats::new()))?;
@@ -363,10 +373,11 @@ pub fn crash_child(exe: &Path, spec: &ChildSpec, timeout: Duration) -> Result<()
     Ok(())
 }
 
-/// Count the writes the engine's commit of `keys` does on a copy of `dir`, after the
+/// Count the writes the transaction inserting `keys` does on a copy of `dir`, after the
 /// same committed updates the child will do (the calibration for the default stop
-/// point).
-pub fn calibrate_engine_writes(
+/// point): the engine's commit writes (`StopVfs`), or SQLite's `xWrite` calls, of its
+/// statements and commit (`sqlite_stop`).
+pub fn calibrate_writes(
     c: &contender::Contender,
     dir: &Path,
     scratch: &Path,
@@ -374,19 +385,40 @@ pub fn calibrate_engine_writes(
     value: &[u8],
     ups: &[(i64, Vec<u8>)],
 ) -> Result<u64, String> {
-    let Kind::Engine { mode, tweak } = c.kind else {
-        return Err("calibration is for engine contenders".into());
-    };
+    fn unexpected_stop() -> ! {
+        panic!("the calibration counts writes and never stops")
+    }
+    if !matches!(c.kind, Kind::Engine { .. } | Kind::Sqlite(_)) {
+        return Err(format!(
+            "{}: no write calibration for this contender",
+            c.name
+        ));
+    }
     copy_dir(dir, scratch)?;
-    let plan = StopPlan::new(None, Box::new(|_| io::Error::other("unreachable")));
-    let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
-    let mut store = EngineStore::open(scratch, mode, tweak, vfs)?;
-    apply_pre_updates(&mut store, ups)?;
-    let w = store.begin_insert(keys, value)?;
-    plan.arm();
-    w.commit().map_err(|e| e.to_string())?;
-    let n = plan.writes();
-    drop(store);
+    let n = match c.kind {
+        Kind::Engine { mode, tweak } => {
+            let plan = StopPlan::new(None, Box::new(|_| io::Error::other("unreachable")));
+            let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
+            let mut store = EngineStore::open(scratch, mode, tweak, vfs)?;
+            apply_pre_updates(&mut store, ups)?;
+            let w = store.begin_insert(keys, value)?;
+            plan.arm();
+            w.commit().map_err(|e| e.to_string())?;
+            plan.writes()
+        }
+        Kind::Sqlite(flavor) => {
+            sqlite_stop::register(unexpected_stop)?;
+            let mut store =
+                SqliteStore::open_with_vfs(scratch, flavor, Some(sqlite_stop::VFS_NAME))?;
+            apply_pre_updates(&mut store, ups)?;
+            sqlite_stop::arm(0);
+            let r = store.txn(Op::Insert, keys, value);
+            let n = sqlite_stop::disarm();
+            r?;
+            n
+        }
+        _ => unreachable!("checked above"),
+    };
     std::fs::remove_dir_all(scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     Ok(n)
 }

@@ -33,7 +33,7 @@ use inpage::vfs::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, OsVfs, Vfs};
 use crate::contender::{Contender, FloorMode, FloorStore, Kind, Store};
 use crate::device::{DeviceCounters, Profile};
 use crate::lab::{check_interrupted, prefetch_dir, read_proc_io, settle, DevStat, Lab, ProcIo};
-use crate::recovery::{calibrate_engine_writes, crash_child, pre_updates, ChildSpec};
+use crate::recovery::{calibrate_writes, crash_child, pre_updates, ChildSpec};
 use crate::report::{Collector, Latency, Point, Sample};
 use crate::workload::{mobibench_value, update_value, Op, Plan};
 
@@ -229,6 +229,8 @@ fn sample(
         latency,
         recovery_ms: None,
         read_call_kib: None,
+        open_ms: None,
+        first_write_ms: None,
     }
 }
 
@@ -520,7 +522,8 @@ impl RecoveryParams {
     /// (the largest measured, SQLite's WAL pair after a bulk load, is under 2x the raw
     /// record), and 256 MiB for the file system itself.
     pub fn lab_mib(&self, contenders: usize) -> u64 {
-        let n = self.sizes.iter().copied().max().unwrap_or(0);
+        // Every size's tables live side by side (sizes are interleaved within rounds).
+        let n: u64 = self.sizes.iter().sum();
         let per_record = (self.value_size as u64 + 64) * 3;
         let bytes = n
             .saturating_mul(per_record)
@@ -549,12 +552,14 @@ struct Table {
 
 /// The recovery workload over the contenders that have a transaction to interrupt.
 ///
-/// Per table size (ascending): every contender's table is built once (bulk load in
-/// `BUILD_BATCH`-row transactions, clean close; build time recorded apart), then each
-/// round times, per cache state, a reopen after the clean close and an open after a
-/// crash per interrupted-transaction size, contenders rotated. A crash trial leaves the
-/// table recovered and closed again (the interrupted insert is rolled back), so the next
-/// trial sees the same rows; the tables are deleted before the next size is built.
+/// Every contender's table of every size is built first (bulk load in `BUILD_BATCH`-row
+/// transactions, clean close; build time recorded apart). Then each round times, per
+/// size (rotated by round), per cache state, a reopen after the clean close and an open
+/// after a crash per interrupted-transaction size, contenders rotated: the sizes of one
+/// round are measured minutes, not a whole run, apart, so ratios across sizes (the "does
+/// open time grow with the file" check) are not a comparison of two noisy time windows.
+/// A crash trial leaves the table recovered and closed again (the interrupted insert is
+/// rolled back), so the next trial sees the same rows; the tables are deleted at the end.
 pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Result<(), String> {
     let cs: Vec<&Contender> = cs.iter().filter(|c| c.recoverable()).collect();
     let mut kinds: Vec<(bool, u32)> = Vec::new();
@@ -564,6 +569,7 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
     if p.crash {
         kinds.extend(p.records.iter().map(|&k| (true, k)));
     }
+    let mut sizes = Vec::new();
     for &n in &p.sizes {
         let mut pts = Vec::new();
         for &cold in &p.cold {
@@ -579,8 +585,13 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
             let t = guarded(&c.name, || build_table(s, c, n, p))?;
             tables.push(t);
         }
-        for round in 0..s.rounds {
-            for (cold, crash, k, pt) in &pts {
+        sizes.push((n, pts, tables));
+    }
+    for round in 0..s.rounds {
+        for si in rotation(sizes.len(), round) {
+            let (n, pts, tables) = &sizes[si];
+            let n = *n;
+            for (cold, crash, k, pt) in pts {
                 for ci in rotation(cs.len(), round) {
                     let c = cs[ci];
                     let what = if *crash { "crash" } else { "reopen" };
@@ -599,6 +610,8 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
                 }
             }
         }
+    }
+    for (_, _, tables) in sizes {
         for t in tables {
             std::fs::remove_dir_all(&t.dir).map_err(|e| format!("{}: {e}", t.dir.display()))?;
         }
@@ -638,11 +651,11 @@ fn build_table(
         for &k in &p.records {
             let keys = interrupted_keys(n, k);
             stop_at.push(match (c.kind, p.stop_at_write) {
-                (Kind::Engine { .. }, Some(w)) => w.max(1),
-                (Kind::Engine { .. }, None) => {
+                (Kind::Engine { .. } | Kind::Sqlite(_), Some(w)) => w.max(1),
+                (Kind::Engine { .. } | Kind::Sqlite(_), None) => {
                     let scratch = dir.with_extension("calib");
                     let ups = pre_updates(p.pre_updates, n, 0, p.value_size);
-                    let w = calibrate_engine_writes(c, &dir, &scratch, &keys, &v, &ups)?;
+                    let w = calibrate_writes(c, &dir, &scratch, &keys, &v, &ups)?;
                     if w == 0 {
                         return Err("commit did no writes; nothing to interrupt".into());
                     }
@@ -702,6 +715,7 @@ fn open_trial(
     let before = probe(&s.lab, &stats)?;
     let t0 = Instant::now();
     let mut st = c.open(&t.dir, &stats)?;
+    let opened = t0.elapsed();
     let found = st.get(1);
     let wall = t0.elapsed();
     let after = probe(&s.lab, &stats)?;
@@ -735,10 +749,20 @@ fn open_trial(
     if !st.get(n as i64).unwrap_or(false) {
         s.pb.suspend(|| eprintln!("warning: {}: row {n} missing after {what}", c.name));
     }
+    // The first write after the open, timed apart: an open that defers work (a free-space
+    // walk, a mark to void) pays it here. Row 1 gets a value of the same size, so later
+    // trials see the same table; a fresh value each trial, so no store can skip it.
+    s.seq += 1;
+    let value = update_value(p.value_size, s.seq);
+    let t1 = Instant::now();
+    st.txn(Op::Update, &[1], &value)?;
+    let first_write = t1.elapsed();
     st.close()?;
     let mut smp = sample(c.accounted(), &before, &after, wall, 1, 1, &s.profile);
+    smp.first_write_ms = Some(first_write.as_secs_f64() * 1000.0);
     let ms = wall.as_secs_f64() * 1000.0;
     smp.recovery_ms = Some(ms);
+    smp.open_ms = Some(opened.as_secs_f64() * 1000.0);
     smp.tx_per_s = 1000.0 / ms.max(1e-6);
     smp.read_call_kib = match (before.io, after.io) {
         (Some(a), Some(b)) => Some(b.delta(&a).rchar as f64 / 1024.0),
@@ -782,9 +806,10 @@ mod tests {
             ..p.clone()
         };
         assert_eq!(crash_only.trials(5, 3), 2 * 2 * 5 * 3);
-        // The largest table (not the sum), for every contender plus a copy, plus slack.
+        // Every size's table (they coexist), for every contender plus a copy, plus slack.
         let mib = p.lab_mib(5);
-        assert_eq!(mib, (1_000_000u64 * 192 * 3 * 6).div_ceil(1 << 20) + 256);
+        let total: u64 = p.sizes.iter().sum();
+        assert_eq!(mib, (total * 192 * 3 * 6).div_ceil(1 << 20) + 256);
         assert!(mib > 6 * 200, "room for six 200 MiB tables: {mib}");
         assert_eq!(open_workload(true, true), "recovery");
         assert_eq!(open_workload(false, false), "reopen-warm");

@@ -37,7 +37,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 8] = [
+const BUDGETS: [Budget; 9] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         modes: &["dhl-tc", "delete", "truncate", "persist"],
@@ -93,6 +93,16 @@ const BUDGETS: [Budget; 8] = [
     Budget {
         mutant: Mutant::SkipIntent,
         modes: &["dhl-cc", "dhl-tc"],
+        sequences: 400,
+        at_least: 1,
+        args: plain,
+    },
+    // Found when a kept free-space snapshot outlives a session that wrote (and then
+    // crashed): the next session's first write takes a page a tree owns. Only in
+    // `dhl-cc`: `dhl-tc` writes a fresh header slot (no snapshot) with every commit.
+    Budget {
+        mutant: Mutant::StaleFreeSnapshot,
+        modes: &["dhl-cc"],
         sequences: 400,
         at_least: 1,
         args: plain,
@@ -191,6 +201,11 @@ fn mutant_keep_clean_mark() {
 #[test]
 fn mutant_skip_intent() {
     find(Mutant::SkipIntent);
+}
+
+#[test]
+fn mutant_stale_free_snapshot() {
+    find(Mutant::StaleFreeSnapshot);
 }
 
 /// Shrinking and replay work on sequences: the unsynced-recovery mutant needs a crash

@@ -98,6 +98,26 @@ pub fn check<T: ReadableTxn>(
                 ),
             ));
         }
+        // A free-space snapshot kept by a clean close (the next write's free pages)
+        // must name exactly the pages no tree owns.
+        if let Some(kept) = txn.kept_free_pages()? {
+            let walked: Vec<Pgno> = (1..h.page_count)
+                .filter(|&p| owner[p as usize].is_none())
+                .collect();
+            if let Some(p) = kept
+                .symmetric_difference(&walked.iter().copied().collect())
+                .next()
+            {
+                return Err(Error::corrupt(
+                    *p,
+                    format!(
+                        "the free-space snapshot kept at the clean close {} this page, the \
+                         trees say otherwise",
+                        if kept.contains(p) { "lists" } else { "omits" }
+                    ),
+                ));
+            }
+        }
         owner.iter().filter(|o| o.is_none()).count() as u32
     } else {
         free::walk_free_list(txn, &h, &mut |p| claim(p, "the free list"))?;

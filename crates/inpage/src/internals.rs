@@ -3,4 +3,6 @@
 //! user needs is in the documented modules.
 
 pub use crate::page::{stamp_crc, PAGE_TRAILER};
-pub use crate::pager::header::{decode_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};
+pub use crate::pager::header::{
+    decode_slot, free_snapshot_ref, DHL_SLOTS, FREE_SNAPSHOT, HEADER_LEN, MAX_TID,
+};

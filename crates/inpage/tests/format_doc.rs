@@ -323,6 +323,65 @@ fn dhl_pages_match_their_tables() {
     );
 }
 
+/// The free-space snapshot a clean close of a DHL file keeps: the `snap_*` header fields,
+/// the chain pages' table and the documented crc, against the free pages the integrity
+/// check counts.
+#[test]
+fn dhl_free_space_snapshot_matches_its_table() {
+    let (vfs, db) = populated(JournalMode::DHL_CC);
+    let free = {
+        let r = db.begin_read().unwrap();
+        inpage::check::check(&r, &Default::default())
+            .unwrap()
+            .free_pages as u64
+    };
+    assert!(free > 0, "the workload frees pages");
+    db.close().unwrap();
+    let b = file(&vfs, "");
+    let t = table("### Page-0 file header");
+    let snap = table("### DHL free-space snapshot page");
+    let marked = (0..2)
+        .find(|&s| uint(&b[s * 128..], get(&t, "clean_mark")) != 0)
+        .expect("a clean close marks a slot");
+    let s = &b[marked * 128..marked * 128 + 128];
+    let fcc = uint(s, get(&t, "clean_mark"));
+    let head = uint(s, get(&t, "snap_head"));
+    let pages = uint(s, get(&t, "snap_pages"));
+    assert_eq!(uint(s, get(&t, "snap_count")), free + 1);
+    let mut crc = crc32c::crc32c(
+        &[
+            &fcc.to_le_bytes()[..],
+            &(head as u32).to_le_bytes(),
+            &(pages as u32).to_le_bytes(),
+            &(free as u32).to_le_bytes(),
+        ]
+        .concat(),
+    );
+    let (mut listed, mut next) = (Vec::new(), head as usize);
+    for _ in 0..pages {
+        let p = &b[next * PS..(next + 1) * PS];
+        let d = get(&snap, "descriptors");
+        assert!(p[d.offset..d.offset + d.size].iter().all(|&x| x == 0));
+        assert_eq!(uint(p, get(&snap, "magic")), 0x5053_5246);
+        let n = uint(p, get(&snap, "entries")) as usize;
+        assert!(n <= (USABLE - 76) / 4);
+        let at = get(&snap, "pages").offset;
+        listed.extend(
+            (0..n).map(|i| u32::from_le_bytes(p[at + 4 * i..at + 4 * i + 4].try_into().unwrap())),
+        );
+        crc = crc32c::crc32c_append(crc, &p[64..]);
+        next = uint(p, get(&snap, "next")) as usize;
+    }
+    assert_eq!(next, 0, "the chain ends after snap_pages pages");
+    assert_eq!(listed.len() as u64, free);
+    assert!(listed.windows(2).all(|w| w[0] < w[1]), "{listed:?}");
+    assert!(
+        listed.contains(&(head as u32)),
+        "chain pages are listed free"
+    );
+    assert_eq!(uint(s, get(&t, "snap_crc")) as u32, crc);
+}
+
 /// WAL header and frames of an open `wal` database (no checkpoint yet).
 #[test]
 fn wal_matches_its_tables() {

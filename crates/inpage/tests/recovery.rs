@@ -280,6 +280,20 @@ fn crash_during_recovery_is_recovered() {
     }
 }
 
+/// A DHL database of `mode` on a fresh simulated disk with 3,000 rows of 200 bytes in
+/// tree "t" (one transaction), left open.
+fn dhl_table(mode: JournalMode) -> (SimVfs, Database, inpage::Tree) {
+    let vfs = SimVfs::new();
+    let db = Database::open(DB, sim_config(&vfs, mode, 4096)).unwrap();
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("t", inpage::KeyKind::Int).unwrap();
+    for k in 0..3000 {
+        w.insert(&t, k, &[k as u8; 200]).unwrap();
+    }
+    w.commit().unwrap();
+    (vfs, db, t)
+}
+
 /// DHL: an open after a clean close reads O(1) pages (the clean-shutdown mark), an open
 /// after a crash scans only the regions the intent map marks, and the first commit after
 /// a clean reopen
@@ -294,14 +308,7 @@ fn dhl_open_after_a_clean_close_reads_constant_pages() {
         (stats.snapshot().get(IoKind::Read).bytes / 4096, db)
     };
     for mode in JournalMode::all().filter(|m| m.capabilities().intent_map) {
-        let vfs = SimVfs::new();
-        let db = Database::open(DB, sim_config(&vfs, mode, 4096)).unwrap();
-        let mut w = db.begin_write().unwrap();
-        let t = w.create_tree("t", inpage::KeyKind::Int).unwrap();
-        for k in 0..3000 {
-            w.insert(&t, k, &[k as u8; 200]).unwrap();
-        }
-        w.commit().unwrap();
+        let (vfs, db, _) = dhl_table(mode);
         db.insert("t", 1, b"last").unwrap();
         let pages = u64::from(db.header().page_count);
         assert!(pages > 150, "{mode}: {pages} pages");
@@ -374,5 +381,111 @@ fn dhl_open_after_a_clean_close_reads_constant_pages() {
             cut >= 3,
             "{mode}: the commit after the reopen took only {cut} operations"
         );
+    }
+}
+
+/// DHL: the first write after a clean reopen takes its free pages from the snapshot the
+/// close kept instead of walking every tree (debug builds also walk and compare, inside
+/// the engine); a close cut short, or a damaged snapshot page, only makes it walk.
+#[test]
+fn dhl_first_write_after_a_clean_close_does_not_walk_the_trees() {
+    use inpage::internals::{free_snapshot_ref, DHL_SLOTS};
+    use inpage::vfs::{AccountingVfs, IoKind};
+    // Pages read by the first write transaction after an open (the open itself apart).
+    let first_write_reads = |v: &SimVfs, mode: JournalMode, key: i64| {
+        let acct = AccountingVfs::new(Arc::new(v.clone()));
+        let stats = acct.stats();
+        let db = Database::open(DB, sim_config(v, mode, 4096).vfs(Arc::new(acct))).unwrap();
+        // Before the write: the check also proves a kept snapshot against the trees.
+        assert_checks(&db);
+        let before = stats.snapshot().get(IoKind::Read).bytes;
+        db.insert("t", key, b"first write").unwrap();
+        let n = (stats.snapshot().get(IoKind::Read).bytes - before) / 4096;
+        assert_checks(&db);
+        (n, db)
+    };
+    // The snapshot's first chain page, from the marked slot's reference.
+    let chain_head = |v: &SimVfs| {
+        let p0 = v.read_file(std::path::Path::new(DB)).unwrap();
+        (0..DHL_SLOTS)
+            .find_map(|s| free_snapshot_ref(&p0, s).filter(|r| r.chain_pages > 0))
+            .map(|r| r.head)
+    };
+    for mode in JournalMode::all().filter(|m| m.capabilities().intent_map) {
+        let (vfs, db, t) = dhl_table(mode);
+        // Free pages: delete a third of the rows.
+        let mut w = db.begin_write().unwrap();
+        for k in 1000..2000 {
+            w.remove(&t, k).unwrap();
+        }
+        w.commit().unwrap();
+        let pages = u64::from(db.header().page_count);
+        db.close().unwrap();
+        let closed = vfs.crash(0, CrashModel::none());
+        let head = chain_head(&closed).unwrap_or_else(|| panic!("{mode}: no snapshot kept"));
+
+        // Clean reopen: the first write reads a few pages, not the file.
+        let (reads, db) = first_write_reads(&closed.crash(0, CrashModel::none()), mode, 5000);
+        assert!(
+            reads * 10 < pages,
+            "{mode}: the first write read {reads} of {pages} pages"
+        );
+        drop(db);
+
+        // A damaged snapshot page: the crc refuses it and the first write walks.
+        let damaged = closed.crash(0, CrashModel::none());
+        let mut bytes = damaged.read_file(std::path::Path::new(DB)).unwrap();
+        bytes[head as usize * 4096 + 200] ^= 0x40;
+        damaged.write_file(std::path::Path::new(DB), &bytes);
+        let (reads, db) = first_write_reads(&damaged, mode, 5000);
+        assert!(
+            reads * 2 > pages,
+            "{mode}: a damaged snapshot was used ({reads} of {pages} pages read)"
+        );
+        assert_eq!(
+            db.get("t", 999).unwrap().as_deref(),
+            Some(&[231u8; 200][..])
+        );
+        assert_eq!(db.get("t", 1500).unwrap(), None);
+        drop(db);
+
+        // A session that writes (voiding the mark), then crashes: no snapshot is
+        // trusted, the next first write walks, and nothing is lost.
+        let v = closed.crash(0, CrashModel::none());
+        let db = Database::open(DB, sim_config(&v, mode, 4096)).unwrap();
+        for k in 1000..1200 {
+            db.insert("t", k, &[7u8; 300]).unwrap();
+        }
+        let crashed = v.crash(0, CrashModel::none());
+        drop(db);
+        let (reads, db) = first_write_reads(&crashed, mode, 5001);
+        assert!(reads * 2 > pages, "{mode}: {reads} of {pages} pages read");
+        assert_eq!(db.get("t", 1100).unwrap().as_deref(), Some(&[7u8; 300][..]));
+        drop(db);
+
+        // A close cut at every one of its operations, and torn: every state opens,
+        // checks, keeps the rows, and its first write works (a snapshot it trusts is
+        // compared with a walk inside the engine).
+        let mut cut = 0;
+        loop {
+            let v = closed.crash(0, CrashModel::none());
+            let db = Database::open(DB, sim_config(&v, mode, 4096)).unwrap();
+            db.insert("t", 1500, b"session").unwrap();
+            v.set_power_cut_after(cut);
+            let done = db.close().is_ok() && !v.is_cut();
+            let crashed = v.crash(cut + 1, CrashModel::full());
+            let (_, db) = first_write_reads(&crashed, mode, 5002);
+            assert_eq!(db.get("t", 1500).unwrap().as_deref(), Some(&b"session"[..]));
+            assert_eq!(
+                db.get("t", 2500).unwrap().as_deref(),
+                Some(&[196u8; 200][..])
+            );
+            drop(db);
+            if done {
+                break;
+            }
+            cut += 1;
+        }
+        assert!(cut >= 2, "{mode}: the close took only {cut} operations");
     }
 }

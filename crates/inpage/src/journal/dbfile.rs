@@ -105,6 +105,13 @@ impl DbFile {
         }
     }
 
+    /// Hint that pages `[first, end)` will be read soon (see [`File::prefetch`]).
+    pub fn prefetch(&self, first: Pgno, end: u64) {
+        let start = self.offset(first);
+        let stop = end.saturating_mul(self.page_size as u64);
+        self.file.prefetch(start, stop.saturating_sub(start));
+    }
+
     /// Write a page in place.
     pub fn write_page(&self, pgno: Pgno, data: &[u8]) -> Result<()> {
         debug_assert_eq!(data.len(), self.page_size);

@@ -15,6 +15,7 @@
 //! - A mode only touches its own side files (`-journal`, `-wal`); adding a mode never
 //!   edits another.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -305,11 +306,15 @@ pub enum Mutant {
     /// DHL: a commit writes into regions its intent area does not mark, so recovery's
     /// bounded scan misses its versions.
     SkipIntent,
+    /// DHL: the free-space snapshot of a clean close is trusted after the file changed:
+    /// voiding the mark leaves it in place, and loading it checks neither the mark nor
+    /// the FCC it was written at.
+    StaleFreeSnapshot,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 9] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -318,6 +323,7 @@ impl Mutant {
         Mutant::WalPastCommit,
         Mutant::KeepCleanMark,
         Mutant::SkipIntent,
+        Mutant::StaleFreeSnapshot,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -332,6 +338,7 @@ impl Mutant {
             Mutant::WalPastCommit => "wal-past-commit",
             Mutant::KeepCleanMark => "keep-clean-mark",
             Mutant::SkipIntent => "skip-intent",
+            Mutant::StaleFreeSnapshot => "stale-free-snapshot",
         }
     }
 
@@ -526,6 +533,19 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Called once when the database is closed cleanly (WAL checkpoints and removes its
     /// file as SQLite does).
     fn close(&self) -> Result<()>;
+    /// As `close`, for a layout that finds its free pages by walking the trees
+    /// (`FreeSpace::TreeWalk`) and knows them now: `free` is every page below the page
+    /// count that no committed tree owns. A journal that can keep them for the next
+    /// open (`kept_free_pages`) does so; the default just closes.
+    fn close_keeping_free(&self, free: &BTreeSet<Pgno>) -> Result<()> {
+        let _ = free;
+        self.close()
+    }
+    /// The free pages a clean close kept (`close_keeping_free`), if this open may trust
+    /// them: the file is still exactly as that close left it. `None` means walk.
+    fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>> {
+        Ok(None)
+    }
     /// Number of frames currently in the log (0 for non-log modes); for inspect/tests.
     fn log_frames(&self) -> u64 {
         0

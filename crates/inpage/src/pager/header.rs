@@ -175,16 +175,55 @@ pub const DHL_SLOTS: usize = 2;
 /// journal clears it from the kept slot of every page-0 image a commit writes.
 pub const CLEAN_MARK: usize = 88;
 
+/// Offset, inside a header slot, of the free-space snapshot reference (DHL), 16 bytes:
+/// the first chain page (u32), the number of chain pages (u32), the number of free pages
+/// plus one (u32; 0 = no snapshot) and the crc32c that binds the chain's content to the
+/// FCC of the mark (u32). A clean close writes it together with the mark, and it means
+/// something only while that mark is trusted: voiding the mark zeroes it too, and
+/// `Header::encode` writes zeros there.
+pub const FREE_SNAPSHOT: usize = 96;
+
+/// Where a clean close left the list of free pages (DHL; see `FREE_SNAPSHOT`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FreeSnapshotRef {
+    pub head: Pgno,
+    pub chain_pages: u32,
+    pub count: u32,
+    pub crc: u32,
+}
+
 /// The clean-shutdown mark of a slot that decoded (0: none).
 pub fn clean_mark(page0: &[u8], slot: usize) -> u64 {
     crate::le::get_u64(page0, slot * HEADER_LEN + CLEAN_MARK)
 }
 
-/// Set the clean-shutdown mark of `slot` in `page0` (0 clears it) and restamp the slot's
-/// crc, so the slot stays a valid header with every other byte unchanged.
-pub fn set_clean_mark(page0: &mut [u8], slot: usize, fcc: u64) {
+/// The free-space snapshot reference of a slot that decoded, if it has one.
+pub fn free_snapshot_ref(page0: &[u8], slot: usize) -> Option<FreeSnapshotRef> {
+    let at = slot * HEADER_LEN + FREE_SNAPSHOT;
+    let u = |o: usize| crate::le::get_u32(page0, at + o);
+    let count = u(8).checked_sub(1)?;
+    Some(FreeSnapshotRef {
+        head: u(0),
+        chain_pages: u(4),
+        count,
+        crc: u(12),
+    })
+}
+
+/// Set the clean-shutdown mark of `slot` in `page0` and the free-space snapshot that
+/// goes with it (`fcc` 0 and `None` void both), and restamp the slot's crc, so the slot
+/// stays a valid header with every other byte unchanged.
+pub fn set_clean_mark(page0: &mut [u8], slot: usize, fcc: u64, free: Option<FreeSnapshotRef>) {
     let at = slot * HEADER_LEN;
     crate::le::put_u64(page0, at + CLEAN_MARK, fcc);
+    let f = at + FREE_SNAPSHOT;
+    let (head, chain, count1, crc) = free.map_or((0, 0, 0, 0), |r| {
+        (r.head, r.chain_pages, r.count + 1, r.crc)
+    });
+    crate::le::put_u32(page0, f, head);
+    crate::le::put_u32(page0, f + 4, chain);
+    crate::le::put_u32(page0, f + 8, count1);
+    crate::le::put_u32(page0, f + 12, crc);
     let crc = crc32c::crc32c(&page0[at..at + CRC_OFFSET]);
     crate::le::put_u32(page0, at + CRC_OFFSET, crc);
 }

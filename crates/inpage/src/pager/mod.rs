@@ -40,7 +40,7 @@ use crate::journal::{
     RecoveryReport,
 };
 use crate::page::{
-    crc_ok, stamp_crc, Geometry, Layout, PageRead, PageRef, PageWrite, PAGE_TRAILER,
+    crc_ok, stamp_crc, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite, PAGE_TRAILER,
 };
 use crate::vfs::{File, LockKind, OpenOptions};
 use cache::Cache;
@@ -797,9 +797,21 @@ impl Pager {
 
     /// Clean shutdown (WAL: checkpoint and remove the log). Skipped when poisoned: the
     /// next open's recovery is the only safe way forward then.
-    pub fn close(&self) -> Result<()> {
+    ///
+    /// `free_known`: the free set this pager holds is exact (`set_free_pages` ran and
+    /// every commit since kept it), so the journal may keep it for the next open.
+    pub fn close(&self, free_known: bool) -> Result<()> {
         self.check_usable()?;
+        if free_known && self.layout.free_space() == FreeSpace::TreeWalk {
+            let free = lock(&self.state).free.clone();
+            return self.journal.close_keeping_free(&free);
+        }
         self.journal.close()
+    }
+
+    /// The free pages the last clean close kept, if the file is still as it left them.
+    pub fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>> {
+        self.journal.kept_free_pages()
     }
 }
 
@@ -831,7 +843,7 @@ mod tests {
             other => panic!("expected Poisoned, got {other:?}"),
         }
         assert!(matches!(pager.begin_snapshot(), Err(Error::Poisoned(_))));
-        assert!(matches!(pager.close(), Err(Error::Poisoned(_))));
+        assert!(matches!(pager.close(false), Err(Error::Poisoned(_))));
         drop(pager);
         let again = Pager::open(path, &cfg).unwrap();
         again.check_usable().unwrap();

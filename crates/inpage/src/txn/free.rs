@@ -93,6 +93,19 @@ pub(crate) fn ensure_known(shared: &std::sync::Arc<Shared>) -> Result<()> {
     {
         return Ok(());
     }
+    // A clean close may have kept the free set (DHL's snapshot): then no walk at all.
+    // (The integrity check proves a kept snapshot against the walk it replaces.)
+    let free = match shared.pager.kept_free_pages()? {
+        Some(kept) => kept,
+        None => walk_free(shared)?,
+    };
+    shared.pager.set_free_pages(free);
+    shared.free_known.store(true, Ordering::Release);
+    Ok(())
+}
+
+/// The pages below the page count that no tree owns, by walking every tree.
+fn walk_free(shared: &std::sync::Arc<Shared>) -> Result<BTreeSet<Pgno>> {
     let r = ReadTxn::new(shared.clone())?;
     let h = r.snapshot_header().clone();
     let mut owned = BTreeSet::new();
@@ -104,10 +117,7 @@ pub(crate) fn ensure_known(shared: &std::sync::Arc<Shared>) -> Result<()> {
             owned.insert(p);
         })?;
     }
-    let free = (1..h.page_count).filter(|p| !owned.contains(p)).collect();
-    shared.pager.set_free_pages(free);
-    shared.free_known.store(true, Ordering::Release);
-    Ok(())
+    Ok((1..h.page_count).filter(|p| !owned.contains(p)).collect())
 }
 
 impl WriteTxn {

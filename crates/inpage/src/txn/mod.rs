@@ -192,6 +192,13 @@ pub trait ReadableTxn: PageRead + Sized {
         None
     }
 
+    /// The free pages a clean close kept for the first write of this session, if the
+    /// file is still as that close left it (DHL; for the integrity check to prove them).
+    #[doc(hidden)]
+    fn kept_free_pages(&self) -> Result<Option<std::collections::BTreeSet<Pgno>>> {
+        Ok(None)
+    }
+
     /// A handle on an existing tree with the default key order.
     fn open_tree(&self, name: &str) -> Result<Tree> {
         let t = Tree::new(name, None);
@@ -461,6 +468,9 @@ impl ReadableTxn for ReadTxn {
     }
     fn catalog_view(&self) -> Option<(u64, u64)> {
         Some((self.shared.id, self.catalog_gen))
+    }
+    fn kept_free_pages(&self) -> Result<Option<std::collections::BTreeSet<Pgno>>> {
+        self.shared.pager.kept_free_pages()
     }
 }
 

@@ -76,7 +76,7 @@ impl Shared {
             // Read-only: a clean shutdown (WAL checkpoint) would only change the overlay.
             return Ok(());
         }
-        self.pager.close()
+        self.pager.close(self.free_known.load(Ordering::Acquire))
     }
 }
 

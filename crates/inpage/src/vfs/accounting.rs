@@ -365,6 +365,14 @@ impl File for AccountingFile {
     fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
         self.inner.try_lock(kind)
     }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        self.inner.prefetch(offset, len)
+    }
+
+    fn direct_alignment(&self) -> Option<usize> {
+        self.inner.direct_alignment()
+    }
 }
 
 #[cfg(test)]

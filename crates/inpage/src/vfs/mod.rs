@@ -156,6 +156,22 @@ pub trait File: Send + Sync + fmt::Debug {
         Ok(true)
     }
 
+    /// A hint that `[offset, offset+len)` will be read soon: the OS may start reading it
+    /// in the background, so several ranges hinted together are fetched concurrently
+    /// instead of one after another. Only a hint: it never fails and changes nothing a
+    /// read returns. The default does nothing (memory-backed files have nothing to fetch).
+    fn prefetch(&self, offset: u64, len: u64) {
+        let _ = (offset, len);
+    }
+
+    /// The alignment `O_DIRECT` I/O on this file needs (of offsets, lengths and memory),
+    /// if the OS can say without doing any I/O: `Some(0)` if it cannot be done on this
+    /// file at all, `None` if unknown (callers then probe with a read). The default
+    /// says nothing.
+    fn direct_alignment(&self) -> Option<usize> {
+        None
+    }
+
     /// Read exactly `buf.len()` bytes or fail with `UnexpectedEof`.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let mut done = 0;

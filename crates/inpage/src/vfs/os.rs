@@ -187,6 +187,29 @@ impl File for OsFile {
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
         super::write_zeros(self, offset, len)
     }
+
+    fn direct_alignment(&self) -> Option<usize> {
+        // STATX_DIOALIGN (Linux 6.1+) answers from the inode: no device read. Older
+        // kernels and file systems that do not fill it in leave the bit clear.
+        use rustix::fs::{statx, AtFlags, StatxFlags};
+        let st = statx(&self.file, "", AtFlags::EMPTY_PATH, StatxFlags::DIOALIGN).ok()?;
+        if st.stx_mask & StatxFlags::DIOALIGN.bits() == 0 {
+            return None;
+        }
+        if st.stx_dio_offset_align == 0 {
+            return Some(0);
+        }
+        Some(st.stx_dio_offset_align.max(st.stx_dio_mem_align) as usize)
+    }
+
+    fn prefetch(&self, offset: u64, len: u64) {
+        // POSIX_FADV_WILLNEED queues the reads without waiting for them. A failure (a
+        // file system without readahead) only loses the hint.
+        if let Some(len) = std::num::NonZeroU64::new(len) {
+            let _ =
+                rustix::fs::fadvise(&self.file, offset, Some(len), rustix::fs::Advice::WillNeed);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -43,8 +43,10 @@
 //!   together by the sync. Both handles are on one file and the kernel keeps them
 //!   coherent (a direct write first writes back and drops cached pages of its range).
 
+mod freesnap;
 mod intent;
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -57,7 +59,8 @@ use crate::error::{Error, Pgno, Result};
 use crate::page::dhl::DHL;
 use crate::page::{dhl, PAGE_TRAILER};
 use crate::pager::header::{
-    clean_mark, decode_slot, set_clean_mark, visible_slot, DHL_SLOTS, HEADER_LEN, MAX_TID,
+    clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, DHL_SLOTS,
+    HEADER_LEN, MAX_TID,
 };
 use crate::vfs::{File, OpenOptions};
 use intent::Intent;
@@ -181,6 +184,23 @@ fn changed_span(old: &[u8], new: &[u8], usable: usize) -> Option<std::ops::Range
 /// The smallest alignment (512, else 4096 if the page is that large) at which `f` accepts
 /// an `O_DIRECT` read; a write has the same requirements, and a read changes nothing.
 fn probe_alignment(f: &dyn File, page_size: usize) -> std::io::Result<usize> {
+    // Asking the OS costs no I/O (the read below goes to the device on every open).
+    match f.direct_alignment() {
+        Some(0) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "the file system does not do O_DIRECT on this file",
+            ))
+        }
+        Some(a) if a.is_power_of_two() && a.max(SECTOR) <= page_size => return Ok(a.max(SECTOR)),
+        Some(a) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                format!("O_DIRECT needs {a}-byte alignment, pages are {page_size} bytes"),
+            ))
+        }
+        None => {}
+    }
     let mut last = None;
     for align in [SECTOR, 4096] {
         if align > page_size {
@@ -369,6 +389,14 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
     let mut running_max = found.iter().map(|f| f.tid).max().unwrap_or(0);
     let chunk_pages = (SCAN_CHUNK / ps).max(1) as u64;
     let mut chunk = vec![0u8; chunk_pages as usize * ps];
+    // The marked regions lie anywhere in the file: ask for all of them at once, so the
+    // device serves them concurrently rather than one random read after another. (A
+    // whole-file scan is sequential; the OS's readahead already covers it.)
+    if intent.is_some() {
+        for &(start, end) in &ranges {
+            db.prefetch(start as Pgno, end);
+        }
+    }
     for (start, end) in ranges {
         let mut pgno = start;
         while pgno < end {
@@ -737,7 +765,7 @@ impl Journal for DhlJournal {
             // A clean-shutdown mark the pager's image of the kept slot may still carry
             // must not be written back: it would vouch for a file that has changed.
             if decode_slot(&img, kept).is_ok() && clean_mark(&img, kept) != 0 {
-                set_clean_mark(&mut img, kept, 0);
+                void_mark(&mut img, kept, self.ctx.config.mutant());
             }
             let own = match &*intent {
                 Some(i) => {
@@ -820,12 +848,43 @@ impl Journal for DhlJournal {
         Ok(())
     }
 
-    /// Clean shutdown: mark page 0 clean at the FCC, so the next open need not scan. No
-    /// commit is in flight (the writer lock), and every commit so far was synced, so no
-    /// version newer than the FCC is in the file; the mark is written into the slot
-    /// visible at the FCC (its fcc and txn_size, which recovery votes with, unchanged),
-    /// inside sector 0, and synced.
     fn close(&self) -> Result<()> {
+        self.close_with(None)
+    }
+
+    fn close_keeping_free(&self, free: &BTreeSet<Pgno>) -> Result<()> {
+        self.close_with(Some(free))
+    }
+
+    fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>> {
+        let stale = self.ctx.config.mutant() == Mutant::StaleFreeSnapshot;
+        if !self.marked.load(Ordering::Acquire) && !stale {
+            return Ok(None);
+        }
+        let fcc = self.last_tid.load(Ordering::Acquire);
+        let p0 = self.disk_page0()?;
+        let Some((slot, h)) = visible_slot(&p0, fcc) else {
+            return Ok(None);
+        };
+        if clean_mark(&p0, slot) != fcc && !stale {
+            return Ok(None);
+        }
+        let Some(r) = free_snapshot_ref(&p0, slot) else {
+            return Ok(None);
+        };
+        freesnap::read(&self.ctx.db, &r, fcc, h.page_count, !stale)
+    }
+}
+
+impl DhlJournal {
+    /// Clean shutdown: mark page 0 clean at the FCC, so the next open need not scan, and
+    /// with `free` keep the free pages for the next session's first write (`freesnap`).
+    /// No commit is in flight (the writer lock), and every commit so far was synced, so
+    /// no version newer than the FCC is in the file; the snapshot pages are written
+    /// first, then the mark and the snapshot's reference into the slot visible at the FCC
+    /// (its fcc and txn_size, which recovery votes with, unchanged), inside sector 0, and
+    /// one sync covers both (the snapshot's crc catches a chain the crash cut short).
+    fn close_with(&self, free: Option<&BTreeSet<Pgno>>) -> Result<()> {
         let _w = self.writer.lock().map_err(|_| {
             Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
         })?;
@@ -833,15 +892,38 @@ impl Journal for DhlJournal {
         let db = &self.ctx.db;
         let fcc = self.last_tid.load(Ordering::Acquire);
         let mut p0 = self.disk_page0()?;
-        let Some((slot, _)) = visible_slot(&p0, fcc) else {
+        let Some((slot, h)) = visible_slot(&p0, fcc) else {
             return Ok(()); // nothing to vouch for; the next open scans
         };
-        if clean_mark(&p0, slot) == fcc {
-            return Ok(());
+        if clean_mark(&p0, slot) == fcc
+            && (free.is_none() || free_snapshot_ref(&p0, slot).is_some())
+        {
+            return Ok(()); // nothing written since the mark, which keeps its snapshot
         }
-        set_clean_mark(&mut p0, slot, fcc);
+        // What a commit wrote must stay below the page count it committed: a free page
+        // at or past it is a bug that a snapshot would turn into a lost page.
+        let snapshot = match free {
+            Some(f) => {
+                assert!(
+                    f.last().is_none_or(|&p| p < h.page_count) && !f.contains(&0),
+                    "free set outside 1..{} at close",
+                    h.page_count
+                );
+                Some(freesnap::write(db, f, fcc)?)
+            }
+            None => None,
+        };
+        set_clean_mark(&mut p0, slot, fcc, snapshot);
+        // No version above the FCC exists now, so an empty intent area at base FCC is a
+        // true claim: a crash in the next session's first commit (whose marking write
+        // also voids the mark, so it costs nothing more) then scans only that commit's
+        // regions, not the ones earlier sessions left marked.
+        fresh_intent(fcc, &[], self.min_shift()).encode(&mut p0, slot);
         db.write_page(0, &p0)?;
         db.sync()?;
+        *self.intent.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (DHL intent lock)".into())
+        })? = Intent::decode(&p0, slot);
         self.marked.store(true, Ordering::Release);
         Ok(())
     }
@@ -881,9 +963,10 @@ impl DhlJournal {
     fn rewrite_page0(&self, fcc: u64, intent: Option<&Intent>) -> Result<()> {
         let db = &self.ctx.db;
         let mut p0 = self.disk_page0()?;
-        for slot in 0..DHL_SLOTS {
+        let keep = self.ctx.config.mutant() == Mutant::KeepCleanMark;
+        for slot in (0..DHL_SLOTS).filter(|_| !keep) {
             if decode_slot(&p0, slot).is_ok() && clean_mark(&p0, slot) != 0 {
-                set_clean_mark(&mut p0, slot, 0);
+                void_mark(&mut p0, slot, self.ctx.config.mutant());
             }
         }
         if let Some(i) = intent {
@@ -896,6 +979,16 @@ impl DhlJournal {
         self.marked.store(false, Ordering::Release);
         Ok(())
     }
+}
+
+/// Void the clean-shutdown mark of `slot` and the free-space snapshot that depends on it
+/// (the `StaleFreeSnapshot` mutant leaves the snapshot's reference in place).
+fn void_mark(page0: &mut [u8], slot: usize, mutant: Mutant) {
+    let keep = match mutant {
+        Mutant::StaleFreeSnapshot => free_snapshot_ref(page0, slot),
+        _ => None,
+    };
+    set_clean_mark(page0, slot, 0, keep);
 }
 
 /// An intent area claiming `base` and the regions of `pages`.
