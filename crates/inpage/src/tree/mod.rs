@@ -59,6 +59,10 @@ pub use cursor::Cursor;
 /// Key comparator: a total order on byte strings.
 pub type CmpFn = dyn Fn(&[u8], &[u8]) -> Ordering + Send + Sync;
 
+/// A probe: orders a stored key against a target only the caller knows
+/// (`probe(stored)`), so a tree can be searched in an order the engine never sees.
+pub type ProbeFn<'p> = dyn FnMut(&[u8]) -> Ordering + 'p;
+
 /// Options that change how the tree reshapes itself (not the file format).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TreeOptions {
@@ -113,6 +117,28 @@ pub fn insert(
     value: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     btree::insert(store, root, cmp, opts, key, value)
+}
+
+/// Insert or replace the entry the probe finds Equal; `key` is stored as given.
+pub fn insert_by(
+    store: &mut dyn PageWrite,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
+    opts: TreeOptions,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    btree::insert_by(store, root, probe, opts, key, value)
+}
+
+/// Remove the entry the probe finds Equal; returns its value.
+pub fn remove_by(
+    store: &mut dyn PageWrite,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
+    opts: TreeOptions,
+) -> Result<Option<Vec<u8>>> {
+    btree::remove_by(store, root, probe, opts)
 }
 
 /// Remove `key`; returns the removed value.
