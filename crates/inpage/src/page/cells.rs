@@ -174,11 +174,7 @@ impl<'a> CellArray<'a> {
     /// Number of keys the probe puts before the target (`probe(k) == Less`), i.e. the
     /// index of the first key not less than it. With `upper`, Equal keys count as before
     /// too (the index of the first Greater key).
-    pub fn bound_by(
-        &self,
-        probe: &mut dyn FnMut(&[u8]) -> Ordering,
-        upper: bool,
-    ) -> Result<usize> {
+    pub fn bound_by(&self, probe: &mut dyn FnMut(&[u8]) -> Ordering, upper: bool) -> Result<usize> {
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

@@ -10,6 +10,10 @@ use crate::txn::key::KeyKind;
 
 /// Flag: the tree orders keys with a caller-supplied comparator.
 pub(crate) const FLAG_CUSTOM_CMP: u8 = 1;
+/// Flag: the tree's order is defined by the caller at each call (a probe), so the engine
+/// refuses key-based calls on it and `check` does not verify its key order. Added after
+/// format 1 without a version bump: files that never set it read exactly as before.
+pub(crate) const FLAG_EXTERNAL_ORDER: u8 = 2;
 
 /// A catalog record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,17 +23,23 @@ pub struct TreeInfo {
     pub kind: KeyKind,
     /// Whether keys are ordered by a caller-supplied comparator.
     pub custom_comparator: bool,
+    /// Whether the order is given by the caller's probe at each call (a probe-ordered
+    /// tree, see `WriteTxn::create_probe_tree`).
+    pub external_order: bool,
 }
 
 impl TreeInfo {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(6);
         v.push(self.kind.code());
-        v.push(if self.custom_comparator {
-            FLAG_CUSTOM_CMP
-        } else {
-            0
-        });
+        let mut flags = 0;
+        if self.custom_comparator {
+            flags |= FLAG_CUSTOM_CMP;
+        }
+        if self.external_order {
+            flags |= FLAG_EXTERNAL_ORDER;
+        }
+        v.push(flags);
         v.extend_from_slice(&self.root.to_le_bytes());
         v
     }
@@ -48,7 +58,7 @@ impl TreeInfo {
             return Err(bad("wrong length"));
         }
         let kind = KeyKind::from_code(v[0]).ok_or_else(|| bad("unknown key kind"))?;
-        if v[1] & !FLAG_CUSTOM_CMP != 0 {
+        if v[1] & !(FLAG_CUSTOM_CMP | FLAG_EXTERNAL_ORDER) != 0 {
             return Err(bad("unknown flags"));
         }
         let name = String::from_utf8(name.to_vec()).map_err(|_| bad("name is not UTF-8"))?;
@@ -57,6 +67,7 @@ impl TreeInfo {
             root: crate::le::get_u32(v, 2),
             kind,
             custom_comparator: v[1] & FLAG_CUSTOM_CMP != 0,
+            external_order: v[1] & FLAG_EXTERNAL_ORDER != 0,
         })
     }
 }
