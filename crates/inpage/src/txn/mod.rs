@@ -591,7 +591,7 @@ pub struct WriteTxn {
     /// a tree's generation is at least `gen_floor`, which every rollback raises (a
     /// rollback may change any tree). Not part of `WriteState`: rolling back must move
     /// generations forward, never restore them.
-    gens: std::collections::HashMap<Pgno, u64>,
+    gens: PgnoMap<u64>,
     gen_clock: u64,
     gen_floor: u64,
 }
