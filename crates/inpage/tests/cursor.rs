@@ -375,6 +375,14 @@ impl Run {
                     assert_eq!(c.key(), Some(&stored[..]), "cursor {i}: {m:?}");
                     let now = self.model.get(k).map(|p| p.1.clone());
                     assert_eq!(t.cursor_value(c).unwrap(), now, "cursor {i} value");
+                    let mut window = [0u8; 16];
+                    let off = 7u64;
+                    let copied = t.cursor_read_value(c, off, &mut window).unwrap();
+                    let want = now.as_ref().map(|v| {
+                        let s = (off as usize).min(v.len());
+                        v[s..(s + 16).min(v.len())].to_vec()
+                    });
+                    assert_eq!(copied.map(|n| window[..n].to_vec()), want, "cursor {i} window");
                     assert_eq!(
                         t.cursor_value_len(c).unwrap(),
                         now.as_ref().map(|v| v.len() as u64)
@@ -682,4 +690,11 @@ fn a_cursor_survives_writes_through_another_cursor() {
     assert_eq!(seen, want);
     w.commit().unwrap();
     check(&db.begin_read().unwrap(), &Default::default()).unwrap();
+}
+
+/// The glue keeps cursors behind a mutex shared between threads.
+#[test]
+fn cursors_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Cursor>();
 }

@@ -297,6 +297,29 @@ pub trait CursorOps: ReadableTxn {
         }
     }
 
+    /// Copy the current row's value from byte `offset` into `buf`; returns how many
+    /// bytes were copied (short at the end of the value), None as for `cursor_value`.
+    /// An inline value of an unchanged tree is copied from the kept page, without a read.
+    fn cursor_read_value(
+        &self,
+        c: &Cursor,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<Option<usize>> {
+        let copy = |v: &[u8], buf: &mut [u8]| {
+            let start = usize::try_from(offset).unwrap_or(usize::MAX).min(v.len());
+            let n = buf.len().min(v.len() - start);
+            buf[..n].copy_from_slice(&v[start..start + n]);
+            n
+        };
+        if c.valid() && c.clock == self.tree_clock(c.root) {
+            if let Payload::Inline(v) = c.raw.payload()? {
+                return Ok(Some(copy(v, buf)));
+            }
+        }
+        Ok(self.cursor_value(c)?.map(|v| copy(&v, buf)))
+    }
+
     /// Length of the current row's value (None as for `cursor_value`).
     fn cursor_value_len(&self, c: &Cursor) -> Result<Option<u64>> {
         if !c.valid() {
