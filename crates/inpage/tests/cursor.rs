@@ -382,7 +382,11 @@ impl Run {
                         let s = (off as usize).min(v.len());
                         v[s..(s + 16).min(v.len())].to_vec()
                     });
-                    assert_eq!(copied.map(|n| window[..n].to_vec()), want, "cursor {i} window");
+                    assert_eq!(
+                        copied.map(|n| window[..n].to_vec()),
+                        want,
+                        "cursor {i} window"
+                    );
                     assert_eq!(
                         t.cursor_value_len(c).unwrap(),
                         now.as_ref().map(|v| v.len() as u64)
@@ -697,4 +701,77 @@ fn a_cursor_survives_writes_through_another_cursor() {
 fn cursors_are_send_and_sync() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Cursor>();
+}
+
+/// SQLite's one-pass DELETE: delete with save_position, then next, over the whole tree
+/// (and backwards with prev), leaves it empty; every row is visited once.
+#[test]
+fn delete_with_save_position_then_step_visits_every_row() {
+    let db = mem_db();
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("t", KeyKind::Int).unwrap();
+    for k in 0..500i64 {
+        w.insert(&t, k, &value_for(k, 1, (k % 50) as usize))
+            .unwrap();
+    }
+    let mut c = w.open_cursor(&t).unwrap();
+    let mut seen = vec![];
+    let mut ok = w.cursor_first(&mut c).unwrap();
+    while ok {
+        let k = c.int_key().unwrap();
+        seen.push(k);
+        if k % 2 == 0 {
+            w.cursor_delete(&mut c, true).unwrap();
+            assert_eq!(c.key(), None);
+        }
+        ok = w.cursor_next(&mut c).unwrap();
+    }
+    assert_eq!(seen, (0..500).collect::<Vec<_>>());
+    assert_eq!(w.count(&t).unwrap(), 250);
+    let mut back = vec![];
+    let mut ok = w.cursor_last(&mut c).unwrap();
+    while ok {
+        back.push(c.int_key().unwrap());
+        w.cursor_delete(&mut c, true).unwrap();
+        ok = w.cursor_prev(&mut c).unwrap();
+    }
+    assert_eq!(
+        back,
+        (0..500).rev().filter(|k| k % 2 == 1).collect::<Vec<_>>()
+    );
+    assert_eq!(w.count(&t).unwrap(), 0);
+    // Without save_position the cursor is invalid afterwards.
+    w.insert(&t, 1, b"x").unwrap();
+    assert!(w.cursor_first(&mut c).unwrap());
+    w.cursor_delete(&mut c, false).unwrap();
+    assert!(!w.cursor_next(&mut c).unwrap());
+    assert!(w.cursor_delete(&mut c, true).is_err());
+}
+
+/// A cursor positioned in a read transaction carries into a write transaction (and a
+/// custom-comparator tree re-seeks by its comparator).
+#[test]
+fn a_cursor_moves_between_transactions() {
+    let db = mem_db();
+    let desc: Comparator = Arc::new(|a: &[u8], b: &[u8]| b.cmp(a));
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree_with("d", desc.clone()).unwrap();
+    for k in 0..100u8 {
+        w.insert(&t, &[k], b"v").unwrap();
+    }
+    w.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree_with("d", desc).unwrap();
+    let mut c = r.open_cursor(&t).unwrap();
+    assert_eq!(r.cursor_seek(&mut c, &[50u8]).unwrap(), SeekResult::Exact);
+    assert!(r.cursor_next(&mut c).unwrap());
+    assert_eq!(c.key(), Some(&[49u8][..]));
+    drop(r);
+    let mut w = db.begin_write().unwrap();
+    w.remove(&t, &[48u8]).unwrap();
+    assert!(!w.cursor_has_moved(&c).unwrap(), "row 49 is unchanged");
+    assert!(w.cursor_next(&mut c).unwrap());
+    assert_eq!(c.key(), Some(&[47u8][..]));
+    assert!(w.cursor_prev(&mut c).unwrap());
+    assert_eq!(c.key(), Some(&[49u8][..]));
 }

@@ -300,12 +300,7 @@ pub trait CursorOps: ReadableTxn {
     /// Copy the current row's value from byte `offset` into `buf`; returns how many
     /// bytes were copied (short at the end of the value), None as for `cursor_value`.
     /// An inline value of an unchanged tree is copied from the kept page, without a read.
-    fn cursor_read_value(
-        &self,
-        c: &Cursor,
-        offset: u64,
-        buf: &mut [u8],
-    ) -> Result<Option<usize>> {
+    fn cursor_read_value(&self, c: &Cursor, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
         let copy = |v: &[u8], buf: &mut [u8]| {
             let start = usize::try_from(offset).unwrap_or(usize::MAX).min(v.len());
             let n = buf.len().min(v.len() - start);
