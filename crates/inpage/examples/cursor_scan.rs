@@ -46,5 +46,8 @@ fn main() {
         rows += 1;
         ok = w.cursor_next(&mut c).unwrap() && rows < n;
     }
-    println!("scan with one insert per step: {:?} ({rows} rows)", s.elapsed());
+    println!(
+        "scan with one insert per step: {:?} ({rows} rows)",
+        s.elapsed()
+    );
 }

@@ -61,6 +61,14 @@ impl TreeInfo {
         if v[1] & !(FLAG_CUSTOM_CMP | FLAG_EXTERNAL_ORDER) != 0 {
             return Err(bad("unknown flags"));
         }
+        // Only byte trees are probe-ordered, and their order is never a comparator's.
+        if v[1] & FLAG_EXTERNAL_ORDER != 0
+            && (kind != KeyKind::Bytes || v[1] & FLAG_CUSTOM_CMP != 0)
+        {
+            return Err(bad(
+                "probe-ordered flag on a tree that cannot be probe-ordered",
+            ));
+        }
         let name = String::from_utf8(name.to_vec()).map_err(|_| bad("name is not UTF-8"))?;
         Ok(TreeInfo {
             name,
@@ -69,5 +77,50 @@ impl TreeInfo {
             custom_comparator: v[1] & FLAG_CUSTOM_CMP != 0,
             external_order: v[1] & FLAG_EXTERNAL_ORDER != 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(kind: KeyKind, custom: bool, external: bool) -> TreeInfo {
+        TreeInfo {
+            name: "t".into(),
+            root: 9,
+            kind,
+            custom_comparator: custom,
+            external_order: external,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_old_flags_still_read() {
+        for i in [
+            info(KeyKind::Int, false, false),
+            info(KeyKind::Bytes, true, false),
+            info(KeyKind::Bytes, false, true),
+        ] {
+            assert_eq!(TreeInfo::decode(1, b"t", &i.encode()).unwrap(), i);
+        }
+        // A record written before the probe flag existed.
+        let old = [2u8, FLAG_CUSTOM_CMP, 9, 0, 0, 0];
+        assert_eq!(
+            TreeInfo::decode(1, b"t", &old).unwrap(),
+            info(KeyKind::Bytes, true, false)
+        );
+    }
+
+    #[test]
+    fn impossible_flag_combinations_are_corrupt() {
+        for bad in [
+            info(KeyKind::Int, false, true),
+            info(KeyKind::Bytes, true, true),
+        ] {
+            let r = TreeInfo::decode(1, b"t", &bad.encode());
+            assert!(matches!(r, Err(Error::Corrupt { .. })), "{r:?}");
+        }
+        let r = TreeInfo::decode(1, b"t", &[2, 4, 9, 0, 0, 0]);
+        assert!(matches!(r, Err(Error::Corrupt { .. })), "{r:?}");
     }
 }
