@@ -141,6 +141,21 @@ impl RawCursor {
         self.cur.is_some()
     }
 
+    /// Whether `store` still holds exactly the page images of this cursor's path: every
+    /// frame's page, read now, is the very image (`Arc`) the cursor kept. Images are
+    /// immutable and the root never moves, so then the path from the root is unchanged
+    /// and the position is valid in the tree as it is now (pages off the path are read
+    /// afresh when the cursor steps onto them). A page the store cannot give (e.g. past
+    /// the end after a rollback) just means "no".
+    pub fn still_current(&self, store: &dyn PageRead) -> bool {
+        self.stack.first().is_some_and(|f| f.pgno == self.root)
+            && self.stack.iter().all(|f| {
+                store
+                    .read(f.pgno)
+                    .is_ok_and(|p| std::sync::Arc::ptr_eq(&p, &f.page))
+            })
+    }
+
     /// Forget the position.
     pub fn invalidate(&mut self) {
         self.reset();

@@ -14,6 +14,10 @@
 //!   tree's on `rollback_to`/`rollback_all`; a snapshot never changes. While the pair is
 //!   unchanged no page of the tree changed, so the kept stack is exactly the tree and
 //!   steps within it are valid (the fast path: an unchanged tree steps within the leaf).
+//!   After a write elsewhere in the tree the stack is still valid when every page of its
+//!   path is still the very image it kept (`RawCursor::still_current`: immutable images,
+//!   fixed root), so a scan keeps the fast path, without a key comparison, while other
+//!   leaves change.
 //! - **Stale cursors move by key.** When the pair differs, `next` goes to the first key
 //!   greater than the cursor's key and `prev` to the last key less than it, found from the
 //!   root with the tree's order (its comparator, memcmp, or a probe tree's `order`). So a
@@ -243,7 +247,7 @@ pub trait CursorOps: ReadableTxn {
     /// greater than the cursor's key.
     fn cursor_next(&self, c: &mut Cursor) -> Result<bool> {
         let clock = self.tree_clock(c.root);
-        if matches!(c.state, State::At) && c.clock == clock {
+        if self.revalidate(c, clock) {
             let found = c.raw.next(self)?;
             return Ok(c.settle(found, clock));
         }
@@ -263,7 +267,7 @@ pub trait CursorOps: ReadableTxn {
     /// less than the cursor's key.
     fn cursor_prev(&self, c: &mut Cursor) -> Result<bool> {
         let clock = self.tree_clock(c.root);
-        if matches!(c.state, State::At) && c.clock == clock {
+        if self.revalidate(c, clock) {
             let found = c.raw.prev(self)?;
             return Ok(c.settle(found, clock));
         }
@@ -287,7 +291,7 @@ pub trait CursorOps: ReadableTxn {
         if !c.valid() {
             return Ok(None);
         }
-        if c.clock == self.tree_clock(c.root) {
+        if self.current(c) {
             return c.raw.value(self).map(Some);
         }
         let mut probe = c.clone();
@@ -307,7 +311,7 @@ pub trait CursorOps: ReadableTxn {
             buf[..n].copy_from_slice(&v[start..start + n]);
             n
         };
-        if c.valid() && c.clock == self.tree_clock(c.root) {
+        if self.current(c) {
             if let Payload::Inline(v) = c.raw.payload()? {
                 return Ok(Some(copy(v, buf)));
             }
@@ -326,7 +330,7 @@ pub trait CursorOps: ReadableTxn {
                 Payload::Overflow { len, .. } => u64::from(len),
             })
         };
-        if c.clock == self.tree_clock(c.root) {
+        if self.current(c) {
             return len(&c.raw).map(Some);
         }
         let mut probe = c.clone();
@@ -343,7 +347,7 @@ pub trait CursorOps: ReadableTxn {
         if !c.valid() {
             return Ok(true);
         }
-        if c.clock == self.tree_clock(c.root) {
+        if self.current(c) {
             return Ok(false);
         }
         if matches!(c.raw.payload()?, Payload::Overflow { .. }) {
@@ -360,7 +364,8 @@ pub trait CursorOps: ReadableTxn {
     /// neighbours of its key when the key is gone (`Gone`). A fresh cursor on a row is
     /// `Same` at once; an invalid one `Gone`.
     fn cursor_restore(&self, c: &mut Cursor) -> Result<Restored> {
-        if c.valid() && c.clock == self.tree_clock(c.root) {
+        let clock = self.tree_clock(c.root);
+        if self.revalidate(c, clock) {
             return Ok(Restored::Same);
         }
         let Some(key) = c.saved_key().map(<[u8]>::to_vec) else {
@@ -372,6 +377,32 @@ pub trait CursorOps: ReadableTxn {
             c.state = State::Gone(key);
             Ok(Restored::Gone)
         }
+    }
+
+    /// Whether `c` is on a row and its kept path is valid now: its clock is current, or
+    /// the tree changed elsewhere (a write to other leaves) and every page of its path is
+    /// still the same image, in which case the clock is brought up to date. Needs no
+    /// key comparison, so an index scan does not call the order while other leaves change.
+    #[doc(hidden)]
+    fn revalidate(&self, c: &mut Cursor, clock: (u64, u64)) -> bool {
+        if !c.valid() {
+            return false;
+        }
+        if c.clock == clock {
+            return true;
+        }
+        if c.clock.0 == clock.0 && c.raw.still_current(self) {
+            c.clock = clock;
+            return true;
+        }
+        false
+    }
+
+    /// Whether `c`'s kept path is valid now (`revalidate` without updating the clock).
+    #[doc(hidden)]
+    fn current(&self, c: &Cursor) -> bool {
+        let clock = self.tree_clock(c.root);
+        c.valid() && (c.clock == clock || (c.clock.0 == clock.0 && c.raw.still_current(self)))
     }
 
     /// Reposition `c` exactly on its saved key; false (cursor state unchanged but its
