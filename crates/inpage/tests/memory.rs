@@ -36,16 +36,25 @@ fn a_memory_database_works_and_leaves_no_file() {
 
 #[test]
 fn a_memory_database_honours_a_named_mode() {
-    let db = Database::open_memory(Config::default().journal_mode(JournalMode::WAL)).unwrap();
-    assert_eq!(db.journal_mode(), JournalMode::WAL);
-    let mut w = db.begin_write().unwrap();
-    let t = w.create_tree("t", KeyKind::Bytes).unwrap();
-    w.insert(&t, "k", b"v").unwrap();
-    w.commit().unwrap();
-    assert_eq!(
-        db.begin_read().unwrap().get(&t, "k").unwrap().as_deref(),
-        Some(&b"v"[..])
-    );
+    for mode in JournalMode::all() {
+        let db = Database::open_memory(Config::default().journal_mode(mode)).unwrap();
+        assert_eq!(db.journal_mode(), mode);
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Bytes).unwrap();
+        for i in 0..300u32 {
+            w.insert(&t, format!("k{i}").as_str(), &[i as u8; 100])
+                .unwrap();
+        }
+        w.commit().unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.remove(&t, "k7").unwrap();
+        w.commit().unwrap();
+        let r = db.begin_read().unwrap();
+        assert_eq!(r.get(&t, "k8").unwrap(), Some(vec![8u8; 100]), "{mode}");
+        assert_eq!(r.get(&t, "k7").unwrap(), None, "{mode}");
+        assert_eq!(r.count(&t).unwrap(), 299, "{mode}");
+        check(&r, &Default::default()).unwrap();
+    }
 }
 
 #[test]
