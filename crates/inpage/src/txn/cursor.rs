@@ -101,16 +101,15 @@ impl std::fmt::Debug for Cursor {
 impl Cursor {
     /// Whether the cursor is on a row (it may be stale; see `cursor_has_moved`).
     pub fn valid(&self) -> bool {
-        matches!(self.state, State::At)
+        // A positioning call that failed half-way (an I/O error, a corrupt page) leaves
+        // `raw` without a current entry: then the cursor is simply not on a row.
+        matches!(self.state, State::At) && self.raw.valid()
     }
 
     /// The current key's stored bytes (integer keys in their 8-byte encoding), None when
     /// not on a row. Valid until the cursor is next moved, whatever is written meanwhile.
     pub fn key(&self) -> Option<&[u8]> {
-        match self.state {
-            State::At => Some(self.raw.key()),
-            _ => None,
-        }
+        self.valid().then(|| self.raw.key())
     }
 
     /// The current key, decoded.
@@ -147,8 +146,8 @@ impl Cursor {
 
     fn saved_key(&self) -> Option<&[u8]> {
         match &self.state {
+            State::At => self.valid().then(|| self.raw.key()),
             State::Invalid => None,
-            State::At => Some(self.raw.key()),
             State::Gone(k) => Some(k),
         }
     }
