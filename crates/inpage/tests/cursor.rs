@@ -817,3 +817,63 @@ fn a_scan_needs_no_order_calls_while_other_leaves_change() {
     // do not. Far fewer calls than one re-seek per step (about 11 compares each).
     assert!(calls < 2000, "{calls} order calls for 2000 steps");
 }
+
+/// A read error in the middle of cursor steps is a typed error, and leaves a cursor that
+/// answers every later call (no panic); once the disk reads again the cursor works.
+#[test]
+fn read_errors_leave_cursors_usable() {
+    use inpage::vfs::{FaultPlan, FaultVfs, IoKind};
+    let vfs = SimVfs::new();
+    let plan = Arc::new(FaultPlan::new());
+    let cfg = || {
+        sim_config(&vfs, JournalMode::OFF, 512)
+            .vfs(Arc::new(FaultVfs::new(Arc::new(vfs.clone()), plan.clone())))
+    };
+    let db = Database::open(DB, cfg()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    let t = w.create_tree("t", KeyKind::Int).unwrap();
+    for k in 0..3000i64 {
+        w.insert(&t, k, &value_for(k, 0, 40)).unwrap();
+    }
+    w.commit().unwrap();
+    db.close().unwrap();
+    for nth in [0u64, 1, 3] {
+        let db = Database::open(DB, cfg()).unwrap();
+        let mut w = db.begin_write().unwrap();
+        let t = w.open_tree("t").unwrap();
+        let mut c = w.open_cursor(&t).unwrap();
+        let mut d = w.open_cursor(&t).unwrap();
+        assert!(w.cursor_first(&mut c).unwrap());
+        assert!(w.cursor_last(&mut d).unwrap());
+        plan.fail_kind(IoKind::Read, nth, true);
+        let mut failed = false;
+        for _ in 0..3000 {
+            match w.cursor_next(&mut c) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    assert!(matches!(e, Error::Io { .. }), "{e:?}");
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        assert!(failed, "the cold cache must read the disk");
+        // Every call answers; none panics.
+        let _ = c.key();
+        let _ = c.value_local();
+        let _ = w.cursor_has_moved(&c);
+        let _ = w.cursor_value(&c);
+        let _ = w.cursor_restore(&mut c);
+        let _ = w.cursor_prev(&mut c);
+        let _ = w.cursor_delete(&mut c, true);
+        plan.disarm();
+        // The other cursor never failed and still reads; the failed one repositions.
+        assert_eq!(d.int_key(), Some(2999));
+        assert!(w.cursor_seek(&mut c, 1500i64).unwrap() == SeekResult::Exact);
+        assert!(w.cursor_next(&mut c).unwrap());
+        assert_eq!(c.int_key(), Some(1501));
+        drop(w);
+        db.close().unwrap();
+    }
+}
