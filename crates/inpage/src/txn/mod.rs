@@ -10,7 +10,11 @@
 //!   cleared when the `WriteTxn` is committed, rolled back or dropped.
 //! - **Rollback is free.** Nothing reaches the pager before commit, so rolling back is
 //!   dropping the dirty map. A savepoint is a copy of the (dirty map, header) pair — cheap
-//!   because page images are shared `Arc`s — and rolling back to it restores the copy.
+//!   because page images are shared `Arc`s — and rolling back to it restores the copy;
+//!   `rollback_all` restores the state the transaction began with.
+//! - **Tree generations.** Every write to a tree bumps its generation and every rollback
+//!   bumps all of them (never restores them), so an owned cursor (`cursor`) can tell that
+//!   the tree may have changed since it was positioned.
 //! - **Page accounting.** Every page below `page_count` is in exactly one place: a tree
 //!   (catalog, user tree, overflow chain) or the free list; `allocate` and `free` are the
 //!   only ways pages move between them.
@@ -32,14 +36,15 @@ use crate::pager::header::{Header, META_SLOTS};
 use crate::pager::{AllocDelta, PgnoHasher, PgnoMap};
 use crate::tree::{self, CmpFn, TreeOptions};
 
-/// A probe: `probe(stored_key)` orders a stored key against a target only the caller
-/// knows (Less: the stored key comes before the target). Probe-ordered trees are searched
-/// only this way, so their order may depend on state the engine never sees.
-pub type Probe<'a> = &'a mut dyn FnMut(&[u8]) -> std::cmp::Ordering;
 use catalog::TreeInfo;
 pub use cursor::{Cursor, CursorOps, Restored, SeekResult};
 use key::{decode_int, encode_int, memcmp, Comparator, Key, KeyKind, OwnedKey};
 pub(crate) use shared::Shared;
+
+/// A probe: `probe(stored_key)` orders a stored key against a target only the caller
+/// knows (Less: the stored key comes before the target). Probe-ordered trees are searched
+/// only this way, so their order may depend on state the engine never sees.
+pub type Probe<'a> = &'a mut dyn FnMut(&[u8]) -> std::cmp::Ordering;
 
 /// Source of transaction serials: a cursor remembers the serial of the transaction that
 /// positioned it, so another transaction treats its page stack as stale.
