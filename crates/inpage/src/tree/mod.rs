@@ -33,6 +33,11 @@
 //! - **Ownership.** Each page is owned by exactly one tree position: pages are only freed
 //!   after their last reference is dropped from the (rewritten) parent, and every
 //!   allocated page is written before the operation returns.
+//! - **Order comes from the caller.** Every search (descent, leaf search, cursor seek)
+//!   goes through a probe ([`ProbeFn`]: a stored key against the caller's target; a
+//!   comparator call is one probe), and splits, merges, redistribution and relocation
+//!   never compare keys. So a tree whose order only the caller knows (probe-ordered, see
+//!   `txn`) is kept valid by the same code, and `check` can verify it without its order.
 //! - **DHL: committed versions are never disturbed.** A page that existed before the
 //!   transaction is only rewritten by `dhl::build` keeping its committed version;
 //!   overflow pages and relocated nodes go to pages allocated by the transaction; freed
