@@ -192,6 +192,8 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
     for t in &trees {
         let entries = if t.custom_comparator {
             "? (custom comparator)".to_string()
+        } else if t.external_order {
+            "? (probe-ordered)".to_string()
         } else {
             match r.open_tree(&t.name).and_then(|tr| r.count(&tr)) {
                 Ok(n) => n.to_string(),

@@ -58,6 +58,23 @@ impl Database {
         })
     }
 
+    /// A new, empty database in memory (SQLite's temp databases, `:memory:` and
+    /// ephemeral tables): on its own `vfs::MemVfs` (no crash model, syncs cost nothing),
+    /// journal mode `off` unless `config` names one, no lock, nothing to recover; it
+    /// leaves no file and its content is gone when the last handle is dropped. The
+    /// config's `vfs`, `create` and `read_only` are ignored.
+    pub fn open_memory(config: Config) -> Result<Database> {
+        let mode = config.journal_mode.unwrap_or(JournalMode::OFF);
+        let mut c = config
+            .vfs(Arc::new(crate::vfs::MemVfs::new()))
+            .journal_mode(mode)
+            .create(true)
+            .read_only(false);
+        // Memory has nothing for O_DIRECT to bypass.
+        c.journal.dhl_direct = crate::journal::DirectWrites::Off;
+        Database::open("/memory.db", c)
+    }
+
     /// Open an existing database without writing anything (`Config::read_only`): what
     /// `inpage check` and `inpage inspect` use. `recovery_report` then says what recovery
     /// *would* do; `changed_by_recovery` which files it would change.

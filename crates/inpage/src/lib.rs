@@ -47,4 +47,7 @@ pub use pager::CacheStats;
 pub use tree::TreeStats;
 pub use txn::catalog::TreeInfo;
 pub use txn::key::{Comparator, Key, KeyKind, OwnedKey};
-pub use txn::{Range, ReadTxn, ReadableTxn, Savepoint, Tree, TreeCursor, WriteTxn};
+pub use txn::{
+    Cursor, CursorOps, Probe, Range, ReadTxn, ReadableTxn, Restored, Savepoint, SeekResult, Tree,
+    TreeCursor, WriteTxn,
+};

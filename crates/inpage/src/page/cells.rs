@@ -152,6 +152,46 @@ impl<'a> CellArray<'a> {
         })
     }
 
+    /// Binary search by a probe (`probe(stored)` orders the stored key against the
+    /// caller's target): Ok(i) if key `i` compares Equal, Err(i) with the insertion point
+    /// otherwise. With several Equal keys any one of them may be returned.
+    pub fn search_by(
+        &self,
+        probe: &mut dyn FnMut(&[u8]) -> Ordering,
+    ) -> Result<std::result::Result<usize, usize>> {
+        let (mut lo, mut hi) = (0, self.ncells);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match probe(self.key(mid)?) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Ok(Ok(mid)),
+            }
+        }
+        Ok(Err(lo))
+    }
+
+    /// Number of keys the probe puts before the target (`probe(k) == Less`), i.e. the
+    /// index of the first key not less than it. With `upper`, Equal keys count as before
+    /// too (the index of the first Greater key).
+    pub fn bound_by(&self, probe: &mut dyn FnMut(&[u8]) -> Ordering, upper: bool) -> Result<usize> {
+        let (mut lo, mut hi) = (0, self.ncells);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let before = match probe(self.key(mid)?) {
+                Ordering::Less => true,
+                Ordering::Equal => upper,
+                Ordering::Greater => false,
+            };
+            if before {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
     /// This view without its borrow of the page image (see [`Detached`]).
     pub(crate) fn detach(&self) -> Detached {
         Detached {

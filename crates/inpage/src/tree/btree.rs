@@ -50,7 +50,7 @@ use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef, PageWrite};
 
 use super::format::Format;
-use super::{overflow, CmpFn, TreeOptions, MAX_VALUE_LEN};
+use super::{overflow, CmpFn, ProbeFn, TreeOptions, MAX_VALUE_LEN};
 
 /// No valid tree is this deep (interior pages have at least two children, except a root
 /// pointer, and page numbers are u32), so deeper paths mean a cycle in corrupt child
@@ -342,6 +342,19 @@ pub(crate) fn descend<S: PageRead + ?Sized>(
     cmp: &CmpFn,
     key: &[u8],
 ) -> Result<Vec<Step>> {
+    descend_by(store, root, &mut |k: &[u8]| cmp(k, key), true)
+}
+
+/// Path from `root` to a leaf, choosing at each interior page the child after the
+/// separators the probe puts before its target (`upper`: Less or Equal, the leaf where an
+/// Equal key lives or would be inserted; else Less only, the leaf where the first key not
+/// less than the target lives, or the one before it). Never compares two stored keys.
+pub(crate) fn descend_by<S: PageRead + ?Sized>(
+    store: &S,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
+    upper: bool,
+) -> Result<Vec<Step>> {
     let f = Format::of(store);
     let mut path = Vec::new();
     let mut pgno = root;
@@ -365,7 +378,7 @@ pub(crate) fn descend<S: PageRead + ?Sized>(
             return Ok(path);
         }
         // A root pointer has no keys: index 0 is its right child.
-        let idx = p.child_index(key, cmp)?;
+        let idx = p.bound_by(probe, upper)?;
         let child = p.child(idx)?;
         path.push(Step {
             pgno,
@@ -428,33 +441,45 @@ fn take_value(store: &mut dyn PageWrite, p: &CellArray, i: usize) -> Result<Vec<
     Ok(value)
 }
 
-/// `Some(value)` when `key` is in `leaf` with exactly `value` (read only; an overflow
+/// Whether leaf cell `i` of `p` holds exactly `key` and `value` (read only; an overflow
 /// value is compared only when its length matches).
-fn unchanged_value(
+fn unchanged_cell(
     store: &dyn PageWrite,
-    leaf: &Step,
-    cmp: &CmpFn,
+    p: &CellArray,
+    i: usize,
     key: &[u8],
     value: &[u8],
-) -> Result<Option<Vec<u8>>> {
-    let p = leaf.view();
-    let Ok(i) = p.search(key, cmp)? else {
-        return Ok(None);
-    };
-    let same = match p.payload(i)? {
+) -> Result<bool> {
+    if p.key(i)? != key {
+        return Ok(false);
+    }
+    Ok(match p.payload(i)? {
         Payload::Inline(v) => v == value,
         Payload::Overflow { len, first } => {
             len as usize == value.len()
-                && read_payload(store, leaf.pgno, Payload::Overflow { len, first })? == value
+                && read_payload(store, p.pgno(), Payload::Overflow { len, first })? == value
         }
-    };
-    Ok(same.then(|| value.to_vec()))
+    })
 }
 
 pub(crate) fn insert(
     store: &mut dyn PageWrite,
     root: Pgno,
     cmp: &CmpFn,
+    opts: TreeOptions,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    insert_by(store, root, &mut |k: &[u8]| cmp(k, key), opts, key, value)
+}
+
+/// Insert `key`/`value` where `probe` places it, replacing the entry the probe finds
+/// Equal (whatever its key bytes). The caller's probe must order `key` itself the way
+/// it orders the target, or the tree's order breaks; `key` is stored as given.
+pub(crate) fn insert_by(
+    store: &mut dyn PageWrite,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
     opts: TreeOptions,
     key: &[u8],
     value: &[u8],
@@ -473,16 +498,19 @@ pub(crate) fn insert(
             max: MAX_VALUE_LEN,
         });
     }
-    let path = descend(store, root, cmp, key)?;
+    let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
-    if let Some(same) = unchanged_value(store, leaf, cmp, key, value)? {
-        // Replacing a value by the same bytes changes nothing, so nothing is written: no
-        // page is dirtied (hence no page write, no DHL slot header, no txn_size count and
-        // no sync on its account), as SQLite skips a cell whose bytes do not change.
-        return Ok(Some(same));
-    }
     let p = leaf.view();
-    let found = p.search(key, cmp)?;
+    let found = p.search_by(probe)?;
+    if let Ok(i) = found {
+        if unchanged_cell(store, &p, i, key, value)? {
+            // Replacing an entry by the same bytes changes nothing, so nothing is
+            // written: no page is dirtied (hence no page write, no DHL slot header, no
+            // txn_size count and no sync on its account), as SQLite skips a cell whose
+            // bytes do not change.
+            return Ok(Some(value.to_vec()));
+        }
+    }
     let old = match found {
         Ok(i) => Some(take_value(store, &p, i)?),
         Err(_) => None,
@@ -520,14 +548,24 @@ pub(crate) fn remove(
     opts: TreeOptions,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    let f = Format::of(&*store);
-    if key.len() > cell::max_key_len(f.usable()) {
+    if key.len() > cell::max_key_len(store.usable_size()) {
         return Ok(None);
     }
-    let path = descend(store, root, cmp, key)?;
+    remove_by(store, root, &mut |k: &[u8]| cmp(k, key), opts)
+}
+
+/// Remove the entry `probe` finds Equal; returns its value.
+pub(crate) fn remove_by(
+    store: &mut dyn PageWrite,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
+    opts: TreeOptions,
+) -> Result<Option<Vec<u8>>> {
+    let f = Format::of(&*store);
+    let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
-    let Ok(i) = p.search(key, cmp)? else {
+    let Ok(i) = p.search_by(probe)? else {
         return Ok(None);
     };
     let old = take_value(store, &p, i)?;

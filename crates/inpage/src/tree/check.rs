@@ -5,7 +5,8 @@
 //! invariant the write path relies on: page structure in the store's layout (stock: cells
 //! in bounds, no overlap, exact space accounting; DHL: the visible version is valid),
 //! cell size limit, cells within the layout's capacity, key length limit, strictly
-//! increasing keys under the caller's comparator, keys inside the inherited bounds, equal
+//! increasing keys under the caller's comparator, keys inside the inherited bounds (both
+//! skipped for probe-ordered trees, whose order only their user knows), equal
 //! leaf depth, non-empty non-root pages, interior pages with keys except a root pointer
 //! (a keyless root with one child), and overflow chains of exactly the length their value
 //! needs.
@@ -27,7 +28,8 @@ use super::{overflow, CmpFn, TreeStats};
 
 struct Checker<'a> {
     store: &'a dyn PageRead,
-    cmp: &'a CmpFn,
+    /// None: a probe-ordered tree, whose key order the engine cannot know.
+    cmp: Option<&'a CmpFn>,
     visit: &'a mut dyn FnMut(Pgno) -> Result<()>,
     seen: HashSet<Pgno>,
     stats: TreeStats,
@@ -37,7 +39,7 @@ struct Checker<'a> {
 pub(crate) fn check(
     store: &dyn PageRead,
     root: Pgno,
-    cmp: &CmpFn,
+    cmp: Option<&CmpFn>,
     visit: &mut dyn FnMut(Pgno) -> Result<()>,
 ) -> Result<TreeStats> {
     let mut c = Checker {
@@ -107,6 +109,9 @@ impl Checker<'_> {
                     ),
                 ));
             }
+            let Some(cmp) = cmp else {
+                continue;
+            };
             if i > 0 && cmp(p.key(i - 1)?, k) != Ordering::Less {
                 return Err(Error::corrupt(
                     pgno,

@@ -10,23 +10,27 @@
 //! Invariants:
 //! - `cur` is `Some` exactly when the leaf frame's index names a cell; it then holds the
 //!   bounds-checked byte range of that cell's key, so `key()` cannot fail.
-//! - Holding `PageRef`s keeps the images the cursor walks alive, and the `&'s` borrow of
-//!   the store means no writer can modify the tree while the cursor exists, so the stack
-//!   never goes stale.
+//! - Holding `PageRef`s keeps the images the cursor walks alive. For [`Cursor`], the `&'s`
+//!   borrow of the store means no writer can modify the tree while the cursor exists, so
+//!   the stack never goes stale. [`RawCursor`] is the same machine without the borrow (the
+//!   store is passed to every call): it is only correct while the tree is unchanged since
+//!   it was positioned, which its owner (`txn::cursor`) tracks with a per-tree generation
+//!   and re-seeks by key when it is not.
 //! - Empty leaves (only the root can be one in a valid tree) are skipped in both
 //!   directions, so positioning works on empty trees and tolerates odd shapes.
 
 use std::ops::Range;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::cell;
+use crate::page::cell::{self, Payload};
 use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef};
 
 use super::btree::{read_payload, MAX_DEPTH};
 use super::format::Format;
-use super::CmpFn;
+use super::{CmpFn, ProbeFn};
 
+#[derive(Clone)]
 struct Frame {
     pgno: Pgno,
     page: PageRef,
@@ -44,22 +48,16 @@ enum Edge {
 /// A position in a tree. Invalid (no current entry) until a positioning call succeeds.
 pub struct Cursor<'s> {
     store: &'s dyn PageRead,
-    format: Format,
-    root: Pgno,
     cmp: &'s CmpFn,
-    stack: Vec<Frame>,
-    cur: Option<Range<usize>>,
+    raw: RawCursor,
 }
 
 impl<'s> Cursor<'s> {
     pub fn new(store: &'s dyn PageRead, root: Pgno, cmp: &'s CmpFn) -> Cursor<'s> {
         Cursor {
             store,
-            format: Format::of(store),
-            root,
             cmp,
-            stack: Vec::new(),
-            cur: None,
+            raw: RawCursor::new(store, root),
         }
     }
 
@@ -70,71 +68,152 @@ impl<'s> Cursor<'s> {
 
     /// Whether the cursor is on an entry.
     pub fn valid(&self) -> bool {
-        self.cur.is_some()
+        self.raw.valid()
     }
 
     /// Move to the smallest key; Ok(false) if the tree is empty.
     pub fn first(&mut self) -> Result<bool> {
-        self.reset();
-        self.push(self.root, Edge::First)?;
-        self.descend(Edge::First)?;
-        self.settle_forward()
+        self.raw.first(self.store)
     }
 
     /// Move to the largest key; Ok(false) if the tree is empty.
     pub fn last(&mut self) -> Result<bool> {
-        self.reset();
-        self.push(self.root, Edge::Last)?;
-        self.descend(Edge::Last)?;
-        self.settle_backward()
+        self.raw.last(self.store)
     }
 
     /// Move to the first key >= `key`; Ok(false) if there is none.
     pub fn seek(&mut self, key: &[u8]) -> Result<bool> {
-        let found = self.seek_leaf(key)?;
-        let leaf = self
-            .stack
-            .last_mut()
-            .expect("seek_leaf leaves the leaf frame");
-        leaf.idx = match found {
-            Ok(i) | Err(i) => i,
-        };
-        self.settle_forward()
+        let cmp = self.cmp;
+        self.raw.seek_by(self.store, &mut |k: &[u8]| cmp(k, key))
     }
 
     /// Move to the last key <= `key`; Ok(false) if there is none.
     pub fn seek_le(&mut self, key: &[u8]) -> Result<bool> {
-        let found = self.seek_leaf(key)?;
-        let leaf = self
-            .stack
-            .last_mut()
-            .expect("seek_leaf leaves the leaf frame");
-        // The leaf's "one past the wanted cell" index, as `settle_backward` expects.
-        leaf.idx = match found {
-            Ok(i) => i + 1,
-            Err(i) => i,
-        };
-        self.settle_backward()
+        let cmp = self.cmp;
+        self.raw.seek_le_by(self.store, &mut |k: &[u8]| cmp(k, key))
     }
 
     /// Step forward; Ok(false) (and invalid) past the end.
     // Not `Iterator::next`: it is fallible and does not yield the entry.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<bool> {
-        if !self.valid() {
-            return Ok(false);
-        }
-        self.top_mut().idx += 1;
-        self.settle_forward()
+        self.raw.next(self.store)
     }
 
     /// Step back; Ok(false) (and invalid) before the start.
     pub fn prev(&mut self) -> Result<bool> {
+        self.raw.prev(self.store)
+    }
+
+    /// Current key. Panics if invalid (a caller bug, not bad input).
+    pub fn key(&self) -> &[u8] {
+        self.raw.key()
+    }
+
+    /// Current value, reading overflow pages if needed.
+    pub fn value(&self) -> Result<Vec<u8>> {
+        self.raw.value(self.store)
+    }
+}
+
+/// A cursor's position without a borrow of the store: every call takes the store, which
+/// must show the tree as it was when the cursor was positioned (see the module notes).
+#[derive(Clone)]
+pub(crate) struct RawCursor {
+    format: Format,
+    root: Pgno,
+    stack: Vec<Frame>,
+    cur: Option<Range<usize>>,
+}
+
+impl RawCursor {
+    pub fn new(store: &dyn PageRead, root: Pgno) -> RawCursor {
+        RawCursor {
+            format: Format::of(store),
+            root,
+            stack: Vec::new(),
+            cur: None,
+        }
+    }
+
+    /// Whether the cursor is on an entry.
+    pub fn valid(&self) -> bool {
+        self.cur.is_some()
+    }
+
+    /// Whether `store` still holds exactly the page images of this cursor's path: every
+    /// frame's page, read now, is the very image (`Arc`) the cursor kept. Images are
+    /// immutable and the root never moves, so then the path from the root is unchanged
+    /// and the position is valid in the tree as it is now (pages off the path are read
+    /// afresh when the cursor steps onto them). A page the store cannot give (e.g. past
+    /// the end after a rollback) just means "no".
+    pub fn still_current(&self, store: &dyn PageRead) -> bool {
+        self.stack.first().is_some_and(|f| f.pgno == self.root)
+            && self.stack.iter().all(|f| {
+                store
+                    .read(f.pgno)
+                    .is_ok_and(|p| std::sync::Arc::ptr_eq(&p, &f.page))
+            })
+    }
+
+    /// Forget the position.
+    pub fn invalidate(&mut self) {
+        self.reset();
+    }
+
+    /// Move to the smallest key; Ok(false) if the tree is empty.
+    pub fn first(&mut self, store: &dyn PageRead) -> Result<bool> {
+        self.reset();
+        self.push(store, self.root, Edge::First)?;
+        self.descend(store, Edge::First)?;
+        self.settle_forward(store)
+    }
+
+    /// Move to the largest key; Ok(false) if the tree is empty.
+    pub fn last(&mut self, store: &dyn PageRead) -> Result<bool> {
+        self.reset();
+        self.push(store, self.root, Edge::Last)?;
+        self.descend(store, Edge::Last)?;
+        self.settle_backward(store)
+    }
+
+    /// Move to the first key the probe does not put before its target (`probe(k) !=
+    /// Less`); Ok(false) if there is none.
+    pub fn seek_by(&mut self, store: &dyn PageRead, probe: &mut ProbeFn<'_>) -> Result<bool> {
+        self.seek_leaf(store, probe, false)?;
+        let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
+        let i = leaf.opened.attach(&leaf.page).bound_by(probe, false)?;
+        self.top_mut().idx = i;
+        self.settle_forward(store)
+    }
+
+    /// Move to the last key the probe does not put after its target (`probe(k) !=
+    /// Greater`); Ok(false) if there is none.
+    pub fn seek_le_by(&mut self, store: &dyn PageRead, probe: &mut ProbeFn<'_>) -> Result<bool> {
+        self.seek_leaf(store, probe, true)?;
+        let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
+        // The leaf's "one past the wanted cell" index, as `settle_backward` expects.
+        let i = leaf.opened.attach(&leaf.page).bound_by(probe, true)?;
+        self.top_mut().idx = i;
+        self.settle_backward(store)
+    }
+
+    /// Step forward; Ok(false) (and invalid) past the end.
+    pub fn next(&mut self, store: &dyn PageRead) -> Result<bool> {
+        if !self.valid() {
+            return Ok(false);
+        }
+        self.top_mut().idx += 1;
+        self.settle_forward(store)
+    }
+
+    /// Step back; Ok(false) (and invalid) before the start.
+    pub fn prev(&mut self, store: &dyn PageRead) -> Result<bool> {
         if !self.valid() {
             return Ok(false);
         }
         // The current index is "one past" the previous cell, as settle_backward wants.
-        self.settle_backward()
+        self.settle_backward(store)
     }
 
     /// Current key. Panics if invalid (a caller bug, not bad input).
@@ -147,12 +226,26 @@ impl<'s> Cursor<'s> {
             .page[range]
     }
 
+    /// The current cell's raw bytes (key and payload or overflow reference).
+    pub fn cell(&self) -> Result<&[u8]> {
+        let leaf = self.stack.last().expect("a valid cursor has a leaf frame");
+        debug_assert!(self.valid());
+        leaf.opened.attach(&leaf.page).cell(leaf.idx)
+    }
+
+    /// The current value as stored in the leaf.
+    pub fn payload(&self) -> Result<Payload<'_>> {
+        let leaf = self.stack.last().expect("a valid cursor has a leaf frame");
+        debug_assert!(self.valid());
+        leaf.opened.attach(&leaf.page).payload(leaf.idx)
+    }
+
     /// Current value, reading overflow pages if needed.
-    pub fn value(&self) -> Result<Vec<u8>> {
+    pub fn value(&self, store: &dyn PageRead) -> Result<Vec<u8>> {
         assert!(self.valid(), "Cursor::value on an invalid cursor");
         let leaf = self.stack.last().expect("a valid cursor has a leaf frame");
         let p = self.page(leaf)?;
-        read_payload(self.store, leaf.pgno, p.payload(leaf.idx)?)
+        read_payload(store, leaf.pgno, p.payload(leaf.idx)?)
     }
 
     fn reset(&mut self) {
@@ -170,14 +263,14 @@ impl<'s> Cursor<'s> {
 
     /// Push page `pgno` with its index at the given edge (for a leaf at `Last`, one past
     /// the last cell).
-    fn push(&mut self, pgno: Pgno, edge: Edge) -> Result<()> {
+    fn push(&mut self, store: &dyn PageRead, pgno: Pgno, edge: Edge) -> Result<()> {
         if self.stack.len() >= MAX_DEPTH {
             return Err(Error::corrupt(
                 pgno,
                 format!("tree deeper than {MAX_DEPTH} levels (child pointer cycle?)"),
             ));
         }
-        let page = self.store.read(pgno)?;
+        let page = store.read(pgno)?;
         let p = self.format.open(pgno, &page)?;
         let idx = match edge {
             Edge::First => 0,
@@ -195,7 +288,7 @@ impl<'s> Cursor<'s> {
 
     /// From the top frame, follow its current child down to a leaf, taking the `edge`
     /// child at every level below.
-    fn descend(&mut self, edge: Edge) -> Result<()> {
+    fn descend(&mut self, store: &dyn PageRead, edge: Edge) -> Result<()> {
         loop {
             let top = self.stack.last().expect("cursor stack is not empty");
             let p = self.page(top)?;
@@ -203,30 +296,35 @@ impl<'s> Cursor<'s> {
                 return Ok(());
             }
             let child = p.child(top.idx)?;
-            self.push(child, edge)?;
+            self.push(store, child, edge)?;
         }
     }
 
-    /// Descend from the root towards `key`; returns the search result in the leaf.
-    fn seek_leaf(&mut self, key: &[u8]) -> Result<std::result::Result<usize, usize>> {
+    /// Descend from the root to the leaf `tree::btree::descend_by` would choose.
+    fn seek_leaf(
+        &mut self,
+        store: &dyn PageRead,
+        probe: &mut ProbeFn<'_>,
+        upper: bool,
+    ) -> Result<()> {
         self.reset();
-        self.push(self.root, Edge::First)?;
+        self.push(store, self.root, Edge::First)?;
         loop {
             let top = self.stack.last().expect("cursor stack is not empty");
             let p = self.page(top)?;
             if p.is_leaf() {
-                return p.search(key, self.cmp);
+                return Ok(());
             }
-            let idx = p.child_index(key, self.cmp)?;
+            let idx = p.bound_by(probe, upper)?;
             let child = p.child(idx)?;
             self.top_mut().idx = idx;
-            self.push(child, Edge::First)?;
+            self.push(store, child, Edge::First)?;
         }
     }
 
     /// The leaf index may be one past its last cell: move to the next cell in key order,
     /// crossing into following leaves as needed.
-    fn settle_forward(&mut self) -> Result<bool> {
+    fn settle_forward(&mut self, store: &dyn PageRead) -> Result<bool> {
         self.cur = None;
         loop {
             let top = self.stack.last().expect("cursor stack is not empty");
@@ -246,13 +344,13 @@ impl<'s> Cursor<'s> {
                 }
                 self.stack.pop();
             }
-            self.descend(Edge::First)?;
+            self.descend(store, Edge::First)?;
         }
     }
 
     /// The leaf index is one past the wanted cell: move to the cell before it, crossing
     /// into preceding leaves as needed.
-    fn settle_backward(&mut self) -> Result<bool> {
+    fn settle_backward(&mut self, store: &dyn PageRead) -> Result<bool> {
         self.cur = None;
         loop {
             let top = self.top_mut();
@@ -271,7 +369,7 @@ impl<'s> Cursor<'s> {
                 }
                 self.stack.pop();
             }
-            self.descend(Edge::Last)?;
+            self.descend(store, Edge::Last)?;
         }
     }
 

@@ -33,6 +33,11 @@
 //! - **Ownership.** Each page is owned by exactly one tree position: pages are only freed
 //!   after their last reference is dropped from the (rewritten) parent, and every
 //!   allocated page is written before the operation returns.
+//! - **Order comes from the caller.** Every search (descent, leaf search, cursor seek)
+//!   goes through a probe ([`ProbeFn`]: a stored key against the caller's target; a
+//!   comparator call is one probe), and splits, merges, redistribution and relocation
+//!   never compare keys. So a tree whose order only the caller knows (probe-ordered, see
+//!   `txn`) is kept valid by the same code, and `check` can verify it without its order.
 //! - **DHL: committed versions are never disturbed.** A page that existed before the
 //!   transaction is only rewritten by `dhl::build` keeping its committed version;
 //!   overflow pages and relocated nodes go to pages allocated by the transaction; freed
@@ -46,7 +51,7 @@ use crate::page::{cell, PageRead, PageWrite};
 
 mod btree;
 mod check;
-mod cursor;
+pub(crate) mod cursor;
 #[cfg(test)]
 mod dhl_tests;
 mod format;
@@ -58,6 +63,10 @@ pub use cursor::Cursor;
 
 /// Key comparator: a total order on byte strings.
 pub type CmpFn = dyn Fn(&[u8], &[u8]) -> Ordering + Send + Sync;
+
+/// A probe: orders a stored key against a target only the caller knows
+/// (`probe(stored)`), so a tree can be searched in an order the engine never sees.
+pub type ProbeFn<'p> = dyn FnMut(&[u8]) -> Ordering + 'p;
 
 /// Options that change how the tree reshapes itself (not the file format).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,6 +124,28 @@ pub fn insert(
     btree::insert(store, root, cmp, opts, key, value)
 }
 
+/// Insert or replace the entry the probe finds Equal; `key` is stored as given.
+pub fn insert_by(
+    store: &mut dyn PageWrite,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
+    opts: TreeOptions,
+    key: &[u8],
+    value: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    btree::insert_by(store, root, probe, opts, key, value)
+}
+
+/// Remove the entry the probe finds Equal; returns its value.
+pub fn remove_by(
+    store: &mut dyn PageWrite,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
+    opts: TreeOptions,
+) -> Result<Option<Vec<u8>>> {
+    btree::remove_by(store, root, probe, opts)
+}
+
 /// Remove `key`; returns the removed value.
 pub fn remove(
     store: &mut dyn PageWrite,
@@ -154,5 +185,15 @@ pub fn check(
     cmp: &CmpFn,
     visit: &mut dyn FnMut(Pgno) -> Result<()>,
 ) -> Result<TreeStats> {
-    check::check(store, root, cmp, visit)
+    check::check(store, root, Some(cmp), visit)
+}
+
+/// [`check`] without the key-order checks, for probe-ordered trees (structure, page
+/// ownership, sizes and overflow chains only).
+pub fn check_unordered(
+    store: &dyn PageRead,
+    root: Pgno,
+    visit: &mut dyn FnMut(Pgno) -> Result<()>,
+) -> Result<TreeStats> {
+    check::check(store, root, None, visit)
 }

@@ -10,6 +10,10 @@ use crate::txn::key::KeyKind;
 
 /// Flag: the tree orders keys with a caller-supplied comparator.
 pub(crate) const FLAG_CUSTOM_CMP: u8 = 1;
+/// Flag: the tree's order is defined by the caller at each call (a probe), so the engine
+/// refuses key-based calls on it and `check` does not verify its key order. Added after
+/// format 1 without a version bump: files that never set it read exactly as before.
+pub(crate) const FLAG_EXTERNAL_ORDER: u8 = 2;
 
 /// A catalog record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,17 +23,23 @@ pub struct TreeInfo {
     pub kind: KeyKind,
     /// Whether keys are ordered by a caller-supplied comparator.
     pub custom_comparator: bool,
+    /// Whether the order is given by the caller's probe at each call (a probe-ordered
+    /// tree, see `WriteTxn::create_probe_tree`).
+    pub external_order: bool,
 }
 
 impl TreeInfo {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(6);
         v.push(self.kind.code());
-        v.push(if self.custom_comparator {
-            FLAG_CUSTOM_CMP
-        } else {
-            0
-        });
+        let mut flags = 0;
+        if self.custom_comparator {
+            flags |= FLAG_CUSTOM_CMP;
+        }
+        if self.external_order {
+            flags |= FLAG_EXTERNAL_ORDER;
+        }
+        v.push(flags);
         v.extend_from_slice(&self.root.to_le_bytes());
         v
     }
@@ -48,8 +58,16 @@ impl TreeInfo {
             return Err(bad("wrong length"));
         }
         let kind = KeyKind::from_code(v[0]).ok_or_else(|| bad("unknown key kind"))?;
-        if v[1] & !FLAG_CUSTOM_CMP != 0 {
+        if v[1] & !(FLAG_CUSTOM_CMP | FLAG_EXTERNAL_ORDER) != 0 {
             return Err(bad("unknown flags"));
+        }
+        // Only byte trees are probe-ordered, and their order is never a comparator's.
+        if v[1] & FLAG_EXTERNAL_ORDER != 0
+            && (kind != KeyKind::Bytes || v[1] & FLAG_CUSTOM_CMP != 0)
+        {
+            return Err(bad(
+                "probe-ordered flag on a tree that cannot be probe-ordered",
+            ));
         }
         let name = String::from_utf8(name.to_vec()).map_err(|_| bad("name is not UTF-8"))?;
         Ok(TreeInfo {
@@ -57,6 +75,52 @@ impl TreeInfo {
             root: crate::le::get_u32(v, 2),
             kind,
             custom_comparator: v[1] & FLAG_CUSTOM_CMP != 0,
+            external_order: v[1] & FLAG_EXTERNAL_ORDER != 0,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(kind: KeyKind, custom: bool, external: bool) -> TreeInfo {
+        TreeInfo {
+            name: "t".into(),
+            root: 9,
+            kind,
+            custom_comparator: custom,
+            external_order: external,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_old_flags_still_read() {
+        for i in [
+            info(KeyKind::Int, false, false),
+            info(KeyKind::Bytes, true, false),
+            info(KeyKind::Bytes, false, true),
+        ] {
+            assert_eq!(TreeInfo::decode(1, b"t", &i.encode()).unwrap(), i);
+        }
+        // A record written before the probe flag existed.
+        let old = [2u8, FLAG_CUSTOM_CMP, 9, 0, 0, 0];
+        assert_eq!(
+            TreeInfo::decode(1, b"t", &old).unwrap(),
+            info(KeyKind::Bytes, true, false)
+        );
+    }
+
+    #[test]
+    fn impossible_flag_combinations_are_corrupt() {
+        for bad in [
+            info(KeyKind::Int, false, true),
+            info(KeyKind::Bytes, true, true),
+        ] {
+            let r = TreeInfo::decode(1, b"t", &bad.encode());
+            assert!(matches!(r, Err(Error::Corrupt { .. })), "{r:?}");
+        }
+        let r = TreeInfo::decode(1, b"t", &[2, 4, 9, 0, 0, 0]);
+        assert!(matches!(r, Err(Error::Corrupt { .. })), "{r:?}");
     }
 }

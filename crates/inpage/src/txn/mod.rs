@@ -10,12 +10,17 @@
 //!   cleared when the `WriteTxn` is committed, rolled back or dropped.
 //! - **Rollback is free.** Nothing reaches the pager before commit, so rolling back is
 //!   dropping the dirty map. A savepoint is a copy of the (dirty map, header) pair — cheap
-//!   because page images are shared `Arc`s — and rolling back to it restores the copy.
+//!   because page images are shared `Arc`s — and rolling back to it restores the copy;
+//!   `rollback_all` restores the state the transaction began with.
+//! - **Tree generations.** Every write to a tree bumps its generation and every rollback
+//!   bumps all of them (never restores them), so an owned cursor (`cursor`) can tell that
+//!   the tree may have changed since it was positioned.
 //! - **Page accounting.** Every page below `page_count` is in exactly one place: a tree
 //!   (catalog, user tree, overflow chain) or the free list; `allocate` and `free` are the
 //!   only ways pages move between them.
 
 pub(crate) mod catalog;
+mod cursor;
 pub(crate) mod free;
 pub mod key;
 mod shared;
@@ -30,9 +35,24 @@ use crate::page::{stamp_crc, Layout, PageRead, PageRef, PageWrite};
 use crate::pager::header::{Header, META_SLOTS};
 use crate::pager::{AllocDelta, PgnoHasher, PgnoMap};
 use crate::tree::{self, CmpFn, TreeOptions};
+
 use catalog::TreeInfo;
+pub use cursor::{Cursor, CursorOps, Restored, SeekResult};
 use key::{decode_int, encode_int, memcmp, Comparator, Key, KeyKind, OwnedKey};
 pub(crate) use shared::Shared;
+
+/// A probe: `probe(stored_key)` orders a stored key against a target only the caller
+/// knows (Less: the stored key comes before the target). Probe-ordered trees are searched
+/// only this way, so their order may depend on state the engine never sees.
+pub type Probe<'a> = &'a mut dyn FnMut(&[u8]) -> std::cmp::Ordering;
+
+/// Source of transaction serials: a cursor remembers the serial of the transaction that
+/// positioned it, so another transaction treats its page stack as stale.
+static NEXT_TXN_SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+fn next_txn_serial() -> u64 {
+    NEXT_TXN_SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
 
 /// A named tree, as used with a transaction. Cheap to clone; it names the tree (and
 /// carries its comparator), so it stays usable across transactions, and it remembers the
@@ -108,8 +128,16 @@ fn check_meta_index(i: usize) -> Result<()> {
     Ok(())
 }
 
-/// Resolve a tree's comparator: the handle's, or memcmp; refuse a mismatch.
+/// Resolve a tree's comparator: the handle's, or memcmp; refuse a mismatch, and refuse
+/// probe-ordered trees (their order is not fixed, so a `Key` cannot be placed in them).
 fn comparator<'t>(tree: &'t Tree, info: &TreeInfo) -> Result<&'t CmpFn> {
+    if info.external_order {
+        return Err(Error::InvalidArgument(format!(
+            "tree {:?} is probe-ordered: key-based calls need a fixed order; use the probe \
+             calls (cursor_seek_by, cursor_insert_by, insert_by, remove_by)",
+            info.name
+        )));
+    }
     match (&tree.cmp, info.custom_comparator) {
         (Some(c), true) => Ok(c.as_ref()),
         (None, false) => Ok(&memcmp),
@@ -122,6 +150,34 @@ fn comparator<'t>(tree: &'t Tree, info: &TreeInfo) -> Result<&'t CmpFn> {
             info.name
         ))),
     }
+}
+
+/// The order of a probe-ordered tree's handle; refuses other trees.
+fn probe_order<'t>(tree: &'t Tree, info: &TreeInfo) -> Result<&'t CmpFn> {
+    match (&tree.cmp, info.external_order) {
+        (Some(c), true) => Ok(c.as_ref()),
+        (None, true) => Err(Error::InvalidArgument(format!(
+            "tree {:?} is probe-ordered: open it with open_probe_tree",
+            info.name
+        ))),
+        (_, false) => Err(Error::InvalidArgument(format!(
+            "tree {:?} is not probe-ordered: open it with open_tree or open_tree_with",
+            info.name
+        ))),
+    }
+}
+
+/// The order a cursor re-seeks by: the tree's comparator, or a probe tree's order.
+fn cursor_order(tree: &Tree, info: &TreeInfo) -> Result<Comparator> {
+    if info.external_order {
+        probe_order(tree, info)?;
+    } else {
+        comparator(tree, info)?;
+    }
+    Ok(match &tree.cmp {
+        Some(c) => c.clone(),
+        None => Arc::new(memcmp),
+    })
 }
 
 /// Encode a key for a tree, checking its kind and size.
@@ -214,6 +270,21 @@ pub trait ReadableTxn: PageRead + Sized {
         comparator(&t, &info)?;
         Ok(t)
     }
+
+    /// A handle on an existing probe-ordered tree (see `WriteTxn::create_probe_tree`).
+    /// `order` must order stored keys as the caller's probes do; the engine uses it only
+    /// to find a cursor's key again after the tree changed under it.
+    fn open_probe_tree(&self, name: &str, order: Comparator) -> Result<Tree> {
+        let t = Tree::new(name, Some(order));
+        let info = self.tree_info(&t)?;
+        probe_order(&t, &info)?;
+        Ok(t)
+    }
+
+    /// (transaction serial, generation of the tree at `root`): a cursor positioned at
+    /// this pair may step within its kept pages; any other pair means the tree changed.
+    #[doc(hidden)]
+    fn tree_clock(&self, root: Pgno) -> (u64, u64);
 
     /// Catalog record of a tree (remembered in the handle while the catalog this
     /// transaction sees is the one it was read from).
@@ -419,6 +490,7 @@ pub struct ReadTxn {
     shared: Arc<Shared>,
     header: Header,
     catalog_gen: u64,
+    serial: u64,
 }
 
 impl ReadTxn {
@@ -428,6 +500,7 @@ impl ReadTxn {
             shared,
             header,
             catalog_gen,
+            serial: next_txn_serial(),
         })
     }
 }
@@ -468,6 +541,10 @@ impl ReadableTxn for ReadTxn {
     }
     fn catalog_view(&self) -> Option<(u64, u64)> {
         Some((self.shared.id, self.catalog_gen))
+    }
+    fn tree_clock(&self, _root: Pgno) -> (u64, u64) {
+        // A snapshot never changes.
+        (self.serial, 0)
     }
     fn kept_free_pages(&self) -> Result<Option<std::collections::BTreeSet<Pgno>>> {
         self.shared.pager.kept_free_pages()
@@ -513,6 +590,15 @@ pub struct WriteTxn {
     /// Whether it created or dropped a tree (then `Tree` handles do not use their cache:
     /// the catalog it sees has no generation yet).
     catalog_changed: bool,
+    /// This transaction's serial (see `NEXT_TXN_SERIAL`).
+    serial: u64,
+    /// Generation of each tree this transaction wrote (by root page), from `gen_clock`;
+    /// a tree's generation is at least `gen_floor`, which every rollback raises (a
+    /// rollback may change any tree). Not part of `WriteState`: rolling back must move
+    /// generations forward, never restore them.
+    gens: PgnoMap<u64>,
+    gen_clock: u64,
+    gen_floor: u64,
 }
 
 impl WriteTxn {
@@ -548,7 +634,23 @@ impl WriteTxn {
             finished: false,
             catalog_gen,
             catalog_changed: false,
+            serial: next_txn_serial(),
+            gens: Default::default(),
+            gen_clock: 0,
+            gen_floor: 0,
         })
+    }
+
+    /// The tree at `root` changed: cursors positioned on it must re-seek by key.
+    fn bump_gen(&mut self, root: Pgno) {
+        self.gen_clock += 1;
+        self.gens.insert(root, self.gen_clock);
+    }
+
+    /// Every tree may have changed (a rollback).
+    fn bump_all_gens(&mut self) {
+        self.gen_clock += 1;
+        self.gen_floor = self.gen_clock;
     }
 
     /// Number of pages this transaction has changed so far (excluding the header page).
@@ -558,13 +660,50 @@ impl WriteTxn {
 
     /// Create a tree. Errors with `TreeExists` if the name is taken.
     pub fn create_tree(&mut self, name: &str, kind: KeyKind) -> Result<Tree> {
-        self.create(name, kind, None)
+        self.create(name, kind, None, false)
     }
 
     /// Create a byte-keyed tree ordered by `cmp`. The same comparator must be given to
     /// `open_tree_with` every time the tree is used.
     pub fn create_tree_with(&mut self, name: &str, cmp: Comparator) -> Result<Tree> {
-        self.create(name, KeyKind::Bytes, Some(cmp))
+        self.create(name, KeyKind::Bytes, Some(cmp), false)
+    }
+
+    /// Create a probe-ordered byte tree: its order is defined by the caller at each call
+    /// (`cursor_seek_by`, `cursor_insert_by`, `insert_by`, `remove_by` take a probe that
+    /// orders a stored key against the caller's target), so key-based calls (`get`,
+    /// `insert`, `remove`, `cursor_seek`, ranges) refuse it with `InvalidArgument`, and
+    /// `check` verifies its structure and page ownership but not its key order. `order`
+    /// must order stored keys the way the probes do; the engine uses it only to find a
+    /// cursor's key again after the tree changed under the cursor.
+    pub fn create_probe_tree(&mut self, name: &str, order: Comparator) -> Result<Tree> {
+        self.create(name, KeyKind::Bytes, Some(order), true)
+    }
+
+    /// Insert `key`/`value` at the place `probe` defines, replacing the entry the probe
+    /// finds Equal (whatever its key bytes); returns the replaced value. Probe-ordered
+    /// trees only.
+    pub fn insert_by(
+        &mut self,
+        tree: &Tree,
+        probe: Probe<'_>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let info = self.tree_info(tree)?;
+        probe_order(tree, &info)?;
+        let opts = self.opts;
+        self.bump_gen(info.root);
+        tree::insert_by(self, info.root, probe, opts, key, value)
+    }
+
+    /// Remove the entry `probe` finds Equal; returns its value. Probe-ordered trees only.
+    pub fn remove_by(&mut self, tree: &Tree, probe: Probe<'_>) -> Result<Option<Vec<u8>>> {
+        let info = self.tree_info(tree)?;
+        probe_order(tree, &info)?;
+        let opts = self.opts;
+        self.bump_gen(info.root);
+        tree::remove_by(self, info.root, probe, opts)
     }
 
     /// Open a tree, creating it with `kind` if it does not exist.
@@ -575,7 +714,13 @@ impl WriteTxn {
         }
     }
 
-    fn create(&mut self, name: &str, kind: KeyKind, cmp: Option<Comparator>) -> Result<Tree> {
+    fn create(
+        &mut self,
+        name: &str,
+        kind: KeyKind,
+        cmp: Option<Comparator>,
+        external: bool,
+    ) -> Result<Tree> {
         check_tree_name(name, self.usable_size())?;
         let catalog_root = self.st.header.catalog_root;
         if tree::get(self, catalog_root, &memcmp, name.as_bytes())?.is_some() {
@@ -586,7 +731,8 @@ impl WriteTxn {
             name: name.to_string(),
             root,
             kind,
-            custom_comparator: cmp.is_some(),
+            custom_comparator: cmp.is_some() && !external,
+            external_order: external,
         };
         let opts = self.opts;
         tree::insert(
@@ -598,6 +744,7 @@ impl WriteTxn {
             &info.encode(),
         )?;
         self.catalog_changed = true;
+        self.bump_gen(root);
         Ok(Tree::new(name, cmp))
     }
 
@@ -606,6 +753,7 @@ impl WriteTxn {
         self.catalog_changed = true;
         let catalog_root = self.st.header.catalog_root;
         let info = lookup_tree(self, catalog_root, name)?;
+        self.bump_gen(info.root);
         tree::destroy(self, info.root)?;
         let opts = self.opts;
         tree::remove(self, catalog_root, &memcmp, opts, name.as_bytes())?;
@@ -615,6 +763,7 @@ impl WriteTxn {
     /// Remove every entry of a tree.
     pub fn clear_tree(&mut self, tree: &Tree) -> Result<()> {
         let info = self.tree_info(tree)?;
+        self.bump_gen(info.root);
         tree::clear(self, info.root)
     }
 
@@ -629,6 +778,7 @@ impl WriteTxn {
         let cmp = comparator(tree, &info)?;
         let k = encode_key(&info, key.into(), self.usable_size())?;
         let opts = self.opts;
+        self.bump_gen(info.root);
         tree::insert(self, info.root, cmp, opts, k.as_slice(), value)
     }
 
@@ -638,6 +788,7 @@ impl WriteTxn {
         let cmp = comparator(tree, &info)?;
         let k = encode_key(&info, key.into(), self.usable_size())?;
         let opts = self.opts;
+        self.bump_gen(info.root);
         tree::remove(self, info.root, cmp, opts, k.as_slice())
     }
 
@@ -674,7 +825,24 @@ impl WriteTxn {
         self.find_savepoint(sp)?;
         self.st = self.savepoints[sp.index].1.clone();
         self.savepoints.truncate(sp.index + 1);
+        self.bump_all_gens();
         Ok(())
+    }
+
+    /// Undo every change of this transaction and keep it open (SQLite's
+    /// `Savepoint(ROLLBACK, -1)`); every savepoint is dropped. Tree handles and cursors
+    /// stay usable: cursors re-seek by their key.
+    pub fn rollback_all(&mut self) {
+        self.st = WriteState {
+            header: self.base.clone(),
+            dirty: PgnoMap::default(),
+            fresh: HashSet::default(),
+            taken: BTreeSet::new(),
+            freed: Vec::new(),
+            grown_freed: BTreeSet::new(),
+        };
+        self.savepoints.clear();
+        self.bump_all_gens();
     }
 
     /// Forget `sp` (and every later savepoint), keeping the changes.
@@ -784,5 +952,9 @@ impl ReadableTxn for WriteTxn {
     }
     fn catalog_view(&self) -> Option<(u64, u64)> {
         (!self.catalog_changed).then_some((self.shared.id, self.catalog_gen))
+    }
+    fn tree_clock(&self, root: Pgno) -> (u64, u64) {
+        let g = self.gens.get(&root).copied().unwrap_or(0);
+        (self.serial, g.max(self.gen_floor))
     }
 }

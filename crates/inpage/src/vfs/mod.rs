@@ -26,12 +26,14 @@ use std::sync::Arc;
 
 mod accounting;
 mod fault;
+mod mem;
 mod os;
 mod overlay;
 mod sim;
 
 pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, KindStats};
 pub use fault::{FaultPlan, FaultVfs};
+pub use mem::{MemFile, MemVfs};
 pub use os::OsVfs;
 pub use overlay::OverlayVfs;
 pub use sim::{Aim, CrashModel, CrashReport, SimVfs};

@@ -1,0 +1,528 @@
+//! Owned cursors: positions that live across writes of the same transaction.
+//!
+//! A [`Cursor`] is plain data (no borrow of a transaction); every operation is a method
+//! on the transaction taking `&mut Cursor`, so a caller may keep several cursors on one
+//! tree and write through any of them, or through the plain API, in between.
+//!
+//! Invariants, and why they hold:
+//! - **A cursor's identity is its key.** A positioned cursor keeps the root-to-leaf page
+//!   images it was positioned through (`RawCursor`); the images are immutable `Arc`s, so
+//!   its current key and inline value stay readable, unchanged, whatever is written later.
+//! - **Fresh or stale.** The cursor records `(transaction serial, tree generation)` from
+//!   `ReadableTxn::tree_clock` when it is positioned. A write transaction bumps a tree's
+//!   generation on every write to it (insert, remove, clear, drop, create) and every
+//!   tree's on `rollback_to`/`rollback_all`; a snapshot never changes. While the pair is
+//!   unchanged no page of the tree changed, so the kept stack is exactly the tree and
+//!   steps within it are valid (the fast path: an unchanged tree steps within the leaf).
+//!   After a write elsewhere in the tree the stack is still valid when every page of its
+//!   path is still the very image it kept (`RawCursor::still_current`: immutable images,
+//!   fixed root), so a scan keeps the fast path, without a key comparison, while other
+//!   leaves change.
+//! - **Stale cursors move by key.** When the pair differs, `next` goes to the first key
+//!   greater than the cursor's key and `prev` to the last key less than it, found from the
+//!   root with the tree's order (its comparator, memcmp, or a probe tree's `order`). So a
+//!   delete of the cursor's own row needs no skip flags: the neighbours are found by key.
+//! - **`has_moved` is conservative.** It answers "not moved" only when the cursor is on
+//!   a row whose key is still present with byte-identical inline cell (key and value);
+//!   so while it says "not moved", the bytes `key`/`value_local` returned stay valid and
+//!   equal to the row's current content. A row whose value lives in an overflow chain
+//!   reports "moved" as soon as its tree changed (its old chain may have been rewritten).
+//! - **Deleted rows.** A delete through the cursor with `save_position` leaves it on the
+//!   deleted key ("gone"): `next`/`prev` move to the neighbours, key/value read None.
+//!   Without `save_position` the cursor becomes invalid.
+
+use std::cmp::Ordering;
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::cell::Payload;
+use crate::page::PageRead;
+use crate::tree::{self, cursor::RawCursor};
+
+use super::key::{decode_int, Comparator, Key, KeyKind, OwnedKey};
+use super::{cursor_order, encode_key, Probe, ReadableTxn, Tree, WriteTxn};
+
+/// Where a seek left the cursor, like SQLite's `pRes` of `sqlite3BtreeTableMoveto`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeekResult {
+    /// The tree is empty; the cursor is invalid.
+    Empty,
+    /// On an entry equal to the target.
+    Exact,
+    /// On the largest entry, which is less than the target (pRes < 0).
+    Before,
+    /// On the first entry greater than the target (pRes > 0).
+    After,
+}
+
+/// What `cursor_restore` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Restored {
+    /// The cursor's key is still in the tree; the cursor is on it (its value may have
+    /// changed).
+    Same,
+    /// The key is gone (or the cursor was not on a row): `next`/`prev` move to the
+    /// neighbours of the key; key and value read None.
+    Gone,
+}
+
+#[derive(Clone)]
+enum State {
+    /// Not on a row.
+    Invalid,
+    /// On the row `raw` points at (its key is the cursor's identity).
+    At,
+    /// Between rows: the row with this key was deleted or is no longer found.
+    Gone(Vec<u8>),
+}
+
+/// An owned cursor over one tree (see the module notes for the rules it follows).
+#[derive(Clone)]
+pub struct Cursor {
+    name: std::sync::Arc<str>,
+    root: Pgno,
+    kind: KeyKind,
+    probe_only: bool,
+    order: Comparator,
+    raw: RawCursor,
+    state: State,
+    /// `tree_clock` when `raw` was positioned.
+    clock: (u64, u64),
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor")
+            .field("tree", &self.name)
+            .field("key", &self.key())
+            .finish()
+    }
+}
+
+impl Cursor {
+    /// Whether the cursor is on a row (it may be stale; see `cursor_has_moved`).
+    pub fn valid(&self) -> bool {
+        // A positioning call that failed half-way (an I/O error, a corrupt page) leaves
+        // `raw` without a current entry: then the cursor is simply not on a row.
+        matches!(self.state, State::At) && self.raw.valid()
+    }
+
+    /// The current key's stored bytes (integer keys in their 8-byte encoding), None when
+    /// not on a row. Valid until the cursor is next moved, whatever is written meanwhile.
+    pub fn key(&self) -> Option<&[u8]> {
+        self.valid().then(|| self.raw.key())
+    }
+
+    /// The current key, decoded.
+    pub fn owned_key(&self) -> Result<Option<OwnedKey>> {
+        let Some(k) = self.key() else {
+            return Ok(None);
+        };
+        match self.kind {
+            KeyKind::Int => decode_int(k)
+                .map(|i| Some(OwnedKey::Int(i)))
+                .ok_or_else(|| {
+                    Error::corrupt(self.root, "integer tree holds a key that is not 8 bytes")
+                }),
+            KeyKind::Bytes => Ok(Some(OwnedKey::Bytes(k.to_vec()))),
+        }
+    }
+
+    /// The current integer key (integer trees).
+    pub fn int_key(&self) -> Option<i64> {
+        self.key().and_then(decode_int)
+    }
+
+    /// The value bytes stored in the leaf (all of it unless it lives in an overflow
+    /// chain, then empty), as of the positioning. Valid until the cursor is next moved.
+    pub fn value_local(&self) -> Result<Option<&[u8]>> {
+        if !self.valid() {
+            return Ok(None);
+        }
+        Ok(Some(match self.raw.payload()? {
+            Payload::Inline(v) => v,
+            Payload::Overflow { .. } => &[],
+        }))
+    }
+
+    fn saved_key(&self) -> Option<&[u8]> {
+        match &self.state {
+            State::At => self.valid().then(|| self.raw.key()),
+            State::Invalid => None,
+            State::Gone(k) => Some(k),
+        }
+    }
+
+    fn refuse_probe_tree(&self) -> Result<()> {
+        if self.probe_only {
+            return Err(Error::InvalidArgument(format!(
+                "tree {:?} is probe-ordered: seek it with cursor_seek_by",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Take the result of a positioning call on `raw`.
+    fn settle(&mut self, found: bool, clock: (u64, u64)) -> bool {
+        self.state = if found { State::At } else { State::Invalid };
+        self.clock = clock;
+        found
+    }
+}
+
+/// Cursor operations of every transaction. The cursor must have been opened on a tree of
+/// the same database.
+pub trait CursorOps: ReadableTxn {
+    /// A cursor on `tree`, not yet positioned.
+    fn open_cursor(&self, tree: &Tree) -> Result<Cursor> {
+        let info = self.tree_info(tree)?;
+        let order = cursor_order(tree, &info)?;
+        Ok(Cursor {
+            name: tree.name.clone(),
+            root: info.root,
+            kind: info.kind,
+            probe_only: info.external_order,
+            order,
+            raw: RawCursor::new(self, info.root),
+            state: State::Invalid,
+            clock: (0, 0),
+        })
+    }
+
+    /// Move to the smallest key; false if the tree is empty.
+    fn cursor_first(&self, c: &mut Cursor) -> Result<bool> {
+        let clock = self.fresh_raw(c);
+        let found = c.raw.first(self)?;
+        Ok(c.settle(found, clock))
+    }
+
+    /// Move to the largest key; false if the tree is empty.
+    fn cursor_last(&self, c: &mut Cursor) -> Result<bool> {
+        let clock = self.fresh_raw(c);
+        let found = c.raw.last(self)?;
+        Ok(c.settle(found, clock))
+    }
+
+    /// Seek `key` (trees with a fixed order): on the key if present, else on the first
+    /// greater entry, else on the last entry (see [`SeekResult`]).
+    fn cursor_seek<'k>(&self, c: &mut Cursor, key: impl Into<Key<'k>>) -> Result<SeekResult> {
+        c.refuse_probe_tree()?;
+        let info = super::catalog::TreeInfo {
+            name: c.name.to_string(),
+            root: c.root,
+            kind: c.kind,
+            custom_comparator: false,
+            external_order: false,
+        };
+        let k = encode_key(&info, key.into(), self.usable_size())?;
+        let k = k.as_slice().to_vec();
+        let order = c.order.clone();
+        self.cursor_seek_by(c, &mut |s: &[u8]| order(s, &k))
+    }
+
+    /// Seek by a probe (`probe(stored)` orders a stored key against the target): on the
+    /// first entry the probe does not put before the target, with the same results as
+    /// `cursor_seek`. Works on every tree; the only seek of probe-ordered trees.
+    fn cursor_seek_by(&self, c: &mut Cursor, probe: Probe<'_>) -> Result<SeekResult> {
+        let clock = self.fresh_raw(c);
+        if c.raw.seek_by(self, probe)? {
+            let exact = probe(c.raw.key()) == Ordering::Equal;
+            c.settle(true, clock);
+            return Ok(if exact {
+                SeekResult::Exact
+            } else {
+                SeekResult::After
+            });
+        }
+        let found = c.raw.last(self)?;
+        Ok(if c.settle(found, clock) {
+            SeekResult::Before
+        } else {
+            SeekResult::Empty
+        })
+    }
+
+    /// Step forward; false (and invalid) past the end. On a stale cursor: the first key
+    /// greater than the cursor's key.
+    fn cursor_next(&self, c: &mut Cursor) -> Result<bool> {
+        let clock = self.tree_clock(c.root);
+        if self.revalidate(c, clock) {
+            let found = c.raw.next(self)?;
+            return Ok(c.settle(found, clock));
+        }
+        let Some(key) = c.saved_key().map(<[u8]>::to_vec) else {
+            return Ok(false);
+        };
+        let clock = self.fresh_raw(c);
+        let order = c.order.clone();
+        let found = c.raw.seek_by(self, &mut |s: &[u8]| match order(s, &key) {
+            Ordering::Greater => Ordering::Greater,
+            _ => Ordering::Less,
+        })?;
+        Ok(c.settle(found, clock))
+    }
+
+    /// Step back; false (and invalid) before the start. On a stale cursor: the last key
+    /// less than the cursor's key.
+    fn cursor_prev(&self, c: &mut Cursor) -> Result<bool> {
+        let clock = self.tree_clock(c.root);
+        if self.revalidate(c, clock) {
+            let found = c.raw.prev(self)?;
+            return Ok(c.settle(found, clock));
+        }
+        let Some(key) = c.saved_key().map(<[u8]>::to_vec) else {
+            return Ok(false);
+        };
+        let clock = self.fresh_raw(c);
+        let order = c.order.clone();
+        let found = c
+            .raw
+            .seek_le_by(self, &mut |s: &[u8]| match order(s, &key) {
+                Ordering::Less => Ordering::Less,
+                _ => Ordering::Greater,
+            })?;
+        Ok(c.settle(found, clock))
+    }
+
+    /// The current row's value as the tree holds it now (overflow included); None when
+    /// the cursor is not on a row or its row was deleted since it was positioned.
+    fn cursor_value(&self, c: &Cursor) -> Result<Option<Vec<u8>>> {
+        if !c.valid() {
+            return Ok(None);
+        }
+        if self.current(c) {
+            return c.raw.value(self).map(Some);
+        }
+        let mut probe = c.clone();
+        match self.find_exact(&mut probe)? {
+            true => probe.raw.value(self).map(Some),
+            false => Ok(None),
+        }
+    }
+
+    /// Copy the current row's value from byte `offset` into `buf`; returns how many
+    /// bytes were copied (short at the end of the value), None as for `cursor_value`.
+    /// An inline value of an unchanged tree is copied from the kept page, without a read.
+    fn cursor_read_value(&self, c: &Cursor, offset: u64, buf: &mut [u8]) -> Result<Option<usize>> {
+        let copy = |v: &[u8], buf: &mut [u8]| {
+            let start = usize::try_from(offset).unwrap_or(usize::MAX).min(v.len());
+            let n = buf.len().min(v.len() - start);
+            buf[..n].copy_from_slice(&v[start..start + n]);
+            n
+        };
+        if self.current(c) {
+            if let Payload::Inline(v) = c.raw.payload()? {
+                return Ok(Some(copy(v, buf)));
+            }
+        }
+        Ok(self.cursor_value(c)?.map(|v| copy(&v, buf)))
+    }
+
+    /// Length of the current row's value (None as for `cursor_value`).
+    fn cursor_value_len(&self, c: &Cursor) -> Result<Option<u64>> {
+        if !c.valid() {
+            return Ok(None);
+        }
+        let len = |raw: &RawCursor| -> Result<u64> {
+            Ok(match raw.payload()? {
+                Payload::Inline(v) => v.len() as u64,
+                Payload::Overflow { len, .. } => u64::from(len),
+            })
+        };
+        if self.current(c) {
+            return len(&c.raw).map(Some);
+        }
+        let mut probe = c.clone();
+        match self.find_exact(&mut probe)? {
+            true => len(&probe.raw).map(Some),
+            false => Ok(None),
+        }
+    }
+
+    /// Whether the cursor's row may differ from what it read: true when it is not on a
+    /// row, or its row is gone, or the row's bytes changed (conservatively: also any
+    /// overflow row of a changed tree). While false, `key`/`value_local` are current.
+    fn cursor_has_moved(&self, c: &Cursor) -> Result<bool> {
+        if !c.valid() {
+            return Ok(true);
+        }
+        if self.current(c) {
+            return Ok(false);
+        }
+        if matches!(c.raw.payload()?, Payload::Overflow { .. }) {
+            return Ok(true);
+        }
+        let mut now = c.clone();
+        if !self.find_exact(&mut now)? {
+            return Ok(true);
+        }
+        Ok(now.raw.cell()? != c.raw.cell()?)
+    }
+
+    /// Bring a stale cursor back onto its key (`Same`), or leave it between the
+    /// neighbours of its key when the key is gone (`Gone`). A fresh cursor on a row is
+    /// `Same` at once; an invalid one `Gone`.
+    fn cursor_restore(&self, c: &mut Cursor) -> Result<Restored> {
+        let clock = self.tree_clock(c.root);
+        if self.revalidate(c, clock) {
+            return Ok(Restored::Same);
+        }
+        let Some(key) = c.saved_key().map(<[u8]>::to_vec) else {
+            return Ok(Restored::Gone);
+        };
+        if self.find_exact(c)? {
+            Ok(Restored::Same)
+        } else {
+            c.state = State::Gone(key);
+            Ok(Restored::Gone)
+        }
+    }
+
+    /// Whether `c` is on a row and its kept path is valid now: its clock is current, or
+    /// the tree changed elsewhere (a write to other leaves) and every page of its path is
+    /// still the same image, in which case the clock is brought up to date. Needs no
+    /// key comparison, so an index scan does not call the order while other leaves change.
+    #[doc(hidden)]
+    fn revalidate(&self, c: &mut Cursor, clock: (u64, u64)) -> bool {
+        if !c.valid() {
+            return false;
+        }
+        if c.clock == clock {
+            return true;
+        }
+        if c.clock.0 == clock.0 && c.raw.still_current(self) {
+            c.clock = clock;
+            return true;
+        }
+        false
+    }
+
+    /// Whether `c`'s kept path is valid now (`revalidate` without updating the clock).
+    #[doc(hidden)]
+    fn current(&self, c: &Cursor) -> bool {
+        let clock = self.tree_clock(c.root);
+        c.valid() && (c.clock == clock || (c.clock.0 == clock.0 && c.raw.still_current(self)))
+    }
+
+    /// Reposition `c` exactly on its saved key; false (cursor state unchanged but its
+    /// stack spent) when the key is not in the tree.
+    #[doc(hidden)]
+    fn find_exact(&self, c: &mut Cursor) -> Result<bool> {
+        let Some(key) = c.saved_key().map(<[u8]>::to_vec) else {
+            return Ok(false);
+        };
+        let state = c.state.clone();
+        let clock = self.fresh_raw(c);
+        let order = c.order.clone();
+        let found = c.raw.seek_by(self, &mut |s: &[u8]| order(s, &key))?;
+        if found && order(c.raw.key(), &key) == Ordering::Equal {
+            c.settle(true, clock);
+            return Ok(true);
+        }
+        c.state = match state {
+            State::At => State::Gone(key),
+            other => other,
+        };
+        Ok(false)
+    }
+
+    /// The cursor's current clock; rebuilds its page stack for this transaction when it
+    /// was positioned by another one (the snapshot a stack reads may differ).
+    #[doc(hidden)]
+    fn fresh_raw(&self, c: &mut Cursor) -> (u64, u64) {
+        let clock = self.tree_clock(c.root);
+        if c.clock.0 != clock.0 {
+            let key = c.saved_key().map(<[u8]>::to_vec);
+            c.raw = RawCursor::new(self, c.root);
+            if let Some(k) = key {
+                c.state = State::Gone(k);
+            }
+        }
+        clock
+    }
+}
+
+impl<T: ReadableTxn> CursorOps for T {}
+
+impl WriteTxn {
+    /// Insert or replace `key` through the cursor (trees with a fixed order); the cursor
+    /// is left on the new entry. Returns the replaced value.
+    pub fn cursor_insert<'k>(
+        &mut self,
+        c: &mut Cursor,
+        key: impl Into<Key<'k>>,
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        c.refuse_probe_tree()?;
+        let info = super::catalog::TreeInfo {
+            name: c.name.to_string(),
+            root: c.root,
+            kind: c.kind,
+            custom_comparator: false,
+            external_order: false,
+        };
+        let k = encode_key(&info, key.into(), self.usable_size())?;
+        let k = k.as_slice().to_vec();
+        let order = c.order.clone();
+        self.insert_at(c, &mut |s: &[u8]| order(s, &k), &k, value)
+    }
+
+    /// Insert `key`/`value` where `probe` places it, replacing the entry the probe finds
+    /// Equal (not the byte-equal one: SQLite's index insert with `nMem` fields); the
+    /// cursor is left on the new entry. Returns the replaced value.
+    pub fn cursor_insert_by(
+        &mut self,
+        c: &mut Cursor,
+        probe: Probe<'_>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        self.insert_at(c, probe, key, value)
+    }
+
+    fn insert_at(
+        &mut self,
+        c: &mut Cursor,
+        probe: Probe<'_>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let opts = self.opts;
+        self.bump_gen(c.root);
+        let old = tree::insert_by(self, c.root, probe, opts, key, value)?;
+        c.state = State::Gone(key.to_vec());
+        if !self.find_exact(c)? {
+            return Err(Error::InvalidArgument(format!(
+                "tree {:?}: the inserted key is not where the tree's order puts it (the \
+                 probe and the tree's order disagree)",
+                c.name
+            )));
+        }
+        Ok(old)
+    }
+
+    /// Delete the cursor's row. With `save_position` (SQLite's BTREE_SAVEPOSITION) the
+    /// cursor stays on the deleted key, so `next`/`prev` move to its neighbours; without,
+    /// it becomes invalid. Errors with `InvalidArgument` when the cursor is not on a row.
+    pub fn cursor_delete(&mut self, c: &mut Cursor, save_position: bool) -> Result<()> {
+        if !c.valid() || self.cursor_restore(c)? != Restored::Same {
+            return Err(Error::InvalidArgument(format!(
+                "tree {:?}: cursor_delete on a cursor that is not on a row",
+                c.name
+            )));
+        }
+        let key = c.raw.key().to_vec();
+        let order = c.order.clone();
+        let opts = self.opts;
+        self.bump_gen(c.root);
+        let removed = tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?;
+        debug_assert!(removed.is_some(), "a restored cursor's key is in the tree");
+        c.raw.invalidate();
+        c.state = if save_position {
+            State::Gone(key)
+        } else {
+            State::Invalid
+        };
+        Ok(())
+    }
+}
