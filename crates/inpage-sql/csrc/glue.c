@@ -50,6 +50,7 @@ extern int ipg_table_count(Conn*, u32, i64*);
 extern int ipg_page_size(Conn*);
 extern u32 ipg_page_count(Conn*);
 extern int ipg_mode_code(Conn*);
+extern const char *ipg_open_errmsg(void);
 extern const char *ipg_errmsg(Conn*);
 
 /* Callbacks for the Rust side: SQLite's record comparator. */
@@ -108,7 +109,9 @@ SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sq
   }
   if( !p->zFilename ){ sqlite3_free(p); return SQLITE_NOMEM; }
   rc = ipg_open(p->zFilename, isMem, &p->pConn);
-  if( rc ){ sqlite3_free(p->zFilename); sqlite3_free(p); return rc; }
+  if( rc ){
+    /* openDatabase() replaces the message by the code's generic one: log the reason. */
+    sqlite3_log(rc, "inpage: cannot open %s: %s", p->zFilename, ipg_open_errmsg()); sqlite3_free(p->zFilename); sqlite3_free(p); return rc; }
   *ppBtree = p;
   return SQLITE_OK;
 }

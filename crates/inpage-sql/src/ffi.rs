@@ -218,7 +218,10 @@ pub unsafe extern "C" fn ipg_open(
             match mode_from_env() {
                 Ok(Some(m)) => c = c.journal_mode(m),
                 Ok(None) => {}
-                Err(_) => return CANTOPEN,
+                Err(msg) => {
+                    set_open_error(&msg);
+                    return CANTOPEN;
+                }
             }
             (path, c)
         };
@@ -240,13 +243,32 @@ pub unsafe extern "C" fn ipg_open(
                 unsafe { *out = Box::into_raw(conn) };
                 OK
             }
-            Err(Error::Locked { .. }) => BUSY,
-            Err(e) => match rc_of(&e) {
-                ERROR | MISUSE => CANTOPEN,
-                rc => rc,
-            },
+            Err(e) => {
+                set_open_error(&e.to_string());
+                match rc_of(&e) {
+                    ERROR | MISUSE => CANTOPEN,
+                    rc => rc,
+                }
+            }
         }
     })
+}
+
+thread_local! {
+    /// Why the last `ipg_open` on this thread failed (SQLite drops the message of a
+    /// failed open, so glue.c hands it to sqlite3_log).
+    static OPEN_ERROR: std::cell::RefCell<CString> = std::cell::RefCell::new(CString::default());
+}
+
+fn set_open_error(msg: &str) {
+    let m = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    OPEN_ERROR.with(|e| *e.borrow_mut() = m);
+}
+
+/// The message of the last failed `ipg_open` on this thread; valid until the next open.
+#[no_mangle]
+pub extern "C" fn ipg_open_errmsg() -> *const c_char {
+    OPEN_ERROR.with(|e| e.borrow().as_ptr())
 }
 
 /// # Safety
