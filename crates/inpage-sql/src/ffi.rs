@@ -93,6 +93,8 @@ fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
 }
 
+// One per connection, so the size difference between variants does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Txn {
     None,
     Read(ReadTxn),
