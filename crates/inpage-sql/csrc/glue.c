@@ -377,7 +377,7 @@ SQLITE_PRIVATE sqlite3_vfs *sqlite3PagerVfs(Pager *p){ return p->pVfs; }
 /* ---- public shims ---- */
 SQLITE_API sqlite3_backup *sqlite3_backup_init(sqlite3 *pDest, const char *zDestName, sqlite3 *pSource, const char *zSourceName){
   (void)zDestName; (void)pSource; (void)zSourceName;
-  sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "backup: not in the prototype");
+  sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "backup: not supported by inpage-sql yet (crates/inpage-sql/README.md)");
   return 0;
 }
 SQLITE_API int sqlite3_backup_step(sqlite3_backup *p, int n){ (void)p; (void)n; return SQLITE_MISUSE; }

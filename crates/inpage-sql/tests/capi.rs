@@ -306,3 +306,29 @@ fn long_index_keys_are_refused_with_toobig() {
     .unwrap();
     assert_eq!(db.one("SELECT length(a) FROM u").as_deref(), Some("5000"));
 }
+
+/// Trap 4: ROLLBACK TO does not fault read cursors; they keep their position (by key)
+/// and continue over the rolled-back state, as in SQLite.
+#[test]
+fn trap4_a_pending_read_survives_rollback_to() {
+    let db = Db::open(":memory:").unwrap();
+    db.exec("CREATE TABLE t(a INTEGER PRIMARY KEY, b)").unwrap();
+    db.exec("BEGIN").unwrap();
+    for i in 1..=10 {
+        db.exec(&format!("INSERT INTO t VALUES({i}, {i})")).unwrap();
+    }
+    db.exec("SAVEPOINT s; INSERT INTO t VALUES(11, 11); UPDATE t SET b = -b WHERE a > 5;").unwrap();
+    let mut q = db.prepare("SELECT b FROM t ORDER BY a").unwrap();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(q.next_first().unwrap().unwrap());
+    }
+    db.exec("ROLLBACK TO s").unwrap();
+    while let Some(b) = q.next_first().unwrap() {
+        got.push(b);
+    }
+    drop(q);
+    db.exec("COMMIT").unwrap();
+    let want: Vec<String> = (1..=10).map(|i| i.to_string()).collect();
+    assert_eq!(got, want);
+}

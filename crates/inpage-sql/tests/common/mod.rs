@@ -216,6 +216,18 @@ impl Db {
         rows[0][0].clone()
     }
 
+    /// Prepare one statement to step by hand.
+    pub fn prepare(&self, sql: &str) -> Result<Statement<'_>, SqlError> {
+        let c = CString::new(sql).unwrap();
+        let mut st = std::ptr::null_mut();
+        // SAFETY: valid string and out pointer.
+        let rc = unsafe { sqlite3_prepare_v2(self.db, c.as_ptr(), -1, &mut st, std::ptr::null_mut()) };
+        if rc != SQLITE_OK || st.is_null() {
+            return Err(self.err());
+        }
+        Ok(Statement { db: self, st })
+    }
+
     pub fn changes(&self) -> i32 {
         // SAFETY: live handle.
         unsafe { sqlite3_changes(self.db) }
@@ -252,6 +264,32 @@ unsafe fn column(st: *mut Stmt, i: c_int, kind: Col) -> Option<String> {
                 }
             }
         })
+    }
+}
+
+/// A prepared statement of a [`Db`], finalized on drop.
+pub struct Statement<'a> {
+    db: &'a Db,
+    st: *mut Stmt,
+}
+
+impl Statement<'_> {
+    /// The next row's first column as text; Ok(None) when done.
+    pub fn next_first(&mut self) -> Result<Option<String>, SqlError> {
+        // SAFETY: `st` is live until drop.
+        match unsafe { sqlite3_step(self.st) } {
+            // SAFETY: a row is current and column 0 exists (callers select a column).
+            SQLITE_ROW => Ok(Some(unsafe { column(self.st, 0, Col::Text) }.unwrap_or_default())),
+            SQLITE_DONE => Ok(None),
+            _ => Err(self.db.err()),
+        }
+    }
+}
+
+impl Drop for Statement<'_> {
+    fn drop(&mut self) {
+        // SAFETY: finalized once.
+        unsafe { sqlite3_finalize(self.st) };
     }
 }
 
