@@ -1051,3 +1051,69 @@ pub unsafe extern "C" fn ipg_page_count(conn: *mut Conn) -> u32 {
         unsafe { self::conn(conn) }.map_or(0, |c| c.db.header().page_count)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Trap 6: the pointer handed out by `ipg_payload` stays the same while
+    /// `ipg_has_moved` answers 0, also after writes through another cursor; a changed
+    /// row reports "moved".
+    #[test]
+    fn payload_pointer_is_stable_until_the_row_changes() {
+        // SAFETY: every pointer passed is live and used as the C side would: one
+        // connection, its cursors closed before it.
+        unsafe {
+            let mut conn: *mut Conn = std::ptr::null_mut();
+            assert_eq!(ipg_open(std::ptr::null(), 1, &mut conn), OK);
+            assert_eq!(ipg_begin(conn, 1), OK);
+            let mut t = 0u32;
+            assert_eq!(ipg_create(conn, 1, &mut t), OK);
+            assert_eq!(t, 2, "the first table after sqlite_schema (trap 5)");
+            let a = ipg_cursor_open(conn, t, std::ptr::null_mut());
+            let b = ipg_cursor_open(conn, t, std::ptr::null_mut());
+            for (k, v) in [(1i64, b"row one"), (2, b"row two")] {
+                assert_eq!(ipg_insert(a, k, v.as_ptr(), 7, 0, 0), OK);
+            }
+            let mut res = 9;
+            assert_eq!(ipg_seek_int(b, 1, &mut res), OK);
+            assert_eq!(res, 0);
+            let (mut p1, mut n1) = (std::ptr::null(), 0u32);
+            assert_eq!(ipg_payload(b, &mut p1, &mut n1), OK);
+            assert_eq!(std::slice::from_raw_parts(p1, n1 as usize), b"row one");
+            // A write elsewhere in the tree: b's row is unchanged, its buffer kept.
+            assert_eq!(ipg_insert(a, 2, b"row TWO".as_ptr(), 7, 0, 0), OK);
+            assert_eq!(ipg_has_moved(b), 0);
+            let (mut p2, mut n2) = (std::ptr::null(), 0u32);
+            assert_eq!(ipg_payload(b, &mut p2, &mut n2), OK);
+            assert_eq!(p2, p1, "the buffer OP_Column cached must stay valid");
+            // A write to b's row: moved.
+            assert_eq!(ipg_insert(a, 1, b"row ONE".as_ptr(), 7, 0, 0), OK);
+            assert_eq!(ipg_has_moved(b), 1);
+            ipg_cursor_close(a);
+            ipg_cursor_close(b);
+            assert_eq!(ipg_end(conn, 0, 0), OK);
+            ipg_close(conn);
+        }
+    }
+
+    #[test]
+    fn mode_codes_match_the_patched_pragma_names() {
+        // build.rs's pragma.c patch: index = code.
+        let names = [
+            "delete",
+            "persist",
+            "off",
+            "truncate",
+            "memory",
+            "wal",
+            "dhl-cc",
+            "dhl-cc-header",
+            "dhl-tc",
+            "off-opt",
+        ];
+        for m in JournalMode::all() {
+            assert_eq!(names[mode_code(m) as usize], m.name());
+        }
+    }
+}

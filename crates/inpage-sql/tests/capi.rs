@@ -317,7 +317,8 @@ fn trap4_a_pending_read_survives_rollback_to() {
     for i in 1..=10 {
         db.exec(&format!("INSERT INTO t VALUES({i}, {i})")).unwrap();
     }
-    db.exec("SAVEPOINT s; INSERT INTO t VALUES(11, 11); UPDATE t SET b = -b WHERE a > 5;").unwrap();
+    db.exec("SAVEPOINT s; INSERT INTO t VALUES(11, 11); UPDATE t SET b = -b WHERE a > 5;")
+        .unwrap();
     let mut q = db.prepare("SELECT b FROM t ORDER BY a").unwrap();
     let mut got = Vec::new();
     for _ in 0..3 {

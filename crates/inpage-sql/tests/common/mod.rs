@@ -221,7 +221,8 @@ impl Db {
         let c = CString::new(sql).unwrap();
         let mut st = std::ptr::null_mut();
         // SAFETY: valid string and out pointer.
-        let rc = unsafe { sqlite3_prepare_v2(self.db, c.as_ptr(), -1, &mut st, std::ptr::null_mut()) };
+        let rc =
+            unsafe { sqlite3_prepare_v2(self.db, c.as_ptr(), -1, &mut st, std::ptr::null_mut()) };
         if rc != SQLITE_OK || st.is_null() {
             return Err(self.err());
         }
@@ -279,7 +280,9 @@ impl Statement<'_> {
         // SAFETY: `st` is live until drop.
         match unsafe { sqlite3_step(self.st) } {
             // SAFETY: a row is current and column 0 exists (callers select a column).
-            SQLITE_ROW => Ok(Some(unsafe { column(self.st, 0, Col::Text) }.unwrap_or_default())),
+            SQLITE_ROW => Ok(Some(
+                unsafe { column(self.st, 0, Col::Text) }.unwrap_or_default(),
+            )),
             SQLITE_DONE => Ok(None),
             _ => Err(self.db.err()),
         }
