@@ -169,6 +169,8 @@ struct ApiFn {
     name: String,
     ret: Option<&'static str>,
     args: Vec<&'static str>,
+    /// `...` or `va_list`: exported through a naked jump, not a typed forwarder.
+    variadic: bool,
 }
 
 /// Why the public names need Rust wrappers: a cdylib exports only the symbols rustc
@@ -176,7 +178,9 @@ struct ApiFn {
 /// objects are hidden. So the C definitions are renamed and each non-variadic API
 /// function gets a `#[no_mangle]` forwarder with the same C signature. The types are
 /// mapped exactly (sizes and classes), and an unknown type stops the build. Variadic
-/// and `va_list` functions cannot be written in stable Rust: they stay C-internal.
+/// and `va_list` functions cannot be defined with a signature in stable Rust: they get
+/// a naked function whose only instruction is a tail jump to the C definition, which
+/// leaves every argument register and the stack as the caller set them.
 fn parse_api(header: &str) -> Vec<ApiFn> {
     let text = strip_comments(header);
     let mut out = Vec::new();
@@ -210,6 +214,15 @@ fn parse_api(header: &str) -> Vec<ApiFn> {
             .iter()
             .any(|p| p.trim() == "..." || p.contains("va_list"))
         {
+            // No Rust signature can forward these: a naked tail jump does (api_wrappers).
+            if !out.iter().any(|f: &ApiFn| f.name == name) {
+                out.push(ApiFn {
+                    name: name.to_string(),
+                    ret: None,
+                    args: Vec::new(),
+                    variadic: true,
+                });
+            }
             continue;
         }
         let ret = if ret_txt.contains('*') {
@@ -242,6 +255,7 @@ fn parse_api(header: &str) -> Vec<ApiFn> {
                 name: name.to_string(),
                 ret,
                 args,
+                variadic: false,
             });
         }
     }
@@ -368,6 +382,14 @@ fn api_wrappers(api: &[ApiFn], defined: &[String]) -> String {
             continue; // declared in sqlite3.h, compiled out by our flags
         }
         n += 1;
+        if f.variadic {
+            let _ = writeln!(
+                s,
+                "#[cfg(any(target_arch = \"x86_64\", target_arch = \"aarch64\"))]\nextern \"C\" {{ fn {c_name}(); }}\n/// Jumps to SQLite's `{0}` (variadic or `va_list`: no Rust signature).\n///\n/// # Safety\n/// As for `{0}` in sqlite3.h.\n#[cfg(any(target_arch = \"x86_64\", target_arch = \"aarch64\"))]\n#[unsafe(naked)]\n#[no_mangle]\npub unsafe extern \"C\" fn {0}() {{\n    // A tail jump: argument registers, the vararg count (x86-64 %al) and the stack\n    // reach the C definition untouched, and it returns straight to our caller.\n    #[cfg(target_arch = \"x86_64\")]\n    core::arch::naked_asm!(\"jmp {{0}}\", sym {c_name});\n    #[cfg(target_arch = \"aarch64\")]\n    core::arch::naked_asm!(\"b {{0}}\", sym {c_name});\n}}",
+                f.name
+            );
+            continue;
+        }
         let params: Vec<String> = f
             .args
             .iter()

@@ -42,6 +42,13 @@ c = sqlite3.connect(path)
 print("count", c.execute("SELECT count(*) FROM t").fetchone()[0])
 print("range", c.execute("SELECT min(id), max(id) FROM t WHERE name >= 'n0490'").fetchone())
 print("mode", c.execute("PRAGMA journal_mode='wal'").fetchone()[0])
+# The variadic API (exported through naked tail jumps): ints, a string and a double.
+import ctypes
+lib = ctypes.CDLL("libsqlite3.so.0")
+lib.sqlite3_mprintf.restype = ctypes.c_void_p
+p = lib.sqlite3_mprintf(b"%d-%s-%.2f", 42, b"x", ctypes.c_double(1.5))
+print("mprintf", ctypes.string_at(p).decode())
+lib.sqlite3_free(ctypes.c_void_p(p))
 "#;
 
 #[test]
@@ -82,6 +89,6 @@ fn python_sqlite3_runs_on_the_cdylib() {
         String::from_utf8_lossy(&out.stderr)
     );
     // 3.53.2 is the vendored amalgamation (the system library is another version).
-    let want = "version 3.53.2\nmode dhl-cc\ncount 500\nrange (491, 500)\nmode dhl-cc\n";
+    let want = "version 3.53.2\nmode dhl-cc\ncount 500\nrange (491, 500)\nmode dhl-cc\nmprintf 42-x-1.50\n";
     assert_eq!(text, want);
 }
