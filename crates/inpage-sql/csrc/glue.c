@@ -58,13 +58,18 @@ int ipg_c_cmp_probe(int n, const void *key, void *probe){
   UnpackedRecord *p = (UnpackedRecord*)probe;
   return sqlite3VdbeFindCompare(p)(n, key, p);
 }
-int ipg_c_cmp_records(void *ki, int n1, const void *k1, int n2, const void *k2){
+/* Compare two stored records. *pFailed = 1 if no answer could be computed (out of
+** memory, or a corrupt record): the caller must not use the result, since treating it
+** as "equal" would let an insert replace an unrelated entry. */
+int ipg_c_cmp_records(void *ki, int n1, const void *k1, int n2, const void *k2, int *pFailed){
   UnpackedRecord *p = sqlite3VdbeAllocUnpackedRecord((KeyInfo*)ki);
   int c;
-  if( !p ) return 0;
+  *pFailed = 0;
+  if( !p ){ *pFailed = 1; return 0; }
   sqlite3VdbeRecordUnpack(n2, k2, p);
   p->default_rc = 0; p->errCode = 0;
   c = sqlite3VdbeRecordCompare(n1, k1, p);
+  if( p->errCode ) *pFailed = 1;
   sqlite3DbFree(((KeyInfo*)ki)->db, p);
   return c;
 }

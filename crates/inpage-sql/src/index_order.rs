@@ -27,13 +27,15 @@ use std::ptr::null_mut;
 extern "C" {
     /// `<0` when the stored record `key` sorts before the probe (`UnpackedRecord*`).
     fn ipg_c_cmp_probe(n: c_int, key: *const u8, probe: *mut c_void) -> c_int;
-    /// Compare two stored records under a `KeyInfo*`.
+    /// Compare two stored records under a `KeyInfo*`; `*failed` = 1: no answer (OOM,
+    /// corrupt record).
     fn ipg_c_cmp_records(
         keyinfo: *mut c_void,
         n1: c_int,
         k1: *const u8,
         n2: c_int,
         k2: *const u8,
+        failed: *mut c_int,
     ) -> c_int;
 }
 
@@ -89,17 +91,28 @@ pub fn record_cmp(a: &[u8], b: &[u8]) -> Ordering {
     }
     let ki = KEYINFO.with(|k| k.get());
     assert!(!ki.is_null(), "index comparison without a KeyInfo");
+    let mut failed: c_int = 0;
     // SAFETY: KEYINFO is the KeyInfo of the cursor whose engine call is running
-    // (`with_order`); SQLite keeps it alive while the cursor is open. Both slices live.
-    sign(unsafe {
+    // (`with_order`); SQLite keeps it alive while the cursor is open. Both slices live;
+    // `failed` is a live local.
+    let c = unsafe {
         ipg_c_cmp_records(
             ki,
             a.len() as c_int,
             a.as_ptr(),
             b.len() as c_int,
             b.as_ptr(),
+            &mut failed,
         )
-    })
+    };
+    // A comparator has no error path: a made-up answer could make an insert replace an
+    // unrelated entry, so stop the engine call (the entry point's catch_unwind turns
+    // this into SQLITE_INTERNAL, and the statement rolls back).
+    assert!(
+        failed == 0,
+        "index record comparison failed (out of memory or corrupt record)"
+    );
+    sign(c)
 }
 
 /// Run one engine call with the cursor's `KeyInfo` (and, for a seek, the probe) set for
