@@ -150,8 +150,12 @@ fn env_forces_the_journal_mode_of_new_files() {
 #[test]
 #[ignore = "child of env_forces_the_journal_mode_of_new_files (needs its environment)"]
 fn env_child_reports_the_forced_mode() {
-    let path = std::env::var("INPAGE_SQL_TEST_DB")
-        .expect("run by env_forces_the_journal_mode_of_new_files");
+    // Only meaningful as the child of env_forces_the_journal_mode_of_new_files (which
+    // asserts on its output); a plain `--include-ignored` run has nothing to check.
+    let Ok(path) = std::env::var("INPAGE_SQL_TEST_DB") else {
+        println!("not run as a child: nothing to do");
+        return;
+    };
     common::install_log();
     let db = Db::open(&path).unwrap();
     db.exec("CREATE TABLE t(a); INSERT INTO t VALUES(1);")
