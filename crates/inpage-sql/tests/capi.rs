@@ -179,6 +179,17 @@ fn env_child_reports_the_forced_mode() {
             .any(|m| m.contains("dhl-cc") && m.contains("wal")),
         "{log:?}"
     );
+    // An unknown mode name is refused too, with the list of names in the log.
+    std::env::set_var(inpage_sql::JOURNAL_MODE_ENV, "bogus");
+    let e = Db::open(&format!("{path}.new")).map(|_| ()).unwrap_err();
+    assert_eq!(e.code, 14, "{e:?}");
+    let log = common::logged();
+    assert!(
+        log.iter()
+            .any(|m| m.contains("bogus") && m.contains("unknown mode")),
+        "{log:?}"
+    );
+    std::env::set_var(inpage_sql::JOURNAL_MODE_ENV, "wal");
     // Key too long: the log names the sizes.
     let db = Db::open(":memory:").unwrap();
     db.exec("CREATE TABLE k(a PRIMARY KEY) WITHOUT ROWID")
