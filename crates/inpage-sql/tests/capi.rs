@@ -201,7 +201,7 @@ fn env_child_reports_the_forced_mode() {
     let log = common::logged();
     assert!(
         log.iter()
-            .any(|m| m.starts_with("(18) inpage:") && m.contains("30")),
+            .any(|m| m.starts_with("(18) inpage: key of 30") && m.contains("at most 1008 bytes")),
         "{log:?}"
     );
 }
