@@ -50,6 +50,7 @@ extern int ipg_table_count(Conn*, u32, i64*);
 extern int ipg_page_size(Conn*);
 extern u32 ipg_page_count(Conn*);
 extern int ipg_mode_code(Conn*);
+extern int ipg_copy(Conn*, Conn*);
 extern const char *ipg_open_errmsg(void);
 extern const char *ipg_errmsg(Conn*);
 
@@ -199,7 +200,13 @@ SQLITE_PRIVATE int sqlite3BtreeIntegrityCheck(sqlite3 *db, Btree *p, Pgno *aRoot
   }
   return SQLITE_OK;
 }
-SQLITE_PRIVATE int sqlite3BtreeCopyFile(Btree *pTo, Btree *pFrom){ (void)pTo; (void)pFrom; return SQLITE_ERROR; }
+/* VACUUM: replace pTo's trees and meta by a copy of pFrom's (src/ffi.rs ipg_copy);
+** both are in a transaction (pTo a write one). Cursors on pTo lose their position. */
+SQLITE_PRIVATE int sqlite3BtreeCopyFile(Btree *pTo, Btree *pFrom){
+  BtCursor *c;
+  for(c=pTo->pCursor; c; c=c->pNext) ipg_invalidate(c->pCur);
+  return ipg_copy(pTo->pConn, pFrom->pConn);
+}
 SQLITE_PRIVATE const char *sqlite3BtreeGetFilename(Btree *p){ return p->zFilename; }
 SQLITE_PRIVATE const char *sqlite3BtreeGetJournalname(Btree *p){ (void)p; return 0; }
 SQLITE_PRIVATE int sqlite3BtreeGetPageSize(Btree *p){ return ipg_page_size(p->pConn); }
@@ -380,15 +387,97 @@ SQLITE_PRIVATE void sqlite3PagerShrink(Pager *p){ (void)p; }
 SQLITE_PRIVATE sqlite3_vfs *sqlite3PagerVfs(Pager *p){ return p->pVfs; }
 
 /* ---- public shims ---- */
-SQLITE_API sqlite3_backup *sqlite3_backup_init(sqlite3 *pDest, const char *zDestName, sqlite3 *pSource, const char *zSourceName){
-  (void)zDestName; (void)pSource; (void)zSourceName;
-  sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "backup: not supported by inpage-sql yet (crates/inpage-sql/README.md)");
-  return 0;
+/* The online backup API as one tree copy (ipg_copy) in the first step: the copy is
+** atomic (one write transaction on the destination), so there are no partial steps;
+** remaining() is 0 once done. Both connections' mutexes are held during each call. */
+struct sqlite3_backup {
+  sqlite3 *pDestDb; Btree *pDest;
+  sqlite3 *pSrcDb; Btree *pSrc;
+  int rc;            /* SQLITE_OK until the copy ran; then SQLITE_DONE or the error */
+  u32 nPage;         /* source page count, for pagecount()/remaining() */
+};
+static void glueBackupEnter(sqlite3_backup *p){
+  sqlite3_mutex_enter(p->pSrcDb->mutex);
+  sqlite3_mutex_enter(p->pDestDb->mutex);
 }
-SQLITE_API int sqlite3_backup_step(sqlite3_backup *p, int n){ (void)p; (void)n; return SQLITE_MISUSE; }
-SQLITE_API int sqlite3_backup_finish(sqlite3_backup *p){ (void)p; return SQLITE_OK; }
-SQLITE_API int sqlite3_backup_remaining(sqlite3_backup *p){ (void)p; return 0; }
-SQLITE_API int sqlite3_backup_pagecount(sqlite3_backup *p){ (void)p; return 0; }
+static void glueBackupLeave(sqlite3_backup *p){
+  sqlite3_mutex_leave(p->pDestDb->mutex);
+  sqlite3_mutex_leave(p->pSrcDb->mutex);
+}
+SQLITE_API sqlite3_backup *sqlite3_backup_init(sqlite3 *pDest, const char *zDestName, sqlite3 *pSource, const char *zSourceName){
+  sqlite3_backup *p = 0;
+  Btree *pS, *pD;
+  if( !sqlite3SafetyCheckOk(pSource) || !sqlite3SafetyCheckOk(pDest) ){
+    (void)SQLITE_MISUSE_BKPT;
+    return 0;
+  }
+  sqlite3_mutex_enter(pSource->mutex);
+  sqlite3_mutex_enter(pDest->mutex);
+  pS = sqlite3DbNameToBtree(pSource, zSourceName);
+  pD = sqlite3DbNameToBtree(pDest, zDestName);
+  if( pSource==pDest ){
+    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "source and destination must be distinct");
+  }else if( !pS ){
+    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "unknown database %s", zSourceName);
+  }else if( !pD ){
+    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "unknown database %s", zDestName);
+  }else if( sqlite3BtreeTxnState(pD)!=SQLITE_TXN_NONE ){
+    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "destination database is in use");
+  }else{
+    p = sqlite3_malloc64(sizeof(*p));
+    if( !p ){
+      sqlite3Error(pDest, SQLITE_NOMEM);
+    }else{
+      memset(p, 0, sizeof(*p));
+      p->pDestDb = pDest; p->pDest = pD; p->pSrcDb = pSource; p->pSrc = pS;
+      p->nPage = ipg_page_count(pS->pConn);
+    }
+  }
+  sqlite3_mutex_leave(pDest->mutex);
+  sqlite3_mutex_leave(pSource->mutex);
+  return p;
+}
+SQLITE_API int sqlite3_backup_step(sqlite3_backup *p, int nPage){
+  int rc, srcOwn;
+  (void)nPage;
+  if( !p ) return SQLITE_MISUSE_BKPT;
+  glueBackupEnter(p);
+  if( p->rc!=SQLITE_OK ){ rc = p->rc; glueBackupLeave(p); return rc; }
+  srcOwn = sqlite3BtreeTxnState(p->pSrc)==SQLITE_TXN_NONE;
+  rc = srcOwn ? sqlite3BtreeBeginTrans(p->pSrc, 0, 0) : SQLITE_OK;
+  if( rc==SQLITE_OK ){
+    rc = sqlite3BtreeBeginTrans(p->pDest, 2, 0);
+    if( rc==SQLITE_OK ){
+      rc = ipg_copy(p->pDest->pConn, p->pSrc->pConn);
+      if( rc==SQLITE_OK ) rc = sqlite3BtreeCommitPhaseOne(p->pDest, 0);
+      if( rc==SQLITE_OK ) rc = sqlite3BtreeCommitPhaseTwo(p->pDest, 0);
+      if( rc!=SQLITE_OK ) sqlite3BtreeRollback(p->pDest, SQLITE_OK, 0);
+    }
+    if( srcOwn ) sqlite3BtreeCommitPhaseTwo(p->pSrc, 0);
+  }
+  if( rc==SQLITE_OK ){
+    /* The destination's schema changed under its connection: reparse on next use. */
+    sqlite3ResetAllSchemasOfConnection(p->pDestDb);
+    rc = SQLITE_DONE;
+  }
+  /* BUSY and LOCKED leave the backup retryable, as in SQLite. */
+  if( rc!=SQLITE_BUSY && rc!=SQLITE_LOCKED ) p->rc = rc;
+  glueBackupLeave(p);
+  return rc;
+}
+SQLITE_API int sqlite3_backup_finish(sqlite3_backup *p){
+  sqlite3 *pDest; int rc;
+  if( !p ) return SQLITE_OK;
+  pDest = p->pDestDb;
+  rc = (p->rc==SQLITE_DONE) ? SQLITE_OK : p->rc;
+  sqlite3_mutex_enter(pDest->mutex);
+  sqlite3Error(pDest, rc);
+  sqlite3_mutex_leave(pDest->mutex);
+  sqlite3_free(p);
+  return rc;
+}
+SQLITE_API int sqlite3_backup_remaining(sqlite3_backup *p){ return (p && p->rc!=SQLITE_DONE) ? (int)p->nPage : 0; }
+SQLITE_API int sqlite3_backup_pagecount(sqlite3_backup *p){ return p ? (int)p->nPage : 0; }
 SQLITE_API sqlite3_file *sqlite3_database_file_object(const char *z){ (void)z; return 0; }
 SQLITE_API int sqlite3_enable_shared_cache(int e){ (void)e; return SQLITE_OK; }
 SQLITE_API unsigned char *sqlite3_serialize(sqlite3 *db, const char *zSchema, sqlite3_int64 *piSize, unsigned int mFlags){

@@ -1052,6 +1052,104 @@ pub unsafe extern "C" fn ipg_page_count(conn: *mut Conn) -> u32 {
     })
 }
 
+/// Replace everything in `to` (in a write transaction) by a copy of `from` (in any
+/// transaction): every `sqlite/<n>` tree, same names and kinds, and the eight meta
+/// values. SQLite's `sqlite3BtreeCopyFile` (VACUUM) and the backup API.
+///
+/// Index trees are filled in the source's order: while copying, the destination tree's
+/// comparator ranks keys by their position in the source (a map key -> ordinal), which
+/// is the record order itself, so no `KeyInfo` is needed; later opens use
+/// `index_order::record_cmp` again and see the same order.
+///
+/// # Safety
+/// `to`, `from` as in [`conn`], distinct.
+#[no_mangle]
+pub unsafe extern "C" fn ipg_copy(to: *mut Conn, from: *mut Conn) -> c_int {
+    guard(INTERNAL, || {
+        if std::ptr::eq(to, from) {
+            return MISUSE;
+        }
+        // SAFETY: contract (distinct, live connections).
+        let (Some(t), Some(f)) = (unsafe { self::conn(to) }, unsafe { self::conn(from) }) else {
+            return MISUSE;
+        };
+        match copy_all(t, f) {
+            Ok(()) => OK,
+            Err(e) => t.fail(&e),
+        }
+    })
+}
+
+fn copy_all(t: &mut Conn, f: &mut Conn) -> Result<(), Error> {
+    let ours = |i: &inpage::TreeInfo| i.name.starts_with("sqlite/");
+    let src_trees: Vec<inpage::TreeInfo> = with_txn!(f, tx => tx.list_trees())?
+        .into_iter()
+        .filter(ours)
+        .collect();
+    let mut meta = [0u32; 8];
+    for (i, m) in meta.iter_mut().enumerate() {
+        *m = with_txn!(f, tx => tx.meta(i))?;
+    }
+    t.trees.clear();
+    t.gen += 1;
+    let Txn::Write(w) = &mut t.txn else {
+        return Err(Error::InvalidArgument(
+            "copy into a database without a write transaction".into(),
+        ));
+    };
+    for old in w.list_trees()?.into_iter().filter(ours) {
+        w.drop_tree(&old.name)?;
+    }
+    for info in &src_trees {
+        let indexed = info.custom_comparator;
+        let src = if indexed {
+            with_txn!(f, tx => tx.open_tree_with(&info.name, f.cmp.clone()))?
+        } else {
+            with_txn!(f, tx => tx.open_tree(&info.name))?
+        };
+        // Entries in source order (for an index tree, the source's comparator runs
+        // without a KeyInfo: iteration walks leaves and never compares).
+        let mut entries: Vec<(OwnedKey, Vec<u8>)> = Vec::new();
+        with_txn!(f, tx => {
+            let mut c = tx.cursor(&src)?;
+            let mut ok = c.first()?;
+            while ok {
+                if let Some(k) = c.key()? {
+                    entries.push((k, c.value()?.unwrap_or_default()));
+                }
+                ok = c.next()?;
+            }
+            Ok::<(), Error>(())
+        })?;
+        let dst = if indexed {
+            let rank: Arc<HashMap<Vec<u8>, usize>> = Arc::new(
+                entries
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, (k, _))| k.as_bytes().map(|b| (b.to_vec(), i)))
+                    .collect(),
+            );
+            let by_rank: Comparator = Arc::new(move |a: &[u8], b: &[u8]| {
+                match (rank.get(a), rank.get(b)) {
+                    (Some(x), Some(y)) => x.cmp(y),
+                    // Only keys of this copy are ever compared while it runs.
+                    _ => panic!("copy comparator asked about a key outside the copy"),
+                }
+            });
+            w.create_tree_with(&info.name, by_rank)?
+        } else {
+            w.create_tree(&info.name, info.kind)?
+        };
+        for (k, v) in &entries {
+            w.insert(&dst, k.as_key(), v)?;
+        }
+    }
+    for (i, m) in meta.iter().enumerate() {
+        w.set_meta(i, *m)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,6 +49,18 @@ lib.sqlite3_mprintf.restype = ctypes.c_void_p
 p = lib.sqlite3_mprintf(b"%d-%s-%.2f", 42, b"x", ctypes.c_double(1.5))
 print("mprintf", ctypes.string_at(p).decode())
 lib.sqlite3_free(ctypes.c_void_p(p))
+# The backup API (one tree copy), into a file that had other content and into memory.
+dst = sqlite3.connect(path + ".bak")
+dst.execute("CREATE TABLE junk(x)")
+dst.commit()
+src = c  # one connection per file (README)
+src.backup(dst)
+print("backup", dst.execute("SELECT count(*), max(name) FROM t INDEXED BY t_name").fetchone(),
+      dst.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'junk'").fetchone()[0],
+      dst.execute("PRAGMA integrity_check").fetchone()[0])
+mem = sqlite3.connect(":memory:")
+src.backup(mem)
+print("backup-mem", mem.execute("SELECT count(*) FROM t WHERE name >= 'n0250'").fetchone()[0])
 "#;
 
 #[test]
@@ -89,7 +101,7 @@ fn python_sqlite3_runs_on_the_cdylib() {
         String::from_utf8_lossy(&out.stderr)
     );
     // 3.53.2 is the vendored amalgamation (the system library is another version).
-    let want = "version 3.53.2\nmode dhl-cc\ncount 500\nrange (491, 500)\nmode dhl-cc\nmprintf 42-x-1.50\n";
+    let want = "version 3.53.2\nmode dhl-cc\ncount 500\nrange (491, 500)\nmode dhl-cc\nmprintf 42-x-1.50\nbackup (500, 'n0499') 0 ok\nbackup-mem 250\n";
     assert_eq!(text, want);
 }
 
