@@ -1107,28 +1107,23 @@ fn copy_all(t: &mut Conn, f: &mut Conn) -> Result<(), Error> {
         } else {
             with_txn!(f, tx => tx.open_tree(&info.name))?
         };
-        // Entries in source order (for an index tree, the source's comparator runs
-        // without a KeyInfo: iteration walks leaves and never compares).
-        let mut entries: Vec<(OwnedKey, Vec<u8>)> = Vec::new();
-        with_txn!(f, tx => {
-            let mut c = tx.cursor(&src)?;
-            let mut ok = c.first()?;
-            while ok {
-                if let Some(k) = c.key()? {
-                    entries.push((k, c.value()?.unwrap_or_default()));
-                }
-                ok = c.next()?;
-            }
-            Ok::<(), Error>(())
-        })?;
+        // Source order never needs a comparison: cursors walk the leaves (so the
+        // source's index comparator runs without a KeyInfo).
         let dst = if indexed {
-            let rank: Arc<HashMap<Vec<u8>, usize>> = Arc::new(
-                entries
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, (k, _))| k.as_bytes().map(|b| (b.to_vec(), i)))
-                    .collect(),
-            );
+            let mut rank: HashMap<Vec<u8>, usize> = HashMap::new();
+            with_txn!(f, tx => {
+                let mut c = tx.cursor(&src)?;
+                let mut ok = c.first()?;
+                while ok {
+                    if let Some(k) = c.key()? {
+                        let n = rank.len();
+                        rank.insert(k.as_bytes().unwrap_or_default().to_vec(), n);
+                    }
+                    ok = c.next()?;
+                }
+                Ok::<(), Error>(())
+            })?;
+            let rank = Arc::new(rank);
             let by_rank: Comparator = Arc::new(move |a: &[u8], b: &[u8]| {
                 match (rank.get(a), rank.get(b)) {
                     (Some(x), Some(y)) => x.cmp(y),
@@ -1140,9 +1135,18 @@ fn copy_all(t: &mut Conn, f: &mut Conn) -> Result<(), Error> {
         } else {
             w.create_tree(&info.name, info.kind)?
         };
-        for (k, v) in &entries {
-            w.insert(&dst, k.as_key(), v)?;
-        }
+        // Stream the entries: the two connections are distinct databases.
+        with_txn!(f, tx => {
+            let mut c = tx.cursor(&src)?;
+            let mut ok = c.first()?;
+            while ok {
+                if let Some(k) = c.key()? {
+                    w.insert(&dst, k.as_key(), &c.value()?.unwrap_or_default())?;
+                }
+                ok = c.next()?;
+            }
+            Ok::<(), Error>(())
+        })?;
     }
     for (i, m) in meta.iter().enumerate() {
         w.set_meta(i, *m)?;
