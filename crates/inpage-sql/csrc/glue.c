@@ -132,7 +132,14 @@ SQLITE_PRIVATE int sqlite3BtreeClose(Btree *p){
   return SQLITE_OK;
 }
 SQLITE_PRIVATE int sqlite3BtreeBeginTrans(Btree *p, int wrflag, int *pSchemaVersion){
-  int rc = ipg_begin(p->pConn, wrflag);
+  int rc;
+  /* Another connection's write transaction: the busy handler decides whether to wait,
+  ** as btree.c does, and only when this connection holds no transaction (waiting while
+  ** holding a read snapshot could never succeed: the upgrade would be stale anyway). */
+  int fresh = ipg_txn_state(p->pConn)==SQLITE_TXN_NONE;
+  do{
+    rc = ipg_begin(p->pConn, wrflag);
+  }while( rc==SQLITE_BUSY && fresh && sqlite3InvokeBusyHandler(&p->db->busyHandler) );
   /* Savepoints are opened lazily: bring the count up to db->nSavepoint. */
   if( rc==SQLITE_OK && wrflag ) rc = ipg_sp_open(p->pConn, p->db->nSavepoint);
   if( rc==SQLITE_OK && pSchemaVersion ) *pSchemaVersion = (int)ipg_meta_get(p->pConn, 1);

@@ -16,6 +16,11 @@
 //! - Rollback of the whole transaction without ending it (SQLite's `Savepoint(ROLLBACK,
 //!   -1)`) rolls back to a base savepoint taken at begin (sound: the engine restores the
 //!   dirty map of that point).
+//! - One engine handle per file per process (`OPEN_FILES`): connections to the same
+//!   path share a clone of it, each with its own transactions, so the engine's
+//!   one-writer / snapshot-readers rule is SQLite's WAL-mode rule between them. The
+//!   handle is dropped with the last connection (`Drop for Conn`), after its
+//!   transaction, so the file's lock goes when the last connection closes.
 //! - Every entry point runs under `catch_unwind`: a panic becomes SQLITE_INTERNAL (or a
 //!   neutral value), never an unwind into C.
 //! - SQLite serialises all calls on one connection (its db mutex), and C closes every
@@ -25,7 +30,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use inpage::vfs::SimVfs;
 use inpage::{
@@ -88,6 +93,41 @@ pub fn mode_from_env() -> Result<Option<JournalMode>, String> {
     }
 }
 
+/// Files open in this process: one engine handle per file (the engine refuses a second
+/// read-write handle), shared by every connection to it, with the number of
+/// connections. The entry goes when the last connection closes, which closes the file.
+static OPEN_FILES: Mutex<Vec<(String, Database, usize)>> = Mutex::new(Vec::new());
+
+fn open_shared(path: &str, cfg: Config, forced: Option<JournalMode>) -> Result<Database, Error> {
+    let mut files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(entry) = files.iter_mut().find(|e| e.0 == path) {
+        if let Some(m) = forced {
+            if entry.1.journal_mode() != m {
+                return Err(Error::ModeMismatch {
+                    path: path.into(),
+                    file: entry.1.journal_mode().name().into(),
+                    requested: m.name().into(),
+                });
+            }
+        }
+        entry.2 += 1;
+        return Ok(entry.1.clone());
+    }
+    let db = Database::open(path, cfg)?;
+    files.push((path.to_string(), db.clone(), 1));
+    Ok(db)
+}
+
+fn close_shared(path: &str) {
+    let mut files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(i) = files.iter().position(|e| e.0 == path) {
+        files[i].2 -= 1;
+        if files[i].2 == 0 {
+            files.swap_remove(i);
+        }
+    }
+}
+
 /// Run an entry point; a panic becomes `fallback`.
 fn guard<R>(fallback: R, f: impl FnOnce() -> R) -> R {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or(fallback)
@@ -105,6 +145,8 @@ enum Txn {
 pub struct Conn {
     db: Database,
     mem: bool,
+    /// The registry key of a file database (None in memory).
+    shared_path: Option<String>,
     txn: Txn,
     /// Taken at begin: `Savepoint(ROLLBACK, -1)` undoes everything and stays open.
     base: Option<Savepoint>,
@@ -142,6 +184,16 @@ macro_rules! with_txn {
             Txn::None => Err(Error::InvalidArgument("no transaction".into())),
         }
     };
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // End the transaction before the registry may drop the last handle.
+        self.txn = Txn::None;
+        if let Some(p) = &self.shared_path {
+            close_shared(p);
+        }
+    }
 }
 
 impl Conn {
@@ -210,6 +262,7 @@ pub unsafe extern "C" fn ipg_open(
                 .into_owned()
         };
         let mem = memory != 0 || path.is_empty();
+        let mut forced = None;
         let (path, cfg) = if mem {
             let c = Config::default()
                 .vfs(Arc::new(SimVfs::new()))
@@ -218,7 +271,10 @@ pub unsafe extern "C" fn ipg_open(
         } else {
             let mut c = Config::default();
             match mode_from_env() {
-                Ok(Some(m)) => c = c.journal_mode(m),
+                Ok(Some(m)) => {
+                    c = c.journal_mode(m);
+                    forced = Some(m);
+                }
                 Ok(None) => {}
                 Err(msg) => {
                     set_open_error(&msg);
@@ -227,12 +283,18 @@ pub unsafe extern "C" fn ipg_open(
             }
             (path, c)
         };
-        match Database::open(&path, cfg) {
+        let opened = if mem {
+            Database::open(&path, cfg)
+        } else {
+            open_shared(&path, cfg, forced)
+        };
+        match opened {
             Ok(db) => {
                 let cmp: Comparator = Arc::new(index_order::record_cmp);
                 let conn = Box::new(Conn {
                     db,
                     mem,
+                    shared_path: (!mem).then(|| path.clone()),
                     txn: Txn::None,
                     base: None,
                     sps: Vec::new(),

@@ -403,3 +403,37 @@ fn vacuum_keeps_content_and_indexes() {
         );
     }
 }
+
+/// Two connections to one file in one process share the engine handle: a reader sees
+/// the last commit (snapshot isolation), a second writer gets SQLITE_BUSY, a stale
+/// read transaction cannot be upgraded (SQLITE_BUSY_SNAPSHOT, as in SQLite's WAL mode),
+/// and the file stays open until the last connection closes.
+#[test]
+fn two_connections_share_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.db");
+    let a = Db::open_path(&path);
+    let b = Db::open_path(&path);
+    a.exec("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+        .unwrap();
+    assert_eq!(b.one("SELECT count(*) FROM t").as_deref(), Some("1"));
+    a.exec("BEGIN; INSERT INTO t VALUES(2);").unwrap();
+    assert_eq!(b.one("SELECT count(*) FROM t").as_deref(), Some("1"));
+    let e = b.exec("INSERT INTO t VALUES(3)").unwrap_err();
+    assert_eq!(e.code & 0xff, 5, "{e:?}"); // SQLITE_BUSY
+    a.exec("COMMIT").unwrap();
+    b.exec("INSERT INTO t VALUES(3)").unwrap();
+    assert_eq!(a.one("SELECT count(*) FROM t").as_deref(), Some("3"));
+    b.exec("BEGIN").unwrap();
+    assert_eq!(b.one("SELECT count(*) FROM t").as_deref(), Some("3"));
+    a.exec("INSERT INTO t VALUES(4)").unwrap();
+    let e = b.exec("INSERT INTO t VALUES(5)").unwrap_err();
+    assert_eq!(e.code, 5 | (2 << 8), "{e:?}"); // SQLITE_BUSY_SNAPSHOT
+    b.exec("ROLLBACK").unwrap();
+    drop(a);
+    assert_eq!(b.one("SELECT count(*) FROM t").as_deref(), Some("4"));
+    drop(b);
+    // Closed: a new connection opens the file again (the registry let it go).
+    let c = Db::open_path(&path);
+    assert_eq!(c.one("SELECT sum(x) FROM t").as_deref(), Some("10"));
+}

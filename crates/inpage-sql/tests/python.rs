@@ -53,7 +53,7 @@ lib.sqlite3_free(ctypes.c_void_p(p))
 dst = sqlite3.connect(path + ".bak")
 dst.execute("CREATE TABLE junk(x)")
 dst.commit()
-src = c  # one connection per file (README)
+src = sqlite3.connect(path)  # a second connection: shares the file handle
 src.backup(dst)
 print("backup", dst.execute("SELECT count(*), max(name) FROM t INDEXED BY t_name").fetchone(),
       dst.execute("SELECT count(*) FROM sqlite_schema WHERE name = 'junk'").fetchone()[0],
