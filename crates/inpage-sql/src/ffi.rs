@@ -156,6 +156,11 @@ pub struct Conn {
     cmp: Comparator,
     /// Bumped by every write: a cursor's cached payload is stale when it differs.
     gen: u64,
+    /// Commits (in fcc steps) made by this connection, and the fcc its write
+    /// transaction started from: `PRAGMA data_version` = snapshot fcc minus own commits,
+    /// so it changes exactly when another connection commits.
+    own_fcc: u64,
+    write_start_fcc: u64,
     /// The last error worth a message (read by C for sqlite3_log).
     errmsg: CString,
 }
@@ -301,6 +306,8 @@ pub unsafe extern "C" fn ipg_open(
                     trees: HashMap::new(),
                     cmp,
                     gen: 0,
+                    own_fcc: 0,
+                    write_start_fcc: 0,
                     errmsg: CString::default(),
                 });
                 // SAFETY: `out` is valid for a write (contract).
@@ -418,6 +425,7 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         };
         c.base = Some(w.savepoint());
         c.sps.clear();
+        c.write_start_fcc = c.db.fcc();
         c.txn = Txn::Write(w);
         // A fresh file: table 1 (sqlite_schema) exists from the first write on.
         match c.tree(1) {
@@ -453,8 +461,9 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
         match std::mem::replace(&mut c.txn, Txn::None) {
             Txn::Write(w) => {
                 if commit != 0 {
-                    if let Err(e) = w.commit() {
-                        rc = c.fail(&e);
+                    match w.commit() {
+                        Ok(_) => c.own_fcc += c.db.fcc().saturating_sub(c.write_start_fcc),
+                        Err(e) => rc = c.fail(&e),
                     }
                 } else {
                     w.rollback();
@@ -549,6 +558,14 @@ pub unsafe extern "C" fn ipg_meta_get(conn: *mut Conn, idx: c_int) -> u32 {
         let Some(c) = (unsafe { self::conn(conn) }) else {
             return 0;
         };
+        if idx == 15 {
+            // BTREE_DATA_VERSION (PRAGMA data_version), see `Conn::own_fcc`.
+            let fcc = match &c.txn {
+                Txn::Read(r) => r.snapshot_fcc(),
+                _ => c.db.fcc(),
+            };
+            return fcc.wrapping_sub(c.own_fcc) as u32;
+        }
         if !(1..=8).contains(&idx) {
             return 0;
         }

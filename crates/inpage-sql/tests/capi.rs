@@ -437,3 +437,22 @@ fn two_connections_share_one_file() {
     let c = Db::open_path(&path);
     assert_eq!(c.one("SELECT sum(x) FROM t").as_deref(), Some("10"));
 }
+
+/// PRAGMA data_version changes when another connection commits, not for own commits.
+#[test]
+fn data_version_tracks_other_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dv.db");
+    let a = Db::open_path(&path);
+    let b = Db::open_path(&path);
+    a.exec("CREATE TABLE t(x)").unwrap();
+    let v0 = a.one("PRAGMA data_version");
+    a.exec("INSERT INTO t VALUES(1)").unwrap();
+    assert_eq!(a.one("PRAGMA data_version"), v0, "own commit");
+    let w0 = b.one("PRAGMA data_version");
+    b.exec("INSERT INTO t VALUES(2)").unwrap();
+    assert_eq!(b.one("PRAGMA data_version"), w0, "own commit");
+    let v1 = a.one("PRAGMA data_version");
+    assert_ne!(v1, v0, "b's commit must show in a's data_version");
+    assert_eq!(a.one("PRAGMA data_version"), v1, "nothing new");
+}
