@@ -51,6 +51,7 @@ extern int ipg_page_size(Conn*);
 extern u32 ipg_page_count(Conn*);
 extern int ipg_mode_code(Conn*);
 extern int ipg_copy(Conn*, Conn*);
+extern u32 ipg_data_version(Conn*);
 extern const char *ipg_open_errmsg(void);
 extern const char *ipg_errmsg(Conn*);
 
@@ -376,7 +377,7 @@ SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *c, u32 offset, u32 amt, void *z
 /* ---- pager ---- */
 static sqlite3_file glueNoFile;
 SQLITE_PRIVATE void sqlite3PagerCacheStat(Pager *p, int e, int r, u64 *pn){ (void)p; (void)e; (void)r; *pn = 0; }
-SQLITE_PRIVATE u32 sqlite3PagerDataVersion(Pager *p){ (void)p; return 1; }
+SQLITE_PRIVATE u32 sqlite3PagerDataVersion(Pager *p){ return ipg_data_version(p->pBt->pConn); }
 SQLITE_PRIVATE int sqlite3PagerExclusiveLock(Pager *p){ (void)p; return SQLITE_OK; }
 SQLITE_PRIVATE sqlite3_file *sqlite3PagerFile(Pager *p){ (void)p; return &glueNoFile; }
 SQLITE_PRIVATE sqlite3_file *sqlite3PagerJrnlFile(Pager *p){ (void)p; return &glueNoFile; }

@@ -227,6 +227,13 @@ impl Conn {
             _ => Err(READONLY),
         }
     }
+    /// The fcc of the state this connection sees (its snapshot, or the latest).
+    fn view_fcc(&self) -> u64 {
+        match &self.txn {
+            Txn::Read(r) => r.snapshot_fcc(),
+            _ => self.db.fcc(),
+        }
+    }
     fn fail(&mut self, e: &Error) -> c_int {
         self.errmsg = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
         rc_of(e)
@@ -560,16 +567,24 @@ pub unsafe extern "C" fn ipg_meta_get(conn: *mut Conn, idx: c_int) -> u32 {
         };
         if idx == 15 {
             // BTREE_DATA_VERSION (PRAGMA data_version), see `Conn::own_fcc`.
-            let fcc = match &c.txn {
-                Txn::Read(r) => r.snapshot_fcc(),
-                _ => c.db.fcc(),
-            };
-            return fcc.wrapping_sub(c.own_fcc) as u32;
+            return c.view_fcc().wrapping_sub(c.own_fcc) as u32;
         }
         if !(1..=8).contains(&idx) {
             return 0;
         }
         with_txn!(c, t => t.meta(idx as usize - 1)).unwrap_or(0)
+    })
+}
+
+/// SQLITE_FCNTL_DATA_VERSION: changes with every commit, this connection's included.
+///
+/// # Safety
+/// `conn` as in [`conn`].
+#[no_mangle]
+pub unsafe extern "C" fn ipg_data_version(conn: *mut Conn) -> u32 {
+    guard(0, || {
+        // SAFETY: contract.
+        unsafe { self::conn(conn) }.map_or(0, |c| c.view_fcc() as u32)
     })
 }
 

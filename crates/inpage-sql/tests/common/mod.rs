@@ -50,6 +50,12 @@ extern "C" {
     fn sqlite3_snprintf(n: c_int, buf: *mut c_char, fmt: *const c_char, ...) -> *mut c_char;
     fn sqlite3_changes(db: *mut Sqlite3) -> c_int;
     fn sqlite3_config(op: c_int, ...) -> c_int;
+    fn sqlite3_file_control(
+        db: *mut Sqlite3,
+        name: *const c_char,
+        op: c_int,
+        arg: *mut std::ffi::c_void,
+    ) -> c_int;
 }
 
 static LOG: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
@@ -227,6 +233,17 @@ impl Db {
             return Err(self.err());
         }
         Ok(Statement { db: self, st })
+    }
+
+    /// SQLITE_FCNTL_DATA_VERSION (35) of "main".
+    pub fn fcntl_data_version(&self) -> u32 {
+        let mut v: u32 = 0;
+        // SAFETY: live handle; the opcode writes one unsigned int through the pointer.
+        let rc = unsafe {
+            sqlite3_file_control(self.db, c"main".as_ptr(), 35, (&mut v as *mut u32).cast())
+        };
+        assert_eq!(rc, SQLITE_OK);
+        v
     }
 
     pub fn changes(&self) -> i32 {
