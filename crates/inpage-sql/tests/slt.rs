@@ -17,13 +17,18 @@ use md5::{Digest, Md5};
 /// overflow", the file expects an empty result).
 const EXPECTED_FAILURES: &[&str] = &["evidence/slt_lang_aggfunc.test:480"];
 
-/// `../shared/sqllogictest` next to the repository root, or `INPAGE_SLT_DIR`.
+/// `INPAGE_SLT_DIR`, else `shared/sqllogictest` in the nearest ancestor of this crate
+/// that has one: `../shared/sqllogictest` from the repository root (also from a git
+/// worktree nested deeper).
 fn corpus() -> Option<PathBuf> {
-    let p = match std::env::var_os("INPAGE_SLT_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/sqllogictest"),
-    };
-    p.is_dir().then_some(p)
+    if let Some(d) = std::env::var_os("INPAGE_SLT_DIR") {
+        let p = PathBuf::from(d);
+        return p.is_dir().then_some(p);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .map(|a| a.join("shared/sqllogictest"))
+        .find(|p| p.is_dir())
 }
 
 #[derive(Default, Debug)]
