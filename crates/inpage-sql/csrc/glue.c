@@ -1,0 +1,496 @@
+/*
+** glue.c — SQLite's storage layer (btree.c, pager.c, backup.c) replaced by inpage.
+** build.rs splices this file into the amalgamation where btree.c was, so it sees every
+** declaration btree.c saw (SQLITE_PRIVATE is static). Storage calls go to the Rust side
+** of this crate (src/ffi.rs, the ipg_* functions), which uses inpage's public API.
+**
+** Invariants, and why they hold:
+** - A Btree owns one inpage connection (Conn); a BtCursor owns one Rust cursor (Cur)
+**   that names its entry by key, never by slot, so writes through other cursors can
+**   never make it read a wrong entry (src/ffi.rs).
+** - SQLite's savepoint levels map 1:1 onto inpage savepoints. SQLite opens them lazily
+**   (SAVEPOINT only bumps db->nSavepoint), so every write BeginTrans brings the count
+**   up to db->nSavepoint, as the pager did (trap 1, SQLPLAN §2a).
+** - Functions SQLite may call with a NULL Btree* (slots never opened: temp) return
+**   at once (trap 3).
+** - The journal mode is a property of the file: PRAGMA journal_mode reports the mode in
+**   use (codes 6-9 are inpage's, named by build.rs's pragma.c patch) and a request for
+**   another mode is refused by answering the mode in use, SQLite's convention.
+*/
+#include <stdlib.h>
+
+typedef struct Conn Conn;
+typedef struct Cur Cur;
+extern int ipg_open(const char*, int, Conn**);
+extern void ipg_close(Conn*);
+extern int ipg_txn_state(Conn*);
+extern int ipg_begin(Conn*, int);
+extern int ipg_end(Conn*, int, int);
+extern int ipg_sp_open(Conn*, int);
+extern int ipg_sp(Conn*, int, int);
+extern u32 ipg_meta_get(Conn*, int);
+extern int ipg_meta_set(Conn*, int, u32);
+extern int ipg_create(Conn*, int, u32*);
+extern int ipg_clear(Conn*, u32, i64*, int);
+extern Cur *ipg_cursor_open(Conn*, u32, void*);
+extern void ipg_cursor_close(Cur*);
+extern int ipg_first(Cur*, int, int*);
+extern int ipg_seek_int(Cur*, i64, int*);
+extern int ipg_seek_probe(Cur*, void*, int*);
+extern int ipg_step(Cur*, int);
+extern int ipg_valid(Cur*);
+extern void ipg_invalidate(Cur*);
+extern int ipg_has_moved(Cur*);
+extern int ipg_payload(Cur*, const u8**, u32*);
+extern i64 ipg_intkey(Cur*);
+extern int ipg_insert(Cur*, i64, const u8*, int, int, int);
+extern int ipg_delete(Cur*);
+extern int ipg_count(Cur*, i64*);
+extern int ipg_table_count(Conn*, u32, i64*);
+extern int ipg_page_size(Conn*);
+extern u32 ipg_page_count(Conn*);
+extern int ipg_mode_code(Conn*);
+extern int ipg_copy(Conn*, Conn*);
+extern u32 ipg_data_version(Conn*);
+extern const char *ipg_open_errmsg(void);
+extern const char *ipg_errmsg(Conn*);
+
+/* Callbacks for the Rust side: SQLite's record comparator. */
+int ipg_c_cmp_probe(int n, const void *key, void *probe){
+  UnpackedRecord *p = (UnpackedRecord*)probe;
+  return sqlite3VdbeFindCompare(p)(n, key, p);
+}
+/* Compare two stored records. *pFailed = 1 if no answer could be computed (out of
+** memory, or a corrupt record): the caller must not use the result, since treating it
+** as "equal" would let an insert replace an unrelated entry. */
+int ipg_c_cmp_records(void *ki, int n1, const void *k1, int n2, const void *k2, int *pFailed){
+  UnpackedRecord *p = sqlite3VdbeAllocUnpackedRecord((KeyInfo*)ki);
+  int c;
+  *pFailed = 0;
+  if( !p ){ *pFailed = 1; return 0; }
+  sqlite3VdbeRecordUnpack(n2, k2, p);
+  p->default_rc = 0; p->errCode = 0;
+  c = sqlite3VdbeRecordCompare(n1, k1, p);
+  if( p->errCode ) *pFailed = 1;
+  sqlite3DbFree(((KeyInfo*)ki)->db, p);
+  return c;
+}
+
+struct Pager { int eMode; sqlite3_vfs *pVfs; Btree *pBt; };
+
+struct BtCursor {
+  u8 eState;            /* 1 = the static fake valid cursor; otherwise unused */
+  u8 wrFlag;
+  u8 fault; int faultCode;
+  Btree *pBtree;
+  KeyInfo *pKeyInfo;
+  Cur *pCur;
+  BtCursor *pNext;
+  int iTable;
+  u8 *staged; int nStaged;     /* TransferRow → PREFORMAT insert */
+};
+
+struct Btree {
+  sqlite3 *db;
+  Conn *pConn;
+  BtCursor *pCursor;
+  void *pSchema; void (*xFreeSchema)(void*);
+  struct Pager pager;
+  char *zFilename;
+  int isMem;
+};
+
+SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sqlite3 *db,
+                                    Btree **ppBtree, int flags, int vfsFlags){
+  Btree *p; int rc; char zFull[4096];
+  int isMem = zFilename==0 || zFilename[0]==0 || strcmp(zFilename, ":memory:")==0
+           || (flags & BTREE_MEMORY) || (vfsFlags & SQLITE_OPEN_MEMORY);
+  p = sqlite3_malloc64(sizeof(Btree));
+  if( !p ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->db = db; p->pager.pVfs = pVfs; p->pager.pBt = p; p->isMem = isMem;
+  if( !isMem && sqlite3OsFullPathname(pVfs, zFilename, sizeof(zFull), zFull)==SQLITE_OK ){
+    p->zFilename = sqlite3_mprintf("%s", zFull);
+  }else{
+    p->zFilename = sqlite3_mprintf("%s", isMem ? "" : zFilename);
+  }
+  if( !p->zFilename ){ sqlite3_free(p); return SQLITE_NOMEM; }
+  rc = ipg_open(p->zFilename, isMem, &p->pConn);
+  if( rc ){
+    /* openDatabase() replaces the message by the code's generic one: log the reason. */
+    sqlite3_log(rc, "inpage: cannot open %s: %s", p->zFilename, ipg_open_errmsg()); sqlite3_free(p->zFilename); sqlite3_free(p); return rc; }
+  *ppBtree = p;
+  return SQLITE_OK;
+}
+SQLITE_PRIVATE int sqlite3BtreeCloseCursor(BtCursor*);
+SQLITE_PRIVATE int sqlite3BtreeClose(Btree *p){
+  while( p->pCursor ) sqlite3BtreeCloseCursor(p->pCursor);
+  if( p->pSchema ){ if( p->xFreeSchema ) p->xFreeSchema(p->pSchema); sqlite3DbFree(0, p->pSchema); }
+  ipg_end(p->pConn, 0, 0);
+  ipg_close(p->pConn);
+  sqlite3_free(p->zFilename);
+  sqlite3_free(p);
+  return SQLITE_OK;
+}
+SQLITE_PRIVATE int sqlite3BtreeBeginTrans(Btree *p, int wrflag, int *pSchemaVersion){
+  int rc;
+  /* Another connection's write transaction: the busy handler decides whether to wait,
+  ** as btree.c does, and only when this connection holds no transaction (waiting while
+  ** holding a read snapshot could never succeed: the upgrade would be stale anyway). */
+  int fresh = ipg_txn_state(p->pConn)==SQLITE_TXN_NONE;
+  do{
+    rc = ipg_begin(p->pConn, wrflag);
+  }while( rc==SQLITE_BUSY && fresh && sqlite3InvokeBusyHandler(&p->db->busyHandler) );
+  /* Savepoints are opened lazily: bring the count up to db->nSavepoint. */
+  if( rc==SQLITE_OK && wrflag ) rc = ipg_sp_open(p->pConn, p->db->nSavepoint);
+  if( rc==SQLITE_OK && pSchemaVersion ) *pSchemaVersion = (int)ipg_meta_get(p->pConn, 1);
+  return rc;
+}
+SQLITE_PRIVATE int sqlite3BtreeBeginStmt(Btree *p, int iStatement){ return ipg_sp_open(p->pConn, iStatement); }
+static void glueTrip(Btree *p, int errCode, int writeOnly){
+  BtCursor *c;
+  for(c=p->pCursor; c; c=c->pNext){
+    if( writeOnly && !c->wrFlag ) continue;   /* read cursors re-seek by key anyway */
+    c->fault = 1; c->faultCode = errCode;
+  }
+}
+SQLITE_PRIVATE int sqlite3BtreeSavepoint(Btree *p, int op, int iSavepoint){
+  if( !p ) return SQLITE_OK;
+  return ipg_sp(p->pConn, op==SAVEPOINT_RELEASE ? 1 : 2, iSavepoint);
+}
+static int glueEnd(Btree *p, int commit){
+  return ipg_end(p->pConn, commit, p->db->nVdbeRead>1);
+}
+SQLITE_PRIVATE int sqlite3BtreeCommitPhaseOne(Btree *p, const char *z){ (void)p; (void)z; return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3BtreeCommitPhaseTwo(Btree *p, int bCleanup){
+  (void)bCleanup;
+  if( ipg_txn_state(p->pConn)==SQLITE_TXN_NONE ) return SQLITE_OK;
+  return glueEnd(p, 1);
+}
+SQLITE_PRIVATE int sqlite3BtreeCommit(Btree *p){ return sqlite3BtreeCommitPhaseTwo(p, 0); }
+SQLITE_PRIVATE int sqlite3BtreeRollback(Btree *p, int tripCode, int writeOnly){
+  if( tripCode!=SQLITE_OK ) glueTrip(p, tripCode, writeOnly);
+  glueEnd(p, 0);
+  return SQLITE_OK;
+}
+SQLITE_PRIVATE int sqlite3BtreeTxnState(Btree *p){ return p ? ipg_txn_state(p->pConn) : SQLITE_TXN_NONE; }
+SQLITE_PRIVATE int sqlite3BtreeCreateTable(Btree *p, Pgno *piTable, int flags){
+  u32 n = 0; int rc = ipg_create(p->pConn, (flags & BTREE_INTKEY)!=0, &n);
+  *piTable = (Pgno)n;
+  return rc;
+}
+SQLITE_PRIVATE int sqlite3BtreeClearTable(Btree *p, int iTable, i64 *pnChange){
+  BtCursor *c;
+  for(c=p->pCursor; c; c=c->pNext) if( c->iTable==iTable ) ipg_invalidate(c->pCur);
+  return ipg_clear(p->pConn, (u32)iTable, pnChange, 0);
+}
+SQLITE_PRIVATE int sqlite3BtreeClearTableOfCursor(BtCursor *c){ return sqlite3BtreeClearTable(c->pBtree, c->iTable, 0); }
+SQLITE_PRIVATE int sqlite3BtreeDropTable(Btree *p, int iTable, int *piMoved){
+  *piMoved = 0;
+  return ipg_clear(p->pConn, (u32)iTable, 0, 1);
+}
+SQLITE_PRIVATE int sqlite3BtreeTripAllCursors(Btree *p, int errCode, int writeOnly){ if( p ) glueTrip(p, errCode, writeOnly); return SQLITE_OK; }
+SQLITE_PRIVATE void sqlite3BtreeGetMeta(Btree *p, int idx, u32 *pValue){ *pValue = ipg_meta_get(p->pConn, idx); }
+SQLITE_PRIVATE int sqlite3BtreeUpdateMeta(Btree *p, int idx, u32 value){ return ipg_meta_set(p->pConn, idx, value); }
+SQLITE_PRIVATE void *sqlite3BtreeSchema(Btree *p, int nBytes, void(*xFree)(void*)){
+  if( !p->pSchema && nBytes ){ p->pSchema = sqlite3DbMallocZero(0, nBytes); p->xFreeSchema = xFree; }
+  return p->pSchema;
+}
+SQLITE_PRIVATE int sqlite3BtreeSchemaLocked(Btree *p){ (void)p; return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3BtreeIntegrityCheck(sqlite3 *db, Btree *p, Pgno *aRoot, sqlite3_value *aCnt,
+    int nRoot, int mxErr, int *pnErr, char **pzOut){
+  int i; (void)db; (void)mxErr;
+  *pnErr = 0; *pzOut = 0;
+  for(i=0; i<nRoot; i++){
+    i64 n = 0;
+    if( aRoot[i] ) ipg_table_count(p->pConn, aRoot[i], &n);
+    sqlite3MemSetArrayInt64(aCnt, i, n);
+  }
+  return SQLITE_OK;
+}
+/* VACUUM: replace pTo's trees and meta by a copy of pFrom's (src/ffi.rs ipg_copy);
+** both are in a transaction (pTo a write one). Cursors on pTo lose their position. */
+SQLITE_PRIVATE int sqlite3BtreeCopyFile(Btree *pTo, Btree *pFrom){
+  BtCursor *c;
+  for(c=pTo->pCursor; c; c=c->pNext) ipg_invalidate(c->pCur);
+  return ipg_copy(pTo->pConn, pFrom->pConn);
+}
+SQLITE_PRIVATE const char *sqlite3BtreeGetFilename(Btree *p){ return p->zFilename; }
+SQLITE_PRIVATE const char *sqlite3BtreeGetJournalname(Btree *p){ (void)p; return 0; }
+SQLITE_PRIVATE int sqlite3BtreeGetPageSize(Btree *p){ return ipg_page_size(p->pConn); }
+SQLITE_PRIVATE int sqlite3BtreeSetPageSize(Btree *p, int n, int nReserve, int eFix){ (void)p; (void)n; (void)nReserve; (void)eFix; return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3BtreeGetRequestedReserve(Btree *p){ (void)p; return 0; }
+SQLITE_PRIVATE Pgno sqlite3BtreeMaxPageCount(Btree *p, Pgno mx){ (void)p; (void)mx; return 0xfffffffe; }
+/* SQLite rejects a schema rootpage > LastPage ("invalid rootpage"): table numbers come
+** from a counter (meta 4), so LastPage must cover it. */
+SQLITE_PRIVATE Pgno sqlite3BtreeLastPage(Btree *p){
+  u32 n = ipg_page_count(p->pConn), m = ipg_meta_get(p->pConn, 4);
+  return (Pgno)(n > m ? n : m);
+}
+SQLITE_PRIVATE int sqlite3BtreeSecureDelete(Btree *p, int f){ (void)p; (void)f; return 0; }
+SQLITE_PRIVATE int sqlite3BtreeSetCacheSize(Btree *p, int n){ (void)p; (void)n; return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3BtreeSetSpillSize(Btree *p, int n){ (void)p; (void)n; return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3BtreeSetMmapLimit(Btree *p, sqlite3_int64 n){ (void)p; (void)n; return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3BtreeSetPagerFlags(Btree *p, unsigned f){ (void)p; (void)f; return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3BtreeIsReadonly(Btree *p){ (void)p; return 0; }
+SQLITE_PRIVATE int sqlite3BtreeIsInBackup(Btree *p){ (void)p; return 0; }
+SQLITE_PRIVATE void sqlite3BtreeClearCache(Btree *p){ (void)p; }
+SQLITE_PRIVATE struct Pager *sqlite3BtreePager(Btree *p){ return &p->pager; }
+SQLITE_PRIVATE int sqlite3HeaderSizeBtree(void){ return 0; }
+
+/* ---- cursors ---- */
+static BtCursor glueFakeCursor = { 1 };
+SQLITE_PRIVATE BtCursor *sqlite3BtreeFakeValidCursor(void){ return &glueFakeCursor; }
+SQLITE_PRIVATE int sqlite3BtreeCursorSize(void){ return ROUND8(sizeof(BtCursor)); }
+SQLITE_PRIVATE void sqlite3BtreeCursorZero(BtCursor *c){ memset(c, 0, sizeof(*c)); }
+SQLITE_PRIVATE int sqlite3BtreeCursor(Btree *p, Pgno iTable, int wrFlag, struct KeyInfo *pKeyInfo, BtCursor *c){
+  memset(c, 0, sizeof(*c));
+  c->pBtree = p; c->iTable = (int)iTable; c->wrFlag = (u8)(wrFlag!=0); c->pKeyInfo = pKeyInfo;
+  c->pCur = ipg_cursor_open(p->pConn, (u32)iTable, pKeyInfo);
+  if( !c->pCur ) return SQLITE_NOMEM;
+  c->pNext = p->pCursor; p->pCursor = c;
+  return SQLITE_OK;
+}
+SQLITE_PRIVATE int sqlite3BtreeCloseCursor(BtCursor *c){
+  BtCursor **pp;
+  if( !c->pBtree ) return SQLITE_OK;
+  for(pp=&c->pBtree->pCursor; *pp; pp=&(*pp)->pNext) if( *pp==c ){ *pp = c->pNext; break; }
+  ipg_cursor_close(c->pCur);
+  sqlite3_free(c->staged);
+  memset(c, 0, sizeof(*c));
+  return SQLITE_OK;
+}
+#define FAULT_CHECK(c) if( (c)->fault ) return (c)->faultCode
+SQLITE_PRIVATE void sqlite3BtreeCursorHintFlags(BtCursor *c, unsigned m){ (void)c; (void)m; }
+SQLITE_PRIVATE int sqlite3BtreeCursorHasHint(BtCursor *c, unsigned int m){ (void)c; (void)m; return 0; }
+SQLITE_PRIVATE int sqlite3BtreeTableMoveto(BtCursor *c, i64 intKey, int bias, int *pRes){
+  (void)bias; FAULT_CHECK(c);
+  return ipg_seek_int(c->pCur, intKey, pRes);
+}
+SQLITE_PRIVATE int sqlite3BtreeIndexMoveto(BtCursor *c, UnpackedRecord *pRec, int *pRes){
+  int rc;
+  FAULT_CHECK(c);
+  pRec->errCode = 0;    /* the VDBE leaves it uninitialised */
+  rc = ipg_seek_probe(c->pCur, pRec, pRes);
+  if( rc==SQLITE_OK && pRec->errCode ) rc = pRec->errCode;
+  return rc;
+}
+SQLITE_PRIVATE int sqlite3BtreeCursorHasMoved(BtCursor *c){
+  if( !c->pCur ) return 0;   /* the fake valid cursor */
+  return c->fault || ipg_has_moved(c->pCur);
+}
+SQLITE_PRIVATE int sqlite3BtreeCursorRestore(BtCursor *c, int *pDifferentRow){
+  FAULT_CHECK(c);
+  *pDifferentRow = ipg_has_moved(c->pCur);
+  return SQLITE_OK;
+}
+SQLITE_PRIVATE int sqlite3BtreeFirst(BtCursor *c, int *pRes){ FAULT_CHECK(c); return ipg_first(c->pCur, 0, pRes); }
+SQLITE_PRIVATE int sqlite3BtreeLast(BtCursor *c, int *pRes){ FAULT_CHECK(c); return ipg_first(c->pCur, 1, pRes); }
+SQLITE_PRIVATE int sqlite3BtreeIsEmpty(BtCursor *c, int *pRes){
+  i64 n = 0; int rc = ipg_count(c->pCur, &n);
+  *pRes = n==0;
+  return rc;
+}
+SQLITE_PRIVATE int sqlite3BtreeEof(BtCursor *c){ return c->pCur ? !ipg_valid(c->pCur) : 0; }
+SQLITE_PRIVATE int sqlite3BtreeNext(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, 1); }
+SQLITE_PRIVATE int sqlite3BtreePrevious(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, -1); }
+SQLITE_PRIVATE i64 sqlite3BtreeIntegerKey(BtCursor *c){ return ipg_intkey(c->pCur); }
+static const u8 *gluePayload(BtCursor *c, u32 *pN){
+  const u8 *p = 0; *pN = 0;
+  if( c->pCur ) ipg_payload(c->pCur, &p, pN);
+  return p;
+}
+SQLITE_PRIVATE u32 sqlite3BtreePayloadSize(BtCursor *c){ u32 n; gluePayload(c, &n); return n; }
+SQLITE_PRIVATE sqlite3_int64 sqlite3BtreeMaxRecordSize(BtCursor *c){ (void)c; return SQLITE_MAX_LENGTH; }
+SQLITE_PRIVATE int sqlite3BtreePayload(BtCursor *c, u32 offset, u32 amt, void *pBuf){
+  u32 n; const u8 *p = gluePayload(c, &n);
+  if( !p || (u64)offset+amt > (u64)n ) return SQLITE_CORRUPT_BKPT;
+  memcpy(pBuf, p+offset, amt);
+  return SQLITE_OK;
+}
+SQLITE_PRIVATE int sqlite3BtreePayloadChecked(BtCursor *c, u32 offset, u32 amt, void *pBuf){
+  FAULT_CHECK(c);
+  if( ipg_has_moved(c->pCur) ) return SQLITE_ABORT;
+  return sqlite3BtreePayload(c, offset, amt, pBuf);
+}
+SQLITE_PRIVATE const void *sqlite3BtreePayloadFetch(BtCursor *c, u32 *pAmt){ return gluePayload(c, pAmt); }
+SQLITE_PRIVATE int sqlite3BtreeCursorIsValidNN(BtCursor *c){ return c->pCur ? ipg_valid(c->pCur) : 1; }
+SQLITE_PRIVATE void sqlite3BtreeCursorPin(BtCursor *c){ (void)c; }
+SQLITE_PRIVATE void sqlite3BtreeCursorUnpin(BtCursor *c){ (void)c; }
+SQLITE_PRIVATE void sqlite3BtreeClearCursor(BtCursor *c){ if( c->pCur ) ipg_invalidate(c->pCur); }
+SQLITE_PRIVATE i64 sqlite3BtreeOffset(BtCursor *c){ (void)c; return 0; }
+SQLITE_PRIVATE i64 sqlite3BtreeRowCountEst(BtCursor *c){ (void)c; return -1; }
+SQLITE_PRIVATE int sqlite3BtreeCount(sqlite3 *db, BtCursor *c, i64 *pn){ (void)db; return ipg_count(c->pCur, pn); }
+static int glueInsert(BtCursor *c, const BtreePayload *pX, int flags, int seekResult){
+  (void)seekResult; FAULT_CHECK(c);
+  if( c->pKeyInfo==0 ){   /* intkey table */
+    if( flags & BTREE_PREFORMAT ) return ipg_insert(c->pCur, pX->nKey, c->staged, c->nStaged, 0, 0);
+    return ipg_insert(c->pCur, pX->nKey, pX->pData, pX->nData, pX->nZero, 0);
+  }
+  if( flags & BTREE_PREFORMAT ) return ipg_insert(c->pCur, 0, c->staged, c->nStaged, 0, 1);
+  if( pX->nMem ){
+    /* The entry to replace is the one equal under the first nMem fields (WITHOUT ROWID:
+    ** the primary key), not the one with identical bytes: find and remove it first. */
+    UnpackedRecord r; int res = 0, rc;
+    memset(&r, 0, sizeof(r));
+    r.pKeyInfo = c->pKeyInfo; r.aMem = pX->aMem; r.nField = pX->nMem;
+    rc = ipg_seek_probe(c->pCur, &r, &res);
+    if( rc==SQLITE_OK && r.errCode ) rc = r.errCode;
+    if( rc==SQLITE_OK && res==0 && ipg_valid(c->pCur) ) rc = ipg_delete(c->pCur);
+    if( rc ) return rc;
+  }
+  return ipg_insert(c->pCur, 0, pX->pKey, (int)pX->nKey, 0, 1);
+}
+/* A key longer than the engine's max_key_len (index records, WITHOUT ROWID rows) fails
+** with SQLITE_TOOBIG: never hashed, never truncated. The VDBE's message for that code
+** is generic, so the exact sizes go to sqlite3_log. */
+SQLITE_PRIVATE int sqlite3BtreeInsert(BtCursor *c, const BtreePayload *pX, int flags, int seekResult){
+  int rc = glueInsert(c, pX, flags, seekResult);
+  if( rc==SQLITE_TOOBIG ) sqlite3_log(rc, "inpage: %s", ipg_errmsg(c->pBtree->pConn));
+  return rc;
+}
+SQLITE_PRIVATE int sqlite3BtreeDelete(BtCursor *c, u8 flags){ (void)flags; FAULT_CHECK(c); return ipg_delete(c->pCur); }
+SQLITE_PRIVATE int sqlite3BtreeTransferRow(BtCursor *pDest, BtCursor *pSrc, i64 iKey){
+  u32 n; const u8 *p = gluePayload(pSrc, &n); (void)iKey;
+  if( !p ) return SQLITE_CORRUPT_BKPT;
+  sqlite3_free(pDest->staged);
+  pDest->staged = sqlite3_malloc64(n+1);
+  if( !pDest->staged ) return SQLITE_NOMEM;
+  memcpy(pDest->staged, p, n); pDest->nStaged = (int)n;
+  return SQLITE_OK;
+}
+SQLITE_PRIVATE void sqlite3BtreeIncrblobCursor(BtCursor *c){ (void)c; }
+SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *c, u32 offset, u32 amt, void *z){
+  u32 n; const u8 *p; u8 *buf; int rc;
+  FAULT_CHECK(c);
+  if( ipg_has_moved(c->pCur) ) return SQLITE_ABORT;
+  p = gluePayload(c, &n);
+  if( !p || (u64)offset+amt > (u64)n ) return SQLITE_CORRUPT_BKPT;
+  buf = sqlite3_malloc64(n+1);
+  if( !buf ) return SQLITE_NOMEM;
+  memcpy(buf, p, n); memcpy(buf+offset, z, amt);
+  rc = ipg_insert(c->pCur, ipg_intkey(c->pCur), buf, (int)n, 0, 0);
+  sqlite3_free(buf);
+  return rc;
+}
+
+/* ---- pager ---- */
+static sqlite3_file glueNoFile;
+SQLITE_PRIVATE void sqlite3PagerCacheStat(Pager *p, int e, int r, u64 *pn){ (void)p; (void)e; (void)r; *pn = 0; }
+SQLITE_PRIVATE u32 sqlite3PagerDataVersion(Pager *p){ return ipg_data_version(p->pBt->pConn); }
+SQLITE_PRIVATE int sqlite3PagerExclusiveLock(Pager *p){ (void)p; return SQLITE_OK; }
+SQLITE_PRIVATE sqlite3_file *sqlite3PagerFile(Pager *p){ (void)p; return &glueNoFile; }
+SQLITE_PRIVATE sqlite3_file *sqlite3PagerJrnlFile(Pager *p){ (void)p; return &glueNoFile; }
+SQLITE_PRIVATE int sqlite3PagerFlush(Pager *p){ (void)p; return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3PagerGetJournalMode(Pager *p){ return ipg_mode_code(p->pBt->pConn); }
+/* A mode is the file's (inpage refuses to open a file in another mode): a change is
+** refused by answering the mode in use, as SQLite does for a refused change. */
+SQLITE_PRIVATE int sqlite3PagerSetJournalMode(Pager *p, int e){ (void)e; return ipg_mode_code(p->pBt->pConn); }
+SQLITE_PRIVATE int sqlite3PagerOkToChangeJournalMode(Pager *p){ (void)p; return 0; }
+SQLITE_PRIVATE int sqlite3PagerIsMemdb(Pager *p){ return p->pBt->isMem; }
+SQLITE_PRIVATE i64 sqlite3PagerJournalSizeLimit(Pager *p, i64 n){ (void)p; return n; }
+SQLITE_PRIVATE int sqlite3PagerLockingMode(Pager *p, int e){ (void)p; (void)e; return PAGER_LOCKINGMODE_EXCLUSIVE; }
+SQLITE_PRIVATE int sqlite3PagerMemUsed(Pager *p){ (void)p; return 0; }
+SQLITE_PRIVATE void sqlite3PagerShrink(Pager *p){ (void)p; }
+SQLITE_PRIVATE sqlite3_vfs *sqlite3PagerVfs(Pager *p){ return p->pVfs; }
+
+/* ---- public shims ---- */
+/* The online backup API as one tree copy (ipg_copy) in the first step: the copy is
+** atomic (one write transaction on the destination), so there are no partial steps;
+** remaining() is 0 once done. Both connections' mutexes are held during each call. */
+struct sqlite3_backup {
+  sqlite3 *pDestDb; Btree *pDest;
+  sqlite3 *pSrcDb; Btree *pSrc;
+  int rc;            /* SQLITE_OK until the copy ran; then SQLITE_DONE or the error */
+  u32 nPage;         /* source page count, for pagecount()/remaining() */
+};
+static void glueBackupEnter(sqlite3_backup *p){
+  sqlite3_mutex_enter(p->pSrcDb->mutex);
+  sqlite3_mutex_enter(p->pDestDb->mutex);
+}
+static void glueBackupLeave(sqlite3_backup *p){
+  sqlite3_mutex_leave(p->pDestDb->mutex);
+  sqlite3_mutex_leave(p->pSrcDb->mutex);
+}
+SQLITE_API sqlite3_backup *sqlite3_backup_init(sqlite3 *pDest, const char *zDestName, sqlite3 *pSource, const char *zSourceName){
+  sqlite3_backup *p = 0;
+  Btree *pS, *pD;
+  if( !sqlite3SafetyCheckOk(pSource) || !sqlite3SafetyCheckOk(pDest) ){
+    (void)SQLITE_MISUSE_BKPT;
+    return 0;
+  }
+  sqlite3_mutex_enter(pSource->mutex);
+  sqlite3_mutex_enter(pDest->mutex);
+  pS = sqlite3DbNameToBtree(pSource, zSourceName);
+  pD = sqlite3DbNameToBtree(pDest, zDestName);
+  if( pSource==pDest ){
+    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "source and destination must be distinct");
+  }else if( !pS ){
+    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "unknown database %s", zSourceName);
+  }else if( !pD ){
+    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "unknown database %s", zDestName);
+  }else if( sqlite3BtreeTxnState(pD)!=SQLITE_TXN_NONE ){
+    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "destination database is in use");
+  }else{
+    p = sqlite3_malloc64(sizeof(*p));
+    if( !p ){
+      sqlite3Error(pDest, SQLITE_NOMEM);
+    }else{
+      memset(p, 0, sizeof(*p));
+      p->pDestDb = pDest; p->pDest = pD; p->pSrcDb = pSource; p->pSrc = pS;
+      p->nPage = ipg_page_count(pS->pConn);
+    }
+  }
+  sqlite3_mutex_leave(pDest->mutex);
+  sqlite3_mutex_leave(pSource->mutex);
+  return p;
+}
+SQLITE_API int sqlite3_backup_step(sqlite3_backup *p, int nPage){
+  int rc, srcOwn;
+  (void)nPage;
+  if( !p ) return SQLITE_MISUSE_BKPT;
+  glueBackupEnter(p);
+  if( p->rc!=SQLITE_OK ){ rc = p->rc; glueBackupLeave(p); return rc; }
+  srcOwn = sqlite3BtreeTxnState(p->pSrc)==SQLITE_TXN_NONE;
+  rc = srcOwn ? sqlite3BtreeBeginTrans(p->pSrc, 0, 0) : SQLITE_OK;
+  if( rc==SQLITE_OK ){
+    rc = sqlite3BtreeBeginTrans(p->pDest, 2, 0);
+    if( rc==SQLITE_OK ){
+      rc = ipg_copy(p->pDest->pConn, p->pSrc->pConn);
+      if( rc==SQLITE_OK ) rc = sqlite3BtreeCommitPhaseOne(p->pDest, 0);
+      if( rc==SQLITE_OK ) rc = sqlite3BtreeCommitPhaseTwo(p->pDest, 0);
+      if( rc!=SQLITE_OK ) sqlite3BtreeRollback(p->pDest, SQLITE_OK, 0);
+    }
+    if( srcOwn ) sqlite3BtreeCommitPhaseTwo(p->pSrc, 0);
+  }
+  if( rc==SQLITE_OK ){
+    /* The destination's schema changed under its connection: reparse on next use. */
+    sqlite3ResetAllSchemasOfConnection(p->pDestDb);
+    rc = SQLITE_DONE;
+  }
+  /* BUSY and LOCKED leave the backup retryable, as in SQLite. */
+  if( rc!=SQLITE_BUSY && rc!=SQLITE_LOCKED ) p->rc = rc;
+  glueBackupLeave(p);
+  return rc;
+}
+SQLITE_API int sqlite3_backup_finish(sqlite3_backup *p){
+  sqlite3 *pDest; int rc;
+  if( !p ) return SQLITE_OK;
+  pDest = p->pDestDb;
+  rc = (p->rc==SQLITE_DONE) ? SQLITE_OK : p->rc;
+  sqlite3_mutex_enter(pDest->mutex);
+  sqlite3Error(pDest, rc);
+  sqlite3_mutex_leave(pDest->mutex);
+  sqlite3_free(p);
+  return rc;
+}
+SQLITE_API int sqlite3_backup_remaining(sqlite3_backup *p){ return (p && p->rc!=SQLITE_DONE) ? (int)p->nPage : 0; }
+SQLITE_API int sqlite3_backup_pagecount(sqlite3_backup *p){ return p ? (int)p->nPage : 0; }
+SQLITE_API sqlite3_file *sqlite3_database_file_object(const char *z){ (void)z; return 0; }
+SQLITE_API int sqlite3_enable_shared_cache(int e){ (void)e; return SQLITE_OK; }
+SQLITE_API unsigned char *sqlite3_serialize(sqlite3 *db, const char *zSchema, sqlite3_int64 *piSize, unsigned int mFlags){
+  (void)db; (void)zSchema; (void)mFlags; if( piSize ) *piSize = -1; return 0;
+}
+SQLITE_API int sqlite3_deserialize(sqlite3 *db, const char *zSchema, unsigned char *pData, sqlite3_int64 szDb, sqlite3_int64 szBuf, unsigned mFlags){
+  (void)db; (void)zSchema; (void)pData; (void)szDb; (void)szBuf; (void)mFlags; return SQLITE_ERROR;
+}

@@ -1,0 +1,365 @@
+//! The SQLite C API end to end on inpage files, through the symbols this crate exports:
+//! schema, transactions, savepoints, reopen, journal modes, and the traps of SQLPLAN §2a
+//! the glue handles (each test below fails without its fix).
+
+mod common;
+
+use common::{Db, SQLITE_TOOBIG};
+
+fn rows(db: &Db, sql: &str) -> Vec<Vec<String>> {
+    db.query(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {e:?}"))
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .map(|v| v.unwrap_or_else(|| "NULL".into()))
+                .collect()
+        })
+        .collect()
+}
+
+fn v(items: &[&[&str]]) -> Vec<Vec<String>> {
+    items
+        .iter()
+        .map(|r| r.iter().map(|s| s.to_string()).collect())
+        .collect()
+}
+
+#[test]
+fn end_to_end_on_a_file_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e2e.db");
+    {
+        let db = Db::open_path(&path);
+        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+        db.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, n INT); CREATE INDEX t_name ON t(name);")
+            .unwrap();
+        db.exec("BEGIN").unwrap();
+        for i in 1..=50 {
+            db.exec(&format!("INSERT INTO t(name, n) VALUES('name{i:03}', {i})"))
+                .unwrap();
+        }
+        db.exec("COMMIT").unwrap();
+        assert_eq!(db.one("SELECT count(*) FROM t").as_deref(), Some("50"));
+        assert_eq!(
+            rows(
+                &db,
+                "SELECT id, n FROM t WHERE name BETWEEN 'name010' AND 'name012' ORDER BY name"
+            ),
+            v(&[&["10", "10"], &["11", "11"], &["12", "12"]])
+        );
+        db.exec("UPDATE t SET n = n * 100 WHERE id % 10 = 0")
+            .unwrap();
+        assert_eq!(db.changes(), 5);
+        db.exec("DELETE FROM t WHERE id > 45").unwrap();
+        assert_eq!(db.changes(), 5);
+        // ROLLBACK undoes a whole transaction.
+        db.exec("BEGIN; DELETE FROM t; INSERT INTO t(name, n) VALUES('gone', 0);")
+            .unwrap();
+        assert_eq!(db.one("SELECT count(*) FROM t").as_deref(), Some("1"));
+        db.exec("ROLLBACK").unwrap();
+        assert_eq!(db.one("SELECT count(*) FROM t").as_deref(), Some("45"));
+        // SAVEPOINT / ROLLBACK TO / RELEASE, nested.
+        db.exec("BEGIN; INSERT INTO t(name, n) VALUES('keep1', 1); SAVEPOINT a;")
+            .unwrap();
+        db.exec("INSERT INTO t(name, n) VALUES('undo1', 1); SAVEPOINT b; INSERT INTO t(name, n) VALUES('undo2', 2);")
+            .unwrap();
+        db.exec("ROLLBACK TO a").unwrap();
+        db.exec("INSERT INTO t(name, n) VALUES('keep2', 2); SAVEPOINT c; INSERT INTO t(name, n) VALUES('keep3', 3); RELEASE c; RELEASE a; COMMIT;")
+            .unwrap();
+        assert_eq!(
+            rows(
+                &db,
+                "SELECT name FROM t WHERE name NOT LIKE 'name%' ORDER BY name"
+            ),
+            v(&[&["keep1"], &["keep2"], &["keep3"]])
+        );
+        assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
+    }
+    let db = Db::open_path(&path);
+    assert_eq!(db.one("SELECT count(*) FROM t").as_deref(), Some("48"));
+    assert_eq!(
+        db.one("SELECT sum(n) FROM t WHERE name LIKE 'name%'")
+            .as_deref(),
+        Some("10935")
+    );
+    assert_eq!(
+        db.one("SELECT n FROM t WHERE name = 'name040'").as_deref(),
+        Some("4000")
+    );
+    assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+}
+
+#[test]
+fn journal_mode_change_is_refused_with_the_mode_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open_path(&dir.path().join("jm.db"));
+    db.exec("CREATE TABLE t(a)").unwrap();
+    // inpage's mode is the file's: asking for another one answers the mode in use.
+    assert_eq!(
+        db.one("PRAGMA journal_mode='wal'").as_deref(),
+        Some("dhl-cc")
+    );
+    assert_eq!(
+        db.one("PRAGMA journal_mode=delete").as_deref(),
+        Some("dhl-cc")
+    );
+    assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+    // In-memory databases report SQLite's "memory".
+    let mem = Db::open(":memory:").unwrap();
+    assert_eq!(mem.one("PRAGMA journal_mode").as_deref(), Some("memory"));
+}
+
+/// Trap 1: SAVEPOINT only bumps db->nSavepoint; the b-tree must open the savepoints on
+/// the next write BeginTrans, or ROLLBACK TO undoes nothing. Also covers trap 3
+/// (Savepoint/TripAllCursors called with the temp slot's NULL Btree).
+#[test]
+fn trap1_lazy_savepoints_are_opened_before_the_first_write() {
+    let db = Db::open(":memory:").unwrap();
+    db.exec("CREATE TABLE t(a)").unwrap();
+    db.exec("SAVEPOINT sp1; INSERT INTO t VALUES(1); SAVEPOINT sp2; INSERT INTO t VALUES(2); SAVEPOINT sp3; INSERT INTO t VALUES(3);")
+        .unwrap();
+    db.exec("ROLLBACK TO sp2").unwrap();
+    assert_eq!(rows(&db, "SELECT a FROM t"), v(&[&["1"]]));
+    db.exec("RELEASE sp1").unwrap();
+    assert_eq!(rows(&db, "SELECT a FROM t"), v(&[&["1"]]));
+}
+
+/// Trap 6: OP_Column keeps the pointer PayloadFetch returned while CursorHasMoved says
+/// no; a DELETE from a table with two indexes read freed memory and built a wrong index
+/// probe (SQLITE_CORRUPT_INDEX) when the buffer was replaced behind its back.
+#[test]
+fn trap6_delete_from_a_table_with_two_indexes() {
+    let db = Db::open(":memory:").unwrap();
+    db.exec("CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT, c INT); CREATE INDEX tb ON t(b); CREATE INDEX tc ON t(c);")
+        .unwrap();
+    db.exec("BEGIN").unwrap();
+    for i in 0..300 {
+        db.exec(&format!(
+            "INSERT INTO t VALUES({i}, 'b{:04}', {})",
+            (i * 7) % 300,
+            i % 17
+        ))
+        .unwrap();
+    }
+    db.exec("COMMIT").unwrap();
+    db.exec("DELETE FROM t WHERE c BETWEEN 3 AND 9").unwrap();
+    db.exec("UPDATE t SET c = c + 100 WHERE b > 'b0150'")
+        .unwrap();
+    let n = db.one("SELECT count(*) FROM t").unwrap();
+    assert_eq!(
+        db.one("SELECT count(*) FROM t INDEXED BY tb WHERE b >= ''")
+            .unwrap(),
+        n
+    );
+    assert_eq!(
+        db.one("SELECT count(*) FROM t INDEXED BY tc WHERE c >= 0")
+            .unwrap(),
+        n
+    );
+    assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
+}
+
+/// Trap 7: an index insert replaces the entry equal under the first nMem fields (the
+/// primary key of a WITHOUT ROWID table), not the byte-equal one.
+#[test]
+fn trap7_without_rowid_replace_and_upsert_keep_one_row() {
+    let db = Db::open(":memory:").unwrap();
+    db.exec("CREATE TABLE w(k INTEGER PRIMARY KEY, v TEXT) WITHOUT ROWID")
+        .unwrap();
+    db.exec("INSERT OR REPLACE INTO w VALUES(1, 'a'); INSERT OR REPLACE INTO w VALUES(1, 'b');")
+        .unwrap();
+    db.exec("INSERT INTO w VALUES(2, 'x') ON CONFLICT(k) DO UPDATE SET v = 'y'; INSERT INTO w VALUES(2, 'z') ON CONFLICT(k) DO UPDATE SET v = 'y';")
+        .unwrap();
+    assert_eq!(
+        rows(&db, "SELECT k, v FROM w ORDER BY k"),
+        v(&[&["1", "b"], &["2", "y"]])
+    );
+}
+
+/// Trap 8: LastPage bounds every schema rootpage; table numbers come from a counter,
+/// so after more tables than pages a reopen must still accept the schema.
+#[test]
+fn trap8_many_tables_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("many.db");
+    {
+        let db = Db::open_path(&path);
+        db.exec("BEGIN").unwrap();
+        for i in 0..120 {
+            db.exec(&format!(
+                "CREATE TABLE t{i}(a); CREATE INDEX i{i} ON t{i}(a); INSERT INTO t{i} VALUES({i});"
+            ))
+            .unwrap();
+        }
+        db.exec("COMMIT").unwrap();
+    }
+    let db = Db::open_path(&path);
+    assert_eq!(
+        db.one("SELECT a FROM t119 WHERE a = 119").as_deref(),
+        Some("119")
+    );
+    assert_eq!(
+        db.one("SELECT count(*) FROM sqlite_schema").as_deref(),
+        Some("240")
+    );
+}
+
+/// Keys over the engine's max_key_len fail with SQLITE_TOOBIG, whole (no hashing, no
+/// truncation), and the failed statement leaves nothing behind.
+#[test]
+fn long_index_keys_are_refused_with_toobig() {
+    let db = Db::open(":memory:").unwrap();
+    db.exec("CREATE TABLE t(a TEXT); CREATE INDEX ta ON t(a); INSERT INTO t VALUES('short');")
+        .unwrap();
+    let long = "x".repeat(5000);
+    let e = db
+        .exec(&format!("INSERT INTO t VALUES('{long}')"))
+        .unwrap_err();
+    assert_eq!(e.code & 0xff, SQLITE_TOOBIG, "{e:?}");
+    assert_eq!(db.one("SELECT count(*) FROM t").as_deref(), Some("1"));
+    // A long value in a rowid table without an index is fine (values of any size).
+    db.exec(&format!(
+        "CREATE TABLE u(a TEXT); INSERT INTO u VALUES('{long}');"
+    ))
+    .unwrap();
+    assert_eq!(db.one("SELECT length(a) FROM u").as_deref(), Some("5000"));
+}
+
+/// Trap 4: ROLLBACK TO does not fault read cursors; they keep their position (by key)
+/// and continue over the rolled-back state, as in SQLite.
+#[test]
+fn trap4_a_pending_read_survives_rollback_to() {
+    let db = Db::open(":memory:").unwrap();
+    db.exec("CREATE TABLE t(a INTEGER PRIMARY KEY, b)").unwrap();
+    db.exec("BEGIN").unwrap();
+    for i in 1..=10 {
+        db.exec(&format!("INSERT INTO t VALUES({i}, {i})")).unwrap();
+    }
+    db.exec("SAVEPOINT s; INSERT INTO t VALUES(11, 11); UPDATE t SET b = -b WHERE a > 5;")
+        .unwrap();
+    let mut q = db.prepare("SELECT b FROM t ORDER BY a").unwrap();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(q.next_first().unwrap().unwrap());
+    }
+    db.exec("ROLLBACK TO s").unwrap();
+    while let Some(b) = q.next_first().unwrap() {
+        got.push(b);
+    }
+    drop(q);
+    db.exec("COMMIT").unwrap();
+    let want: Vec<String> = (1..=10).map(|i| i.to_string()).collect();
+    assert_eq!(got, want);
+}
+
+/// VACUUM (sqlite3BtreeCopyFile as a tree copy) keeps every row, index and meta value,
+/// also across a reopen; VACUUM INTO writes a new inpage file.
+#[test]
+fn vacuum_keeps_content_and_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vac.db");
+    let into = dir.path().join("into.db");
+    {
+        let db = Db::open_path(&path);
+        db.exec("CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT); CREATE INDEX tb ON t(b); CREATE TABLE w(k TEXT PRIMARY KEY, v) WITHOUT ROWID; PRAGMA user_version = 7;")
+            .unwrap();
+        db.exec("BEGIN").unwrap();
+        for i in 0..600 {
+            db.exec(&format!(
+                "INSERT INTO t(b) VALUES('v{:04}'); INSERT INTO w VALUES('k{i}', {i});",
+                (i * 7919) % 600
+            ))
+            .unwrap();
+        }
+        db.exec("COMMIT; DELETE FROM t WHERE a % 3 = 0;").unwrap();
+        db.exec("VACUUM").unwrap();
+        assert_eq!(db.one("SELECT count(*) FROM t").as_deref(), Some("400"));
+        db.exec(&format!("VACUUM INTO '{}'", into.display()))
+            .unwrap();
+    }
+    for p in [&path, &into] {
+        let db = Db::open_path(p);
+        assert_eq!(
+            db.one("SELECT count(*) FROM t INDEXED BY tb WHERE b >= ''")
+                .as_deref(),
+            Some("400")
+        );
+        assert_eq!(
+            rows(
+                &db,
+                "SELECT b FROM t WHERE b BETWEEN 'v0100' AND 'v0103' ORDER BY b"
+            ),
+            v(&[&["v0101"], &["v0102"]])
+        );
+        assert_eq!(
+            db.one("SELECT v FROM w WHERE k = 'k599'").as_deref(),
+            Some("599")
+        );
+        assert_eq!(db.one("PRAGMA user_version").as_deref(), Some("7"));
+        assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
+        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+        db.exec("INSERT INTO t(b) VALUES('after')").unwrap();
+        assert_eq!(
+            db.one("SELECT count(*) FROM t WHERE b = 'after'")
+                .as_deref(),
+            Some("1")
+        );
+    }
+}
+
+/// Two connections to one file in one process share the engine handle: a reader sees
+/// the last commit (snapshot isolation), a second writer gets SQLITE_BUSY, a stale
+/// read transaction cannot be upgraded (SQLITE_BUSY_SNAPSHOT, as in SQLite's WAL mode),
+/// and the file stays open until the last connection closes.
+#[test]
+fn two_connections_share_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.db");
+    let a = Db::open_path(&path);
+    let b = Db::open_path(&path);
+    a.exec("CREATE TABLE t(x); INSERT INTO t VALUES(1);")
+        .unwrap();
+    assert_eq!(b.one("SELECT count(*) FROM t").as_deref(), Some("1"));
+    a.exec("BEGIN; INSERT INTO t VALUES(2);").unwrap();
+    assert_eq!(b.one("SELECT count(*) FROM t").as_deref(), Some("1"));
+    let e = b.exec("INSERT INTO t VALUES(3)").unwrap_err();
+    assert_eq!(e.code & 0xff, 5, "{e:?}"); // SQLITE_BUSY
+    a.exec("COMMIT").unwrap();
+    b.exec("INSERT INTO t VALUES(3)").unwrap();
+    assert_eq!(a.one("SELECT count(*) FROM t").as_deref(), Some("3"));
+    b.exec("BEGIN").unwrap();
+    assert_eq!(b.one("SELECT count(*) FROM t").as_deref(), Some("3"));
+    a.exec("INSERT INTO t VALUES(4)").unwrap();
+    let e = b.exec("INSERT INTO t VALUES(5)").unwrap_err();
+    assert_eq!(e.code, 5 | (2 << 8), "{e:?}"); // SQLITE_BUSY_SNAPSHOT
+    b.exec("ROLLBACK").unwrap();
+    drop(a);
+    assert_eq!(b.one("SELECT count(*) FROM t").as_deref(), Some("4"));
+    drop(b);
+    // Closed: a new connection opens the file again (the registry let it go).
+    let c = Db::open_path(&path);
+    assert_eq!(c.one("SELECT sum(x) FROM t").as_deref(), Some("10"));
+}
+
+/// PRAGMA data_version changes when another connection commits, not for own commits.
+#[test]
+fn data_version_tracks_other_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dv.db");
+    let a = Db::open_path(&path);
+    let b = Db::open_path(&path);
+    a.exec("CREATE TABLE t(x)").unwrap();
+    let v0 = a.one("PRAGMA data_version");
+    let f0 = a.fcntl_data_version();
+    a.exec("INSERT INTO t VALUES(1)").unwrap();
+    assert_eq!(a.one("PRAGMA data_version"), v0, "own commit");
+    // The file-control version counts every commit, own ones included.
+    assert_ne!(a.fcntl_data_version(), f0);
+    let w0 = b.one("PRAGMA data_version");
+    b.exec("INSERT INTO t VALUES(2)").unwrap();
+    assert_eq!(b.one("PRAGMA data_version"), w0, "own commit");
+    let v1 = a.one("PRAGMA data_version");
+    assert_ne!(v1, v0, "b's commit must show in a's data_version");
+    assert_eq!(a.one("PRAGMA data_version"), v1, "nothing new");
+}
