@@ -16,6 +16,12 @@ command -v losetup >/dev/null 2>&1 || need_apt+=(mount)
 # tools (fusermount3, /etc/fuse.conf). The bench speaks the FUSE protocol itself (the
 # `fuser` crate without its libfuse feature), so no -dev package is needed to build it.
 command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
+# crates/inpage-sql compiles SQLite's amalgamation (a C compiler) and lists the symbols of
+# the archive it built (nm, from binutils).
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+command -v nm >/dev/null 2>&1 || need_apt+=(binutils)
+# Its Python test runs the drop-in libsqlite3 under Python's sqlite3 module.
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
