@@ -1247,6 +1247,62 @@ mod tests {
         }
     }
 
+    /// An overflow row's payload (copied out of its chain once) keeps its pointer while
+    /// the row is unchanged; CursorRestore on a row deleted through another cursor says
+    /// "different row" and Next reaches the neighbour; `Savepoint(ROLLBACK, -1)` undoes
+    /// everything and keeps the write transaction.
+    #[test]
+    fn overflow_payload_restore_and_rollback_all() {
+        // SAFETY: as in the test above.
+        unsafe {
+            let mut conn: *mut Conn = std::ptr::null_mut();
+            assert_eq!(ipg_open(std::ptr::null(), 1, &mut conn), OK);
+            assert_eq!(ipg_begin(conn, 1), OK);
+            let mut t = 0u32;
+            assert_eq!(ipg_create(conn, 1, &mut t), OK);
+            let a = ipg_cursor_open(conn, t, std::ptr::null_mut());
+            let b = ipg_cursor_open(conn, t, std::ptr::null_mut());
+            let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+            for k in 1..=3i64 {
+                assert_eq!(ipg_insert(a, k, big.as_ptr(), big.len() as c_int, 0), OK);
+            }
+            let mut res = 9;
+            assert_eq!(ipg_seek_int(b, 2, &mut res), OK);
+            assert_eq!(res, 0);
+            let (mut p1, mut n1) = (std::ptr::null(), 0u32);
+            assert_eq!(ipg_payload(b, &mut p1, &mut n1), OK);
+            assert_eq!(std::slice::from_raw_parts(p1, n1 as usize), &big[..]);
+            let (mut p2, mut n2) = (std::ptr::null(), 0u32);
+            assert_eq!(ipg_payload(b, &mut p2, &mut n2), OK);
+            assert_eq!((p2, n2), (p1, n1), "one copy per position");
+            // b's row goes through a: moved, restore says so, Next reaches row 3.
+            assert_eq!(ipg_seek_int(a, 2, &mut res), OK);
+            assert_eq!(ipg_delete(a, 0), OK);
+            assert_eq!(ipg_has_moved(b), 1);
+            let mut different = 9;
+            assert_eq!(ipg_restore(b, &mut different), OK);
+            assert_eq!(different, 1);
+            assert_eq!(ipg_step(b, 1), OK);
+            assert_eq!(ipg_intkey(b), 3);
+            let mut different = 9;
+            assert_eq!(ipg_restore(b, &mut different), OK);
+            assert_eq!(different, 0);
+            // Whole-transaction rollback, transaction kept.
+            assert_eq!(ipg_sp(conn, 2, -1), OK);
+            assert_eq!(ipg_txn_state(conn), 2);
+            let mut n = -1i64;
+            assert_eq!(ipg_table_count(conn, t, &mut n), OK);
+            assert_eq!(
+                n, 0,
+                "the table's rows and the table itself are rolled back"
+            );
+            ipg_cursor_close(a);
+            ipg_cursor_close(b);
+            assert_eq!(ipg_end(conn, 0, 0), OK);
+            ipg_close(conn);
+        }
+    }
+
     #[test]
     fn mode_codes_match_the_patched_pragma_names() {
         // build.rs's pragma.c patch: index = code.
