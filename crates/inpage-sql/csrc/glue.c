@@ -291,10 +291,11 @@ SQLITE_PRIVATE int sqlite3BtreeCursorRestore(BtCursor *c, int *pDifferentRow){
 }
 SQLITE_PRIVATE int sqlite3BtreeFirst(BtCursor *c, int *pRes){ FAULT_CHECK(c); return ipg_first(c->pCur, 0, pRes); }
 SQLITE_PRIVATE int sqlite3BtreeLast(BtCursor *c, int *pRes){ FAULT_CHECK(c); return ipg_first(c->pCur, 1, pRes); }
+/* Like SQLite's own (which moves the cursor to the root), this may move the cursor:
+** one descent to the first entry instead of counting the tree. */
 SQLITE_PRIVATE int sqlite3BtreeIsEmpty(BtCursor *c, int *pRes){
-  i64 n = 0; int rc = ipg_count(c->pCur, &n);
-  *pRes = n==0;
-  return rc;
+  FAULT_CHECK(c);
+  return ipg_first(c->pCur, 0, pRes);
 }
 SQLITE_PRIVATE int sqlite3BtreeEof(BtCursor *c){ return c->pCur ? !ipg_valid(c->pCur) : 0; }
 SQLITE_PRIVATE int sqlite3BtreeNext(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, 1); }

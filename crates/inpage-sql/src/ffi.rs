@@ -684,6 +684,10 @@ pub struct Cur {
     /// only inline bytes in the cursor): read once per position, so the pointer
     /// `ipg_payload` hands out stays valid until the cursor moves (trap 6).
     big: Option<Vec<u8>>,
+    /// The record `ipg_payload` handed out for the current position (into the engine
+    /// cursor's page image or `big`), so repeated column reads of one row do not parse
+    /// the cell again. Cleared by everything that moves the cursor (`Cur::moved`).
+    pay: Option<(*const u8, u32)>,
 }
 
 /// # Safety
@@ -703,6 +707,7 @@ pub unsafe extern "C" fn ipg_cursor_open(
             cur: None,
             intkey: keyinfo.is_null(),
             big: None,
+            pay: None,
         }))
     })
 }
@@ -745,14 +750,18 @@ impl Cur {
         }
         Ok(self.cur.as_mut())
     }
-    /// Run a positioning call on the engine cursor (the cursor moves: the overflow copy
-    /// goes). An absent tree reads as empty.
+    /// The engine cursor is about to move: what was handed out for the old position goes.
+    fn moved(&mut self) {
+        self.big = None;
+        self.pay = None;
+    }
+    /// Run a positioning call on the engine cursor. An absent tree reads as empty.
     fn go<R>(
         &mut self,
         absent: R,
         f: impl FnOnce(&Conn, &mut Cursor) -> Result<R, Error>,
     ) -> Result<R, Error> {
-        self.big = None;
+        self.moved();
         let conn = self.conn();
         match self.engine()? {
             Some(c) => f(conn, c),
@@ -874,8 +883,8 @@ pub unsafe extern "C" fn ipg_invalidate(cur: *mut Cur) {
     guard((), || {
         // SAFETY: contract.
         if let Some(c) = unsafe { self::cur(cur) } {
+            c.moved();
             c.cur = None;
-            c.big = None;
         }
     })
 }
@@ -930,6 +939,14 @@ pub unsafe extern "C" fn ipg_restore(cur: *mut Cur, different: *mut c_int) -> c_
 #[no_mangle]
 pub unsafe extern "C" fn ipg_payload(cur: *mut Cur, p: *mut *const u8, n: *mut u32) -> c_int {
     with_cur(cur, |c| {
+        if let Some((ptr, len)) = c.pay {
+            // SAFETY: `p`, `n` are valid (contract).
+            unsafe {
+                *p = ptr;
+                *n = len;
+            }
+            return Ok(OK);
+        }
         let conn = c.conn();
         let mut out: &[u8] = &[];
         let mut found = false;
@@ -952,6 +969,8 @@ pub unsafe extern "C" fn ipg_payload(cur: *mut Cur, p: *mut *const u8, n: *mut u
             }
         }
         let ptr = if found {
+            // The bytes stay where they are until the cursor moves (`Cur::pay`).
+            c.pay = Some((out.as_ptr(), out.len() as u32));
             out.as_ptr()
         } else {
             std::ptr::null()
@@ -995,7 +1014,7 @@ pub unsafe extern "C" fn ipg_insert(
         let mut v = Vec::with_capacity(bytes.len() + nzero.max(0) as usize);
         v.extend_from_slice(bytes);
         v.resize(bytes.len() + nzero.max(0) as usize, 0);
-        c.big = None;
+        c.moved();
         let conn = c.conn();
         let Some(e) = c.engine()? else {
             return Ok(CORRUPT);
@@ -1025,7 +1044,7 @@ pub unsafe extern "C" fn ipg_insert_index(
         }
         // SAFETY: `key` is valid for `n` bytes (contract).
         let key = unsafe { std::slice::from_raw_parts(key, n as usize) };
-        c.big = None;
+        c.moved();
         let conn = c.conn();
         let Some(e) = c.engine()? else {
             return Ok(CORRUPT);
@@ -1048,7 +1067,7 @@ pub unsafe extern "C" fn ipg_insert_index(
 #[no_mangle]
 pub unsafe extern "C" fn ipg_delete(cur: *mut Cur, save_position: c_int) -> c_int {
     with_cur(cur, |c| {
-        c.big = None;
+        c.moved();
         let conn = c.conn();
         let Some(e) = c.cur.as_mut().filter(|e| e.valid()) else {
             return Ok(CORRUPT);
