@@ -43,8 +43,10 @@ extern void ipg_invalidate(Cur*);
 extern int ipg_has_moved(Cur*);
 extern int ipg_payload(Cur*, const u8**, u32*);
 extern i64 ipg_intkey(Cur*);
-extern int ipg_insert(Cur*, i64, const u8*, int, int, int);
-extern int ipg_delete(Cur*);
+extern int ipg_insert(Cur*, i64, const u8*, int, int);
+extern int ipg_insert_index(Cur*, const u8*, int, void*);
+extern int ipg_delete(Cur*, int);
+extern int ipg_restore(Cur*, int*);
 extern int ipg_count(Cur*, i64*);
 extern int ipg_table_count(Conn*, u32, i64*);
 extern int ipg_page_size(Conn*);
@@ -75,6 +77,10 @@ int ipg_c_cmp_records(void *ki, int n1, const void *k1, int n2, const void *k2, 
   sqlite3DbFree(((KeyInfo*)ki)->db, p);
   return c;
 }
+/* The Rust side holds a reference on a KeyInfo for as long as an index tree's order
+** may be asked for (the engine's cursor keeps the order). */
+void ipg_c_keyinfo_ref(void *ki){ (void)sqlite3KeyInfoRef((KeyInfo*)ki); }
+void ipg_c_keyinfo_unref(void *ki){ sqlite3KeyInfoUnref((KeyInfo*)ki); }
 
 struct Pager { int eMode; sqlite3_vfs *pVfs; Btree *pBt; };
 
@@ -281,15 +287,15 @@ SQLITE_PRIVATE int sqlite3BtreeCursorHasMoved(BtCursor *c){
 }
 SQLITE_PRIVATE int sqlite3BtreeCursorRestore(BtCursor *c, int *pDifferentRow){
   FAULT_CHECK(c);
-  *pDifferentRow = ipg_has_moved(c->pCur);
-  return SQLITE_OK;
+  return ipg_restore(c->pCur, pDifferentRow);
 }
 SQLITE_PRIVATE int sqlite3BtreeFirst(BtCursor *c, int *pRes){ FAULT_CHECK(c); return ipg_first(c->pCur, 0, pRes); }
 SQLITE_PRIVATE int sqlite3BtreeLast(BtCursor *c, int *pRes){ FAULT_CHECK(c); return ipg_first(c->pCur, 1, pRes); }
+/* Like SQLite's own (which moves the cursor to the root), this may move the cursor:
+** one descent to the first entry instead of counting the tree. */
 SQLITE_PRIVATE int sqlite3BtreeIsEmpty(BtCursor *c, int *pRes){
-  i64 n = 0; int rc = ipg_count(c->pCur, &n);
-  *pRes = n==0;
-  return rc;
+  FAULT_CHECK(c);
+  return ipg_first(c->pCur, 0, pRes);
 }
 SQLITE_PRIVATE int sqlite3BtreeEof(BtCursor *c){ return c->pCur ? !ipg_valid(c->pCur) : 0; }
 SQLITE_PRIVATE int sqlite3BtreeNext(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, 1); }
@@ -321,25 +327,34 @@ SQLITE_PRIVATE void sqlite3BtreeClearCursor(BtCursor *c){ if( c->pCur ) ipg_inva
 SQLITE_PRIVATE i64 sqlite3BtreeOffset(BtCursor *c){ (void)c; return 0; }
 SQLITE_PRIVATE i64 sqlite3BtreeRowCountEst(BtCursor *c){ (void)c; return -1; }
 SQLITE_PRIVATE int sqlite3BtreeCount(sqlite3 *db, BtCursor *c, i64 *pn){ (void)db; return ipg_count(c->pCur, pn); }
+/* An index record goes where the probe puts it: the first nMem fields when given
+** (WITHOUT ROWID: the primary key, so the entry equal under them is replaced whatever
+** its bytes, trap 7), else the whole record. errCode is zeroed before the engine call
+** and checked after (trap 2). */
+static int glueIndexInsert(BtCursor *c, const u8 *pKey, int nKey, Mem *aMem, int nMem){
+  UnpackedRecord r, *p = &r; int rc;
+  if( nMem ){
+    memset(&r, 0, sizeof(r));
+    r.pKeyInfo = c->pKeyInfo; r.aMem = aMem; r.nField = (u16)nMem;
+  }else{
+    p = sqlite3VdbeAllocUnpackedRecord(c->pKeyInfo);
+    if( !p ) return SQLITE_NOMEM;
+    sqlite3VdbeRecordUnpack(nKey, pKey, p);
+  }
+  p->default_rc = 0; p->errCode = 0;
+  rc = ipg_insert_index(c->pCur, pKey, nKey, p);
+  if( rc==SQLITE_OK && p->errCode ) rc = p->errCode;
+  if( p!=&r ) sqlite3DbFree(c->pKeyInfo->db, p);
+  return rc;
+}
 static int glueInsert(BtCursor *c, const BtreePayload *pX, int flags, int seekResult){
   (void)seekResult; FAULT_CHECK(c);
   if( c->pKeyInfo==0 ){   /* intkey table */
-    if( flags & BTREE_PREFORMAT ) return ipg_insert(c->pCur, pX->nKey, c->staged, c->nStaged, 0, 0);
-    return ipg_insert(c->pCur, pX->nKey, pX->pData, pX->nData, pX->nZero, 0);
+    if( flags & BTREE_PREFORMAT ) return ipg_insert(c->pCur, pX->nKey, c->staged, c->nStaged, 0);
+    return ipg_insert(c->pCur, pX->nKey, pX->pData, pX->nData, pX->nZero);
   }
-  if( flags & BTREE_PREFORMAT ) return ipg_insert(c->pCur, 0, c->staged, c->nStaged, 0, 1);
-  if( pX->nMem ){
-    /* The entry to replace is the one equal under the first nMem fields (WITHOUT ROWID:
-    ** the primary key), not the one with identical bytes: find and remove it first. */
-    UnpackedRecord r; int res = 0, rc;
-    memset(&r, 0, sizeof(r));
-    r.pKeyInfo = c->pKeyInfo; r.aMem = pX->aMem; r.nField = pX->nMem;
-    rc = ipg_seek_probe(c->pCur, &r, &res);
-    if( rc==SQLITE_OK && r.errCode ) rc = r.errCode;
-    if( rc==SQLITE_OK && res==0 && ipg_valid(c->pCur) ) rc = ipg_delete(c->pCur);
-    if( rc ) return rc;
-  }
-  return ipg_insert(c->pCur, 0, pX->pKey, (int)pX->nKey, 0, 1);
+  if( flags & BTREE_PREFORMAT ) return glueIndexInsert(c, c->staged, c->nStaged, 0, 0);
+  return glueIndexInsert(c, pX->pKey, (int)pX->nKey, pX->aMem, pX->nMem);
 }
 /* A key longer than the engine's max_key_len (index records, WITHOUT ROWID rows) fails
 ** with SQLITE_TOOBIG: never hashed, never truncated. The VDBE's message for that code
@@ -349,7 +364,7 @@ SQLITE_PRIVATE int sqlite3BtreeInsert(BtCursor *c, const BtreePayload *pX, int f
   if( rc==SQLITE_TOOBIG ) sqlite3_log(rc, "inpage: %s", ipg_errmsg(c->pBtree->pConn));
   return rc;
 }
-SQLITE_PRIVATE int sqlite3BtreeDelete(BtCursor *c, u8 flags){ (void)flags; FAULT_CHECK(c); return ipg_delete(c->pCur); }
+SQLITE_PRIVATE int sqlite3BtreeDelete(BtCursor *c, u8 flags){ FAULT_CHECK(c); return ipg_delete(c->pCur, (flags & BTREE_SAVEPOSITION)!=0); }
 SQLITE_PRIVATE int sqlite3BtreeTransferRow(BtCursor *pDest, BtCursor *pSrc, i64 iKey){
   u32 n; const u8 *p = gluePayload(pSrc, &n); (void)iKey;
   if( !p ) return SQLITE_CORRUPT_BKPT;
@@ -369,7 +384,7 @@ SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *c, u32 offset, u32 amt, void *z
   buf = sqlite3_malloc64(n+1);
   if( !buf ) return SQLITE_NOMEM;
   memcpy(buf, p, n); memcpy(buf+offset, z, amt);
-  rc = ipg_insert(c->pCur, ipg_intkey(c->pCur), buf, (int)n, 0, 0);
+  rc = ipg_insert(c->pCur, ipg_intkey(c->pCur), buf, (int)n, 0);
   sqlite3_free(buf);
   return rc;
 }

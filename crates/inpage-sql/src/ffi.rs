@@ -1,21 +1,21 @@
 //! The C-ABI side of the glue: the `ipg_*` functions `csrc/glue.c` calls for every
 //! storage operation, over inpage's current public API. All of this crate's `unsafe`
-//! lives here and in `index_order.rs` (raw pointers handed over by C).
+//! lives here and in `record_order.rs` (raw pointers handed over by C).
 //!
 //! Invariants, and why they hold:
-//! - A `Cur` names its entry by key (`key`), never by slot: every move re-seeks from the
-//!   root through a fresh engine cursor (the engine's cursors borrow the transaction, so
-//!   none can live across a write; owned cursors are issue 13 M0). `next`/`prev` go to
-//!   the first key after / before that key, which is what SQLite expects after a
-//!   SAVEPOSITION delete or after another cursor changed the tree. Sound, but each step
-//!   costs a descent.
+//! - A `Cur` is one owned engine `Cursor` (opened on first use): steps use the engine's
+//!   `cursor_next`/`cursor_prev`, which step within the kept pages while the tree is
+//!   unchanged and otherwise go to the first key after / before the cursor's key, which
+//!   is what SQLite expects after a SAVEPOSITION delete or after another cursor changed
+//!   the tree. Index trees are probe trees ordered by SQLite's record comparison
+//!   (`record_order`).
 //! - The buffer `ipg_payload` hands out stays valid and unchanged for as long as
 //!   `ipg_has_moved` answers 0: OP_Column caches the pointer across opcodes (trap 6,
-//!   SQLPLAN §2a). A write bumps `Conn::gen`; a cursor then re-reads its entry and keeps
-//!   its old buffer if the bytes are the same, else reports "moved".
+//!   SQLPLAN §2a). It is the engine cursor's page image (valid until the cursor moves)
+//!   or, for a value in an overflow chain, `Cur::big` (dropped only when the cursor
+//!   moves); the engine's has-moved answers 0 only while the row's bytes are unchanged.
 //! - Rollback of the whole transaction without ending it (SQLite's `Savepoint(ROLLBACK,
-//!   -1)`) rolls back to a base savepoint taken at begin (sound: the engine restores the
-//!   dirty map of that point).
+//!   -1)`) is the engine's `rollback_all`: cursors re-find their key after it.
 //! - One engine handle per file per process (`OPEN_FILES`): connections to the same
 //!   path share a clone of it, each with its own transactions, so the engine's
 //!   one-writer / snapshot-readers rule is SQLite's WAL-mode rule between them. The
@@ -30,16 +30,15 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use inpage::vfs::SimVfs;
 use inpage::{
-    Comparator, Config, Database, Error, JournalMode, Key, OwnedKey, ReadTxn, ReadableTxn,
-    Savepoint, Tree, WriteTxn,
+    Config, Cursor, CursorOps, Database, Error, JournalMode, Key, ReadTxn, ReadableTxn, Restored,
+    Savepoint, SeekResult, Tree, WriteTxn,
 };
 
-use crate::index_order::{self, MARKER};
 use crate::rc::*;
+use crate::record_order::{self, cmp_probe};
 
 /// The environment variable that forces one journal mode for every database opened
 /// (new files are created in it; an existing file in another mode is refused).
@@ -148,14 +147,9 @@ pub struct Conn {
     /// The registry key of a file database (None in memory).
     shared_path: Option<String>,
     txn: Txn,
-    /// Taken at begin: `Savepoint(ROLLBACK, -1)` undoes everything and stays open.
-    base: Option<Savepoint>,
     /// SQLite's savepoint level i = `sps[i]`.
     sps: Vec<Savepoint>,
     trees: HashMap<u32, (Tree, bool)>,
-    cmp: Comparator,
-    /// Bumped by every write: a cursor's cached payload is stale when it differs.
-    gen: u64,
     /// Commits (in fcc steps) made by this connection, and the fcc its write
     /// transaction started from: `PRAGMA data_version` = snapshot fcc minus own commits,
     /// so it changes exactly when another connection commits.
@@ -163,18 +157,6 @@ pub struct Conn {
     write_start_fcc: u64,
     /// The last error worth a message (read by C for sqlite3_log).
     errmsg: CString,
-}
-
-/// One SQLite `BtCursor`.
-pub struct Cur {
-    conn: *mut Conn,
-    itable: u32,
-    keyinfo: *mut c_void,
-    /// 0 invalid, 1 on `key`, 2 `key` was deleted (moves go to its neighbours).
-    state: u8,
-    key: OwnedKey,
-    val: Vec<u8>,
-    gen: u64,
 }
 
 fn name(itable: u32) -> String {
@@ -209,10 +191,12 @@ impl Conn {
             return Ok(Some(t.clone()));
         }
         let n = name(itable);
-        let cmp = self.cmp.clone();
         let r = with_txn!(self, t => match t.open_tree(&n) {
             Ok(tree) => Ok(Some((tree, true))),
-            Err(Error::InvalidArgument(_)) => t.open_tree_with(&n, cmp).map(|tr| Some((tr, false))),
+            // An index: a probe tree (this handle never compares, see `no_order`).
+            Err(Error::InvalidArgument(_)) => t
+                .open_probe_tree(&n, record_order::no_order())
+                .map(|tr| Some((tr, false))),
             Err(Error::TreeNotFound(_)) => Ok(None),
             Err(e) => Err(e),
         })?;
@@ -276,10 +260,7 @@ pub unsafe extern "C" fn ipg_open(
         let mem = memory != 0 || path.is_empty();
         let mut forced = None;
         let (path, cfg) = if mem {
-            let c = Config::default()
-                .vfs(Arc::new(SimVfs::new()))
-                .journal_mode(JournalMode::OFF);
-            ("mem.db".to_string(), c)
+            ("memory".to_string(), Config::default())
         } else {
             let mut c = Config::default();
             match mode_from_env() {
@@ -296,23 +277,19 @@ pub unsafe extern "C" fn ipg_open(
             (path, c)
         };
         let opened = if mem {
-            Database::open(&path, cfg)
+            Database::open_memory(cfg)
         } else {
             open_shared(&path, cfg, forced)
         };
         match opened {
             Ok(db) => {
-                let cmp: Comparator = Arc::new(index_order::record_cmp);
                 let conn = Box::new(Conn {
                     db,
                     mem,
                     shared_path: (!mem).then(|| path.clone()),
                     txn: Txn::None,
-                    base: None,
                     sps: Vec::new(),
                     trees: HashMap::new(),
-                    cmp,
-                    gen: 0,
                     own_fcc: 0,
                     write_start_fcc: 0,
                     errmsg: CString::default(),
@@ -426,11 +403,10 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
             (Txn::Read(r), true) if r.snapshot_fcc() != c.db.fcc() => return BUSY_SNAPSHOT,
             _ => {}
         }
-        let mut w = match c.db.try_begin_write() {
+        let w = match c.db.try_begin_write() {
             Ok(w) => w,
             Err(e) => return c.fail(&e),
         };
-        c.base = Some(w.savepoint());
         c.sps.clear();
         c.write_start_fcc = c.db.fcc();
         c.txn = Txn::Write(w);
@@ -461,9 +437,7 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
             return OK;
         };
         c.sps.clear();
-        c.base = None;
         c.trees.clear();
-        c.gen += 1;
         let mut rc = OK;
         match std::mem::replace(&mut c.txn, Txn::None) {
             Txn::Write(w) => {
@@ -527,14 +501,11 @@ pub unsafe extern "C" fn ipg_sp(conn: *mut Conn, op: c_int, i: c_int) -> c_int {
             return OK;
         }
         let r = if op == 2 {
-            c.gen += 1;
             c.trees.clear();
             if i < 0 {
                 c.sps.clear();
-                match &c.base {
-                    Some(b) => w.rollback_to(b),
-                    None => Err(Error::InvalidArgument("no base savepoint".into())),
-                }
+                w.rollback_all();
+                Ok(())
             } else {
                 c.sps.truncate(i as usize + 1);
                 w.rollback_to(&c.sps[i as usize])
@@ -622,7 +593,6 @@ pub unsafe extern "C" fn ipg_create(conn: *mut Conn, intkey: c_int, out: *mut u3
         let Some(c) = (unsafe { self::conn(conn) }) else {
             return MISUSE;
         };
-        let cmp = c.cmp.clone();
         let w = match c.write() {
             Ok(w) => w,
             Err(rc) => return rc,
@@ -635,7 +605,9 @@ pub unsafe extern "C" fn ipg_create(conn: *mut Conn, intkey: c_int, out: *mut u3
                 w.create_tree(&name(n), inpage::KeyKind::Int)
                     .map(|t| (t, true))
             } else {
-                w.create_tree_with(&name(n), cmp).map(|t| (t, false))
+                // Cursors open it again with their KeyInfo's order (`Cur::engine`).
+                w.create_probe_tree(&name(n), record_order::no_order())
+                    .map(|t| (t, false))
             }?;
             w.set_meta(3, n)?;
             Ok((n, t))
@@ -673,7 +645,6 @@ pub unsafe extern "C" fn ipg_clear(
             Ok(None) => return OK,
             Err(e) => return c.fail(&e),
         };
-        c.gen += 1;
         let w = match c.write() {
             Ok(w) => w,
             Err(rc) => return rc,
@@ -700,6 +671,25 @@ pub unsafe extern "C" fn ipg_clear(
     })
 }
 
+/// One SQLite `BtCursor`: an owned engine cursor, opened on first use (table 1 of a fresh
+/// file does not exist until the first write).
+pub struct Cur {
+    conn: *mut Conn,
+    itable: u32,
+    /// The `KeyInfo*` of an index cursor (null for a rowid table).
+    keyinfo: *mut c_void,
+    cur: Option<Cursor>,
+    intkey: bool,
+    /// The value of the current row when it lives in an overflow chain (the engine keeps
+    /// only inline bytes in the cursor): read once per position, so the pointer
+    /// `ipg_payload` hands out stays valid until the cursor moves (trap 6).
+    big: Option<Vec<u8>>,
+    /// The record `ipg_payload` handed out for the current position (into the engine
+    /// cursor's page image or `big`), so repeated column reads of one row do not parse
+    /// the cell again. Cleared by everything that moves the cursor (`Cur::moved`).
+    pay: Option<(*const u8, u32)>,
+}
+
 /// # Safety
 /// `conn` as in [`conn`]; `keyinfo` null (rowid table) or a `KeyInfo*` that outlives the
 /// cursor.
@@ -714,10 +704,10 @@ pub unsafe extern "C" fn ipg_cursor_open(
             conn,
             itable,
             keyinfo,
-            state: 0,
-            key: OwnedKey::Int(0),
-            val: Vec::new(),
-            gen: 0,
+            cur: None,
+            intkey: keyinfo.is_null(),
+            big: None,
+            pay: None,
         }))
     })
 }
@@ -734,114 +724,48 @@ pub unsafe extern "C" fn ipg_cursor_close(cur: *mut Cur) {
     })
 }
 
-enum Move {
-    First,
-    Last,
-    Ge(OwnedKey),
-    After(OwnedKey),
-    Before(OwnedKey),
-    Exact(OwnedKey),
-}
-
-/// Position by key through a fresh engine cursor; returns the entry landed on.
-fn locate<T: ReadableTxn>(
-    t: &T,
-    tree: &Tree,
-    intkey: bool,
-    m: &Move,
-) -> Result<Option<(OwnedKey, Vec<u8>)>, Error> {
-    let mut c = t.cursor(tree)?;
-    let ok = match m {
-        Move::First => c.first()?,
-        Move::Last => c.last()?,
-        Move::Ge(k) | Move::Exact(k) => c.seek(k.as_key())?,
-        Move::After(k) => {
-            let mut ok = c.seek(k.as_key())?;
-            if ok && c.key()?.as_ref() == Some(k) {
-                ok = c.next()?;
-            }
-            ok
-        }
-        Move::Before(k) => {
-            let mut ok = c.seek_le(k.as_key())?;
-            if ok && c.key()?.as_ref() == Some(k) {
-                ok = c.prev()?;
-            }
-            ok
-        }
-    };
-    if !ok {
-        return Ok(None);
-    }
-    let Some(k) = c.key()? else {
-        return Ok(None);
-    };
-    if let Move::Exact(want) = m {
-        if &k != want {
-            return Ok(None);
-        }
-    }
-    let v = if intkey {
-        c.value()?.unwrap_or_default()
-    } else {
-        k.as_bytes().unwrap_or_default().to_vec()
-    };
-    Ok(Some((k, v)))
-}
-
 impl Cur {
     fn conn<'a>(&self) -> &'a mut Conn {
         // SAFETY: SQLite serialises all calls on one connection (db mutex) and closes
         // cursors before their b-tree, so the Conn is alive and not otherwise borrowed.
         unsafe { &mut *self.conn }
     }
-    fn go(&mut self, m: Move, probe: *mut c_void) -> Result<bool, Error> {
-        let ki = self.keyinfo;
-        let c = self.conn();
-        let Some((tree, intkey)) = c.tree(self.itable)? else {
-            self.state = 0;
-            return Ok(false);
-        };
-        let r = index_order::with_order(
-            ki,
-            probe,
-            || with_txn!(c, t => locate(t, &tree, intkey, &m)),
-        );
-        let gen = c.gen;
-        match r? {
-            Some((k, v)) => {
-                self.key = k;
-                self.val = v;
-                self.state = 1;
-                self.gen = gen;
-                Ok(true)
-            }
-            None => {
-                self.state = 0;
-                Ok(false)
-            }
+    /// The engine cursor, opened if needed; None when the tree does not exist.
+    fn engine(&mut self) -> Result<Option<&mut Cursor>, Error> {
+        if self.cur.is_none() {
+            let conn = self.conn();
+            let Some((tree, intkey)) = conn.tree(self.itable)? else {
+                return Ok(None);
+            };
+            self.intkey = intkey;
+            let tree = if intkey || self.keyinfo.is_null() {
+                tree
+            } else {
+                // SAFETY: SQLite keeps the cursor's KeyInfo alive while it is open, and
+                // the order takes its own reference for as long as it lives.
+                let order = unsafe { record_order::keyinfo_order(self.keyinfo) };
+                with_txn!(conn, t => t.open_probe_tree(&name(self.itable), order))?
+            };
+            self.cur = Some(with_txn!(conn, t => t.open_cursor(&tree))?);
         }
+        Ok(self.cur.as_mut())
     }
-    /// After writes elsewhere: Ok(true) if the entry is still there with the same
-    /// bytes (then the buffer handed out earlier is kept, trap 6).
-    fn refresh(&mut self) -> Result<bool, Error> {
-        if self.state != 1 {
-            return Ok(false);
-        }
-        if self.gen == self.conn().gen {
-            return Ok(true);
-        }
-        let (k, old) = (self.key.clone(), std::mem::take(&mut self.val));
-        if self.go(Move::Exact(k.clone()), std::ptr::null_mut())? {
-            if self.val == old {
-                self.val = old;
-                return Ok(true);
-            }
-            Ok(false)
-        } else {
-            self.key = k;
-            self.state = 2;
-            Ok(false)
+    /// The engine cursor is about to move: what was handed out for the old position goes.
+    fn moved(&mut self) {
+        self.big = None;
+        self.pay = None;
+    }
+    /// Run a positioning call on the engine cursor. An absent tree reads as empty.
+    fn go<R>(
+        &mut self,
+        absent: R,
+        f: impl FnOnce(&Conn, &mut Cursor) -> Result<R, Error>,
+    ) -> Result<R, Error> {
+        self.moved();
+        let conn = self.conn();
+        match self.engine()? {
+            Some(c) => f(conn, c),
+            None => Ok(absent),
         }
     }
 }
@@ -860,6 +784,15 @@ fn with_cur(cur: *mut Cur, f: impl FnOnce(&mut Cur) -> Result<c_int, Error>) -> 
     })
 }
 
+/// SQLite's pRes for a seek result (an empty tree: -1, cursor invalid).
+fn res_of(r: SeekResult) -> c_int {
+    match r {
+        SeekResult::Exact => 0,
+        SeekResult::After => 1,
+        SeekResult::Before | SeekResult::Empty => -1,
+    }
+}
+
 /// First (`last` = 0) or last entry; `*empty` = 1 if none.
 ///
 /// # Safety
@@ -867,10 +800,9 @@ fn with_cur(cur: *mut Cur, f: impl FnOnce(&mut Cur) -> Result<c_int, Error>) -> 
 #[no_mangle]
 pub unsafe extern "C" fn ipg_first(cur: *mut Cur, last: c_int, empty: *mut c_int) -> c_int {
     with_cur(cur, |c| {
-        let found = c.go(
-            if last != 0 { Move::Last } else { Move::First },
-            std::ptr::null_mut(),
-        )?;
+        let found = c.go(false, |conn, e| {
+            with_txn!(conn, t => if last != 0 { t.cursor_last(e) } else { t.cursor_first(e) })
+        })?;
         // SAFETY: `empty` is valid (contract).
         unsafe { *empty = c_int::from(!found) };
         Ok(OK)
@@ -884,19 +816,18 @@ pub unsafe extern "C" fn ipg_first(cur: *mut Cur, last: c_int, empty: *mut c_int
 #[no_mangle]
 pub unsafe extern "C" fn ipg_seek_int(cur: *mut Cur, k: i64, res: *mut c_int) -> c_int {
     with_cur(cur, |c| {
-        let r = if c.go(Move::Ge(OwnedKey::Int(k)), std::ptr::null_mut())? {
-            c_int::from(c.key != OwnedKey::Int(k))
-        } else {
-            c.go(Move::Last, std::ptr::null_mut())?;
-            -1
-        };
+        let r = c.go(
+            SeekResult::Empty,
+            |conn, e| with_txn!(conn, t => t.cursor_seek(e, Key::Int(k))),
+        )?;
         // SAFETY: `res` is valid (contract).
-        unsafe { *res = r };
+        unsafe { *res = res_of(r) };
         Ok(OK)
     })
 }
 
-/// Seek an index by SQLite's probe (`UnpackedRecord*`); `*res` as for `ipg_seek_int`.
+/// Seek an index by SQLite's probe (`UnpackedRecord*`, its errCode zeroed by the
+/// caller, who checks it after); `*res` as for `ipg_seek_int`.
 ///
 /// # Safety
 /// `cur` live; `probe` a live `UnpackedRecord*` for the cursor's KeyInfo; `res` valid.
@@ -907,39 +838,31 @@ pub unsafe extern "C" fn ipg_seek_probe(
     res: *mut c_int,
 ) -> c_int {
     with_cur(cur, |c| {
-        let r = if c.go(Move::Ge(OwnedKey::Bytes(MARKER.to_vec())), probe)? {
-            index_order::cmp_probe(&c.val, probe) as c_int
-        } else {
-            c.go(Move::Last, std::ptr::null_mut())?;
-            -1
-        };
+        let r = c.go(SeekResult::Empty, |conn, e| {
+            // SAFETY: `probe` is live for this call (contract).
+            with_txn!(conn, t => t.cursor_seek_by(e, &mut |s: &[u8]| unsafe { cmp_probe(s, probe) }))
+        })?;
         // SAFETY: `res` is valid (contract).
-        unsafe { *res = r };
+        unsafe { *res = res_of(r) };
         Ok(OK)
     })
 }
 
-/// `dir` > 0: next, < 0: previous. SQLITE_DONE past the end.
+/// `dir` > 0: next, < 0: previous. SQLITE_DONE past the end. The engine steps within
+/// its kept pages while the tree is unchanged, else moves by key.
 ///
 /// # Safety
 /// `cur` live.
 #[no_mangle]
 pub unsafe extern "C" fn ipg_step(cur: *mut Cur, dir: c_int) -> c_int {
     with_cur(cur, |c| {
-        if c.state == 0 {
+        if c.cur.is_none() {
             return Ok(DONE);
         }
-        let k = c.key.clone();
-        let m = if dir > 0 {
-            Move::After(k)
-        } else {
-            Move::Before(k)
-        };
-        Ok(if c.go(m, std::ptr::null_mut())? {
-            OK
-        } else {
-            DONE
-        })
+        let found = c.go(false, |conn, e| {
+            with_txn!(conn, t => if dir > 0 { t.cursor_next(e) } else { t.cursor_prev(e) })
+        })?;
+        Ok(if found { OK } else { DONE })
     })
 }
 
@@ -948,20 +871,26 @@ pub unsafe extern "C" fn ipg_step(cur: *mut Cur, dir: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn ipg_valid(cur: *mut Cur) -> c_int {
     // SAFETY: contract.
-    unsafe { self::cur(cur) }.map_or(0, |c| c_int::from(c.state == 1))
+    unsafe { self::cur(cur) }.map_or(0, |c| {
+        c_int::from(c.cur.as_ref().is_some_and(Cursor::valid))
+    })
 }
 
 /// # Safety
 /// `cur` live.
 #[no_mangle]
 pub unsafe extern "C" fn ipg_invalidate(cur: *mut Cur) {
-    // SAFETY: contract.
-    if let Some(c) = unsafe { self::cur(cur) } {
-        c.state = 0;
-    }
+    guard((), || {
+        // SAFETY: contract.
+        if let Some(c) = unsafe { self::cur(cur) } {
+            c.moved();
+            c.cur = None;
+        }
+    })
 }
 
-/// Whether the cursor's row is gone or changed (SQLite's CursorHasMoved).
+/// Whether the cursor's row is gone or changed (SQLite's CursorHasMoved). While it
+/// answers 0, the bytes `ipg_payload` handed out are the row's current ones.
 ///
 /// # Safety
 /// `cur` live.
@@ -969,30 +898,87 @@ pub unsafe extern "C" fn ipg_invalidate(cur: *mut Cur) {
 pub unsafe extern "C" fn ipg_has_moved(cur: *mut Cur) -> c_int {
     guard(1, || {
         // SAFETY: contract.
-        match unsafe { self::cur(cur) }.map(|c| c.refresh()) {
-            Some(Ok(true)) => 0,
-            _ => 1,
+        let Some(c) = (unsafe { self::cur(cur) }) else {
+            return 1;
+        };
+        let conn = c.conn();
+        match &c.cur {
+            Some(e) => match with_txn!(conn, t => t.cursor_has_moved(e)) {
+                Ok(false) => 0,
+                _ => 1,
+            },
+            None => 1,
         }
     })
 }
 
-/// The current entry's record: value of a rowid table, key of an index.
+/// Put the cursor back on its key (SQLite's CursorRestore): `*different` = 1 when the
+/// key is gone (next/prev then reach its neighbours).
+///
+/// # Safety
+/// `cur` live; `different` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ipg_restore(cur: *mut Cur, different: *mut c_int) -> c_int {
+    with_cur(cur, |c| {
+        let r = c.go(
+            Restored::Gone,
+            |conn, e| with_txn!(conn, t => t.cursor_restore(e)),
+        )?;
+        // SAFETY: `different` is valid (contract).
+        unsafe { *different = c_int::from(r != Restored::Same) };
+        Ok(OK)
+    })
+}
+
+/// The current entry's record: value of a rowid table, key of an index. The bytes stay
+/// valid until the cursor moves (trap 6): they are the engine cursor's page image, or
+/// for an overflow value the copy in `Cur::big`.
 ///
 /// # Safety
 /// `cur` live; `p`, `n` valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn ipg_payload(cur: *mut Cur, p: *mut *const u8, n: *mut u32) -> c_int {
     with_cur(cur, |c| {
-        c.refresh()?;
-        let (ptr, len) = if c.state == 1 {
-            (c.val.as_ptr(), c.val.len() as u32)
+        if let Some((ptr, len)) = c.pay {
+            // SAFETY: `p`, `n` are valid (contract).
+            unsafe {
+                *p = ptr;
+                *n = len;
+            }
+            return Ok(OK);
+        }
+        let conn = c.conn();
+        let mut out: &[u8] = &[];
+        let mut found = false;
+        if let Some(e) = c.cur.as_ref().filter(|e| e.valid()) {
+            found = true;
+            if !c.intkey {
+                out = e.key().unwrap_or_default();
+            } else {
+                let local = e.value_local()?.unwrap_or_default();
+                if local.is_empty() && c.big.is_none() {
+                    // Empty inline bytes: an empty value, or one in an overflow chain.
+                    if with_txn!(conn, t => t.cursor_value_len(e))?.unwrap_or(0) > 0 {
+                        c.big = with_txn!(conn, t => t.cursor_value(e))?;
+                    }
+                }
+                out = match &c.big {
+                    Some(b) if local.is_empty() => b.as_slice(),
+                    _ => local,
+                };
+            }
+        }
+        let ptr = if found {
+            // The bytes stay where they are until the cursor moves (`Cur::pay`).
+            c.pay = Some((out.as_ptr(), out.len() as u32));
+            out.as_ptr()
         } else {
-            (std::ptr::null(), 0)
+            std::ptr::null()
         };
         // SAFETY: `p`, `n` are valid (contract).
         unsafe {
             *p = ptr;
-            *n = len;
+            *n = out.len() as u32;
         }
         Ok(OK)
     })
@@ -1003,11 +989,10 @@ pub unsafe extern "C" fn ipg_payload(cur: *mut Cur, p: *mut *const u8, n: *mut u
 #[no_mangle]
 pub unsafe extern "C" fn ipg_intkey(cur: *mut Cur) -> i64 {
     // SAFETY: contract.
-    unsafe { self::cur(cur) }.map_or(0, |c| c.key.as_int().unwrap_or(0))
+    unsafe { self::cur(cur) }.map_or(0, |c| c.cur.as_ref().and_then(Cursor::int_key).unwrap_or(0))
 }
 
-/// Insert (replace) an entry: a rowid row (`intkey`, `n` bytes of data + `nzero` zeros)
-/// or, with `key_is_record`, an index record as the key.
+/// Insert (replace) a rowid row: `n` bytes of data + `nzero` zeros.
 ///
 /// # Safety
 /// `cur` live; `data` valid for `n` bytes (or `n` <= 0).
@@ -1018,7 +1003,6 @@ pub unsafe extern "C" fn ipg_insert(
     data: *const u8,
     n: c_int,
     nzero: c_int,
-    key_is_record: c_int,
 ) -> c_int {
     with_cur(cur, |c| {
         let bytes: &[u8] = if n > 0 && !data.is_null() {
@@ -1027,65 +1011,71 @@ pub unsafe extern "C" fn ipg_insert(
         } else {
             &[]
         };
-        if key_is_record != 0 && (bytes == MARKER || !index_order::is_record_header_sane(bytes)) {
-            // Only valid records are stored, so never the seek marker (index_order.rs).
-            return Ok(CORRUPT);
-        }
-        let ki = c.keyinfo;
+        let mut v = Vec::with_capacity(bytes.len() + nzero.max(0) as usize);
+        v.extend_from_slice(bytes);
+        v.resize(bytes.len() + nzero.max(0) as usize, 0);
+        c.moved();
         let conn = c.conn();
-        let Some((tree, _)) = conn.tree(c.itable)? else {
+        let Some(e) = c.engine()? else {
             return Ok(CORRUPT);
         };
-        conn.gen += 1;
-        let gen = conn.gen;
-        let w = match conn.write() {
-            Ok(w) => w,
-            Err(rc) => return Ok(rc),
-        };
-        let (k, v) = if key_is_record != 0 {
-            index_order::with_order(ki, std::ptr::null_mut(), || {
-                w.insert(&tree, Key::Bytes(bytes), b"")
-            })?;
-            (OwnedKey::Bytes(bytes.to_vec()), bytes.to_vec())
-        } else {
-            let mut v = Vec::with_capacity(bytes.len() + nzero.max(0) as usize);
-            v.extend_from_slice(bytes);
-            v.resize(bytes.len() + nzero.max(0) as usize, 0);
-            w.insert(&tree, Key::Int(intkey), &v)?;
-            (OwnedKey::Int(intkey), v)
-        };
-        c.key = k;
-        c.val = v;
-        c.state = 1;
-        c.gen = gen;
-        Ok(OK)
+        match conn.write() {
+            Ok(w) => w.cursor_insert(e, Key::Int(intkey), &v).map(|_| OK),
+            Err(rc) => Ok(rc),
+        }
     })
 }
 
-/// Delete the current entry; the cursor keeps its key so Next/Previous reach the
-/// neighbours (SAVEPOSITION semantics, harmless without it).
+/// Insert an index record where `probe` (`UnpackedRecord*`: the first nMem fields, or
+/// the whole record) puts it, replacing the entry it finds equal (trap 7).
+///
+/// # Safety
+/// `cur` live; `key` valid for `n` bytes; `probe` a live `UnpackedRecord*`.
+#[no_mangle]
+pub unsafe extern "C" fn ipg_insert_index(
+    cur: *mut Cur,
+    key: *const u8,
+    n: c_int,
+    probe: *mut c_void,
+) -> c_int {
+    with_cur(cur, |c| {
+        if c.intkey || key.is_null() || n <= 0 {
+            return Ok(MISUSE);
+        }
+        // SAFETY: `key` is valid for `n` bytes (contract).
+        let key = unsafe { std::slice::from_raw_parts(key, n as usize) };
+        c.moved();
+        let conn = c.conn();
+        let Some(e) = c.engine()? else {
+            return Ok(CORRUPT);
+        };
+        match conn.write() {
+            // SAFETY: `probe` is live for this call (contract).
+            Ok(w) => w
+                .cursor_insert_by(e, &mut |s: &[u8]| unsafe { cmp_probe(s, probe) }, key, b"")
+                .map(|_| OK),
+            Err(rc) => Ok(rc),
+        }
+    })
+}
+
+/// Delete the current entry; with `save_position` (BTREE_SAVEPOSITION) the cursor stays
+/// on the deleted key so Next/Previous reach its neighbours.
 ///
 /// # Safety
 /// `cur` live.
 #[no_mangle]
-pub unsafe extern "C" fn ipg_delete(cur: *mut Cur) -> c_int {
+pub unsafe extern "C" fn ipg_delete(cur: *mut Cur, save_position: c_int) -> c_int {
     with_cur(cur, |c| {
-        if c.state != 1 {
-            return Ok(CORRUPT);
-        }
-        let ki = c.keyinfo;
+        c.moved();
         let conn = c.conn();
-        let Some((tree, _)) = conn.tree(c.itable)? else {
+        let Some(e) = c.cur.as_mut().filter(|e| e.valid()) else {
             return Ok(CORRUPT);
         };
-        conn.gen += 1;
-        let w = match conn.write() {
-            Ok(w) => w,
-            Err(rc) => return Ok(rc),
-        };
-        index_order::with_order(ki, std::ptr::null_mut(), || w.remove(&tree, c.key.as_key()))?;
-        c.state = 2;
-        Ok(OK)
+        match conn.write() {
+            Ok(w) => w.cursor_delete(e, save_position != 0).map(|_| OK),
+            Err(rc) => Ok(rc),
+        }
     })
 }
 
@@ -1150,10 +1140,8 @@ pub unsafe extern "C" fn ipg_page_count(conn: *mut Conn) -> u32 {
 /// transaction): every `sqlite/<n>` tree, same names and kinds, and the eight meta
 /// values. SQLite's `sqlite3BtreeCopyFile` (VACUUM) and the backup API.
 ///
-/// Index trees are filled in the source's order: while copying, the destination tree's
-/// comparator ranks keys by their position in the source (a map key -> ordinal), which
-/// is the record order itself, so no `KeyInfo` is needed; later opens use
-/// `index_order::record_cmp` again and see the same order.
+/// Index trees are filled in the source's order, each entry after the ones before it,
+/// so no `KeyInfo` is needed.
 ///
 /// # Safety
 /// `to`, `from` as in [`conn`], distinct.
@@ -1185,7 +1173,6 @@ fn copy_all(t: &mut Conn, f: &mut Conn) -> Result<(), Error> {
         *m = with_txn!(f, tx => tx.meta(i))?;
     }
     t.trees.clear();
-    t.gen += 1;
     let Txn::Write(w) = &mut t.txn else {
         return Err(Error::InvalidArgument(
             "copy into a database without a write transaction".into(),
@@ -1195,49 +1182,35 @@ fn copy_all(t: &mut Conn, f: &mut Conn) -> Result<(), Error> {
         w.drop_tree(&old.name)?;
     }
     for info in &src_trees {
-        let indexed = info.custom_comparator;
+        let indexed = info.external_order;
         let src = if indexed {
-            with_txn!(f, tx => tx.open_tree_with(&info.name, f.cmp.clone()))?
+            with_txn!(f, tx => tx.open_probe_tree(&info.name, record_order::no_order()))?
         } else {
             with_txn!(f, tx => tx.open_tree(&info.name))?
         };
-        // Source order never needs a comparison: cursors walk the leaves (so the
-        // source's index comparator runs without a KeyInfo).
         let dst = if indexed {
-            let mut rank: HashMap<Vec<u8>, usize> = HashMap::new();
-            with_txn!(f, tx => {
-                let mut c = tx.cursor(&src)?;
-                let mut ok = c.first()?;
-                while ok {
-                    if let Some(k) = c.key()? {
-                        let n = rank.len();
-                        rank.insert(k.as_bytes().unwrap_or_default().to_vec(), n);
-                    }
-                    ok = c.next()?;
-                }
-                Ok::<(), Error>(())
-            })?;
-            let rank = Arc::new(rank);
-            let by_rank: Comparator = Arc::new(move |a: &[u8], b: &[u8]| {
-                match (rank.get(a), rank.get(b)) {
-                    (Some(x), Some(y)) => x.cmp(y),
-                    // Only keys of this copy are ever compared while it runs.
-                    _ => panic!("copy comparator asked about a key outside the copy"),
-                }
-            });
-            w.create_tree_with(&info.name, by_rank)?
+            w.create_probe_tree(&info.name, record_order::no_order())?
         } else {
             w.create_tree(&info.name, info.kind)?
         };
-        // Stream the entries: the two connections are distinct databases.
+        // Stream the entries in the source's order (a fresh cursor on an unchanged tree
+        // steps without comparing). An index entry goes after every entry copied so far,
+        // so the copy needs no KeyInfo; a rowid row goes by its key.
         with_txn!(f, tx => {
-            let mut c = tx.cursor(&src)?;
-            let mut ok = c.first()?;
+            let mut c = tx.open_cursor(&src)?;
+            let mut ok = tx.cursor_first(&mut c)?;
             while ok {
-                if let Some(k) = c.key()? {
-                    w.insert(&dst, k.as_key(), &c.value()?.unwrap_or_default())?;
+                let v = tx.cursor_value(&c)?.unwrap_or_default();
+                if let Some(k) = c.key() {
+                    if indexed {
+                        w.insert_by(&dst, &mut |_: &[u8]| std::cmp::Ordering::Less, k, &v)?;
+                    } else if let Some(i) = c.int_key().filter(|_| info.kind == inpage::KeyKind::Int) {
+                        w.insert(&dst, Key::Int(i), &v)?;
+                    } else {
+                        w.insert(&dst, Key::Bytes(k), &v)?;
+                    }
                 }
-                ok = c.next()?;
+                ok = tx.cursor_next(&mut c)?;
             }
             Ok::<(), Error>(())
         })?;
@@ -1269,7 +1242,7 @@ mod tests {
             let a = ipg_cursor_open(conn, t, std::ptr::null_mut());
             let b = ipg_cursor_open(conn, t, std::ptr::null_mut());
             for (k, v) in [(1i64, b"row one"), (2, b"row two")] {
-                assert_eq!(ipg_insert(a, k, v.as_ptr(), 7, 0, 0), OK);
+                assert_eq!(ipg_insert(a, k, v.as_ptr(), 7, 0), OK);
             }
             let mut res = 9;
             assert_eq!(ipg_seek_int(b, 1, &mut res), OK);
@@ -1278,14 +1251,70 @@ mod tests {
             assert_eq!(ipg_payload(b, &mut p1, &mut n1), OK);
             assert_eq!(std::slice::from_raw_parts(p1, n1 as usize), b"row one");
             // A write elsewhere in the tree: b's row is unchanged, its buffer kept.
-            assert_eq!(ipg_insert(a, 2, b"row TWO".as_ptr(), 7, 0, 0), OK);
+            assert_eq!(ipg_insert(a, 2, b"row TWO".as_ptr(), 7, 0), OK);
             assert_eq!(ipg_has_moved(b), 0);
             let (mut p2, mut n2) = (std::ptr::null(), 0u32);
             assert_eq!(ipg_payload(b, &mut p2, &mut n2), OK);
             assert_eq!(p2, p1, "the buffer OP_Column cached must stay valid");
             // A write to b's row: moved.
-            assert_eq!(ipg_insert(a, 1, b"row ONE".as_ptr(), 7, 0, 0), OK);
+            assert_eq!(ipg_insert(a, 1, b"row ONE".as_ptr(), 7, 0), OK);
             assert_eq!(ipg_has_moved(b), 1);
+            ipg_cursor_close(a);
+            ipg_cursor_close(b);
+            assert_eq!(ipg_end(conn, 0, 0), OK);
+            ipg_close(conn);
+        }
+    }
+
+    /// An overflow row's payload (copied out of its chain once) keeps its pointer while
+    /// the row is unchanged; CursorRestore on a row deleted through another cursor says
+    /// "different row" and Next reaches the neighbour; `Savepoint(ROLLBACK, -1)` undoes
+    /// everything and keeps the write transaction.
+    #[test]
+    fn overflow_payload_restore_and_rollback_all() {
+        // SAFETY: as in the test above.
+        unsafe {
+            let mut conn: *mut Conn = std::ptr::null_mut();
+            assert_eq!(ipg_open(std::ptr::null(), 1, &mut conn), OK);
+            assert_eq!(ipg_begin(conn, 1), OK);
+            let mut t = 0u32;
+            assert_eq!(ipg_create(conn, 1, &mut t), OK);
+            let a = ipg_cursor_open(conn, t, std::ptr::null_mut());
+            let b = ipg_cursor_open(conn, t, std::ptr::null_mut());
+            let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+            for k in 1..=3i64 {
+                assert_eq!(ipg_insert(a, k, big.as_ptr(), big.len() as c_int, 0), OK);
+            }
+            let mut res = 9;
+            assert_eq!(ipg_seek_int(b, 2, &mut res), OK);
+            assert_eq!(res, 0);
+            let (mut p1, mut n1) = (std::ptr::null(), 0u32);
+            assert_eq!(ipg_payload(b, &mut p1, &mut n1), OK);
+            assert_eq!(std::slice::from_raw_parts(p1, n1 as usize), &big[..]);
+            let (mut p2, mut n2) = (std::ptr::null(), 0u32);
+            assert_eq!(ipg_payload(b, &mut p2, &mut n2), OK);
+            assert_eq!((p2, n2), (p1, n1), "one copy per position");
+            // b's row goes through a: moved, restore says so, Next reaches row 3.
+            assert_eq!(ipg_seek_int(a, 2, &mut res), OK);
+            assert_eq!(ipg_delete(a, 0), OK);
+            assert_eq!(ipg_has_moved(b), 1);
+            let mut different = 9;
+            assert_eq!(ipg_restore(b, &mut different), OK);
+            assert_eq!(different, 1);
+            assert_eq!(ipg_step(b, 1), OK);
+            assert_eq!(ipg_intkey(b), 3);
+            let mut different = 9;
+            assert_eq!(ipg_restore(b, &mut different), OK);
+            assert_eq!(different, 0);
+            // Whole-transaction rollback, transaction kept.
+            assert_eq!(ipg_sp(conn, 2, -1), OK);
+            assert_eq!(ipg_txn_state(conn), 2);
+            let mut n = -1i64;
+            assert_eq!(ipg_table_count(conn, t, &mut n), OK);
+            assert_eq!(
+                n, 0,
+                "the table's rows and the table itself are rolled back"
+            );
             ipg_cursor_close(a);
             ipg_cursor_close(b);
             assert_eq!(ipg_end(conn, 0, 0), OK);

@@ -8,7 +8,7 @@
 //! stand in for `libsqlite3.so.0`; as an rlib, Rust code reaches the same API through
 //! `extern "C"` declarations (see tests/capi.rs).
 //!
-//! Invariants: `unsafe` lives only in the FFI layer ([`ffi`], `index_order`), each
+//! Invariants: `unsafe` lives only in the FFI layer ([`ffi`], `record_order`), each
 //! block with a `SAFETY:` note; every entry point from C catches panics; journal modes
 //! are the file's (`INPAGE_JOURNAL_MODE` forces one for every database opened).
 //!
@@ -17,7 +17,7 @@
 
 pub mod api;
 pub mod ffi;
-mod index_order;
 mod rc;
+mod record_order;
 
 pub use ffi::{mode_code, JOURNAL_MODE_ENV};
