@@ -152,6 +152,19 @@ impl Cursor {
         }
     }
 
+    /// `key` as this cursor's tree stores it (trees with a fixed order only).
+    fn encoded_key(&self, key: Key<'_>, usable: usize) -> Result<Vec<u8>> {
+        self.refuse_probe_tree()?;
+        let info = super::catalog::TreeInfo {
+            name: self.name.to_string(),
+            root: self.root,
+            kind: self.kind,
+            custom_comparator: false,
+            external_order: false,
+        };
+        Ok(encode_key(&info, key, usable)?.as_slice().to_vec())
+    }
+
     fn refuse_probe_tree(&self) -> Result<()> {
         if self.probe_only {
             return Err(Error::InvalidArgument(format!(
@@ -206,16 +219,7 @@ pub trait CursorOps: ReadableTxn {
     /// Seek `key` (trees with a fixed order): on the key if present, else on the first
     /// greater entry, else on the last entry (see [`SeekResult`]).
     fn cursor_seek<'k>(&self, c: &mut Cursor, key: impl Into<Key<'k>>) -> Result<SeekResult> {
-        c.refuse_probe_tree()?;
-        let info = super::catalog::TreeInfo {
-            name: c.name.to_string(),
-            root: c.root,
-            kind: c.kind,
-            custom_comparator: false,
-            external_order: false,
-        };
-        let k = encode_key(&info, key.into(), self.usable_size())?;
-        let k = k.as_slice().to_vec();
+        let k = c.encoded_key(key.into(), self.usable_size())?;
         let order = c.order.clone();
         self.cursor_seek_by(c, &mut |s: &[u8]| order(s, &k))
     }
@@ -453,16 +457,7 @@ impl WriteTxn {
         key: impl Into<Key<'k>>,
         value: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        c.refuse_probe_tree()?;
-        let info = super::catalog::TreeInfo {
-            name: c.name.to_string(),
-            root: c.root,
-            kind: c.kind,
-            custom_comparator: false,
-            external_order: false,
-        };
-        let k = encode_key(&info, key.into(), self.usable_size())?;
-        let k = k.as_slice().to_vec();
+        let k = c.encoded_key(key.into(), self.usable_size())?;
         let order = c.order.clone();
         self.insert_at(c, &mut |s: &[u8]| order(s, &k), &k, value)
     }
