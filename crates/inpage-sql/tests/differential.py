@@ -2,7 +2,8 @@
 
 Runs the same statement stream on whatever libsqlite3 this python3 loads (stock SQLite,
 or inpage-sql through LD_LIBRARY_PATH) and prints one line per statement:
-`seed<TAB>index<TAB>sql<TAB>result`. Two runs are then compared line by line.
+`seed<TAB>index<TAB>sql<TAB>result`; lines starting with `#` (library version, journal
+mode) are not compared. Two runs are then compared line by line.
 
 Invariants, and why they hold:
 - The stream depends only on the seed: the generator never looks at a result (its
@@ -328,6 +329,8 @@ def execute(c, sql, sort):
 def run_seed(seed, stmts, where, corrupt):
     path = where if where == ":memory:" else os.path.join(where, "s%d.db" % seed)
     c = sqlite3.connect(path, isolation_level=None)
+    # Not compared (stock SQLite says `delete`/`memory`): the Rust side checks ours.
+    print("#mode\t%d\t%s" % (seed, c.execute("PRAGMA journal_mode").fetchone()[0]))
     gen = Gen(seed)
     stream = [(s, None) for s in SCHEMA] + [gen.statement() for _ in range(stmts)] + FINAL
     reopen = [] if where == ":memory:" else [("-- reopen", None)] + FINAL
@@ -358,7 +361,7 @@ def main():
         seeds = [int(s) for s in a.seeds.split(",")]
     corrupt = os.environ.get("INPAGE_DIFF_CORRUPT")
     corrupt = tuple(map(int, corrupt.split(":"))) if corrupt else None
-    print("version\t%s" % sqlite3.sqlite_version)
+    print("#version\t%s" % sqlite3.sqlite_version)
     for seed in seeds:
         run_seed(seed, a.stmts, a.dir, corrupt)
 
