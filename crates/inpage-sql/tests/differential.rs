@@ -203,14 +203,33 @@ fn check(seeds: &str, memory: bool, mode: &str) {
     );
 }
 
+/// Seeds to run: `default`, or `INPAGE_DIFF_SEEDS` (`lo-hi` or `a,b,c`) for a longer
+/// hunt.
+fn seeds(default: &str) -> String {
+    std::env::var("INPAGE_DIFF_SEEDS").unwrap_or_else(|_| default.to_owned())
+}
+
 #[test]
 fn differential_on_dhl_cc_files() {
-    check("1-60", false, "dhl-cc");
+    check(&seeds("1-60"), false, "dhl-cc");
 }
 
 #[test]
 fn differential_in_memory() {
-    check("101-120", true, "memory");
+    check(&seeds("101-120"), true, "memory");
+}
+
+/// A mismatch this test found (seed 71, statement 247 of the stream): `UPDATE OR
+/// REPLACE t2 SET k = 'date' WHERE n BETWEEN 0 AND 10` on the WITHOUT ROWID table with
+/// a NOCASE key and an index on `v`, on a file. In a debug build the engine's
+/// `cursor_delete` finds no entry equal (under the table's `order`) to the key the
+/// cursor holds (`debug_assert` in `txn/cursor.rs`), the statement fails with
+/// SQLITE_INTERNAL where stock SQLite changes 16 rows, and later results differ.
+/// Ignored until the glue/engine is fixed; run with `-- --ignored`.
+#[test]
+#[ignore = "known mismatch, seed 71: UPDATE OR REPLACE on a WITHOUT ROWID NOCASE key"]
+fn differential_seed_71_known_mismatch() {
+    check("71", false, "dhl-cc");
 }
 
 /// The comparison is not vacuous: one altered result on inpage's side is reported with
