@@ -17,7 +17,8 @@ Invariants, and why they hold:
   SQLITE_CONSTRAINT_UNIQUE`), never by message text (it differs between versions).
 
 Standalone, to replay a seed: `python3 differential.py --seeds 7 --stmts 400 --dir D`
-(`--dir :memory:` for in-memory databases). INPAGE_DIFF_CORRUPT=<seed>:<index> alters
+(`--dir :memory:` for in-memory databases; `--replay F.json` runs a saved list of
+statements instead, e.g. a minimised failing stream from differential/). INPAGE_DIFF_CORRUPT=<seed>:<index> alters
 that one result, to prove the comparison catches a difference.
 """
 
@@ -326,13 +327,16 @@ def execute(c, sql, sort):
     return "rows %r" % (rows,)
 
 
-def run_seed(seed, stmts, where, corrupt):
+def run_seed(seed, stmts, where, corrupt, replay=None):
     path = where if where == ":memory:" else os.path.join(where, "s%d.db" % seed)
     c = sqlite3.connect(path, isolation_level=None)
     # Not compared (stock SQLite says `delete`/`memory`): the Rust side checks ours.
     print("#mode\t%d\t%s" % (seed, c.execute("PRAGMA journal_mode").fetchone()[0]))
     gen = Gen(seed)
     stream = [(s, None) for s in SCHEMA] + [gen.statement() for _ in range(stmts)] + FINAL
+    if replay is not None:  # a saved (minimised) stream instead of the generated one
+        stream = [(s, False if s.lstrip().upper().startswith("SELECT") else None)
+                  for s in replay] + FINAL
     reopen = [] if where == ":memory:" else [("-- reopen", None)] + FINAL
     for i, (sql, sort) in enumerate(stream + reopen):
         if sql == "-- reopen":
@@ -353,6 +357,7 @@ def main():
     p.add_argument("--seeds", required=True, help="comma list, or a range lo-hi")
     p.add_argument("--stmts", type=int, default=400)
     p.add_argument("--dir", required=True, help="directory for the files, or :memory:")
+    p.add_argument("--replay", help="JSON list of statements to run instead (one seed)")
     a = p.parse_args()
     if "-" in a.seeds:
         lo, hi = map(int, a.seeds.split("-"))
@@ -362,8 +367,13 @@ def main():
     corrupt = os.environ.get("INPAGE_DIFF_CORRUPT")
     corrupt = tuple(map(int, corrupt.split(":"))) if corrupt else None
     print("#version\t%s" % sqlite3.sqlite_version)
+    replay = None
+    if a.replay:
+        import json
+        with open(a.replay, encoding="utf-8") as f:
+            replay = json.load(f)
     for seed in seeds:
-        run_seed(seed, a.stmts, a.dir, corrupt)
+        run_seed(seed, a.stmts, a.dir, corrupt, replay)
 
 
 main()

@@ -61,11 +61,12 @@ struct Side<'a> {
     corrupt: Option<(u64, usize)>,
 }
 
-fn run(side: &Side, seeds: &str) -> String {
+fn run(side: &Side, seeds: &str, extra: &[&str]) -> String {
     let mut cmd = Command::new("python3");
     cmd.args(["-c", SCRIPT, "--seeds", seeds, "--stmts"])
         .arg(STMTS.to_string())
-        .args(["--dir", side.dir]);
+        .args(["--dir", side.dir])
+        .args(extra);
     cmd.env_remove(inpage_sql::JOURNAL_MODE_ENV);
     cmd.env_remove("INPAGE_DIFF_CORRUPT");
     match side.lib {
@@ -147,7 +148,12 @@ fn modes(out: &str) -> Vec<String> {
 
 /// Runs `seeds` on both sides (files in a fresh directory each, or `:memory:`) and
 /// returns both outputs.
-fn both(seeds: &str, memory: bool, corrupt: Option<(u64, usize)>) -> (String, String) {
+fn both(
+    seeds: &str,
+    memory: bool,
+    corrupt: Option<(u64, usize)>,
+    extra: &[&str],
+) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
     let lib = dir.path().join("lib");
     std::fs::create_dir(&lib).unwrap();
@@ -165,6 +171,7 @@ fn both(seeds: &str, memory: bool, corrupt: Option<(u64, usize)>) -> (String, St
             corrupt: None,
         },
         seeds,
+        extra,
     );
     let ours = run(
         &Side {
@@ -173,16 +180,22 @@ fn both(seeds: &str, memory: bool, corrupt: Option<(u64, usize)>) -> (String, St
             corrupt,
         },
         seeds,
+        extra,
     );
     (stock, ours)
 }
 
 fn check(seeds: &str, memory: bool, mode: &str) {
+    check_with(seeds, memory, mode, &[], STMTS);
+}
+
+/// `check` with extra script arguments and the least number of statements a seed runs.
+fn check_with(seeds: &str, memory: bool, mode: &str, extra: &[&str], least: usize) {
     if let Some(why) = skip_reason() {
         println!("SKIPPED: {why}");
         return;
     }
-    let (stock, ours) = both(seeds, memory, None);
+    let (stock, ours) = both(seeds, memory, None, extra);
     let counts = compare(&stock, &ours).unwrap_or_else(|e| panic!("{e}"));
     let m = modes(&ours);
     assert_eq!(m.len(), counts.len(), "{m:?}");
@@ -192,7 +205,7 @@ fn check(seeds: &str, memory: bool, mode: &str) {
         println!("seed {seed}: {s} statements compared, {q} queries");
         // The schema, the final dump and a fair share of queries: a run that stopped
         // producing results would not pass as equal.
-        assert!(*s > STMTS && *q > STMTS / 5, "seed {seed}: {s} {q}");
+        assert!(*s > least && *q > least / 5, "seed {seed}: {s} {q}");
         st += s;
         qs += q;
     }
@@ -236,6 +249,20 @@ fn differential_known_mismatches() {
     check("71,448,476", false, "dhl-cc");
 }
 
+/// Seed 476 cut down to 20 statements (`differential/seed476_min.json`): the final
+/// `DELETE FROM t2 WHERE k >= 'cherry'` (inside a savepoint) deletes 14 rows on stock
+/// SQLite; a debug build fails it with SQLITE_INTERNAL, and a release build of the
+/// cdylib never returns from it (a loop at 100% CPU, 20 minutes before it was killed).
+#[test]
+#[ignore = "known mismatch, minimal: DELETE on a WITHOUT ROWID NOCASE key"]
+fn differential_known_mismatch_minimal() {
+    let json = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/differential/seed476_min.json"
+    );
+    check_with("476", false, "dhl-cc", &["--replay", json], 20);
+}
+
 /// The comparison is not vacuous: one altered result on inpage's side is reported with
 /// its seed and statement index.
 #[test]
@@ -244,7 +271,7 @@ fn differential_reports_a_corrupted_result() {
         println!("SKIPPED: {why}");
         return;
     }
-    let (stock, ours) = both("3", true, Some((3, 123)));
+    let (stock, ours) = both("3", true, Some((3, 123)), &[]);
     let err = compare(&stock, &ours).expect_err("the corrupted result went unnoticed");
     println!("{err}");
     assert!(err.starts_with("seed 3 statement 123 differs"), "{err}");
