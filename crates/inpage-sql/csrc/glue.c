@@ -32,7 +32,7 @@ extern u32 ipg_meta_get(Conn*, int);
 extern int ipg_meta_set(Conn*, int, u32);
 extern int ipg_create(Conn*, int, u32*);
 extern int ipg_clear(Conn*, u32, i64*, int);
-extern Cur *ipg_cursor_open(Conn*, u32, void*);
+extern Cur *ipg_cursor_open(Conn*, u32, void*, int);
 extern void ipg_cursor_close(Cur*);
 extern int ipg_first(Cur*, int, int*);
 extern int ipg_seek_int(Cur*, i64, int*);
@@ -65,12 +65,15 @@ int ipg_c_cmp_probe(int n, const void *key, void *probe){
 /* Compare two stored records. *pFailed = 1 if no answer could be computed (out of
 ** memory, or a corrupt record): the caller must not use the result, since treating it
 ** as "equal" would let an insert replace an unrelated entry. */
-int ipg_c_cmp_records(void *ki, int n1, const void *k1, int n2, const void *k2, int *pFailed){
+int ipg_c_cmp_records(void *ki, int nOrder, int n1, const void *k1, int n2, const void *k2, int *pFailed){
   UnpackedRecord *p = sqlite3VdbeAllocUnpackedRecord((KeyInfo*)ki);
   int c;
   *pFailed = 0;
   if( !p ){ *pFailed = 1; return 0; }
   sqlite3VdbeRecordUnpack(n2, k2, p);
+  /* Only the fields inserts place entries by (ipgOrderFields): a stale separator equal
+  ** on them must compare Equal here too, as it did for the insert's probe. */
+  if( nOrder>0 && nOrder<p->nField ) p->nField = (u16)nOrder;
   p->default_rc = 0; p->errCode = 0;
   c = sqlite3VdbeRecordCompare(n1, k1, p);
   if( p->errCode ) *pFailed = 1;
@@ -249,10 +252,36 @@ static BtCursor glueFakeCursor = { 1 };
 SQLITE_PRIVATE BtCursor *sqlite3BtreeFakeValidCursor(void){ return &glueFakeCursor; }
 SQLITE_PRIVATE int sqlite3BtreeCursorSize(void){ return ROUND8(sizeof(BtCursor)); }
 SQLITE_PRIVATE void sqlite3BtreeCursorZero(BtCursor *c){ memset(c, 0, sizeof(*c)); }
+/* How many leading fields an insert into index tree iTable places its entry by:
+** OP_IdxInsert passes uniqNotNull ? nKeyCol : nColumn (sqlite3CompleteInsertion), so a
+** UNIQUE NOT NULL index (and a WITHOUT ROWID table's primary key) is ordered by its key
+** columns only. The tree's symmetric order must use the same fields, or a separator left
+** by a deleted entry that is equal on them (e.g. 'Date' vs 'date' under NOCASE) sends an
+** insert and a later search of the same key to different children. 0 = all fields (an
+** index this connection's schema does not know: ephemeral and sorter trees, which are
+** placed by their whole record). */
+static int ipgOrderFields(Btree *p, Pgno iTable, KeyInfo *pKeyInfo){
+  sqlite3 *db;
+  int i;
+  if( !pKeyInfo || !pKeyInfo->db ) return 0;
+  db = pKeyInfo->db;
+  for(i=0; i<db->nDb; i++){
+    Schema *pSchema;
+    HashElem *k;
+    if( db->aDb[i].pBt!=p || (pSchema = db->aDb[i].pSchema)==0 ) continue;
+    for(k=sqliteHashFirst(&pSchema->idxHash); k; k=sqliteHashNext(k)){
+      Index *pIdx = (Index*)sqliteHashData(k);
+      if( pIdx->tnum==iTable ){
+        return pIdx->uniqNotNull ? pIdx->nKeyCol : pIdx->nColumn;
+      }
+    }
+  }
+  return 0;
+}
 SQLITE_PRIVATE int sqlite3BtreeCursor(Btree *p, Pgno iTable, int wrFlag, struct KeyInfo *pKeyInfo, BtCursor *c){
   memset(c, 0, sizeof(*c));
   c->pBtree = p; c->iTable = (int)iTable; c->wrFlag = (u8)(wrFlag!=0); c->pKeyInfo = pKeyInfo;
-  c->pCur = ipg_cursor_open(p->pConn, (u32)iTable, pKeyInfo);
+  c->pCur = ipg_cursor_open(p->pConn, (u32)iTable, pKeyInfo, ipgOrderFields(p, iTable, pKeyInfo));
   if( !c->pCur ) return SQLITE_NOMEM;
   c->pNext = p->pCursor; p->pCursor = c;
   return SQLITE_OK;

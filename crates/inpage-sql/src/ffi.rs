@@ -678,6 +678,9 @@ pub struct Cur {
     itable: u32,
     /// The `KeyInfo*` of an index cursor (null for a rowid table).
     keyinfo: *mut c_void,
+    /// The leading fields inserts place this index's entries by (0 = all; glue.c
+    /// `ipgOrderFields`), which its symmetric order must compare.
+    order_fields: c_int,
     cur: Option<Cursor>,
     intkey: bool,
     /// The value of the current row when it lives in an overflow chain (the engine keeps
@@ -698,12 +701,14 @@ pub unsafe extern "C" fn ipg_cursor_open(
     conn: *mut Conn,
     itable: u32,
     keyinfo: *mut c_void,
+    order_fields: c_int,
 ) -> *mut Cur {
     guard(std::ptr::null_mut(), || {
         Box::into_raw(Box::new(Cur {
             conn,
             itable,
             keyinfo,
+            order_fields,
             cur: None,
             intkey: keyinfo.is_null(),
             big: None,
@@ -743,7 +748,7 @@ impl Cur {
             } else {
                 // SAFETY: SQLite keeps the cursor's KeyInfo alive while it is open, and
                 // the order takes its own reference for as long as it lives.
-                let order = unsafe { record_order::keyinfo_order(self.keyinfo) };
+                let order = unsafe { record_order::keyinfo_order(self.keyinfo, self.order_fields) };
                 with_txn!(conn, t => t.open_probe_tree(&name(self.itable), order))?
             };
             self.cur = Some(with_txn!(conn, t => t.open_cursor(&tree))?);
@@ -1239,8 +1244,8 @@ mod tests {
             let mut t = 0u32;
             assert_eq!(ipg_create(conn, 1, &mut t), OK);
             assert_eq!(t, 2, "the first table after sqlite_schema (trap 5)");
-            let a = ipg_cursor_open(conn, t, std::ptr::null_mut());
-            let b = ipg_cursor_open(conn, t, std::ptr::null_mut());
+            let a = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
+            let b = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
             for (k, v) in [(1i64, b"row one"), (2, b"row two")] {
                 assert_eq!(ipg_insert(a, k, v.as_ptr(), 7, 0), OK);
             }
@@ -1279,8 +1284,8 @@ mod tests {
             assert_eq!(ipg_begin(conn, 1), OK);
             let mut t = 0u32;
             assert_eq!(ipg_create(conn, 1, &mut t), OK);
-            let a = ipg_cursor_open(conn, t, std::ptr::null_mut());
-            let b = ipg_cursor_open(conn, t, std::ptr::null_mut());
+            let a = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
+            let b = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
             let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
             for k in 1..=3i64 {
                 assert_eq!(ipg_insert(a, k, big.as_ptr(), big.len() as c_int, 0), OK);

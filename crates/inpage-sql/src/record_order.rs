@@ -30,6 +30,7 @@ extern "C" {
     /// corrupt record).
     fn ipg_c_cmp_records(
         keyinfo: *mut c_void,
+        n_order: c_int,
         n1: c_int,
         k1: *const u8,
         n2: c_int,
@@ -77,11 +78,12 @@ impl Drop for KeyInfoHold {
 }
 
 /// The `order` of an index tree under `keyinfo`: two stored records compared as SQLite
-/// does.
+/// does, on their first `n_order` fields (0 = all) — the fields inserts place entries by
+/// (`ipgOrderFields` in glue.c), so that the order agrees with every insert's probe.
 ///
 /// # Safety
 /// `keyinfo` is a live `KeyInfo*` (this takes its own reference on it).
-pub unsafe fn keyinfo_order(keyinfo: *mut c_void) -> Comparator {
+pub unsafe fn keyinfo_order(keyinfo: *mut c_void, n_order: c_int) -> Comparator {
     debug_assert!(!keyinfo.is_null());
     // SAFETY: live (contract); the reference is released by `KeyInfoHold::drop`.
     unsafe { ipg_c_keyinfo_ref(keyinfo) };
@@ -92,6 +94,7 @@ pub unsafe fn keyinfo_order(keyinfo: *mut c_void) -> Comparator {
         let c = unsafe {
             ipg_c_cmp_records(
                 hold.ptr(),
+                n_order,
                 a.len() as c_int,
                 a.as_ptr(),
                 b.len() as c_int,

@@ -232,30 +232,28 @@ fn differential_in_memory() {
     check(&seeds("101-120"), true, "memory");
 }
 
-/// Mismatches this test found on the WITHOUT ROWID table (NOCASE text key, long rows,
-/// an index on `v`), on files; in memory the same seeds pass:
+/// Regressions: mismatches this test found on the WITHOUT ROWID table (NOCASE text key,
+/// long rows, an index on `v`), on files, fixed by giving each index tree's symmetric
+/// order the fields its inserts are placed by (glue.c `ipgOrderFields`). Before, the
+/// order compared whole records, so a separator left by a deleted row equal on the key
+/// (`'Date'` vs `'date'`) sent an insert (probe: key fields) and a later search of the
+/// same key (order: all fields) to different children:
 /// - seed 71, statement 247, `UPDATE OR REPLACE t2 SET k = 'date' WHERE n BETWEEN 0
-///   AND 10`: stock changes 16 rows; a debug build fails it with SQLITE_INTERNAL (the
-///   engine's `cursor_delete` finds no entry equal under the tree's `order` to the key
-///   the cursor is on: `debug_assert` in `txn/cursor.rs`); release matches stock.
+///   AND 10`: stock changes 16 rows; a debug build failed it with SQLITE_INTERNAL (the
+///   engine's `cursor_delete` found no entry equal under the tree's `order`).
 /// - seed 476, statement 126, `DELETE FROM t2 WHERE k >= 'cherry'`: stock deletes 22
-///   rows; debug: SQLITE_INTERNAL (same assertion), release: SQLITE_CORRUPT_INDEX.
-/// - seed 448, statements 433 (debug), 441 and 443 (release: SQLITE_CORRUPT_INDEX).
-///
-/// Ignored until the glue/engine is fixed; run with `-- --ignored`.
+///   rows; release gave SQLITE_CORRUPT_INDEX.
+/// - seed 448, statements 433, 441 and 443 (SQLITE_CORRUPT_INDEX).
 #[test]
-#[ignore = "known mismatches (seeds 71, 448, 476): writes to a WITHOUT ROWID NOCASE key"]
-fn differential_known_mismatches() {
+fn differential_without_rowid_nocase_regressions() {
     check("71,448,476", false, "dhl-cc");
 }
 
 /// Seed 476 cut down to 20 statements (`differential/seed476_min.json`): the final
 /// `DELETE FROM t2 WHERE k >= 'cherry'` (inside a savepoint) deletes 14 rows on stock
-/// SQLite; a debug build fails it with SQLITE_INTERNAL, and a release build of the
-/// cdylib never returns from it (a loop at 100% CPU, 20 minutes before it was killed).
+/// SQLite; before the fix a release build never returned from it.
 #[test]
-#[ignore = "known mismatch, minimal: DELETE on a WITHOUT ROWID NOCASE key"]
-fn differential_known_mismatch_minimal() {
+fn differential_without_rowid_nocase_minimal() {
     let json = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/differential/seed476_min.json"
