@@ -1230,13 +1230,13 @@ fn copy_all(t: &mut Conn, f: &mut Conn) -> Result<(), Error> {
 mod tests {
     use super::*;
 
-    /// Trap 6: the pointer handed out by `ipg_payload` stays the same while
-    /// `ipg_has_moved` answers 0, also after writes through another cursor; a changed
-    /// row reports "moved".
-    #[test]
-    fn payload_pointer_is_stable_until_the_row_changes() {
-        // SAFETY: every pointer passed is live and used as the C side would: one
-        // connection, its cursors closed before it.
+    /// An in-memory connection in a write transaction with a new rowid table (number 2,
+    /// the first after sqlite_schema: trap 5) and two cursors on it.
+    ///
+    /// # Safety
+    /// The caller closes the cursors, then ends and closes the connection.
+    unsafe fn two_cursors_on_a_new_table() -> (*mut Conn, *mut Cur, *mut Cur) {
+        // SAFETY: out pointers are locals; the connection outlives its cursors (caller).
         unsafe {
             let mut conn: *mut Conn = std::ptr::null_mut();
             assert_eq!(ipg_open(std::ptr::null(), 1, &mut conn), OK);
@@ -1246,6 +1246,19 @@ mod tests {
             assert_eq!(t, 2, "the first table after sqlite_schema (trap 5)");
             let a = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
             let b = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
+            (conn, a, b)
+        }
+    }
+
+    /// Trap 6: the pointer handed out by `ipg_payload` stays the same while
+    /// `ipg_has_moved` answers 0, also after writes through another cursor; a changed
+    /// row reports "moved".
+    #[test]
+    fn payload_pointer_is_stable_until_the_row_changes() {
+        // SAFETY: every pointer passed is live and used as the C side would: one
+        // connection, its cursors closed before it.
+        unsafe {
+            let (conn, a, b) = two_cursors_on_a_new_table();
             for (k, v) in [(1i64, b"row one"), (2, b"row two")] {
                 assert_eq!(ipg_insert(a, k, v.as_ptr(), 7, 0), OK);
             }
@@ -1279,13 +1292,7 @@ mod tests {
     fn overflow_payload_restore_and_rollback_all() {
         // SAFETY: as in the test above.
         unsafe {
-            let mut conn: *mut Conn = std::ptr::null_mut();
-            assert_eq!(ipg_open(std::ptr::null(), 1, &mut conn), OK);
-            assert_eq!(ipg_begin(conn, 1), OK);
-            let mut t = 0u32;
-            assert_eq!(ipg_create(conn, 1, &mut t), OK);
-            let a = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
-            let b = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
+            let (conn, a, b) = two_cursors_on_a_new_table();
             let big: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
             for k in 1..=3i64 {
                 assert_eq!(ipg_insert(a, k, big.as_ptr(), big.len() as c_int, 0), OK);
@@ -1315,7 +1322,7 @@ mod tests {
             assert_eq!(ipg_sp(conn, 2, -1), OK);
             assert_eq!(ipg_txn_state(conn), 2);
             let mut n = -1i64;
-            assert_eq!(ipg_table_count(conn, t, &mut n), OK);
+            assert_eq!(ipg_table_count(conn, 2, &mut n), OK);
             assert_eq!(
                 n, 0,
                 "the table's rows and the table itself are rolled back"

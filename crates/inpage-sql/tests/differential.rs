@@ -12,44 +12,16 @@
 //! Replay a seed by hand: `python3 crates/inpage-sql/tests/differential.py --seeds 7
 //! --stmts 500 --dir /tmp/d` (then again with LD_LIBRARY_PATH on the cdylib).
 
+mod pylib;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 const SCRIPT: &str = include_str!("differential.py");
 
 /// Statements per seed: enough for page splits, index rebuilds and nested savepoints.
 const STMTS: usize = 500;
-
-/// The cdylib cargo built for this test run (next to the test binary, or uplifted).
-fn cdylib() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let name = format!(
-        "{}inpage_sql{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    );
-    [deps.join(&name), deps.parent().unwrap().join(&name)]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} not found next to {exe:?}"))
-}
-
-/// Why the test cannot run here, if it cannot.
-fn skip_reason() -> Option<String> {
-    match Command::new("python3")
-        .args(["-c", "import sqlite3"])
-        .output()
-    {
-        Ok(o) if o.status.success() => None,
-        Ok(o) => Some(format!(
-            "python3 has no sqlite3 module: {}",
-            String::from_utf8_lossy(&o.stderr)
-        )),
-        Err(e) => Some(format!("python3 not runnable: {e}")),
-    }
-}
 
 /// One side of the comparison.
 struct Side<'a> {
@@ -155,9 +127,7 @@ fn both(
     extra: &[&str],
 ) -> (String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("lib");
-    std::fs::create_dir(&lib).unwrap();
-    std::os::unix::fs::symlink(cdylib(), lib.join("libsqlite3.so.0")).unwrap();
+    let lib = pylib::lib_dir(dir.path());
     let dirs = ["stock", "ours"].map(|d| {
         let p = dir.path().join(d);
         std::fs::create_dir(&p).unwrap();
@@ -191,7 +161,7 @@ fn check(seeds: &str, memory: bool, mode: &str) {
 
 /// `check` with extra script arguments and the least number of statements a seed runs.
 fn check_with(seeds: &str, memory: bool, mode: &str, extra: &[&str], least: usize) {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = pylib::no_python_sqlite3() {
         println!("SKIPPED: {why}");
         return;
     }
@@ -265,7 +235,7 @@ fn differential_without_rowid_nocase_minimal() {
 /// its seed and statement index.
 #[test]
 fn differential_reports_a_corrupted_result() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = pylib::no_python_sqlite3() {
         println!("SKIPPED: {why}");
         return;
     }

@@ -3,23 +3,9 @@
 //! inpage. Skipped, with the reason printed, only if python3 or its sqlite3 module is
 //! missing.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod pylib;
 
-/// The cdylib cargo built for this test run (next to the test binary, or uplifted).
-fn cdylib() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let name = format!(
-        "{}inpage_sql{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    );
-    [deps.join(&name), deps.parent().unwrap().join(&name)]
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("{name} not found next to {exe:?}"))
-}
+use std::process::Command;
 
 const SCRIPT: &str = r#"
 import sqlite3, sys
@@ -65,27 +51,12 @@ print("backup-mem", mem.execute("SELECT count(*) FROM t WHERE name >= 'n0250'").
 
 #[test]
 fn python_sqlite3_runs_on_the_cdylib() {
-    match Command::new("python3")
-        .args(["-c", "import sqlite3"])
-        .output()
-    {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            println!(
-                "SKIPPED: python3 has no sqlite3 module: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-            return;
-        }
-        Err(e) => {
-            println!("SKIPPED: python3 not runnable: {e}");
-            return;
-        }
+    if let Some(why) = pylib::no_python_sqlite3() {
+        println!("SKIPPED: {why}");
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("lib");
-    std::fs::create_dir(&lib).unwrap();
-    std::os::unix::fs::symlink(cdylib(), lib.join("libsqlite3.so.0")).unwrap();
+    let lib = pylib::lib_dir(dir.path());
     let db = dir.path().join("py.db");
     let out = Command::new("python3")
         .args(["-c", SCRIPT])
@@ -186,31 +157,15 @@ show("pragma integrity_check")
 /// DROP COLUMN (3.35).
 #[test]
 fn python_differential_against_stock_sqlite() {
-    let probe = Command::new("python3")
-        .args([
-            "-c",
-            "import sqlite3; print(sqlite3.sqlite_version_info >= (3, 35, 0))",
-        ])
-        .output();
-    match probe {
-        Ok(o) if o.status.success() && o.stdout.starts_with(b"True") => {}
-        Ok(o) => {
-            println!(
-                "SKIPPED: python3's sqlite3 missing or older than 3.35: {}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            );
-            return;
-        }
-        Err(e) => {
-            println!("SKIPPED: python3 not runnable: {e}");
-            return;
-        }
+    if let Some(why) = pylib::python_missing(
+        "import sqlite3; print(sqlite3.sqlite_version_info >= (3, 35, 0))",
+        "is missing or older than 3.35",
+    ) {
+        println!("SKIPPED: {why}");
+        return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let lib = dir.path().join("lib");
-    std::fs::create_dir(&lib).unwrap();
-    std::os::unix::fs::symlink(cdylib(), lib.join("libsqlite3.so.0")).unwrap();
+    let lib = pylib::lib_dir(dir.path());
     let run = |db: &str, ours: bool| {
         let mut cmd = Command::new("python3");
         cmd.args(["-c", DIFF_SCRIPT]).arg(dir.path().join(db));

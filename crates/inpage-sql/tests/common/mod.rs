@@ -177,17 +177,11 @@ impl Db {
 
     /// Run one query; every value as text under `cols` (missing entries: Text).
     pub fn query_as(&self, sql: &str, cols: &[Col]) -> Result<Vec<Vec<Option<String>>>, SqlError> {
-        let c = CString::new(sql).unwrap();
-        let mut st = std::ptr::null_mut();
-        // SAFETY: valid string and out pointer.
-        let rc =
-            unsafe { sqlite3_prepare_v2(self.db, c.as_ptr(), -1, &mut st, std::ptr::null_mut()) };
-        if rc != SQLITE_OK || st.is_null() {
-            return Err(self.err());
-        }
+        let stmt = self.prepare(sql)?;
+        let st = stmt.st;
         let mut rows = Vec::new();
-        let r = loop {
-            // SAFETY: `st` is live until the finalize below.
+        loop {
+            // SAFETY: `st` is live until `stmt` is dropped (finalized) after the loop.
             match unsafe { sqlite3_step(st) } {
                 SQLITE_ROW => {
                     // SAFETY: as above.
@@ -201,13 +195,10 @@ impl Db {
                     }
                     rows.push(row);
                 }
-                SQLITE_DONE => break Ok(rows),
-                _ => break Err(self.err()),
+                SQLITE_DONE => return Ok(rows),
+                _ => return Err(self.err()),
             }
-        };
-        // SAFETY: finalize once.
-        unsafe { sqlite3_finalize(st) };
-        r
+        }
     }
 
     /// Run one query, every column as text.
