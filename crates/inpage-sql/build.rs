@@ -155,7 +155,12 @@ fn main() {
     b.compile("sqlite3_inpage");
     let defined = defined_symbols(&out.join("libsqlite3_inpage.a"));
     let rs = api_wrappers(&api, &defined);
-    fs::write(out.join("api.rs"), rs).unwrap_or_else(|e| fail(&format!("write api.rs: {e}")));
+    let api_rs = out.join("api.rs");
+    fs::write(&api_rs, rs).unwrap_or_else(|e| fail(&format!("write api.rs: {e}")));
+    // The forwarders are compiled by the crate that exports them (inpage-libsqlite3, the
+    // cdylib), never by this rlib: with them, the rlib would clash with stock SQLite in a
+    // binary that links both (the CLI and the bench do). `links` hands the path over.
+    println!("cargo:api_rs={}", api_rs.display());
     println!("cargo:rustc-link-lib=m");
     println!("cargo:rustc-link-lib=dl");
     println!("cargo:rustc-link-lib=pthread");

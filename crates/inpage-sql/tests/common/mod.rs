@@ -1,5 +1,5 @@
 //! A minimal safe wrapper over the SQLite C API this crate exports, for the tests. The
-//! declarations bind to the rlib's symbols (the same objects the cdylib exports).
+//! raw declarations are inpage_sql::sys (the renamed C API of the rlib).
 #![allow(dead_code)]
 
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -7,56 +7,10 @@ use std::path::Path;
 
 extern crate inpage_sql;
 
-pub const SQLITE_OK: c_int = 0;
-pub const SQLITE_ROW: c_int = 100;
-pub const SQLITE_DONE: c_int = 101;
-pub const SQLITE_TOOBIG: c_int = 18;
-const OPEN_RW_CREATE: c_int = 0x2 | 0x4;
-
-#[repr(C)]
-pub struct Sqlite3 {
-    _p: [u8; 0],
-}
-#[repr(C)]
-pub struct Stmt {
-    _p: [u8; 0],
-}
-
-extern "C" {
-    fn sqlite3_open_v2(
-        f: *const c_char,
-        db: *mut *mut Sqlite3,
-        flags: c_int,
-        vfs: *const c_char,
-    ) -> c_int;
-    fn sqlite3_close_v2(db: *mut Sqlite3) -> c_int;
-    fn sqlite3_errmsg(db: *mut Sqlite3) -> *const c_char;
-    fn sqlite3_extended_errcode(db: *mut Sqlite3) -> c_int;
-    fn sqlite3_prepare_v2(
-        db: *mut Sqlite3,
-        sql: *const c_char,
-        n: c_int,
-        st: *mut *mut Stmt,
-        tail: *mut *const c_char,
-    ) -> c_int;
-    fn sqlite3_step(st: *mut Stmt) -> c_int;
-    fn sqlite3_finalize(st: *mut Stmt) -> c_int;
-    fn sqlite3_column_count(st: *mut Stmt) -> c_int;
-    fn sqlite3_column_type(st: *mut Stmt, i: c_int) -> c_int;
-    fn sqlite3_column_int64(st: *mut Stmt, i: c_int) -> i64;
-    fn sqlite3_column_double(st: *mut Stmt, i: c_int) -> f64;
-    fn sqlite3_column_text(st: *mut Stmt, i: c_int) -> *const u8;
-    fn sqlite3_column_bytes(st: *mut Stmt, i: c_int) -> c_int;
-    fn sqlite3_snprintf(n: c_int, buf: *mut c_char, fmt: *const c_char, ...) -> *mut c_char;
-    fn sqlite3_changes(db: *mut Sqlite3) -> c_int;
-    fn sqlite3_config(op: c_int, ...) -> c_int;
-    fn sqlite3_file_control(
-        db: *mut Sqlite3,
-        name: *const c_char,
-        op: c_int,
-        arg: *mut std::ffi::c_void,
-    ) -> c_int;
-}
+use inpage_sql::sys::{sqlite3 as Sqlite3, sqlite3_stmt as Stmt, *};
+#[allow(unused_imports)]
+pub use inpage_sql::sys::{SQLITE_DONE, SQLITE_OK, SQLITE_ROW, SQLITE_TOOBIG};
+const OPEN_RW_CREATE: c_int = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
 
 static LOG: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 

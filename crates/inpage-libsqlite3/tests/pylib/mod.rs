@@ -9,7 +9,7 @@ pub fn cdylib() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let deps = exe.parent().unwrap();
     let name = format!(
-        "{}inpage_sql{}",
+        "{}sqlite3{}",
         std::env::consts::DLL_PREFIX,
         std::env::consts::DLL_SUFFIX
     );
