@@ -125,6 +125,11 @@ fn main() {
     for f in &api {
         let _ = writeln!(cut, "#define {0} {RENAME_PREFIX}{0}", f.name);
     }
+    // The API's data symbols too, so no global name of the archive clashes with stock
+    // SQLite's (checked below); the cdylib does not export them (README).
+    for d in API_DATA {
+        let _ = writeln!(cut, "#define {d} {RENAME_PREFIX}{d}");
+    }
     cut.push_str(&cut_amalgamation(&text));
     let cut_path = out.join("sqlite3_inpage.c");
     fs::write(&cut_path, cut).unwrap_or_else(|e| fail(&format!("write {cut_path:?}: {e}")));
@@ -154,6 +159,15 @@ fn main() {
     }
     b.compile("sqlite3_inpage");
     let defined = defined_symbols(&out.join("libsqlite3_inpage.a"));
+    if let Some(bad) = defined
+        .iter()
+        .find(|n| n.starts_with("sqlite3") || n.starts_with("sqlite_"))
+    {
+        fail(&format!(
+            "the archive defines `{bad}` unrenamed: it would clash with stock SQLite in a \
+             binary that links both (add it to API_DATA or the renamed API)"
+        ));
+    }
     let rs = api_wrappers(&api, &defined);
     let api_rs = out.join("api.rs");
     fs::write(&api_rs, rs).unwrap_or_else(|e| fail(&format!("write api.rs: {e}")));
@@ -165,6 +179,13 @@ fn main() {
     println!("cargo:rustc-link-lib=dl");
     println!("cargo:rustc-link-lib=pthread");
 }
+
+/// The API's global variables (sqlite3.h declares them `SQLITE_API` data).
+const API_DATA: &[&str] = &[
+    "sqlite3_version",
+    "sqlite3_temp_directory",
+    "sqlite3_data_directory",
+];
 
 /// The prefix of the C definitions of the public API (see `parse_api`).
 const RENAME_PREFIX: &str = "inpage_c_";
@@ -351,7 +372,7 @@ fn strip_comments(s: &str) -> String {
     }
 }
 
-/// Function symbols the compiled archive defines (`nm`), with the rename prefix.
+/// Global symbols the compiled archive defines (`nm`): the renamed API and the glue.
 fn defined_symbols(archive: &Path) -> Vec<String> {
     let nm = env::var("NM").unwrap_or_else(|_| "nm".into());
     let o = std::process::Command::new(&nm)
@@ -370,7 +391,9 @@ fn defined_symbols(archive: &Path) -> Vec<String> {
         .filter_map(|l| {
             let mut w = l.split_whitespace();
             let (_, kind, name) = (w.next()?, w.next()?, w.next()?);
-            (kind == "T" && name.starts_with(RENAME_PREFIX)).then(|| name.to_string())
+            // Upper-case kinds are global definitions (T text, R read-only, B bss, D data).
+            (kind.len() == 1 && kind.chars().all(|c| c.is_ascii_uppercase()))
+                .then(|| name.to_string())
         })
         .collect()
 }

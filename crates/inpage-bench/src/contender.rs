@@ -24,7 +24,7 @@ use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
 use crate::workload::Op;
 
 /// Rows written per transaction while preloading or warming a table (not measured).
-const LOAD_BATCH: usize = 1000;
+pub(crate) const LOAD_BATCH: usize = 1000;
 /// The table (tree) every contender uses; Mobibench's name.
 pub const TABLE: &str = "tblMyList";
 /// Pages in the floor's zero-filled file (overwrites cycle through them).
@@ -131,6 +131,8 @@ pub enum Kind {
         tweak: Option<ConfigTweak>,
     },
     Sqlite(SqliteFlavor),
+    /// inpage's SQL front end (SQLite's VDBE on inpage) on an engine journal mode.
+    Sql(JournalMode),
     Redb,
     Lmdb,
     Floor,
@@ -180,6 +182,12 @@ pub fn all_contenders() -> Vec<Contender> {
             kind: Kind::Sqlite(f),
         });
     }
+    for m in JournalMode::all() {
+        v.push(Contender {
+            name: crate::sql::contender_name(m),
+            kind: Kind::Sql(m),
+        });
+    }
     v.push(Contender {
         name: "redb".into(),
         kind: Kind::Redb,
@@ -196,7 +204,13 @@ pub fn all_contenders() -> Vec<Contender> {
 pub fn select(names: &[String]) -> Result<Vec<Contender>, String> {
     let all = all_contenders();
     if names.is_empty() {
-        return Ok(all);
+        // The default set: every contender except the SQL front end on the non-default
+        // modes (the engine's own rows cover those; `mobibench-sql` runs them all).
+        let sql_default = crate::sql::contender_name(inpage::DEFAULT_JOURNAL_MODE);
+        return Ok(all
+            .into_iter()
+            .filter(|c| !matches!(c.kind, Kind::Sql(_)) || c.name == sql_default)
+            .collect());
     }
     let mut out: Vec<Contender> = Vec::new();
     for n in names {
@@ -234,7 +248,15 @@ impl Contender {
 
     /// Whether a crash mid-transaction can be staged for it (the floor has no transaction).
     pub fn recoverable(&self) -> bool {
-        !matches!(self.kind, Kind::Floor)
+        // The SQL contenders have no crash child yet (the recovery bench stops the
+        // engine inside its commit and SQLite inside its writes; neither hook exists
+        // through inpage's SQL layer).
+        !matches!(self.kind, Kind::Floor | Kind::Sql(_))
+    }
+
+    /// Whether it answers SQL (the read queries of `mobibench-sql`).
+    pub fn speaks_sql(&self) -> bool {
+        matches!(self.kind, Kind::Sqlite(_) | Kind::Sql(_))
     }
 
     /// Open (creating if needed) this contender's store in `dir`. `stats` receives the
@@ -258,6 +280,7 @@ impl Contender {
                 FloorStore::open(dir, FloorMode::Overwrite, vfs).map(|s| Box::new(s) as _)
             }
             Kind::Sqlite(f) => SqliteStore::open(dir, f).map(|s| Box::new(s) as _),
+            Kind::Sql(m) => crate::sql::SqlStore::open(dir, m).map(|s| Box::new(s) as _),
             Kind::Redb => RedbStore::open(dir).map(|s| Box::new(s) as _),
             Kind::Lmdb => LmdbStore::open(dir).map(|s| Box::new(s) as _),
         };
@@ -278,6 +301,15 @@ pub trait Store: Send {
     /// which is expected not to return (the recovery child blocks there until killed).
     /// Engine stores do not use this: their child stops inside the commit's page writes.
     fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String>;
+    /// SQL stores: create and fill the read table (`sql::READ_SCHEMA`) with `rows` rows.
+    fn reads_setup(&mut self, _rows: u64, _value: &[u8]) -> Result<(), String> {
+        Err("not an SQL store: no read queries".into())
+    }
+    /// SQL stores: run read query `kind` for row `id` (autocommit), reading every column
+    /// of every row; the number of rows.
+    fn read(&mut self, _kind: crate::sql::ReadKind, _id: i64) -> Result<u64, String> {
+        Err("not an SQL store: no read queries".into())
+    }
     /// Close cleanly (WAL checkpoints etc. happen here, outside any measurement).
     fn close(self: Box<Self>) -> Result<(), String>;
 }
@@ -469,12 +501,13 @@ impl Store for FloorStore {
 
 // ---------------------------------------------------------------------------- sqlite
 
-const SQL_INSERT: &str = "INSERT INTO tblMyList(id, Value, creation_date) VALUES(?1, ?2, ?3)";
-const SQL_UPDATE: &str = "UPDATE tblMyList SET Value = ?2 WHERE id = ?1";
-const SQL_DELETE: &str = "DELETE FROM tblMyList WHERE id = ?1";
-const SQL_GET: &str = "SELECT 1 FROM tblMyList WHERE id = ?1";
+pub(crate) const SQL_INSERT: &str =
+    "INSERT INTO tblMyList(id, Value, creation_date) VALUES(?1, ?2, ?3)";
+pub(crate) const SQL_UPDATE: &str = "UPDATE tblMyList SET Value = ?2 WHERE id = ?1";
+pub(crate) const SQL_DELETE: &str = "DELETE FROM tblMyList WHERE id = ?1";
+pub(crate) const SQL_GET: &str = "SELECT 1 FROM tblMyList WHERE id = ?1";
 /// A fixed creation date, so every row has the same size in every run.
-const CREATION_DATE: i64 = 1_700_000_000;
+pub(crate) const CREATION_DATE: i64 = 1_700_000_000;
 
 /// SQLite through rusqlite's bundled build, with Mobibench's schema and PRAGMAs.
 pub struct SqliteStore {
@@ -615,6 +648,50 @@ impl Store for SqliteStore {
         self.apply(Op::Insert, keys, v).map_err(es)?;
         stop();
         Ok(())
+    }
+
+    fn reads_setup(&mut self, rows: u64, value: &[u8]) -> Result<(), String> {
+        use crate::sql::{read_name, READ_INSERT, READ_SCHEMA};
+        let v = ascii(value)?;
+        self.conn.execute_batch(READ_SCHEMA).map_err(es)?;
+        let ids: Vec<i64> = (1..=rows as i64).collect();
+        for chunk in ids.chunks(LOAD_BATCH) {
+            let tx = self.conn.transaction().map_err(es)?;
+            {
+                let mut st = tx.prepare_cached(READ_INSERT).map_err(es)?;
+                for &id in chunk {
+                    st.execute(rusqlite::params![id, read_name(id), v])
+                        .map_err(es)?;
+                }
+            }
+            tx.commit().map_err(es)?;
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, kind: crate::sql::ReadKind, id: i64) -> Result<u64, String> {
+        use rusqlite::types::ValueRef;
+        let mut st = self.conn.prepare_cached(kind.sql()).map_err(es)?;
+        let arg: rusqlite::types::Value = match kind {
+            crate::sql::ReadKind::Index => crate::sql::read_name(id).into(),
+            _ => id.into(),
+        };
+        let mut rows = st.query([arg]).map_err(es)?;
+        let (mut n, mut bytes) = (0u64, 0usize);
+        // As inpage-sql's CachedStatement::run: every column of every row is read.
+        while let Some(r) = rows.next().map_err(es)? {
+            n += 1;
+            for c in 0..r.as_ref().column_count() {
+                match r.get_ref(c).map_err(es)? {
+                    ValueRef::Text(t) | ValueRef::Blob(t) => bytes += t.len(),
+                    v => {
+                        std::hint::black_box(v);
+                    }
+                }
+            }
+        }
+        std::hint::black_box(bytes);
+        Ok(n)
     }
 
     fn close(self: Box<Self>) -> Result<(), String> {

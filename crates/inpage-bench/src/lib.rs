@@ -27,6 +27,7 @@ pub mod plots;
 pub mod recovery;
 pub mod report;
 pub mod runner;
+pub mod sql;
 pub mod sqlite_stop;
 pub mod workload;
 
@@ -49,6 +50,10 @@ const MAX_OPS_PER_TXN: u32 = 4096;
 pub enum BenchCmd {
     /// Mobibench: insert / update / delete transactions of 1..N operations each.
     Mobibench(MobibenchArgs),
+    /// Mobibench through SQL: inpage's SQL front end on each journal mode (`sql-<mode>`)
+    /// against stock SQLite (`sqlite-<mode>`), the same statements in the same run; then
+    /// reads (point SELECT by rowid, by an indexed column, a 1,000-row range scan).
+    MobibenchSql(MobibenchSqlArgs),
     /// Interrupt an insert transaction in a killed child; time reopen + first access.
     Recovery(RecoveryArgs),
     /// The cheapest durable one-page commit (4 KiB overwrite + fdatasync) and an append.
@@ -162,6 +167,21 @@ pub struct MobibenchArgs {
     /// cold start.
     #[arg(long, default_value_t = 0)]
     pub warmup: u64,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MobibenchSqlArgs {
+    /// As `mobibench`; the default contenders are every `sql-<mode>` and the stock
+    /// `sqlite-<mode>` flavors (not the Android-defaults ones).
+    #[command(flatten)]
+    pub mobi: MobibenchArgs,
+    /// Rows in the read table (id, an indexed name, a value of --value-size bytes).
+    #[arg(long, default_value_t = 10_000)]
+    pub read_rows: u64,
+    /// Queries per read trial (each in its own autocommit statement, warm cache: the
+    /// same queries run once unmeasured first). 0 = no reads.
+    #[arg(long, default_value_t = 2_000)]
+    pub reads: u64,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -343,6 +363,45 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             let mut s = session(&a.lab, a.method.rounds, trials)?;
             runner::run_mobibench(&mut s, &cs, &params)?;
             output(s, &a.method.baseline, &a.out)
+        }
+        BenchCmd::MobibenchSql(a) => {
+            let mut m = a.mobi.clone();
+            if m.method.contenders.is_empty() {
+                m.method.contenders = contender::all_contenders()
+                    .into_iter()
+                    .filter(|c| c.speaks_sql() && !c.name.starts_with("sqlite-android"))
+                    .map(|c| c.name)
+                    .collect();
+            }
+            let (cs, params) = mobibench_setup(&m)?;
+            if let Some(c) = cs.iter().find(|c| !c.speaks_sql()) {
+                return Err(format!(
+                    "mobibench-sql: contender '{}' does not answer SQL (use sql-* and sqlite-*)",
+                    c.name
+                ));
+            }
+            let reads = runner::ReadParams {
+                rows: a.read_rows,
+                queries: a.reads,
+                value_size: params.value_size,
+                seed: params.seed,
+            };
+            if a.reads > 0 && a.read_rows < sql::RANGE_ROWS {
+                return Err(format!(
+                    "--read-rows must be at least {} (the range scan's length)",
+                    sql::RANGE_ROWS
+                ));
+            }
+            let n_read = if a.reads > 0 { cs.len() } else { 0 };
+            let trials = params.trials(cs.len(), m.method.rounds)
+                + (n_read * sql::ReadKind::ALL.len()) as u64 * u64::from(m.method.rounds);
+            lab::install_interrupt_handler();
+            let mut s = session(&m.lab, m.method.rounds, trials)?;
+            runner::run_mobibench(&mut s, &cs, &params)?;
+            if a.reads > 0 {
+                runner::run_reads(&mut s, &cs, &reads)?;
+            }
+            output(s, &m.method.baseline, &m.out)
         }
         BenchCmd::Recovery(a) => {
             let cs = method_setup(&a.method)?;

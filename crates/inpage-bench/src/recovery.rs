@@ -305,6 +305,10 @@ pub fn child_main(spec: &ChildSpec) -> Result<(), String> {
             Err(format!("{}: stop point returned", c.name))
         }
         Kind::Floor => Err("the floor has no transaction to interrupt".into()),
+        Kind::Sql(_) => Err(format!(
+            "{}: the SQL contenders have no crash child (not recoverable)",
+            c.name
+        )),
     }
 }
 

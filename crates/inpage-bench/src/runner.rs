@@ -35,7 +35,8 @@ use crate::device::{DeviceCounters, Profile};
 use crate::lab::{check_interrupted, prefetch_dir, read_proc_io, settle, DevStat, Lab, ProcIo};
 use crate::recovery::{calibrate_writes, crash_child, pre_updates, ChildSpec};
 use crate::report::{Collector, Latency, Point, Sample};
-use crate::workload::{mobibench_value, update_value, Op, Plan};
+use crate::sql::ReadKind;
+use crate::workload::{mobibench_value, update_value, Op, Plan, SplitMix64};
 
 /// How long a recovery child may take to reach its stop point.
 const CHILD_TIMEOUT: Duration = Duration::from_secs(120);
@@ -435,6 +436,95 @@ pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Resul
         }
     }
     Ok(())
+}
+
+/// Read workload parameters (`mobibench-sql`).
+#[derive(Clone, Debug)]
+pub struct ReadParams {
+    pub rows: u64,
+    pub queries: u64,
+    pub value_size: usize,
+    pub seed: u64,
+}
+
+/// Reads through SQL: for each query kind, each contender fills a fresh read table,
+/// reopens it, runs the queries once to warm its cache, then runs them again measured.
+/// Every answer's row count is checked (1, 1, 1,000), so a store that answers wrongly
+/// fails instead of looking fast.
+pub fn run_reads(s: &mut Session, cs: &[Contender], p: &ReadParams) -> Result<(), String> {
+    let pts: Vec<(ReadKind, Point)> = ReadKind::ALL
+        .iter()
+        .map(|&k| (k, s.next_point("reads", k.name(), 1)))
+        .collect();
+    for round in 0..s.rounds {
+        for (kind, pt) in &pts {
+            for ci in rotation(cs.len(), round) {
+                let c = &cs[ci];
+                s.pb.set_message(format!(
+                    "reads {} {} (round {})",
+                    kind.name(),
+                    c.name,
+                    round + 1
+                ));
+                let smp = guarded(&c.name, || read_trial(s, c, *kind, p))?;
+                s.collector.add(pt.clone(), &c.name, p.queries, smp);
+                s.pb.inc(1);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn read_trial(
+    s: &mut Session,
+    c: &Contender,
+    kind: ReadKind,
+    p: &ReadParams,
+) -> Result<Sample, String> {
+    let dir = s.fresh_dir(&c.name)?;
+    let stats = Arc::new(IoStats::new());
+    let value = mobibench_value(p.value_size, false);
+    {
+        let mut st = c.open(&dir, &stats)?;
+        st.reads_setup(p.rows, &value)?;
+        st.close()?;
+    }
+    s.settle();
+    let last = match kind {
+        ReadKind::Range => p.rows - crate::sql::RANGE_ROWS + 1,
+        ReadKind::Rowid | ReadKind::Index => p.rows,
+    };
+    let want = match kind {
+        ReadKind::Range => crate::sql::RANGE_ROWS,
+        ReadKind::Rowid | ReadKind::Index => 1,
+    };
+    let mut rng = SplitMix64::new(p.seed ^ 0x5eed_0f4e_ad00);
+    let ids: Vec<i64> = (0..p.queries)
+        .map(|_| 1 + (rng.next_u64() % last) as i64)
+        .collect();
+    let mut st = c.open(&dir, &stats)?;
+    for &id in &ids {
+        check_interrupted()?;
+        st.read(kind, id)?; // warm-up: the same pages the measured pass reads
+    }
+    let before = probe(&s.lab, &stats)?;
+    let t0 = Instant::now();
+    for &id in &ids {
+        let n = st.read(kind, id)?;
+        if n != want {
+            return Err(format!(
+                "{} {}: id {id} returned {n} rows, want {want}",
+                c.name,
+                kind.name()
+            ));
+        }
+    }
+    let wall = t0.elapsed();
+    let after = probe(&s.lab, &stats)?;
+    st.close()?;
+    let out = sample(false, &before, &after, wall, p.queries, 1, &s.profile);
+    std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(out)
 }
 
 /// The floor workload: overwrite and append, `txns` one-page durable commits each.

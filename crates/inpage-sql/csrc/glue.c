@@ -21,7 +21,7 @@
 
 typedef struct Conn Conn;
 typedef struct Cur Cur;
-extern int ipg_open(const char*, int, Conn**);
+extern int ipg_open(const char*, int, const char*, Conn**);
 extern void ipg_close(Conn*);
 extern int ipg_txn_state(Conn*);
 extern int ipg_begin(Conn*, int);
@@ -124,7 +124,10 @@ SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sq
     p->zFilename = sqlite3_mprintf("%s", isMem ? "" : zFilename);
   }
   if( !p->zFilename ){ sqlite3_free(p); return SQLITE_NOMEM; }
-  rc = ipg_open(p->zFilename, isMem, &p->pConn);
+  /* file:app.db?journal_mode=wal: the journal mode of a new file (INPAGE_JOURNAL_MODE,
+  ** the deployment switch, takes precedence; an existing file keeps its own). */
+  rc = ipg_open(p->zFilename, isMem,
+                isMem ? 0 : sqlite3_uri_parameter(zFilename, "journal_mode"), &p->pConn);
   if( rc ){
     /* openDatabase() replaces the message by the code's generic one: log the reason. */
     sqlite3_log(rc, "inpage: cannot open %s: %s", p->zFilename, ipg_open_errmsg()); sqlite3_free(p->zFilename); sqlite3_free(p); return rc; }

@@ -73,6 +73,27 @@ impl Connection {
         Connection::open_with_flags(name, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
     }
 
+    /// Open (creating it if missing) the database file at `path`; a new file gets the
+    /// journal mode `mode` (an inpage or SQLite mode name), an existing one keeps its own
+    /// (`PRAGMA journal_mode` says which). The same as the URI
+    /// `file:PATH?journal_mode=MODE` through the C API.
+    pub fn open_with_mode(path: impl AsRef<Path>, mode: &str) -> Result<Connection> {
+        let p = path.as_ref();
+        let name = p.to_str().ok_or_else(|| SqlError {
+            code: SQLITE_ERROR,
+            message: format!("{p:?}: the path is not UTF-8"),
+        })?;
+        let uri = format!(
+            "file:{}?journal_mode={}",
+            uri_escape(name),
+            uri_escape(mode)
+        );
+        Connection::open_with_flags(
+            &uri,
+            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI,
+        )
+    }
+
     /// A private in-memory database.
     pub fn open_memory() -> Result<Connection> {
         Connection::open_with_flags(":memory:", SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
@@ -106,19 +127,8 @@ impl Connection {
     }
 
     fn error(&self, what: &str) -> SqlError {
-        // SAFETY: live handle; errmsg is a NUL-terminated string owned by SQLite, copied
-        // before any other call.
-        unsafe {
-            let msg = CStr::from_ptr(sqlite3_errmsg(self.db.as_ptr())).to_string_lossy();
-            SqlError {
-                code: sqlite3_extended_errcode(self.db.as_ptr()),
-                message: if what.is_empty() {
-                    msg.into_owned()
-                } else {
-                    format!("{what}: {msg}")
-                },
-            }
-        }
+        // SAFETY: live handle.
+        unsafe { db_error(self.db.as_ptr(), what) }
     }
 
     /// Run every statement of `sql`, discarding rows.
@@ -173,6 +183,14 @@ impl Connection {
                 message: format!("no statement in {sql:?}"),
             }),
         }
+    }
+
+    /// Prepare one statement to keep across calls (see [`CachedStatement`]).
+    pub fn prepare_cached(&self, sql: &str) -> Result<CachedStatement> {
+        let st = self.prepare(sql)?;
+        let raw = st.st;
+        std::mem::forget(st); // ownership moves to the CachedStatement
+        Ok(CachedStatement { st: raw })
     }
 
     /// Run one statement with `params` and collect its rows.
@@ -230,6 +248,138 @@ impl Drop for Connection {
     }
 }
 
+/// The error of connection `db`.
+///
+/// # Safety
+/// `db` is a live connection handle.
+unsafe fn db_error(db: *mut sqlite3, what: &str) -> SqlError {
+    // SAFETY: caller's contract; errmsg is a NUL-terminated string owned by SQLite,
+    // copied before any other call.
+    unsafe {
+        let msg = CStr::from_ptr(sqlite3_errmsg(db)).to_string_lossy();
+        SqlError {
+            code: sqlite3_extended_errcode(db),
+            message: if what.is_empty() {
+                msg.into_owned()
+            } else {
+                format!("{what}: {msg}")
+            },
+        }
+    }
+}
+
+/// A prepared statement kept across calls without borrowing its connection (for a
+/// struct that owns both, as a statement cache does). Finalized on drop; dropping it
+/// after its connection is fine, because the connection closes with `sqlite3_close_v2`,
+/// which keeps it alive until its last statement is finalized.
+pub struct CachedStatement {
+    st: NonNull<sqlite3_stmt>,
+}
+
+// SAFETY: serialized mode (SQLITE_THREADSAFE=1): a statement may move between threads;
+// `&mut self` on every call keeps the uses one at a time.
+unsafe impl Send for CachedStatement {}
+
+impl CachedStatement {
+    /// Bind `params`, step to the end reading every column of every row (text and blob
+    /// bytes included, as an application reading its rows does), reset. Returns the
+    /// number of rows.
+    pub fn run(&mut self, params: &[Value]) -> Result<u64> {
+        let st = self.st.as_ptr();
+        // SAFETY: live statement; columns are read only while a row is current, and the
+        // text pointer's bytes are counted, not kept.
+        unsafe {
+            for (i, v) in params.iter().enumerate() {
+                let rc = bind_raw(st, i as c_int + 1, v);
+                if rc != SQLITE_OK {
+                    sqlite3_reset(st);
+                    return Err(db_error(sqlite3_db_handle(st), "bind"));
+                }
+            }
+            let mut rows = 0u64;
+            loop {
+                match sqlite3_step(st) {
+                    SQLITE_ROW => {
+                        rows += 1;
+                        let mut bytes = 0usize;
+                        for c in 0..sqlite3_column_count(st) {
+                            match sqlite3_column_type(st, c) {
+                                SQLITE_INTEGER => {
+                                    std::hint::black_box(sqlite3_column_int64(st, c));
+                                }
+                                SQLITE_FLOAT => {
+                                    std::hint::black_box(sqlite3_column_double(st, c));
+                                }
+                                SQLITE_NULL => {}
+                                _ => {
+                                    std::hint::black_box(sqlite3_column_text(st, c));
+                                    bytes += sqlite3_column_bytes(st, c) as usize;
+                                }
+                            }
+                        }
+                        std::hint::black_box(bytes);
+                    }
+                    SQLITE_DONE => {
+                        sqlite3_reset(st);
+                        return Ok(rows);
+                    }
+                    _ => {
+                        sqlite3_reset(st);
+                        return Err(db_error(sqlite3_db_handle(st), ""));
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for CachedStatement {
+    fn drop(&mut self) {
+        // SAFETY: finalized once.
+        unsafe { sqlite3_finalize(self.st.as_ptr()) };
+    }
+}
+
+/// Bind `v` to parameter `i` of `st`.
+///
+/// # Safety
+/// `st` is a live statement.
+unsafe fn bind_raw(st: *mut sqlite3_stmt, i: c_int, v: &Value) -> c_int {
+    // SAFETY: caller's contract; text and blob are copied by SQLite (SQLITE_TRANSIENT)
+    // before the call returns. Encoding 1 is SQLITE_UTF8, which a Rust `String` is.
+    unsafe {
+        match v {
+            Value::Null => sqlite3_bind_null(st, i),
+            Value::Integer(x) => sqlite3_bind_int64(st, i, *x),
+            Value::Real(x) => sqlite3_bind_double(st, i, *x),
+            Value::Text(s) => sqlite3_bind_text64(
+                st,
+                i,
+                s.as_ptr().cast(),
+                s.len() as u64,
+                SQLITE_TRANSIENT,
+                1,
+            ),
+            Value::Blob(b) => {
+                sqlite3_bind_blob64(st, i, b.as_ptr().cast(), b.len() as u64, SQLITE_TRANSIENT)
+            }
+        }
+    }
+}
+
+/// Percent-encode what a URI path or value cannot hold literally.
+fn uri_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The SQLite library version this crate compiled (`3.53.2`).
 pub fn sqlite_version() -> String {
     // SAFETY: a static NUL-terminated string.
@@ -265,29 +415,8 @@ impl Statement<'_> {
 
     /// Bind `v` to parameter `i` (1-based).
     pub fn bind(&mut self, i: usize, v: &Value) -> Result<()> {
-        let st = self.st.as_ptr();
-        let i = i as c_int;
-        // SAFETY: live statement; text and blob are copied by SQLite (SQLITE_TRANSIENT)
-        // before the call returns, so the borrowed bytes may go afterwards. Encoding 1 is
-        // SQLITE_UTF8, which a Rust `String` is.
-        let rc = unsafe {
-            match v {
-                Value::Null => sqlite3_bind_null(st, i),
-                Value::Integer(x) => sqlite3_bind_int64(st, i, *x),
-                Value::Real(x) => sqlite3_bind_double(st, i, *x),
-                Value::Text(s) => sqlite3_bind_text64(
-                    st,
-                    i,
-                    s.as_ptr().cast(),
-                    s.len() as u64,
-                    SQLITE_TRANSIENT,
-                    1,
-                ),
-                Value::Blob(b) => {
-                    sqlite3_bind_blob64(st, i, b.as_ptr().cast(), b.len() as u64, SQLITE_TRANSIENT)
-                }
-            }
-        };
+        // SAFETY: live statement.
+        let rc = unsafe { bind_raw(self.st.as_ptr(), i as c_int, v) };
         self.check(rc, "bind")
     }
 

@@ -78,17 +78,31 @@ pub fn mode_code(m: JournalMode) -> c_int {
     }
 }
 
-/// The mode `INPAGE_JOURNAL_MODE` asks for: Ok(None) if unset; `_` may stand for `-`.
+/// The engine mode a user names: the registry's names, `_` for `-`, any case, and `dhl`
+/// for the default DHL mode (`dhl-cc`).
+pub fn mode_from_name(v: &str) -> Option<JournalMode> {
+    let n = v.trim().to_ascii_lowercase().replace('_', "-");
+    if n == "dhl" {
+        return Some(JournalMode::DHL_CC);
+    }
+    JournalMode::from_name(&n)
+}
+
+fn mode_names() -> Vec<&'static str> {
+    JournalMode::all().map(|m| m.name()).collect()
+}
+
+/// The mode `INPAGE_JOURNAL_MODE` asks for: Ok(None) if unset.
 pub fn mode_from_env() -> Result<Option<JournalMode>, String> {
     match std::env::var(JOURNAL_MODE_ENV) {
         Err(std::env::VarError::NotPresent) => Ok(None),
         Err(e) => Err(format!("{JOURNAL_MODE_ENV}: {e}")),
-        Ok(v) => JournalMode::from_name(&v.replace('_', "-"))
-            .map(Some)
-            .ok_or_else(|| {
-                let names: Vec<_> = JournalMode::all().map(|m| m.name()).collect();
-                format!("{JOURNAL_MODE_ENV}={v:?}: unknown mode (one of {names:?})")
-            }),
+        Ok(v) => mode_from_name(&v).map(Some).ok_or_else(|| {
+            format!(
+                "{JOURNAL_MODE_ENV}={v:?}: unknown mode (one of {:?})",
+                mode_names()
+            )
+        }),
     }
 }
 
@@ -246,6 +260,7 @@ unsafe fn cur<'a>(p: *mut Cur) -> Option<&'a mut Cur> {
 pub unsafe extern "C" fn ipg_open(
     path: *const c_char,
     memory: c_int,
+    uri_mode: *const c_char,
     out: *mut *mut Conn,
 ) -> c_int {
     guard(INTERNAL, || {
@@ -267,6 +282,28 @@ pub unsafe extern "C" fn ipg_open(
                 Ok(Some(m)) => {
                     c = c.journal_mode(m);
                     forced = Some(m);
+                }
+                Ok(None) if !uri_mode.is_null() => {
+                    // SAFETY: sqlite3_uri_parameter returns a NUL-terminated value that
+                    // lives as long as the file name.
+                    let v = unsafe { CStr::from_ptr(uri_mode) }.to_string_lossy();
+                    match mode_from_name(&v) {
+                        Some(m) => {
+                            // A file that exists keeps its mode: only a new file takes
+                            // the URI's (asking for another mode is not an error, as
+                            // PRAGMA journal_mode answers with the mode in use).
+                            if !std::path::Path::new(&path).exists() {
+                                c = c.journal_mode(m);
+                            }
+                        }
+                        None => {
+                            set_open_error(&format!(
+                                "journal_mode={v:?} in the URI: unknown mode (one of {:?})",
+                                mode_names()
+                            ));
+                            return CANTOPEN;
+                        }
+                    }
                 }
                 Ok(None) => {}
                 Err(msg) => {
@@ -1239,7 +1276,10 @@ mod tests {
         // SAFETY: out pointers are locals; the connection outlives its cursors (caller).
         unsafe {
             let mut conn: *mut Conn = std::ptr::null_mut();
-            assert_eq!(ipg_open(std::ptr::null(), 1, &mut conn), OK);
+            assert_eq!(
+                ipg_open(std::ptr::null(), 1, std::ptr::null(), &mut conn),
+                OK
+            );
             assert_eq!(ipg_begin(conn, 1), OK);
             let mut t = 0u32;
             assert_eq!(ipg_create(conn, 1, &mut t), OK);

@@ -132,6 +132,8 @@ extern "C" {
     pub fn sqlite3_snprintf(n: c_int, buf: *mut c_char, fmt: *const c_char, ...) -> *mut c_char;
     #[link_name = "inpage_c_sqlite3_config"]
     pub fn sqlite3_config(op: c_int, ...) -> c_int;
+    #[link_name = "inpage_c_sqlite3_db_handle"]
+    pub fn sqlite3_db_handle(stmt: *mut sqlite3_stmt) -> *mut sqlite3;
     #[link_name = "inpage_c_sqlite3_complete"]
     pub fn sqlite3_complete(sql: *const c_char) -> c_int;
 }
