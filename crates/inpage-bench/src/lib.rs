@@ -182,6 +182,9 @@ pub struct MobibenchSqlArgs {
     /// same queries run once unmeasured first). 0 = no reads.
     #[arg(long, default_value_t = 2_000)]
     pub reads: u64,
+    /// Read queries, comma-separated: select-rowid, select-index, scan-1000 (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub read_kinds: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -380,7 +383,16 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                     c.name
                 ));
             }
+            let kinds = if a.read_kinds.is_empty() {
+                sql::ReadKind::ALL.to_vec()
+            } else {
+                a.read_kinds
+                    .iter()
+                    .map(|n| sql::ReadKind::parse(n))
+                    .collect::<Result<Vec<_>, _>>()?
+            };
             let reads = runner::ReadParams {
+                kinds,
                 rows: a.read_rows,
                 queries: a.reads,
                 value_size: params.value_size,
@@ -394,7 +406,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             }
             let n_read = if a.reads > 0 { cs.len() } else { 0 };
             let trials = params.trials(cs.len(), m.method.rounds)
-                + (n_read * sql::ReadKind::ALL.len()) as u64 * u64::from(m.method.rounds);
+                + (n_read * reads.kinds.len()) as u64 * u64::from(m.method.rounds);
             lab::install_interrupt_handler();
             let mut s = session(&m.lab, m.method.rounds, trials)?;
             runner::run_mobibench(&mut s, &cs, &params)?;

@@ -441,6 +441,7 @@ pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Resul
 /// Read workload parameters (`mobibench-sql`).
 #[derive(Clone, Debug)]
 pub struct ReadParams {
+    pub kinds: Vec<ReadKind>,
     pub rows: u64,
     pub queries: u64,
     pub value_size: usize,
@@ -452,7 +453,8 @@ pub struct ReadParams {
 /// Every answer's row count is checked (1, 1, 1,000), so a store that answers wrongly
 /// fails instead of looking fast.
 pub fn run_reads(s: &mut Session, cs: &[Contender], p: &ReadParams) -> Result<(), String> {
-    let pts: Vec<(ReadKind, Point)> = ReadKind::ALL
+    let pts: Vec<(ReadKind, Point)> = p
+        .kinds
         .iter()
         .map(|&k| (k, s.next_point("reads", k.name(), 1)))
         .collect();

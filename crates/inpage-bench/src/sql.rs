@@ -69,6 +69,15 @@ impl ReadKind {
             ReadKind::Range => "scan-1000",
         }
     }
+    pub fn parse(n: &str) -> Result<ReadKind, String> {
+        ReadKind::ALL
+            .into_iter()
+            .find(|k| k.name().eq_ignore_ascii_case(n.trim()))
+            .ok_or_else(|| {
+                let names: Vec<_> = ReadKind::ALL.iter().map(|k| k.name()).collect();
+                format!("unknown read query '{n}' (valid: {})", names.join(", "))
+            })
+    }
     pub fn sql(self) -> &'static str {
         match self {
             ReadKind::Rowid => READ_ROWID,

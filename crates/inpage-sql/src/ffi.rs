@@ -164,6 +164,11 @@ pub struct Conn {
     /// SQLite's savepoint level i = `sps[i]`.
     sps: Vec<Savepoint>,
     trees: HashMap<u32, (Tree, bool)>,
+    /// The committed state (fcc) `trees` was filled from, when that was a read
+    /// transaction: the handles stay valid for a later transaction that sees the same
+    /// fcc (no commit in between, so the same catalog). None while a write transaction
+    /// may have created or dropped trees: they are forgotten when it ends.
+    trees_fcc: Option<u64>,
     /// Commits (in fcc steps) made by this connection, and the fcc its write
     /// transaction started from: `PRAGMA data_version` = snapshot fcc minus own commits,
     /// so it changes exactly when another connection commits.
@@ -327,6 +332,7 @@ pub unsafe extern "C" fn ipg_open(
                     txn: Txn::None,
                     sps: Vec::new(),
                     trees: HashMap::new(),
+                    trees_fcc: None,
                     own_fcc: 0,
                     write_start_fcc: 0,
                     errmsg: CString::default(),
@@ -431,6 +437,10 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
             (Txn::None, false) => {
                 return match c.db.begin_read() {
                     Ok(r) => {
+                        if c.trees_fcc != Some(r.snapshot_fcc()) {
+                            c.trees.clear();
+                            c.trees_fcc = Some(r.snapshot_fcc());
+                        }
                         c.txn = Txn::Read(r);
                         OK
                     }
@@ -446,6 +456,10 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         };
         c.sps.clear();
         c.write_start_fcc = c.db.fcc();
+        if c.trees_fcc != Some(c.write_start_fcc) {
+            c.trees.clear();
+        }
+        c.trees_fcc = None;
         c.txn = Txn::Write(w);
         // A fresh file: table 1 (sqlite_schema) exists from the first write on.
         match c.tree(1) {
@@ -474,7 +488,9 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
             return OK;
         };
         c.sps.clear();
-        c.trees.clear();
+        if c.trees_fcc.is_none() {
+            c.trees.clear(); // a write transaction's handles (see `Conn::trees_fcc`)
+        }
         let mut rc = OK;
         match std::mem::replace(&mut c.txn, Txn::None) {
             Txn::Write(w) => {
@@ -944,12 +960,14 @@ pub unsafe extern "C" fn ipg_has_moved(cur: *mut Cur) -> c_int {
             return 1;
         };
         let conn = c.conn();
-        match &c.cur {
-            Some(e) => match with_txn!(conn, t => t.cursor_has_moved(e)) {
+        match (&c.cur, &conn.txn) {
+            // A read transaction's snapshot never changes: a valid cursor stays put.
+            (Some(e), Txn::Read(_)) => c_int::from(!e.valid()),
+            (Some(e), _) => match with_txn!(conn, t => t.cursor_has_moved(e)) {
                 Ok(false) => 0,
                 _ => 1,
             },
-            None => 1,
+            (None, _) => 1,
         }
     })
 }

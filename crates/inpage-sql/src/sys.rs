@@ -26,6 +26,7 @@ pub const SQLITE_OPEN_READONLY: c_int = 0x1;
 pub const SQLITE_OPEN_READWRITE: c_int = 0x2;
 pub const SQLITE_OPEN_CREATE: c_int = 0x4;
 pub const SQLITE_OPEN_URI: c_int = 0x40;
+pub const SQLITE_OPEN_NOMUTEX: c_int = 0x8000;
 /// The destructor value that makes SQLite copy a bound string or blob.
 pub const SQLITE_TRANSIENT: isize = -1;
 

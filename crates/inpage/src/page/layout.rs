@@ -68,6 +68,19 @@ pub trait PageLayout: Send + Sync + Debug {
         visible_tid: u64,
     ) -> Result<CellArray<'a>>;
 
+    /// [`PageLayout::open`] of a shared page image. A layout whose `open` validates
+    /// the page in full may remember, per image, that it did (an `Arc` image never
+    /// changes while anyone holds a reference to it, weak or strong).
+    fn open_page<'a>(
+        &self,
+        pgno: Pgno,
+        page: &'a PageRef,
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<CellArray<'a>> {
+        self.open(pgno, page, g, visible_tid)
+    }
+
     /// [`PageLayout::open`] plus a full structural check of the page (for `check`).
     fn open_checked<'a>(
         &self,

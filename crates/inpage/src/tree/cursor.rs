@@ -123,7 +123,11 @@ pub(crate) struct RawCursor {
     format: Format,
     root: Pgno,
     stack: Vec<Frame>,
+    /// The current entry's key bytes in the leaf frame's page, or None when invalid.
     cur: Option<Range<usize>>,
+    /// The current entry's whole cell in that page (bounds-checked when positioned, so
+    /// the accessors called per row do not decode the cell array again).
+    cell_at: Range<usize>,
 }
 
 impl RawCursor {
@@ -133,6 +137,7 @@ impl RawCursor {
             root,
             stack: Vec::new(),
             cur: None,
+            cell_at: 0..0,
         }
     }
 
@@ -230,14 +235,18 @@ impl RawCursor {
     pub fn cell(&self) -> Result<&[u8]> {
         let leaf = self.stack.last().expect("a valid cursor has a leaf frame");
         debug_assert!(self.valid());
-        leaf.opened.attach(&leaf.page).cell(leaf.idx)
+        debug_assert_eq!(
+            leaf.opened.attach(&leaf.page).cell(leaf.idx).ok(),
+            Some(&leaf.page[self.cell_at.clone()])
+        );
+        Ok(&leaf.page[self.cell_at.clone()])
     }
 
     /// The current value as stored in the leaf.
     pub fn payload(&self) -> Result<Payload<'_>> {
-        let leaf = self.stack.last().expect("a valid cursor has a leaf frame");
-        debug_assert!(self.valid());
-        leaf.opened.attach(&leaf.page).payload(leaf.idx)
+        // `cell_at` was bounds-checked by `load_current` on a leaf (payloads are leaf
+        // cells only), so the payload decodes from it directly.
+        Ok(cell::cell_payload(self.format.usable(), self.cell()?))
     }
 
     /// Current value, reading overflow pages if needed.
@@ -271,7 +280,7 @@ impl RawCursor {
             ));
         }
         let page = store.read(pgno)?;
-        let p = self.format.open(pgno, &page)?;
+        let p = self.format.open_page(pgno, &page)?;
         let idx = match edge {
             Edge::First => 0,
             Edge::Last => p.ncells(),
@@ -380,10 +389,11 @@ impl RawCursor {
         if !p.is_leaf() {
             return Err(Error::corrupt(top.pgno, "cursor expected a leaf page"));
         }
-        let (off, _) = p.cell_range(top.idx)?;
-        let key = p.key(top.idx)?;
+        let (off, size) = p.cell_range(top.idx)?;
+        let key_len = cell::cell_key(&top.page[off..off + size]).len();
         let start = off + cell::CELL_HEADER;
-        self.cur = Some(start..start + key.len());
+        self.cur = Some(start..start + key_len);
+        self.cell_at = off..off + size;
         Ok(true)
     }
 }

@@ -10,7 +10,7 @@
 
 use crate::error::{Pgno, Result};
 use crate::page::cells::CellArray;
-use crate::page::{Geometry, Layout, PageRead, PageWrite};
+use crate::page::{Geometry, Layout, PageRead, PageRef, PageWrite};
 
 /// Layout and geometry of one store, captured once per operation.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +37,14 @@ impl Format {
     /// The node stored in `buf`, as this store's snapshot sees it.
     pub fn open<'a>(&self, pgno: Pgno, buf: &'a [u8]) -> Result<CellArray<'a>> {
         self.layout.open(pgno, buf, self.geometry, self.visible_tid)
+    }
+
+    /// [`Format::open`] of a shared page image (see [`PageLayout::open_page`]).
+    ///
+    /// [`PageLayout::open_page`]: crate::page::PageLayout::open_page
+    pub fn open_page<'a>(&self, pgno: Pgno, page: &'a PageRef) -> Result<CellArray<'a>> {
+        self.layout
+            .open_page(pgno, page, self.geometry, self.visible_tid)
     }
 
     /// [`Format::open`] plus the full structural check of the page (for `check`).

@@ -43,6 +43,16 @@ impl PageLayout for Dhl {
         Ok(*dhl::visible(pgno, buf, g.usable, visible_tid)?)
     }
 
+    fn open_page<'a>(
+        &self,
+        pgno: Pgno,
+        page: &'a PageRef,
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<CellArray<'a>> {
+        Ok(*dhl::visible_page(pgno, page, g.usable, visible_tid)?)
+    }
+
     fn open_checked<'a>(
         &self,
         pgno: Pgno,

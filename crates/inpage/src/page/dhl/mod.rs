@@ -122,7 +122,7 @@ use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 use crate::page::cell::{self, max_cell, PTR_SIZE};
 use crate::page::cells::CellArray;
-use crate::page::page_type;
+use crate::page::{page_type, PageRef};
 
 mod build;
 mod layout;
@@ -480,6 +480,115 @@ pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<V
         )));
     }
     check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
+}
+
+/// Entries of the validated-version memo (direct-mapped by page number).
+const MEMO_WAYS: usize = 1024;
+
+/// One page image whose versions passed [`check_slot`]. The image is held by a `Weak`:
+/// its allocation then cannot be freed and reused for other bytes while the entry
+/// exists, and `Arc::get_mut`/`make_mut` cannot change it in place (they refuse, or
+/// move the data, while a weak reference exists). So an image at the same address is the
+/// same bytes, and a version validated once stays valid for it.
+struct MemoEntry {
+    image: std::sync::Weak<[u8]>,
+    pgno: Pgno,
+    usable: usize,
+    /// Bit `s` set: descriptor `s` of this image passed `check_slot`.
+    slots: u8,
+}
+
+thread_local! {
+    /// Per thread, so readers never contend; at most `MEMO_WAYS` page allocations are
+    /// kept alive by it per thread after the cache lets them go.
+    static MEMO: RefCell<Vec<Option<MemoEntry>>> = RefCell::new(Vec::new());
+}
+
+/// Whether descriptor `slot` of `page` was validated before (see [`MemoEntry`]).
+fn memo_hit(page: &PageRef, pgno: Pgno, usable: usize, slot: usize) -> bool {
+    MEMO.with(|m| {
+        let m = m.borrow();
+        m.get(pgno as usize % MEMO_WAYS)
+            .and_then(Option::as_ref)
+            .is_some_and(|e| {
+                e.pgno == pgno
+                    && e.usable == usable
+                    && e.slots & (1 << slot) != 0
+                    && std::ptr::eq(e.image.as_ptr(), std::sync::Arc::as_ptr(page))
+            })
+    })
+}
+
+fn memo_record(page: &PageRef, pgno: Pgno, usable: usize, slot: usize) {
+    MEMO.with(|m| {
+        let Ok(mut m) = m.try_borrow_mut() else {
+            return;
+        };
+        if m.is_empty() {
+            m.resize_with(MEMO_WAYS, || None);
+        }
+        let e = &mut m[pgno as usize % MEMO_WAYS];
+        match e {
+            Some(x)
+                if x.pgno == pgno
+                    && x.usable == usable
+                    && std::ptr::eq(x.image.as_ptr(), std::sync::Arc::as_ptr(page)) =>
+            {
+                x.slots |= 1 << slot
+            }
+            _ => {
+                *e = Some(MemoEntry {
+                    image: std::sync::Arc::downgrade(page),
+                    pgno,
+                    usable,
+                    slots: 1 << slot,
+                })
+            }
+        }
+    })
+}
+
+/// The View of descriptor `slot`, which passed `check_slot` on these very bytes before
+/// (the memo says so): the fields are decoded again, the cells not re-validated.
+fn view_validated(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> View<'_> {
+    let d = slot * DESC_SIZE;
+    let v = View {
+        cells: CellArray {
+            pgno,
+            buf,
+            usable,
+            leaf: buf[d + D_TYPE] == page_type::LEAF,
+            ncells: get_u16(buf, d + D_NCELLS),
+            array_off: get_u16(buf, d + D_ARRAY),
+            area_start: RECORD_START,
+            right: get_u32(buf, d + D_RIGHT),
+        },
+        slot,
+        tid: get_u64(buf, d + D_TID),
+        txn_size: get_u32(buf, d + D_TXN_SIZE),
+    };
+    debug_assert!(check_slot(pgno, buf, usable, slot).is_ok());
+    v
+}
+
+/// [`visible`] for a shared page image: the version a reader at `max_tid` sees, with
+/// the full validation of the newest candidate done once per image instead of once per
+/// open (a cursor opens the same cached pages over and over). Same answer as `visible`:
+/// its fast path returns that candidate exactly when it validates.
+pub fn visible_page(pgno: Pgno, page: &PageRef, usable: usize, max_tid: u64) -> Result<View<'_>> {
+    let buf: &[u8] = page;
+    if geometry_ok(usable, buf.len()) {
+        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
+            if memo_hit(page, pgno, usable, slot) {
+                return Ok(view_validated(pgno, buf, usable, slot));
+            }
+            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
+                memo_record(page, pgno, usable, slot);
+                return Ok(v);
+            }
+        }
+    }
+    visible(pgno, buf, usable, max_tid)
 }
 
 /// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
