@@ -22,6 +22,9 @@ command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v nm >/dev/null 2>&1 || need_apt+=(binutils)
 # Its Python test runs the drop-in libsqlite3 under Python's sqlite3 module.
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# The stock sqlite3 shell: the CLI test migrates a stock database into `inpage sql` and
+# back through `.dump`, as the README shows.
+command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"

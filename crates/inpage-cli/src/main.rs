@@ -15,6 +15,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod sql_shell;
+
 use clap::{Parser, Subcommand};
 use inpage::check::{census, check};
 use inpage::{Config, Database, ReadableTxn};
@@ -58,6 +60,20 @@ enum Cmd {
     /// Deterministic workload on a real file, printing `commit <i>` after each ack (for
     /// process-kill tests and external checkers).
     Workload(inpage_torture::WorkloadArgs),
+    /// SQL on a database file through SQLite's own front end on inpage: statements from
+    /// the arguments or stdin, `.tables`, `.schema [TABLE]`, `.dump` (so
+    /// `sqlite3 app.db .dump | inpage sql new.db` migrates a stock database, and
+    /// `inpage sql new.db .dump | sqlite3 back.db` goes back). Creates FILE if missing.
+    Sql {
+        /// Database file (`:memory:` for a private in-memory one).
+        file: PathBuf,
+        /// SQL statements or dot commands, run in order; none: read stdin.
+        sql: Vec<String>,
+        /// Journal mode of a new file (an inpage mode such as dhl-cc, wal, delete);
+        /// an existing file keeps its own. Default: dhl-cc.
+        #[arg(long)]
+        journal_mode: Option<String>,
+    },
     /// Exit 0 only if FILE passes the integrity check and holds the state after commit
     /// `--acked` or the next one of the same workload.
     Verify(inpage_torture::VerifyArgs),
@@ -309,5 +325,14 @@ fn run_other(cmd: Cmd) -> Result<bool, String> {
         Cmd::Torture(args) => inpage_torture::torture(&args),
         Cmd::Workload(args) => done(inpage_torture::workload(&args)),
         Cmd::Verify(args) => done(inpage_torture::verify(&args)),
+        Cmd::Sql {
+            file,
+            sql,
+            journal_mode,
+        } => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            sql_shell::run(&file, journal_mode.as_deref(), &sql, &mut out)
+        }
     }
 }

@@ -508,6 +508,26 @@ impl Statement<'_> {
         }
     }
 
+    /// Column `i` as SQLite's text conversion renders it (`None` for NULL): what the
+    /// `sqlite3` shell prints.
+    pub fn text(&self, i: usize) -> Option<String> {
+        let st = self.st.as_ptr();
+        // SAFETY: live statement with a current row; the pointer's bytes are counted
+        // after it is fetched, as SQLite documents, and copied at once.
+        unsafe {
+            if sqlite3_column_type(st, i as c_int) == SQLITE_NULL {
+                return None;
+            }
+            let p = sqlite3_column_text(st, i as c_int);
+            let n = sqlite3_column_bytes(st, i as c_int) as usize;
+            Some(if p.is_null() {
+                String::new()
+            } else {
+                String::from_utf8_lossy(std::slice::from_raw_parts(p, n)).into_owned()
+            })
+        }
+    }
+
     /// Column `i` as an integer (SQLite's conversion).
     pub fn int64(&self, i: usize) -> i64 {
         // SAFETY: live statement with a current row.

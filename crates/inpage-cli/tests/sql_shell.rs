@@ -1,0 +1,235 @@
+//! `inpage sql`: the shell over inpage's SQL front end. The migration test runs the stock
+//! `sqlite3` shell (scripts/setup.sh installs it) the way the README shows: a stock
+//! database dumped into `inpage sql`, dumped back into stock SQLite, the same rows (exact
+//! values: every REAL compared by its bits, blobs by their bytes) at each step.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn inpage_sql(db: &Path, args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_inpage"))
+        .arg("sql")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run inpage");
+    {
+        let mut i = child.stdin.take().unwrap();
+        if let Some(s) = stdin {
+            i.write_all(s).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn sqlite3(db: &Path, args: &[&str], stdin: Option<&[u8]>) -> Option<(i32, String, String)> {
+    let mut child = Command::new("sqlite3")
+        .arg(db)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
+    {
+        let mut i = child.stdin.take().unwrap();
+        if let Some(s) = stdin {
+            i.write_all(s).unwrap();
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    Some((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// Every row of the test tables. REALs are printed with `fmt`: SQLite versions render
+/// digits past the 16th differently, so a comparison across versions (stock shell vs
+/// inpage's 3.53.2) uses 16 significant digits, and the exact check (20 digits) compares
+/// two stock databases, the original and the one rebuilt from inpage's dump.
+fn content(fmt: &str) -> String {
+    format!(
+        "SELECT id, quote(a), printf('{fmt}', b), hex(c), typeof(b) FROM t ORDER BY id; \
+         SELECT x, y FROM \"order\" ORDER BY x; SELECT name, seq FROM sqlite_sequence; \
+         SELECT a FROM v ORDER BY a;"
+    )
+}
+const DIGITS16: &str = "%.15e";
+const EXACT: &str = "%!.20e";
+
+const SETUP: &str = "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b REAL, c BLOB); \
+     CREATE INDEX ta ON t(a); \
+     CREATE TABLE \"order\"(x INTEGER PRIMARY KEY AUTOINCREMENT, y); \
+     CREATE VIEW v AS SELECT a FROM t WHERE a IS NOT NULL; \
+     CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO \"order\"(y) VALUES(new.id); END; \
+     INSERT INTO t VALUES(1, 'it''s', 1.5, x'00ff'), (2, NULL, 1e300, NULL), \
+       (3, 'multi\nline', -0.1, x''), (4, 'Grüße, 世界', 0.1 + 0.2, randomblob(3000)), \
+       (5, '', 4.9e-324, zeroblob(5));";
+
+#[test]
+fn sqlite3_dump_migrates_into_inpage_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let stock = dir.path().join("stock.db");
+    let Some((rc, _, err)) = sqlite3(&stock, &[SETUP], None) else {
+        // The shell is installed by scripts/setup.sh; without it this test cannot say
+        // anything, and says so.
+        eprintln!("SKIPPED: no sqlite3 shell on PATH (scripts/setup.sh installs it)");
+        return;
+    };
+    assert_eq!(rc, 0, "{err}");
+    let (_, want, _) = sqlite3(&stock, &[&content(DIGITS16)], None).unwrap();
+    let (_, want_exact, _) = sqlite3(&stock, &[&content(EXACT)], None).unwrap();
+    assert!(want.contains("multi\nline"), "{want}");
+
+    // stock -> inpage
+    let (_, dump, _) = sqlite3(&stock, &[".dump"], None).unwrap();
+    let new = dir.path().join("new.db");
+    let (rc, out, err) = inpage_sql(&new, &[], Some(dump.as_bytes()));
+    assert_eq!((rc, out.as_str(), err.as_str()), (0, "", ""));
+    let (rc, got, err) = inpage_sql(&new, &[&content(DIGITS16)], None);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(got, want, "content after the migration into inpage");
+    let (_, mode, _) = inpage_sql(
+        &new,
+        &["PRAGMA journal_mode", "PRAGMA integrity_check"],
+        None,
+    );
+    assert_eq!(mode, "dhl-cc\nok\n");
+    // The trigger came along: it fires on inpage.
+    let (rc, got, err) = inpage_sql(
+        &new,
+        &[
+            "INSERT INTO t(id) VALUES(6)",
+            "SELECT max(y) FROM \"order\"",
+        ],
+        None,
+    );
+    assert_eq!((rc, got.as_str()), (0, "6\n"), "{err}");
+    let (rc, _, err) = inpage_sql(&new, &["DELETE FROM t WHERE id = 6"], None);
+    assert_eq!(rc, 0, "{err}");
+    let (rc, _, err) = inpage_sql(
+        &new,
+        &[
+            "DELETE FROM \"order\" WHERE y = 6",
+            "UPDATE sqlite_sequence SET seq = 5",
+        ],
+        None,
+    );
+    assert_eq!(rc, 0, "{err}");
+
+    // inpage -> stock
+    let (rc, dump2, err) = inpage_sql(&new, &[".dump"], None);
+    assert_eq!(rc, 0, "{err}");
+    let back = dir.path().join("back.db");
+    let (rc, _, err) = sqlite3(&back, &[], Some(dump2.as_bytes())).unwrap();
+    assert_eq!(rc, 0, "{err}");
+    let (_, got, _) = sqlite3(&back, &[&content(EXACT)], None).unwrap();
+    assert_eq!(
+        got, want_exact,
+        "content (exact) after the migration back to stock SQLite"
+    );
+    let (_, schema_stock, _) = sqlite3(&stock, &[".schema"], None).unwrap();
+    let (_, schema_back, _) = sqlite3(&back, &[".schema"], None).unwrap();
+    // The same statements; the order differs (a dump creates indexes after the rows).
+    let sorted = |s: &str| {
+        let mut v: Vec<String> = s
+            .replace("CREATE TABLE IF NOT EXISTS", "CREATE TABLE")
+            .split(";\n")
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sorted(&schema_back), sorted(&schema_stock));
+}
+
+#[test]
+fn statements_dot_commands_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    // From stdin: a statement split over lines, a ';' inside a string, a dot command.
+    let script =
+        b"CREATE TABLE t(a, b);\nINSERT INTO t VALUES(1,\n 'x;y');\n.tables\nSELECT * FROM t;\n";
+    let (rc, out, err) = inpage_sql(&db, &[], Some(script));
+    assert_eq!((rc, out.as_str(), err.as_str()), (0, "t\n1|x;y\n", ""));
+    // A failing statement: reported, the rest still runs, exit code 1.
+    let (rc, out, err) = inpage_sql(&db, &["SELECT nope FROM t", "SELECT count(*) FROM t"], None);
+    assert_eq!(rc, 1);
+    assert_eq!(out, "1\n");
+    assert!(err.contains("no such column: nope"), "{err}");
+    let (rc, out, _) = inpage_sql(&db, &[".schema t"], None);
+    assert_eq!((rc, out.as_str()), (0, "CREATE TABLE t(a, b);\n"));
+    let (rc, _, err) = inpage_sql(&db, &[".frobnicate"], None);
+    assert_eq!(rc, 1);
+    assert!(err.contains("unknown command"), "{err}");
+    // --journal-mode applies to a new file only.
+    let w = dir.path().join("w.db");
+    let (rc, out, err) = inpage_sql(&w, &["--journal-mode", "wal", "PRAGMA journal_mode"], None);
+    assert_eq!((rc, out.as_str()), (0, "wal\n"), "{err}");
+    let (rc, out, _) = inpage_sql(
+        &w,
+        &["--journal-mode", "dhl-cc", "PRAGMA journal_mode"],
+        None,
+    );
+    assert_eq!((rc, out.as_str()), (0, "wal\n"));
+    let (rc, _, err) = inpage_sql(
+        &dir.path().join("x.db"),
+        &["--journal-mode", "nonsense", "SELECT 1"],
+        None,
+    );
+    assert_eq!(rc, 1);
+    assert!(err.contains("x.db"), "{err}");
+}
+
+#[test]
+fn a_stock_file_is_refused_and_left_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let stock = dir.path().join("stock.db");
+    if sqlite3(
+        &stock,
+        &["CREATE TABLE t(a); INSERT INTO t VALUES(1)"],
+        None,
+    )
+    .is_none()
+    {
+        eprintln!("SKIPPED: no sqlite3 shell on PATH (scripts/setup.sh installs it)");
+        return;
+    }
+    let before = std::fs::read(&stock).unwrap();
+    let (rc, out, err) = inpage_sql(&stock, &["SELECT * FROM t"], None);
+    assert_eq!(rc, 1, "{out}");
+    assert!(err.contains("stock.db"), "{err}");
+    assert_eq!(
+        std::fs::read(&stock).unwrap(),
+        before,
+        "the stock file changed"
+    );
+    // And the other way: stock SQLite refuses an inpage file and does not change it.
+    let ours = dir.path().join("ours.db");
+    let (rc, _, err) = inpage_sql(
+        &ours,
+        &["CREATE TABLE t(a)", "INSERT INTO t VALUES(1)"],
+        None,
+    );
+    assert_eq!(rc, 0, "{err}");
+    let before = std::fs::read(&ours).unwrap();
+    let (rc, _, err) = sqlite3(&ours, &["SELECT * FROM t"], None).unwrap();
+    assert_ne!(rc, 0);
+    assert!(err.contains("not a database"), "{err}");
+    assert_eq!(
+        std::fs::read(&ours).unwrap(),
+        before,
+        "stock SQLite changed our file"
+    );
+}
