@@ -34,3 +34,5 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fetch --locked 2>/dev/null || cargo fetch
+# The rusqlite example (its own workspace; a test builds it against inpage's libsqlite3.so).
+cargo fetch --locked --manifest-path examples/rusqlite-on-inpage/Cargo.toml
