@@ -47,6 +47,8 @@ pub fn run(
             if inpage_sql::conn::is_complete(&buf) {
                 ok &= report(exec(&conn, &buf, out));
                 buf.clear();
+                // A reader on a pipe (a script driving the shell) sees each answer now.
+                out.flush().map_err(|e| format!("stdout: {e}"))?;
             }
         }
         if !buf.trim().is_empty() {

@@ -233,3 +233,47 @@ fn a_stock_file_is_refused_and_left_unchanged() {
         "stock SQLite changed our file"
     );
 }
+
+#[test]
+fn a_second_process_is_refused_while_the_first_has_the_file_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.db");
+    let (rc, _, err) = inpage_sql(&db, &["CREATE TABLE t(a)", "INSERT INTO t VALUES(1)"], None);
+    assert_eq!(rc, 0, "{err}");
+    // The first process: a shell reading stdin, so it keeps the database open.
+    let mut first = Command::new(env!("CARGO_BIN_EXE_inpage"))
+        .arg("sql")
+        .arg(&db)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = first.stdin.take().unwrap();
+    input
+        .write_all(b"INSERT INTO t VALUES(2);\nSELECT 'ready';\n")
+        .unwrap();
+    input.flush().unwrap();
+    // Its answer says it has the file open (and committed the row).
+    let mut lines = std::io::BufReader::new(first.stdout.take().unwrap());
+    let mut ready = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut ready).unwrap();
+    assert_eq!(ready, "ready\n");
+    let (rc, out, err) = inpage_sql(&db, &["SELECT count(*) FROM t"], None);
+    assert_eq!(rc, 1, "a second process read a file another one has open");
+    assert_eq!(out, "");
+    assert!(err.contains("locked"), "{err}");
+    let before = std::fs::read(&db).unwrap();
+    let (rc, _, _) = inpage_sql(&db, &["INSERT INTO t VALUES(99)"], None);
+    assert_eq!(rc, 1);
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "a refused writer changed the file"
+    );
+    drop(input); // EOF: the first shell finishes and closes the file
+    let o = first.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (rc, out, err) = inpage_sql(&db, &["SELECT group_concat(a) FROM t"], None);
+    assert_eq!((rc, out.as_str()), (0, "1,2\n"), "{err}");
+}

@@ -31,7 +31,13 @@ fn rusqlite_program_runs_on_inpage() {
     // not the one the running `cargo test` holds.
     let target = workspace().join("target/rusqlite-example");
     let out = Command::new(env!("CARGO"))
-        .args(["build", "--offline", "--locked", "--quiet", "--manifest-path"])
+        .args([
+            "build",
+            "--offline",
+            "--locked",
+            "--quiet",
+            "--manifest-path",
+        ])
         .arg(example.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target)
         .env("SQLITE3_LIB_DIR", &lib)
@@ -62,7 +68,11 @@ fn rusqlite_program_runs_on_inpage() {
     );
     // The file it wrote is an inpage file: stock SQLite (if this machine has its shell)
     // refuses it.
-    if let Ok(o) = Command::new("sqlite3").arg(&db).arg("SELECT count(*) FROM sqlite_schema").output() {
+    if let Ok(o) = Command::new("sqlite3")
+        .arg(&db)
+        .arg("SELECT count(*) FROM sqlite_schema")
+        .output()
+    {
         assert!(!o.status.success(), "stock sqlite3 opened an inpage file");
     }
 }
