@@ -14,8 +14,9 @@
 ** - Functions SQLite may call with a NULL Btree* (slots never opened: temp) return
 **   at once (trap 3).
 ** - The journal mode is a property of the file: PRAGMA journal_mode reports the mode in
-**   use (codes 6-9 are inpage's, named by build.rs's pragma.c patch) and a request for
-**   another mode is refused by answering the mode in use, SQLite's convention.
+**   use (codes 6-9 are inpage's, named by build.rs's pragma.c patch). A request for
+**   another mode is met while the database is still empty (ipg_set_mode recreates it)
+**   and otherwise refused by answering the mode in use, SQLite's convention.
 */
 #include <stdlib.h>
 
@@ -52,6 +53,7 @@ extern int ipg_table_count(Conn*, u32, i64*);
 extern int ipg_page_size(Conn*);
 extern u32 ipg_page_count(Conn*);
 extern int ipg_mode_code(Conn*);
+extern int ipg_set_mode(Conn*, int);
 extern int ipg_copy(Conn*, Conn*);
 extern u32 ipg_data_version(Conn*);
 extern const char *ipg_open_errmsg(void);
@@ -432,8 +434,12 @@ SQLITE_PRIVATE int sqlite3PagerFlush(Pager *p){ (void)p; return SQLITE_OK; }
 SQLITE_PRIVATE int sqlite3PagerGetJournalMode(Pager *p){ return ipg_mode_code(p->pBt->pConn); }
 /* A mode is the file's (inpage refuses to open a file in another mode): a change is
 ** refused by answering the mode in use, as SQLite does for a refused change. */
-SQLITE_PRIVATE int sqlite3PagerSetJournalMode(Pager *p, int e){ (void)e; return ipg_mode_code(p->pBt->pConn); }
-SQLITE_PRIVATE int sqlite3PagerOkToChangeJournalMode(Pager *p){ (void)p; return 0; }
+SQLITE_PRIVATE int sqlite3PagerSetJournalMode(Pager *p, int e){
+  /* Inside BEGIN ... COMMIT the mode stays, as SQLite refuses a WAL switch there. */
+  if( p->pBt->db && !p->pBt->db->autoCommit ) e = -1;
+  return ipg_set_mode(p->pBt->pConn, e);
+}
+SQLITE_PRIVATE int sqlite3PagerOkToChangeJournalMode(Pager *p){ (void)p; return 1; /* ipg_set_mode decides */ }
 SQLITE_PRIVATE int sqlite3PagerIsMemdb(Pager *p){ return p->pBt->isMem; }
 SQLITE_PRIVATE i64 sqlite3PagerJournalSizeLimit(Pager *p, i64 n){ (void)p; return n; }
 SQLITE_PRIVATE int sqlite3PagerLockingMode(Pager *p, int e){ (void)p; (void)e; return PAGER_LOCKINGMODE_EXCLUSIVE; }

@@ -92,6 +92,12 @@ fn mode_names() -> Vec<&'static str> {
     JournalMode::all().map(|m| m.name()).collect()
 }
 
+/// The engine mode of a SQLite journal-mode code (build.rs's pragma.c names); None for
+/// `memory` (4), which inpage has no file mode for.
+fn mode_of_code(code: c_int) -> Option<JournalMode> {
+    JournalMode::all().find(|m| mode_code(*m) == code)
+}
+
 /// The mode `INPAGE_JOURNAL_MODE` asks for: Ok(None) if unset.
 pub fn mode_from_env() -> Result<Option<JournalMode>, String> {
     match std::env::var(JOURNAL_MODE_ENV) {
@@ -406,6 +412,114 @@ pub unsafe extern "C" fn ipg_mode_code(conn: *mut Conn) -> c_int {
             None => 2,
         }
     })
+}
+
+/// PRAGMA journal_mode=`code`: switch the database to that mode if it is still empty,
+/// and answer the mode in use afterwards (SQLite's convention: a request that cannot be
+/// met answers the unchanged mode).
+///
+/// A mode is the file's format (the page layout and where commits go), so it changes
+/// only while the database holds nothing: no table, no schema, this connection the only
+/// one to the file in the process, no transaction open, and no `INPAGE_JOURNAL_MODE`
+/// (the deployment switch always wins). The switch closes the file, removes it and the
+/// side files a mode keeps next to it (`-wal`, `-journal`), and creates it again in the
+/// new mode; nothing can be lost because there is nothing in it.
+///
+/// # Safety
+/// `conn` as in [`conn`].
+#[no_mangle]
+pub unsafe extern "C" fn ipg_set_mode(conn: *mut Conn, code: c_int) -> c_int {
+    guard(2, || {
+        // SAFETY: contract.
+        let Some(c) = (unsafe { self::conn(conn) }) else {
+            return 2;
+        };
+        if c.mem {
+            return 4;
+        }
+        let current = c.db.journal_mode();
+        let Some(target) = mode_of_code(code) else {
+            return mode_code(current);
+        };
+        if target == current || !matches!(c.txn, Txn::None) || !matches!(mode_from_env(), Ok(None))
+        {
+            return mode_code(current);
+        }
+        match switch_empty(c, target) {
+            Ok(true) => mode_code(target),
+            Ok(false) => mode_code(current),
+            Err(e) => {
+                c.fail(&e);
+                mode_code(c.db.journal_mode())
+            }
+        }
+    })
+}
+
+/// [`ipg_set_mode`]'s switch; Ok(false) when the database is not empty or shared.
+fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
+    let Some(path) = c.shared_path.clone() else {
+        return Ok(false);
+    };
+    {
+        let r = c.db.begin_read()?;
+        let trees = r.list_trees()?;
+        let schema_only = trees.iter().all(|t| t.name == name(1));
+        let schema_empty = match trees.first() {
+            Some(t) => {
+                let mut cur = r.open_cursor(&r.open_tree(&t.name)?)?;
+                !r.cursor_first(&mut cur)?
+            }
+            None => true,
+        };
+        let metas_zero = (0..8).all(|i| r.meta(i).unwrap_or(1) == 0);
+        if !(schema_only && schema_empty && metas_zero) {
+            return Ok(false);
+        }
+    }
+    let mut files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(i) = files.iter().position(|e| e.0 == path) else {
+        return Ok(false);
+    };
+    if files[i].2 != 1 {
+        return Ok(false); // another connection of this process has it open
+    }
+    let cfg = c.db.config().clone();
+    // Every handle goes (the registry's and this connection's), which closes the file
+    // and releases its lock.
+    files.swap_remove(i);
+    c.trees.clear();
+    c.trees_fcc = None;
+    let old = std::mem::replace(&mut c.db, Database::open_memory(Config::default())?);
+    let old_mode = old.journal_mode();
+    old.close()?;
+    let p = std::path::Path::new(&path);
+    let remove = |f: &std::path::Path| match std::fs::remove_file(f) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
+            op: "remove",
+            path: f.to_path_buf(),
+            source: e,
+        }),
+        _ => Ok(()),
+    };
+    for suffix in ["wal", "journal"] {
+        remove(std::path::Path::new(&format!("{path}-{suffix}")))?;
+    }
+    remove(p)?;
+    let opened = Database::open(p, cfg.clone().journal_mode(target));
+    let (db, switched) = match opened {
+        Ok(db) => (db, true),
+        // The empty file is recreated in its old mode; the error is reported.
+        Err(e) => {
+            let back = Database::open(p, cfg.journal_mode(old_mode))?;
+            files.push((path, back.clone(), 1));
+            c.db = back;
+            return Err(e);
+        }
+    };
+    files.push((path, db.clone(), 1));
+    c.db = db;
+    Ok(switched)
 }
 
 /// # Safety

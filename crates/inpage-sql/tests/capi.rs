@@ -108,6 +108,66 @@ fn journal_mode_change_is_refused_with_the_mode_in_use() {
     // In-memory databases report SQLite's "memory".
     let mem = Db::open(":memory:").unwrap();
     assert_eq!(mem.one("PRAGMA journal_mode").as_deref(), Some("memory"));
+    assert_eq!(
+        mem.one("PRAGMA journal_mode=wal").as_deref(),
+        Some("memory")
+    );
+}
+
+/// PRAGMA journal_mode sets the mode of a database that is still empty (apps ask for
+/// WAL right after opening a new file), in SQLite's names and inpage's (`dhl` is the
+/// default DHL mode), and the file keeps it across reopens.
+#[test]
+fn journal_mode_is_set_on_an_empty_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new.db");
+    {
+        let db = Db::open_path(&path);
+        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+        assert_eq!(db.one("PRAGMA journal_mode=WAL").as_deref(), Some("wal"));
+        assert_eq!(
+            db.one("PRAGMA journal_mode=delete").as_deref(),
+            Some("delete")
+        );
+        assert_eq!(db.one("PRAGMA journal_mode=dhl").as_deref(), Some("dhl-cc"));
+        assert_eq!(
+            db.one("PRAGMA journal_mode='dhl-tc'").as_deref(),
+            Some("dhl-tc")
+        );
+        assert_eq!(
+            db.one("PRAGMA journal_mode=memory").as_deref(),
+            Some("dhl-tc")
+        );
+        assert_eq!(db.one("PRAGMA journal_mode=wal").as_deref(), Some("wal"));
+        // A second connection in the process: no more switching.
+        let other = Db::open_path(&path);
+        assert_eq!(
+            other.one("PRAGMA journal_mode=delete").as_deref(),
+            Some("wal")
+        );
+        drop(other);
+        db.exec("CREATE TABLE t(a); INSERT INTO t VALUES(1)")
+            .unwrap();
+        // Not empty any more: the mode stays.
+        assert_eq!(
+            db.one("PRAGMA journal_mode='dhl-cc'").as_deref(),
+            Some("wal")
+        );
+        assert_eq!(db.one("SELECT a FROM t").as_deref(), Some("1"));
+    }
+    let db = Db::open_path(&path);
+    assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("wal"));
+    assert_eq!(db.one("SELECT a FROM t").as_deref(), Some("1"));
+    assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
+    // Inside a transaction the mode does not change either.
+    let fresh = Db::open_path(&dir.path().join("fresh.db"));
+    fresh.exec("BEGIN").unwrap();
+    assert_eq!(
+        fresh.one("PRAGMA journal_mode=wal").as_deref(),
+        Some("dhl-cc")
+    );
+    fresh.exec("COMMIT").unwrap();
+    assert_eq!(fresh.one("PRAGMA journal_mode=wal").as_deref(), Some("wal"));
 }
 
 /// Trap 1: SAVEPOINT only bumps db->nSavepoint; the b-tree must open the savepoints on
