@@ -883,3 +883,42 @@ proptest! {
         let _ = clear(&mut s, root);
     }
 }
+
+/// A long key's tail chain is checked like a value's: a leaf's and a separator's chain
+/// cut short or looping is reported by `check` and by the reads that need the key.
+#[test]
+fn corrupt_key_tail_chain_is_reported() {
+    let mut s = MemStore::new(512);
+    let root = create(&mut s).unwrap();
+    // 1200-byte keys: a 14-byte prefix in the cell, a tail of three overflow pages.
+    let keys: Vec<Vec<u8>> = (0..40u32).map(|i| key_of(i, 1200)).collect();
+    for k in &keys {
+        insert(&mut s, root, &bytewise, FWD, k, b"v").unwrap();
+    }
+    let stats = check_owned(&s, &[root], &bytewise).remove(0);
+    assert!(stats.depth > 1 && stats.overflow_pages >= 3 * 40, "{stats:?}");
+    let tail_of = |s: &MemStore, pgno: Pgno, i: usize| {
+        let page = s.read(pgno).unwrap();
+        let p = slotted::Page::open(pgno, &page, 508).unwrap();
+        p.key(i).unwrap().tail().expect("a long key").1
+    };
+    // A leaf key's chain, cut after its first page.
+    let leaf = leaf_holding(&s, root, &keys[7]);
+    let first = tail_of(&s, leaf, 0);
+    let saved = s.read(first).unwrap().to_vec();
+    s.poke(first, |b| b[4..8].copy_from_slice(&0u32.to_le_bytes()));
+    let e = check(&s, root, &bytewise, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("ends after 1 of"), "{e}");
+    s.poke(first, |b| b[4..8].copy_from_slice(&first.to_le_bytes()));
+    let e = check(&s, root, &bytewise, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("loops"), "{e}");
+    s.poke(first, |b| b.copy_from_slice(&saved));
+    check_owned(&s, &[root], &bytewise);
+    // A separator's chain (the root is interior): its own copy, checked too.
+    let sep_first = tail_of(&s, root, 0);
+    assert_ne!(sep_first, first);
+    s.poke(sep_first, |b| b[4..8].copy_from_slice(&0u32.to_le_bytes()));
+    let e = check(&s, root, &bytewise, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("ends after 1 of"), "{e}");
+    assert!(get(&s, root, &bytewise, &keys[20]).is_err());
+}
