@@ -19,10 +19,6 @@ use crate::page::cell::{
     cell_child, cell_key, cell_payload, cell_size, max_cell, CellKey, Payload, PTR_SIZE,
 };
 
-/// A probe over stored keys as cells hold them (`tree` reads a long key's tail before
-/// calling the caller's order).
-pub type KeyProbe<'p, 'a> = dyn FnMut(CellKey<'a>) -> Result<Ordering> + 'p;
-
 /// Bounds-checked view of one node's cells.
 #[derive(Clone, Copy, Debug)]
 pub struct CellArray<'a> {
@@ -175,9 +171,10 @@ impl<'a> CellArray<'a> {
     /// Binary search by a probe (`probe(stored)` orders the stored key against the
     /// caller's target): Ok(i) if key `i` compares Equal, Err(i) with the insertion point
     /// otherwise. With several Equal keys any one of them may be returned.
+    #[inline]
     pub fn search_by(
         &self,
-        probe: &mut KeyProbe<'_, 'a>,
+        mut probe: impl FnMut(CellKey<'a>) -> Result<Ordering>,
     ) -> Result<std::result::Result<usize, usize>> {
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
@@ -194,7 +191,12 @@ impl<'a> CellArray<'a> {
     /// Number of keys the probe puts before the target (`probe(k) == Less`), i.e. the
     /// index of the first key not less than it. With `upper`, Equal keys count as before
     /// too (the index of the first Greater key).
-    pub fn bound_by(&self, probe: &mut KeyProbe<'_, 'a>, upper: bool) -> Result<usize> {
+    #[inline]
+    pub fn bound_by(
+        &self,
+        mut probe: impl FnMut(CellKey<'a>) -> Result<Ordering>,
+        upper: bool,
+    ) -> Result<usize> {
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

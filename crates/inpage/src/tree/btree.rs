@@ -379,7 +379,7 @@ pub(crate) fn descend_by<S: PageRead + ?Sized>(
             return Ok(path);
         }
         // A root pointer has no keys: index 0 is its right child.
-        let idx = p.bound_by(&mut |k| probe_key(store, pgno, probe, k), upper)?;
+        let idx = p.bound_by(|k| probe_key(store, pgno, probe, k), upper)?;
         let child = p.child(idx)?;
         path.push(Step {
             pgno,
@@ -416,7 +416,7 @@ pub(crate) fn get(
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
     let probe = &mut |k: &[u8]| cmp(k, key);
-    match p.search_by(&mut |k| probe_key(store, leaf.pgno, probe, k))? {
+    match p.search_by(|k| probe_key(store, leaf.pgno, probe, k))? {
         Ok(i) => Ok(Some(read_payload(store, leaf.pgno, p.payload(i)?)?)),
         Err(_) => Ok(None),
     }
@@ -525,7 +525,7 @@ pub(crate) fn insert_by(
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
-    let found = p.search_by(&mut |k| probe_key(store, leaf.pgno, probe, k))?;
+    let found = p.search_by(|k| probe_key(store, leaf.pgno, probe, k))?;
     if let Ok(i) = found {
         if unchanged_cell(store, &p, i, key, value)? {
             // Replacing an entry by the same bytes changes nothing, so nothing is
@@ -589,7 +589,7 @@ pub(crate) fn remove_by(
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
-    let Ok(i) = p.search_by(&mut |k| probe_key(store, leaf.pgno, probe, k))? else {
+    let Ok(i) = p.search_by(|k| probe_key(store, leaf.pgno, probe, k))? else {
         return Ok(None);
     };
     let old = take_value(store, &p, i)?;
