@@ -272,14 +272,17 @@ pub enum Payload<'a> {
 }
 
 /// Value part of a well-formed leaf cell.
+#[inline]
 pub fn cell_payload(usable: usize, cell: &[u8]) -> Payload<'_> {
-    let local = stored_key_local(usable, cell);
-    let klen = match get_u16(cell, 0) {
-        k16 if k16 == KLEN_LONG as usize => get_u32(cell, CELL_HEADER) as usize,
-        k16 => k16,
-    };
+    let k16 = get_u16(cell, 0);
     let vlen = get_u32(cell, 2);
-    let at = CELL_HEADER + local;
+    // An inline key (the hot path) takes `klen` bytes; a long key a fixed part.
+    let (klen, at) = if k16 == KLEN_LONG as usize {
+        let klen = get_u32(cell, CELL_HEADER) as usize;
+        (klen, CELL_HEADER + LONG_KEY_FIXED + key_prefix_len(usable))
+    } else {
+        (k16, CELL_HEADER + k16)
+    };
     if value_is_inline(usable, klen, vlen as usize) {
         Payload::Inline(&cell[at..at + vlen as usize])
     } else {
@@ -298,18 +301,34 @@ pub(crate) fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize>
         return None;
     }
     let k16 = get_u16(area, 0);
-    let (klen, local) = if k16 == KLEN_LONG as usize {
-        if area.len() < CELL_HEADER + 4 {
-            return None;
+    if k16 == KLEN_LONG as usize {
+        return long_cell_size(leaf, usable, area);
+    }
+    // An inline key (the hot path): the value rule with `key_local == klen`.
+    let size = if leaf {
+        let vlen = get_u32(area, 2) as usize;
+        if CELL_HEADER + k16 + vlen <= max_cell(usable) {
+            CELL_HEADER + k16 + vlen
+        } else {
+            CELL_HEADER + k16 + OVFL_PTR
         }
-        let klen = get_u32(area, CELL_HEADER) as usize;
-        if key_is_inline(usable, klen) {
-            return None;
-        }
-        (klen, LONG_KEY_FIXED + key_prefix_len(usable))
     } else {
-        (k16, k16)
+        CELL_HEADER + k16
     };
+    (size <= area.len()).then_some(size)
+}
+
+/// [`cell_size`] of a cell with the long-key marker.
+#[cold]
+fn long_cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
+    if area.len() < CELL_HEADER + 4 {
+        return None;
+    }
+    let klen = get_u32(area, CELL_HEADER) as usize;
+    if key_is_inline(usable, klen) {
+        return None;
+    }
+    let local = LONG_KEY_FIXED + key_prefix_len(usable);
     let size = if leaf {
         let vlen = get_u32(area, 2) as usize;
         if value_is_inline(usable, klen, vlen) {

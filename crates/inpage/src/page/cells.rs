@@ -168,18 +168,34 @@ impl<'a> CellArray<'a> {
         })
     }
 
-    /// Binary search by a probe (`probe(stored)` orders the stored key against the
-    /// caller's target): Ok(i) if key `i` compares Equal, Err(i) with the insertion point
-    /// otherwise. With several Equal keys any one of them may be returned.
+    /// Probe key `i`: the stored bytes of an inline key, or a long key made whole by
+    /// `whole` (which reads its tail chain; only long keys pay for it).
     #[inline]
+    fn probe_at(
+        &self,
+        i: usize,
+        probe: &mut dyn FnMut(&[u8]) -> Ordering,
+        whole: &dyn Fn(CellKey<'a>) -> Result<Vec<u8>>,
+    ) -> Result<Ordering> {
+        Ok(match self.key(i)? {
+            CellKey::Inline(k) => probe(k),
+            long => probe(&whole(long)?),
+        })
+    }
+
+    /// Binary search by a probe (`probe(stored)` orders the stored key against the
+    /// caller's target; `whole` reads a long key whole): Ok(i) if key `i` compares
+    /// Equal, Err(i) with the insertion point otherwise. With several Equal keys any one
+    /// of them may be returned.
     pub fn search_by(
         &self,
-        mut probe: impl FnMut(CellKey<'a>) -> Result<Ordering>,
+        probe: &mut dyn FnMut(&[u8]) -> Ordering,
+        whole: &dyn Fn(CellKey<'a>) -> Result<Vec<u8>>,
     ) -> Result<std::result::Result<usize, usize>> {
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match probe(self.key(mid)?)? {
+            match self.probe_at(mid, probe, whole)? {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Ok(Ok(mid)),
@@ -190,17 +206,17 @@ impl<'a> CellArray<'a> {
 
     /// Number of keys the probe puts before the target (`probe(k) == Less`), i.e. the
     /// index of the first key not less than it. With `upper`, Equal keys count as before
-    /// too (the index of the first Greater key).
-    #[inline]
+    /// too (the index of the first Greater key). `whole` as for [`CellArray::search_by`].
     pub fn bound_by(
         &self,
-        mut probe: impl FnMut(CellKey<'a>) -> Result<Ordering>,
+        probe: &mut dyn FnMut(&[u8]) -> Ordering,
+        whole: &dyn Fn(CellKey<'a>) -> Result<Vec<u8>>,
         upper: bool,
     ) -> Result<usize> {
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let before = match probe(self.key(mid)?)? {
+            let before = match self.probe_at(mid, probe, whole)? {
                 Ordering::Less => true,
                 Ordering::Equal => upper,
                 Ordering::Greater => false,

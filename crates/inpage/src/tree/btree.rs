@@ -50,7 +50,7 @@ use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef, PageWrite};
 
 use super::format::Format;
-use super::overflow::probe_key;
+use super::overflow::whole;
 use super::{overflow, CmpFn, ProbeFn, TreeOptions, MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// No valid tree is this deep (interior pages have at least two children, except a root
@@ -379,7 +379,7 @@ pub(crate) fn descend_by<S: PageRead + ?Sized>(
             return Ok(path);
         }
         // A root pointer has no keys: index 0 is its right child.
-        let idx = p.bound_by(|k| probe_key(store, pgno, probe, k), upper)?;
+        let idx = p.bound_by(probe, &whole(store, pgno), upper)?;
         let child = p.child(idx)?;
         path.push(Step {
             pgno,
@@ -416,7 +416,7 @@ pub(crate) fn get(
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
     let probe = &mut |k: &[u8]| cmp(k, key);
-    match p.search_by(|k| probe_key(store, leaf.pgno, probe, k))? {
+    match p.search_by(probe, &whole(store, leaf.pgno))? {
         Ok(i) => Ok(Some(read_payload(store, leaf.pgno, p.payload(i)?)?)),
         Err(_) => Ok(None),
     }
@@ -441,8 +441,14 @@ fn make_leaf_cell(store: &mut dyn PageWrite, key: &[u8], value: &[u8]) -> Result
 /// Read the value of cell `i` of `p` and free its chains (the cell is about to go away
 /// or be replaced).
 fn take_value(store: &mut dyn PageWrite, p: &CellArray, i: usize) -> Result<Vec<u8>> {
-    let value = read_payload(store, p.pgno(), p.payload(i)?)?;
-    overflow::free_cell_chains(store, p.pgno(), true, p.cell(i)?)?;
+    let payload = p.payload(i)?;
+    let value = read_payload(store, p.pgno(), payload)?;
+    if let Payload::Overflow { len, first } = payload {
+        overflow::free(store, p.pgno(), len, first)?;
+    }
+    if let Some((len, first)) = p.key(i)?.tail() {
+        overflow::free(store, p.pgno(), len, first)?;
+    }
     Ok(value)
 }
 
@@ -525,7 +531,7 @@ pub(crate) fn insert_by(
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
-    let found = p.search_by(|k| probe_key(store, leaf.pgno, probe, k))?;
+    let found = p.search_by(probe, &whole(store, leaf.pgno))?;
     if let Ok(i) = found {
         if unchanged_cell(store, &p, i, key, value)? {
             // Replacing an entry by the same bytes changes nothing, so nothing is
@@ -589,7 +595,7 @@ pub(crate) fn remove_by(
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
-    let Ok(i) = p.search_by(|k| probe_key(store, leaf.pgno, probe, k))? else {
+    let Ok(i) = p.search_by(probe, &whole(store, leaf.pgno))? else {
         return Ok(None);
     };
     let old = take_value(store, &p, i)?;

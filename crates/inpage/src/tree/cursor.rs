@@ -28,7 +28,7 @@ use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef};
 
 use super::btree::{read_payload, MAX_DEPTH};
-use super::overflow::{full_key, probe_key};
+use super::overflow::{full_key, whole};
 use super::format::Format;
 use super::{CmpFn, ProbeFn};
 
@@ -192,7 +192,7 @@ impl RawCursor {
         self.seek_leaf(store, probe, false)?;
         let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
         let (pgno, p) = (leaf.pgno, leaf.opened.attach(&leaf.page));
-        let i = p.bound_by(|k| probe_key(store, pgno, probe, k), false)?;
+        let i = p.bound_by(probe, &whole(store, pgno), false)?;
         self.top_mut().idx = i;
         self.settle_forward(store)
     }
@@ -204,7 +204,7 @@ impl RawCursor {
         let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
         // The leaf's "one past the wanted cell" index, as `settle_backward` expects.
         let (pgno, p) = (leaf.pgno, leaf.opened.attach(&leaf.page));
-        let i = p.bound_by(|k| probe_key(store, pgno, probe, k), true)?;
+        let i = p.bound_by(probe, &whole(store, pgno), true)?;
         self.top_mut().idx = i;
         self.settle_backward(store)
     }
@@ -336,7 +336,7 @@ impl RawCursor {
                 return Ok(());
             }
             let pgno = top.pgno;
-            let idx = p.bound_by(|k| probe_key(store, pgno, probe, k), upper)?;
+            let idx = p.bound_by(probe, &whole(store, pgno), upper)?;
             let child = p.child(idx)?;
             self.top_mut().idx = idx;
             self.push(store, child, Edge::First)?;

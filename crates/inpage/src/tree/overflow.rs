@@ -20,14 +20,11 @@
 //!   second version: the committed chain is never touched by a later transaction.
 
 use std::borrow::Cow;
-use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::cell::{self, CellKey, Payload};
 use crate::page::{PageRead, PageWrite};
-
-use super::ProbeFn;
 
 use super::format::Format;
 
@@ -155,18 +152,13 @@ pub(crate) fn full_key<'k, S: PageRead + ?Sized>(
     }
 }
 
-/// `probe` applied to the full bytes of a stored key (reading a long key's tail).
-#[inline]
-pub(crate) fn probe_key<S: PageRead + ?Sized>(
-    store: &S,
+/// A reader of long keys whole for the searches of [`CellArray`]
+/// (`crate::page::cells`), for a page `owner` of `store`.
+pub(crate) fn whole<'s, 'k, S: PageRead + ?Sized>(
+    store: &'s S,
     owner: Pgno,
-    probe: &mut ProbeFn<'_>,
-    key: CellKey<'_>,
-) -> Result<Ordering> {
-    match key {
-        CellKey::Inline(k) => Ok(probe(k)),
-        long => Ok(probe(&full_key(store, owner, long)?)),
-    }
+) -> impl Fn(CellKey<'k>) -> Result<Vec<u8>> + 's {
+    move |k| Ok(full_key(store, owner, k)?.into_owned())
 }
 
 /// Write the tail chain of `key` if it is long; returns its first page (0: inline key,
