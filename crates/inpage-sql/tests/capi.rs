@@ -223,22 +223,27 @@ fn long_index_keys_are_stored_whole() {
         // a: unique, only its last 3 bytes differ; b: 4 distinct values, each repeated.
         // Both lengths sit far past the engine's inline key limit (1,008 bytes).
         let a = |i: usize| {
-            let len = if i % 2 == 0 { 5_000 } else { 100_000 };
+            let len = [5_000, 100_000][i % 2];
             format!("{}{:03}", "x".repeat(len), (i * 37) % 100)
         };
         let b = |i: usize| format!("{}{}", "y".repeat([5_000, 100_000][i % 2]), i % 4);
         let n = 24;
         db.exec("BEGIN").unwrap();
         for i in 0..n {
-            db.exec(&format!("INSERT INTO t VALUES({i}, '{}', '{}')", a(i), b(i)))
-                .unwrap();
+            db.exec(&format!(
+                "INSERT INTO t VALUES({i}, '{}', '{}')",
+                a(i),
+                b(i)
+            ))
+            .unwrap();
         }
         db.exec("COMMIT").unwrap();
         assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
         // ORDER BY a is answered by the index, in the order of the full values.
         let plan = rows(&db, "EXPLAIN QUERY PLAN SELECT id FROM t ORDER BY a");
         assert!(
-            plan.iter().any(|r| r.iter().any(|c| c.contains("INDEX ta"))),
+            plan.iter()
+                .any(|r| r.iter().any(|c| c.contains("INDEX ta"))),
             "{plan:?}"
         );
         let mut want: Vec<(String, usize)> = (0..n).map(|i| (a(i), i)).collect();
@@ -252,7 +257,10 @@ fn long_index_keys_are_stored_whole() {
         // Lookups by the long value, through each index.
         for i in [0, 1, 7, 22] {
             assert_eq!(
-                db.one(&format!("SELECT id FROM t INDEXED BY ta WHERE a = '{}'", a(i))),
+                db.one(&format!(
+                    "SELECT id FROM t INDEXED BY ta WHERE a = '{}'",
+                    a(i)
+                )),
                 Some(i.to_string())
             );
             assert_eq!(
@@ -278,9 +286,11 @@ fn long_index_keys_are_stored_whole() {
             .unwrap();
         // Deletes by the long value, then the rest of a range through the index.
         for i in (0..n).step_by(3) {
-            db.exec(&format!("DELETE FROM t WHERE a = '{}'", a(i))).unwrap();
+            db.exec(&format!("DELETE FROM t WHERE a = '{}'", a(i)))
+                .unwrap();
         }
-        db.exec(&format!("DELETE FROM t WHERE b = '{}'", b(1))).unwrap();
+        db.exec(&format!("DELETE FROM t WHERE b = '{}'", b(1)))
+            .unwrap();
         let left: Vec<usize> = (0..n).filter(|i| i % 3 != 0 && i % 4 != 1).collect();
         assert_eq!(
             db.one("SELECT count(*) FROM t WHERE id < 100"),

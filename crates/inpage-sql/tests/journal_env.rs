@@ -94,7 +94,8 @@ fn env_child_reports_the_forced_mode() {
     let long = "y".repeat(3000);
     db.exec(&format!("INSERT INTO k VALUES('{long}')")).unwrap();
     assert_eq!(
-        db.one(&format!("SELECT length(a) FROM k WHERE a = '{long}'")).as_deref(),
+        db.one(&format!("SELECT length(a) FROM k WHERE a = '{long}'"))
+            .as_deref(),
         Some("3000")
     );
 }

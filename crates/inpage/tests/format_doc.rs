@@ -109,8 +109,12 @@ fn populated(mode: JournalMode) -> (SimVfs, Database) {
     for i in 0..12u8 {
         let mut k = vec![b'k'; 241 + 150 * i as usize];
         k.push(i);
-        w.insert(&t, &k, &value_for(i64::from(i), 1, [0, 30, 900][i as usize % 3]))
-            .unwrap();
+        w.insert(
+            &t,
+            &k,
+            &value_for(i64::from(i), 1, [0, 30, 900][i as usize % 3]),
+        )
+        .unwrap();
     }
     w.commit().unwrap();
     // Last, free some overflow chains, so the file ends with free pages.

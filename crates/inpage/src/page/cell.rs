@@ -394,13 +394,23 @@ mod tests {
         let key: Vec<u8> = (0..500u32).map(|i| i as u8).collect();
         let p = key_prefix_len(US);
         assert!(!key_is_inline(US, key.len()) && p > 0);
-        for value in [Payload::Inline(&b"vv"[..]), Payload::Overflow { len: 9000, first: 77 }] {
+        for value in [
+            Payload::Inline(&b"vv"[..]),
+            Payload::Overflow {
+                len: 9000,
+                first: 77,
+            },
+        ] {
             let c = leaf_cell(US, &key, 5, value);
             assert_eq!(cell_size(true, US, &c), Some(c.len()));
             assert!(c.len() <= max_cell(US));
             assert_eq!(
                 cell_key(US, &c),
-                CellKey::Long { len: 500, prefix: &key[..p], first: 5 }
+                CellKey::Long {
+                    len: 500,
+                    prefix: &key[..p],
+                    first: 5
+                }
             );
             assert_eq!(cell_payload(US, &c), value);
             // The separator made from it keeps the key part; its chain is re-pointed.
@@ -410,7 +420,11 @@ mod tests {
             assert_eq!(cell_child(&sep), 3);
             assert_eq!(
                 cell_key(US, &sep),
-                CellKey::Long { len: 500, prefix: &key[..p], first: 8 }
+                CellKey::Long {
+                    len: 500,
+                    prefix: &key[..p],
+                    first: 8
+                }
             );
             assert_eq!(cell_key(US, &sep).tail(), Some((500 - p as u32, 8)));
         }

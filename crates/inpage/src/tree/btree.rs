@@ -20,6 +20,15 @@
 //! Redistribution is a merge followed by such a split of two pages, one of them under a
 //! third full, so the same bound applies.
 //!
+//! Long keys (see `page::cell`) change no size bound: their cells are at most `max_cell`
+//! like any other. What they add is chain ownership, kept here: a leaf split's separator
+//! copies the right half's first key including a fresh copy of its tail chain
+//! (`separator_from_leaf`); an interior split moves its middle cell up with its chain; an
+//! interior merge pulls the separator down with its chain; a leaf merge drops the
+//! separator and frees its chain, as redistribution of leaves does before making a new
+//! one; removing or replacing a leaf cell frees its chains (`take_value`). So every chain
+//! is reachable from exactly one cell, which `check` verifies.
+//!
 //! An insert whose key holds exactly the new bytes already returns before anything is
 //! written: an identical replacement must not dirty a page (it would cost a page write,
 //! a DHL version and a sync for no change), as SQLite skips a cell that does not change.
@@ -829,9 +838,8 @@ fn balance(
                 ));
             }
             let sep = parent.cells[a].clone();
-            let merged_used = left.used(&f)
-                + right.used(&f)
-                + if left.leaf { 0 } else { f.cost(sep.len()) };
+            let merged_used =
+                left.used(&f) + right.used(&f) + if left.leaf { 0 } else { f.cost(sep.len()) };
             let left_pgno = left.pgno;
             let fixes = merged_used <= cap || opts.redistribute || (node_empty && !left.leaf);
             if fixes && left.leaf {

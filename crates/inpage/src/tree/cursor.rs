@@ -28,8 +28,8 @@ use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef};
 
 use super::btree::{read_payload, MAX_DEPTH};
-use super::overflow::{full_key, whole};
 use super::format::Format;
+use super::overflow::{full_key, whole};
 use super::{CmpFn, ProbeFn};
 
 #[derive(Clone)]

@@ -33,11 +33,15 @@
 //!   A node within capacity always fits a fresh page, which is what relocation relies on.
 //! - **Ownership.** Each page is owned by exactly one tree position: pages are only freed
 //!   after their last reference is dropped from the (rewritten) parent, and every
-//!   allocated page is written before the operation returns.
+//!   allocated page is written before the operation returns. Overflow chains (values,
+//!   long keys' tails) belong to exactly one cell each: a separator copied from a leaf
+//!   key gets its own copy of the tail (see `btree`).
 //! - **Order comes from the caller.** Every search (descent, leaf search, cursor seek)
 //!   goes through a probe ([`ProbeFn`]: a stored key against the caller's target; a
 //!   comparator call is one probe), and splits, merges, redistribution and relocation
-//!   never compare keys. So a tree whose order only the caller knows (probe-ordered, see
+//!   never compare keys. A probe always sees a key whole: a long key's tail is read
+//!   from its chain first (a comparator cannot compare prefixes). So a tree whose order
+//!   only the caller knows (probe-ordered, see
 //!   `txn`) is kept valid by the same code, and `check` can verify it without its order.
 //! - **DHL: committed versions are never disturbed.** A page that existed before the
 //!   transaction is only rewritten by `dhl::build` keeping its committed version;

@@ -143,10 +143,16 @@ pub(crate) fn full_key<'k, S: PageRead + ?Sized>(
         CellKey::Long { len, prefix, first } => {
             let mut out = Vec::with_capacity(prefix.len());
             out.extend_from_slice(prefix);
-            walk(store, owner, len - prefix.len() as u32, first, &mut |_, data| {
-                out.extend_from_slice(data);
-                Ok(())
-            })?;
+            walk(
+                store,
+                owner,
+                len - prefix.len() as u32,
+                first,
+                &mut |_, data| {
+                    out.extend_from_slice(data);
+                    Ok(())
+                },
+            )?;
             Ok(Cow::Owned(out))
         }
     }

@@ -279,7 +279,10 @@ fn limits() {
     for len in [113, 300, 5000] {
         let k = key_of(len as u32, len);
         assert_eq!(get(&s, root, &bytewise, &k).unwrap(), None);
-        assert_eq!(insert(&mut s, root, &bytewise, FWD, &k, b"v").unwrap(), None);
+        assert_eq!(
+            insert(&mut s, root, &bytewise, FWD, &k, b"v").unwrap(),
+            None
+        );
         // Same prefix, different tail: a different key.
         let mut other = k.clone();
         *other.last_mut().unwrap() ^= 1;
@@ -896,7 +899,10 @@ fn corrupt_key_tail_chain_is_reported() {
         insert(&mut s, root, &bytewise, FWD, k, b"v").unwrap();
     }
     let stats = check_owned(&s, &[root], &bytewise).remove(0);
-    assert!(stats.depth > 1 && stats.overflow_pages >= 3 * 40, "{stats:?}");
+    assert!(
+        stats.depth > 1 && stats.overflow_pages >= 3 * 40,
+        "{stats:?}"
+    );
     let tail_of = |s: &MemStore, pgno: Pgno, i: usize| {
         let page = s.read(pgno).unwrap();
         let p = slotted::Page::open(pgno, &page, 508).unwrap();
