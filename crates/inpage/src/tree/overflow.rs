@@ -58,7 +58,9 @@ pub(crate) fn walk<S: PageRead + ?Sized>(
     let f = Format::of(store);
     let per = f.overflow_data();
     let n = (len as usize).div_ceil(per);
+    // A one-page chain cannot loop within the walk: no set (the common long-key tail).
     let mut seen = HashSet::new();
+    let track = n > 1;
     let (mut prev, mut pgno, mut left) = (owner, first, len as usize);
     for k in 0..n {
         if pgno == 0 {
@@ -67,7 +69,7 @@ pub(crate) fn walk<S: PageRead + ?Sized>(
                 format!("overflow chain ends after {k} of {n} pages"),
             ));
         }
-        if !seen.insert(pgno) {
+        if track && !seen.insert(pgno) {
             return Err(Error::corrupt(
                 prev,
                 format!("overflow chain loops back to page {pgno}"),
@@ -141,7 +143,9 @@ pub(crate) fn full_key<'k, S: PageRead + ?Sized>(
     match key {
         CellKey::Inline(k) => Ok(Cow::Borrowed(k)),
         CellKey::Long { len, prefix, first } => {
-            let mut out = Vec::with_capacity(prefix.len());
+            // Room for the whole key when it is plausible; a corrupt huge length still
+            // only grows the buffer as pages are actually read.
+            let mut out = Vec::with_capacity((len as usize).min(64 << 10));
             out.extend_from_slice(prefix);
             walk(
                 store,
