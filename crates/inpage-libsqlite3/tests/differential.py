@@ -65,8 +65,9 @@ def q(v):
 
 
 class Gen:
-    def __init__(self, seed):
+    def __init__(self, seed, long_max=300):
         self.r = random.Random(seed)
+        self.long_max = long_max
         self.in_txn = False
         self.savepoints = []
         self.sp_next = 0
@@ -80,8 +81,8 @@ class Gen:
         if r.random() < null:
             return None
         w = r.choice(WORDS)
-        if r.random() < 0.15:  # long values split pages (well under max_key_len)
-            w += "x" * r.randrange(40, 300)
+        if r.random() < 0.15:  # long values split pages; with --long-keys, index keys too
+            w += "x" * r.randrange(40, self.long_max)
         elif r.random() < 0.4:
             w += str(r.randrange(30))
         return w
@@ -327,12 +328,12 @@ def execute(c, sql, sort):
     return "rows %r" % (rows,)
 
 
-def run_seed(seed, stmts, where, corrupt, replay=None):
+def run_seed(seed, stmts, where, corrupt, replay=None, long_max=300):
     path = where if where == ":memory:" else os.path.join(where, "s%d.db" % seed)
     c = sqlite3.connect(path, isolation_level=None)
     # Not compared (stock SQLite says `delete`/`memory`): the Rust side checks ours.
     print("#mode\t%d\t%s" % (seed, c.execute("PRAGMA journal_mode").fetchone()[0]))
-    gen = Gen(seed)
+    gen = Gen(seed, long_max)
     stream = [(s, None) for s in SCHEMA] + [gen.statement() for _ in range(stmts)] + FINAL
     if replay is not None:  # a saved (minimised) stream instead of the generated one
         stream = [(s, False if s.lstrip().upper().startswith("SELECT") else None)
@@ -358,6 +359,8 @@ def main():
     p.add_argument("--stmts", type=int, default=400)
     p.add_argument("--dir", required=True, help="directory for the files, or :memory:")
     p.add_argument("--replay", help="JSON list of statements to run instead (one seed)")
+    p.add_argument("--long-keys", action="store_true",
+                   help="text values up to 3,000 bytes: index keys past the engine's inline limit")
     a = p.parse_args()
     if "-" in a.seeds:
         lo, hi = map(int, a.seeds.split("-"))
@@ -373,7 +376,7 @@ def main():
         with open(a.replay, encoding="utf-8") as f:
             replay = json.load(f)
     for seed in seeds:
-        run_seed(seed, a.stmts, a.dir, corrupt, replay)
+        run_seed(seed, a.stmts, a.dir, corrupt, replay, 3000 if a.long_keys else 300)
 
 
 main()

@@ -202,6 +202,14 @@ fn differential_in_memory() {
     check(&seeds("101-120"), true, "memory");
 }
 
+/// Text values up to 3,000 bytes, so index records and WITHOUT ROWID keys often exceed
+/// the engine's inline key limit (1,008 bytes at 4 KiB pages) and are stored as long
+/// keys (prefix in the cell, tail in a chain), compared whole by the record comparator.
+#[test]
+fn differential_with_long_keys() {
+    check_with(&seeds("201-230"), false, "dhl-cc", &["--long-keys"], STMTS);
+}
+
 /// Regressions: mismatches this test found on the WITHOUT ROWID table (NOCASE text key,
 /// long rows, an index on `v`), on files, fixed by giving each index tree's symmetric
 /// order the fields its inserts are placed by (glue.c `ipgOrderFields`). Before, the

@@ -390,9 +390,11 @@ static int glueInsert(BtCursor *c, const BtreePayload *pX, int flags, int seekRe
   if( flags & BTREE_PREFORMAT ) return glueIndexInsert(c, c->staged, c->nStaged, 0, 0);
   return glueIndexInsert(c, pX->pKey, (int)pX->nKey, pX->aMem, pX->nMem);
 }
-/* A key longer than the engine's max_key_len (index records, WITHOUT ROWID rows) fails
-** with SQLITE_TOOBIG: never hashed, never truncated. The VDBE's message for that code
-** is generic, so the exact sizes go to sqlite3_log. */
+/* Keys of any size are stored whole (the engine keeps a long key's tail in an overflow
+** chain), so an index record or WITHOUT ROWID row is never hashed or truncated. The
+** engine still refuses a key or value over u32::MAX bytes with SQLITE_TOOBIG (SQLite's
+** own length limit normally stops those first); the VDBE's message for that code is
+** generic, so the exact sizes go to sqlite3_log. */
 SQLITE_PRIVATE int sqlite3BtreeInsert(BtCursor *c, const BtreePayload *pX, int flags, int seekResult){
   int rc = glueInsert(c, pX, flags, seekResult);
   if( rc==SQLITE_TOOBIG ) sqlite3_log(rc, "inpage: %s", ipg_errmsg(c->pBtree->pConn));

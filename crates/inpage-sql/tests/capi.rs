@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Db, SQLITE_TOOBIG};
+use common::Db;
 
 fn rows(db: &Db, sql: &str) -> Vec<Vec<String>> {
     db.query(sql)
@@ -265,25 +265,111 @@ fn trap8_many_tables_survive_a_reopen() {
     );
 }
 
-/// Keys over the engine's max_key_len fail with SQLITE_TOOBIG, whole (no hashing, no
-/// truncation), and the failed statement leaves nothing behind.
+/// Index keys of any size, stored whole (no hashing, no truncation): rows whose TEXT
+/// values are 5,000 and 100,000 bytes, sharing all but their last bytes, in a unique and
+/// a non-unique index; ORDER BY through the index, lookups by the long value, the unique
+/// constraint, deletes, and `PRAGMA integrity_check`, on a file and in memory.
 #[test]
-fn long_index_keys_are_refused_with_toobig() {
-    let db = Db::open(":memory:").unwrap();
-    db.exec("CREATE TABLE t(a TEXT); CREATE INDEX ta ON t(a); INSERT INTO t VALUES('short');")
+fn long_index_keys_are_stored_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.db");
+    for name in [":memory:", path.to_str().unwrap()] {
+        let db = Db::open(name).unwrap();
+        db.exec(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, a TEXT, b TEXT);
+             CREATE UNIQUE INDEX ta ON t(a); CREATE INDEX tb ON t(b);",
+        )
         .unwrap();
-    let long = "x".repeat(5000);
-    let e = db
-        .exec(&format!("INSERT INTO t VALUES('{long}')"))
-        .unwrap_err();
-    assert_eq!(e.code & 0xff, SQLITE_TOOBIG, "{e:?}");
-    assert_eq!(db.one("SELECT count(*) FROM t").as_deref(), Some("1"));
-    // A long value in a rowid table without an index is fine (values of any size).
-    db.exec(&format!(
-        "CREATE TABLE u(a TEXT); INSERT INTO u VALUES('{long}');"
-    ))
-    .unwrap();
-    assert_eq!(db.one("SELECT length(a) FROM u").as_deref(), Some("5000"));
+        // a: unique, only its last 3 bytes differ; b: 4 distinct values, each repeated.
+        // Both lengths sit far past the engine's inline key limit (1,008 bytes).
+        let a = |i: usize| {
+            let len = [5_000, 100_000][i % 2];
+            format!("{}{:03}", "x".repeat(len), (i * 37) % 100)
+        };
+        let b = |i: usize| format!("{}{}", "y".repeat([5_000, 100_000][i % 2]), i % 4);
+        let n = 24;
+        db.exec("BEGIN").unwrap();
+        for i in 0..n {
+            db.exec(&format!(
+                "INSERT INTO t VALUES({i}, '{}', '{}')",
+                a(i),
+                b(i)
+            ))
+            .unwrap();
+        }
+        db.exec("COMMIT").unwrap();
+        assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
+        // ORDER BY a is answered by the index, in the order of the full values.
+        let plan = rows(&db, "EXPLAIN QUERY PLAN SELECT id FROM t ORDER BY a");
+        assert!(
+            plan.iter()
+                .any(|r| r.iter().any(|c| c.contains("INDEX ta"))),
+            "{plan:?}"
+        );
+        let mut want: Vec<(String, usize)> = (0..n).map(|i| (a(i), i)).collect();
+        want.sort();
+        let got: Vec<String> = rows(&db, "SELECT id FROM t ORDER BY a")
+            .into_iter()
+            .map(|r| r[0].clone())
+            .collect();
+        let want_ids: Vec<String> = want.iter().map(|(_, i)| i.to_string()).collect();
+        assert_eq!(got, want_ids);
+        // Lookups by the long value, through each index.
+        for i in [0, 1, 7, 22] {
+            assert_eq!(
+                db.one(&format!(
+                    "SELECT id FROM t INDEXED BY ta WHERE a = '{}'",
+                    a(i)
+                )),
+                Some(i.to_string())
+            );
+            assert_eq!(
+                db.one(&format!(
+                    "SELECT count(*) FROM t INDEXED BY tb WHERE b = '{}'",
+                    b(i)
+                )),
+                Some((n / 4).to_string())
+            );
+        }
+        // A value one byte off is another key.
+        let near = format!("{}!", &a(3)[..a(3).len() - 1]);
+        assert_eq!(
+            db.one(&format!("SELECT count(*) FROM t WHERE a = '{near}'")),
+            Some("0".into())
+        );
+        // The unique index refuses the same long value again, whole.
+        let e = db
+            .exec(&format!("INSERT INTO t VALUES(100, '{}', 'z')", a(5)))
+            .unwrap_err();
+        assert_eq!(e.code & 0xff, 19, "{e:?}"); // SQLITE_CONSTRAINT
+        db.exec(&format!("INSERT INTO t VALUES(100, '{near}', 'z')"))
+            .unwrap();
+        // Deletes by the long value, then the rest of a range through the index.
+        for i in (0..n).step_by(3) {
+            db.exec(&format!("DELETE FROM t WHERE a = '{}'", a(i)))
+                .unwrap();
+        }
+        db.exec(&format!("DELETE FROM t WHERE b = '{}'", b(1)))
+            .unwrap();
+        let left: Vec<usize> = (0..n).filter(|i| i % 3 != 0 && i % 4 != 1).collect();
+        assert_eq!(
+            db.one("SELECT count(*) FROM t WHERE id < 100"),
+            Some(left.len().to_string())
+        );
+        let got: Vec<String> = rows(&db, "SELECT id FROM t WHERE id < 100 ORDER BY a")
+            .into_iter()
+            .map(|r| r[0].clone())
+            .collect();
+        let want_ids: Vec<String> = want
+            .iter()
+            .filter(|(_, i)| left.contains(i))
+            .map(|(_, i)| i.to_string())
+            .collect();
+        assert_eq!(got, want_ids);
+        assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
+        db.exec("DELETE FROM t").unwrap();
+        assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
+    }
 }
 
 /// Trap 4: ROLLBACK TO does not fault read cursors; they keep their position (by key)

@@ -60,7 +60,7 @@ pub struct TortureArgs {
     /// device that writes whole pages atomically), or none.
     #[arg(long, default_value = "lose,reorder,tear")]
     pub model: String,
-    /// Workload: mixed, insert, update or delete.
+    /// Workload: mixed, insert, update, delete or long-keys.
     #[arg(long, default_value = "mixed")]
     pub workload: String,
     /// Operations per transaction.

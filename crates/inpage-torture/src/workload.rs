@@ -39,6 +39,10 @@ pub enum WorkloadKind {
     Update,
     /// Deletes of existing keys (with a bulk load whenever the trees run low).
     Delete,
+    /// Mixed, with half the byte tree's keys long (up to ~3x the page's inline key
+    /// limit, behind a shared filler so their tails decide their order): key tail chains
+    /// in leaves and separators, split, merged, freed and recovered.
+    LongKeys,
 }
 
 impl WorkloadKind {
@@ -48,6 +52,7 @@ impl WorkloadKind {
             WorkloadKind::Insert => "insert",
             WorkloadKind::Update => "update",
             WorkloadKind::Delete => "delete",
+            WorkloadKind::LongKeys => "long-keys",
         }
     }
 
@@ -57,10 +62,13 @@ impl WorkloadKind {
             WorkloadKind::Insert,
             WorkloadKind::Update,
             WorkloadKind::Delete,
+            WorkloadKind::LongKeys,
         ]
         .into_iter()
         .find(|k| k.name().eq_ignore_ascii_case(s.trim()))
-        .ok_or_else(|| format!("unknown workload {s:?}; valid: mixed, insert, update, delete"))
+        .ok_or_else(|| {
+            format!("unknown workload {s:?}; valid: mixed, insert, update, delete, long-keys")
+        })
     }
 }
 
@@ -135,11 +143,21 @@ pub fn value_for(tree: usize, key: &OwnedKey, version: u64, len: usize) -> Vec<u
     v
 }
 
-fn key_for(tree: usize, n: u64) -> OwnedKey {
+/// Key number `n` of `tree`. With `long` (the long-keys workload, pages of `page_size`
+/// bytes), odd byte keys get a filler of up to 3/4 of a page in front (the inline key
+/// limit is about a quarter page), a length fixed by `n` so a key is always the same.
+fn key_for(tree: usize, n: u64, long: Option<u32>) -> OwnedKey {
     match TREES[tree].1 {
         // Spread around zero so negative integer keys are covered too.
         KeyKind::Int => OwnedKey::Int(n as i64 - 1000),
-        KeyKind::Bytes => OwnedKey::Bytes(format!("key-{n:06}").into_bytes()),
+        KeyKind::Bytes => {
+            let mut k = Vec::new();
+            if let Some(ps) = long.filter(|_| n % 2 == 1) {
+                k.resize((n.wrapping_mul(7919) % (3 * ps as u64 / 4)) as usize, b'L');
+            }
+            k.extend_from_slice(format!("key-{n:06}").as_bytes());
+            OwnedKey::Bytes(k)
+        }
     }
 }
 
@@ -260,12 +278,13 @@ pub fn generate(spec: &WorkloadSpec) -> Vec<Step> {
                 }
             }
             let tree = r.below(TREES.len() as u64) as usize;
+            let long = (spec.kind == WorkloadKind::LongKeys).then_some(spec.page_size);
             let fresh = |r: &mut Rng, next: &mut [u64; 3]| {
                 if spec.kind == WorkloadKind::Insert && r.pct(80) {
                     next[tree] += 1 + r.below(3);
-                    key_for(tree, next[tree] % keyspace.max(1) + keyspace)
+                    key_for(tree, next[tree] % keyspace.max(1) + keyspace, long)
                 } else {
-                    key_for(tree, r.below(keyspace))
+                    key_for(tree, r.below(keyspace), long)
                 }
             };
             let op = if bulk {
@@ -291,7 +310,7 @@ pub fn generate(spec: &WorkloadSpec) -> Vec<Step> {
                             Op::Del { tree, key }
                         }
                     },
-                    WorkloadKind::Mixed => match r.below(100) {
+                    WorkloadKind::Mixed | WorkloadKind::LongKeys => match r.below(100) {
                         0..=39 => {
                             let key = fresh(&mut r, &mut next_fresh);
                             put(&mut r, tree, key)
@@ -498,5 +517,44 @@ pub fn show_key(k: &OwnedKey) -> String {
     match k {
         OwnedKey::Int(i) => i.to_string(),
         OwnedKey::Bytes(b) => format!("{:?}", String::from_utf8_lossy(b)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The long-keys workload writes byte keys past the inline limit (1,008 bytes at
+    /// 4 KiB pages) up to ~3x it; the mixed workload's keys stay short.
+    #[test]
+    fn long_keys_workload_writes_long_keys() {
+        let longest = |kind| {
+            let spec = WorkloadSpec {
+                kind,
+                ops_per_txn: 8,
+                txns: 200,
+                seed: 5,
+                page_size: 4096,
+            };
+            generate(&spec)
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Txn(t) => Some(t.ops.iter()),
+                    _ => None,
+                })
+                .flatten()
+                .filter_map(|op| match op {
+                    Op::Put {
+                        key: OwnedKey::Bytes(k),
+                        ..
+                    } => Some(k.len()),
+                    _ => None,
+                })
+                .collect::<Vec<usize>>()
+        };
+        let long = longest(WorkloadKind::LongKeys);
+        assert!(long.iter().filter(|&&n| n > 1008).count() > long.len() / 4);
+        assert!(long.iter().all(|&n| n <= 3 * 1024 + 10));
+        assert!(longest(WorkloadKind::Mixed).iter().all(|&n| n < 20));
     }
 }

@@ -102,6 +102,21 @@ fn populated(mode: JournalMode) -> (SimVfs, Database) {
         }
         w.commit().unwrap();
     }
+    // Long keys (the inline limit is 240 bytes at PS): leaf and separator cells with
+    // key tail chains, inline and overflowing values.
+    let mut w = db.begin_write().unwrap();
+    let t = w.open_or_create_tree("long", KeyKind::Bytes).unwrap();
+    for i in 0..12u8 {
+        let mut k = vec![b'k'; 241 + 150 * i as usize];
+        k.push(i);
+        w.insert(
+            &t,
+            &k,
+            &value_for(i64::from(i), 1, [0, 30, 900][i as usize % 3]),
+        )
+        .unwrap();
+    }
+    w.commit().unwrap();
     // Last, free some overflow chains, so the file ends with free pages.
     let mut w = db.begin_write().unwrap();
     let t = w.open_or_create_tree("t", KeyKind::Int).unwrap();
@@ -251,15 +266,29 @@ fn stock_pages_match_their_tables() {
     assert!(seen.contains_key(&3) && seen.contains_key(&4), "{seen:?}");
 }
 
-/// Size of the stock cell at the start of `c` (the documented inline rule at `PS`).
+/// Size of the stock cell at the start of `c` (the documented inline and long-key rules
+/// at `PS`, the long-key fields read at their documented offsets).
 fn cell_len(leaf: bool, c: &[u8]) -> usize {
     let max_cell = (USABLE - 12) / 4 - 2;
-    let klen = u16::from_le_bytes([c[0], c[1]]) as usize;
+    let max_key_len = max_cell - 10;
+    let prefix = max_key_len / 8;
+    let long = table("Long-key cell (`klen > max_key_len`), leaf or interior:");
+    let marker = get(&long, "klen_long");
+    assert_eq!((marker.offset, marker.size), (0, 2));
+    let klen16 = uint(c, marker) as usize;
+    let key_local = if klen16 == 0xFFFF {
+        let klen = uint(c, get(&long, "long_klen")) as usize;
+        assert!(klen > max_key_len, "a long key of an inline length");
+        8 + prefix
+    } else {
+        assert!(klen16 <= max_key_len);
+        klen16
+    };
     let vlen = u32::from_le_bytes(c[2..6].try_into().unwrap()) as usize;
     match leaf {
-        true if 6 + klen + vlen <= max_cell => 6 + klen + vlen,
-        true => 6 + klen + 4,
-        false => 6 + klen,
+        true if 6 + key_local + vlen <= max_cell => 6 + key_local + vlen,
+        true => 6 + key_local + 4,
+        false => 6 + key_local,
     }
 }
 
@@ -440,7 +469,7 @@ fn wal_matches_its_tables() {
         }
         at += image + PS;
     }
-    assert_eq!(commits, 25, "one commit frame per transaction");
+    assert_eq!(commits, 26, "one commit frame per transaction");
     assert!(
         commits_with_page0 < commits,
         "commits that change only the counter leave page 0 out ({commits_with_page0} of {commits} have it)"

@@ -39,6 +39,14 @@ fn op(max_val: usize) -> impl Strategy<Value = Op> {
         2 => (0i64..120).prop_map(Op::Get),
         1 => (0i64..120, 0i64..120, any::<bool>()).prop_map(|(a, b, r)| Op::Range(a.min(b), a.max(b), r)),
         2 => (proptest::collection::vec(any::<u8>(), 0..40), 0..200usize).prop_map(|(k, l)| Op::PutBytes(k, l)),
+        // Keys up to ~3x the inline limit of 4 KiB pages (1008 bytes; 112 at 512), from a
+        // small set sharing a filler prefix, so long keys that differ only in their tails
+        // (past their in-cell prefix) are stored, replaced and ordered.
+        2 => (0..3100usize, 0..12u8, 0..200usize).prop_map(|(n, i, l)| {
+            let mut k = vec![b'f'; n];
+            k.push(i);
+            Op::PutBytes(k, l)
+        }),
         1 => Just(Op::Savepoint),
         1 => Just(Op::RollbackToSavepoint),
         4 => Just(Op::Commit),

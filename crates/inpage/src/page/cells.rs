@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 use crate::error::{Error, Pgno, Result};
 use crate::le::get_u16;
 use crate::page::cell::{
-    cell_child, cell_key, cell_payload, cell_size, max_cell, Payload, PTR_SIZE,
+    cell_child, cell_key, cell_payload, cell_size, max_cell, CellKey, Payload, PTR_SIZE,
 };
 
 /// Bounds-checked view of one node's cells.
@@ -93,8 +93,23 @@ impl<'a> CellArray<'a> {
         Ok(&self.buf[off..off + size])
     }
 
-    pub fn key(&self, i: usize) -> Result<&'a [u8]> {
-        Ok(cell_key(self.cell(i)?))
+    /// Key of cell `i` as stored (a long key's tail is in its chain).
+    #[inline]
+    pub fn key(&self, i: usize) -> Result<CellKey<'a>> {
+        Ok(cell_key(self.usable, self.cell(i)?))
+    }
+
+    /// Key of cell `i` when it is stored whole; a long key (whose tail needs the store)
+    /// is an `InvalidArgument` error. For callers that hold only short keys (tests, the
+    /// page-level search below).
+    pub fn inline_key(&self, i: usize) -> Result<&'a [u8]> {
+        match self.key(i)? {
+            CellKey::Inline(k) => Ok(k),
+            CellKey::Long { .. } => Err(Error::InvalidArgument(format!(
+                "page {}: cell {i} has a long key, which needs its overflow chain",
+                self.pgno
+            ))),
+        }
     }
 
     /// Child `i` of an interior node; `i == ncells` is the right child.
@@ -125,7 +140,8 @@ impl<'a> CellArray<'a> {
     }
 
     /// Binary search like `slice::binary_search_by`: Ok(i) if key `i` equals `key`,
-    /// Err(i) with the insertion point otherwise.
+    /// Err(i) with the insertion point otherwise. Pages with short keys only (see
+    /// [`CellArray::inline_key`]); the tree searches through [`CellArray::search_by`].
     pub fn search(
         &self,
         key: &[u8],
@@ -134,7 +150,7 @@ impl<'a> CellArray<'a> {
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match cmp(self.key(mid)?, key) {
+            match cmp(self.inline_key(mid)?, key) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Ok(Ok(mid)),
@@ -152,17 +168,34 @@ impl<'a> CellArray<'a> {
         })
     }
 
+    /// Probe key `i`: the stored bytes of an inline key, or a long key made whole by
+    /// `whole` (which reads its tail chain; only long keys pay for it).
+    #[inline]
+    fn probe_at(
+        &self,
+        i: usize,
+        probe: &mut dyn FnMut(&[u8]) -> Ordering,
+        whole: &dyn Fn(CellKey<'a>) -> Result<Vec<u8>>,
+    ) -> Result<Ordering> {
+        Ok(match self.key(i)? {
+            CellKey::Inline(k) => probe(k),
+            long => probe(&whole(long)?),
+        })
+    }
+
     /// Binary search by a probe (`probe(stored)` orders the stored key against the
-    /// caller's target): Ok(i) if key `i` compares Equal, Err(i) with the insertion point
-    /// otherwise. With several Equal keys any one of them may be returned.
+    /// caller's target; `whole` reads a long key whole): Ok(i) if key `i` compares
+    /// Equal, Err(i) with the insertion point otherwise. With several Equal keys any one
+    /// of them may be returned.
     pub fn search_by(
         &self,
         probe: &mut dyn FnMut(&[u8]) -> Ordering,
+        whole: &dyn Fn(CellKey<'a>) -> Result<Vec<u8>>,
     ) -> Result<std::result::Result<usize, usize>> {
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match probe(self.key(mid)?) {
+            match self.probe_at(mid, probe, whole)? {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Ok(Ok(mid)),
@@ -173,12 +206,17 @@ impl<'a> CellArray<'a> {
 
     /// Number of keys the probe puts before the target (`probe(k) == Less`), i.e. the
     /// index of the first key not less than it. With `upper`, Equal keys count as before
-    /// too (the index of the first Greater key).
-    pub fn bound_by(&self, probe: &mut dyn FnMut(&[u8]) -> Ordering, upper: bool) -> Result<usize> {
+    /// too (the index of the first Greater key). `whole` as for [`CellArray::search_by`].
+    pub fn bound_by(
+        &self,
+        probe: &mut dyn FnMut(&[u8]) -> Ordering,
+        whole: &dyn Fn(CellKey<'a>) -> Result<Vec<u8>>,
+        upper: bool,
+    ) -> Result<usize> {
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let before = match probe(self.key(mid)?) {
+            let before = match self.probe_at(mid, probe, whole)? {
                 Ordering::Less => true,
                 Ordering::Equal => upper,
                 Ordering::Greater => false,

@@ -373,9 +373,12 @@ mod tests {
                 first: 77
             }
         );
-        assert_eq!(cell_key(&c), b"k");
+        assert_eq!(cell_key(US, &c), CellKey::Inline(b"k"));
         let c = interior_cell(9, b"sep");
-        assert_eq!((cell_child(&c), cell_key(&c)), (9, &b"sep"[..]));
+        assert_eq!(
+            (cell_child(&c), cell_key(US, &c)),
+            (9, CellKey::Inline(&b"sep"[..]))
+        );
         let buf = build(PS, US, false, &[c], 10);
         let page = Page::open(3, &buf, US).unwrap();
         assert_eq!((page.child(0).unwrap(), page.child(1).unwrap()), (9, 10));

@@ -20,6 +20,15 @@
 //! Redistribution is a merge followed by such a split of two pages, one of them under a
 //! third full, so the same bound applies.
 //!
+//! Long keys (see `page::cell`) change no size bound: their cells are at most `max_cell`
+//! like any other. What they add is chain ownership, kept here: a leaf split's separator
+//! copies the right half's first key including a fresh copy of its tail chain
+//! (`separator_from_leaf`); an interior split moves its middle cell up with its chain; an
+//! interior merge pulls the separator down with its chain; a leaf merge drops the
+//! separator and frees its chain, as redistribution of leaves does before making a new
+//! one; removing or replacing a leaf cell frees its chains (`take_value`). So every chain
+//! is reachable from exactly one cell, which `check` verifies.
+//!
 //! An insert whose key holds exactly the new bytes already returns before anything is
 //! written: an identical replacement must not dirty a page (it would cost a page write,
 //! a DHL version and a sync for no change), as SQLite skips a cell that does not change.
@@ -50,7 +59,8 @@ use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef, PageWrite};
 
 use super::format::Format;
-use super::{overflow, CmpFn, ProbeFn, TreeOptions, MAX_VALUE_LEN};
+use super::overflow::whole;
+use super::{overflow, CmpFn, ProbeFn, TreeOptions, MAX_KEY_LEN, MAX_VALUE_LEN};
 
 /// No valid tree is this deep (interior pages have at least two children, except a root
 /// pointer, and page numbers are u32), so deeper paths mean a cycle in corrupt child
@@ -378,7 +388,7 @@ pub(crate) fn descend_by<S: PageRead + ?Sized>(
             return Ok(path);
         }
         // A root pointer has no keys: index 0 is its right child.
-        let idx = p.bound_by(probe, upper)?;
+        let idx = p.bound_by(probe, &whole(store, pgno), upper)?;
         let child = p.child(idx)?;
         path.push(Step {
             pgno,
@@ -408,37 +418,66 @@ pub(crate) fn get(
     cmp: &CmpFn,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    if key.len() > cell::max_key_len(store.usable_size()) {
+    if key.len() > MAX_KEY_LEN {
         return Ok(None); // could never have been inserted
     }
     let path = descend(store, root, cmp, key)?;
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
-    match p.search(key, cmp)? {
+    let probe = &mut |k: &[u8]| cmp(k, key);
+    match p.search_by(probe, &whole(store, leaf.pgno))? {
         Ok(i) => Ok(Some(read_payload(store, leaf.pgno, p.payload(i)?)?)),
         Err(_) => Ok(None),
     }
 }
 
-/// Leaf cell for `key`/`value`, writing the overflow chain first if the value is large.
+/// Leaf cell for `key`/`value`, writing the overflow chains first if the key is long or
+/// the value large.
 fn make_leaf_cell(store: &mut dyn PageWrite, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
-    if cell::value_is_inline(store.usable_size(), key.len(), value.len()) {
-        Ok(cell::leaf_cell_inline(key, value))
+    let usable = store.usable_size();
+    let tail = overflow::write_key_tail(store, key)?;
+    let payload = if cell::value_is_inline(usable, key.len(), value.len()) {
+        Payload::Inline(value)
     } else {
-        let first = overflow::write(store, value)?;
-        Ok(cell::leaf_cell_overflow(key, value.len() as u32, first))
-    }
+        Payload::Overflow {
+            len: value.len() as u32,
+            first: overflow::write(store, value)?,
+        }
+    };
+    Ok(cell::leaf_cell(usable, key, tail, payload))
 }
 
-/// Read the value of cell `i` of `p` and free its overflow chain (the cell is about to
-/// go away or be replaced).
+/// Read the value of cell `i` of `p` and free its chains (the cell is about to go away
+/// or be replaced).
 fn take_value(store: &mut dyn PageWrite, p: &CellArray, i: usize) -> Result<Vec<u8>> {
     let payload = p.payload(i)?;
     let value = read_payload(store, p.pgno(), payload)?;
     if let Payload::Overflow { len, first } = payload {
         overflow::free(store, p.pgno(), len, first)?;
     }
+    if let Some((len, first)) = p.key(i)?.tail() {
+        overflow::free(store, p.pgno(), len, first)?;
+    }
     Ok(value)
+}
+
+/// The separator for a split before leaf cell `c`: an interior cell (child still to be
+/// set) with `c`'s key, which gets a copy of a long key's tail chain of its own.
+fn separator_from_leaf(store: &mut dyn PageWrite, owner: Pgno, c: &[u8]) -> Result<Vec<u8>> {
+    let usable = store.usable_size();
+    let mut sep = cell::interior_from_key_part(usable, c, 0);
+    if let Some((len, first)) = cell::cell_key(usable, c).tail() {
+        let tail = overflow::read(store, owner, len, first)?;
+        let copy = overflow::write(store, &tail)?;
+        cell::set_key_tail(usable, &mut sep, copy);
+    }
+    Ok(sep)
+}
+
+/// `sep` pointing at `child`.
+fn with_child(mut sep: Vec<u8>, child: Pgno) -> Vec<u8> {
+    sep[2..6].copy_from_slice(&child.to_le_bytes());
+    sep
 }
 
 /// Whether leaf cell `i` of `p` holds exactly `key` and `value` (read only; an overflow
@@ -450,7 +489,8 @@ fn unchanged_cell(
     key: &[u8],
     value: &[u8],
 ) -> Result<bool> {
-    if p.key(i)? != key {
+    let stored = p.key(i)?;
+    if stored.len() != key.len() || overflow::full_key(store, p.pgno(), stored)? != key {
         return Ok(false);
     }
     Ok(match p.payload(i)? {
@@ -485,11 +525,10 @@ pub(crate) fn insert_by(
     value: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     let f = Format::of(&*store);
-    let max = cell::max_key_len(f.usable());
-    if key.len() > max {
+    if key.len() > MAX_KEY_LEN {
         return Err(Error::KeyTooLarge {
             len: key.len(),
-            max,
+            max: MAX_KEY_LEN,
         });
     }
     if value.len() > MAX_VALUE_LEN {
@@ -501,7 +540,7 @@ pub(crate) fn insert_by(
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
-    let found = p.search_by(probe)?;
+    let found = p.search_by(probe, &whole(store, leaf.pgno))?;
     if let Ok(i) = found {
         if unchanged_cell(store, &p, i, key, value)? {
             // Replacing an entry by the same bytes changes nothing, so nothing is
@@ -548,7 +587,7 @@ pub(crate) fn remove(
     opts: TreeOptions,
     key: &[u8],
 ) -> Result<Option<Vec<u8>>> {
-    if key.len() > cell::max_key_len(store.usable_size()) {
+    if key.len() > MAX_KEY_LEN {
         return Ok(None);
     }
     remove_by(store, root, &mut |k: &[u8]| cmp(k, key), opts)
@@ -565,7 +604,7 @@ pub(crate) fn remove_by(
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
     let p = leaf.view();
-    let Ok(i) = p.search_by(probe)? else {
+    let Ok(i) = p.search_by(probe, &whole(store, leaf.pgno))? else {
         return Ok(None);
     };
     let old = take_value(store, &p, i)?;
@@ -628,8 +667,11 @@ fn split_point(sizes: &[usize], interior: bool, cap: usize) -> Option<usize> {
 }
 
 /// Split an oversize node into (left, separator, right). The right half keeps the
-/// node's page number; the left half gets page number 0 for the caller to assign.
-fn split(f: &Format, node: Node) -> Result<(Node, Vec<u8>, Node)> {
+/// node's page number; the left half gets page number 0 for the caller to assign. The
+/// separator is an interior cell whose child the caller sets: a leaf split copies the
+/// right half's first key (with its own copy of a long key's tail chain), an interior
+/// split moves the middle cell up (with its chain).
+fn split(store: &mut dyn PageWrite, f: &Format, node: Node) -> Result<(Node, Vec<u8>, Node)> {
     let sizes: Vec<usize> = node.cells.iter().map(|c| f.cost(c.len())).collect();
     let m = split_point(&sizes, !node.leaf, f.capacity()).ok_or_else(|| {
         Error::corrupt(
@@ -640,10 +682,11 @@ fn split(f: &Format, node: Node) -> Result<(Node, Vec<u8>, Node)> {
     let mut left_cells = node.cells;
     let mut right_cells = left_cells.split_off(m);
     let (sep, left_right) = if node.leaf {
-        (cell::cell_key(&right_cells[0]).to_vec(), 0)
+        (separator_from_leaf(store, node.pgno, &right_cells[0])?, 0)
     } else {
         let mid = right_cells.remove(0);
-        (cell::cell_key(&mid).to_vec(), cell::cell_child(&mid))
+        let child = cell::cell_child(&mid);
+        (mid, child)
     };
     let left = Node {
         pgno: 0,
@@ -682,13 +725,14 @@ fn appends_to(node: &Node, step: &Step, rightmost: bool) -> Result<bool> {
     Ok(true)
 }
 
-/// Concatenate two siblings separated by `sep` in their parent into one node on the
-/// right sibling's page. Interior merges pull the separator down as the cell pointing
-/// at the left node's rightmost child.
-fn concat(left: Node, sep: &[u8], right: Node) -> Node {
+/// Concatenate two siblings separated by `sep` (their parent's interior cell) into one
+/// node on the right sibling's page. Interior merges pull the separator down (with its
+/// chain) as the cell pointing at the left node's rightmost child; leaf merges drop it,
+/// so the caller must have freed a leaf separator's chains.
+fn concat(left: Node, sep: Vec<u8>, right: Node) -> Node {
     let mut cells = left.cells;
     if !left.leaf {
-        cells.push(cell::interior_cell(left.right, sep));
+        cells.push(with_child(sep, left.right));
     }
     cells.extend(right.cells);
     Node {
@@ -748,7 +792,7 @@ fn balance(
                 .last()
                 .expect("an oversize node has cells")
                 .clone();
-            let sep = cell::cell_key(&last).to_vec();
+            let sep = separator_from_leaf(store, node.pgno, &last)?;
             let right = Node {
                 pgno: store.allocate()?,
                 leaf: true,
@@ -758,15 +802,15 @@ fn balance(
             // A fresh page: it lands where it was put.
             let right_at = write_node(store, &f, &right)?;
             parent.set_child(i, right_at);
-            parent.cells.insert(i, cell::interior_cell(node.pgno, &sep));
+            parent.cells.insert(i, with_child(sep, node.pgno));
         } else if over {
-            let (mut left, sep, right) = split(&f, node)?;
+            let (mut left, sep, right) = split(store, &f, node)?;
             left.pgno = store.allocate()?;
             // The left half is on a fresh page, so it lands where it was put.
             let left_at = write_node(store, &f, &left)?;
             let right_at = write_node(store, &f, &right)?;
             parent.set_child(i, right_at);
-            parent.cells.insert(i, cell::interior_cell(left_at, &sep));
+            parent.cells.insert(i, with_child(sep, left_at));
         } else if parent.cells.is_empty() {
             // Only a root pointer has no keys. Its child has no sibling to merge with,
             // so it moves up into the root instead, if it fits there.
@@ -793,17 +837,17 @@ fn balance(
                     ),
                 ));
             }
-            let sep = cell::cell_key(&parent.cells[a]).to_vec();
-            let merged_used = left.used(&f)
-                + right.used(&f)
-                + if left.leaf {
-                    0
-                } else {
-                    f.cost(cell::CELL_HEADER + sep.len())
-                };
+            let sep = parent.cells[a].clone();
+            let merged_used =
+                left.used(&f) + right.used(&f) + if left.leaf { 0 } else { f.cost(sep.len()) };
             let left_pgno = left.pgno;
+            let fixes = merged_used <= cap || opts.redistribute || (node_empty && !left.leaf);
+            if fixes && left.leaf {
+                // A merge drops a leaf separator and redistribution replaces it.
+                overflow::free_cell_chains(store, parent.pgno, false, &sep)?;
+            }
             if merged_used <= cap {
-                let at = write_node(store, &f, &concat(left, &sep, right))?;
+                let at = write_node(store, &f, &concat(left, sep, right))?;
                 store.free(left_pgno)?;
                 // The right sibling's pointer (cell a+1 or the right child) takes over.
                 parent.cells.remove(a);
@@ -811,11 +855,11 @@ fn balance(
             } else if opts.redistribute || (node_empty && !left.leaf) {
                 // An interior node without keys is always fixed: it would be a useless
                 // level of indirection with a single child.
-                let (mut l, sep, r) = split(&f, concat(left, &sep, right))?;
+                let (mut l, sep, r) = split(store, &f, concat(left, sep, right))?;
                 l.pgno = left_pgno;
                 let left_at = write_node(store, &f, &l)?;
                 let right_at = write_node(store, &f, &r)?;
-                parent.cells[a] = cell::interior_cell(left_at, &sep);
+                parent.cells[a] = with_child(sep, left_at);
                 parent.set_child(a + 1, right_at);
             } else {
                 // Leave it underfull; the tree is still valid.
@@ -837,13 +881,13 @@ fn balance(
 fn balance_root(store: &mut dyn PageWrite, f: &Format, node: Node) -> Result<()> {
     if node.used(f) > f.capacity() {
         let root = node.pgno;
-        let (mut left, sep, mut right) = split(f, node)?;
+        let (mut left, sep, mut right) = split(store, f, node)?;
         left.pgno = store.allocate()?;
         right.pgno = store.allocate()?;
         // Both on fresh pages: they land where they were put.
         write_node(store, f, &left)?;
         write_node(store, f, &right)?;
-        let cells = vec![cell::interior_cell(left.pgno, &sep)];
+        let cells = vec![with_child(sep, left.pgno)];
         write_root(
             store,
             f,
@@ -903,17 +947,27 @@ pub(crate) fn for_each_page(
 ) -> Result<()> {
     walk(store, root, &mut |p| {
         visit(p.pgno());
-        if p.is_leaf() {
-            for i in 0..p.ncells() {
-                if let Payload::Overflow { len, first } = p.payload(i)? {
-                    for o in overflow::pages(store, p.pgno(), len, first)? {
-                        visit(o);
-                    }
-                }
+        for_each_chain(p, &mut |len, first| {
+            for o in overflow::pages(store, p.pgno(), len, first)? {
+                visit(o);
             }
-        }
-        Ok(())
+            Ok(())
+        })
     })
+}
+
+/// Call `f(len, first)` for every overflow chain the cells of `p` own (long keys' tails
+/// in leaves and interior pages, leaf values).
+fn for_each_chain(p: &CellArray, f: &mut dyn FnMut(u32, Pgno) -> Result<()>) -> Result<()> {
+    for i in 0..p.ncells() {
+        for (len, first) in overflow::cell_chains(p.is_leaf(), p.usable(), p.cell(i)?)
+            .into_iter()
+            .flatten()
+        {
+            f(len, first)?;
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn count(store: &dyn PageRead, root: Pgno) -> Result<u64> {
@@ -935,14 +989,10 @@ fn owned_pages(store: &dyn PageWrite, root: Pgno) -> Result<Vec<Pgno>> {
         if p.pgno() != root {
             pages.push(p.pgno());
         }
-        if p.is_leaf() {
-            for i in 0..p.ncells() {
-                if let Payload::Overflow { len, first } = p.payload(i)? {
-                    pages.extend(overflow::pages(store, p.pgno(), len, first)?);
-                }
-            }
-        }
-        Ok(())
+        for_each_chain(p, &mut |len, first| {
+            pages.extend(overflow::pages(store, p.pgno(), len, first)?);
+            Ok(())
+        })
     })?;
     Ok(pages)
 }

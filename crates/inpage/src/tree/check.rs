@@ -4,7 +4,8 @@
 //! ancestors (`lo <= k < hi`, see the separator invariant in `tree`), and verifies every
 //! invariant the write path relies on: page structure in the store's layout (stock: cells
 //! in bounds, no overlap, exact space accounting; DHL: the visible version is valid),
-//! cell size limit, cells within the layout's capacity, key length limit, strictly
+//! cell size limit, cells within the layout's capacity, long keys' tail chains (owned
+//! pages like value chains, read whole for the order checks), strictly
 //! increasing keys under the caller's comparator, keys inside the inherited bounds (both
 //! skipped for probe-ordered trees, whose order only their user knows), equal
 //! leaf depth, non-empty non-root pages, interior pages with keys except a root pointer
@@ -15,11 +16,12 @@
 //! pages seen, so a page referenced twice (a shared subtree or a cycle) is reported as
 //! corruption instead of being walked again, which also keeps the walk finite.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::cell::{self, Payload};
+use crate::page::cell::{CellKey, Payload};
 use crate::page::PageRead;
 
 use super::btree::MAX_DEPTH;
@@ -97,22 +99,32 @@ impl Checker<'_> {
         }
         let n = p.ncells();
         let cmp = self.cmp;
-        let max_key = cell::max_key_len(p.usable());
+        let store = self.store;
+        // Full keys (a long key's tail read from its chain, whose pages this page owns;
+        // the cell decoder already refused a long key of an inline length).
+        let mut keys: Vec<Cow<[u8]>> = Vec::with_capacity(n);
         for i in 0..n {
-            let k = p.key(i)?;
-            if k.len() > max_key {
-                return Err(Error::corrupt(
-                    pgno,
-                    format!(
-                        "key {i} is {} bytes, longer than the maximum {max_key}",
-                        k.len()
-                    ),
-                ));
-            }
+            let k = match p.key(i)? {
+                CellKey::Inline(k) => Cow::Borrowed(k),
+                CellKey::Long { len, prefix, first } => {
+                    let mut full = prefix.to_vec();
+                    let tail = len - prefix.len() as u32;
+                    overflow::walk(store, pgno, tail, first, &mut |ovfl, data| {
+                        self.stats.overflow_pages += 1;
+                        full.extend_from_slice(data);
+                        self.own(ovfl, pgno)
+                    })?;
+                    Cow::Owned(full)
+                }
+            };
+            keys.push(k);
+        }
+        for (i, k) in keys.iter().enumerate() {
+            let k = &k[..];
             let Some(cmp) = cmp else {
                 continue;
             };
-            if i > 0 && cmp(p.key(i - 1)?, k) != Ordering::Less {
+            if i > 0 && cmp(&keys[i - 1], k) != Ordering::Less {
                 return Err(Error::corrupt(
                     pgno,
                     format!(
@@ -150,7 +162,6 @@ impl Checker<'_> {
             }
             self.stats.leaf_pages += 1;
             self.stats.entries += n as u64;
-            let store = self.store;
             for i in 0..n {
                 if let Payload::Overflow { len, first } = p.payload(i)? {
                     overflow::walk(store, pgno, len, first, &mut |ovfl, _| {
@@ -168,8 +179,8 @@ impl Checker<'_> {
             self.stats.interior_pages += 1;
             for i in 0..=n {
                 let child = p.child(i)?;
-                let clo = if i == 0 { lo } else { Some(p.key(i - 1)?) };
-                let chi = if i == n { hi } else { Some(p.key(i)?) };
+                let clo = if i == 0 { lo } else { Some(&keys[i - 1][..]) };
+                let chi = if i == n { hi } else { Some(&keys[i][..]) };
                 self.tree_page(child, pgno, clo, chi, depth + 1)?;
             }
         }

@@ -9,7 +9,8 @@
 //!
 //! Invariants:
 //! - `cur` is `Some` exactly when the leaf frame's index names a cell; it then holds the
-//!   bounds-checked byte range of that cell's key, so `key()` cannot fail.
+//!   bounds-checked byte range of that cell's key (or, for a long key, the whole key read
+//!   from its chain when the cursor arrived), so `key()` cannot fail.
 //! - Holding `PageRef`s keeps the images the cursor walks alive. For [`Cursor`], the `&'s`
 //!   borrow of the store means no writer can modify the tree while the cursor exists, so
 //!   the stack never goes stale. [`RawCursor`] is the same machine without the borrow (the
@@ -22,12 +23,13 @@
 use std::ops::Range;
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::cell::{self, Payload};
+use crate::page::cell::{self, CellKey, Payload};
 use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef};
 
 use super::btree::{read_payload, MAX_DEPTH};
 use super::format::Format;
+use super::overflow::{full_key, whole};
 use super::{CmpFn, ProbeFn};
 
 #[derive(Clone)]
@@ -116,6 +118,13 @@ impl<'s> Cursor<'s> {
     }
 }
 
+/// Where the current key is: in the leaf image, or (long key) read whole.
+#[derive(Clone)]
+enum CurKey {
+    InPage(Range<usize>),
+    Long(Vec<u8>),
+}
+
 /// A cursor's position without a borrow of the store: every call takes the store, which
 /// must show the tree as it was when the cursor was positioned (see the module notes).
 #[derive(Clone)]
@@ -123,8 +132,9 @@ pub(crate) struct RawCursor {
     format: Format,
     root: Pgno,
     stack: Vec<Frame>,
-    /// The current entry's key bytes in the leaf frame's page, or None when invalid.
-    cur: Option<Range<usize>>,
+    /// The current entry's key (in the leaf frame's page, or read whole), or None when
+    /// the cursor is invalid.
+    cur: Option<CurKey>,
     /// The current entry's whole cell in that page (bounds-checked when positioned, so
     /// the accessors called per row do not decode the cell array again).
     cell_at: Range<usize>,
@@ -187,7 +197,8 @@ impl RawCursor {
     pub fn seek_by(&mut self, store: &dyn PageRead, probe: &mut ProbeFn<'_>) -> Result<bool> {
         self.seek_leaf(store, probe, false)?;
         let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
-        let i = leaf.opened.attach(&leaf.page).bound_by(probe, false)?;
+        let (pgno, p) = (leaf.pgno, leaf.opened.attach(&leaf.page));
+        let i = p.bound_by(probe, &whole(store, pgno), false)?;
         self.top_mut().idx = i;
         self.settle_forward(store)
     }
@@ -198,7 +209,8 @@ impl RawCursor {
         self.seek_leaf(store, probe, true)?;
         let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
         // The leaf's "one past the wanted cell" index, as `settle_backward` expects.
-        let i = leaf.opened.attach(&leaf.page).bound_by(probe, true)?;
+        let (pgno, p) = (leaf.pgno, leaf.opened.attach(&leaf.page));
+        let i = p.bound_by(probe, &whole(store, pgno), true)?;
         self.top_mut().idx = i;
         self.settle_backward(store)
     }
@@ -223,12 +235,21 @@ impl RawCursor {
 
     /// Current key. Panics if invalid (a caller bug, not bad input).
     pub fn key(&self) -> &[u8] {
-        let range = self.cur.clone().expect("Cursor::key on an invalid cursor");
-        &self
-            .stack
-            .last()
-            .expect("a valid cursor has a leaf frame")
-            .page[range]
+        match self.cur.as_ref().expect("Cursor::key on an invalid cursor") {
+            CurKey::InPage(range) => {
+                &self
+                    .stack
+                    .last()
+                    .expect("a valid cursor has a leaf frame")
+                    .page[range.clone()]
+            }
+            CurKey::Long(k) => k,
+        }
+    }
+
+    /// Whether the current key is long (read from its tail chain).
+    pub fn key_is_long(&self) -> bool {
+        matches!(self.cur, Some(CurKey::Long(_)))
     }
 
     /// The current cell's raw bytes (key and payload or overflow reference).
@@ -246,7 +267,10 @@ impl RawCursor {
     pub fn payload(&self) -> Result<Payload<'_>> {
         // `cell_at` was bounds-checked by `load_current` on a leaf (payloads are leaf
         // cells only), so the payload decodes from it directly.
-        Ok(cell::cell_payload(self.format.usable(), self.cell()?))
+        Ok(cell::cell_payload(
+            self.format.geometry.usable,
+            self.cell()?,
+        ))
     }
 
     /// Current value, reading overflow pages if needed.
@@ -324,7 +348,8 @@ impl RawCursor {
             if p.is_leaf() {
                 return Ok(());
             }
-            let idx = p.bound_by(probe, upper)?;
+            let pgno = top.pgno;
+            let idx = p.bound_by(probe, &whole(store, pgno), upper)?;
             let child = p.child(idx)?;
             self.top_mut().idx = idx;
             self.push(store, child, Edge::First)?;
@@ -338,7 +363,7 @@ impl RawCursor {
         loop {
             let top = self.stack.last().expect("cursor stack is not empty");
             if top.idx < self.page(top)?.ncells() {
-                return self.load_current();
+                return self.load_current(store);
             }
             // Leaf exhausted: find the nearest ancestor with a child to the right.
             self.stack.pop();
@@ -365,7 +390,7 @@ impl RawCursor {
             let top = self.top_mut();
             if top.idx > 0 {
                 top.idx -= 1;
-                return self.load_current();
+                return self.load_current(store);
             }
             self.stack.pop();
             loop {
@@ -383,16 +408,20 @@ impl RawCursor {
     }
 
     /// Make the leaf frame's cell current, checking its bounds once so `key()` can't fail.
-    fn load_current(&mut self) -> Result<bool> {
+    fn load_current(&mut self, store: &dyn PageRead) -> Result<bool> {
         let top = self.stack.last().expect("cursor stack is not empty");
         let p = self.page(top)?;
         if !p.is_leaf() {
             return Err(Error::corrupt(top.pgno, "cursor expected a leaf page"));
         }
         let (off, size) = p.cell_range(top.idx)?;
-        let key_len = cell::cell_key(&top.page[off..off + size]).len();
-        let start = off + cell::CELL_HEADER;
-        self.cur = Some(start..start + key_len);
+        self.cur = Some(match p.key(top.idx)? {
+            CellKey::Inline(key) => {
+                let start = off + cell::CELL_HEADER;
+                CurKey::InPage(start..start + key.len())
+            }
+            long => CurKey::Long(full_key(store, top.pgno, long)?.into_owned()),
+        });
         self.cell_at = off..off + size;
         Ok(true)
     }

@@ -337,11 +337,6 @@ struct DhlScenario {
     end: u8,
 }
 
-/// Keys from a small alphabet, so close keys and shared prefixes are common.
-fn key_bytes(seed: u64, len: usize) -> Vec<u8> {
-    super::tests::xorshift_bytes(seed, len)
-}
-
 fn value_of(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| (i * 31 + j) as u8).collect()
 }
@@ -355,11 +350,8 @@ fn dhl_scenario() -> impl Strategy<Value = DhlScenario> {
             let usable = page_size - 4;
             let kmax = max_key_len(usable);
             let cell = cell::max_cell(usable);
-            let key = (
-                prop_oneof![3 => 0..=kmax, 1 => Just(kmax), 1 => 0..8usize],
-                any::<u64>(),
-            )
-                .prop_map(|(len, seed)| key_bytes(seed, len));
+            let key = (super::tests::key_len(kmax), any::<u64>())
+                .prop_map(move |(len, seed)| super::tests::test_key(seed, len, kmax));
             // Few keys, so one transaction replaces cells of the same pages many times.
             let nk = if page_size == 512 { 48 } else { 160 };
             let idx = 0..nk;

@@ -30,10 +30,6 @@ impl Format {
         }
     }
 
-    pub fn usable(&self) -> usize {
-        self.geometry.usable
-    }
-
     /// The node stored in `buf`, as this store's snapshot sees it.
     pub fn open<'a>(&self, pgno: Pgno, buf: &'a [u8]) -> Result<CellArray<'a>> {
         self.layout.open(pgno, buf, self.geometry, self.visible_tid)

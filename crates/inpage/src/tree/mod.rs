@@ -3,7 +3,8 @@
 //! written in place, or DHL pages ([`crate::page::dhl`]), where every write keeps the
 //! page's committed version next to the new one. The layout only changes how a node is
 //! read, how much it may hold and how it is written (module `format`); the tree logic is
-//! shared. Large values spill into overflow chains (module `overflow`). A tree is named by
+//! shared. Large values and the tails of long keys spill into overflow chains (module
+//! `overflow`); every comparison sees a long key whole (its tail is read first). A tree is named by
 //! its root page, which never changes: a root split moves the root's content into two new
 //! children and turns the root into an interior page, and a root collapse copies the only
 //! child back into the root.
@@ -32,11 +33,15 @@
 //!   A node within capacity always fits a fresh page, which is what relocation relies on.
 //! - **Ownership.** Each page is owned by exactly one tree position: pages are only freed
 //!   after their last reference is dropped from the (rewritten) parent, and every
-//!   allocated page is written before the operation returns.
+//!   allocated page is written before the operation returns. Overflow chains (values,
+//!   long keys' tails) belong to exactly one cell each: a separator copied from a leaf
+//!   key gets its own copy of the tail (see `btree`).
 //! - **Order comes from the caller.** Every search (descent, leaf search, cursor seek)
 //!   goes through a probe ([`ProbeFn`]: a stored key against the caller's target; a
 //!   comparator call is one probe), and splits, merges, redistribution and relocation
-//!   never compare keys. So a tree whose order only the caller knows (probe-ordered, see
+//!   never compare keys. A probe always sees a key whole: a long key's tail is read
+//!   from its chain first (a comparator cannot compare prefixes). So a tree whose order
+//!   only the caller knows (probe-ordered, see
 //!   `txn`) is kept valid by the same code, and `check` can verify it without its order.
 //! - **DHL: committed versions are never disturbed.** A page that existed before the
 //!   transaction is only rewritten by `dhl::build` keeping its committed version;
@@ -95,8 +100,13 @@ pub struct TreeStats {
 /// Longest value a tree can store (the cell's length field is a u32).
 pub const MAX_VALUE_LEN: usize = u32::MAX as usize;
 
-/// Longest key a tree can store with pages of `usable` bytes:
-/// `(usable - 12) / 4 - 2 - 10` (112 bytes for 512-byte pages, 1008 for 4096).
+/// Longest key a tree can store (its length is a u32 in a long key's cell).
+pub const MAX_KEY_LEN: usize = u32::MAX as usize;
+
+/// Longest key stored whole in its cell with pages of `usable` bytes:
+/// `(usable - 12) / 4 - 2 - 10` (112 bytes for 512-byte pages, 1008 for 4096). Longer
+/// keys (up to [`MAX_KEY_LEN`]) keep a prefix in the cell and the rest in an overflow
+/// chain, so reaching them costs page reads.
 pub fn max_key_len(usable: usize) -> usize {
     cell::max_key_len(usable)
 }
@@ -112,7 +122,7 @@ pub fn get(store: &dyn PageRead, root: Pgno, cmp: &CmpFn, key: &[u8]) -> Result<
 }
 
 /// Insert or replace; returns the previous value.
-/// Errors: `KeyTooLarge` above `max_key_len`, `ValueTooLarge` above `MAX_VALUE_LEN`.
+/// Errors: `KeyTooLarge` above `MAX_KEY_LEN`, `ValueTooLarge` above `MAX_VALUE_LEN`.
 pub fn insert(
     store: &mut dyn PageWrite,
     root: Pgno,

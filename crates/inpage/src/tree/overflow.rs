@@ -1,4 +1,5 @@
-//! Overflow chains: values too large to sit inline in a leaf cell.
+//! Overflow chains: values too large to sit inline in a leaf cell, and the tails of long
+//! keys (see `page::cell`), in the same page format.
 //!
 //! The layout owns the overflow page format (`PageLayout::overflow_image` and
 //! `overflow_read`; docs/FORMAT.md has the bytes); this module owns the chain: each page
@@ -13,12 +14,16 @@
 //!   page written after the reader's snapshot) is reported as `Corrupt` instead of
 //!   looping or reading past the value.
 //! - Chains are written once, on pages allocated for them, and never modified: a changed
-//!   value gets a new chain and the old one is freed. So a DHL overflow page needs no
+//!   value gets a new chain and the old one is freed. A long key's tail chain belongs to
+//!   exactly one cell too: a separator made from a leaf key gets its own copy, so freeing
+//!   a cell's chains never frees pages another cell still points at. So a DHL overflow page needs no
 //!   second version: the committed chain is never touched by a later transaction.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::error::{Error, Pgno, Result};
+use crate::page::cell::{self, CellKey, Payload};
 use crate::page::{PageRead, PageWrite};
 
 use super::format::Format;
@@ -53,7 +58,9 @@ pub(crate) fn walk<S: PageRead + ?Sized>(
     let f = Format::of(store);
     let per = f.overflow_data();
     let n = (len as usize).div_ceil(per);
+    // A one-page chain cannot loop within the walk: no set (the common long-key tail).
     let mut seen = HashSet::new();
+    let track = n > 1;
     let (mut prev, mut pgno, mut left) = (owner, first, len as usize);
     for k in 0..n {
         if pgno == 0 {
@@ -62,7 +69,7 @@ pub(crate) fn walk<S: PageRead + ?Sized>(
                 format!("overflow chain ends after {k} of {n} pages"),
             ));
         }
-        if !seen.insert(pgno) {
+        if track && !seen.insert(pgno) {
             return Err(Error::corrupt(
                 prev,
                 format!("overflow chain loops back to page {pgno}"),
@@ -122,6 +129,78 @@ pub(crate) fn pages<S: PageRead + ?Sized>(
 pub(crate) fn free(store: &mut dyn PageWrite, owner: Pgno, len: u32, first: Pgno) -> Result<()> {
     for pgno in pages(store, owner, len, first)? {
         store.free(pgno)?;
+    }
+    Ok(())
+}
+
+/// The full bytes of a stored key: the key itself, or a long key's prefix followed by
+/// its tail read from the chain (the only case that allocates).
+pub(crate) fn full_key<'k, S: PageRead + ?Sized>(
+    store: &S,
+    owner: Pgno,
+    key: CellKey<'k>,
+) -> Result<Cow<'k, [u8]>> {
+    match key {
+        CellKey::Inline(k) => Ok(Cow::Borrowed(k)),
+        CellKey::Long { len, prefix, first } => {
+            // Room for the whole key when it is plausible; a corrupt huge length still
+            // only grows the buffer as pages are actually read.
+            let mut out = Vec::with_capacity((len as usize).min(64 << 10));
+            out.extend_from_slice(prefix);
+            walk(
+                store,
+                owner,
+                len - prefix.len() as u32,
+                first,
+                &mut |_, data| {
+                    out.extend_from_slice(data);
+                    Ok(())
+                },
+            )?;
+            Ok(Cow::Owned(out))
+        }
+    }
+}
+
+/// A reader of long keys whole for the searches of [`CellArray`]
+/// (`crate::page::cells`), for a page `owner` of `store`.
+pub(crate) fn whole<'s, 'k, S: PageRead + ?Sized>(
+    store: &'s S,
+    owner: Pgno,
+) -> impl Fn(CellKey<'k>) -> Result<Vec<u8>> + 's {
+    move |k| Ok(full_key(store, owner, k)?.into_owned())
+}
+
+/// Write the tail chain of `key` if it is long; returns its first page (0: inline key,
+/// no chain).
+pub(crate) fn write_key_tail(store: &mut dyn PageWrite, key: &[u8]) -> Result<Pgno> {
+    let usable = store.usable_size();
+    if cell::key_is_inline(usable, key.len()) {
+        return Ok(0);
+    }
+    write(store, &key[cell::key_prefix_len(usable)..])
+}
+
+/// The chains a well-formed cell owns: a long key's tail, then (leaf) its value's.
+pub(crate) fn cell_chains(leaf: bool, usable: usize, c: &[u8]) -> [Option<(u32, Pgno)>; 2] {
+    let key = cell::cell_key(usable, c).tail();
+    let value = match leaf.then(|| cell::cell_payload(usable, c)) {
+        Some(Payload::Overflow { len, first }) => Some((len, first)),
+        _ => None,
+    };
+    [key, value]
+}
+
+/// Free every chain a cell of page `owner` owns (the cell is going away).
+pub(crate) fn free_cell_chains(
+    store: &mut dyn PageWrite,
+    owner: Pgno,
+    leaf: bool,
+    c: &[u8],
+) -> Result<()> {
+    let usable = store.usable_size();
+    for (len, first) in cell_chains(leaf, usable, c).into_iter().flatten() {
+        free(store, owner, len, first)?;
     }
     Ok(())
 }

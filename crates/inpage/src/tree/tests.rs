@@ -122,6 +122,13 @@ fn reverse(a: &[u8], b: &[u8]) -> Ordering {
     b.cmp(a)
 }
 
+/// Orders keys by their bytes read from the end: keys sharing a long prefix (longer than
+/// a long key's in-cell prefix) and differing at the end are ordered by what only the
+/// tail chain holds, so a comparison that saw only the stored prefix would misorder.
+fn by_end(a: &[u8], b: &[u8]) -> Ordering {
+    a.iter().rev().cmp(b.iter().rev())
+}
+
 const FWD: TreeOptions = TreeOptions { redistribute: true };
 
 /// Check `root` and that its pages plus the free list are exactly the pages ever
@@ -266,15 +273,32 @@ fn ascending_inserts_fill_leaves() {
 fn limits() {
     assert_eq!(max_key_len(508), 112);
     assert_eq!(max_key_len(4092), 1008);
+    // Keys past the inline limit are long keys: stored whole, found whole.
     let mut s = MemStore::new(512);
     let root = create(&mut s).unwrap();
-    let k = vec![7u8; 113];
-    assert!(matches!(
-        insert(&mut s, root, &bytewise, FWD, &k, b""),
-        Err(Error::KeyTooLarge { len: 113, max: 112 })
-    ));
-    assert_eq!(get(&s, root, &bytewise, &k).unwrap(), None);
-    assert_eq!(remove(&mut s, root, &bytewise, FWD, &k).unwrap(), None);
+    for len in [113, 300, 5000] {
+        let k = key_of(len as u32, len);
+        assert_eq!(get(&s, root, &bytewise, &k).unwrap(), None);
+        assert_eq!(
+            insert(&mut s, root, &bytewise, FWD, &k, b"v").unwrap(),
+            None
+        );
+        // Same prefix, different tail: a different key.
+        let mut other = k.clone();
+        *other.last_mut().unwrap() ^= 1;
+        assert_eq!(get(&s, root, &bytewise, &other).unwrap(), None);
+        assert_eq!(get(&s, root, &bytewise, &k).unwrap(), Some(b"v".to_vec()));
+    }
+    for len in [113, 300, 5000] {
+        let k = key_of(len as u32, len);
+        assert_eq!(
+            remove(&mut s, root, &bytewise, FWD, &k).unwrap(),
+            Some(b"v".to_vec())
+        );
+    }
+    // Every tail chain went with its cell: only the root is left.
+    let stats = check_owned(&s, &[root], &bytewise).remove(0);
+    assert_eq!((stats.entries, stats.overflow_pages), (0, 0));
 }
 
 #[test]
@@ -506,7 +530,7 @@ fn corrupt_cell_offset_is_reported() {
         let page = s.read(leaf).unwrap();
         slotted::Page::open(leaf, &page, 508)
             .unwrap()
-            .key(0)
+            .inline_key(0)
             .unwrap()
             .to_vec()
     };
@@ -581,15 +605,20 @@ fn corrupt_overflow_chain_is_reported() {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct MKey {
     k: Vec<u8>,
-    rev: bool,
+    order: u8,
 }
 impl Ord for MKey {
     fn cmp(&self, o: &Self) -> Ordering {
-        if self.rev {
-            o.k.cmp(&self.k)
-        } else {
-            self.k.cmp(&o.k)
-        }
+        order_fn(self.order)(&self.k, &o.k)
+    }
+}
+
+/// The scenario's comparator: 0 bytewise, 1 reverse, 2 [`by_end`].
+fn order_fn(order: u8) -> &'static CmpFn {
+    match order {
+        0 => &bytewise,
+        1 => &reverse,
+        _ => &by_end,
     }
 }
 impl PartialOrd for MKey {
@@ -616,7 +645,7 @@ enum Op {
 struct Scenario {
     page_size: usize,
     redistribute: bool,
-    rev: bool,
+    order: u8,
     keys: Vec<Vec<u8>>,
     ops: Vec<Op>,
     end: u8,
@@ -635,21 +664,41 @@ pub(super) fn xorshift_bytes(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A test key of `len` bytes from `seed`. Every third seed gives a key whose first
+/// `min(len, kmax)` bytes are the same filler for all such keys, so long keys that differ
+/// only past the inline limit (and so past their in-cell prefix) are common.
+pub(super) fn test_key(seed: u64, len: usize, kmax: usize) -> Vec<u8> {
+    let mut k = xorshift_bytes(seed, len);
+    if seed % 3 == 0 {
+        let shared = len.min(kmax);
+        k[..shared].fill(b'p');
+    }
+    k
+}
+
+/// Key lengths: short, up to and at the inline limit, and long (up to 3x the limit).
+pub(super) fn key_len(kmax: usize) -> impl Strategy<Value = usize> {
+    prop_oneof![
+        3 => 0..=kmax,
+        1 => Just(kmax),
+        1 => Just(kmax + 1),
+        1 => 0..8usize,
+        3 => kmax + 1..=3 * kmax,
+    ]
+}
+
 fn scenario() -> impl Strategy<Value = Scenario> {
     (
         prop_oneof![Just(512usize), Just(4096)],
         any::<bool>(),
-        any::<bool>(),
+        0..3u8,
     )
-        .prop_flat_map(|(page_size, redistribute, rev)| {
+        .prop_flat_map(|(page_size, redistribute, order)| {
             let usable = page_size - 4;
             let kmax = max_key_len(usable);
             let cell = cell::max_cell(usable);
-            let key = (
-                prop_oneof![3 => 0..=kmax, 1 => Just(kmax), 1 => 0..8usize],
-                any::<u64>(),
-            )
-                .prop_map(|(len, seed)| xorshift_bytes(seed, len));
+            let key = (key_len(kmax), any::<u64>())
+                .prop_map(move |(len, seed)| test_key(seed, len, kmax));
             let nk = 160;
             let idx = 0..nk;
             let vlen = prop_oneof![6 => 0..40usize, 3 => 0..=cell, 1 => 0..3 * page_size];
@@ -669,7 +718,7 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 .prop_map(move |(keys, ops, end)| Scenario {
                     page_size,
                     redistribute,
-                    rev,
+                    order,
                     keys,
                     ops,
                     end,
@@ -678,13 +727,13 @@ fn scenario() -> impl Strategy<Value = Scenario> {
 }
 
 fn run(sc: &Scenario) {
-    let cmp: &CmpFn = if sc.rev { &reverse } else { &bytewise };
+    let cmp: &CmpFn = order_fn(sc.order);
     let opts = TreeOptions {
         redistribute: sc.redistribute,
     };
     let mk = |k: &[u8]| MKey {
         k: k.to_vec(),
-        rev: sc.rev,
+        order: sc.order,
     };
     let mut s = MemStore::new(sc.page_size);
     let root = create(&mut s).unwrap();
@@ -836,4 +885,46 @@ proptest! {
         }
         let _ = clear(&mut s, root);
     }
+}
+
+/// A long key's tail chain is checked like a value's: a leaf's and a separator's chain
+/// cut short or looping is reported by `check` and by the reads that need the key.
+#[test]
+fn corrupt_key_tail_chain_is_reported() {
+    let mut s = MemStore::new(512);
+    let root = create(&mut s).unwrap();
+    // 1200-byte keys: a 14-byte prefix in the cell, a tail of three overflow pages.
+    let keys: Vec<Vec<u8>> = (0..40u32).map(|i| key_of(i, 1200)).collect();
+    for k in &keys {
+        insert(&mut s, root, &bytewise, FWD, k, b"v").unwrap();
+    }
+    let stats = check_owned(&s, &[root], &bytewise).remove(0);
+    assert!(
+        stats.depth > 1 && stats.overflow_pages >= 3 * 40,
+        "{stats:?}"
+    );
+    let tail_of = |s: &MemStore, pgno: Pgno, i: usize| {
+        let page = s.read(pgno).unwrap();
+        let p = slotted::Page::open(pgno, &page, 508).unwrap();
+        p.key(i).unwrap().tail().expect("a long key").1
+    };
+    // A leaf key's chain, cut after its first page.
+    let leaf = leaf_holding(&s, root, &keys[7]);
+    let first = tail_of(&s, leaf, 0);
+    let saved = s.read(first).unwrap().to_vec();
+    s.poke(first, |b| b[4..8].copy_from_slice(&0u32.to_le_bytes()));
+    let e = check(&s, root, &bytewise, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("ends after 1 of"), "{e}");
+    s.poke(first, |b| b[4..8].copy_from_slice(&first.to_le_bytes()));
+    let e = check(&s, root, &bytewise, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("loops"), "{e}");
+    s.poke(first, |b| b.copy_from_slice(&saved));
+    check_owned(&s, &[root], &bytewise);
+    // A separator's chain (the root is interior): its own copy, checked too.
+    let sep_first = tail_of(&s, root, 0);
+    assert_ne!(sep_first, first);
+    s.poke(sep_first, |b| b[4..8].copy_from_slice(&0u32.to_le_bytes()));
+    let e = check(&s, root, &bytewise, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("ends after 1 of"), "{e}");
+    assert!(get(&s, root, &bytewise, &keys[20]).is_err());
 }

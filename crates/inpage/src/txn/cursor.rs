@@ -26,7 +26,8 @@
 //!   a row whose key is still present with byte-identical inline cell (key and value);
 //!   so while it says "not moved", the bytes `key`/`value_local` returned stay valid and
 //!   equal to the row's current content. A row whose value lives in an overflow chain
-//!   reports "moved" as soon as its tree changed (its old chain may have been rewritten).
+//!   reports "moved" as soon as its tree changed (its old chain may have been rewritten),
+//!   and so does a row with a long key (its tail chain likewise).
 //! - **Deleted rows.** A delete through the cursor with `save_position` leaves it on the
 //!   deleted key ("gone"): `next`/`prev` move to the neighbours, key/value read None.
 //!   Without `save_position` the cursor becomes invalid.
@@ -35,7 +36,6 @@ use std::cmp::Ordering;
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::cell::Payload;
-use crate::page::PageRead;
 use crate::tree::{self, cursor::RawCursor};
 
 use super::key::{decode_int, Comparator, Key, KeyKind, OwnedKey};
@@ -153,7 +153,7 @@ impl Cursor {
     }
 
     /// `key` as this cursor's tree stores it (trees with a fixed order only).
-    fn encoded_key(&self, key: Key<'_>, usable: usize) -> Result<Vec<u8>> {
+    fn encoded_key(&self, key: Key<'_>) -> Result<Vec<u8>> {
         self.refuse_probe_tree()?;
         let info = super::catalog::TreeInfo {
             name: self.name.to_string(),
@@ -162,7 +162,7 @@ impl Cursor {
             custom_comparator: false,
             external_order: false,
         };
-        Ok(encode_key(&info, key, usable)?.as_slice().to_vec())
+        Ok(encode_key(&info, key)?.as_slice().to_vec())
     }
 
     fn refuse_probe_tree(&self) -> Result<()> {
@@ -219,7 +219,7 @@ pub trait CursorOps: ReadableTxn {
     /// Seek `key` (trees with a fixed order): on the key if present, else on the first
     /// greater entry, else on the last entry (see [`SeekResult`]).
     fn cursor_seek<'k>(&self, c: &mut Cursor, key: impl Into<Key<'k>>) -> Result<SeekResult> {
-        let k = c.encoded_key(key.into(), self.usable_size())?;
+        let k = c.encoded_key(key.into())?;
         let order = c.order.clone();
         self.cursor_seek_by(c, &mut |s: &[u8]| order(s, &k))
     }
@@ -353,7 +353,9 @@ pub trait CursorOps: ReadableTxn {
         if self.current(c) {
             return Ok(false);
         }
-        if matches!(c.raw.payload()?, Payload::Overflow { .. }) {
+        // A chain (an overflow value, a long key's tail) may have been freed and its
+        // pages reused, so equal cell bytes would not prove equal content.
+        if matches!(c.raw.payload()?, Payload::Overflow { .. }) || c.raw.key_is_long() {
             return Ok(true);
         }
         let mut now = c.clone();
@@ -457,7 +459,7 @@ impl WriteTxn {
         key: impl Into<Key<'k>>,
         value: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        let k = c.encoded_key(key.into(), self.usable_size())?;
+        let k = c.encoded_key(key.into())?;
         let order = c.order.clone();
         self.insert_at(c, &mut |s: &[u8]| order(s, &k), &k, value)
     }

@@ -181,7 +181,7 @@ fn cursor_order(tree: &Tree, info: &TreeInfo) -> Result<Comparator> {
 }
 
 /// Encode a key for a tree, checking its kind and size.
-fn encode_key<'k>(info: &TreeInfo, key: Key<'k>, usable: usize) -> Result<KeyBuf<'k>> {
+fn encode_key<'k>(info: &TreeInfo, key: Key<'k>) -> Result<KeyBuf<'k>> {
     if key.kind() != info.kind {
         return Err(Error::KeyKindMismatch {
             tree: info.name.clone(),
@@ -192,9 +192,11 @@ fn encode_key<'k>(info: &TreeInfo, key: Key<'k>, usable: usize) -> Result<KeyBuf
     match key {
         Key::Int(i) => Ok(KeyBuf::Int(encode_int(i))),
         Key::Bytes(b) => {
-            let max = tree::max_key_len(usable);
-            if b.len() > max {
-                return Err(Error::KeyTooLarge { len: b.len(), max });
+            if b.len() > tree::MAX_KEY_LEN {
+                return Err(Error::KeyTooLarge {
+                    len: b.len(),
+                    max: tree::MAX_KEY_LEN,
+                });
             }
             Ok(KeyBuf::Bytes(b))
         }
@@ -318,7 +320,7 @@ pub trait ReadableTxn: PageRead + Sized {
     fn get<'k>(&self, tree: &Tree, key: impl Into<Key<'k>>) -> Result<Option<Vec<u8>>> {
         let info = self.tree_info(tree)?;
         let cmp = comparator(tree, &info)?;
-        let k = encode_key(&info, key.into(), self.usable_size())?;
+        let k = encode_key(&info, key.into())?;
         tree::get(self, info.root, cmp, k.as_slice())
     }
 
@@ -340,7 +342,6 @@ pub trait ReadableTxn: PageRead + Sized {
         Ok(TreeCursor {
             inner: tree::Cursor::new(self, info.root, cmp),
             info,
-            usable: self.usable_size(),
         })
     }
 
@@ -352,9 +353,8 @@ pub trait ReadableTxn: PageRead + Sized {
         end: Bound<Key<'_>>,
     ) -> Result<Range<'t>> {
         let mut cursor = self.cursor(tree)?;
-        let usable = self.usable_size();
         let enc = |k: Key<'_>| -> Result<Vec<u8>> {
-            Ok(encode_key(&cursor.info, k, usable)?.as_slice().to_vec())
+            Ok(encode_key(&cursor.info, k)?.as_slice().to_vec())
         };
         let end = match end {
             Bound::Included(k) => Bound::Included(enc(k)?),
@@ -399,7 +399,6 @@ pub trait ReadableTxn: PageRead + Sized {
 pub struct TreeCursor<'t> {
     inner: tree::Cursor<'t>,
     info: TreeInfo,
-    usable: usize,
 }
 
 impl TreeCursor<'_> {
@@ -411,12 +410,12 @@ impl TreeCursor<'_> {
     }
     /// Move to the first key >= `key`.
     pub fn seek<'k>(&mut self, key: impl Into<Key<'k>>) -> Result<bool> {
-        let k = encode_key(&self.info, key.into(), self.usable)?;
+        let k = encode_key(&self.info, key.into())?;
         self.inner.seek(k.as_slice())
     }
     /// Move to the last key <= `key`.
     pub fn seek_le<'k>(&mut self, key: impl Into<Key<'k>>) -> Result<bool> {
-        let k = encode_key(&self.info, key.into(), self.usable)?;
+        let k = encode_key(&self.info, key.into())?;
         self.inner.seek_le(k.as_slice())
     }
     #[allow(clippy::should_implement_trait)] // fallible and positional, not an Iterator
@@ -776,7 +775,7 @@ impl WriteTxn {
     ) -> Result<Option<Vec<u8>>> {
         let info = self.tree_info(tree)?;
         let cmp = comparator(tree, &info)?;
-        let k = encode_key(&info, key.into(), self.usable_size())?;
+        let k = encode_key(&info, key.into())?;
         let opts = self.opts;
         self.bump_gen(info.root);
         tree::insert(self, info.root, cmp, opts, k.as_slice(), value)
@@ -786,7 +785,7 @@ impl WriteTxn {
     pub fn remove<'k>(&mut self, tree: &Tree, key: impl Into<Key<'k>>) -> Result<Option<Vec<u8>>> {
         let info = self.tree_info(tree)?;
         let cmp = comparator(tree, &info)?;
-        let k = encode_key(&info, key.into(), self.usable_size())?;
+        let k = encode_key(&info, key.into())?;
         let opts = self.opts;
         self.bump_gen(info.root);
         tree::remove(self, info.root, cmp, opts, k.as_slice())

@@ -10,7 +10,7 @@ use super::overflow::*;
 use super::reference;
 use super::*;
 use crate::page::cell::{
-    cell_key, interior_cell, leaf_cell_inline, leaf_cell_overflow, CELL_HEADER,
+    interior_cell, interior_from_key_part, leaf_cell_inline, leaf_cell_overflow, CELL_HEADER,
 };
 use crate::page::slotted;
 use proptest::prelude::*;
@@ -1060,7 +1060,7 @@ proptest! {
     ) {
         let conv = |cs: &[Vec<u8>]| -> Vec<Vec<u8>> {
             if leaf { cs.to_vec() } else {
-                cs.iter().map(|c| interior_cell(get_u32(c, 2) | 1, cell_key(c))).collect()
+                cs.iter().map(|c| interior_from_key_part(US, c, get_u32(c, 2) | 1)).collect()
             }
         };
         let v1 = conv(&v1);
@@ -1383,7 +1383,7 @@ proptest! {
     ) {
         let conv = |cs: &[Vec<u8>]| -> Vec<Vec<u8>> {
             if leaf { cs.to_vec() } else {
-                cs.iter().map(|c| interior_cell(get_u32(c, 2) | 1, cell_key(c))).collect()
+                cs.iter().map(|c| interior_from_key_part(US, c, get_u32(c, 2) | 1)).collect()
             }
         };
         let v1 = conv(&v1);
