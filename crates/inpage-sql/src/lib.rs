@@ -20,4 +20,4 @@ pub mod ffi;
 mod rc;
 mod record_order;
 
-pub use ffi::{mode_code, JOURNAL_MODE_ENV};
+pub use ffi::{mode_code, set_file_config, set_vfs, JOURNAL_MODE_ENV};
