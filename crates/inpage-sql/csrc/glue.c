@@ -217,6 +217,7 @@ SQLITE_PRIVATE int sqlite3BtreeIntegrityCheck(sqlite3 *db, Btree *p, Pgno *aRoot
     int nRoot, int mxErr, int *pnErr, char **pzOut){
   int i, rc, nErr = 0; const char *zMsg = 0; (void)db; (void)mxErr;
   *pnErr = 0; *pzOut = 0;
+  if( !p ) return SQLITE_OK;   /* a slot never opened (trap 3) */
   rc = ipg_check(p->pConn, &zMsg, &nErr);
   if( rc ){ *pnErr = 1; return rc; }
   if( nErr>0 ){
@@ -345,12 +346,14 @@ SQLITE_PRIVATE int sqlite3BtreeNext(BtCursor *c, int flags){ (void)flags; FAULT_
 SQLITE_PRIVATE int sqlite3BtreePrevious(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, -1); }
 SQLITE_PRIVATE i64 sqlite3BtreeIntegerKey(BtCursor *c){ return ipg_intkey(c->pCur); }
 /* The row under the cursor. Never NULL: OP_Column reads the first byte of what
-** PayloadFetch returns before it checks any size, and a row the engine cannot read (a
-** damaged page or overflow chain, found by the SQL crash torture) would otherwise be a
-** NULL dereference. Such a row reads as empty here and trips the cursor with the
-** engine's code, so the statement fails with it at its next cursor call (HasMoved
-** answers 1 for a tripped cursor and Restore returns the code). */
-static const u8 glueNoRow[8];
+** PayloadFetch returns before it checks any size, so a row the engine cannot read (a
+** damaged page or overflow chain; found by the SQL crash torture) was a NULL
+** dereference. Such a row reads as zero bytes whose first byte (past the end) claims a
+** one-byte record header: more than the payload size, which is SQLite's own test for a
+** corrupt record (OP_Column, IdxRowid: SQLITE_CORRUPT), so the statement fails instead
+** of reading NULLs. The cursor is also tripped with the engine's code, so later calls on
+** it fail with that code. */
+static const u8 glueNoRow[8] = { 1 };
 static const u8 *gluePayload(BtCursor *c, u32 *pN){
   const u8 *p = 0; int rc; *pN = 0;
   if( c->pCur ){

@@ -775,3 +775,51 @@ fn integrity_check_reports_a_damaged_free_page() {
     }
     inpage_sql::set_file_config(None);
 }
+
+/// A row whose overflow chain is damaged: reading it fails with SQLITE_CORRUPT, and
+/// integrity_check names the page. Before glue.c's `gluePayload` kept its pointer
+/// non-NULL, OP_Column dereferenced NULL here (the SQL torture found it in `off` mode
+/// and with a planted missing sync).
+#[test]
+fn a_damaged_overflow_page_is_an_error_not_a_crash() {
+    let _g = serial();
+    for mode in JournalMode::all() {
+        let disk = SimVfs::new();
+        inpage_sql::set_file_config(Some(config(&disk, mode, Mutant::None)));
+        {
+            let db = Db::open(PATH).unwrap();
+            db.exec(SCHEMA).unwrap();
+            let big = hex(&[0xAB; 3000]);
+            db.exec(&format!("INSERT INTO t VALUES(1, 'one', 1, X'{big}')"))
+                .unwrap();
+        }
+        let bytes = disk.read_file(Path::new(PATH)).unwrap();
+        let fcc = {
+            let db = Database::open(PATH, config(&disk, mode, Mutant::None)).unwrap();
+            db.header().fcc
+        };
+        let pgno = (1..bytes.len() / 1024)
+            .find(|&p| {
+                inpage::inspect::classify_page(mode, &bytes[p * 1024..(p + 1) * 1024], fcc)
+                    == "overflow"
+            })
+            .unwrap_or_else(|| panic!("{mode}: no overflow page"));
+        flip(&disk, pgno as u32, 1024);
+        let db = Db::open(PATH).unwrap();
+        // The rowid is in the key; the record (a, b, c) is one value, in the chain.
+        assert_eq!(db.one("SELECT id FROM t").as_deref(), Some("1"));
+        for col in ["a", "length(c)"] {
+            let e = db
+                .query(&format!("SELECT {col} FROM t WHERE id=1"))
+                .expect_err(&format!("{mode}: a damaged overflow chain read as a row"));
+            assert_eq!(e.code & 0xff, 11, "{mode}: {e:?}");
+        }
+        let (rows, _) = integrity_rows(&db);
+        assert!(
+            rows.first()
+                .is_some_and(|r| r.contains(&format!("inpage: corrupt page {pgno}"))),
+            "{mode}: {rows:?}"
+        );
+    }
+    inpage_sql::set_file_config(None);
+}
