@@ -352,7 +352,9 @@ SQLITE_PRIVATE i64 sqlite3BtreeIntegerKey(BtCursor *c){ return ipg_intkey(c->pCu
 ** one-byte record header: more than the payload size, which is SQLite's own test for a
 ** corrupt record (OP_Column, IdxRowid: SQLITE_CORRUPT), so the statement fails instead
 ** of reading NULLs. The cursor is also tripped with the engine's code, so later calls on
-** it fail with that code. */
+** it fail with that code. An empty payload gets the same bytes: no SQLite record is
+** empty (its header size is at least one byte), and the pointer the Rust side has for
+** an empty value may not be readable. */
 static const u8 glueNoRow[8] = { 1 };
 static const u8 *gluePayload(BtCursor *c, u32 *pN){
   const u8 *p = 0; int rc; *pN = 0;
@@ -360,7 +362,7 @@ static const u8 *gluePayload(BtCursor *c, u32 *pN){
     rc = ipg_payload(c->pCur, &p, pN);
     if( rc!=SQLITE_OK && !c->fault ){ c->fault = 1; c->faultCode = rc; }
   }
-  if( !p ){ *pN = 0; p = glueNoRow; }
+  if( !p || *pN==0 ){ *pN = 0; p = glueNoRow; }
   return p;
 }
 SQLITE_PRIVATE u32 sqlite3BtreePayloadSize(BtCursor *c){ u32 n; gluePayload(c, &n); return n; }

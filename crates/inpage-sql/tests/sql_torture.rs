@@ -10,13 +10,26 @@
 //! - each index answers like a table scan (`ORDER BY a` through the UNIQUE index on `a`;
 //!   `WHERE b=?` through the index on `(b, a)`), and both agree with the model.
 //!
-//! Each sequence: a dry run of the workload on a fresh disk counts its ops and syncs;
-//! then for several cut points (aimed at a sync, where the pending writes are at stake,
-//! or uniform over the ops) the same workload is replayed on a fresh disk and cut, and
-//! a further stage runs on the crashed disk after recovery and is cut again (so damage a
-//! recovery leaves behind is seen too). Modes come from the engine's registry
-//! (`JournalMode::all()`); modes that promise no atomicity (`off`) have their anomalies
-//! counted, not failed, as in the engine torture.
+//! Each sequence: a dry run of the workload (after the setup and a clean close and
+//! reopen) on a fresh disk counts its ops and syncs; then for several cut points (aimed
+//! at a sync, where the pending writes are at stake, or uniform over the ops) the same
+//! workload is replayed on a fresh disk and cut, and two further stages run on the
+//! crashed disk after recovery (half of them after a clean close and reopen), each cut
+//! again, often in its first commit (so damage a recovery or a clean close leaves behind
+//! is seen too). Half the crashes aim a tear at each file's newest write. Modes come from
+//! the engine's registry (`JournalMode::all()`); modes that promise no atomicity (`off`)
+//! have their anomalies counted, not failed, as in the engine torture.
+//!
+//! Why the oracle holds: the workload is a pure function of the seed and the model, the
+//! simulated disk and the engine are deterministic (a replay issues the same ops, so a
+//! dry run's op indices are the replay's), and the model of a stage advances only when
+//! COMMIT returns OK, so "acknowledged" is exactly what the SQL caller saw.
+//!
+//! The torture fails when it should: planted engine bugs (`inpage::Mutant`, through the
+//! dev-dependency's `mutants` feature) are found in every mode they break (`BUDGETS`).
+//!
+//! Also here: `PRAGMA integrity_check` reports damaged pages (a table page, a free-list
+//! page only the engine's check reads, an overflow chain) instead of `ok`.
 //!
 //! The base configuration of file databases is process-global
 //! (`inpage_sql::set_file_config`), so the tests of this binary hold `SERIAL`.
