@@ -927,3 +927,42 @@ fn a_damaged_overflow_page_is_an_error_not_a_crash() {
     }
     inpage_sql::set_file_config(None);
 }
+
+/// `set_vfs` puts new file databases on the given disk and `None` brings them back to the
+/// OS; a file open on one disk keeps its handle until its last connection closes.
+#[test]
+fn set_vfs_moves_new_opens_between_disks() {
+    let _g = serial();
+    inpage_sql::set_file_config(None);
+    let disk = SimVfs::new();
+    inpage_sql::set_vfs(Some(Arc::new(disk.clone())));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v.db");
+    let p = path.to_str().unwrap();
+    {
+        let db = Db::open(p).unwrap();
+        db.exec("CREATE TABLE v(x); INSERT INTO v VALUES(1)")
+            .unwrap();
+        assert!(disk.file_names().contains(&path), "{:?}", disk.file_names());
+        assert!(
+            !path.exists(),
+            "written to the OS instead of the simulated disk"
+        );
+        // Back to the OS for new handles: this path is still open on the disk, so a
+        // second connection shares that handle and sees its rows.
+        inpage_sql::set_vfs(None);
+        let db2 = Db::open(p).unwrap();
+        assert_eq!(db2.one("SELECT count(*) FROM v").as_deref(), Some("1"));
+    }
+    // Every connection closed: the next open is on the OS, a new empty file.
+    let db = Db::open(p).unwrap();
+    db.exec("CREATE TABLE w(x)").unwrap();
+    assert!(path.exists());
+    assert_eq!(
+        db.one("SELECT count(*) FROM sqlite_schema WHERE name='v'")
+            .as_deref(),
+        Some("0")
+    );
+    drop(db);
+    inpage_sql::set_file_config(None);
+}
