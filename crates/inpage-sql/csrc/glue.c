@@ -50,6 +50,7 @@ extern int ipg_delete(Cur*, int);
 extern int ipg_restore(Cur*, int*);
 extern int ipg_count(Cur*, i64*);
 extern int ipg_table_count(Conn*, u32, i64*);
+extern int ipg_check(Conn*, const char**, int*);
 extern int ipg_page_size(Conn*);
 extern u32 ipg_page_count(Conn*);
 extern int ipg_mode_code(Conn*);
@@ -211,10 +212,24 @@ SQLITE_PRIVATE void *sqlite3BtreeSchema(Btree *p, int nBytes, void(*xFree)(void*
   return p->pSchema;
 }
 SQLITE_PRIVATE int sqlite3BtreeSchemaLocked(Btree *p){ (void)p; return SQLITE_OK; }
+/* PRAGMA integrity_check, the b-tree part: the engine's structural check of the file
+** (src/ffi.rs ipg_check: checksums, cell bounds, rowid order, index trees' structure,
+** overflow chains, page ownership) as SQLite's message list (*pnErr messages in
+** *pzOut, "\n"-separated; none: "ok"), and each root's entry count in aCnt for the
+** VDBE's table/index comparison. An I/O error aborts the pragma (nErr>0 with rc set:
+** OP_IntegrityCk only looks at rc when nErr is nonzero). */
 SQLITE_PRIVATE int sqlite3BtreeIntegrityCheck(sqlite3 *db, Btree *p, Pgno *aRoot, sqlite3_value *aCnt,
     int nRoot, int mxErr, int *pnErr, char **pzOut){
-  int i; (void)db; (void)mxErr;
+  int i, rc, nErr = 0; const char *zMsg = 0; (void)db; (void)mxErr;
   *pnErr = 0; *pzOut = 0;
+  if( !p ) return SQLITE_OK;   /* a slot never opened (trap 3) */
+  rc = ipg_check(p->pConn, &zMsg, &nErr);
+  if( rc ){ *pnErr = 1; return rc; }
+  if( nErr>0 ){
+    *pzOut = sqlite3_mprintf("%s", zMsg ? zMsg : "inpage: integrity check failed");
+    if( !*pzOut ){ *pnErr = 1; return SQLITE_NOMEM; }
+    *pnErr = nErr;
+  }
   for(i=0; i<nRoot; i++){
     i64 n = 0;
     if( aRoot[i] ) ipg_table_count(p->pConn, aRoot[i], &n);
@@ -335,16 +350,32 @@ SQLITE_PRIVATE int sqlite3BtreeEof(BtCursor *c){ return c->pCur ? !ipg_valid(c->
 SQLITE_PRIVATE int sqlite3BtreeNext(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, 1); }
 SQLITE_PRIVATE int sqlite3BtreePrevious(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, -1); }
 SQLITE_PRIVATE i64 sqlite3BtreeIntegerKey(BtCursor *c){ return ipg_intkey(c->pCur); }
+/* The row under the cursor. Never NULL: OP_Column reads the first byte of what
+** PayloadFetch returns before it checks any size, so a row the engine cannot read (a
+** damaged page or overflow chain; found by the SQL crash torture) was a NULL
+** dereference. Such a row reads as zero bytes whose first byte (past the end) claims a
+** one-byte record header: more than the payload size, which is SQLite's own test for a
+** corrupt record (OP_Column, IdxRowid: SQLITE_CORRUPT), so the statement fails instead
+** of reading NULLs. The cursor is also tripped with the engine's code, so later calls on
+** it fail with that code. An empty payload gets the same bytes: no SQLite record is
+** empty (its header size is at least one byte), and the pointer the Rust side has for
+** an empty value may not be readable. */
+static const u8 glueNoRow[8] = { 1 };
 static const u8 *gluePayload(BtCursor *c, u32 *pN){
-  const u8 *p = 0; *pN = 0;
-  if( c->pCur ) ipg_payload(c->pCur, &p, pN);
+  const u8 *p = 0; int rc; *pN = 0;
+  if( c->pCur ){
+    rc = ipg_payload(c->pCur, &p, pN);
+    if( rc!=SQLITE_OK && !c->fault ){ c->fault = 1; c->faultCode = rc; }
+  }
+  if( !p || *pN==0 ){ *pN = 0; p = glueNoRow; }
   return p;
 }
 SQLITE_PRIVATE u32 sqlite3BtreePayloadSize(BtCursor *c){ u32 n; gluePayload(c, &n); return n; }
 SQLITE_PRIVATE sqlite3_int64 sqlite3BtreeMaxRecordSize(BtCursor *c){ (void)c; return SQLITE_MAX_LENGTH; }
 SQLITE_PRIVATE int sqlite3BtreePayload(BtCursor *c, u32 offset, u32 amt, void *pBuf){
   u32 n; const u8 *p = gluePayload(c, &n);
-  if( !p || (u64)offset+amt > (u64)n ) return SQLITE_CORRUPT_BKPT;
+  FAULT_CHECK(c);
+  if( (u64)offset+amt > (u64)n ) return SQLITE_CORRUPT_BKPT;
   memcpy(pBuf, p+offset, amt);
   return SQLITE_OK;
 }
@@ -403,7 +434,7 @@ SQLITE_PRIVATE int sqlite3BtreeInsert(BtCursor *c, const BtreePayload *pX, int f
 SQLITE_PRIVATE int sqlite3BtreeDelete(BtCursor *c, u8 flags){ FAULT_CHECK(c); return ipg_delete(c->pCur, (flags & BTREE_SAVEPOSITION)!=0); }
 SQLITE_PRIVATE int sqlite3BtreeTransferRow(BtCursor *pDest, BtCursor *pSrc, i64 iKey){
   u32 n; const u8 *p = gluePayload(pSrc, &n); (void)iKey;
-  if( !p ) return SQLITE_CORRUPT_BKPT;
+  FAULT_CHECK(pSrc);
   sqlite3_free(pDest->staged);
   pDest->staged = sqlite3_malloc64(n+1);
   if( !pDest->staged ) return SQLITE_NOMEM;
@@ -416,7 +447,8 @@ SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *c, u32 offset, u32 amt, void *z
   FAULT_CHECK(c);
   if( ipg_has_moved(c->pCur) ) return SQLITE_ABORT;
   p = gluePayload(c, &n);
-  if( !p || (u64)offset+amt > (u64)n ) return SQLITE_CORRUPT_BKPT;
+  FAULT_CHECK(c);
+  if( (u64)offset+amt > (u64)n ) return SQLITE_CORRUPT_BKPT;
   buf = sqlite3_malloc64(n+1);
   if( !buf ) return SQLITE_NOMEM;
   memcpy(buf, p, n); memcpy(buf+offset, z, amt);

@@ -21,6 +21,12 @@
 //!   one-writer / snapshot-readers rule is SQLite's WAL-mode rule between them. The
 //!   handle is dropped with the last connection (`Drop for Conn`), after its
 //!   transaction, so the file's lock goes when the last connection closes.
+//! - File databases open with the process's base configuration (`set_file_config`,
+//!   `set_vfs`; default: `Config::default()`, the OS), read once per open: a handle
+//!   already in `OPEN_FILES` keeps the VFS it was opened on, so a caller switching VFS
+//!   (a crash test moving to the crashed disk) closes every connection first.
+//! - `PRAGMA integrity_check` runs the engine's structural check (`inpage::check`) on the
+//!   connection's snapshot (`ipg_check`); a corrupt page is a message, never a panic.
 //! - Every entry point runs under `catch_unwind`: a panic becomes SQLITE_INTERNAL (or a
 //!   neutral value), never an unwind into C.
 //! - SQLite serialises all calls on one connection (its db mutex), and C closes every
@@ -30,7 +36,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use inpage::{
     Config, Cursor, CursorOps, Database, Error, JournalMode, Key, ReadTxn, ReadableTxn, Restored,
@@ -112,6 +118,39 @@ pub fn mode_from_env() -> Result<Option<JournalMode>, String> {
     }
 }
 
+/// The configuration file databases open with (None: `Config::default()`).
+static FILE_CONFIG: Mutex<Option<Config>> = Mutex::new(None);
+
+/// Set the configuration every file database opened from now on starts from
+/// (process-global; for tests and embedders). `None` restores the default
+/// (`Config::default()`: the OS file system, the file's or the default journal mode).
+/// `INPAGE_JOURNAL_MODE` still overrides the journal mode. In-memory databases are not
+/// affected. A file already open in the process keeps the handle it was opened with
+/// until its last connection closes.
+pub fn set_file_config(cfg: Option<Config>) {
+    *FILE_CONFIG.lock().unwrap_or_else(|p| p.into_inner()) = cfg;
+}
+
+/// Open file databases on `vfs` from now on (process-global; for tests and embedders,
+/// e.g. a simulated disk with power cuts); `None`: the OS file system. Keeps the other
+/// settings of [`set_file_config`].
+pub fn set_vfs(vfs: Option<Arc<dyn inpage::vfs::Vfs>>) {
+    let mut g = FILE_CONFIG.lock().unwrap_or_else(|p| p.into_inner());
+    let base = g.take().unwrap_or_default();
+    *g = Some(match vfs {
+        Some(v) => base.vfs(v),
+        None => base.vfs(Config::default().vfs),
+    });
+}
+
+fn file_config() -> Config {
+    FILE_CONFIG
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .unwrap_or_default()
+}
+
 /// Files open in this process: one engine handle per file (the engine refuses a second
 /// read-write handle), shared by every connection to it, with the number of
 /// connections. The entry goes when the last connection closes, which closes the file.
@@ -182,6 +221,8 @@ pub struct Conn {
     write_start_fcc: u64,
     /// The last error worth a message (read by C for sqlite3_log).
     errmsg: CString,
+    /// What the last `ipg_check` found (read by C right after the call).
+    check_msg: CString,
 }
 
 fn name(itable: u32) -> String {
@@ -243,6 +284,9 @@ impl Conn {
             _ => self.db.fcc(),
         }
     }
+    fn txn_open(&self) -> bool {
+        !matches!(self.txn, Txn::None)
+    }
     fn fail(&mut self, e: &Error) -> c_int {
         self.errmsg = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
         rc_of(e)
@@ -288,7 +332,7 @@ pub unsafe extern "C" fn ipg_open(
         let (path, cfg) = if mem {
             ("memory".to_string(), Config::default())
         } else {
-            let mut c = Config::default();
+            let mut c = file_config();
             match mode_from_env() {
                 Ok(Some(m)) => {
                     c = c.journal_mode(m);
@@ -303,7 +347,7 @@ pub unsafe extern "C" fn ipg_open(
                             // A file that exists keeps its mode: only a new file takes
                             // the URI's (asking for another mode is not an error, as
                             // PRAGMA journal_mode answers with the mode in use).
-                            if !std::path::Path::new(&path).exists() {
+                            if !c.vfs.exists(std::path::Path::new(&path)).unwrap_or(true) {
                                 c = c.journal_mode(m);
                             }
                         }
@@ -316,7 +360,7 @@ pub unsafe extern "C" fn ipg_open(
                         }
                     }
                 }
-                Ok(None) => {}
+                Ok(None) => forced = c.journal_mode,
                 Err(msg) => {
                     set_open_error(&msg);
                     return CANTOPEN;
@@ -342,6 +386,7 @@ pub unsafe extern "C" fn ipg_open(
                     own_fcc: 0,
                     write_start_fcc: 0,
                     errmsg: CString::default(),
+                    check_msg: CString::default(),
                 });
                 // SAFETY: `out` is valid for a write (contract).
                 unsafe { *out = Box::into_raw(conn) };
@@ -494,7 +539,9 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
     let old_mode = old.journal_mode();
     old.close()?;
     let p = std::path::Path::new(&path);
-    let remove = |f: &std::path::Path| match std::fs::remove_file(f) {
+    // Through the database's own VFS (the OS, or a simulated disk under test).
+    let vfs = cfg.vfs.clone();
+    let remove = |f: &std::path::Path| match vfs.delete(f) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Io {
             op: "remove",
             path: f.to_path_buf(),
@@ -1269,6 +1316,50 @@ pub unsafe extern "C" fn ipg_count(cur: *mut Cur, out: *mut i64) -> c_int {
         // SAFETY: `out` is valid (contract).
         unsafe { *out = n };
         Ok(OK)
+    })
+}
+
+/// The engine's structural check of the whole database on this connection's snapshot
+/// (`inpage::check`: page checksums, cell bounds, key order of rowid trees, index trees'
+/// structure, overflow chains, every page owned once). `*nerr` = number of problems (0 or
+/// 1: the check stops at the first) and `*msg` their text, valid until the next call on
+/// this connection. A corrupt database is a finding (SQLITE_OK); an I/O error or a
+/// missing transaction is the return code.
+///
+/// # Safety
+/// `conn` as in [`conn`]; `msg`, `nerr` valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn ipg_check(
+    conn: *mut Conn,
+    msg: *mut *const c_char,
+    nerr: *mut c_int,
+) -> c_int {
+    guard(INTERNAL, || {
+        // SAFETY: contract.
+        let Some(c) = (unsafe { self::conn(conn) }) else {
+            return MISUSE;
+        };
+        // SAFETY: `msg`, `nerr` are valid for a write (contract).
+        unsafe {
+            *msg = std::ptr::null();
+            *nerr = 0;
+        }
+        let found = match with_txn!(c, t => inpage::check::check(t, &HashMap::new())) {
+            Ok(_) => return OK,
+            Err(e @ (Error::Corrupt { .. } | Error::Truncated { .. })) => e.to_string(),
+            // A tree this layer cannot order (files of the first landing, see the
+            // README) is a finding about the file, not a failure of the check.
+            Err(Error::InvalidArgument(m)) if c.txn_open() => m,
+            Err(e) => return c.fail(&e),
+        };
+        c.check_msg =
+            CString::new(format!("inpage: {}", found.replace('\0', " "))).unwrap_or_default();
+        // SAFETY: as above; the string lives in `c` until the next call.
+        unsafe {
+            *msg = c.check_msg.as_ptr();
+            *nerr = 1;
+        }
+        OK
     })
 }
 

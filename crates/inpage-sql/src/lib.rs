@@ -21,4 +21,4 @@ mod record_order;
 pub mod sys;
 
 pub use conn::{Connection, SqlError, Statement, Value};
-pub use ffi::{mode_code, JOURNAL_MODE_ENV};
+pub use ffi::{mode_code, set_file_config, set_vfs, JOURNAL_MODE_ENV};
