@@ -148,6 +148,26 @@ show("select (select count(*) from aux.z), (select count(*) from t2)")
 c.execute("alter table t2 rename column c to cc")
 c.execute("alter table t2 drop column cc")
 show("select * from t2 order by a limit 3")
+# Ephemeral tables and sorters: window functions, recursive CTEs, IN lists, DISTINCT.
+show("select b, sum(b) over (order by b rows between 2 preceding and current row) from t order by b limit 6")
+show("select b, rank() over (partition by b % 3 order by length(c) desc, a) from t order by a limit 8")
+show("with recursive n(x) as (select 1 union all select x + 1 from n where x < 300) select count(*), sum(x) from n where x in (select b from t)")
+show("select distinct b % 7 from t where b in (3, 5, 7, 11, 13, 17) order by 1")
+# Incremental blob I/O (sqlite3_blob_open/read/write) through Python's blobopen.
+c.execute("create table bl(id integer primary key, data blob)")
+c.execute("insert into bl values(1, zeroblob(10000)), (2, zeroblob(100))")
+c.commit()
+with c.blobopen("bl", "data", 1) as b:
+    b.seek(5000)
+    b.write(b"inpage!")
+    b.seek(9990)
+    b.write(b"0123456789")
+c.commit()
+with c.blobopen("bl", "data", 1, readonly=True) as b:
+    b.seek(4998)
+    show_value = b.read(12)
+print("blob", show_value, len(c.execute("select data from bl where id = 1").fetchone()[0]))
+show("select hex(substr(data, 9991, 10)), length(data) from bl order by id")
 show("pragma integrity_check")
 "#;
 

@@ -415,7 +415,10 @@ impl RawCursor {
             return Err(Error::corrupt(top.pgno, "cursor expected a leaf page"));
         }
         let (off, size) = p.cell_range(top.idx)?;
-        self.cur = Some(match p.key(top.idx)? {
+        // The key from the cell just bounds-checked (not `p.key`, which would decode
+        // the cell array again: this runs once per row of every scan).
+        let usable = self.format.geometry.usable;
+        self.cur = Some(match cell::cell_key(usable, &top.page[off..off + size]) {
             CellKey::Inline(key) => {
                 let start = off + cell::CELL_HEADER;
                 CurKey::InPage(start..start + key.len())
