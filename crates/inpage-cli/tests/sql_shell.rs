@@ -7,34 +7,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn inpage_sql(db: &Path, args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_inpage"))
-        .arg("sql")
-        .arg(db)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run inpage");
-    {
-        let mut i = child.stdin.take().unwrap();
-        if let Some(s) = stdin {
-            i.write_all(s).unwrap();
-        }
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn sqlite3(db: &Path, args: &[&str], stdin: Option<&[u8]>) -> Option<(i32, String, String)> {
-    let mut child = Command::new("sqlite3")
-        .arg(db)
-        .args(args)
+/// Run `cmd` with `stdin` on its standard input; (exit code, stdout,
+/// stderr), or None if the program cannot be started.
+fn run(mut cmd: Command, stdin: Option<&[u8]>) -> Option<(i32, String, String)> {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -52,6 +28,19 @@ fn sqlite3(db: &Path, args: &[&str], stdin: Option<&[u8]>) -> Option<(i32, Strin
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
+}
+
+fn inpage_sql(db: &Path, args: &[&str], stdin: Option<&[u8]>) -> (i32, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_inpage"));
+    cmd.arg("sql").arg(db).args(args);
+    run(cmd, stdin).expect("run inpage")
+}
+
+/// The stock `sqlite3` shell; None if it is not installed.
+fn sqlite3(db: &Path, args: &[&str], stdin: Option<&[u8]>) -> Option<(i32, String, String)> {
+    let mut cmd = Command::new("sqlite3");
+    cmd.arg(db).args(args);
+    run(cmd, stdin)
 }
 
 /// Every row of the test tables. REALs are printed with `fmt`: SQLite versions render

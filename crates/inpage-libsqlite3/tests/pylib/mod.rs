@@ -1,5 +1,6 @@
 //! What the Python-driven tests share: the cdylib cargo built, a directory that offers it
 //! as `libsqlite3.so.0` (for LD_LIBRARY_PATH), and why python3 cannot run them here.
+#![allow(dead_code)] // each test binary uses a part of it
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

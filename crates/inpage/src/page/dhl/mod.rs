@@ -501,7 +501,7 @@ struct MemoEntry {
 thread_local! {
     /// Per thread, so readers never contend; at most `MEMO_WAYS` page allocations are
     /// kept alive by it per thread after the cache lets them go.
-    static MEMO: RefCell<Vec<Option<MemoEntry>>> = RefCell::new(Vec::new());
+    static MEMO: RefCell<Vec<Option<MemoEntry>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether descriptor `slot` of `page` was validated before (see [`MemoEntry`]).
