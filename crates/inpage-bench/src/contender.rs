@@ -911,7 +911,50 @@ mod tests {
             e.contains("unknown contender 'nope'") && e.contains("sqlite-wal-r"),
             "{e}"
         );
-        assert_eq!(select(&[]).unwrap().len(), names.len());
+        // The default set: all but the SQL front end on the non-default modes.
+        let default = select(&[]).unwrap();
+        let sql: Vec<_> = names
+            .iter()
+            .filter(|n| n.starts_with(crate::sql::PREFIX))
+            .collect();
+        assert_eq!(
+            sql.len(),
+            JournalMode::all().count(),
+            "one sql-<mode> per mode"
+        );
+        assert_eq!(default.len(), names.len() - sql.len() + 1);
+        assert!(default.iter().any(|c| c.name == "sql-dhl-cc"));
+        assert!(!default.iter().any(|c| c.name == "sql-wal"));
+    }
+
+    /// Every contender that answers SQL answers the read queries alike (rows per query)
+    /// and refuses them if it does not.
+    #[test]
+    fn sql_contenders_answer_the_read_queries() {
+        use crate::sql::{ReadKind, RANGE_ROWS};
+        let v = mobibench_value(100, false);
+        for c in all_contenders() {
+            let dir = tempfile::tempdir().unwrap();
+            let stats = Arc::new(IoStats::new());
+            let mut s = c.open(dir.path(), &stats).unwrap();
+            if !c.speaks_sql() {
+                assert!(s.reads_setup(10, &v).is_err(), "{}", c.name);
+                continue;
+            }
+            s.reads_setup(RANGE_ROWS + 20, &v).unwrap();
+            for (kind, id, want) in [
+                (ReadKind::Rowid, 7, 1),
+                (ReadKind::Rowid, 5000, 0),
+                (ReadKind::Index, 1020, 1),
+                (ReadKind::Index, 0, 0),
+                (ReadKind::Range, 1, RANGE_ROWS),
+                (ReadKind::Range, 21, RANGE_ROWS),
+                (ReadKind::Range, 22, RANGE_ROWS - 1),
+            ] {
+                assert_eq!(s.read(kind, id).unwrap(), want, "{} {kind:?} {id}", c.name);
+            }
+            s.close().unwrap();
+        }
     }
 
     /// Every peer does the three operations and persists them across a reopen.
