@@ -254,6 +254,20 @@ impl Contender {
         !matches!(self.kind, Kind::Floor | Kind::Sql(_))
     }
 
+    /// Whether a crash in the middle of a transaction leaves a database that opens to a
+    /// committed state (the journal mode promises atomicity). The recovery bench times a
+    /// crash open only for these: SQLite with `journal_mode=OFF`, and the engine's `off`
+    /// modes, may be left corrupt by the interrupted writes (and then fail the next
+    /// open), which is what they promise.
+    pub fn crash_safe(&self) -> bool {
+        match self.kind {
+            Kind::Engine { mode, .. } => mode.capabilities().atomic,
+            Kind::Sqlite(f) => f != SqliteFlavor::Off,
+            Kind::Redb | Kind::Lmdb => true,
+            Kind::Floor | Kind::Sql(_) => false,
+        }
+    }
+
     /// Whether it answers SQL (the read queries of `mobibench-sql`).
     pub fn speaks_sql(&self) -> bool {
         matches!(self.kind, Kind::Sqlite(_) | Kind::Sql(_))
@@ -925,6 +939,28 @@ mod tests {
         assert_eq!(default.len(), names.len() - sql.len() + 1);
         assert!(default.iter().any(|c| c.name == "sql-dhl-cc"));
         assert!(!default.iter().any(|c| c.name == "sql-wal"));
+    }
+
+    /// Crash rows are timed only where the mode promises a committed state after a crash
+    /// (SQLite's OFF is left corrupt by an interrupted commit, and its next open fails).
+    #[test]
+    fn crash_rows_only_for_atomic_modes() {
+        let c = |n: &str| select(&[n.to_string()]).unwrap().remove(0);
+        for n in [
+            "dhl-cc",
+            "wal",
+            "delete",
+            "sqlite-wal",
+            "sqlite-wal-r",
+            "sqlite-delete",
+            "redb",
+            "lmdb",
+        ] {
+            assert!(c(n).crash_safe(), "{n}");
+        }
+        for n in ["off", "off-opt", "sqlite-off", "floor", "sql-dhl-cc"] {
+            assert!(!c(n).crash_safe(), "{n}");
+        }
     }
 
     /// Every contender that answers SQL answers the read queries alike (rows per query)
