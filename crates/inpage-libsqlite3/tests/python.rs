@@ -76,6 +76,51 @@ fn python_sqlite3_runs_on_the_cdylib() {
     assert_eq!(text, want);
 }
 
+/// An app that asks for WAL on a new database, as Android apps do: it gets the engine's
+/// `wal` mode, unless the platform set the deployment switch, which wins (the app's
+/// request answers the mode really in use).
+const APP_ASKS_WAL: &str = r#"
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(c.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+c.execute("CREATE TABLE t(a)")
+c.execute("INSERT INTO t VALUES(1)")
+c.commit()
+print(c.execute("PRAGMA journal_mode=DELETE").fetchone()[0])
+c.close()
+print(sqlite3.connect(sys.argv[1]).execute("PRAGMA journal_mode").fetchone()[0])
+"#;
+
+#[test]
+fn an_app_asking_for_wal_and_the_deployment_switch() {
+    if let Some(why) = pylib::no_python_sqlite3() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lib = pylib::lib_dir(dir.path());
+    let run = |db: &str, forced: Option<&str>| {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", APP_ASKS_WAL])
+            .arg(dir.path().join(db))
+            .env("LD_LIBRARY_PATH", &lib);
+        match forced {
+            Some(m) => cmd.env(inpage_sql::JOURNAL_MODE_ENV, m),
+            None => cmd.env_remove(inpage_sql::JOURNAL_MODE_ENV),
+        };
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    // The app's request is met on a new file; once the file has content it stays.
+    assert_eq!(run("app.db", None), "wal\nwal\nwal\n");
+    // The platform's switch: every database uses dhl-cc whatever the app asks.
+    assert_eq!(
+        run("platform.db", Some("dhl-cc")),
+        "dhl-cc\ndhl-cc\ndhl-cc\n"
+    );
+}
+
 /// Cases aimed at cursor restore after writes, savepoints and statement rollback,
 /// ephemeral tables, WITHOUT ROWID, the transfer optimisation, FK actions, triggers,
 /// ATTACH/TEMP and ALTER TABLE; every result (or error) printed, one per line.
