@@ -328,7 +328,7 @@ pub trait Store: Send {
     fn close(self: Box<Self>) -> Result<(), String>;
 }
 
-fn es(e: impl std::fmt::Display) -> String {
+pub(crate) fn es(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -625,7 +625,7 @@ impl SqliteStore {
     }
 }
 
-fn ascii(value: &[u8]) -> Result<&str, String> {
+pub(crate) fn ascii(value: &[u8]) -> Result<&str, String> {
     std::str::from_utf8(value).map_err(|_| "value is not ASCII".to_string())
 }
 

@@ -18,7 +18,9 @@ use inpage::JournalMode;
 use inpage_sql::conn::CachedStatement;
 use inpage_sql::{Connection, Value};
 
-use crate::contender::{Store, CREATION_DATE, SQL_DELETE, SQL_GET, SQL_INSERT, SQL_UPDATE};
+use crate::contender::{
+    ascii, es, Store, CREATION_DATE, SQL_DELETE, SQL_GET, SQL_INSERT, SQL_UPDATE,
+};
 use crate::workload::Op;
 
 /// Prefix of the SQL contenders' names.
@@ -94,10 +96,6 @@ pub struct SqlStore {
     cache: HashMap<&'static str, CachedStatement>,
 }
 
-fn es(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 impl SqlStore {
     /// Open `dir/test.db` (a new file gets `mode`) with the Mobibench table. A file that
     /// exists with another mode is an error, never silently used.
@@ -166,7 +164,7 @@ impl Store for SqlStore {
     }
 
     fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String> {
-        let v = std::str::from_utf8(value).map_err(|_| "value is not ASCII".to_string())?;
+        let v = ascii(value)?;
         self.conn.execute_batch("BEGIN").map_err(es)?;
         if let Err(e) = self.apply(op, keys, v) {
             let _ = self.conn.execute_batch("ROLLBACK");
@@ -180,7 +178,7 @@ impl Store for SqlStore {
     }
 
     fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String> {
-        let v = std::str::from_utf8(value).map_err(|_| "value is not ASCII".to_string())?;
+        let v = ascii(value)?;
         self.conn.execute_batch("BEGIN").map_err(es)?;
         self.apply(Op::Insert, keys, v)?;
         stop();
@@ -188,7 +186,7 @@ impl Store for SqlStore {
     }
 
     fn reads_setup(&mut self, rows: u64, value: &[u8]) -> Result<(), String> {
-        let v = std::str::from_utf8(value).map_err(|_| "value is not ASCII".to_string())?;
+        let v = ascii(value)?;
         self.conn.execute_batch(READ_SCHEMA).map_err(es)?;
         let ids: Vec<i64> = (1..=rows as i64).collect();
         for chunk in ids.chunks(crate::contender::LOAD_BATCH) {

@@ -345,6 +345,24 @@ impl Drop for CachedStatement {
     }
 }
 
+/// Column `i` of `st`'s current row through SQLite's text conversion.
+///
+/// # Safety
+/// `st` is a live statement with a current row and `i` < its column count.
+unsafe fn column_text(st: *mut sqlite3_stmt, i: c_int) -> String {
+    // SAFETY: caller's contract; the byte count is asked after the pointer, as SQLite
+    // documents, and the bytes are copied at once.
+    unsafe {
+        let p = sqlite3_column_text(st, i);
+        let n = sqlite3_column_bytes(st, i) as usize;
+        if p.is_null() {
+            String::new()
+        } else {
+            String::from_utf8_lossy(std::slice::from_raw_parts(p, n)).into_owned()
+        }
+    }
+}
+
 /// Bind `v` to parameter `i` of `st`.
 ///
 /// # Safety
@@ -485,15 +503,7 @@ impl Statement<'_> {
             match sqlite3_column_type(st, i) {
                 SQLITE_INTEGER => Value::Integer(sqlite3_column_int64(st, i)),
                 SQLITE_FLOAT => Value::Real(sqlite3_column_double(st, i)),
-                SQLITE_TEXT => {
-                    let p = sqlite3_column_text(st, i);
-                    let n = sqlite3_column_bytes(st, i) as usize;
-                    Value::Text(if p.is_null() {
-                        String::new()
-                    } else {
-                        String::from_utf8_lossy(std::slice::from_raw_parts(p, n)).into_owned()
-                    })
-                }
+                SQLITE_TEXT => Value::Text(column_text(st, i)),
                 SQLITE_BLOB => {
                     let p = sqlite3_column_blob(st, i);
                     let n = sqlite3_column_bytes(st, i) as usize;
@@ -518,13 +528,7 @@ impl Statement<'_> {
             if sqlite3_column_type(st, i as c_int) == SQLITE_NULL {
                 return None;
             }
-            let p = sqlite3_column_text(st, i as c_int);
-            let n = sqlite3_column_bytes(st, i as c_int) as usize;
-            Some(if p.is_null() {
-                String::new()
-            } else {
-                String::from_utf8_lossy(std::slice::from_raw_parts(p, n)).into_owned()
-            })
+            Some(column_text(st, i as c_int))
         }
     }
 

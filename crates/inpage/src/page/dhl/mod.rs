@@ -504,18 +504,22 @@ thread_local! {
     static MEMO: RefCell<Vec<Option<MemoEntry>>> = const { RefCell::new(Vec::new()) };
 }
 
+impl MemoEntry {
+    /// Whether this entry is about exactly this image of page `pgno`.
+    fn is(&self, page: &PageRef, pgno: Pgno, usable: usize) -> bool {
+        self.pgno == pgno
+            && self.usable == usable
+            && std::ptr::eq(self.image.as_ptr(), std::sync::Arc::as_ptr(page))
+    }
+}
+
 /// Whether descriptor `slot` of `page` was validated before (see [`MemoEntry`]).
 fn memo_hit(page: &PageRef, pgno: Pgno, usable: usize, slot: usize) -> bool {
     MEMO.with(|m| {
         let m = m.borrow();
         m.get(pgno as usize % MEMO_WAYS)
             .and_then(Option::as_ref)
-            .is_some_and(|e| {
-                e.pgno == pgno
-                    && e.usable == usable
-                    && e.slots & (1 << slot) != 0
-                    && std::ptr::eq(e.image.as_ptr(), std::sync::Arc::as_ptr(page))
-            })
+            .is_some_and(|e| e.slots & (1 << slot) != 0 && e.is(page, pgno, usable))
     })
 }
 
@@ -529,13 +533,7 @@ fn memo_record(page: &PageRef, pgno: Pgno, usable: usize, slot: usize) {
         }
         let e = &mut m[pgno as usize % MEMO_WAYS];
         match e {
-            Some(x)
-                if x.pgno == pgno
-                    && x.usable == usable
-                    && std::ptr::eq(x.image.as_ptr(), std::sync::Arc::as_ptr(page)) =>
-            {
-                x.slots |= 1 << slot
-            }
+            Some(x) if x.is(page, pgno, usable) => x.slots |= 1 << slot,
             _ => {
                 *e = Some(MemoEntry {
                     image: std::sync::Arc::downgrade(page),
