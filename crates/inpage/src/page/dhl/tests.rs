@@ -1464,3 +1464,41 @@ proptest! {
         check_against_reference(&bytes, usable, &cells);
     }
 }
+
+/// The validation memo of `visible_page` remembers an image, never a page number: a
+/// second image of the same page with a damaged cell is checked again and refused, even
+/// though the first (good) image of that page was validated and is still alive. A memo
+/// keyed by page number alone, or one whose image could be changed in place, would serve
+/// the damaged bytes.
+#[test]
+fn validation_memo_is_per_image_not_per_page() {
+    let cells: Vec<Vec<u8>> = (0..20).map(|k| rec(k, 40)).collect();
+    let good = build(9, PS, US, None, 0, &ver(5, true, 0, &cells))
+        .unwrap()
+        .unwrap();
+    let good: PageRef = std::sync::Arc::from(good);
+    let first = visible_page(9, &good, US, 10).unwrap().cells().unwrap();
+    assert_eq!(first, cells);
+    // Same page number, same descriptors, one value byte flipped: only the crc can tell.
+    let mut bad = good.to_vec();
+    let at = (RECORD_START..US)
+        .find(|&i| bad[i..].starts_with(&cells[3][..12]))
+        .expect("cell 3 in the image");
+    bad[at + 12] ^= 0x40;
+    let bad: PageRef = std::sync::Arc::from(bad);
+    assert!(
+        visible_page(9, &bad, US, 10).is_err(),
+        "damaged image served from the memo"
+    );
+    // The good image is still remembered and still reads.
+    assert!(memo_hit(
+        &good,
+        9,
+        US,
+        visible_page(9, &good, US, 10).unwrap().slot()
+    ));
+    assert_eq!(
+        visible_page(9, &good, US, 10).unwrap().cells().unwrap(),
+        cells
+    );
+}
