@@ -33,7 +33,14 @@ extern u32 ipg_meta_get(Conn*, int);
 extern int ipg_meta_set(Conn*, int, u32);
 extern int ipg_create(Conn*, int, u32*);
 extern int ipg_clear(Conn*, u32, i64*, int);
-extern Cur *ipg_cursor_open(Conn*, u32, void*, int);
+/* A read-only scan's row run (ffi.rs `Run`): the rest of the engine cursor's leaf, so
+** Next, IntegerKey, PayloadFetch and CursorHasMoved within it stay in C. Rust moves
+** the engine cursor to rows[i] on its next call; ipg_sync ends the run, which must
+** happen before the connection's transaction begins or ends. */
+typedef struct IpgRow { i64 key; const u8 *pay; u32 n; } IpgRow;
+typedef struct IpgRun { const IpgRow *rows; u32 n; u32 i; } IpgRun;
+extern void ipg_sync(Cur*);
+extern Cur *ipg_cursor_open(Conn*, u32, void*, int, IpgRun**);
 extern void ipg_cursor_close(Cur*);
 extern int ipg_first(Cur*, int, int*);
 extern int ipg_seek_int(Cur*, i64, int*);
@@ -97,6 +104,7 @@ struct BtCursor {
   Btree *pBtree;
   KeyInfo *pKeyInfo;
   Cur *pCur;
+  IpgRun *run;          /* the row run, owned by pCur (never NULL while pCur is open) */
   BtCursor *pNext;
   int iTable;
   u8 *staged; int nStaged;     /* TransferRow → PREFORMAT insert */
@@ -147,12 +155,18 @@ SQLITE_PRIVATE int sqlite3BtreeClose(Btree *p){
   sqlite3_free(p);
   return SQLITE_OK;
 }
+/* Row runs hold a read snapshot's rows: none may outlive a change of transaction. */
+static void glueEndRuns(Btree *p){
+  BtCursor *c;
+  for(c=p->pCursor; c; c=c->pNext) if( c->run && c->run->n ) ipg_sync(c->pCur);
+}
 SQLITE_PRIVATE int sqlite3BtreeBeginTrans(Btree *p, int wrflag, int *pSchemaVersion){
   int rc;
   /* Another connection's write transaction: the busy handler decides whether to wait,
   ** as btree.c does, and only when this connection holds no transaction (waiting while
   ** holding a read snapshot could never succeed: the upgrade would be stale anyway). */
   int fresh = ipg_txn_state(p->pConn)==SQLITE_TXN_NONE;
+  glueEndRuns(p);
   do{
     rc = ipg_begin(p->pConn, wrflag);
   }while( rc==SQLITE_BUSY && fresh && sqlite3InvokeBusyHandler(&p->db->busyHandler) );
@@ -174,6 +188,7 @@ SQLITE_PRIVATE int sqlite3BtreeSavepoint(Btree *p, int op, int iSavepoint){
   return ipg_sp(p->pConn, op==SAVEPOINT_RELEASE ? 1 : 2, iSavepoint);
 }
 static int glueEnd(Btree *p, int commit){
+  glueEndRuns(p);
   return ipg_end(p->pConn, commit, p->db->nVdbeRead>1);
 }
 SQLITE_PRIVATE int sqlite3BtreeCommitPhaseOne(Btree *p, const char *z){ (void)p; (void)z; return SQLITE_OK; }
@@ -301,7 +316,7 @@ static int ipgOrderFields(Btree *p, Pgno iTable, KeyInfo *pKeyInfo){
 SQLITE_PRIVATE int sqlite3BtreeCursor(Btree *p, Pgno iTable, int wrFlag, struct KeyInfo *pKeyInfo, BtCursor *c){
   memset(c, 0, sizeof(*c));
   c->pBtree = p; c->iTable = (int)iTable; c->wrFlag = (u8)(wrFlag!=0); c->pKeyInfo = pKeyInfo;
-  c->pCur = ipg_cursor_open(p->pConn, (u32)iTable, pKeyInfo, ipgOrderFields(p, iTable, pKeyInfo));
+  c->pCur = ipg_cursor_open(p->pConn, (u32)iTable, pKeyInfo, ipgOrderFields(p, iTable, pKeyInfo), &c->run);
   if( !c->pCur ) return SQLITE_NOMEM;
   c->pNext = p->pCursor; p->pCursor = c;
   return SQLITE_OK;
@@ -332,6 +347,7 @@ SQLITE_PRIVATE int sqlite3BtreeIndexMoveto(BtCursor *c, UnpackedRecord *pRec, in
 }
 SQLITE_PRIVATE int sqlite3BtreeCursorHasMoved(BtCursor *c){
   if( !c->pCur ) return 0;   /* the fake valid cursor */
+  if( c->run->n ) return c->fault;   /* a read snapshot's row: never moves */
   return c->fault || ipg_has_moved(c->pCur);
 }
 SQLITE_PRIVATE int sqlite3BtreeCursorRestore(BtCursor *c, int *pDifferentRow){
@@ -346,10 +362,22 @@ SQLITE_PRIVATE int sqlite3BtreeIsEmpty(BtCursor *c, int *pRes){
   FAULT_CHECK(c);
   return ipg_first(c->pCur, 0, pRes);
 }
-SQLITE_PRIVATE int sqlite3BtreeEof(BtCursor *c){ return c->pCur ? !ipg_valid(c->pCur) : 0; }
-SQLITE_PRIVATE int sqlite3BtreeNext(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, 1); }
+SQLITE_PRIVATE int sqlite3BtreeEof(BtCursor *c){
+  if( !c->pCur ) return 0;
+  return c->run->n ? 0 : !ipg_valid(c->pCur);
+}
+SQLITE_PRIVATE int sqlite3BtreeNext(BtCursor *c, int flags){
+  IpgRun *r;
+  (void)flags; FAULT_CHECK(c);
+  r = c->run;
+  if( r && r->i+1 < r->n ){ r->i++; return SQLITE_OK; }
+  return ipg_step(c->pCur, 1);
+}
 SQLITE_PRIVATE int sqlite3BtreePrevious(BtCursor *c, int flags){ (void)flags; FAULT_CHECK(c); return ipg_step(c->pCur, -1); }
-SQLITE_PRIVATE i64 sqlite3BtreeIntegerKey(BtCursor *c){ return ipg_intkey(c->pCur); }
+SQLITE_PRIVATE i64 sqlite3BtreeIntegerKey(BtCursor *c){
+  if( c->run && c->run->n ) return c->run->rows[c->run->i].key;
+  return ipg_intkey(c->pCur);
+}
 /* The row under the cursor. Never NULL: OP_Column reads the first byte of what
 ** PayloadFetch returns before it checks any size, so a row the engine cannot read (a
 ** damaged page or overflow chain; found by the SQL crash torture) was a NULL
@@ -363,7 +391,10 @@ SQLITE_PRIVATE i64 sqlite3BtreeIntegerKey(BtCursor *c){ return ipg_intkey(c->pCu
 static const u8 glueNoRow[8] = { 1 };
 static const u8 *gluePayload(BtCursor *c, u32 *pN){
   const u8 *p = 0; int rc; *pN = 0;
-  if( c->pCur ){
+  if( c->run && c->run->n ){
+    const IpgRow *w = &c->run->rows[c->run->i];
+    p = w->pay; *pN = w->n;
+  }else if( c->pCur ){
     rc = ipg_payload(c->pCur, &p, pN);
     if( rc!=SQLITE_OK && !c->fault ){ c->fault = 1; c->faultCode = rc; }
   }
@@ -385,7 +416,10 @@ SQLITE_PRIVATE int sqlite3BtreePayloadChecked(BtCursor *c, u32 offset, u32 amt, 
   return sqlite3BtreePayload(c, offset, amt, pBuf);
 }
 SQLITE_PRIVATE const void *sqlite3BtreePayloadFetch(BtCursor *c, u32 *pAmt){ return gluePayload(c, pAmt); }
-SQLITE_PRIVATE int sqlite3BtreeCursorIsValidNN(BtCursor *c){ return c->pCur ? ipg_valid(c->pCur) : 1; }
+SQLITE_PRIVATE int sqlite3BtreeCursorIsValidNN(BtCursor *c){
+  if( !c->pCur ) return 1;
+  return c->run->n ? 1 : ipg_valid(c->pCur);
+}
 SQLITE_PRIVATE void sqlite3BtreeCursorPin(BtCursor *c){ (void)c; }
 SQLITE_PRIVATE void sqlite3BtreeCursorUnpin(BtCursor *c){ (void)c; }
 SQLITE_PRIVATE void sqlite3BtreeClearCursor(BtCursor *c){ if( c->pCur ) ipg_invalidate(c->pCur); }

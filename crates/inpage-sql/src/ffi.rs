@@ -304,7 +304,11 @@ unsafe fn conn<'a>(p: *mut Conn) -> Option<&'a mut Conn> {
 /// `p` is null or a `Cur*` from `ipg_cursor_open` not yet closed.
 unsafe fn cur<'a>(p: *mut Cur) -> Option<&'a mut Cur> {
     // SAFETY: see the function's contract.
-    unsafe { p.as_mut() }
+    let c = unsafe { p.as_mut() }?;
+    // C may have stepped within the row run: bring the engine cursor to that row before
+    // Rust looks at it.
+    c.sync_run();
+    Some(c)
 }
 
 /// Open the database `path` (`memory` != 0: a private in-memory one).
@@ -905,20 +909,73 @@ pub struct Cur {
     /// cursor's page image or `big`), so repeated column reads of one row do not parse
     /// the cell again. Cleared by everything that moves the cursor (`Cur::moved`).
     pay: Option<(*const u8, u32)>,
+    /// The row run C steps through without calling Rust (see [`Run`]); `rows` backs it.
+    run: Run,
+    rows: Vec<Row>,
+    /// Forward steps since the cursor was last positioned otherwise: a run is offered
+    /// from the second on, so a lookup that steps once (a non-unique index probe) does
+    /// not read the rest of its leaf for nothing.
+    streak: u32,
+    /// Why the engine cursor could not be brought to the run's row (`sync_run`): the
+    /// next call that can fail reports it, so a statement fails instead of ending early.
+    lost: Option<Error>,
 }
 
+/// One row of a [`Run`]: the integer key (rowid tables) and the record's bytes.
+#[repr(C)]
+pub struct Row {
+    key: i64,
+    pay: *const u8,
+    n: u32,
+}
+
+/// A read-only scan's fast path (glue.c `IpgRun`): the rest of the engine cursor's
+/// leaf, so that stepping forward, `IntegerKey`, `PayloadFetch` and `CursorHasMoved`
+/// within it are answered in C (they were eight calls into Rust per scanned row).
+///
+/// Invariants, and why they hold:
+/// - `n > 0` only in a read transaction, whose snapshot never changes: the rows are the
+///   tree's and `has_moved` is 0 for each, as `ipg_has_moved` answers there. C ends the
+///   run (`ipg_sync`) before the connection begins or ends a transaction.
+/// - The engine cursor sits on `rows[0]`; the logical position is `rows[i]`, `i < n`.
+///   Every Rust entry point on the cursor first moves the engine cursor `i` rows on
+///   within its leaf and ends the run (`Cur::sync_run`), so Rust code never sees the
+///   difference.
+/// - `pay` points into the leaf image the engine cursor holds (an immutable `Arc`),
+///   which lives until the engine cursor leaves the leaf, and that only happens after
+///   `sync_run`. Rows whose key or value is in a chain end the run (the usual path
+///   reads those).
+#[repr(C)]
+pub struct Run {
+    rows: *const Row,
+    n: u32,
+    i: u32,
+}
+
+impl Run {
+    const EMPTY: Run = Run {
+        rows: std::ptr::null(),
+        n: 0,
+        i: 0,
+    };
+}
+
+/// Open a cursor; `*run` gets its row run, for C to step through (see [`Run`]), valid
+/// for the cursor's life.
+///
 /// # Safety
 /// `conn` as in [`conn`]; `keyinfo` null (rowid table) or a `KeyInfo*` that outlives the
-/// cursor.
+/// cursor; `run` valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn ipg_cursor_open(
     conn: *mut Conn,
     itable: u32,
     keyinfo: *mut c_void,
     order_fields: c_int,
+    run: *mut *mut Run,
 ) -> *mut Cur {
     guard(std::ptr::null_mut(), || {
-        Box::into_raw(Box::new(Cur {
+        let c = Box::into_raw(Box::new(Cur {
             conn,
             itable,
             keyinfo,
@@ -927,7 +984,15 @@ pub unsafe extern "C" fn ipg_cursor_open(
             intkey: keyinfo.is_null(),
             big: None,
             pay: None,
-        }))
+            run: Run::EMPTY,
+            rows: Vec::new(),
+            streak: 0,
+            lost: None,
+        }));
+        // SAFETY: `c` is the live box just made (its `run` moves with nothing: the box
+        // stays put until `ipg_cursor_close`); `run` is valid for a write (contract).
+        unsafe { *run = &mut (*c).run };
+        c
     })
 }
 
@@ -969,6 +1034,63 @@ impl Cur {
         }
         Ok(self.cur.as_mut())
     }
+    /// End the row run, moving the engine cursor onto the row C stepped to.
+    fn sync_run(&mut self) {
+        if self.run.n == 0 {
+            return;
+        }
+        let k = self.run.i as usize;
+        self.run = Run::EMPTY;
+        if k == 0 {
+            return;
+        }
+        self.moved();
+        let conn = self.conn();
+        if let Some(e) = self.cur.as_mut() {
+            // Cannot fail: the rows were read from this leaf of this snapshot, and C
+            // ends runs before the transaction changes. Should it anyway, the cursor is
+            // dropped rather than left on a wrong row, and the statement fails.
+            let r = with_txn!(conn, t => t.cursor_skip_in_leaf(e, k));
+            debug_assert!(matches!(r, Ok(true)), "row run sync: {r:?}");
+            if !matches!(r, Ok(true)) {
+                self.cur = None;
+                self.lost = Some(match r {
+                    Err(e) => e,
+                    Ok(_) => Error::InvalidArgument("row run past its leaf".into()),
+                });
+            }
+        }
+    }
+    /// After a forward step in a read transaction: offer C the rest of the leaf.
+    fn fill_run(&mut self) {
+        debug_assert_eq!(self.run.n, 0);
+        if !matches!(self.conn().txn, Txn::Read(_)) {
+            return;
+        }
+        let Some(e) = self.cur.as_ref() else {
+            return;
+        };
+        let intkey = self.intkey;
+        let rows = &mut self.rows;
+        rows.clear();
+        e.leaf_rest(&mut |ik, key, value| {
+            let rec = if intkey { value } else { key };
+            rows.push(Row {
+                key: ik.unwrap_or(0),
+                pay: rec.as_ptr(),
+                n: rec.len() as u32,
+            });
+            true
+        });
+        // A run of one row saves nothing: C would call Rust for the next step anyway.
+        if rows.len() > 1 {
+            self.run = Run {
+                rows: rows.as_ptr(),
+                n: rows.len() as u32,
+                i: 0,
+            };
+        }
+    }
     /// The engine cursor is about to move: what was handed out for the old position goes.
     fn moved(&mut self) {
         self.big = None;
@@ -981,6 +1103,7 @@ impl Cur {
         f: impl FnOnce(&Conn, &mut Cursor) -> Result<R, Error>,
     ) -> Result<R, Error> {
         self.moved();
+        self.streak = 0;
         let conn = self.conn();
         match self.engine()? {
             Some(c) => f(conn, c),
@@ -996,6 +1119,9 @@ fn with_cur(cur: *mut Cur, f: impl FnOnce(&mut Cur) -> Result<c_int, Error>) -> 
         let Some(c) = (unsafe { self::cur(cur) }) else {
             return MISUSE;
         };
+        if let Some(e) = c.lost.take() {
+            return c.conn().fail(&e);
+        }
         match f(c) {
             Ok(rc) => rc,
             Err(e) => c.conn().fail(&e),
@@ -1078,11 +1204,51 @@ pub unsafe extern "C" fn ipg_step(cur: *mut Cur, dir: c_int) -> c_int {
         if c.cur.is_none() {
             return Ok(DONE);
         }
+        let streak = if dir > 0 {
+            c.streak.saturating_add(1)
+        } else {
+            0
+        };
         let found = c.go(false, |conn, e| {
             with_txn!(conn, t => if dir > 0 { t.cursor_next(e) } else { t.cursor_prev(e) })
         })?;
+        c.streak = streak;
+        if found && streak >= 2 {
+            c.fill_run();
+        }
         Ok(if found { OK } else { DONE })
     })
+}
+
+/// End the cursor's row run (C calls it before the transaction begins or ends).
+///
+/// # Safety
+/// `cur` live.
+#[no_mangle]
+pub unsafe extern "C" fn ipg_sync(cur: *mut Cur) {
+    #[cfg(feature = "mutants")]
+    if mutants::STALE_RUNS.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    guard((), || {
+        // SAFETY: contract; `cur` itself ends the run, so nothing is left to do with it.
+        let _ = unsafe { self::cur(cur) };
+    })
+}
+
+/// Planted bugs of the glue, for the tests that show they are caught (feature
+/// `mutants`; never in a normal build).
+#[cfg(feature = "mutants")]
+pub mod mutants {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    pub(crate) static STALE_RUNS: AtomicBool = AtomicBool::new(false);
+
+    /// Row runs survive a change of transaction (`ipg_sync` does nothing): a scan that
+    /// upgrades to a write transaction keeps serving its read snapshot's rows.
+    pub fn plant_stale_runs(on: bool) {
+        STALE_RUNS.store(on, Ordering::Relaxed);
+    }
 }
 
 /// # Safety
@@ -1507,8 +1673,9 @@ mod tests {
             let mut t = 0u32;
             assert_eq!(ipg_create(conn, 1, &mut t), OK);
             assert_eq!(t, 2, "the first table after sqlite_schema (trap 5)");
-            let a = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
-            let b = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0);
+            let mut run = std::ptr::null_mut();
+            let a = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0, &mut run);
+            let b = ipg_cursor_open(conn, t, std::ptr::null_mut(), 0, &mut run);
             (conn, a, b)
         }
     }

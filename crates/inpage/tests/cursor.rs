@@ -895,3 +895,76 @@ fn read_errors_leave_cursors_usable() {
         db.close().unwrap();
     }
 }
+
+/// `leaf_rest` shows exactly the rows `cursor_next` would reach within the leaf (and
+/// stops before a value in an overflow chain); `cursor_skip_in_leaf(k)` lands where `k`
+/// steps land; a stale cursor's skip is refused. Every mode of the registry.
+#[test]
+fn leaf_runs_match_stepping() {
+    for mode in modes() {
+        let vfs = SimVfs::new();
+        let db = Database::open(DB, sim_config(&vfs, mode, 512)).unwrap();
+        let big = max_inline_value(512, 8).unwrap() + 50;
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Int).unwrap();
+        for k in 0..400i64 {
+            let len = if k % 37 == 5 { big } else { 12 };
+            w.insert(&t, k, &value_for(k, 0, len)).unwrap();
+        }
+        w.commit().unwrap();
+
+        let r = db.begin_read().unwrap();
+        let mut c = r.open_cursor(&t).unwrap();
+        let mut stepper = r.open_cursor(&t).unwrap();
+        assert!(r.cursor_first(&mut c).unwrap());
+        assert!(r.cursor_first(&mut stepper).unwrap());
+        let (mut seen, mut longest) = (0, 0);
+        loop {
+            let mut rows: Vec<(i64, Vec<u8>)> = vec![];
+            let n = c.leaf_rest(&mut |ik, _, v| {
+                rows.push((ik.unwrap(), v.to_vec()));
+                true
+            });
+            assert_eq!(n, rows.len(), "{mode}");
+            // The rows are the next ones in key order, values in full (inline only).
+            for (i, (k, v)) in rows.iter().enumerate() {
+                if i > 0 {
+                    assert!(r.cursor_next(&mut stepper).unwrap(), "{mode}");
+                }
+                assert_eq!(stepper.int_key(), Some(*k), "{mode}");
+                assert_eq!(Some(v.clone()), r.cursor_value(&stepper).unwrap(), "{mode}");
+                assert!(v.len() < big, "{mode}: an overflow value in a run");
+            }
+            if n > 1 {
+                // Skipping to the last row of the run lands where the stepper is.
+                assert!(r.cursor_skip_in_leaf(&mut c, n - 1).unwrap(), "{mode}");
+                assert_eq!(c.int_key(), stepper.int_key(), "{mode}");
+            }
+            seen += n.max(1);
+            longest = longest.max(n);
+            if !r.cursor_next(&mut c).unwrap() {
+                break;
+            }
+            assert!(r.cursor_next(&mut stepper).unwrap(), "{mode}");
+            assert_eq!(c.int_key(), stepper.int_key(), "{mode}");
+        }
+        assert_eq!(seen, 400, "{mode}: every row once");
+        assert!(longest >= 8, "{mode}: runs of at most {longest} rows");
+        drop(r);
+
+        // A cursor positioned before a write to its tree is stale: no skipping.
+        let mut w = db.begin_write().unwrap();
+        let mut c = w.open_cursor(&t).unwrap();
+        assert!(w.cursor_first(&mut c).unwrap());
+        assert!(c.leaf_rest(&mut |_, _, _| true) > 1, "{mode}");
+        w.insert(&t, 1, b"changed").unwrap();
+        assert!(
+            matches!(
+                w.cursor_skip_in_leaf(&mut c, 1),
+                Err(Error::InvalidArgument(_))
+            ),
+            "{mode}"
+        );
+        w.rollback();
+    }
+}

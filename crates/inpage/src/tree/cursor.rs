@@ -233,6 +233,58 @@ impl RawCursor {
         self.settle_backward(store)
     }
 
+    /// The entries of the current leaf from the current one on, as the kept image holds
+    /// them: `f(key, value)` for each, in order, until `f` answers false or an entry
+    /// whose key or value lives in a chain (those are read through the usual accessors).
+    /// The slices borrow the kept image, so they stay readable while the cursor is not
+    /// moved off this leaf (the image is an immutable `Arc` held by the stack). Returns
+    /// how many entries `f` saw. For a read-only scan: the bytes are the tree's only
+    /// while it is unchanged since the positioning (see the module notes).
+    pub fn leaf_rest<'a>(&'a self, f: &mut dyn FnMut(&'a [u8], &'a [u8]) -> bool) -> usize {
+        let Some(leaf) = self.stack.last().filter(|_| self.cur.is_some()) else {
+            return 0;
+        };
+        let p = leaf.opened.attach(&leaf.page);
+        let usable = self.format.geometry.usable;
+        let page: &'a [u8] = &leaf.page;
+        let mut seen = 0;
+        for i in leaf.idx..p.ncells() {
+            // Bounds-checked as `load_current` checks them; a bad cell just ends the run
+            // (stepping onto it reports the error).
+            let Ok((off, size)) = p.cell_range(i) else {
+                break;
+            };
+            let bytes = &page[off..off + size];
+            let (CellKey::Inline(key), Payload::Inline(value)) = (
+                cell::cell_key(usable, bytes),
+                cell::cell_payload(usable, bytes),
+            ) else {
+                break;
+            };
+            if !f(key, value) {
+                break;
+            }
+            seen += 1;
+        }
+        seen
+    }
+
+    /// Move `k` entries forward within the current leaf (entries `leaf_rest` showed);
+    /// Ok(false) and invalid if the leaf has fewer.
+    pub fn skip_in_leaf(&mut self, store: &dyn PageRead, k: usize) -> Result<bool> {
+        if !self.valid() {
+            return Ok(false);
+        }
+        let top = self.top_mut();
+        top.idx += k;
+        if top.idx >= top.opened.attach(&top.page).ncells() {
+            self.reset();
+            return Ok(false);
+        }
+        self.cur = None;
+        self.load_current(store)
+    }
+
     /// Current key. Panics if invalid (a caller bug, not bad input).
     pub fn key(&self) -> &[u8] {
         match self.cur.as_ref().expect("Cursor::key on an invalid cursor") {

@@ -144,6 +144,29 @@ impl Cursor {
         }))
     }
 
+    /// The rows of the cursor's leaf from the current one on, `f(int_key, key, value)`
+    /// each (`int_key` decoded for integer trees, else None), until `f` answers false or
+    /// a row with a chained key or value; returns how many `f` saw.
+    /// The slices borrow the leaf image the cursor kept: readable until the cursor is
+    /// moved, and the tree's current rows only while the cursor is fresh (always, in a
+    /// read transaction). For a scan that steps in bulk with `cursor_skip_in_leaf`.
+    pub fn leaf_rest<'a>(
+        &'a self,
+        f: &mut dyn FnMut(Option<i64>, &'a [u8], &'a [u8]) -> bool,
+    ) -> usize {
+        if !self.valid() {
+            return 0;
+        }
+        match self.kind {
+            // A key that is not 8 bytes ends the run; stepping onto it reports it.
+            KeyKind::Int => self.raw.leaf_rest(&mut |k, v| match decode_int(k) {
+                Some(i) => f(Some(i), k, v),
+                None => false,
+            }),
+            KeyKind::Bytes => self.raw.leaf_rest(&mut |k, v| f(None, k, v)),
+        }
+    }
+
     fn saved_key(&self) -> Option<&[u8]> {
         match &self.state {
             State::At => self.valid().then(|| self.raw.key()),
@@ -263,6 +286,21 @@ pub trait CursorOps: ReadableTxn {
             Ordering::Greater => Ordering::Greater,
             _ => Ordering::Less,
         })?;
+        Ok(c.settle(found, clock))
+    }
+
+    /// Move `k` rows forward within the cursor's leaf, onto a row `Cursor::leaf_rest`
+    /// showed (k = 0 stays). Only on a fresh cursor: a stale one's leaf may no longer be
+    /// the tree's, so that is refused rather than stepping through old rows.
+    fn cursor_skip_in_leaf(&self, c: &mut Cursor, k: usize) -> Result<bool> {
+        let clock = self.tree_clock(c.root);
+        if !self.revalidate(c, clock) {
+            return Err(Error::InvalidArgument(format!(
+                "cursor on {:?}: skip within a leaf needs a fresh cursor",
+                c.name
+            )));
+        }
+        let found = c.raw.skip_in_leaf(self, k)?;
         Ok(c.settle(found, clock))
     }
 
