@@ -12,6 +12,7 @@
 //! bytes come from disk.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use crate::error::{Error, Pgno, Result};
 use crate::le::get_u16;
@@ -27,7 +28,10 @@ pub struct CellArray<'a> {
     pub(crate) usable: usize,
     pub(crate) leaf: bool,
     pub(crate) ncells: usize,
-    /// Where the `ncells × u16` offset array starts.
+    /// The bytes holding the `ncells × u16` offset array: the page itself, or a view the
+    /// layout built when it opened the page (see [`Detached::with_view`]).
+    pub(crate) arr: &'a [u8],
+    /// Where the offset array starts in `arr`.
     pub(crate) array_off: usize,
     /// Lowest offset a cell may start at.
     pub(crate) area_start: usize,
@@ -61,7 +65,7 @@ impl<'a> CellArray<'a> {
                 format!("cell index {i} out of range ({} cells)", self.ncells),
             ));
         }
-        let off = get_u16(self.buf, self.array_off + PTR_SIZE * i);
+        let off = get_u16(self.arr, self.array_off + PTR_SIZE * i);
         if off < self.area_start || off >= self.usable {
             return Err(Error::corrupt(
                 self.pgno,
@@ -230,8 +234,14 @@ impl<'a> CellArray<'a> {
         Ok(lo)
     }
 
-    /// This view without its borrow of the page image (see [`Detached`]).
+    /// This view without its borrow of the page image (see [`Detached`]). Only for a
+    /// view whose offset array is in the page (one opened from a [`Detached`] with its
+    /// own view is that `Detached` again: clone it instead).
     pub(crate) fn detach(&self) -> Detached {
+        debug_assert!(
+            std::ptr::eq(self.arr, self.buf),
+            "detach of a view-backed node"
+        );
         Detached {
             pgno: self.pgno,
             usable: self.usable,
@@ -240,6 +250,7 @@ impl<'a> CellArray<'a> {
             array_off: self.array_off,
             area_start: self.area_start,
             right: self.right,
+            view: None,
         }
     }
 
@@ -253,9 +264,14 @@ impl<'a> CellArray<'a> {
 
 /// What opening a page found out about it, kept next to the (immutable) page image so the
 /// view can be had again without repeating the layout's validation, which for a DHL page
-/// checks a whole version. Only meaningful with the very image it was detached from.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Detached {
+/// checks a whole version. Only meaningful with the very image it was opened from.
+///
+/// A layout whose pages do not keep their cells in key order (IPS appends them in
+/// insertion order) builds the key-ordered offset array when it opens the page and keeps
+/// it here (`view`); a clone shares it, so a cursor or a tree path holding the node does
+/// not rebuild it per operation.
+#[derive(Clone, Debug)]
+pub struct Detached {
     pgno: Pgno,
     usable: usize,
     leaf: bool,
@@ -263,20 +279,53 @@ pub(crate) struct Detached {
     array_off: usize,
     area_start: usize,
     right: Pgno,
+    /// The key-ordered `ncells × u16` offset array, when it is not in the page.
+    view: Option<Arc<[u8]>>,
 }
 
 impl Detached {
-    /// The view again, over `buf`: the image this was detached from.
-    pub(crate) fn attach<'a>(&self, buf: &'a [u8]) -> CellArray<'a> {
+    /// A node whose cells are at the offsets `view` lists (`ncells` little-endian u16s,
+    /// in key order), each in `[area_start, usable)` of its page; bounds are checked per
+    /// access, as for every node.
+    pub fn with_view(
+        pgno: Pgno,
+        usable: usize,
+        leaf: bool,
+        area_start: usize,
+        right: Pgno,
+        view: Arc<[u8]>,
+    ) -> Detached {
+        Detached {
+            pgno,
+            usable,
+            leaf,
+            ncells: view.len() / PTR_SIZE,
+            array_off: 0,
+            area_start,
+            right,
+            view: Some(view),
+        }
+    }
+
+    /// The view again, over `buf`: the image this was opened from.
+    pub fn attach<'a>(&'a self, buf: &'a [u8]) -> CellArray<'a> {
         CellArray {
             pgno: self.pgno,
             buf,
             usable: self.usable,
             leaf: self.leaf,
             ncells: self.ncells,
+            arr: self.view.as_deref().unwrap_or(buf),
             array_off: self.array_off,
             area_start: self.area_start,
             right: self.right,
         }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        self.leaf
+    }
+    pub fn ncells(&self) -> usize {
+        self.ncells
     }
 }

@@ -8,8 +8,8 @@
 //! module matches on which layout it is.
 //!
 //! Invariants every layout keeps, and what relies on them:
-//! - **Nodes read the same everywhere.** `open` returns a [`CellArray`] over the node
-//!   visible at the reader's snapshot, with every offset bounds-checked, so the tree's
+//! - **Nodes read the same everywhere.** `open` returns the node visible at the reader's
+//!   snapshot (attached to its page, a [`CellArray`](crate::page::cells::CellArray)), with every offset bounds-checked, so the tree's
 //!   search, cursor and check logic is layout-blind.
 //! - **Capacity bounds splits.** A node whose cells cost at most `capacity` always fits a
 //!   page allocated in this transaction (`node_image` returns Some there), and the
@@ -24,7 +24,7 @@
 use std::fmt::Debug;
 
 use crate::error::{Pgno, Result};
-use crate::page::cells::CellArray;
+use crate::page::cells::Detached;
 use crate::page::{PageRef, PageWrite};
 use crate::pager::header::Header;
 
@@ -51,6 +51,41 @@ pub struct Geometry {
     pub usable: usize,
 }
 
+/// What one descriptor slot of a versioned page holds, for recovery's scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DescInfo {
+    pub slot: usize,
+    pub tid: u64,
+    pub txn_size: u32,
+    /// Whether the whole version passes validation (bounds, cells, checksum).
+    pub valid: bool,
+}
+
+/// Bytes at the start of a versioned page that hold both descriptor heads: a page whose
+/// first `VERSION_HEADS` bytes are zero carries no version (the DHL journal's free-list
+/// snapshot pages rely on it).
+pub const VERSION_HEADS: usize = 64;
+
+/// Recovery's view of a layout whose pages keep a new version beside the committed one,
+/// each in its own descriptor slot tagged `(tid, txn_size)` and covered by its own
+/// checksum (DHL, IPS): what the counting commit (`journal::dhl`) needs to find the
+/// newest complete transaction and to roll back the rest. Tree and overflow pages alike.
+pub trait PageVersions: Send + Sync {
+    /// The raw `(tid, txn_size)` of both descriptor slots, not validated (the cheap part
+    /// of the scan); None for a buffer too small to be such a page. Both lie in the first
+    /// [`VERSION_HEADS`] bytes, tid 0 meaning no version.
+    fn heads(&self, buf: &[u8]) -> Option<[(u64, u32); 2]>;
+
+    /// Both slots with their validity: None for a slot with tid 0 (or a buffer that
+    /// cannot be such a page of `usable` bytes). A torn version shows up as `valid: false`.
+    fn versions(&self, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2];
+
+    /// Make every version with this `tid` absent (tid 0); whether anything changed. Only
+    /// sector 0 changes, so the write doing it is atomic on a torn-write device, and
+    /// repeating it is harmless.
+    fn invalidate(&self, buf: &mut [u8], tid: u64) -> bool;
+}
+
 /// How a journal mode lays out its tree, overflow and header pages.
 pub trait PageLayout: Send + Sync + Debug {
     /// Short name (`stock`, `dhl`), shown by `inspect` and the bench.
@@ -59,36 +94,32 @@ pub trait PageLayout: Send + Sync + Debug {
     // ---- Reading nodes --------------------------------------------------------------
 
     /// The node a reader at snapshot `visible_tid` sees in page `pgno`. Cheap checks
-    /// only; every cell accessor bounds-checks what it reads.
-    fn open<'a>(
-        &self,
-        pgno: Pgno,
-        buf: &'a [u8],
-        g: Geometry,
-        visible_tid: u64,
-    ) -> Result<CellArray<'a>>;
+    /// only; every cell accessor bounds-checks what it reads. The result is owned (a
+    /// layout may build the key-ordered offset array here, see [`Detached::with_view`]);
+    /// `attach` it to `buf` to read the cells.
+    fn open(&self, pgno: Pgno, buf: &[u8], g: Geometry, visible_tid: u64) -> Result<Detached>;
 
     /// [`PageLayout::open`] of a shared page image. A layout whose `open` validates
-    /// the page in full may remember, per image, that it did (an `Arc` image never
-    /// changes while anyone holds a reference to it, weak or strong).
-    fn open_page<'a>(
+    /// the page in full (or builds a view) may remember, per image, that it did (an
+    /// `Arc` image never changes while anyone holds a reference to it, weak or strong).
+    fn open_page(
         &self,
         pgno: Pgno,
-        page: &'a PageRef,
+        page: &PageRef,
         g: Geometry,
         visible_tid: u64,
-    ) -> Result<CellArray<'a>> {
+    ) -> Result<Detached> {
         self.open(pgno, page, g, visible_tid)
     }
 
     /// [`PageLayout::open`] plus a full structural check of the page (for `check`).
-    fn open_checked<'a>(
+    fn open_checked(
         &self,
         pgno: Pgno,
-        buf: &'a [u8],
+        buf: &[u8],
         g: Geometry,
         visible_tid: u64,
-    ) -> Result<CellArray<'a>>;
+    ) -> Result<Detached>;
 
     // ---- Accounting -----------------------------------------------------------------
 
@@ -185,6 +216,12 @@ pub trait PageLayout: Send + Sync + Debug {
         tid: u64,
         txn_size: u32,
     ) -> Result<PageRef>;
+
+    /// The layout's versions, if its pages keep a new version beside the committed one
+    /// (what a counting commit needs; None for layouts that overwrite in place).
+    fn versions(&self) -> Option<&dyn PageVersions> {
+        None
+    }
 
     // ---- Tools ----------------------------------------------------------------------
 

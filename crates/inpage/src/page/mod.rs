@@ -23,7 +23,7 @@ pub(crate) mod stock;
 use std::sync::Arc;
 
 use crate::error::{Pgno, Result};
-pub use layout::{FreeSpace, Geometry, Layout};
+pub use layout::{FreeSpace, Geometry, Layout, PageVersions};
 
 /// An immutable page image.
 pub type PageRef = Arc<[u8]>;

@@ -126,6 +126,7 @@ impl<'a> Page<'a> {
             cells: CellArray {
                 pgno,
                 buf,
+                arr: buf,
                 usable,
                 leaf,
                 ncells,

@@ -9,7 +9,7 @@
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32, put_u32};
 use crate::page::cell::PTR_SIZE;
-use crate::page::cells::CellArray;
+use crate::page::cells::Detached;
 use crate::page::layout::{FreeSpace, Geometry, PageLayout};
 use crate::page::slotted;
 use crate::page::{crc_ok, page_type, stamp_crc, PageRef, PageWrite};
@@ -30,20 +30,14 @@ impl PageLayout for Stock {
         "stock"
     }
 
-    fn open<'a>(&self, pgno: Pgno, buf: &'a [u8], g: Geometry, _: u64) -> Result<CellArray<'a>> {
-        Ok(*slotted::Page::open(pgno, buf, g.usable)?)
+    fn open(&self, pgno: Pgno, buf: &[u8], g: Geometry, _: u64) -> Result<Detached> {
+        Ok(slotted::Page::open(pgno, buf, g.usable)?.detach())
     }
 
-    fn open_checked<'a>(
-        &self,
-        pgno: Pgno,
-        buf: &'a [u8],
-        g: Geometry,
-        _: u64,
-    ) -> Result<CellArray<'a>> {
+    fn open_checked(&self, pgno: Pgno, buf: &[u8], g: Geometry, _: u64) -> Result<Detached> {
         let p = slotted::Page::open(pgno, buf, g.usable)?;
         p.validate()?;
-        Ok(*p)
+        Ok(p.detach())
     }
 
     fn capacity(&self, g: Geometry) -> usize {

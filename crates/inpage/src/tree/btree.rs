@@ -219,7 +219,7 @@ impl Node {
 
     fn load(store: &dyn PageWrite, f: &Format, pgno: Pgno) -> Result<Node> {
         let data = store.read(pgno)?;
-        Node::from_view(f, &f.open(pgno, &data)?)
+        Node::from_view(f, &f.open(pgno, &data)?.attach(&data))
     }
 
     /// Capacity the cells use (what must fit in `Format::capacity`).
@@ -376,8 +376,8 @@ pub(crate) fn descend_by<S: PageRead + ?Sized>(
             ));
         }
         let page = store.read(pgno)?;
-        let p = f.open(pgno, &page)?;
-        let opened = p.detach();
+        let opened = f.open_page(pgno, &page)?;
+        let p = opened.attach(&page);
         if p.is_leaf() {
             path.push(Step {
                 pgno,
@@ -636,7 +636,7 @@ fn finish_leaf(
     if path.len() == 1 || !shrank || !f.underfull(used) {
         return store.write(leaf.pgno, buf);
     }
-    let node = Node::from_view(&f, &f.open(leaf.pgno, &buf)?)?;
+    let node = Node::from_view(&f, &f.open(leaf.pgno, &buf)?.attach(&buf))?;
     balance(store, opts, path, node, shrank)
 }
 
@@ -927,7 +927,8 @@ fn walk<S: PageRead + ?Sized>(
             return Err(Error::corrupt(pgno, "page is referenced twice in the tree"));
         }
         let data = store.read(pgno)?;
-        let p = fmt.open(pgno, &data)?;
+        let opened = fmt.open_page(pgno, &data)?;
+        let p = opened.attach(&data);
         f(&p)?;
         if !p.is_leaf() {
             for i in (0..=p.ncells()).rev() {

@@ -86,7 +86,8 @@ impl Checker<'_> {
         self.own(pgno, parent)?;
         let data = self.store.read(pgno)?;
         let f = Format::of(self.store);
-        let p = f.open_checked(pgno, &data)?;
+        let opened = f.open_checked(pgno, &data)?;
+        let p = opened.attach(&data);
         let used = f.used(&p)?;
         if used > f.capacity() {
             return Err(Error::corrupt(

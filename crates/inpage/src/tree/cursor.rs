@@ -356,12 +356,11 @@ impl RawCursor {
             ));
         }
         let page = store.read(pgno)?;
-        let p = self.format.open_page(pgno, &page)?;
+        let opened = self.format.open_page(pgno, &page)?;
         let idx = match edge {
             Edge::First => 0,
-            Edge::Last => p.ncells(),
+            Edge::Last => opened.ncells(),
         };
-        let opened = p.detach();
         self.stack.push(Frame {
             pgno,
             page,

@@ -9,7 +9,7 @@
 //! costs well under half the capacity, which the split bound in `btree` needs).
 
 use crate::error::{Pgno, Result};
-use crate::page::cells::CellArray;
+use crate::page::cells::{CellArray, Detached};
 use crate::page::{Geometry, Layout, PageRead, PageRef, PageWrite};
 
 /// Layout and geometry of one store, captured once per operation.
@@ -30,21 +30,21 @@ impl Format {
         }
     }
 
-    /// The node stored in `buf`, as this store's snapshot sees it.
-    pub fn open<'a>(&self, pgno: Pgno, buf: &'a [u8]) -> Result<CellArray<'a>> {
+    /// The node stored in `buf`, as this store's snapshot sees it (`attach` it to `buf`).
+    pub fn open(&self, pgno: Pgno, buf: &[u8]) -> Result<Detached> {
         self.layout.open(pgno, buf, self.geometry, self.visible_tid)
     }
 
     /// [`Format::open`] of a shared page image (see [`PageLayout::open_page`]).
     ///
     /// [`PageLayout::open_page`]: crate::page::PageLayout::open_page
-    pub fn open_page<'a>(&self, pgno: Pgno, page: &'a PageRef) -> Result<CellArray<'a>> {
+    pub fn open_page(&self, pgno: Pgno, page: &PageRef) -> Result<Detached> {
         self.layout
             .open_page(pgno, page, self.geometry, self.visible_tid)
     }
 
     /// [`Format::open`] plus the full structural check of the page (for `check`).
-    pub fn open_checked<'a>(&self, pgno: Pgno, buf: &'a [u8]) -> Result<CellArray<'a>> {
+    pub fn open_checked(&self, pgno: Pgno, buf: &[u8]) -> Result<Detached> {
         self.layout
             .open_checked(pgno, buf, self.geometry, self.visible_tid)
     }

@@ -57,7 +57,7 @@ use super::{
 };
 use crate::error::{Error, Pgno, Result};
 use crate::page::dhl::DHL;
-use crate::page::{dhl, PAGE_TRAILER};
+use crate::page::{Layout, PageVersions, PAGE_TRAILER};
 use crate::pager::header::{
     clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, DHL_SLOTS,
     HEADER_LEN, MAX_TID,
@@ -65,19 +65,22 @@ use crate::pager::header::{
 use crate::vfs::{File, OpenOptions};
 use intent::Intent;
 
-/// A DHL registry entry: every DHL mode recovers the FCC from the pages and may write
-/// them directly; they differ in the commit protocol and in metadata embedding.
-const fn dhl_spec(
+/// A registry entry for this commit protocol: every such mode recovers the FCC from the
+/// pages and may write them directly; they differ in the commit (traditional or
+/// counting), in metadata embedding and in the page layout, which must keep its versions
+/// side by side (`PageLayout::versions`: DHL's, or another such as IPS).
+pub(crate) const fn dhl_spec(
     name: &'static str,
     code: u8,
     summary: &'static str,
     embeds_fcc: bool,
+    layout: Layout,
 ) -> ModeSpec {
     ModeSpec {
         name,
         code,
         summary,
-        layout: &DHL,
+        layout,
         caps: Capabilities {
             atomic: true,
             embeds_fcc,
@@ -97,6 +100,7 @@ pub(crate) static DHL_TC: ModeSpec = dhl_spec(
     7,
     "doubleheader logging, traditional commit: pages, fdatasync, header slot, fdatasync",
     false,
+    &DHL,
 );
 
 /// Registry entry of `dhl-cc`.
@@ -105,6 +109,7 @@ pub(crate) static DHL_CC: ModeSpec = dhl_spec(
     8,
     "doubleheader logging, counting commit with metadata embedding: one fdatasync",
     true,
+    &DHL,
 );
 
 /// Registry entry of `dhl-cc-header`.
@@ -113,7 +118,15 @@ pub(crate) static DHL_CC_HEADER: ModeSpec = dhl_spec(
     9,
     "counting commit without metadata embedding: the header page in every commit",
     false,
+    &DHL,
 );
+
+/// The versions of the mode's layout: every mode this protocol runs keeps them.
+fn page_versions(mode: JournalMode) -> &'static dyn PageVersions {
+    mode.layout()
+        .versions()
+        .expect("a counting-commit mode's layout keeps its versions side by side")
+}
 
 fn open_dhl(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
     let (j, recovery) = DhlJournal::open(ctx, mode)?;
@@ -331,6 +344,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
     let usable = ps - PAGE_TRAILER;
     let mutant = ctx.config.mutant();
     let skip_checksum = mutant == Mutant::SkipChecksum;
+    let versions = page_versions(mode);
     let file_len = db.file_len()?;
     let pages = file_len / ps as u64;
     let mut found = Vec::new();
@@ -404,12 +418,12 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
             let bytes = &mut chunk[..n as usize * ps];
             db.read_pages(pgno as Pgno, bytes)?;
             for (i, page) in bytes.chunks_exact(ps).enumerate() {
-                let Some(heads) = dhl::descriptor_heads(page) else {
+                let Some(heads) = versions.heads(page) else {
                     continue;
                 };
                 let candidate =
                     count_votes && heads.iter().any(|&(t, _)| t != 0 && t >= running_max);
-                let versions = candidate.then(|| dhl::page_versions(page, usable));
+                let slots = candidate.then(|| versions.versions(page, usable));
                 for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
                     if tid > MAX_TID {
                         // No commit ever gets this far (the header bounds the FCC the same
@@ -422,7 +436,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
                         ));
                     }
                     if tid != 0 {
-                        let valid = versions
+                        let valid = slots
                             .filter(|_| tid >= running_max)
                             .map(|v| v[slot].is_some_and(|d| d.valid || skip_checksum));
                         found.push(Found {
@@ -462,7 +476,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
                 for f in &mut found[at..end] {
                     if f.valid.is_none() {
                         db.read_page(f.pgno, &mut buf)?;
-                        let v = dhl::page_versions(&buf, usable)[f.slot];
+                        let v = versions.versions(&buf, usable)[f.slot];
                         f.valid = Some(v.is_some_and(|d| d.valid || skip_checksum));
                     }
                 }
@@ -561,7 +575,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
             let at = f.slot * HEADER_LEN;
             buf[at..at + HEADER_LEN].fill(0);
         } else {
-            dhl::invalidate(&mut buf, f.tid);
+            versions.invalidate(&mut buf, f.tid);
         }
         db.write_page(f.pgno, &buf)?;
     }
@@ -580,7 +594,9 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
             let left = if f.pgno == 0 {
                 decode_slot(&buf, f.slot).is_ok_and(|h| h.fcc > fcc)
             } else {
-                dhl::descriptor_heads(&buf).is_some_and(|h| h.iter().any(|&(t, _)| t > fcc))
+                versions
+                    .heads(&buf)
+                    .is_some_and(|h| h.iter().any(|&(t, _)| t > fcc))
             };
             if left {
                 return Err(Error::Io {
@@ -697,6 +713,7 @@ impl Journal for DhlJournal {
         let last = self.last_tid.load(Ordering::Acquire);
         assert_eq!(batch.tid, last + 1, "DHL commit tid must be the FCC + 1");
         let txn_size = batch.pages.len();
+        let versions = page_versions(self.mode);
         for (pgno, page) in batch.pages {
             let stamped = if *pgno == 0 {
                 (0..DHL_SLOTS).any(|slot| {
@@ -704,7 +721,7 @@ impl Journal for DhlJournal {
                         .is_ok_and(|h| h.fcc == batch.tid && h.last_txn_size as usize == txn_size)
                 })
             } else {
-                dhl::descriptor_heads(page).is_some_and(|heads| {
+                versions.heads(page).is_some_and(|heads| {
                     heads
                         .iter()
                         .any(|&(t, n)| t == batch.tid && n as usize == txn_size)

@@ -15,9 +15,9 @@
 //!   commit can never count a page it did not write.
 
 use crate::error::{Error, Pgno, Result};
-use crate::page::cells::CellArray;
+use crate::page::cells::Detached;
 use crate::page::dhl::{self, Version};
-use crate::page::layout::{FreeSpace, Geometry, PageLayout};
+use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
 use crate::page::{page_type, stamp_crc, PageRef, PageWrite};
 use crate::pager::header::{self, Header, DHL_SLOTS, HEADER_LEN};
 
@@ -33,33 +33,27 @@ impl PageLayout for Dhl {
         "dhl"
     }
 
-    fn open<'a>(
-        &self,
-        pgno: Pgno,
-        buf: &'a [u8],
-        g: Geometry,
-        visible_tid: u64,
-    ) -> Result<CellArray<'a>> {
-        Ok(*dhl::visible(pgno, buf, g.usable, visible_tid)?)
+    fn open(&self, pgno: Pgno, buf: &[u8], g: Geometry, visible_tid: u64) -> Result<Detached> {
+        Ok(dhl::visible(pgno, buf, g.usable, visible_tid)?.detach())
     }
 
-    fn open_page<'a>(
+    fn open_page(
         &self,
         pgno: Pgno,
-        page: &'a PageRef,
+        page: &PageRef,
         g: Geometry,
         visible_tid: u64,
-    ) -> Result<CellArray<'a>> {
-        Ok(*dhl::visible_page(pgno, page, g.usable, visible_tid)?)
+    ) -> Result<Detached> {
+        Ok(dhl::visible_page(pgno, page, g.usable, visible_tid)?.detach())
     }
 
-    fn open_checked<'a>(
+    fn open_checked(
         &self,
         pgno: Pgno,
-        buf: &'a [u8],
+        buf: &[u8],
         g: Geometry,
         visible_tid: u64,
-    ) -> Result<CellArray<'a>> {
+    ) -> Result<Detached> {
         // `visible` validates the whole version (bounds, overlaps, checksum).
         self.open(pgno, buf, g, visible_tid)
     }
@@ -208,6 +202,10 @@ impl PageLayout for Dhl {
         Ok(page)
     }
 
+    fn versions(&self) -> Option<&dyn PageVersions> {
+        Some(self)
+    }
+
     fn classify(&self, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
         if let Ok(v) = dhl::visible(0, page, g.usable, visible_tid) {
             return if v.is_leaf() { "leaf" } else { "interior" };
@@ -277,5 +275,19 @@ impl PageLayout for Dhl {
             },
         });
         v
+    }
+}
+
+impl PageVersions for Dhl {
+    fn heads(&self, buf: &[u8]) -> Option<[(u64, u32); 2]> {
+        dhl::descriptor_heads(buf)
+    }
+
+    fn versions(&self, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+        dhl::page_versions(buf, usable)
+    }
+
+    fn invalidate(&self, buf: &mut [u8], tid: u64) -> bool {
+        dhl::invalidate(buf, tid)
     }
 }

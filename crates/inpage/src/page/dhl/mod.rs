@@ -141,6 +141,7 @@ pub use overflow::{open_overflow, overflow_data, overflow_page};
 pub const DESC_SIZE: usize = 32;
 /// Start of the record area (both descriptor slots precede it, inside sector 0).
 pub const RECORD_START: usize = 2 * DESC_SIZE;
+const _: () = assert!(RECORD_START == crate::page::layout::VERSION_HEADS);
 /// Largest usable size the u16 offsets can address.
 pub const MAX_USABLE: usize = u16::MAX as usize;
 /// Bytes a cell costs in [`capacity`] accounting beyond its own: one offset per version.
@@ -428,6 +429,7 @@ fn check_slot_in<'b>(
         cells: CellArray {
             pgno,
             buf,
+            arr: buf,
             usable,
             leaf,
             ncells,
@@ -554,6 +556,7 @@ fn view_validated(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> View<'_
         cells: CellArray {
             pgno,
             buf,
+            arr: buf,
             usable,
             leaf: buf[d + D_TYPE] == page_type::LEAF,
             ncells: get_u16(buf, d + D_NCELLS),
@@ -723,15 +726,7 @@ pub fn has_reserve(v: &View<'_>) -> bool {
         .is_ok_and(|h| h.iter().any(|&(s, e)| e - s >= need))
 }
 
-/// What a descriptor slot holds, for recovery's scan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DescInfo {
-    pub slot: usize,
-    pub tid: u64,
-    pub txn_size: u32,
-    /// Whether the whole version passes validation (bounds, cells, crc).
-    pub valid: bool,
-}
+pub use crate::page::layout::DescInfo;
 
 /// Both descriptor slots: `None` for an INV (tid 0) slot or a buffer too small to be a
 /// DHL page, otherwise its tid and whether it is valid. A torn descriptor shows up as

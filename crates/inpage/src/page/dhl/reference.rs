@@ -90,6 +90,7 @@ pub fn check_slot(
         cells: CellArray {
             pgno,
             buf,
+            arr: buf,
             usable,
             leaf,
             ncells,
