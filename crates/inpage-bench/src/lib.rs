@@ -290,8 +290,8 @@ pub struct PagesArgs {
     /// bytes (8 = key only).
     #[arg(long, value_delimiter = ',', default_value = "8,16,32,64,128")]
     pub sizes: Vec<usize>,
-    /// Journal modes, comma-separated (default: off,dhl-cc: stock vs DHL pages). With two,
-    /// the table adds the ratio of the second's records per leaf to the first's.
+    /// Journal modes, comma-separated (default: off,dhl-cc: stock vs DHL pages). The table
+    /// adds the ratio of each later mode's records per leaf to the first's.
     #[arg(long, value_delimiter = ',')]
     pub modes: Vec<String>,
     /// Key orders, comma-separated: sequential, random (default: both).
@@ -300,6 +300,10 @@ pub struct PagesArgs {
     /// Records inserted into each database, one per transaction.
     #[arg(long, default_value_t = 5000)]
     pub records: u64,
+    /// One-row update transactions after the load (random rows, new bytes, same length);
+    /// the measurement is taken after them (internal fragmentation).
+    #[arg(long, default_value_t = 0)]
+    pub updates: u64,
     /// Page size of the databases.
     #[arg(long, default_value_t = 4096)]
     pub page_size: u32,
@@ -698,6 +702,7 @@ fn run_pages(a: &PagesArgs) -> Result<(), String> {
         &a.modes,
         &a.orders,
         a.records,
+        a.updates,
         a.page_size,
         a.seed,
     )?;

@@ -1,4 +1,5 @@
-//! `inpage bench pages`: page utilization, records per leaf page, stock vs DHL.
+//! `inpage bench pages`: page utilization, records per leaf page, per page layout (stock,
+//! DHL, IPS, ...), after loading and optionally after a run of one-row updates.
 //!
 //! The DHL paper reports that its doubleheader pages hold fewer records than stock
 //! slotted pages (340 vs 291 at 8 bytes). This measures the same thing on this engine
@@ -8,6 +9,12 @@
 //! depend on transaction boundaries, so batching would change the answer), runs the
 //! engine's full integrity check and reads the tree statistics that check computed while
 //! walking every page. Records per leaf page is `entries / leaf_pages` of that walk.
+//!
+//! With `--updates N`, N one-row update transactions follow the load (row `k` of a seeded
+//! permutation of the keys, cycled; each writes bytes no row holds yet, same length), and
+//! the measurement is taken after them: layouts that keep old record copies in the page
+//! (IPS appends an update and tombstones the old copy) show their internal fragmentation
+//! there, not after a pure load.
 //!
 //! A record of S bytes is an 8-byte integer key (`KeyKind::Int`) plus a value of S − 8
 //! bytes (S = 8: an empty value); per-cell overhead (cell header, slot pointer) is the
@@ -28,9 +35,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use inpage::vfs::SimVfs;
-use inpage::{Config, Database, JournalMode, KeyKind};
+use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
 
-use crate::workload::{mobibench_value, permutation};
+use crate::workload::{mobibench_value, permutation, update_value};
 
 /// Bytes of the integer key every record carries.
 pub const KEY_BYTES: usize = 8;
@@ -40,6 +47,8 @@ pub const DEFAULT_SIZES: [usize; 5] = [8, 16, 32, 64, 128];
 pub const DEFAULT_MODES: [&str; 2] = ["off", "dhl-cc"];
 /// Most records per run: everything lives in memory (twice, in the simulated disk).
 pub const MAX_RECORDS: u64 = 1_000_000;
+/// Most update transactions per database.
+pub const MAX_UPDATES: u64 = 10_000_000;
 
 /// Order the keys are inserted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +95,8 @@ pub struct PagesParams {
     pub modes: Vec<JournalMode>,
     pub orders: Vec<KeyOrder>,
     pub records: u64,
+    /// One-row update transactions after the load (0: none).
+    pub updates: u64,
     pub page_size: u32,
     pub seed: u64,
 }
@@ -97,6 +108,7 @@ impl PagesParams {
         modes: &[String],
         orders: &[String],
         records: u64,
+        updates: u64,
         page_size: u32,
         seed: u64,
     ) -> Result<PagesParams, String> {
@@ -106,6 +118,14 @@ impl PagesParams {
             .map_err(|e| format!("--page-size: {e}"))?;
         if records == 0 || records > MAX_RECORDS {
             return Err(format!("--records must be in 1..={MAX_RECORDS}"));
+        }
+        if updates > MAX_UPDATES {
+            return Err(format!("--updates must be at most {MAX_UPDATES}"));
+        }
+        if updates > 0 && sizes.contains(&KEY_BYTES) {
+            return Err(format!(
+                "--updates: a {KEY_BYTES}-byte record has no value to update; give sizes                  above {KEY_BYTES}"
+            ));
         }
         let max = max_record_bytes(page_size);
         if sizes.is_empty() {
@@ -160,6 +180,7 @@ impl PagesParams {
             modes: ms,
             orders: os,
             records,
+            updates,
             page_size,
             seed,
         })
@@ -187,6 +208,9 @@ pub struct PagesReport {
     pub page_size: u32,
     /// Records inserted into each database, one per transaction.
     pub records: u64,
+    /// One-row update transactions after the load; the measurement follows them.
+    #[serde(default)]
+    pub updates: u64,
     pub seed: u64,
     /// Bytes of the integer key in every record.
     pub key_bytes: usize,
@@ -205,9 +229,8 @@ pub struct PagesRow {
     pub order: KeyOrder,
     /// One per mode, in `PagesReport::modes` order.
     pub results: Vec<ModeResult>,
-    /// Records per leaf of the second mode over the first; `null` unless exactly two
-    /// modes were measured.
-    pub ratio_records_per_leaf: Option<f64>,
+    /// Records per leaf of each mode after the first over the first's.
+    pub ratios_to_first: Vec<f64>,
 }
 
 /// What the integrity check found in one database.
@@ -215,7 +238,7 @@ pub struct PagesRow {
 #[serde(deny_unknown_fields)]
 pub struct ModeResult {
     pub mode: String,
-    /// "stock" or "dhl".
+    /// The mode's page layout ("stock", "dhl", ...).
     pub layout: String,
     pub entries: u64,
     pub depth: u32,
@@ -265,10 +288,33 @@ pub fn measure_one(
         KeyOrder::Random => permutation(p.records, p.seed),
     };
     let value = mobibench_value(record_bytes - KEY_BYTES, false);
-    for k in keys {
+    for &k in &keys {
         let mut w = db.begin_write().map_err(ctx)?;
         w.insert(&tree, k, &value).map_err(ctx)?;
         w.commit().map_err(ctx)?;
+    }
+    let targets = permutation(p.records, p.seed.wrapping_add(1));
+    let mut last = HashMap::new();
+    for u in 0..p.updates {
+        let k = targets[(u % p.records) as usize];
+        let mut w = db.begin_write().map_err(ctx)?;
+        w.insert(&tree, k, &update_value(record_bytes - KEY_BYTES, u))
+            .map_err(ctx)?;
+        w.commit().map_err(ctx)?;
+        last.insert(k, u);
+    }
+    {
+        // Every updated row holds its last update: the run measured what it claims.
+        let r = db.begin_read().map_err(ctx)?;
+        for (&k, &u) in &last {
+            let want = update_value(record_bytes - KEY_BYTES, u);
+            if r.get(&tree, k).map_err(ctx)?.as_deref() != Some(&want[..]) {
+                return Err(format!(
+                    "mode {}, {record_bytes}-byte records: row {k} lost update {u}",
+                    mode.name()
+                ));
+            }
+        }
     }
     let r = db.begin_read().map_err(ctx)?;
     let rep = inpage::check::check(&r, &HashMap::new()).map_err(ctx)?;
@@ -322,16 +368,17 @@ pub fn measure(p: &PagesParams, mut tick: impl FnMut()) -> Result<PagesReport, S
                 results.push(measure_one(m, size, order, p)?);
                 tick();
             }
-            let ratio = match results.as_slice() {
-                [a, b] => Some(b.records_per_leaf / a.records_per_leaf),
-                _ => None,
-            };
+            let ratios = results
+                .iter()
+                .skip(1)
+                .map(|b| b.records_per_leaf / results[0].records_per_leaf)
+                .collect();
             rows.push(PagesRow {
                 record_bytes: size,
                 value_bytes: size - KEY_BYTES,
                 order,
                 results,
-                ratio_records_per_leaf: ratio,
+                ratios_to_first: ratios,
             });
         }
     }
@@ -339,6 +386,7 @@ pub fn measure(p: &PagesParams, mut tick: impl FnMut()) -> Result<PagesReport, S
         workload: "pages".into(),
         page_size: p.page_size,
         records: p.records,
+        updates: p.updates,
         seed: p.seed,
         key_bytes: KEY_BYTES,
         modes: p.modes.iter().map(|m| m.name().to_string()).collect(),
@@ -352,8 +400,14 @@ pub fn table(r: &PagesReport) -> String {
     let _ = writeln!(
         out,
         "page utilization (measured): {} records per database, one per auto-commit \
-         transaction; {}-byte pages; random order seed {}",
-        r.records, r.page_size, r.seed
+         transaction{}; {}-byte pages; random order seed {}",
+        r.records,
+        match r.updates {
+            0 => String::new(),
+            n => format!(", then {n} one-row update transactions"),
+        },
+        r.page_size,
+        r.seed
     );
     let _ = writeln!(
         out,
@@ -369,15 +423,13 @@ pub fn table(r: &PagesReport) -> String {
         out,
         "pages = header page_count; fill = record bytes / (pages x page size)\n"
     );
-    let ratio = r.modes.len() == 2;
     const PER_MODE: [&str; 5] = ["rec/leaf", "leaves", "inner", "pages", "fill"];
     let mut head = vec!["size".to_string(), "order".to_string()];
     for _ in &r.modes {
         head.extend(PER_MODE.iter().map(|c| c.to_string()));
     }
-    if ratio {
-        head.push("rec/leaf".into());
-    }
+    let nratio = r.modes.len().saturating_sub(1);
+    head.extend((0..nratio).map(|_| "rec/leaf".to_string()));
     let mut cells = vec![head];
     for row in &r.rows {
         let mut c = vec![row.record_bytes.to_string(), row.order.name().to_string()];
@@ -388,19 +440,14 @@ pub fn table(r: &PagesReport) -> String {
             c.push(x.total_pages.to_string());
             c.push(format!("{:.1}%", 100.0 * x.file_fill));
         }
-        if ratio {
-            c.push(match row.ratio_records_per_leaf {
-                Some(v) => format!("{v:.3}"),
-                None => "-".into(),
-            });
-        }
+        c.extend(row.ratios_to_first.iter().map(|v| format!("{v:.3}")));
         cells.push(c);
     }
     let ncol = cells[0].len();
     let mut w: Vec<usize> = (0..ncol)
         .map(|c| cells.iter().map(|r| r[c].len()).max().unwrap_or(0))
         .collect();
-    // A group line names the mode over its columns (and the ratio over its own), so
+    // A group line names the mode over its columns (and each ratio over its own), so
     // the column names stay short enough for a terminal.
     let mut groups: Vec<(usize, usize, String)> = r
         .modes
@@ -408,8 +455,8 @@ pub fn table(r: &PagesReport) -> String {
         .enumerate()
         .map(|(i, m)| (2 + i * PER_MODE.len(), PER_MODE.len(), m.clone()))
         .collect();
-    if ratio {
-        groups.push((ncol - 1, 1, format!("{}/{}", r.modes[1], r.modes[0])));
+    for (j, m) in r.modes.iter().skip(1).enumerate() {
+        groups.push((ncol - nratio + j, 1, format!("{m}/{}", r.modes[0])));
     }
     for (start, n, name) in &groups {
         let span: usize = w[*start..start + n].iter().sum::<usize>() + 2 * (n - 1);
@@ -435,7 +482,7 @@ mod tests {
 
     fn params(sizes: &[usize], modes: &[&str]) -> Result<PagesParams, String> {
         let m: Vec<String> = modes.iter().map(|s| s.to_string()).collect();
-        PagesParams::new(sizes, &m, &[], 300, 4096, 1)
+        PagesParams::new(sizes, &m, &[], 300, 0, 4096, 1)
     }
 
     #[test]
@@ -454,11 +501,15 @@ mod tests {
             e.contains("unknown mode 'nope'") && e.contains("dhl-cc"),
             "{e}"
         );
-        let e = PagesParams::new(&[8], &[], &[], 300, 1000, 1).unwrap_err();
+        let e = PagesParams::new(&[8], &[], &[], 300, 0, 1000, 1).unwrap_err();
         assert!(e.contains("--page-size"), "{e}");
-        let e = PagesParams::new(&[8], &[], &[], 0, 4096, 1).unwrap_err();
+        let e = PagesParams::new(&[8], &[], &[], 0, 0, 4096, 1).unwrap_err();
         assert!(e.contains("--records"), "{e}");
-        let e = PagesParams::new(&[8], &[], &["sideways".into()], 10, 4096, 1).unwrap_err();
+        let e = PagesParams::new(&[8, 16], &[], &[], 10, 5, 4096, 1).unwrap_err();
+        assert!(e.contains("--updates") && e.contains("no value"), "{e}");
+        let e = PagesParams::new(&[16], &[], &[], 10, MAX_UPDATES + 1, 4096, 1).unwrap_err();
+        assert!(e.contains("--updates"), "{e}");
+        let e = PagesParams::new(&[8], &[], &["sideways".into()], 10, 0, 4096, 1).unwrap_err();
         assert!(e.contains("unknown key order"), "{e}");
         // A bigger page holds bigger inline records; a smaller one, smaller.
         assert!(max_record_bytes(512) < 128 && max_record_bytes(4096) > 1000);
@@ -468,7 +519,7 @@ mod tests {
     fn largest_accepted_record_does_not_overflow() {
         for ps in [512, 4096] {
             let size = max_record_bytes(ps);
-            let p = PagesParams::new(&[size], &[], &["seq".into()], 20, ps, 1).unwrap();
+            let p = PagesParams::new(&[size], &[], &["seq".into()], 20, 0, ps, 1).unwrap();
             let r = measure(&p, || {}).unwrap();
             for x in &r.rows[0].results {
                 assert_eq!(x.overflow_pages, 0);
@@ -478,22 +529,35 @@ mod tests {
     }
 
     #[test]
-    fn table_has_a_ratio_column_only_for_two_modes() {
+    fn table_has_a_ratio_column_per_mode_after_the_first() {
         let two = measure(&params(&[16], &[]).unwrap(), || {}).unwrap();
         let t = table(&two);
         assert!(t.contains("dhl-cc/off") && t.contains("rec/leaf"), "{t}");
-        assert!(two.rows.iter().all(|r| r.ratio_records_per_leaf.is_some()));
+        assert!(two.rows.iter().all(|r| r.ratios_to_first.len() == 1));
         let three = measure(&params(&[16], &["off", "wal", "dhl-tc"]).unwrap(), || {}).unwrap();
-        assert!(!table(&three).contains("/off"), "{}", table(&three));
-        assert!(three
-            .rows
-            .iter()
-            .all(|r| r.ratio_records_per_leaf.is_none()));
+        let t3 = table(&three);
+        assert!(t3.contains("wal/off") && t3.contains("dhl-tc/off"), "{t3}");
         // Stock modes share one layout, so they must agree exactly.
         for row in &three.rows {
             assert_eq!(row.results[0].leaf_pages, row.results[1].leaf_pages);
+            assert_eq!(row.ratios_to_first[0], 1.0);
         }
         let s = serde_json::to_string(&two).unwrap();
         assert_eq!(serde_json::from_str::<PagesReport>(&s).unwrap(), two);
+    }
+
+    /// Updates change what the pages hold, not how many records there are; the report
+    /// says how many ran.
+    #[test]
+    fn updates_run_before_the_measurement() {
+        let m: Vec<String> = ["off", "dhl-cc"].iter().map(|s| s.to_string()).collect();
+        let p = PagesParams::new(&[64], &m, &["random".into()], 300, 900, 4096, 3).unwrap();
+        let r = measure(&p, || {}).unwrap();
+        assert_eq!(r.updates, 900);
+        assert!(table(&r).contains("then 900 one-row update transactions"));
+        for x in &r.rows[0].results {
+            // measure_one also read every updated row back (its last update).
+            assert_eq!(x.entries, 300, "{}", x.mode);
+        }
     }
 }
