@@ -828,6 +828,8 @@ mod tests {
             read_reqs_per_txn: None,
             read_kib_per_txn: None,
             cpu_us_per_txn: Some(10.0),
+            user_us_per_txn: None,
+            sys_us_per_txn: None,
             model_us_per_txn: Some(2000.0),
             model_tx_per_s: Some(500.0),
             model_tx_per_s_rounds: vec![498.0, 500.0, 503.0],

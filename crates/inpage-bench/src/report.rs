@@ -102,6 +102,12 @@ pub struct ResultRow {
     /// Measured process CPU time per transaction (user + system), µs.
     #[serde(default)]
     pub cpu_us_per_txn: Option<f64>,
+    /// The same, user time only (`getrusage`), µs.
+    #[serde(default)]
+    pub user_us_per_txn: Option<f64>,
+    /// The same, kernel time only, µs.
+    #[serde(default)]
+    pub sys_us_per_txn: Option<f64>,
     /// MODELED: profile applied to the device counters, plus `cpu_us_per_txn` (median over
     /// rounds of the per-round model).
     #[serde(default)]
@@ -153,6 +159,9 @@ pub struct Sample {
     pub read_kib: Option<f64>,
     /// Process CPU time per transaction, µs.
     pub cpu_us: Option<f64>,
+    /// Its user and kernel parts, µs.
+    pub user_us: Option<f64>,
+    pub sys_us: Option<f64>,
     /// Modeled time per transaction, µs (device profile + `cpu_us`).
     pub model_us: Option<f64>,
     /// KiB through read syscalls per transaction (`/proc/self/io` rchar).
@@ -280,6 +289,8 @@ impl Collector {
                     read_reqs_per_txn: median_opt(s.iter().map(|x| x.read_reqs)),
                     read_kib_per_txn: median_opt(s.iter().map(|x| x.read_kib)),
                     cpu_us_per_txn: median_opt(s.iter().map(|x| x.cpu_us)),
+                    user_us_per_txn: median_opt(s.iter().map(|x| x.user_us)),
+                    sys_us_per_txn: median_opt(s.iter().map(|x| x.sys_us)),
                     model_us_per_txn: median_opt(s.iter().map(|x| x.model_us)),
                     model_tx_per_s: median(&model_rounds(s)),
                     model_tx_per_s_rounds: model_rounds(s),
@@ -384,6 +395,8 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
         "sync_us",
         "recov_ms",
         "pcpu_us",
+        "usr_us",
+        "sys_us",
         "M:us",
         "M:tx/s",
         "M:ratio",
@@ -408,6 +421,8 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
             f(x.latency_us.map(|l| l.sync), 0),
             f(x.recovery_ms_median, 2),
             f(x.cpu_us_per_txn, 0),
+            f(x.user_us_per_txn, 0),
+            f(x.sys_us_per_txn, 0),
             f(x.model_us_per_txn, 0),
             f(x.model_tx_per_s, 1),
             f(x.model_ratio_to_baseline, 2),
@@ -613,6 +628,8 @@ mod tests {
             read_reqs_per_txn: Some(0.0),
             read_kib_per_txn: Some(0.0),
             cpu_us_per_txn: Some(40.0),
+            user_us_per_txn: None,
+            sys_us_per_txn: None,
             model_us_per_txn: Some(2000.0),
             model_tx_per_s: Some(500.0),
             model_tx_per_s_rounds: vec![500.0, 499.0, 501.0],
@@ -687,6 +704,8 @@ mod tests {
             "read_reqs_per_txn",
             "read_kib_per_txn",
             "cpu_us_per_txn",
+            "user_us_per_txn",
+            "sys_us_per_txn",
             "model_us_per_txn",
             "model_tx_per_s",
             "model_tx_per_s_rounds",

@@ -126,6 +126,9 @@ struct Probe {
     acct: IoStatsSnapshot,
     /// Process CPU time (all threads, user + system).
     cpu: Duration,
+    /// The same split into user and kernel time (`getrusage`; coarser on some kernels).
+    user: Duration,
+    sys: Duration,
 }
 
 /// CPU time the whole process has used: every contender's work (and any helper thread
@@ -138,12 +141,34 @@ fn process_cpu() -> Duration {
     )
 }
 
+/// User and kernel CPU time the process has used (all threads).
+fn process_cpu_split() -> (Duration, Duration) {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one `rusage` through the pointer, which points at one;
+    // RUSAGE_SELF is a valid `who`.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } != 0 {
+        return (Duration::ZERO, Duration::ZERO);
+    }
+    // SAFETY: the call succeeded, so it filled the struct (zeroed before, in any case).
+    let ru = unsafe { ru.assume_init() };
+    let tv = |t: libc::timeval| {
+        Duration::new(
+            t.tv_sec.max(0) as u64,
+            (t.tv_usec.clamp(0, 999_999) * 1000) as u32,
+        )
+    };
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
 fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
+    let (user, sys) = process_cpu_split();
     Ok(Probe {
         dev: lab.dev_stats()?,
         io: read_proc_io(),
         acct: stats.snapshot(),
         cpu: process_cpu(),
+        user,
+        sys,
     })
 }
 
@@ -213,6 +238,8 @@ fn sample(
     };
     let secs = wall.as_secs_f64().max(1e-9);
     let cpu_us = b.cpu.saturating_sub(a.cpu).as_secs_f64() * 1e6 / n;
+    let user_us = b.user.saturating_sub(a.user).as_secs_f64() * 1e6 / n;
+    let sys_us = b.sys.saturating_sub(a.sys).as_secs_f64() * 1e6 / n;
     let counters = dev.and_then(|(d, j)| DeviceCounters::from_lab(&d, &j, n));
     Sample {
         tx_per_s: ntx as f64 / secs,
@@ -220,6 +247,8 @@ fn sample(
         read_reqs: counters.map(|c| c.read_reqs),
         read_kib: counters.map(|c| c.read_kib),
         cpu_us: Some(cpu_us),
+        user_us: Some(user_us),
+        sys_us: Some(sys_us),
         model_us: counters.map(|c| profile.model_us(&c, cpu_us)),
         data_kib,
         journal_kib,
@@ -925,6 +954,8 @@ mod tests {
             io: None,
             acct: stats.snapshot(),
             cpu: Duration::from_micros(1000),
+            user: Duration::from_micros(700),
+            sys: Duration::from_micros(300),
         };
         stats.record(IoKind::Write, 8192, 2_000_000);
         stats.record(IoKind::Sync, 0, 5_000_000);
@@ -946,6 +977,8 @@ mod tests {
             io: None,
             acct: stats.snapshot(),
             cpu: Duration::from_micros(1100),
+            user: Duration::from_micros(760),
+            sys: Duration::from_micros(340),
         };
         let p = crate::device::profile("emmc").unwrap();
         let s = sample(true, &a, &b, Duration::from_millis(10), 2, 1, &p);
@@ -962,6 +995,7 @@ mod tests {
         // flushes per transaction, 50 us of CPU.
         assert_eq!(s.write_reqs, Some(2.0));
         assert_eq!(s.cpu_us, Some(50.0));
+        assert_eq!((s.user_us, s.sys_us), (Some(30.0), Some(20.0)));
         let c = DeviceCounters {
             write_reqs: 2.0,
             write_kib: 12.0,
