@@ -41,17 +41,19 @@ const PATCHES: &[(&str, &str, &str)] = &[
     (
         // vdbeCommit indexes a 6-entry table by journal mode; inpage's modes go beyond
         // SQLite's six. No mode takes part in a super-journal (each database commits
-        // atomically on its own, as SQLite documents for WAL), so the table is all zeros.
+        // atomically on its own, as SQLite documents for WAL), so the table is all zeros,
+        // sized for every code the glue may hand out (ffi.rs `MAX_MODE_CODES`).
         "vdbeaux.c aMJNeeded",
         "      static const u8 aMJNeeded[] = {\n        /* DELETE   */  1,\n        /* PERSIST   */ 1,\n        /* OFF       */ 0,\n        /* TRUNCATE  */ 1,\n        /* MEMORY    */ 0,\n        /* WAL       */ 0\n      };",
-        "      static const u8 aMJNeeded[] = { 0,0,0,0,0,0,0,0,0,0 }; /* inpage: no super-journal */",
+        "      static const u8 aMJNeeded[64] = { 0 }; /* inpage: no super-journal (ffi.rs MAX_MODE_CODES) */",
     ),
     (
-        // PRAGMA journal_mode names: codes 0-5 keep SQLite's meaning, 6-9 are inpage's
-        // own modes (the glue maps them, csrc/glue.c `glueModeCode`).
+        // PRAGMA journal_mode names: codes 0-5 keep SQLite's meaning, the others are
+        // inpage's registry modes, named by the glue (ffi.rs `ipg_journal_mode_name`), so
+        // a mode added to the registry is a PRAGMA name without a change here.
         "pragma.c sqlite3JournalModename",
-        "  static char * const azModeName[] = {\n    \"delete\", \"persist\", \"off\", \"truncate\", \"memory\"\n#ifndef SQLITE_OMIT_WAL\n     , \"wal\"\n#endif\n  };",
-        "  static char * const azModeName[] = {\n    \"delete\", \"persist\", \"off\", \"truncate\", \"memory\", \"wal\",\n    \"dhl-cc\", \"dhl-cc-header\", \"dhl-tc\", \"off-opt\" /* inpage */\n  };",
+        "  static char * const azModeName[] = {\n    \"delete\", \"persist\", \"off\", \"truncate\", \"memory\"\n#ifndef SQLITE_OMIT_WAL\n     , \"wal\"\n#endif\n  };\n  assert( PAGER_JOURNALMODE_DELETE==0 );\n  assert( PAGER_JOURNALMODE_PERSIST==1 );\n  assert( PAGER_JOURNALMODE_OFF==2 );\n  assert( PAGER_JOURNALMODE_TRUNCATE==3 );\n  assert( PAGER_JOURNALMODE_MEMORY==4 );\n  assert( PAGER_JOURNALMODE_WAL==5 );\n  assert( eMode>=0 && eMode<=ArraySize(azModeName) );\n\n  if( eMode==ArraySize(azModeName) ) return 0;\n  return azModeName[eMode];",
+        "  extern const char *ipg_journal_mode_name(int); /* inpage: the registry's names */\n  return ipg_journal_mode_name(eMode);",
     ),
 ];
 

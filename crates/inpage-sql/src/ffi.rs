@@ -67,21 +67,56 @@ pub fn rc_of(e: &Error) -> c_int {
 
 /// SQLite's journal-mode code (build.rs's pragma.c patch names 6-9) for an inpage mode.
 pub fn mode_code(m: JournalMode) -> c_int {
-    match m.name() {
-        "delete" => 0,
-        "persist" => 1,
-        "off" => 2,
-        "truncate" => 3,
-        "wal" => 5,
-        "dhl-cc" => 6,
-        "dhl-cc-header" => 7,
-        "dhl-tc" => 8,
-        "off-opt" => 9,
-        other => {
-            debug_assert!(false, "journal mode {other} has no SQLite code");
-            2
+    let code = pragma_mode_names()
+        .iter()
+        .position(|n| n.to_bytes() == m.name().as_bytes());
+    debug_assert!(
+        code.is_some(),
+        "journal mode {} has no SQLite code",
+        m.name()
+    );
+    code.map_or(2, |c| c as c_int)
+}
+
+/// SQLite's own journal modes, index = its code (`PAGER_JOURNALMODE_*`).
+const SQLITE_MODE_NAMES: [&str; 6] = ["delete", "persist", "off", "truncate", "memory", "wal"];
+
+/// Codes the patched VDBE has room for (build.rs: `aMJNeeded[64]`).
+pub const MAX_MODE_CODES: usize = 64;
+
+/// `PRAGMA journal_mode`'s names, index = SQLite code: SQLite's six, then the engine's
+/// default mode (so that a prefix such as `dhl` picks it: pragma.c takes the first name
+/// the argument is a prefix of), then every other registry mode in registry order.
+fn pragma_mode_names() -> &'static [CString] {
+    static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut v: Vec<&str> = SQLITE_MODE_NAMES.to_vec();
+        let rest = std::iter::once(inpage::DEFAULT_JOURNAL_MODE).chain(JournalMode::all());
+        for m in rest {
+            if !v.contains(&m.name()) {
+                v.push(m.name());
+            }
         }
-    }
+        assert!(
+            v.len() <= MAX_MODE_CODES,
+            "more journal modes than SQLite codes"
+        );
+        v.into_iter()
+            .map(|n| CString::new(n).expect("mode names have no NUL"))
+            .collect()
+    })
+}
+
+/// The name of SQLite journal-mode code `code` (pragma.c's `sqlite3JournalModename`,
+/// patched by build.rs), NULL past the last.
+#[no_mangle]
+pub extern "C" fn ipg_journal_mode_name(code: c_int) -> *const c_char {
+    guard(std::ptr::null(), || {
+        usize::try_from(code)
+            .ok()
+            .and_then(|c| pragma_mode_names().get(c))
+            .map_or(std::ptr::null(), |n| n.as_ptr())
+    })
 }
 
 /// The engine mode a user names: the registry's names, `_` for `-`, any case, and `dhl`
@@ -1766,21 +1801,27 @@ mod tests {
 
     #[test]
     fn mode_codes_match_the_patched_pragma_names() {
-        // build.rs's pragma.c patch: index = code.
-        let names = [
-            "delete",
-            "persist",
-            "off",
-            "truncate",
-            "memory",
-            "wal",
-            "dhl-cc",
-            "dhl-cc-header",
-            "dhl-tc",
-            "off-opt",
-        ];
-        for m in JournalMode::all() {
-            assert_eq!(names[mode_code(m) as usize], m.name());
+        // SQLite's codes keep their meaning; every registry mode has one name and code.
+        for (code, name) in SQLITE_MODE_NAMES.iter().enumerate() {
+            let got = ipg_journal_mode_name(code as c_int);
+            // SAFETY: a non-null answer is a NUL-terminated static string.
+            assert_eq!(unsafe { CStr::from_ptr(got) }.to_str().unwrap(), *name);
         }
+        for m in JournalMode::all() {
+            let got = ipg_journal_mode_name(mode_code(m));
+            assert!(!got.is_null(), "{}", m.name());
+            // SAFETY: as above.
+            assert_eq!(unsafe { CStr::from_ptr(got) }.to_str().unwrap(), m.name());
+            assert!((mode_code(m) as usize) < MAX_MODE_CODES);
+        }
+        // Past the end: NULL, which ends pragma.c's name loop.
+        let n = pragma_mode_names().len() as c_int;
+        assert!(ipg_journal_mode_name(n).is_null());
+        assert!(ipg_journal_mode_name(-1).is_null());
+        // The default mode comes right after SQLite's six: `dhl` picks it as a prefix.
+        assert_eq!(
+            mode_code(inpage::DEFAULT_JOURNAL_MODE),
+            SQLITE_MODE_NAMES.len() as c_int
+        );
     }
 }
