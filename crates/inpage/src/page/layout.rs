@@ -159,6 +159,15 @@ pub trait PageLayout: Send + Sync + Debug {
         Ok(None)
     }
 
+    /// Whether an underfull node that still fits its page stays there instead of being
+    /// merged with a sibling now. A layout whose pages are reclaimed by copying (IPS:
+    /// append-only pages, garbage collected when a page overflows into a fresh one)
+    /// defers rebalancing to that copy, where it costs no extra page write; an empty node
+    /// is always removed.
+    fn defers_merges(&self) -> bool {
+        false
+    }
+
     // ---- Overflow pages -------------------------------------------------------------
 
     /// Value bytes per overflow page.

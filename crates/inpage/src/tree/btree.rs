@@ -73,6 +73,9 @@ enum Event {
     Relocation,
     RootPointer,
     RootCollapse,
+    /// An underfull node under a merge-deferring layout merged because it had to be
+    /// copied anyway.
+    DeferredMerge,
 }
 
 /// Per-thread event counts (tests only): relocations, root pointers written, root
@@ -83,12 +86,18 @@ pub(crate) struct Events {
     pub relocations: u64,
     pub root_pointers: u64,
     pub root_collapses: u64,
+    pub deferred_merges: u64,
 }
 
 #[cfg(test)]
 thread_local! {
     pub(crate) static EVENTS: std::cell::Cell<Events> = const {
-        std::cell::Cell::new(Events { relocations: 0, root_pointers: 0, root_collapses: 0 })
+        std::cell::Cell::new(Events {
+            relocations: 0,
+            root_pointers: 0,
+            root_collapses: 0,
+            deferred_merges: 0,
+        })
     };
 }
 
@@ -100,6 +109,7 @@ fn note(ev: Event) {
             Event::Relocation => v.relocations += 1,
             Event::RootPointer => v.root_pointers += 1,
             Event::RootCollapse => v.root_collapses += 1,
+            Event::DeferredMerge => v.deferred_merges += 1,
         }
         e.set(v);
     });
@@ -633,7 +643,8 @@ fn finish_leaf(
 ) -> Result<()> {
     let f = Format::of(&*store);
     let leaf = path.last().expect("path is never empty");
-    if path.len() == 1 || !shrank || !f.underfull(used) {
+    // A layout that defers merges keeps a non-empty leaf the edit fitted in place.
+    if path.len() == 1 || !shrank || !f.underfull(used) || (f.defers_merges() && used > 0) {
         return store.write(leaf.pgno, buf);
     }
     let node = Node::from_view(&f, &f.open(leaf.pgno, &buf)?.attach(&buf))?;
@@ -766,6 +777,16 @@ fn balance(
         let over = node.used(&f) > cap;
         let may_merge = shrank || d + 1 < path.len();
         let under = !over && may_merge && f.underfull(node.used(&f));
+        if under && f.defers_merges() && !node.cells.is_empty() {
+            // Deferred: stay in the page while the node fits there; merge only when it
+            // must be copied anyway (its new version does not fit beside the old).
+            if let Some(img) = f.image(&*store, node.pgno, node.leaf, &node.cells, node.right)? {
+                store.write(node.pgno, img)?;
+                spare::put(node.cells);
+                return Ok(());
+            }
+            note(Event::DeferredMerge);
+        }
         // Loaded lazily: a node that fits where it is ends the walk untouched.
         let parent = || Node::from_view(&f, &step.view());
         if !over && !under {

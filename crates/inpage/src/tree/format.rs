@@ -68,6 +68,11 @@ impl Format {
         used * 3 < self.capacity()
     }
 
+    /// See [`PageLayout::defers_merges`](crate::page::PageLayout::defers_merges).
+    pub fn defers_merges(&self) -> bool {
+        self.layout.defers_merges()
+    }
+
     /// Value bytes per overflow page.
     pub fn overflow_data(&self) -> usize {
         self.layout.overflow_data(self.geometry)
