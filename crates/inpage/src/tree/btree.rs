@@ -565,7 +565,7 @@ pub(crate) fn insert_by(
     let g = f.geometry;
     if let Some((buf, used)) =
         f.layout
-            .edit_leaf(leaf.pgno, &leaf.page, g, i, replace, Some(&cell))?
+            .edit_leaf(leaf.pgno, &leaf.page, g, store.tid(), i, replace, Some(&cell))?
     {
         finish_leaf(store, opts, &path, buf, used, replace)?;
         return Ok(old);
@@ -610,7 +610,7 @@ pub(crate) fn remove_by(
     let old = take_value(store, &p, i)?;
     if let Some((buf, used)) = f
         .layout
-        .edit_leaf(leaf.pgno, &leaf.page, f.geometry, i, true, None)?
+        .edit_leaf(leaf.pgno, &leaf.page, f.geometry, store.tid(), i, true, None)?
     {
         finish_leaf(store, opts, &path, buf, used, true)?;
         return Ok(Some(old));
