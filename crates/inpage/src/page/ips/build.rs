@@ -67,7 +67,11 @@ impl Draft {
         let mut out = vec![0u8; page_size];
         let pd = p.slot * DESC_SIZE;
         out[pd..pd + DESC_SIZE].copy_from_slice(&buf[pd..pd + DESC_SIZE]);
-        let (ptb, vtb, tbl) = (tb_off(usable, p.slot), tb_off(usable, 1 - p.slot), tb_len(usable));
+        let (ptb, vtb, tbl) = (
+            tb_off(usable, p.slot),
+            tb_off(usable, 1 - p.slot),
+            tb_len(usable),
+        );
         out[ptb..ptb + tbl].copy_from_slice(&buf[ptb..ptb + tbl]);
         out.copy_within(ptb..ptb + tbl, vtb);
         let ss = slots_start(usable);
@@ -97,7 +101,10 @@ impl Draft {
 
     fn tombstone(&mut self, i: usize) {
         let at = tb_off(self.usable, self.slot) + i / 8;
-        debug_assert!(self.out[at] >> (i % 8) & 1 == 0, "slot {i} tombstoned twice");
+        debug_assert!(
+            self.out[at] >> (i % 8) & 1 == 0,
+            "slot {i} tombstoned twice"
+        );
         self.out[at] |= 1 << (i % 8);
         self.h.nlive -= 1;
     }
@@ -162,7 +169,9 @@ fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()>
         )));
     }
     if v.tid == 0 {
-        return Err(Error::InvalidArgument("IPS version with tid 0 (INV)".into()));
+        return Err(Error::InvalidArgument(
+            "IPS version with tid 0 (INV)".into(),
+        ));
     }
     if !v.leaf && v.right == 0 {
         return Err(Error::InvalidArgument(

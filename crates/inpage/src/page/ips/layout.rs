@@ -275,11 +275,13 @@ impl PageLayout for Ips {
         }
         v.push(match ips::visible(pgno, page, g.usable, fcc) {
             Ok(view) => format!(
-                "visible: descriptor {} tid {} {} with {} cells ({} of {} bytes used, free gap {} bytes)",
+                "visible: descriptor {} tid {} txn_size {} {} with {} cells, right {} ({} of {} bytes used, free gap {} bytes)",
                 view.slot(),
                 view.tid(),
+                view.txn_size(),
                 if view.is_leaf() { "leaf" } else { "interior" },
                 view.nlive(),
+                view.right_child(),
                 view.used(),
                 ips::capacity(g.usable),
                 view.rec_lo() - view.slots_end()

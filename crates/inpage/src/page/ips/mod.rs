@@ -378,11 +378,12 @@ impl<'a> View<'a> {
     /// Record offset and size of live slot `i` (validated, so decodable).
     pub fn record(&self, i: usize) -> (usize, usize) {
         let off = self.entry(i).0;
-        let size = cell_size(self.is_leaf(), self.usable, &self.buf[off..self.usable])
-            .unwrap_or_default();
+        let size =
+            cell_size(self.is_leaf(), self.usable, &self.buf[off..self.usable]).unwrap_or_default();
         (off, size)
     }
     /// The node's cells in key order.
+    #[cfg(test)]
     pub fn cells(&self) -> Vec<Vec<u8>> {
         self.order()
             .into_iter()
@@ -530,7 +531,10 @@ fn check_slot_in<'b>(
             0
         };
         if stray != 0 {
-            return Err(format!("descriptor {slot}: tombstones past slot {}", h.nslots));
+            return Err(format!(
+                "descriptor {slot}: tombstones past slot {}",
+                h.nslots
+            ));
         }
     }
     s.clear_used(usable);
@@ -561,7 +565,9 @@ fn check_slot_in<'b>(
                 format!("descriptor {slot}: slot {i} record at {off} is malformed or runs past its area")
             })?;
         if !s.mark(off, off + size) {
-            return Err(format!("descriptor {slot}: slot {i} record at {off} overlaps another"));
+            return Err(format!(
+                "descriptor {slot}: slot {i} record at {off} overlaps another"
+            ));
         }
         if !leaf && cell_child(&buf[off..off + size]) == 0 {
             return Err(format!("descriptor {slot}: slot {i} has child pointer 0"));

@@ -156,9 +156,16 @@ fn layout_and_limits() {
         assert_eq!(descriptor_heads(&b).unwrap(), [(1, 0), (0, 0)]);
     }
     // The format's field positions, by hand.
-    let b = build(1, PS, US, None, 0, &ver(0x0102, false, 77, &[interior_cell(5, b"k")]))
-        .unwrap()
-        .unwrap();
+    let b = build(
+        1,
+        PS,
+        US,
+        None,
+        0,
+        &ver(0x0102, false, 77, &[interior_cell(5, b"k")]),
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(get_u64(&b, 0), 0x0102);
     assert_eq!(get_u16(&b, 12), 1); // nslots
     assert_eq!(get_u16(&b, 14), 0); // base
@@ -177,13 +184,31 @@ fn build_rejects_bad_arguments() {
     let c = vec![rec(1, 20)];
     assert!(build(1, PS, US, None, 0, &ver(0, true, 0, &c)).is_err());
     assert!(build(1, PS, 100, None, 0, &ver(1, true, 0, &c)).is_err());
-    assert!(build(1, PS, US, None, 0, &ver(1, false, 0, &[interior_cell(3, b"a")])).is_err());
-    assert!(build(1, PS, US, None, 0, &ver(1, false, 4, &[interior_cell(0, b"a")])).is_err());
+    assert!(build(
+        1,
+        PS,
+        US,
+        None,
+        0,
+        &ver(1, false, 0, &[interior_cell(3, b"a")])
+    )
+    .is_err());
+    assert!(build(
+        1,
+        PS,
+        US,
+        None,
+        0,
+        &ver(1, false, 4, &[interior_cell(0, b"a")])
+    )
+    .is_err());
     let mut bad = rec(1, 20);
     bad.push(0);
     assert!(build(1, PS, US, None, 0, &ver(1, true, 0, &[bad])).is_err());
     // Older than the protected version.
-    let b = build(1, PS, US, None, 0, &ver(5, true, 0, &c)).unwrap().unwrap();
+    let b = build(1, PS, US, None, 0, &ver(5, true, 0, &c))
+        .unwrap()
+        .unwrap();
     assert!(build(1, PS, US, Some(&b), 5, &ver(3, true, 0, &c)).is_err());
 }
 
@@ -199,7 +224,10 @@ fn order_comes_from_pred_links_not_from_addresses() {
         .unwrap()
         .unwrap();
     let v = visible(1, &b2, US, 2).unwrap();
-    assert_eq!((v.slot(), v.base_nslots(), v.nslots(), v.nlive()), (1, 3, 6, 4));
+    assert_eq!(
+        (v.slot(), v.base_nslots(), v.nslots(), v.nlive()),
+        (1, 3, 6, 4)
+    );
     // Slot 1 (key 20) is kept, 0 and 2 tombstoned; new slots 3, 4, 5 appended in order.
     assert_eq!(v.order(), vec![3, 4, 1, 5]);
     assert!(v.dead(0) && v.dead(2) && !v.dead(1));
@@ -237,7 +265,10 @@ fn edit_appends_one_slot_and_extends_its_own_version_in_place() {
         .unwrap();
     model[0] = rec(0, 50);
     let v = visible(1, &b3, US, 2).unwrap();
-    assert_eq!((v.slot(), v.nslots(), v.base_nslots(), v.nlive()), (1, 22, 20, 21));
+    assert_eq!(
+        (v.slot(), v.nslots(), v.base_nslots(), v.nlive()),
+        (1, 22, 20, 21)
+    );
     assert_eq!(seen(&b3, US, 2).unwrap(), model);
     // Only V's descriptor, TB bit, the new slot and the record changed.
     let changed: Vec<usize> = (0..PS).filter(|&i| b2[i] != b3[i]).collect();
@@ -278,9 +309,11 @@ fn full_pages_refuse_and_fresh_pages_take_capacity() {
             Some((b, _)) => img = b,
             None => {
                 refused = true;
-                assert!(build(1, PS, US, Some(&img), tid - 1, &ver(tid, true, 0, &model))
-                    .unwrap()
-                    .is_none());
+                assert!(
+                    build(1, PS, US, Some(&img), tid - 1, &ver(tid, true, 0, &model))
+                        .unwrap()
+                        .is_none()
+                );
                 img = build(1, PS, US, None, 0, &ver(tid, true, 0, &model))
                     .unwrap()
                     .unwrap();
@@ -437,13 +470,17 @@ fn undetected_flips(buf: &[u8], slot: usize, ranges: &[(usize, usize)]) -> usize
 /// A version with tombstones and links: P of 30 cells, V replacing, inserting, removing.
 fn versioned_page() -> (Vec<u8>, Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let p: Vec<Vec<u8>> = (0..30).map(|k| rec(4 * k, 24)).collect();
-    let b1 = build(1, PS, US, None, 0, &ver(1, true, 0, &p)).unwrap().unwrap();
+    let b1 = build(1, PS, US, None, 0, &ver(1, true, 0, &p))
+        .unwrap()
+        .unwrap();
     let mut v = p.clone();
     v[3] = rec(12, 40);
     v.insert(7, rec(27, 30));
     v.insert(7, rec(26, 30));
     v.remove(20);
-    let b2 = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v)).unwrap().unwrap();
+    let b2 = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v))
+        .unwrap()
+        .unwrap();
     (b2, p, v)
 }
 
@@ -473,12 +510,19 @@ fn planted_crc_bugs_are_caught() {
     assert_eq!(undetected_flips(&b, 1, &covered_ranges(&view)), 0);
     for bug in [1u8, 2] {
         plant::set(bug);
-        let b1 = build(1, PS, US, None, 0, &ver(1, true, 0, &p)).unwrap().unwrap();
-        let b2 = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v)).unwrap().unwrap();
+        let b1 = build(1, PS, US, None, 0, &ver(1, true, 0, &p))
+            .unwrap()
+            .unwrap();
+        let b2 = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v))
+            .unwrap()
+            .unwrap();
         let view = visible(1, &b2, US, 2).unwrap();
         let missed = undetected_flips(&b2, 1, &covered_ranges(&view));
         plant::set(0);
-        assert!(missed > 0, "bug {bug}: the corruption check sees nothing wrong");
+        assert!(
+            missed > 0,
+            "bug {bug}: the corruption check sees nothing wrong"
+        );
     }
 }
 
@@ -591,7 +635,10 @@ fn layout_describe_and_classify() {
     let lines = IPS.describe(1, &b, g, 2);
     assert_eq!(lines.len(), 3);
     assert!(lines[1].contains("tid 2") && lines[1].contains("valid"));
-    assert!(lines[2].contains(&format!("{} cells", v.len())), "{lines:?}");
+    assert!(
+        lines[2].contains(&format!("{} cells", v.len())),
+        "{lines:?}"
+    );
     assert_eq!(IPS.classify(&b, g, 2), "leaf");
     let o = overflow_page(PS, US, 1, 0, b"xy").unwrap();
     assert_eq!(IPS.classify(&o, g, 2), "overflow");
