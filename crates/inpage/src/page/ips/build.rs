@@ -9,7 +9,8 @@
 //! `pred` = the slot of the cell before it in the new node, which is what makes the
 //! pred-link replay yield key order.
 
-use std::collections::hash_map::{Entry, HashMap};
+use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::hash::{BuildHasher, Hasher};
 
 use super::*;
 use crate::le::{put_u16, put_u64};
@@ -204,6 +205,42 @@ fn protected_version(
     })
 }
 
+/// Hashing for `build`'s map from cell bytes to kept slots: seeded xxh3 (cheaper than
+/// SipHash on short cells). Random per thread because cells hold user keys; the map only
+/// finds exact matches, so images do not depend on the seed.
+#[derive(Clone, Copy)]
+struct CellHashing(u64);
+
+impl CellHashing {
+    fn new() -> CellHashing {
+        thread_local! {
+            static SEED: u64 = RandomState::new().build_hasher().finish();
+        }
+        CellHashing(SEED.with(|s| *s))
+    }
+}
+
+impl BuildHasher for CellHashing {
+    type Hasher = CellHasher;
+    fn build_hasher(&self) -> CellHasher {
+        CellHasher(self.0)
+    }
+}
+
+struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 ^= n as u64;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Image of a compact page holding only `v`, or None if it does not fit.
 fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
     let mut d = Draft::fresh(page_size, usable, v.tid, v.leaf, v.right);
@@ -259,7 +296,8 @@ pub fn build(
     // copies chained through `next`.
     const END: u32 = u32::MAX;
     let mut next = vec![END; order.len()];
-    let mut reuse: HashMap<&[u8], u32> = HashMap::with_capacity(order.len());
+    let mut reuse: HashMap<&[u8], u32, CellHashing> =
+        HashMap::with_capacity_and_hasher(order.len(), CellHashing::new());
     if p.is_leaf() == version.leaf {
         for (j, &s) in order.iter().enumerate().rev() {
             let (off, size) = p.record(s);
@@ -321,7 +359,6 @@ pub fn build(
 ///
 /// Errors: `Corrupt` if no version is visible; `InvalidArgument` for an index out of
 /// range or a malformed cell.
-#[allow(clippy::too_many_arguments)]
 pub fn edit(
     pgno: Pgno,
     page: &[u8],
@@ -331,7 +368,7 @@ pub fn edit(
     remove: bool,
     insert: Option<&[u8]>,
 ) -> Result<Option<(Vec<u8>, usize)>> {
-    let v = visible(pgno, page, usable, tid)?;
+    let v = visible_for_edit(pgno, page, usable, tid)?;
     if !v.is_leaf() {
         return Ok(None);
     }
@@ -364,7 +401,7 @@ pub fn edit(
     let used: usize = order
         .iter()
         .map(|&s| {
-            let off = slot_entry(&out, usable, s).0;
+            let off = slot_entry(&out, slots_start(usable), s).0;
             cell_cost(cell_size(true, usable, &out[off..usable]).unwrap_or_default())
         })
         .sum();

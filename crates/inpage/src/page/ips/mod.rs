@@ -132,21 +132,25 @@ const D_CRC: usize = 28;
 
 /// Most slots a page can need: a full page of the smallest cells (an empty key, and an
 /// empty value or none) with their slot entries.
+#[inline]
 pub fn max_slots(usable: usize) -> usize {
     usable.saturating_sub(VERSION_HEADS) / (SLOT_SIZE + CELL_HEADER)
 }
 
 /// Bytes of one tombstone bitmap: a bit per possible slot, rounded up to 8 bytes.
+#[inline]
 pub fn tb_len(usable: usize) -> usize {
     max_slots(usable).div_ceil(8).next_multiple_of(8)
 }
 
 /// Offset of tombstone bitmap `slot`.
+#[inline]
 fn tb_off(usable: usize, slot: usize) -> usize {
     VERSION_HEADS + slot * tb_len(usable)
 }
 
 /// Start of the slot array.
+#[inline]
 pub fn slots_start(usable: usize) -> usize {
     VERSION_HEADS + 2 * tb_len(usable)
 }
@@ -171,7 +175,7 @@ pub fn cell_cost(len: usize) -> usize {
 }
 
 fn geometry_ok(usable: usize, len: usize) -> bool {
-    usable <= MAX_USABLE && usable >= 256 && len >= usable
+    (256..=MAX_USABLE).contains(&usable) && len >= usable
 }
 
 /// Size of the cell at the start of `area` under the stock rules, if it fits and is at
@@ -321,6 +325,8 @@ pub struct View<'a> {
     pub(crate) buf: &'a [u8],
     pub(crate) usable: usize,
     pub(crate) slot: usize,
+    /// [`slots_start`] of `usable`, computed once.
+    ss: usize,
     head: Head,
 }
 
@@ -357,7 +363,7 @@ impl<'a> View<'a> {
     }
     /// First byte past the slot array this version sees.
     pub fn slots_end(&self) -> usize {
-        slots_start(self.usable) + SLOT_SIZE * self.head.nslots
+        self.ss + SLOT_SIZE * self.head.nslots
     }
     /// Whether slot `i` is dead in this version.
     pub fn dead(&self, i: usize) -> bool {
@@ -365,7 +371,7 @@ impl<'a> View<'a> {
     }
     /// (record offset, pred) of slot entry `i`.
     pub fn entry(&self, i: usize) -> (usize, usize) {
-        slot_entry(self.buf, self.usable, i)
+        slot_entry(self.buf, self.ss, i)
     }
     /// Live slot indices in key order (the pred-link replay; see the module notes).
     pub fn order(&self) -> Vec<usize> {
@@ -421,12 +427,15 @@ impl<'a> View<'a> {
     }
 }
 
+#[inline]
 fn tb_get(buf: &[u8], tb: usize, i: usize) -> bool {
     buf[tb + i / 8] >> (i % 8) & 1 == 1
 }
 
-fn slot_entry(buf: &[u8], usable: usize, i: usize) -> (usize, usize) {
-    let at = slots_start(usable) + SLOT_SIZE * i;
+/// Slot entry `i` of a page whose slot array starts at `ss` ([`slots_start`]).
+#[inline]
+fn slot_entry(buf: &[u8], ss: usize, i: usize) -> (usize, usize) {
+    let at = ss + SLOT_SIZE * i;
     (get_u16(buf, at), get_u16(buf, at + 2))
 }
 
@@ -541,7 +550,7 @@ fn check_slot_in<'b>(
     let max = max_cell(usable);
     let mut nlive = 0;
     for i in 0..h.nslots {
-        let (off, pred) = slot_entry(buf, usable, i);
+        let (off, pred) = slot_entry(buf, ss, i);
         if pred != NO_PRED && pred >= i {
             return Err(format!("descriptor {slot}: slot {i} has pred {pred}"));
         }
@@ -587,6 +596,7 @@ fn check_slot_in<'b>(
         buf,
         usable,
         slot,
+        ss,
         head: h,
     })
 }
@@ -729,6 +739,46 @@ fn memo_put(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Det
             }
         }
     })
+}
+
+/// Whether descriptor `slot` of exactly these bytes (`page` is the whole image held by a
+/// remembered `Arc`: same address and length) passed validation before.
+fn memo_validated(page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> bool {
+    MEMO.with(|m| {
+        let Ok(m) = m.try_borrow() else {
+            return false;
+        };
+        m.get(pgno as usize % MEMO_WAYS)
+            .and_then(Option::as_ref)
+            .is_some_and(|e| {
+                e.pgno == pgno
+                    && e.usable == usable
+                    && e.nodes[slot].is_some()
+                    && std::ptr::eq(e.image.as_ptr(), page as *const [u8])
+            })
+    })
+}
+
+/// [`visible`] for a writer's edit: the same answer, without validating again a version
+/// the memo says these very bytes passed (the tree opened the page just before).
+fn visible_for_edit(pgno: Pgno, page: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
+    if geometry_ok(usable, page.len()) {
+        if let Some(slot) = newest_candidate(page, |tid| tid <= max_tid) {
+            if memo_validated(page, pgno, usable, slot) {
+                let v = View {
+                    pgno,
+                    buf: page,
+                    usable,
+                    slot,
+                    ss: slots_start(usable),
+                    head: Head::read(page, slot),
+                };
+                debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
+                return Ok(v);
+            }
+        }
+    }
+    visible(pgno, page, usable, max_tid)
 }
 
 /// [`visible`] of a shared image, detached: the validation and the key-ordered view are

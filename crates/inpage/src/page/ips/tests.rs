@@ -622,6 +622,12 @@ fn memo_is_per_image_not_per_page() {
     assert_eq!(again.attach(&good).cells().unwrap(), v);
     let older = visible_node(1, &good, US, 1).unwrap();
     assert_eq!(older.ncells(), 30);
+    // An edit of the remembered image (which skips validating it again) gives the same
+    // image as an edit of an unremembered copy, and the damaged copy is refused.
+    let remembered = edit(1, &good, US, 3, 2, true, Some(&rec(5, 33))).unwrap();
+    let copy = edit(1, &b.clone(), US, 3, 2, true, Some(&rec(5, 33))).unwrap();
+    assert_eq!(remembered, copy);
+    assert!(edit(1, &bad, US, 3, 2, true, None).is_err());
 }
 
 #[test]
