@@ -81,6 +81,16 @@
 //! page's versions per transaction, and a torn write must be detectable per version.
 //! Flipping F is [`invalidate`]: zero the tid of the rolled-back version (sector 0 only).
 //!
+//! # Space and garbage
+//!
+//! A cell costs its bytes plus one slot entry ([`cell_cost`]); [`capacity`] is the page
+//! after the header region minus a headroom of a sixteenth of the page (at most a maximal
+//! cell) and one slot, so a compact page at capacity still takes a one-row change. Dead
+//! records and slots stay until the tree copies the live cells to a fresh page (`build`
+//! returns None when a version does not fit, and the tree relocates the node): IPS's lazy
+//! garbage collection, done by copy-on-write. The root never moves, so a root that fills
+//! up becomes the tree's root pointer (see `tree::btree`) and keeps its garbage.
+//!
 //! # Files
 //!
 //! This file: format, validation, the key-ordered view and its per-image memo, recovery's

@@ -603,6 +603,20 @@ fn overflow_pages_and_recovery_views() {
     assert!(!invalidate(&mut t, 2));
     assert_eq!(page_versions(&t, US)[1], None);
     assert!(page_versions(&b[..100], US) == [None, None]);
+    // The same through the layout's PageVersions, as the counting commit calls it.
+    use crate::page::layout::{PageLayout, PageVersions};
+    let pv: &dyn PageVersions =
+        PageLayout::versions(&IPS).expect("IPS keeps versions side by side");
+    assert_eq!(pv.heads(&b), Some([(1, 0), (2, 0)]));
+    assert_eq!(pv.versions(&b, US), page_versions(&b, US));
+    assert_eq!(
+        pv.versions(&o, US)[0].map(|d| (d.tid, d.valid)),
+        Some((6, true))
+    );
+    let mut c = b.clone();
+    assert!(pv.invalidate(&mut c, 1));
+    assert_eq!(c[SECTOR..], b[SECTOR..], "rollback writes sector 0 only");
+    assert_eq!(seen(&c, US, 2).unwrap(), seen(&b, US, 2).unwrap());
 }
 
 #[test]
