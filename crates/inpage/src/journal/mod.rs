@@ -124,6 +124,7 @@ impl JournalMode {
         JournalMode::DHL_TC,
         JournalMode::DHL_CC,
         JournalMode::DHL_CC_HEADER,
+        JournalMode::IPS,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -143,7 +144,18 @@ impl JournalMode {
     pub const DHL_CC: JournalMode = JournalMode(&dhl::DHL_CC);
     /// Counting commit without metadata embedding.
     pub const DHL_CC_HEADER: JournalMode = JournalMode(&dhl::DHL_CC_HEADER);
+    /// In-page shadowing pages under the DHL counting commit.
+    pub const IPS: JournalMode = JournalMode(&IPS_MODE);
 }
+
+/// Registry entry of `ips`: the counting commit of `dhl-cc` over IPS pages.
+static IPS_MODE: ModeSpec = dhl::dhl_spec(
+    "ips",
+    10,
+    "in-page shadowing: append-only pages (records never move), counting commit with metadata embedding",
+    true,
+    &crate::page::ips::IPS,
+);
 
 impl JournalMode {
     /// Every mode, in registry order.

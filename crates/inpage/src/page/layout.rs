@@ -143,15 +143,18 @@ pub trait PageLayout: Send + Sync + Debug {
         right: Pgno,
     ) -> Result<Option<Vec<u8>>>;
 
-    /// In-place edit of leaf `page`: remove cell `i` if `remove`, then insert `insert` as
-    /// cell `i`. Returns the new image and the capacity its cells use, or None when the
-    /// layout does not edit in place or the result does not fit (the tree then rebuilds
-    /// the node through `node_image`, which gives the same cells).
+    /// In-place edit of leaf `page` by the write transaction `tid` (`PageWrite::tid`):
+    /// remove cell `i` if `remove`, then insert `insert` as cell `i`. Returns the new
+    /// image and the capacity its cells use, or None when the layout does not edit in
+    /// place or the result does not fit (the tree then rebuilds the node through
+    /// `node_image`, which gives the same cells).
+    #[allow(clippy::too_many_arguments)]
     fn edit_leaf(
         &self,
         _pgno: Pgno,
         _page: &[u8],
         _g: Geometry,
+        _tid: u64,
         _i: usize,
         _remove: bool,
         _insert: Option<&[u8]>,

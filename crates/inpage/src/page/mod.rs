@@ -16,6 +16,7 @@
 pub mod cell;
 pub mod cells;
 pub mod dhl;
+pub mod ips;
 pub(crate) mod layout;
 pub mod slotted;
 pub(crate) mod stock;

@@ -70,6 +70,7 @@ impl PageLayout for Stock {
         pgno: Pgno,
         page: &[u8],
         g: Geometry,
+        _tid: u64,
         i: usize,
         remove: bool,
         insert: Option<&[u8]>,

@@ -573,10 +573,15 @@ pub(crate) fn insert_by(
     // a node; the others (DHL pages are only ever rebuilt) and a page the cell does not
     // fit go through `balance`, which writes (and if need be splits or relocates) it.
     let g = f.geometry;
-    if let Some((buf, used)) =
-        f.layout
-            .edit_leaf(leaf.pgno, &leaf.page, g, i, replace, Some(&cell))?
-    {
+    if let Some((buf, used)) = f.layout.edit_leaf(
+        leaf.pgno,
+        &leaf.page,
+        g,
+        store.tid(),
+        i,
+        replace,
+        Some(&cell),
+    )? {
         finish_leaf(store, opts, &path, buf, used, replace)?;
         return Ok(old);
     }
@@ -618,10 +623,15 @@ pub(crate) fn remove_by(
         return Ok(None);
     };
     let old = take_value(store, &p, i)?;
-    if let Some((buf, used)) = f
-        .layout
-        .edit_leaf(leaf.pgno, &leaf.page, f.geometry, i, true, None)?
-    {
+    if let Some((buf, used)) = f.layout.edit_leaf(
+        leaf.pgno,
+        &leaf.page,
+        f.geometry,
+        store.tid(),
+        i,
+        true,
+        None,
+    )? {
         finish_leaf(store, opts, &path, buf, used, true)?;
         return Ok(Some(old));
     }

@@ -258,6 +258,7 @@ impl DhlJournal {
             JournalMode::DHL_TC,
             JournalMode::DHL_CC,
             JournalMode::DHL_CC_HEADER,
+            JournalMode::IPS,
         ]
         .contains(&mode)
         {

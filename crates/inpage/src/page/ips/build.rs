@@ -1,0 +1,412 @@
+//! Writing a new version of an IPS page: a whole node ([`build`]) or a one-cell change
+//! ([`edit`]).
+//!
+//! Invariants (module notes of [`super`], torn writes): a version built over a protected
+//! version `P` copies P's descriptor, TB[P], slots `[0, P.nslots)` and bytes
+//! `[P.rec_lo, usable)` verbatim, writes only its own descriptor, TB, slots appended at
+//! `P.nslots..` and records below `P.rec_lo`, and leaves every other byte zero; a page
+//! without a protected version is written compactly in slot 0. A cell is appended with
+//! `pred` = the slot of the cell before it in the new node, which is what makes the
+//! pred-link replay yield key order.
+
+use std::collections::hash_map::{Entry, HashMap, RandomState};
+use std::hash::{BuildHasher, Hasher};
+
+use super::*;
+use crate::le::{put_u16, put_u64};
+
+/// A node to write: its metadata and cells in key order (stock encodings).
+#[derive(Clone, Copy, Debug)]
+pub struct Version<'c> {
+    /// Transaction writing it (not 0).
+    pub tid: u64,
+    pub leaf: bool,
+    /// Interior: rightmost child (not 0). Ignored (stored as 0) for leaves.
+    pub right: Pgno,
+    pub cells: &'c [Vec<u8>],
+}
+
+/// A version being written into `out`: its descriptor slot and fields.
+struct Draft {
+    out: Vec<u8>,
+    usable: usize,
+    slot: usize,
+    h: Head,
+}
+
+impl Draft {
+    /// An empty version in slot 0 of a zeroed page (a fresh, compact page).
+    fn fresh(page_size: usize, usable: usize, tid: u64, leaf: bool, right: Pgno) -> Draft {
+        Draft {
+            out: vec![0u8; page_size],
+            usable,
+            slot: 0,
+            h: Head {
+                tid,
+                txn_size: 0,
+                nslots: 0,
+                base: 0,
+                rec_lo: usable,
+                rec_hi: usable,
+                typ: if leaf {
+                    page_type::LEAF
+                } else {
+                    page_type::INTERIOR
+                },
+                flags: 0,
+                nlive: 0,
+                right: if leaf { 0 } else { right },
+                crc: 0,
+            },
+        }
+    }
+
+    /// A version of transaction `tid` built on `p`, seeing exactly p's cells so far:
+    /// p's bytes kept, everything else zero, in the other descriptor slot.
+    fn on(p: &View<'_>, page_size: usize, tid: u64, leaf: bool, right: Pgno) -> Draft {
+        let (usable, buf) = (p.usable, p.buf);
+        let mut out = vec![0u8; page_size];
+        let pd = p.slot * DESC_SIZE;
+        out[pd..pd + DESC_SIZE].copy_from_slice(&buf[pd..pd + DESC_SIZE]);
+        let (ptb, vtb, tbl) = (
+            tb_off(usable, p.slot),
+            tb_off(usable, 1 - p.slot),
+            tb_len(usable),
+        );
+        out[ptb..ptb + tbl].copy_from_slice(&buf[ptb..ptb + tbl]);
+        out.copy_within(ptb..ptb + tbl, vtb);
+        let ss = slots_start(usable);
+        let se = p.slots_end();
+        out[ss..se].copy_from_slice(&buf[ss..se]);
+        out[p.rec_lo()..usable].copy_from_slice(&buf[p.rec_lo()..usable]);
+        let mut d = Draft::fresh(page_size, usable, tid, leaf, right);
+        d.out = out;
+        d.slot = 1 - p.slot;
+        d.h.nslots = p.nslots();
+        d.h.base = p.nslots();
+        d.h.rec_lo = p.rec_lo();
+        d.h.rec_hi = p.rec_lo();
+        d.h.nlive = p.nlive();
+        d
+    }
+
+    /// An own version `w` (tid of this transaction) extended in place.
+    fn extend(w: &View<'_>) -> Draft {
+        Draft {
+            out: w.buf.to_vec(),
+            usable: w.usable,
+            slot: w.slot,
+            h: w.head,
+        }
+    }
+
+    fn tombstone(&mut self, i: usize) {
+        let at = tb_off(self.usable, self.slot) + i / 8;
+        debug_assert!(
+            self.out[at] >> (i % 8) & 1 == 0,
+            "slot {i} tombstoned twice"
+        );
+        self.out[at] |= 1 << (i % 8);
+        self.h.nlive -= 1;
+    }
+
+    /// Append `cell` as a new slot after slot `pred`; its index, or None if the slot or
+    /// the record does not fit.
+    fn append(&mut self, cell: &[u8], pred: usize) -> Option<usize> {
+        let i = self.h.nslots;
+        let slots_end = slots_start(self.usable) + SLOT_SIZE * (i + 1);
+        if i + 1 > max_slots(self.usable) || slots_end + cell.len() > self.h.rec_lo {
+            return None;
+        }
+        self.h.rec_lo -= cell.len();
+        let lo = self.h.rec_lo;
+        self.out[lo..lo + cell.len()].copy_from_slice(cell);
+        let at = slots_end - SLOT_SIZE;
+        put_u16(&mut self.out, at, lo);
+        put_u16(&mut self.out, at + 2, pred);
+        self.h.nslots += 1;
+        self.h.nlive += 1;
+        Some(i)
+    }
+
+    /// Write the descriptor and its crc; the finished image.
+    fn seal(mut self) -> Vec<u8> {
+        let d = self.slot * DESC_SIZE;
+        let h = &self.h;
+        let out = &mut self.out;
+        out[d..d + DESC_SIZE].fill(0);
+        put_u64(out, d + D_TID, h.tid);
+        put_u32(out, d + D_TXN_SIZE, h.txn_size);
+        put_u16(out, d + D_NSLOTS, h.nslots);
+        put_u16(out, d + D_BASE, h.base);
+        put_u16(out, d + D_REC_LO, h.rec_lo);
+        put_u16(out, d + D_REC_HI, h.rec_hi);
+        out[d + D_TYPE] = h.typ;
+        out[d + D_FLAGS] = h.flags;
+        put_u16(out, d + D_NLIVE, h.nlive);
+        put_u32(out, d + D_RIGHT, h.right);
+        let crc = version_crc(out, self.usable, self.slot, h);
+        put_u32(out, d + D_CRC, crc);
+        self.out
+    }
+}
+
+fn check_cell(usable: usize, leaf: bool, i: usize, c: &[u8]) -> Result<()> {
+    if cell_size(leaf, usable, c) != Some(c.len()) || (!leaf && cell_child(c) == 0) {
+        return Err(Error::InvalidArgument(format!(
+            "cell {i} ({} bytes) is not a well-formed {} cell of at most {} bytes",
+            c.len(),
+            if leaf { "leaf" } else { "interior" },
+            max_cell(usable)
+        )));
+    }
+    Ok(())
+}
+
+fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()> {
+    if !geometry_ok(usable, page_size) {
+        return Err(Error::InvalidArgument(format!(
+            "IPS page of size {page_size} with usable size {usable} (need 256 <= usable <= min(page size, {MAX_USABLE}))"
+        )));
+    }
+    if v.tid == 0 {
+        return Err(Error::InvalidArgument(
+            "IPS version with tid 0 (INV)".into(),
+        ));
+    }
+    if !v.leaf && v.right == 0 {
+        return Err(Error::InvalidArgument(
+            "IPS interior node without a right child".into(),
+        ));
+    }
+    for (i, c) in v.cells.iter().enumerate() {
+        check_cell(usable, v.leaf, i, c)?;
+    }
+    Ok(())
+}
+
+/// The protected version of `base`: the valid one with the largest `tid <= keep_max_tid`
+/// other than one with tid `replaced` (this transaction's own earlier build).
+fn protected_version(
+    pgno: Pgno,
+    base: &[u8],
+    usable: usize,
+    keep_max_tid: u64,
+    replaced: u64,
+) -> Option<View<'_>> {
+    let ok = |tid: u64| tid <= keep_max_tid && tid != replaced;
+    let first = newest_candidate(base, ok)?;
+    check_slot(pgno, base, usable, first).ok().or_else(|| {
+        let other = 1 - first;
+        let tid = get_u64(base, other * DESC_SIZE + D_TID);
+        (tid != 0 && ok(tid))
+            .then(|| check_slot(pgno, base, usable, other).ok())
+            .flatten()
+    })
+}
+
+/// Hashing for `build`'s map from cell bytes to kept slots: seeded xxh3 (cheaper than
+/// SipHash on short cells). Random per thread because cells hold user keys; the map only
+/// finds exact matches, so images do not depend on the seed.
+#[derive(Clone, Copy)]
+struct CellHashing(u64);
+
+impl CellHashing {
+    fn new() -> CellHashing {
+        thread_local! {
+            static SEED: u64 = RandomState::new().build_hasher().finish();
+        }
+        CellHashing(SEED.with(|s| *s))
+    }
+}
+
+impl BuildHasher for CellHashing {
+    type Hasher = CellHasher;
+    fn build_hasher(&self) -> CellHasher {
+        CellHasher(self.0)
+    }
+}
+
+struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 ^= n as u64;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Image of a compact page holding only `v`, or None if it does not fit.
+fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
+    let mut d = Draft::fresh(page_size, usable, v.tid, v.leaf, v.right);
+    let mut pred = NO_PRED;
+    for c in v.cells {
+        pred = d.append(c, pred)?;
+    }
+    Some(d.seal())
+}
+
+/// Image of page `pgno` after writing `version`, or `Ok(None)` if it does not fit next
+/// to the protected version (the tree then relocates the node: IPS's garbage collection).
+///
+/// `base` is the page's current image (None for a page allocated by this transaction).
+/// The protected version is its valid descriptor with the largest `tid <= keep_max_tid`
+/// other than one with `version.tid` (replaced). Cells of the new node byte-identical to
+/// a live cell of the protected version, in the same relative order, keep their slots;
+/// its other live slots are tombstoned and the other new cells appended.
+///
+/// Errors: `InvalidArgument` for a bad geometry, tid 0, a malformed cell, an interior
+/// node without a right child, a short `base`, or a tid older than the protected one's.
+pub fn build(
+    pgno: Pgno,
+    page_size: usize,
+    usable: usize,
+    base: Option<&[u8]>,
+    keep_max_tid: u64,
+    version: &Version<'_>,
+) -> Result<Option<Vec<u8>>> {
+    check_version(usable, page_size, version)?;
+    let p = match base {
+        None => None,
+        Some(b) if b.len() < usable => {
+            return Err(Error::InvalidArgument(format!(
+                "base image of page {pgno} has {} bytes, less than the usable size {usable}",
+                b.len()
+            )))
+        }
+        Some(b) => protected_version(pgno, b, usable, keep_max_tid, version.tid),
+    };
+    let Some(p) = p else {
+        return Ok(build_fresh(page_size, usable, version));
+    };
+    if version.tid < p.tid() {
+        return Err(Error::InvalidArgument(format!(
+            "page {pgno}: version tid {} is older than the protected version's {}",
+            version.tid,
+            p.tid()
+        )));
+    }
+    let order = p.order();
+    // Each distinct cell of P maps to its first unused live slot in key order, the other
+    // copies chained through `next`.
+    const END: u32 = u32::MAX;
+    let mut next = vec![END; order.len()];
+    let mut reuse: HashMap<&[u8], u32, CellHashing> =
+        HashMap::with_capacity_and_hasher(order.len(), CellHashing::new());
+    if p.is_leaf() == version.leaf {
+        for (j, &s) in order.iter().enumerate().rev() {
+            let (off, size) = p.record(s);
+            match reuse.entry(&p.buf[off..off + size]) {
+                Entry::Occupied(mut head) => {
+                    next[j] = *head.get();
+                    head.insert(j as u32);
+                }
+                Entry::Vacant(head) => {
+                    head.insert(j as u32);
+                }
+            }
+        }
+    }
+    let mut d = Draft::on(&p, page_size, version.tid, version.leaf, version.right);
+    let mut kept = vec![false; order.len()];
+    // Position (in `order`) of the last kept cell: later matches must lie after it.
+    let mut last: Option<usize> = None;
+    let mut pred = NO_PRED;
+    for c in version.cells {
+        let hit = reuse.get_mut(&c[..]).and_then(|head| {
+            while *head != END && last.is_some_and(|l| (*head as usize) <= l) {
+                *head = next[*head as usize];
+            }
+            (*head != END).then(|| {
+                let j = *head as usize;
+                *head = next[j];
+                j
+            })
+        });
+        pred = match hit {
+            Some(j) => {
+                kept[j] = true;
+                last = Some(j);
+                order[j]
+            }
+            None => match d.append(c, pred) {
+                Some(s) => s,
+                None => return Ok(None),
+            },
+        };
+    }
+    for (j, &s) in order.iter().enumerate() {
+        if !kept[j] {
+            d.tombstone(s);
+        }
+    }
+    Ok(Some(d.seal()))
+}
+
+/// In-place edit of the leaf a writer of transaction `tid` sees in `page`: remove cell
+/// `i` (logical, key order) if `remove`, then insert `insert` as cell `i`. The new image
+/// and the capacity its cells use, or None if it does not fit (slots, records or
+/// capacity): the tree then rebuilds the node, which gives the same cells.
+///
+/// If the visible version is this transaction's own, it is extended in place (same
+/// descriptor slot); otherwise a new version is made next to it as [`build`] does. Only a
+/// tombstone bit and/or one record and one slot entry are written.
+///
+/// Errors: `Corrupt` if no version is visible; `InvalidArgument` for an index out of
+/// range or a malformed cell.
+pub fn edit(
+    pgno: Pgno,
+    page: &[u8],
+    usable: usize,
+    tid: u64,
+    i: usize,
+    remove: bool,
+    insert: Option<&[u8]>,
+) -> Result<Option<(Vec<u8>, usize)>> {
+    let v = visible_for_edit(pgno, page, usable, tid)?;
+    if !v.is_leaf() {
+        return Ok(None);
+    }
+    let mut order = v.order();
+    let n = order.len();
+    if (remove && i >= n) || i > n {
+        return Err(Error::InvalidArgument(format!(
+            "page {pgno}: edit of cell {i} in a leaf of {n} cells"
+        )));
+    }
+    if let Some(c) = insert {
+        check_cell(usable, true, i, c)?;
+    }
+    let mut d = if v.tid() == tid {
+        Draft::extend(&v)
+    } else {
+        Draft::on(&v, page.len(), tid, true, 0)
+    };
+    if remove {
+        d.tombstone(order.remove(i));
+    }
+    if let Some(c) = insert {
+        let pred = if i == 0 { NO_PRED } else { order[i - 1] };
+        match d.append(c, pred) {
+            Some(s) => order.insert(i, s),
+            None => return Ok(None),
+        }
+    }
+    let out = d.seal();
+    let used: usize = order
+        .iter()
+        .map(|&s| {
+            let off = slot_entry(&out, slots_start(usable), s).0;
+            cell_cost(cell_size(true, usable, &out[off..usable]).unwrap_or_default())
+        })
+        .sum();
+    if used > capacity(usable) {
+        return Ok(None);
+    }
+    Ok(Some((out, used)))
+}

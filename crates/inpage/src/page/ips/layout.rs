@@ -1,0 +1,316 @@
+//! The IPS layout as the rest of the engine sees it: in-page-shadowing pages (`page::ips`)
+//! whose committed version is never disturbed, written-once overflow pages, no on-disk
+//! free list, and two header slots in page 0 (header handling as DHL's: it is not
+//! layout-specific).
+//!
+//! Invariants, and why they hold:
+//! - `node_image` and `edit_leaf` keep the committed version (tid `<= tid - 1`) bit for
+//!   bit and return None when the new version does not fit beside it; a page allocated in
+//!   this transaction has no committed version and a node within capacity always fits
+//!   there (`capacity` leaves out the slot array's and the headroom's bytes), which is
+//!   what the tree's relocation (IPS's garbage collection) relies on.
+//! - Pages are verified per version by their own checksums, not by the trailer
+//!   (`trailer_checked` is false): recovery's invalidations rewrite sector 0 only.
+//! - `finalize` stamps `txn_size` into the transaction's version (or overflow descriptor)
+//!   and refuses a page carrying no version of the transaction.
+
+use crate::error::{Error, Pgno, Result};
+use crate::page::cells::Detached;
+use crate::page::ips::{self, Version};
+use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
+use crate::page::{page_type, stamp_crc, PageRef, PageWrite};
+use crate::pager::header::{self, Header, DHL_SLOTS, HEADER_LEN};
+
+/// The IPS layout.
+#[derive(Debug)]
+pub(crate) struct Ips;
+
+/// The one instance the registry names.
+pub(crate) static IPS: Ips = Ips;
+
+impl PageLayout for Ips {
+    fn name(&self) -> &'static str {
+        "ips"
+    }
+
+    fn open(&self, pgno: Pgno, buf: &[u8], g: Geometry, visible_tid: u64) -> Result<Detached> {
+        Ok(ips::visible(pgno, buf, g.usable, visible_tid)?.detach())
+    }
+
+    fn open_page(
+        &self,
+        pgno: Pgno,
+        page: &PageRef,
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<Detached> {
+        ips::visible_node(pgno, page, g.usable, visible_tid)
+    }
+
+    fn open_checked(
+        &self,
+        pgno: Pgno,
+        buf: &[u8],
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<Detached> {
+        // `visible` validates the whole version (bounds, overlaps, links, checksum).
+        self.open(pgno, buf, g, visible_tid)
+    }
+
+    fn capacity(&self, g: Geometry) -> usize {
+        ips::capacity(g.usable)
+    }
+
+    fn cell_cost(&self, len: usize) -> usize {
+        ips::cell_cost(len)
+    }
+
+    fn node_image(
+        &self,
+        store: &dyn PageWrite,
+        pgno: Pgno,
+        leaf: bool,
+        cells: &[Vec<u8>],
+        right: Pgno,
+    ) -> Result<Option<Vec<u8>>> {
+        let tid = store.tid();
+        if tid == 0 {
+            return Err(Error::InvalidArgument(
+                "IPS tree write outside a transaction (tid 0)".into(),
+            ));
+        }
+        let base = if store.is_fresh(pgno) {
+            None
+        } else {
+            Some(store.read(pgno)?)
+        };
+        let version = Version {
+            tid,
+            leaf,
+            right,
+            cells,
+        };
+        ips::build(
+            pgno,
+            store.page_size(),
+            store.usable_size(),
+            base.as_deref(),
+            tid - 1,
+            &version,
+        )
+    }
+
+    fn edit_leaf(
+        &self,
+        pgno: Pgno,
+        page: &[u8],
+        g: Geometry,
+        tid: u64,
+        i: usize,
+        remove: bool,
+        insert: Option<&[u8]>,
+    ) -> Result<Option<(Vec<u8>, usize)>> {
+        if tid == 0 {
+            return Ok(None);
+        }
+        ips::edit(pgno, page, g.usable, tid, i, remove, insert)
+    }
+
+    fn overflow_data(&self, g: Geometry) -> usize {
+        ips::overflow_data(g.usable)
+    }
+
+    fn overflow_image(&self, g: Geometry, tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>> {
+        ips::overflow_page(g.page_size, g.usable, tid, next, chunk)
+    }
+
+    fn overflow_read<'p>(
+        &self,
+        owner: Pgno,
+        pgno: Pgno,
+        page: &'p [u8],
+        g: Geometry,
+        visible_tid: u64,
+        take: usize,
+    ) -> Result<(&'p [u8], Pgno)> {
+        let o = ips::open_overflow(pgno, page, g.usable)?;
+        if o.tid > visible_tid {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "overflow page written by transaction {} after this snapshot ({visible_tid}), chain from page {owner}",
+                    o.tid
+                ),
+            ));
+        }
+        if o.data.len() != take {
+            return Err(Error::corrupt(
+                pgno,
+                format!(
+                    "overflow page holds {} bytes where the value needs {take}",
+                    o.data.len()
+                ),
+            ));
+        }
+        Ok((o.data, o.next))
+    }
+
+    fn free_space(&self) -> FreeSpace {
+        FreeSpace::TreeWalk
+    }
+
+    fn header_slots(&self) -> usize {
+        DHL_SLOTS
+    }
+
+    fn create_tid(&self) -> u64 {
+        1
+    }
+
+    fn trailer_checked(&self) -> bool {
+        false
+    }
+
+    fn read_header(&self, page0: &[u8], fcc: u64) -> std::result::Result<Header, String> {
+        // Each slot has its own crc; the trailer is not maintained by recovery.
+        let (_, mut h) = header::visible_slot(page0, fcc)
+            .ok_or_else(|| format!("no valid header slot at or below FCC {fcc}"))?;
+        h.fcc = fcc;
+        Ok(h)
+    }
+
+    fn header_image(&self, committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef {
+        // The slot holding the header visible at the committed FCC stays byte for byte.
+        let keep = header::visible_slot(committed, committed_fcc).map(|(slot, _)| slot);
+        let slot = match keep {
+            Some(0) => 1,
+            _ => 0,
+        };
+        let mut p = committed.to_vec();
+        h.encode(&mut p[slot * HEADER_LEN..]);
+        stamp_crc(&mut p);
+        PageRef::from(p)
+    }
+
+    fn finalize(
+        &self,
+        pgno: Pgno,
+        image: &PageRef,
+        g: Geometry,
+        tid: u64,
+        txn_size: u32,
+    ) -> Result<PageRef> {
+        let mut page = image.clone();
+        let buf = std::sync::Arc::make_mut(&mut page);
+        if !ips::restamp(buf, g.usable, tid, txn_size) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("dirty page has no version of transaction {tid}"),
+            ));
+        }
+        stamp_crc(buf);
+        Ok(page)
+    }
+
+    fn versions(&self) -> Option<&dyn PageVersions> {
+        Some(self)
+    }
+
+    fn classify(&self, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
+        if let Ok(v) = ips::visible(0, page, g.usable, visible_tid) {
+            return if v.is_leaf() { "leaf" } else { "interior" };
+        }
+        match ips::open_overflow(0, page, g.usable) {
+            Ok(o) if o.tid <= visible_tid => page_type::name(page_type::OVERFLOW),
+            _ => "unused",
+        }
+    }
+
+    fn describe(&self, pgno: Pgno, page: &[u8], g: Geometry, fcc: u64) -> Vec<String> {
+        let mut v = Vec::new();
+        if pgno == 0 {
+            for slot in 0..DHL_SLOTS {
+                v.push(match header::decode_slot(page, slot) {
+                    Ok(s) => format!(
+                        "header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
+                        s.fcc, s.last_txn_size, s.page_count, s.catalog_root
+                    ),
+                    Err(e) => format!("header slot {slot}: invalid ({e})"),
+                });
+            }
+            return v;
+        }
+        for (slot, d) in ips::page_versions(page, g.usable).iter().enumerate() {
+            v.push(match d {
+                None => format!("descriptor {slot}: empty (tid 0)"),
+                Some(d) => {
+                    let shape = ips::open_slot(pgno, page, g.usable, slot)
+                        .map(|w| {
+                            format!(
+                                ", slots {}..{} of {}, {} live, {} tombstoned, records [{}, {})",
+                                w.base_nslots(),
+                                w.nslots(),
+                                ips::max_slots(g.usable),
+                                w.nlive(),
+                                w.nslots() - w.nlive(),
+                                w.rec_lo(),
+                                w.rec_hi()
+                            )
+                        })
+                        .unwrap_or_default();
+                    format!(
+                        "descriptor {slot}: tid {} txn_size {} {}{}{shape}",
+                        d.tid,
+                        d.txn_size,
+                        if d.valid { "valid" } else { "INVALID" },
+                        if d.valid && d.tid <= fcc {
+                            ", committed"
+                        } else {
+                            ""
+                        }
+                    )
+                }
+            });
+        }
+        v.push(match ips::visible(pgno, page, g.usable, fcc) {
+            Ok(view) => format!(
+                "visible: descriptor {} tid {} txn_size {} {} with {} cells, right {} ({} of {} bytes used, free gap {} bytes)",
+                view.slot(),
+                view.tid(),
+                view.txn_size(),
+                if view.is_leaf() { "leaf" } else { "interior" },
+                view.nlive(),
+                view.right_child(),
+                view.used(),
+                ips::capacity(g.usable),
+                view.rec_lo() - view.slots_end()
+            ),
+            Err(e) => match ips::open_overflow(pgno, page, g.usable) {
+                Ok(ov) => format!(
+                    "overflow page: tid {} txn_size {} next {}, {} data bytes",
+                    ov.tid,
+                    ov.txn_size,
+                    ov.next,
+                    ov.data.len()
+                ),
+                Err(_) => format!("no visible version: {e}"),
+            },
+        });
+        v
+    }
+}
+
+impl PageVersions for Ips {
+    fn heads(&self, buf: &[u8]) -> Option<[(u64, u32); 2]> {
+        ips::descriptor_heads(buf)
+    }
+
+    fn versions(&self, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+        ips::page_versions(buf, usable)
+    }
+
+    fn invalidate(&self, buf: &mut [u8], tid: u64) -> bool {
+        ips::invalidate(buf, tid)
+    }
+}

@@ -1,0 +1,895 @@
+//! In-page shadowing (IPS) page: the B+tree node layout whose committed records never
+//! move. The previous and the next version of a node share one physical page, and a new
+//! version only *adds* to the page: records and slots are appended, a removal sets a
+//! tombstone bit, a replacement appends and tombstones, rollback drops one descriptor.
+//!
+//! Layout (all integers little-endian; `usable` = page size − pager trailer, at most
+//! 65 535 so that every offset fits a u16; `T` = [`tb_len`], `S` = [`slots_start`]):
+//!
+//! ```text
+//! 0..32        descriptor slot 0      (heads as DHL's: tid u64 at 0, txn_size u32 at 8;
+//! 32..64       descriptor slot 1       the journal relies on heads in [0, 64))
+//! 64..64+T     tombstone bitmap TB[0]  (bit i set: slot i is dead in the version of
+//! 64+T..S      tombstone bitmap TB[1]   descriptor 0, resp. 1)
+//! S..          slot array: entry i = off u16 | pred u16, appended in insertion order
+//! ...          free gap (zero)
+//! rec_lo..usable  records (cells, stock encodings), appended growing down
+//!
+//! descriptor:
+//! 0..8    tid          0 = INV (never written, or rolled back)
+//! 8..12   txn_size     pages transaction `tid` wrote (counting commit; 0 until commit)
+//! 12..14  nslots       this version sees slots [0, nslots)
+//! 14..16  base_nslots  slots of the version it was built on; [base, nslots) are its own
+//! 16..18  rec_lo       lowest record byte of this version
+//! 18..20  rec_hi       its base's rec_lo: [rec_lo, rec_hi) holds the records it appended
+//! 20      type         page_type::LEAF / INTERIOR (OVERFLOW: see `overflow.rs`)
+//! 21      flags        0
+//! 22..24  nlive        slots whose TB bit is clear = cells of the node
+//! 24..28  right        interior: rightmost child; leaf: 0
+//! 28..32  crc          xxh3 folded to 32 bits over bytes 0..28, TB[slot], the slot
+//!                      entries [base, nslots) and the record bytes [rec_lo, rec_hi)
+//! ```
+//!
+//! # Key order without a comparator
+//!
+//! The paper sorts a page's slots by key when it loads the page. inpage's page layer does
+//! not know the tree's order (an SQL index orders keys by a callback), so IPS records the
+//! order when it appends instead: each slot names `pred`, the slot it was inserted right
+//! after (0xFFFF: at the head). Replaying slots `0..nslots` in index order into a linked
+//! list (each right after its pred) and keeping the live ones gives the node's cells in
+//! key order, in O(n) and with no key comparison ([`View::order`]). Dead slots stay in the
+//! list as anchors, since a later slot may name one as its pred. Replay is correct because
+//! a writer appends cell `c` after the slot of the cell before it in the new node, and no
+//! later slot of the same version names that slot again (one cell follows it), so every
+//! live cell lands between its key-order neighbours.
+//!
+//! # Validity and the visible version
+//!
+//! A descriptor is valid iff its tid is not 0, its type is a tree type, flags 0, a leaf
+//! has no right child and an interior node has one, `base <= nslots <= max_slots`,
+//! `S + 4·nslots <= rec_lo <= rec_hi <= usable`, no TB bit at or past `nslots` is set,
+//! every pred is 0xFFFF or below its own index, every live slot's record decodes with the
+//! stock size rules to at most `max_cell` bytes inside `[S + 4·nslots, usable)` — inside
+//! `[rec_lo, rec_hi)` for its own slots, at or past `rec_hi` for inherited ones — no two
+//! live records overlap, `nlive` matches, every child pointer of an interior node is
+//! non-zero and the crc matches. Anything else is ignored, never a panic: pages come from
+//! disk. A reader sees the valid descriptor with the largest `tid <= max_tid`, as in DHL.
+//!
+//! # Why the crc covers only what a version appended, and torn writes are harmless
+//!
+//! Writing transaction `V` over a page keeps the protected version `P` (the newest valid
+//! one with a tid below `V`'s) bit for bit: its descriptor, TB[P], slots `[0, P.nslots)`
+//! and bytes `[P.rec_lo, usable)`. `V` goes into the other descriptor slot, starts its
+//! TB as a copy of P's, appends slots from `P.nslots` and records below `P.rec_lo`; every
+//! other byte is zero. Committed records and slots are never moved or changed (garbage is
+//! reclaimed only by copying the live cells to a fresh page, which the tree does when a
+//! version does not fit), so everything `V` inherits from `P` is identical in the old and
+//! the new image: a torn write (each 512-byte sector wholly old or wholly new) cannot
+//! damage it, and the crc need not cover it. What it can damage is what `V` wrote, its
+//! descriptor, TB[V], its slots and its records, which is exactly what `V`'s crc covers,
+//! with both descriptors in sector 0 (so a mix shows `V`'s descriptor whole or not at
+//! all). Hence every mix shows `P` valid with its cells, and `V` either whole or invalid.
+//! The only other descriptor a mix can show is the one `V` replaced (an older committed
+//! version, whose bytes `P` inherited, or this transaction's own earlier build), and only
+//! with its old content. As in DHL, a page must therefore reach the disk at most once per
+//! transaction.
+//!
+//! # Deviation from the paper: per-version tids instead of one flip bit
+//!
+//! The paper keeps one page tid and a flip bit F naming the newest of two slot counts.
+//! Here each descriptor carries its own `(tid, txn_size)`: the counting commit counts a
+//! page's versions per transaction, and a torn write must be detectable per version.
+//! Flipping F is [`invalidate`]: zero the tid of the rolled-back version (sector 0 only).
+//!
+//! # Space and garbage
+//!
+//! A cell costs its bytes plus one slot entry ([`cell_cost`]); [`capacity`] is the page
+//! after the header region minus a headroom of a sixteenth of the page (at most a maximal
+//! cell) and one slot, so a compact page at capacity still takes a one-row change. Dead
+//! records and slots stay until the tree copies the live cells to a fresh page (`build`
+//! returns None when a version does not fit, and the tree relocates the node): IPS's lazy
+//! garbage collection, done by copy-on-write. The root never moves, so a root that fills
+//! up becomes the tree's root pointer (see `tree::btree`) and keeps its garbage.
+//!
+//! # Files
+//!
+//! This file: format, validation, the key-ordered view and its per-image memo, recovery's
+//! views and the commit-time edits; `build.rs` writes versions; `overflow.rs` is the
+//! overflow page; `layout.rs` the `PageLayout` glue; `tests.rs` the tests.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u16, get_u32, get_u64, put_u32};
+use crate::page::cell::{self, cell_child, max_cell, CELL_HEADER};
+use crate::page::cells::Detached;
+use crate::page::layout::{DescInfo, VERSION_HEADS};
+use crate::page::page_type;
+
+mod build;
+mod layout;
+mod overflow;
+#[cfg(test)]
+mod tests;
+
+pub use build::{build, edit, Version};
+pub(crate) use layout::IPS;
+pub use overflow::{open_overflow, overflow_data, overflow_page};
+
+/// Bytes of one descriptor slot.
+pub const DESC_SIZE: usize = 32;
+/// Bytes of one slot entry (off u16, pred u16).
+pub const SLOT_SIZE: usize = 4;
+/// `pred` of a slot inserted at the head of the list.
+pub const NO_PRED: usize = 0xFFFF;
+/// Largest usable size the u16 offsets can address.
+pub const MAX_USABLE: usize = u16::MAX as usize;
+const _: () = assert!(2 * DESC_SIZE == VERSION_HEADS);
+
+const D_TID: usize = 0;
+const D_TXN_SIZE: usize = 8;
+const D_NSLOTS: usize = 12;
+const D_BASE: usize = 14;
+const D_REC_LO: usize = 16;
+const D_REC_HI: usize = 18;
+const D_TYPE: usize = 20;
+const D_FLAGS: usize = 21;
+const D_NLIVE: usize = 22;
+const D_RIGHT: usize = 24;
+/// The crc covers the descriptor up to here and is stored right after.
+const D_CRC: usize = 28;
+
+/// Most slots a page can need: a full page of the smallest cells (an empty key, and an
+/// empty value or none) with their slot entries.
+#[inline]
+pub fn max_slots(usable: usize) -> usize {
+    usable.saturating_sub(VERSION_HEADS) / (SLOT_SIZE + CELL_HEADER)
+}
+
+/// Bytes of one tombstone bitmap: a bit per possible slot, rounded up to 8 bytes.
+#[inline]
+pub fn tb_len(usable: usize) -> usize {
+    max_slots(usable).div_ceil(8).next_multiple_of(8)
+}
+
+/// Offset of tombstone bitmap `slot`.
+#[inline]
+fn tb_off(usable: usize, slot: usize) -> usize {
+    VERSION_HEADS + slot * tb_len(usable)
+}
+
+/// Start of the slot array.
+#[inline]
+pub fn slots_start(usable: usize) -> usize {
+    VERSION_HEADS + 2 * tb_len(usable)
+}
+
+/// Headroom [`capacity`] leaves next to a full node so that a freshly compacted page
+/// takes a few one-row changes before it must be copied again: a sixteenth of the page
+/// (at most a maximal cell), plus one slot entry.
+pub fn headroom(usable: usize) -> usize {
+    (usable / 16).min(max_cell(usable)) + SLOT_SIZE
+}
+
+/// Most `Σ cell_cost` a written node may have.
+pub fn capacity(usable: usize) -> usize {
+    usable
+        .saturating_sub(slots_start(usable))
+        .saturating_sub(headroom(usable))
+}
+
+/// Capacity cost of a cell of `len` bytes: the record and one slot entry.
+pub fn cell_cost(len: usize) -> usize {
+    len + SLOT_SIZE
+}
+
+fn geometry_ok(usable: usize, len: usize) -> bool {
+    (256..=MAX_USABLE).contains(&usable) && len >= usable
+}
+
+/// Size of the cell at the start of `area` under the stock rules, if it fits and is at
+/// most `max_cell`.
+fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
+    cell::cell_size(leaf, usable, area).filter(|&size| size <= max_cell(usable))
+}
+
+fn fold(x: u64) -> u32 {
+    (x ^ (x >> 32)) as u32
+}
+
+/// Test-only planted bugs, to show the tests catch them (see `tests.rs`). Per thread, so
+/// a test planting one does not disturb the others running beside it.
+#[cfg(test)]
+pub(crate) mod plant {
+    use std::cell::Cell;
+    thread_local! {
+        /// 0: none; 1: the crc skips the version's slot entries (its pred links);
+        /// 2: the crc skips the tombstone bitmap.
+        static BUG: Cell<u8> = const { Cell::new(0) };
+    }
+    pub fn set(b: u8) {
+        BUG.with(|c| c.set(b))
+    }
+    pub fn get() -> u8 {
+        BUG.with(|c| c.get())
+    }
+}
+
+/// Checksum of descriptor `slot` given its fields (all ranges bounds-checked).
+///
+/// xxh3, not crc32c, for the reason DHL gives (`dhl::version_crc`): a record may end with
+/// the crc32c of its own bytes, to which a crc32c over it would be blind.
+fn version_crc(buf: &[u8], usable: usize, slot: usize, h: &Head) -> u32 {
+    let d = slot * DESC_SIZE;
+    let s = slots_start(usable);
+    let tb = tb_off(usable, slot);
+    let mut x = xxhash_rust::xxh3::Xxh3::new();
+    x.update(&buf[d..d + D_CRC]);
+    #[cfg(test)]
+    let bug = plant::get();
+    #[cfg(not(test))]
+    let bug = 0;
+    if bug != 2 {
+        x.update(&buf[tb..tb + tb_len(usable)]);
+    }
+    if bug != 1 {
+        x.update(&buf[s + SLOT_SIZE * h.base..s + SLOT_SIZE * h.nslots]);
+    }
+    x.update(&buf[h.rec_lo..h.rec_hi]);
+    fold(x.digest())
+}
+
+/// The decoded fields of a descriptor (not validated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Head {
+    tid: u64,
+    txn_size: u32,
+    nslots: usize,
+    base: usize,
+    rec_lo: usize,
+    rec_hi: usize,
+    typ: u8,
+    flags: u8,
+    nlive: usize,
+    right: Pgno,
+    crc: u32,
+}
+
+impl Head {
+    fn read(buf: &[u8], slot: usize) -> Head {
+        let d = slot * DESC_SIZE;
+        Head {
+            tid: get_u64(buf, d + D_TID),
+            txn_size: get_u32(buf, d + D_TXN_SIZE),
+            nslots: get_u16(buf, d + D_NSLOTS),
+            base: get_u16(buf, d + D_BASE),
+            rec_lo: get_u16(buf, d + D_REC_LO),
+            rec_hi: get_u16(buf, d + D_REC_HI),
+            typ: buf[d + D_TYPE],
+            flags: buf[d + D_FLAGS],
+            nlive: get_u16(buf, d + D_NLIVE),
+            right: get_u32(buf, d + D_RIGHT),
+            crc: get_u32(buf, d + D_CRC),
+        }
+    }
+}
+
+/// Per-thread buffers reused by validation, so the per-operation work allocates little.
+#[derive(Default)]
+struct Scratch {
+    /// One bit per page byte, set for bytes a live record occupies.
+    used: Vec<u64>,
+    /// Linked list of the replay (index `nslots` is the head sentinel).
+    next: Vec<u16>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+impl Scratch {
+    fn clear_used(&mut self, usable: usize) {
+        self.used.clear();
+        self.used.resize(usable.div_ceil(64), 0);
+    }
+
+    /// Mark bytes `[s, e)` (non-empty, `e <= usable`); false if one already was.
+    fn mark(&mut self, s: usize, e: usize) -> bool {
+        let lo = !0u64 << (s % 64);
+        let hi = !0u64 >> (63 - (e - 1) % 64);
+        let words = &mut self.used[s / 64..=(e - 1) / 64];
+        let clash = match words {
+            [w] => {
+                let clash = *w & lo & hi;
+                *w |= lo & hi;
+                clash
+            }
+            [first, middle @ .., last] => {
+                let mut clash = (*first & lo) | (*last & hi);
+                *first |= lo;
+                *last |= hi;
+                for w in middle {
+                    clash |= *w;
+                    *w = !0;
+                }
+                clash
+            }
+            [] => 0,
+        };
+        clash == 0
+    }
+}
+
+/// One valid version of an IPS page.
+#[derive(Clone, Copy, Debug)]
+pub struct View<'a> {
+    pub(crate) pgno: Pgno,
+    pub(crate) buf: &'a [u8],
+    pub(crate) usable: usize,
+    pub(crate) slot: usize,
+    /// [`slots_start`] of `usable`, computed once.
+    ss: usize,
+    head: Head,
+}
+
+impl<'a> View<'a> {
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+    pub fn tid(&self) -> u64 {
+        self.head.tid
+    }
+    pub fn txn_size(&self) -> u32 {
+        self.head.txn_size
+    }
+    pub fn is_leaf(&self) -> bool {
+        self.head.typ == page_type::LEAF
+    }
+    pub fn right_child(&self) -> Pgno {
+        self.head.right
+    }
+    pub fn nslots(&self) -> usize {
+        self.head.nslots
+    }
+    pub fn base_nslots(&self) -> usize {
+        self.head.base
+    }
+    pub fn nlive(&self) -> usize {
+        self.head.nlive
+    }
+    pub fn rec_lo(&self) -> usize {
+        self.head.rec_lo
+    }
+    pub fn rec_hi(&self) -> usize {
+        self.head.rec_hi
+    }
+    /// First byte past the slot array this version sees.
+    pub fn slots_end(&self) -> usize {
+        self.ss + SLOT_SIZE * self.head.nslots
+    }
+    /// Whether slot `i` is dead in this version.
+    pub fn dead(&self, i: usize) -> bool {
+        tb_get(self.buf, tb_off(self.usable, self.slot), i)
+    }
+    /// (record offset, pred) of slot entry `i`.
+    pub fn entry(&self, i: usize) -> (usize, usize) {
+        slot_entry(self.buf, self.ss, i)
+    }
+    /// Live slot indices in key order (the pred-link replay; see the module notes).
+    pub fn order(&self) -> Vec<usize> {
+        with_scratch(|s| {
+            let mut out = Vec::with_capacity(self.head.nlive);
+            replay(s, self, |i| out.push(i));
+            out
+        })
+    }
+    /// Record offset and size of live slot `i` (validated, so decodable).
+    pub fn record(&self, i: usize) -> (usize, usize) {
+        let off = self.entry(i).0;
+        let size =
+            cell_size(self.is_leaf(), self.usable, &self.buf[off..self.usable]).unwrap_or_default();
+        (off, size)
+    }
+    /// The node's cells in key order.
+    #[cfg(test)]
+    pub fn cells(&self) -> Vec<Vec<u8>> {
+        self.order()
+            .into_iter()
+            .map(|i| {
+                let (off, size) = self.record(i);
+                self.buf[off..off + size].to_vec()
+            })
+            .collect()
+    }
+    /// Capacity its cells use: Σ [`cell_cost`].
+    pub fn used(&self) -> usize {
+        (0..self.head.nslots)
+            .filter(|&i| !self.dead(i))
+            .map(|i| cell_cost(self.record(i).1))
+            .sum()
+    }
+    /// The key-ordered node, with its offsets as a view of its own.
+    pub fn detach(&self) -> Detached {
+        let view: Arc<[u8]> = with_scratch(|s| {
+            let mut v = Vec::with_capacity(2 * self.head.nlive);
+            replay(s, self, |i| {
+                let off = self.entry(i).0 as u16;
+                v.extend_from_slice(&off.to_le_bytes());
+            });
+            v.into()
+        });
+        Detached::with_view(
+            self.pgno,
+            self.usable,
+            self.is_leaf(),
+            self.slots_end(),
+            self.head.right,
+            view,
+        )
+    }
+}
+
+#[inline]
+fn tb_get(buf: &[u8], tb: usize, i: usize) -> bool {
+    buf[tb + i / 8] >> (i % 8) & 1 == 1
+}
+
+/// Slot entry `i` of a page whose slot array starts at `ss` ([`slots_start`]).
+#[inline]
+fn slot_entry(buf: &[u8], ss: usize, i: usize) -> (usize, usize) {
+    let at = ss + SLOT_SIZE * i;
+    (get_u16(buf, at), get_u16(buf, at + 2))
+}
+
+/// Replay the slots of `v` into a list and call `f` with each live slot in list order.
+/// Preds are validated (`< own index` or [`NO_PRED`]), so this cannot loop or panic.
+fn replay(s: &mut Scratch, v: &View<'_>, mut f: impl FnMut(usize)) {
+    let n = v.head.nslots;
+    let head = n;
+    s.next.clear();
+    s.next.resize(n + 1, u16::MAX);
+    for i in 0..n {
+        let p = v.entry(i).1;
+        let p = if p == NO_PRED { head } else { p };
+        s.next[i] = s.next[p];
+        s.next[p] = i as u16;
+    }
+    let tb = tb_off(v.usable, v.slot);
+    let mut at = s.next[head];
+    while at != u16::MAX {
+        let i = at as usize;
+        if !tb_get(v.buf, tb, i) {
+            f(i);
+        }
+        at = s.next[i];
+    }
+}
+
+/// Parse and fully validate descriptor `slot`; the error says why it is not valid.
+fn check_slot(
+    pgno: Pgno,
+    buf: &[u8],
+    usable: usize,
+    slot: usize,
+) -> std::result::Result<View<'_>, String> {
+    with_scratch(|s| check_slot_in(s, pgno, buf, usable, slot))
+}
+
+fn check_slot_in<'b>(
+    s: &mut Scratch,
+    pgno: Pgno,
+    buf: &'b [u8],
+    usable: usize,
+    slot: usize,
+) -> std::result::Result<View<'b>, String> {
+    if !geometry_ok(usable, buf.len()) {
+        return Err(format!(
+            "page buffer of {} bytes cannot hold an IPS page of usable size {usable}",
+            buf.len()
+        ));
+    }
+    let h = Head::read(buf, slot);
+    if h.tid == 0 {
+        return Err(format!("descriptor {slot} is INV (tid 0)"));
+    }
+    let leaf = match h.typ {
+        page_type::LEAF => true,
+        page_type::INTERIOR => false,
+        t => {
+            return Err(format!(
+                "descriptor {slot} has type {t} ({}), not a tree page",
+                page_type::name(t)
+            ))
+        }
+    };
+    if h.flags != 0 {
+        return Err(format!("descriptor {slot} has flags {:#x}", h.flags));
+    }
+    if leaf != (h.right == 0) {
+        return Err(format!(
+            "descriptor {slot}: {} with right child {}",
+            if leaf { "leaf" } else { "interior node" },
+            h.right
+        ));
+    }
+    let ss = slots_start(usable);
+    let slots_end = ss + SLOT_SIZE * h.nslots;
+    if h.base > h.nslots
+        || h.nslots > max_slots(usable)
+        || slots_end > h.rec_lo
+        || h.rec_lo > h.rec_hi
+        || h.rec_hi > usable
+    {
+        return Err(format!(
+            "descriptor {slot}: slots [{}, {}) of at most {}, records [{}, {}) do not fit the page",
+            h.base,
+            h.nslots,
+            max_slots(usable),
+            h.rec_lo,
+            h.rec_hi
+        ));
+    }
+    let tb = tb_off(usable, slot);
+    let tbl = tb_len(usable);
+    // No tombstone past nslots: the bitmap is canonical.
+    for (k, &byte) in buf[tb..tb + tbl].iter().enumerate() {
+        let first = k * 8;
+        let stray = if first >= h.nslots {
+            byte
+        } else if h.nslots - first < 8 {
+            byte & !((1u8 << (h.nslots - first)) - 1)
+        } else {
+            0
+        };
+        if stray != 0 {
+            return Err(format!(
+                "descriptor {slot}: tombstones past slot {}",
+                h.nslots
+            ));
+        }
+    }
+    s.clear_used(usable);
+    let max = max_cell(usable);
+    let mut nlive = 0;
+    for i in 0..h.nslots {
+        let (off, pred) = slot_entry(buf, ss, i);
+        if pred != NO_PRED && pred >= i {
+            return Err(format!("descriptor {slot}: slot {i} has pred {pred}"));
+        }
+        if tb_get(buf, tb, i) {
+            continue;
+        }
+        nlive += 1;
+        let (lo, hi) = if i >= h.base {
+            (h.rec_lo, h.rec_hi)
+        } else {
+            (h.rec_hi, usable)
+        };
+        if !(lo..hi).contains(&off) {
+            return Err(format!(
+                "descriptor {slot}: slot {i} record at {off} outside [{lo}, {hi})"
+            ));
+        }
+        let size = cell::cell_size(leaf, usable, &buf[off..hi])
+            .filter(|&size| size <= max)
+            .ok_or_else(|| {
+                format!("descriptor {slot}: slot {i} record at {off} is malformed or runs past its area")
+            })?;
+        if !s.mark(off, off + size) {
+            return Err(format!(
+                "descriptor {slot}: slot {i} record at {off} overlaps another"
+            ));
+        }
+        if !leaf && cell_child(&buf[off..off + size]) == 0 {
+            return Err(format!("descriptor {slot}: slot {i} has child pointer 0"));
+        }
+    }
+    if nlive != h.nlive {
+        return Err(format!(
+            "descriptor {slot}: {nlive} live slots, descriptor says {}",
+            h.nlive
+        ));
+    }
+    if version_crc(buf, usable, slot, &h) != h.crc {
+        return Err(format!("descriptor {slot} (tid {}) fails its crc", h.tid));
+    }
+    Ok(View {
+        pgno,
+        buf,
+        usable,
+        slot,
+        ss,
+        head: h,
+    })
+}
+
+/// The version in descriptor `slot`, if valid. Errors: `Corrupt` saying why not.
+pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
+    if slot > 1 {
+        return Err(Error::InvalidArgument(format!(
+            "descriptor slot {slot} (an IPS page has slots 0 and 1)"
+        )));
+    }
+    check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
+}
+
+/// Of the slots whose raw tid is not 0 and passes `ok`, the one with the largest tid,
+/// slot 0 on a tie. `buf` must hold both descriptors.
+fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<usize> {
+    let tid = |slot: usize| get_u64(buf, slot * DESC_SIZE + D_TID);
+    let ok = |slot: usize| tid(slot) != 0 && ok(tid(slot));
+    match (ok(0), ok(1)) {
+        (true, true) => Some(if tid(1) > tid(0) { 1 } else { 0 }),
+        (true, false) => Some(0),
+        (false, true) => Some(1),
+        (false, false) => None,
+    }
+}
+
+/// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
+/// `tid <= max_tid`. Errors: `Corrupt` if there is none, or if a damaged version is newer
+/// than the one it would read (a damaged newest committed version is corruption, not a
+/// torn write: recovery zeroes the tid of every version that did not complete).
+pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
+    if geometry_ok(usable, buf.len()) {
+        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
+            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
+                return Ok(v);
+            }
+        }
+    }
+    let mut best: Option<View<'_>> = None;
+    let mut why = Vec::new();
+    let mut damaged: Option<(u64, usize, String)> = None;
+    for slot in 0..2 {
+        match check_slot(pgno, buf, usable, slot) {
+            Ok(v) if v.tid() <= max_tid => {
+                if best.is_none_or(|b| v.tid() > b.tid()) {
+                    best = Some(v);
+                }
+            }
+            Ok(v) => why.push(format!("descriptor {slot} has tid {} > {max_tid}", v.tid())),
+            Err(r) => {
+                let tid = if buf.len() >= VERSION_HEADS {
+                    get_u64(buf, slot * DESC_SIZE + D_TID)
+                } else {
+                    0
+                };
+                if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0) {
+                    damaged = Some((tid, slot, r.clone()));
+                }
+                why.push(r)
+            }
+        }
+    }
+    if let Some((tid, slot, r)) = damaged {
+        if best.is_none_or(|b| tid > b.tid()) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("version {tid} (descriptor {slot}) is damaged: {r}"),
+            ));
+        }
+    }
+    best.ok_or_else(|| {
+        Error::corrupt(
+            pgno,
+            format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
+        )
+    })
+}
+
+// ---- The per-image memo of opened nodes ----------------------------------------------
+
+/// Entries of the memo (direct-mapped by page number).
+const MEMO_WAYS: usize = 1024;
+
+/// One page image whose versions were validated and whose key-ordered views were built.
+/// The image is held by a `Weak`, so its allocation cannot be freed and reused for other
+/// bytes while the entry exists (nor changed in place through `Arc::get_mut`): an image at
+/// the same address is the same bytes, and the node opened from it stays right.
+struct MemoEntry {
+    image: std::sync::Weak<[u8]>,
+    pgno: Pgno,
+    usable: usize,
+    nodes: [Option<Detached>; 2],
+}
+
+impl MemoEntry {
+    fn is(&self, page: &Arc<[u8]>, pgno: Pgno, usable: usize) -> bool {
+        self.pgno == pgno
+            && self.usable == usable
+            && std::ptr::eq(self.image.as_ptr(), Arc::as_ptr(page))
+    }
+}
+
+thread_local! {
+    static MEMO: RefCell<Vec<Option<MemoEntry>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn memo_get(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize) -> Option<Detached> {
+    MEMO.with(|m| {
+        let m = m.try_borrow().ok()?;
+        let e = m.get(pgno as usize % MEMO_WAYS)?.as_ref()?;
+        if e.is(page, pgno, usable) {
+            e.nodes[slot].clone()
+        } else {
+            None
+        }
+    })
+}
+
+fn memo_put(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Detached) {
+    MEMO.with(|m| {
+        let Ok(mut m) = m.try_borrow_mut() else {
+            return;
+        };
+        if m.is_empty() {
+            m.resize_with(MEMO_WAYS, || None);
+        }
+        let e = &mut m[pgno as usize % MEMO_WAYS];
+        match e {
+            Some(x) if x.is(page, pgno, usable) => x.nodes[slot] = Some(node.clone()),
+            _ => {
+                let mut nodes = [None, None];
+                nodes[slot] = Some(node.clone());
+                *e = Some(MemoEntry {
+                    image: Arc::downgrade(page),
+                    pgno,
+                    usable,
+                    nodes,
+                })
+            }
+        }
+    })
+}
+
+/// Whether descriptor `slot` of exactly these bytes (`page` is the whole image held by a
+/// remembered `Arc`: same address and length) passed validation before.
+fn memo_validated(page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> bool {
+    MEMO.with(|m| {
+        let Ok(m) = m.try_borrow() else {
+            return false;
+        };
+        m.get(pgno as usize % MEMO_WAYS)
+            .and_then(Option::as_ref)
+            .is_some_and(|e| {
+                e.pgno == pgno
+                    && e.usable == usable
+                    && e.nodes[slot].is_some()
+                    && std::ptr::eq(e.image.as_ptr(), page as *const [u8])
+            })
+    })
+}
+
+/// [`visible`] for a writer's edit: the same answer, without validating again a version
+/// the memo says these very bytes passed (the tree opened the page just before).
+fn visible_for_edit(pgno: Pgno, page: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
+    if geometry_ok(usable, page.len()) {
+        if let Some(slot) = newest_candidate(page, |tid| tid <= max_tid) {
+            if memo_validated(page, pgno, usable, slot) {
+                let v = View {
+                    pgno,
+                    buf: page,
+                    usable,
+                    slot,
+                    ss: slots_start(usable),
+                    head: Head::read(page, slot),
+                };
+                debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
+                return Ok(v);
+            }
+        }
+    }
+    visible(pgno, page, usable, max_tid)
+}
+
+/// [`visible`] of a shared image, detached: the validation and the key-ordered view are
+/// done once per image and version, then remembered (a cursor opens the same cached pages
+/// over and over). Same answer as `visible`: the memo only ever holds the newest candidate
+/// of a reader after it validated.
+pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -> Result<Detached> {
+    let buf: &[u8] = page;
+    if geometry_ok(usable, buf.len()) {
+        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
+            if let Some(n) = memo_get(page, pgno, usable, slot) {
+                return Ok(n);
+            }
+            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
+                let n = v.detach();
+                memo_put(page, pgno, usable, slot, &n);
+                return Ok(n);
+            }
+        }
+    }
+    Ok(visible(pgno, buf, usable, max_tid)?.detach())
+}
+
+// ---- Recovery's views and commit-time edits ------------------------------------------
+
+/// Raw `(tid, txn_size)` of both slots; None for a buffer too small.
+pub fn descriptor_heads(buf: &[u8]) -> Option<[(u64, u32); 2]> {
+    if buf.len() < VERSION_HEADS {
+        return None;
+    }
+    let head = |slot: usize| {
+        let d = slot * DESC_SIZE;
+        (get_u64(buf, d + D_TID), get_u32(buf, d + D_TXN_SIZE))
+    };
+    Some([head(0), head(1)])
+}
+
+/// Both slots with their validity, a slot-0 overflow page counting as valid. None for a
+/// tid-0 slot or a buffer that cannot be an IPS page of `usable` bytes.
+pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+    let info = |slot: usize| {
+        if !geometry_ok(usable, buf.len()) {
+            return None;
+        }
+        let d = slot * DESC_SIZE;
+        let tid = get_u64(buf, d + D_TID);
+        (tid != 0).then(|| DescInfo {
+            slot,
+            tid,
+            txn_size: get_u32(buf, d + D_TXN_SIZE),
+            valid: check_slot(0, buf, usable, slot).is_ok()
+                || (slot == 0 && open_overflow(0, buf, usable).is_ok()),
+        })
+    };
+    [info(0), info(1)]
+}
+
+/// Make every descriptor with this `tid` INV (tid 0); whether anything changed. Only
+/// sector 0 changes.
+pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
+    if tid == 0 || buf.len() < VERSION_HEADS {
+        return false;
+    }
+    let mut changed = false;
+    for slot in 0..2 {
+        let d = slot * DESC_SIZE;
+        if get_u64(buf, d + D_TID) == tid {
+            buf[d + D_TID..d + D_TID + 8].fill(0);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Set `txn_size` in every valid descriptor with this `tid` (tree version or overflow
+/// page) and recompute its crc; only those fields change. Whether any was stamped.
+pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+    if tid == 0 || !geometry_ok(usable, buf.len()) {
+        return false;
+    }
+    let mut stamped = false;
+    for slot in 0..2 {
+        let d = slot * DESC_SIZE;
+        if get_u64(buf, d + D_TID) != tid {
+            continue;
+        }
+        if let Ok(v) = check_slot(0, buf, usable, slot) {
+            let mut h = v.head;
+            h.txn_size = txn_size;
+            put_u32(buf, d + D_TXN_SIZE, txn_size);
+            let crc = version_crc(buf, usable, slot, &h);
+            put_u32(buf, d + D_CRC, crc);
+            stamped = true;
+        } else if slot == 0 {
+            if let Ok(len) = open_overflow(0, buf, usable).map(|o| o.data.len()) {
+                put_u32(buf, d + D_TXN_SIZE, txn_size);
+                let crc = overflow::overflow_crc(buf, len);
+                put_u32(buf, d + D_CRC, crc);
+                stamped = true;
+            }
+        }
+    }
+    stamped
+}
