@@ -47,7 +47,7 @@ const BUDGETS: [Budget; 9] = [
     },
     Budget {
         mutant: Mutant::NoSyncAtCommit,
-        modes: &["dhl-cc", "dhl-cc-header", "dhl-tc", "wal"],
+        modes: &["dhl-cc", "dhl-cc-header", "dhl-tc", "wal", "ips"],
         sequences: 100,
         at_least: 1,
         args: plain,
@@ -55,21 +55,21 @@ const BUDGETS: [Budget; 9] = [
     // The bar: the checksum-skip mutant found at least 10 times in the CI budget.
     Budget {
         mutant: Mutant::SkipChecksum,
-        modes: &["dhl-cc", "wal"],
+        modes: &["dhl-cc", "wal", "ips"],
         sequences: 600,
         at_least: 10,
         args: plain,
     },
     Budget {
         mutant: Mutant::UnsyncedRecovery,
-        modes: &["dhl-cc"],
+        modes: &["dhl-cc", "ips"],
         sequences: 400,
         at_least: 1,
         args: after_recovery,
     },
     Budget {
         mutant: Mutant::VoteOffByOne,
-        modes: &["dhl-cc", "dhl-cc-header"],
+        modes: &["dhl-cc", "dhl-cc-header", "ips"],
         sequences: 150,
         at_least: 1,
         args: plain,
@@ -84,7 +84,7 @@ const BUDGETS: [Budget; 9] = [
     // Found only when a cut lands in the first commit after a clean reopen.
     Budget {
         mutant: Mutant::KeepCleanMark,
-        modes: &["dhl-cc", "dhl-tc"],
+        modes: &["dhl-cc", "dhl-tc", "ips"],
         sequences: 400,
         at_least: 1,
         args: plain,
@@ -92,7 +92,7 @@ const BUDGETS: [Budget; 9] = [
     // Found when a cut leaves versions in a region the bounded recovery scan skips.
     Budget {
         mutant: Mutant::SkipIntent,
-        modes: &["dhl-cc", "dhl-tc"],
+        modes: &["dhl-cc", "dhl-tc", "ips"],
         sequences: 400,
         at_least: 1,
         args: plain,
@@ -102,7 +102,7 @@ const BUDGETS: [Budget; 9] = [
     // `dhl-cc`: `dhl-tc` writes a fresh header slot (no snapshot) with every commit.
     Budget {
         mutant: Mutant::StaleFreeSnapshot,
-        modes: &["dhl-cc"],
+        modes: &["dhl-cc", "ips"],
         sequences: 400,
         at_least: 1,
         args: plain,

@@ -112,6 +112,7 @@ fn flipped_byte_in_every_page_is_detected_and_nothing_changes() {
                 std::fs::write(&path, &bad).unwrap();
                 let what = format!("{mode} page {pgno} offset {offset}");
                 let outcome = match mode.layout_name() {
+                    // Both keep per-version checksums and a version beside the committed one.
                     "dhl" | "ips" => flipped_dhl(&path, pgno, &what),
                     "stock" => flipped_stock(&path, pgno, &what),
                     other => panic!("{mode}: no expectations for flipped bits in {other} pages"),

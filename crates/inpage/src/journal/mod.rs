@@ -25,6 +25,7 @@ use crate::vfs::Vfs;
 
 mod dbfile;
 mod dhl;
+mod ips;
 mod off;
 mod rollback;
 #[cfg(test)]
@@ -125,6 +126,7 @@ impl JournalMode {
         JournalMode::DHL_CC,
         JournalMode::DHL_CC_HEADER,
         JournalMode::IPS,
+        JournalMode::IPS_HEADER,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -145,17 +147,10 @@ impl JournalMode {
     /// Counting commit without metadata embedding.
     pub const DHL_CC_HEADER: JournalMode = JournalMode(&dhl::DHL_CC_HEADER);
     /// In-page shadowing pages under the DHL counting commit.
-    pub const IPS: JournalMode = JournalMode(&IPS_MODE);
+    pub const IPS: JournalMode = JournalMode(&ips::IPS);
+    /// In-page shadowing, the FCC in the header page with every commit.
+    pub const IPS_HEADER: JournalMode = JournalMode(&ips::IPS_HEADER);
 }
-
-/// Registry entry of `ips`: the counting commit of `dhl-cc` over IPS pages.
-static IPS_MODE: ModeSpec = dhl::dhl_spec(
-    "ips",
-    10,
-    "in-page shadowing: append-only pages (records never move), counting commit with metadata embedding",
-    true,
-    &crate::page::ips::IPS,
-);
 
 impl JournalMode {
     /// Every mode, in registry order.

@@ -254,15 +254,11 @@ impl DhlJournal {
     /// Open a DHL mode, running recovery (scan every page, settle the FCC, invalidate
     /// versions of an incomplete transaction).
     pub(crate) fn open(ctx: JournalCtx, mode: JournalMode) -> Result<(DhlJournal, RecoveryReport)> {
-        if ![
-            JournalMode::DHL_TC,
-            JournalMode::DHL_CC,
-            JournalMode::DHL_CC_HEADER,
-            JournalMode::IPS,
-        ]
-        .contains(&mode)
-        {
-            return Err(Error::Config(format!("DhlJournal opened for mode {mode}")));
+        // Any mode whose layout keeps side-by-side versions (DHL's, IPS's) runs here.
+        if mode.layout().versions().is_none() {
+            return Err(Error::Config(format!(
+                "DhlJournal opened for mode {mode}, whose pages keep no versions"
+            )));
         }
         let (fcc, report, marked, needs_sync) = recover(&ctx, mode)?;
         let intent = {
