@@ -77,20 +77,14 @@ fn kill_round(mode: &str, seed: u64, rng: &mut Rng) -> Result<(usize, bool), Str
 #[test]
 fn sigkill_then_verify_in_every_atomic_mode() {
     let mut failures = Vec::new();
-    for (mi, mode) in [
-        "delete",
-        "truncate",
-        "persist",
-        "wal",
-        "wal-prealloc",
-        "wal-normal",
-        "dhl-tc",
-        "dhl-cc",
-        "dhl-cc-header",
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    // Every mode that promises atomicity, from the registry (a new mode is killed too).
+    let modes: Vec<String> = inpage_torture::Mode::all()
+        .into_iter()
+        .filter(|m| m.journal.capabilities().atomic)
+        .map(|m| m.name())
+        .collect();
+    assert!(modes.len() >= 9, "atomic modes: {modes:?}");
+    for (mi, mode) in modes.iter().map(String::as_str).enumerate() {
         let mut rng = Rng::new(0x4B11 + mi as u64);
         let mut killed = 0;
         let mut acked_total = 0;
