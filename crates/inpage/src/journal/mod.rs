@@ -124,7 +124,6 @@ impl JournalMode {
         JournalMode::DHL_TC,
         JournalMode::DHL_CC,
         JournalMode::DHL_CC_HEADER,
-        JournalMode::IPS,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -144,9 +143,14 @@ impl JournalMode {
     pub const DHL_CC: JournalMode = JournalMode(&dhl::DHL_CC);
     /// Counting commit without metadata embedding.
     pub const DHL_CC_HEADER: JournalMode = JournalMode(&dhl::DHL_CC_HEADER);
-    /// In-page shadowing pages under the DHL counting commit.
+    /// In-page shadowing pages under the DHL counting commit. Not yet in [`JournalMode::ALL`]
+    /// here: the SQL layer has no SQLite journal-mode code for it (`inpage-sql` `mode_code`).
     pub const IPS: JournalMode = JournalMode(&IPS_MODE);
 }
+
+/// Modes the engine opens (by header code or name) that [`JournalMode::ALL`], and so the
+/// test matrices and the SQL layer, do not list yet.
+const UNLISTED: &[JournalMode] = &[JournalMode::IPS];
 
 /// Registry entry of `ips`: the counting commit of `dhl-cc` over IPS pages.
 static IPS_MODE: ModeSpec = dhl::dhl_spec(
@@ -175,7 +179,9 @@ impl JournalMode {
 
     /// Parse a name (case-insensitive).
     pub fn from_name(s: &str) -> Option<JournalMode> {
-        JournalMode::all().find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+        JournalMode::all()
+            .chain(UNLISTED.iter().copied())
+            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
     }
 
     /// Code stored in the header byte.
@@ -185,7 +191,9 @@ impl JournalMode {
 
     /// Inverse of `code`.
     pub fn from_code(c: u8) -> Option<JournalMode> {
-        JournalMode::all().find(|m| m.code() == c)
+        JournalMode::all()
+            .chain(UNLISTED.iter().copied())
+            .find(|m| m.code() == c)
     }
 
     /// What the mode can do.
