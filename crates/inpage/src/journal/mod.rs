@@ -124,6 +124,7 @@ impl JournalMode {
         JournalMode::DHL_TC,
         JournalMode::DHL_CC,
         JournalMode::DHL_CC_HEADER,
+        JournalMode::IPS,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -143,14 +144,13 @@ impl JournalMode {
     pub const DHL_CC: JournalMode = JournalMode(&dhl::DHL_CC);
     /// Counting commit without metadata embedding.
     pub const DHL_CC_HEADER: JournalMode = JournalMode(&dhl::DHL_CC_HEADER);
-    /// In-page shadowing pages under the DHL counting commit. Not yet in [`JournalMode::ALL`]
-    /// here: the SQL layer has no SQLite journal-mode code for it (`inpage-sql` `mode_code`).
+    /// In-page shadowing pages under the DHL counting commit.
     pub const IPS: JournalMode = JournalMode(&IPS_MODE);
 }
 
 /// Modes the engine opens (by header code or name) that [`JournalMode::ALL`], and so the
 /// test matrices and the SQL layer, do not list yet.
-const UNLISTED: &[JournalMode] = &[JournalMode::IPS];
+const UNLISTED: &[JournalMode] = &[];
 
 /// Registry entry of `ips`: the counting commit of `dhl-cc` over IPS pages.
 static IPS_MODE: ModeSpec = dhl::dhl_spec(
