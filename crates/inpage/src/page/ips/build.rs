@@ -90,6 +90,22 @@ impl Draft {
         d
     }
 
+    /// An empty version next to `p` that inherits nothing from it: slots `[0, 0)`, records
+    /// `[usable, usable)`, a zero TB. It references none of p's bytes, so the version built
+    /// on it once it is committed (and p is no longer protected) starts from a compact
+    /// page: how a root that became a root pointer sheds its garbage.
+    fn empty_on(p: &View<'_>, page_size: usize, tid: u64, leaf: bool, right: Pgno) -> Draft {
+        let mut d = Draft::on(p, page_size, tid, leaf, right);
+        let vtb = tb_off(d.usable, d.slot);
+        d.out[vtb..vtb + tb_len(d.usable)].fill(0);
+        d.h.nslots = 0;
+        d.h.base = 0;
+        d.h.rec_lo = d.usable;
+        d.h.rec_hi = d.usable;
+        d.h.nlive = 0;
+        d
+    }
+
     /// An own version `w` (tid of this transaction) extended in place.
     fn extend(w: &View<'_>) -> Draft {
         Draft {
@@ -291,6 +307,11 @@ pub fn build(
             p.tid()
         )));
     }
+    if version.cells.is_empty() {
+        return Ok(Some(
+            Draft::empty_on(&p, page_size, version.tid, version.leaf, version.right).seal(),
+        ));
+    }
     let order = p.order();
     // Each distinct cell of P maps to its first unused live slot in key order, the other
     // copies chained through `next`.
@@ -383,6 +404,15 @@ pub fn edit(
         check_cell(usable, true, i, c)?;
     }
     let mut d = if v.tid() == tid {
+        // Extending in place appends after the version's own frontier, which lies past
+        // the protected version's bytes only if it was built on them: an own version that
+        // inherits nothing (a fresh page, or `empty_on`) starts at slot 0 and the page's
+        // end, where a committed version beside it may still live. Such a page goes
+        // through `build` instead.
+        let other = get_u64(page, (1 - v.slot) * DESC_SIZE + D_TID);
+        if v.base_nslots() == 0 && v.rec_hi() == usable && other != 0 && other < tid {
+            return Ok(None);
+        }
         Draft::extend(&v)
     } else {
         Draft::on(&v, page.len(), tid, true, 0)

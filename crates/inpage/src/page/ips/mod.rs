@@ -69,10 +69,13 @@
 //! descriptor, TB[V], its slots and its records, which is exactly what `V`'s crc covers,
 //! with both descriptors in sector 0 (so a mix shows `V`'s descriptor whole or not at
 //! all). Hence every mix shows `P` valid with its cells, and `V` either whole or invalid.
-//! The only other descriptor a mix can show is the one `V` replaced (an older committed
-//! version, whose bytes `P` inherited, or this transaction's own earlier build), and only
-//! with its old content. As in DHL, a page must therefore reach the disk at most once per
-//! transaction.
+//! The only other descriptor a mix can show is the one `V` replaced: this transaction's
+//! own earlier build (as in DHL, a page must therefore reach the disk at most once per
+//! transaction), or a committed version older than `P`, which no reader after recovery
+//! asks for (the FCC is at least `P`'s tid). Its bytes are usually ones `P` inherited and
+//! unchanged; the exception is an empty `P` (see `build`'s `empty_on`), which inherits
+//! nothing, so `V` may overwrite the older version's records and that version may then
+//! show stale bytes — harmless for the same reason.
 //!
 //! # Deviation from the paper: per-version tids instead of one flip bit
 //!
@@ -88,8 +91,10 @@
 //! cell) and one slot, so a compact page at capacity still takes a one-row change. Dead
 //! records and slots stay until the tree copies the live cells to a fresh page (`build`
 //! returns None when a version does not fit, and the tree relocates the node): IPS's lazy
-//! garbage collection, done by copy-on-write. The root never moves, so a root that fills
-//! up becomes the tree's root pointer (see `tree::btree`) and keeps its garbage.
+//! garbage collection, done by copy-on-write. The root never moves: a root that fills up
+//! becomes the tree's root pointer (see `tree::btree`), an empty node, which IPS writes
+//! as a version inheriting no slots or records, so the next version of the root (once
+//! the pointer is committed) starts from a compact page and the child can be lifted back.
 //!
 //! # Files
 //!
