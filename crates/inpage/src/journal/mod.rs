@@ -170,8 +170,7 @@ impl JournalMode {
 
     /// Parse a name (case-insensitive).
     pub fn from_name(s: &str) -> Option<JournalMode> {
-        JournalMode::all()
-            .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
+        JournalMode::all().find(|m| m.name().eq_ignore_ascii_case(s.trim()))
     }
 
     /// Code stored in the header byte.
@@ -181,8 +180,7 @@ impl JournalMode {
 
     /// Inverse of `code`.
     pub fn from_code(c: u8) -> Option<JournalMode> {
-        JournalMode::all()
-            .find(|m| m.code() == c)
+        JournalMode::all().find(|m| m.code() == c)
     }
 
     /// What the mode can do.

@@ -156,6 +156,13 @@ impl PageLayout for Ips {
         Ok((o.data, o.next))
     }
 
+    fn defers_merges(&self) -> bool {
+        // Garbage goes only when a page is copied (its new version does not fit): an
+        // underfull node waits for that copy to merge, instead of costing a merge's
+        // page writes on the delete that made it underfull.
+        true
+    }
+
     fn free_space(&self) -> FreeSpace {
         FreeSpace::TreeWalk
     }
