@@ -210,13 +210,19 @@ impl PageLayout for Ips {
     ) -> Result<PageRef> {
         let mut page = image.clone();
         let buf = std::sync::Arc::make_mut(&mut page);
-        if !ips::restamp(buf, g.usable, tid, txn_size) {
+        let (stamped, node) = ips::restamp_node(pgno, buf, g.usable, tid, txn_size);
+        if !stamped {
             return Err(Error::corrupt(
                 pgno,
                 format!("dirty page has no version of transaction {tid}"),
             ));
         }
         stamp_crc(buf);
+        // The pager caches exactly this image: its next open (the next transaction's
+        // descent) finds the node here instead of validating and replaying again.
+        if let Some((slot, node)) = node {
+            ips::remember(&page, pgno, g.usable, slot, &node);
+        }
         Ok(page)
     }
 

@@ -870,18 +870,36 @@ pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
 
 /// Set `txn_size` in every valid descriptor with this `tid` (tree version or overflow
 /// page) and recompute its crc; only those fields change. Whether any was stamped.
+#[cfg(test)]
 pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+    restamp_node(0, buf, usable, tid, txn_size).0
+}
+
+/// [`restamp`], also answering the stamped tree version's slot and node (its key-ordered
+/// view, as [`visible_node`] would build it for page `pgno`). Only `txn_size` and the crc
+/// change, neither of which the node depends on, so the commit can remember the node for
+/// the image it writes ([`remember`]) and the next open of that cached page neither
+/// validates it again nor replays its slots.
+pub(crate) fn restamp_node(
+    pgno: Pgno,
+    buf: &mut [u8],
+    usable: usize,
+    tid: u64,
+    txn_size: u32,
+) -> (bool, Option<(usize, Detached)>) {
     if tid == 0 || !geometry_ok(usable, buf.len()) {
-        return false;
+        return (false, None);
     }
     let mut stamped = false;
+    let mut node = None;
     for slot in 0..2 {
         let d = slot * DESC_SIZE;
         if get_u64(buf, d + D_TID) != tid {
             continue;
         }
-        if let Ok(v) = check_slot(0, buf, usable, slot) {
+        if let Ok(v) = check_slot(pgno, buf, usable, slot) {
             let mut h = v.head;
+            node = Some((slot, v.detach()));
             h.txn_size = txn_size;
             put_u32(buf, d + D_TXN_SIZE, txn_size);
             let crc = version_crc(buf, usable, slot, &h);
@@ -896,5 +914,12 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
             }
         }
     }
-    stamped
+    (stamped, node)
+}
+
+/// Remember `node` (descriptor `slot`, validated) as what opening `page` gives, as
+/// [`visible_node`] does after it validated.
+pub(crate) fn remember(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Detached) {
+    debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
+    memo_put(page, pgno, usable, slot, node);
 }

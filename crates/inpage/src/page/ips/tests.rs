@@ -1031,3 +1031,24 @@ fn the_engine_runs_on_ips_pages() {
     let db = Database::open("/e2e.db", cfg()).unwrap();
     verify(&db);
 }
+
+#[test]
+fn finalize_remembers_the_node_of_the_image_it_returns() {
+    use crate::page::layout::{Geometry, PageLayout};
+    let g = Geometry {
+        page_size: PS,
+        usable: US,
+    };
+    let (b, _, v) = versioned_page();
+    let dirty = PageRef::from(b);
+    let done = IPS.finalize(1, &dirty, g, 2, 7).unwrap();
+    // The commit's image is remembered with its node (no validation or replay at its
+    // next open), and that node is exactly what validating it afresh gives.
+    let slot = newest_candidate(&done, |t| t <= 2).unwrap();
+    let kept = memo_get(&done, 1, US, slot).expect("finalize remembered the image");
+    assert_eq!(kept.attach(&done).cells().unwrap(), v);
+    let copy = done.to_vec();
+    let fresh = visible(1, &copy, US, 2).unwrap();
+    assert_eq!(fresh.txn_size(), 7);
+    assert_eq!(fresh.detach().attach(&done).cells().unwrap(), v);
+}
