@@ -193,9 +193,15 @@ impl JournalMode {
         self.0.caps.atomic
     }
 
-    /// Name of the page layout the mode's trees use (`stock`, `dhl`).
+    /// Name of the page layout the mode's trees use (`stock`, `dhl`, `ips`).
     pub fn layout_name(self) -> &'static str {
         self.0.layout.name()
+    }
+
+    /// Whether the mode's files keep their free pages in an on-disk free list (the
+    /// header's `freelist_head`); otherwise the free pages are those no tree owns.
+    pub fn keeps_free_list(self) -> bool {
+        self.0.layout.free_space() == crate::page::FreeSpace::PageList
     }
 
     /// The page layout the mode's trees use.

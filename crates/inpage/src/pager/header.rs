@@ -245,6 +245,31 @@ pub fn visible_slot(page0: &[u8], max_fcc: u64) -> Option<(usize, Header)> {
         .max_by_key(|(_, h)| h.fcc)
 }
 
+/// The committed header of a two-slot page 0 (DHL and IPS files) as a reader at `fcc`
+/// sees it: the valid slot with the largest fcc not above it, its fcc set to `fcc` (under
+/// counting commit the pages, not the header, carry the newest FCC). Each slot has its
+/// own crc; the page trailer is not maintained by recovery and is not read.
+pub(crate) fn read_two_slot(page0: &[u8], fcc: u64) -> std::result::Result<Header, String> {
+    let (_, mut h) = visible_slot(page0, fcc)
+        .ok_or_else(|| format!("no valid header slot at or below FCC {fcc}"))?;
+    h.fcc = fcc;
+    Ok(h)
+}
+
+/// Page 0 of a two-slot file for a commit writing `h`: the slot holding the header
+/// visible at the committed FCC stays byte for byte (a torn write of page 0 can then only
+/// damage the new slot), the other gets `h`.
+pub(crate) fn two_slot_image(committed: &[u8], committed_fcc: u64, h: &Header) -> Vec<u8> {
+    let keep = visible_slot(committed, committed_fcc).map(|(slot, _)| slot);
+    let slot = match keep {
+        Some(0) => 1,
+        _ => 0,
+    };
+    let mut p = committed.to_vec();
+    h.encode(&mut p[slot * HEADER_LEN..]);
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,7 +19,7 @@ use crate::page::cells::Detached;
 use crate::page::dhl::{self, Version};
 use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
 use crate::page::{page_type, stamp_crc, PageRef, PageWrite};
-use crate::pager::header::{self, Header, DHL_SLOTS, HEADER_LEN};
+use crate::pager::header::{self, Header, DHL_SLOTS};
 
 /// The DHL layout.
 #[derive(Debug)]
@@ -160,22 +160,11 @@ impl PageLayout for Dhl {
     }
 
     fn read_header(&self, page0: &[u8], fcc: u64) -> std::result::Result<Header, String> {
-        // Each slot has its own crc; the trailer is not maintained by recovery.
-        let (_, mut h) = header::visible_slot(page0, fcc)
-            .ok_or_else(|| format!("no valid header slot at or below FCC {fcc}"))?;
-        h.fcc = fcc;
-        Ok(h)
+        header::read_two_slot(page0, fcc)
     }
 
     fn header_image(&self, committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef {
-        // The slot holding the header visible at the committed FCC stays byte for byte.
-        let keep = header::visible_slot(committed, committed_fcc).map(|(slot, _)| slot);
-        let slot = match keep {
-            Some(0) => 1,
-            _ => 0,
-        };
-        let mut p = committed.to_vec();
-        h.encode(&mut p[slot * HEADER_LEN..]);
+        let mut p = header::two_slot_image(committed, committed_fcc, h);
         stamp_crc(&mut p);
         PageRef::from(p)
     }

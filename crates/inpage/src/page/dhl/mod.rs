@@ -122,6 +122,7 @@ use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 use crate::page::cell::{self, max_cell, PTR_SIZE};
 use crate::page::cells::CellArray;
+use crate::page::occupancy::Occupancy;
 use crate::page::{page_type, PageRef};
 
 mod build;
@@ -233,7 +234,7 @@ struct Scratch {
     /// Bytes a version's checksum covers, concatenated (see [`covered_crc`]).
     covered: Vec<u8>,
     /// One bit per page byte, set for bytes a version references.
-    used: Vec<u64>,
+    used: Occupancy,
 }
 
 thread_local! {
@@ -252,67 +253,18 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 impl Scratch {
     /// Clear the occupancy bitmap for a page of `usable` bytes.
     fn clear_used(&mut self, usable: usize) {
-        self.used.clear();
-        self.used.resize(usable.div_ceil(64), 0);
+        self.used.clear(usable);
     }
 
     /// Mark bytes `[s, e)` (non-empty, `e <= usable`) as referenced; false if one of them
     /// already was.
     fn mark(&mut self, s: usize, e: usize) -> bool {
-        let lo = !0u64 << (s % 64);
-        let hi = !0u64 >> (63 - (e - 1) % 64);
-        let words = &mut self.used[s / 64..=(e - 1) / 64];
-        let clash = match words {
-            [w] => {
-                let clash = *w & lo & hi;
-                *w |= lo & hi;
-                clash
-            }
-            [first, middle @ .., last] => {
-                let mut clash = (*first & lo) | (*last & hi);
-                *first |= lo;
-                *last |= hi;
-                for w in middle {
-                    clash |= *w;
-                    *w = !0;
-                }
-                clash
-            }
-            [] => 0,
-        };
-        clash == 0
-    }
-
-    /// First byte in `[from, end)` whose mark is `set`, or `end`.
-    fn next(&self, from: usize, end: usize, set: bool) -> usize {
-        let word = |w: usize| if set { self.used[w] } else { !self.used[w] };
-        let mut w = from / 64;
-        let mut bits = word(w) & (!0u64 << (from % 64));
-        loop {
-            if bits != 0 {
-                return (w * 64 + bits.trailing_zeros() as usize).min(end);
-            }
-            w += 1;
-            if w * 64 >= end {
-                return end;
-            }
-            bits = word(w);
-        }
+        self.used.mark(s, e)
     }
 
     /// Maximal runs of unmarked bytes in `[start, end)`, in address order.
     fn holes(&self, start: usize, end: usize) -> Vec<(usize, usize)> {
-        let mut holes = Vec::new();
-        let mut at = start;
-        while at < end {
-            let s = self.next(at, end, false);
-            if s == end {
-                break;
-            }
-            at = self.next(s, end, true);
-            holes.push((s, at));
-        }
-        holes
+        self.used.holes(start, end)
     }
 }
 

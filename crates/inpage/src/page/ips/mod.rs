@@ -110,6 +110,7 @@ use crate::le::{get_u16, get_u32, get_u64, put_u32};
 use crate::page::cell::{self, cell_child, max_cell, CELL_HEADER};
 use crate::page::cells::Detached;
 use crate::page::layout::{DescInfo, VERSION_HEADS};
+use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
 
 mod build;
@@ -284,7 +285,7 @@ impl Head {
 #[derive(Default)]
 struct Scratch {
     /// One bit per page byte, set for bytes a live record occupies.
-    used: Vec<u64>,
+    used: Occupancy,
     /// Linked list of the replay (index `nslots` is the head sentinel).
     next: Vec<u16>,
 }
@@ -302,34 +303,12 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 
 impl Scratch {
     fn clear_used(&mut self, usable: usize) {
-        self.used.clear();
-        self.used.resize(usable.div_ceil(64), 0);
+        self.used.clear(usable);
     }
 
     /// Mark bytes `[s, e)` (non-empty, `e <= usable`); false if one already was.
     fn mark(&mut self, s: usize, e: usize) -> bool {
-        let lo = !0u64 << (s % 64);
-        let hi = !0u64 >> (63 - (e - 1) % 64);
-        let words = &mut self.used[s / 64..=(e - 1) / 64];
-        let clash = match words {
-            [w] => {
-                let clash = *w & lo & hi;
-                *w |= lo & hi;
-                clash
-            }
-            [first, middle @ .., last] => {
-                let mut clash = (*first & lo) | (*last & hi);
-                *first |= lo;
-                *last |= hi;
-                for w in middle {
-                    clash |= *w;
-                    *w = !0;
-                }
-                clash
-            }
-            [] => 0,
-        };
-        clash == 0
+        self.used.mark(s, e)
     }
 }
 
