@@ -21,6 +21,7 @@ pub(crate) mod layout;
 mod occupancy;
 pub mod slotted;
 pub(crate) mod stock;
+pub(crate) mod versioned;
 
 use std::sync::Arc;
 

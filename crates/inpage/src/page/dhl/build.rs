@@ -7,10 +7,10 @@
 //! (a performance policy: reuse garbage, keep one large hole) but never touch a protected
 //! byte; `reference.rs` checks every image against these rules, not against this policy.
 
-use std::collections::hash_map::{Entry, HashMap, RandomState};
-use std::hash::{BuildHasher, Hasher};
+use std::collections::hash_map::{Entry, HashMap};
 
 use super::*;
+use crate::page::versioned::CellHashing;
 
 /// Where the new array and the unshared cells go.
 struct Plan {
@@ -229,44 +229,6 @@ fn protected_version<'b>(
     }
     // The successful check left exactly the bytes `p` references marked.
     p.map(|p| (p, s.holes(RECORD_START, usable)))
-}
-
-/// Hashing for `build`'s map from cell bytes to reusable copies: seeded xxh3 (a dependency
-/// already, and much cheaper than SipHash on short cells). The seed is random per thread
-/// because the cells hold user keys; the map only finds exact matches, so images do not
-/// depend on it.
-#[derive(Clone, Copy)]
-struct CellHashing(u64);
-
-impl CellHashing {
-    fn new() -> CellHashing {
-        thread_local! {
-            static SEED: u64 = RandomState::new().build_hasher().finish();
-        }
-        CellHashing(SEED.with(|s| *s))
-    }
-}
-
-impl BuildHasher for CellHashing {
-    type Hasher = CellHasher;
-    fn build_hasher(&self) -> CellHasher {
-        CellHasher(self.0)
-    }
-}
-
-struct CellHasher(u64);
-
-impl Hasher for CellHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
-    }
-    fn write_usize(&mut self, n: usize) {
-        // A slice's length prefix: folded into the seed of the xxh3 of its bytes.
-        self.0 ^= n as u64;
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 /// Image of the page after writing `version`, or `Ok(None)` if it does not fit next to

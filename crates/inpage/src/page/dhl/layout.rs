@@ -18,6 +18,7 @@ use crate::error::{Error, Pgno, Result};
 use crate::page::cells::Detached;
 use crate::page::dhl::{self, Version};
 use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
+use crate::page::versioned;
 use crate::page::{page_type, stamp_crc, PageRef, PageWrite};
 use crate::pager::header::{self, Header, DHL_SLOTS};
 
@@ -74,19 +75,9 @@ impl PageLayout for Dhl {
         cells: &[Vec<u8>],
         right: Pgno,
     ) -> Result<Option<Vec<u8>>> {
-        let tid = store.tid();
-        if tid == 0 {
-            return Err(Error::InvalidArgument(
-                "DHL tree write outside a transaction (tid 0)".into(),
-            ));
-        }
-        // The current image holds the committed version (tid <= tid - 1), which build
-        // keeps, and possibly this transaction's earlier version, which it replaces.
-        let base = if store.is_fresh(pgno) {
-            None
-        } else {
-            Some(store.read(pgno)?)
-        };
+        // The committed version in the current image is kept; an earlier version of
+        // this transaction is replaced.
+        let (tid, base) = versioned::write_base(store, pgno, "DHL")?;
         let version = Version {
             tid,
             txn_size: 0,
@@ -122,25 +113,7 @@ impl PageLayout for Dhl {
         take: usize,
     ) -> Result<(&'p [u8], Pgno)> {
         let o = dhl::open_overflow(pgno, page, g.usable)?;
-        if o.tid > visible_tid {
-            return Err(Error::corrupt(
-                pgno,
-                format!(
-                    "overflow page written by transaction {} after this snapshot ({visible_tid}), chain from page {owner}",
-                    o.tid
-                ),
-            ));
-        }
-        if o.data.len() != take {
-            return Err(Error::corrupt(
-                pgno,
-                format!(
-                    "overflow page holds {} bytes where the value needs {take}",
-                    o.data.len()
-                ),
-            ));
-        }
-        Ok((o.data, o.next))
+        versioned::chain_page(owner, pgno, o.tid, o.data, o.next, visible_tid, take)
     }
 
     fn free_space(&self) -> FreeSpace {

@@ -123,6 +123,7 @@ use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 use crate::page::cell::{self, max_cell, PTR_SIZE};
 use crate::page::cells::CellArray;
 use crate::page::occupancy::Occupancy;
+use crate::page::versioned::{fold, newest_candidate, ImageMemo, D_TID, D_TXN_SIZE};
 use crate::page::{page_type, PageRef};
 
 mod build;
@@ -133,13 +134,12 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
+use crate::page::versioned::overflow_crc;
 pub use build::build;
 pub(crate) use layout::DHL;
-use overflow::overflow_crc;
 pub use overflow::{open_overflow, overflow_data, overflow_page};
 
-/// Bytes of one descriptor slot.
-pub const DESC_SIZE: usize = 32;
+pub use crate::page::versioned::{descriptor_heads, invalidate, DESC_SIZE};
 /// Start of the record area (both descriptor slots precede it, inside sector 0).
 pub const RECORD_START: usize = 2 * DESC_SIZE;
 const _: () = assert!(RECORD_START == crate::page::layout::VERSION_HEADS);
@@ -148,8 +148,6 @@ pub const MAX_USABLE: usize = u16::MAX as usize;
 /// Bytes a cell costs in [`capacity`] accounting beyond its own: one offset per version.
 pub const CELL_OVERHEAD: usize = 2 * PTR_SIZE;
 
-const D_TID: usize = 0;
-const D_TXN_SIZE: usize = 8;
 const D_NCELLS: usize = 12;
 const D_TYPE: usize = 14;
 const D_FLAGS: usize = 15;
@@ -215,10 +213,6 @@ fn version_crc(
         h.update(&buf[off..off + size]);
     }
     fold(h.digest())
-}
-
-fn fold(x: u64) -> u32 {
-    (x ^ (x >> 32)) as u32
 }
 
 /// [`version_crc`] of a version whose covered bytes (descriptor head, array, cells in array
@@ -436,66 +430,24 @@ pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<V
     check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
 }
 
-/// Entries of the validated-version memo (direct-mapped by page number).
-const MEMO_WAYS: usize = 1024;
-
-/// One page image whose versions passed [`check_slot`]. The image is held by a `Weak`:
-/// its allocation then cannot be freed and reused for other bytes while the entry
-/// exists, and `Arc::get_mut`/`make_mut` cannot change it in place (they refuse, or
-/// move the data, while a weak reference exists). So an image at the same address is the
-/// same bytes, and a version validated once stays valid for it.
-struct MemoEntry {
-    image: std::sync::Weak<[u8]>,
-    pgno: Pgno,
-    usable: usize,
-    /// Bit `s` set: descriptor `s` of this image passed `check_slot`.
-    slots: u8,
-}
-
 thread_local! {
-    /// Per thread, so readers never contend; at most `MEMO_WAYS` page allocations are
-    /// kept alive by it per thread after the cache lets them go.
-    static MEMO: RefCell<Vec<Option<MemoEntry>>> = const { RefCell::new(Vec::new()) };
+    /// The images whose versions passed [`check_slot`] (per slot), per thread; see
+    /// [`ImageMemo`] for why an image at a remembered address is the remembered bytes.
+    static MEMO: RefCell<ImageMemo<()>> = const { RefCell::new(ImageMemo::new()) };
 }
 
-impl MemoEntry {
-    /// Whether this entry is about exactly this image of page `pgno`.
-    fn is(&self, page: &PageRef, pgno: Pgno, usable: usize) -> bool {
-        self.pgno == pgno
-            && self.usable == usable
-            && std::ptr::eq(self.image.as_ptr(), std::sync::Arc::as_ptr(page))
-    }
-}
-
-/// Whether descriptor `slot` of `page` was validated before (see [`MemoEntry`]).
+/// Whether descriptor `slot` of `page` was validated before.
 fn memo_hit(page: &PageRef, pgno: Pgno, usable: usize, slot: usize) -> bool {
     MEMO.with(|m| {
-        let m = m.borrow();
-        m.get(pgno as usize % MEMO_WAYS)
-            .and_then(Option::as_ref)
-            .is_some_and(|e| e.slots & (1 << slot) != 0 && e.is(page, pgno, usable))
+        m.try_borrow()
+            .is_ok_and(|m| m.get(page, pgno, usable, slot).is_some())
     })
 }
 
 fn memo_record(page: &PageRef, pgno: Pgno, usable: usize, slot: usize) {
     MEMO.with(|m| {
-        let Ok(mut m) = m.try_borrow_mut() else {
-            return;
-        };
-        if m.is_empty() {
-            m.resize_with(MEMO_WAYS, || None);
-        }
-        let e = &mut m[pgno as usize % MEMO_WAYS];
-        match e {
-            Some(x) if x.is(page, pgno, usable) => x.slots |= 1 << slot,
-            _ => {
-                *e = Some(MemoEntry {
-                    image: std::sync::Arc::downgrade(page),
-                    pgno,
-                    usable,
-                    slots: 1 << slot,
-                })
-            }
+        if let Ok(mut m) = m.try_borrow_mut() {
+            m.put(page, pgno, usable, slot, ());
         }
     })
 }
@@ -603,19 +555,6 @@ pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Vi
     })
 }
 
-/// Of the slots whose (unvalidated) tid is not 0 and passes `ok`, the one with the
-/// largest tid, slot 0 on a tie. `buf` must hold both descriptors.
-fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<usize> {
-    let tid = |slot: usize| get_u64(buf, slot * DESC_SIZE + D_TID);
-    let ok = |slot: usize| tid(slot) != 0 && ok(tid(slot));
-    match (ok(0), ok(1)) {
-        (true, true) => Some(if tid(1) > tid(0) { 1 } else { 0 }),
-        (true, false) => Some(0),
-        (false, true) => Some(1),
-        (false, false) => None,
-    }
-}
-
 impl<'a> View<'a> {
     /// Descriptor slot (0 or 1) holding this version.
     pub fn slot(&self) -> usize {
@@ -701,38 +640,6 @@ pub fn descriptors(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
         })
     };
     [info(0), info(1)]
-}
-
-/// Make every descriptor with this `tid` INV (tid = 0); returns whether anything changed.
-/// Only sector 0 changes, so the write doing it is atomic even on a torn-write device, and
-/// repeating it is harmless.
-pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
-    if tid == 0 || buf.len() < RECORD_START {
-        return false;
-    }
-    let mut changed = false;
-    for slot in 0..2 {
-        let d = slot * DESC_SIZE;
-        if get_u64(buf, d + D_TID) == tid {
-            buf[d + D_TID..d + D_TID + 8].fill(0);
-            changed = true;
-        }
-    }
-    changed
-}
-
-/// The (tid, txn_size) heads of both descriptor slots, read raw and *not* validated: the
-/// cheap part of recovery's scan, which validates only the slots it must count
-/// ([`page_versions`]). `None` for a buffer too small to be a DHL page.
-pub fn descriptor_heads(buf: &[u8]) -> Option<[(u64, u32); 2]> {
-    if buf.len() < RECORD_START {
-        return None;
-    }
-    let head = |slot: usize| {
-        let d = slot * DESC_SIZE;
-        (get_u64(buf, d + D_TID), get_u32(buf, d + D_TXN_SIZE))
-    };
-    Some([head(0), head(1)])
 }
 
 /// Both descriptor slots of any DHL page, for recovery's scan: like [`descriptors`], but a

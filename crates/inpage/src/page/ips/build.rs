@@ -9,11 +9,11 @@
 //! `pred` = the slot of the cell before it in the new node, which is what makes the
 //! pred-link replay yield key order.
 
-use std::collections::hash_map::{Entry, HashMap, RandomState};
-use std::hash::{BuildHasher, Hasher};
+use std::collections::hash_map::{Entry, HashMap};
 
 use super::*;
 use crate::le::{put_u16, put_u64};
+use crate::page::versioned::CellHashing;
 
 /// A node to write: its metadata and cells in key order (stock encodings).
 #[derive(Clone, Copy, Debug)]
@@ -219,42 +219,6 @@ fn protected_version(
             .then(|| check_slot(pgno, base, usable, other).ok())
             .flatten()
     })
-}
-
-/// Hashing for `build`'s map from cell bytes to kept slots: seeded xxh3 (cheaper than
-/// SipHash on short cells). Random per thread because cells hold user keys; the map only
-/// finds exact matches, so images do not depend on the seed.
-#[derive(Clone, Copy)]
-struct CellHashing(u64);
-
-impl CellHashing {
-    fn new() -> CellHashing {
-        thread_local! {
-            static SEED: u64 = RandomState::new().build_hasher().finish();
-        }
-        CellHashing(SEED.with(|s| *s))
-    }
-}
-
-impl BuildHasher for CellHashing {
-    type Hasher = CellHasher;
-    fn build_hasher(&self) -> CellHasher {
-        CellHasher(self.0)
-    }
-}
-
-struct CellHasher(u64);
-
-impl Hasher for CellHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 ^= n as u64;
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
 }
 
 /// Image of a compact page holding only `v`, or None if it does not fit.

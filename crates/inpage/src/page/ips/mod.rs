@@ -112,6 +112,7 @@ use crate::page::cells::Detached;
 use crate::page::layout::{DescInfo, VERSION_HEADS};
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
+use crate::page::versioned::{fold, newest_candidate, ImageMemo, D_TID, D_TXN_SIZE};
 
 mod build;
 mod layout;
@@ -123,18 +124,14 @@ pub use build::{build, edit, Version};
 pub(crate) use layout::IPS;
 pub use overflow::{open_overflow, overflow_data, overflow_page};
 
-/// Bytes of one descriptor slot.
-pub const DESC_SIZE: usize = 32;
+pub use crate::page::versioned::{descriptor_heads, invalidate, DESC_SIZE};
 /// Bytes of one slot entry (off u16, pred u16).
 pub const SLOT_SIZE: usize = 4;
 /// `pred` of a slot inserted at the head of the list.
 pub const NO_PRED: usize = 0xFFFF;
 /// Largest usable size the u16 offsets can address.
 pub const MAX_USABLE: usize = u16::MAX as usize;
-const _: () = assert!(2 * DESC_SIZE == VERSION_HEADS);
 
-const D_TID: usize = 0;
-const D_TXN_SIZE: usize = 8;
 const D_NSLOTS: usize = 12;
 const D_BASE: usize = 14;
 const D_REC_LO: usize = 16;
@@ -198,10 +195,6 @@ fn geometry_ok(usable: usize, len: usize) -> bool {
 /// most `max_cell`.
 fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
     cell::cell_size(leaf, usable, area).filter(|&size| size <= max_cell(usable))
-}
-
-fn fold(x: u64) -> u32 {
-    (x ^ (x >> 32)) as u32
 }
 
 /// Test-only planted bugs, to show the tests catch them (see `tests.rs`). Per thread, so
@@ -605,19 +598,6 @@ pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<V
     check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
 }
 
-/// Of the slots whose raw tid is not 0 and passes `ok`, the one with the largest tid,
-/// slot 0 on a tie. `buf` must hold both descriptors.
-fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<usize> {
-    let tid = |slot: usize| get_u64(buf, slot * DESC_SIZE + D_TID);
-    let ok = |slot: usize| tid(slot) != 0 && ok(tid(slot));
-    match (ok(0), ok(1)) {
-        (true, true) => Some(if tid(1) > tid(0) { 1 } else { 0 }),
-        (true, false) => Some(0),
-        (false, true) => Some(1),
-        (false, false) => None,
-    }
-}
-
 /// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
 /// `tid <= max_tid`. Errors: `Corrupt` if there is none, or if a damaged version is newer
 /// than the one it would read (a damaged newest committed version is corruption, not a
@@ -672,65 +652,20 @@ pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Vi
 
 // ---- The per-image memo of opened nodes ----------------------------------------------
 
-/// Entries of the memo (direct-mapped by page number).
-const MEMO_WAYS: usize = 1024;
-
-/// One page image whose versions were validated and whose key-ordered views were built.
-/// The image is held by a `Weak`, so its allocation cannot be freed and reused for other
-/// bytes while the entry exists (nor changed in place through `Arc::get_mut`): an image at
-/// the same address is the same bytes, and the node opened from it stays right.
-struct MemoEntry {
-    image: std::sync::Weak<[u8]>,
-    pgno: Pgno,
-    usable: usize,
-    nodes: [Option<Detached>; 2],
-}
-
-impl MemoEntry {
-    fn is(&self, page: &Arc<[u8]>, pgno: Pgno, usable: usize) -> bool {
-        self.pgno == pgno
-            && self.usable == usable
-            && std::ptr::eq(self.image.as_ptr(), Arc::as_ptr(page))
-    }
-}
-
 thread_local! {
-    static MEMO: RefCell<Vec<Option<MemoEntry>>> = const { RefCell::new(Vec::new()) };
+    /// The nodes opened from page images (per slot), per thread; see [`ImageMemo`] for
+    /// why an image at a remembered address is the remembered bytes.
+    static MEMO: RefCell<ImageMemo<Detached>> = const { RefCell::new(ImageMemo::new()) };
 }
 
 fn memo_get(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize) -> Option<Detached> {
-    MEMO.with(|m| {
-        let m = m.try_borrow().ok()?;
-        let e = m.get(pgno as usize % MEMO_WAYS)?.as_ref()?;
-        if e.is(page, pgno, usable) {
-            e.nodes[slot].clone()
-        } else {
-            None
-        }
-    })
+    MEMO.with(|m| m.try_borrow().ok()?.get(page, pgno, usable, slot))
 }
 
 fn memo_put(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Detached) {
     MEMO.with(|m| {
-        let Ok(mut m) = m.try_borrow_mut() else {
-            return;
-        };
-        if m.is_empty() {
-            m.resize_with(MEMO_WAYS, || None);
-        }
-        let e = &mut m[pgno as usize % MEMO_WAYS];
-        match e {
-            Some(x) if x.is(page, pgno, usable) => x.nodes[slot] = Some(node.clone()),
-            _ => {
-                let mut nodes = [None, None];
-                nodes[slot] = Some(node.clone());
-                *e = Some(MemoEntry {
-                    image: Arc::downgrade(page),
-                    pgno,
-                    usable,
-                    nodes,
-                })
-            }
+        if let Ok(mut m) = m.try_borrow_mut() {
+            m.put(page, pgno, usable, slot, node.clone());
         }
     })
 }
@@ -739,17 +674,8 @@ fn memo_put(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Det
 /// remembered `Arc`: same address and length) passed validation before.
 fn memo_validated(page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> bool {
     MEMO.with(|m| {
-        let Ok(m) = m.try_borrow() else {
-            return false;
-        };
-        m.get(pgno as usize % MEMO_WAYS)
-            .and_then(Option::as_ref)
-            .is_some_and(|e| {
-                e.pgno == pgno
-                    && e.usable == usable
-                    && e.nodes[slot].is_some()
-                    && std::ptr::eq(e.image.as_ptr(), page as *const [u8])
-            })
+        m.try_borrow()
+            .is_ok_and(|m| m.validated(page, pgno, usable, slot))
     })
 }
 
@@ -798,18 +724,6 @@ pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -
 
 // ---- Recovery's views and commit-time edits ------------------------------------------
 
-/// Raw `(tid, txn_size)` of both slots; None for a buffer too small.
-pub fn descriptor_heads(buf: &[u8]) -> Option<[(u64, u32); 2]> {
-    if buf.len() < VERSION_HEADS {
-        return None;
-    }
-    let head = |slot: usize| {
-        let d = slot * DESC_SIZE;
-        (get_u64(buf, d + D_TID), get_u32(buf, d + D_TXN_SIZE))
-    };
-    Some([head(0), head(1)])
-}
-
 /// Both slots with their validity, a slot-0 overflow page counting as valid. None for a
 /// tid-0 slot or a buffer that cannot be an IPS page of `usable` bytes.
 pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
@@ -828,23 +742,6 @@ pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
         })
     };
     [info(0), info(1)]
-}
-
-/// Make every descriptor with this `tid` INV (tid 0); whether anything changed. Only
-/// sector 0 changes.
-pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
-    if tid == 0 || buf.len() < VERSION_HEADS {
-        return false;
-    }
-    let mut changed = false;
-    for slot in 0..2 {
-        let d = slot * DESC_SIZE;
-        if get_u64(buf, d + D_TID) == tid {
-            buf[d + D_TID..d + D_TID + 8].fill(0);
-            changed = true;
-        }
-    }
-    changed
 }
 
 /// Set `txn_size` in every valid descriptor with this `tid` (tree version or overflow
@@ -887,7 +784,7 @@ pub(crate) fn restamp_node(
         } else if slot == 0 {
             if let Ok(len) = open_overflow(0, buf, usable).map(|o| o.data.len()) {
                 put_u32(buf, d + D_TXN_SIZE, txn_size);
-                let crc = overflow::overflow_crc(buf, len);
+                let crc = crate::page::versioned::overflow_crc(buf, len);
                 put_u32(buf, d + D_CRC, crc);
                 stamped = true;
             }

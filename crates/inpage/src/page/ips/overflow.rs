@@ -18,29 +18,17 @@
 //! torn write shows it whole or fails its crc, and recovery counts it in `txn_size`.
 
 use super::*;
-use crate::le::{put_u16, put_u64};
+use crate::page::versioned::OverflowFormat;
+pub use crate::page::versioned::{overflow_data, Overflow};
 
-/// Value bytes one IPS overflow page carries.
-pub fn overflow_data(usable: usize) -> usize {
-    usable.saturating_sub(VERSION_HEADS)
-}
-
-/// One decoded overflow page.
-#[derive(Clone, Copy, Debug)]
-pub struct Overflow<'a> {
-    pub tid: u64,
-    pub txn_size: u32,
-    /// Next page of the chain; 0 ends it.
-    pub next: Pgno,
-    pub data: &'a [u8],
-}
-
-pub(super) fn overflow_crc(buf: &[u8], len: usize) -> u32 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
-    h.update(&buf[..D_CRC]);
-    h.update(&buf[VERSION_HEADS..VERSION_HEADS + len]);
-    fold(h.digest())
-}
+/// The shared side-by-side overflow format (`page::versioned::OverflowFormat`) with IPS's
+/// descriptor field positions.
+const FORMAT: OverflowFormat = OverflowFormat {
+    layout: "IPS",
+    type_at: D_TYPE,
+    next_at: D_RIGHT,
+    geometry_ok,
+};
 
 /// Image of an overflow page of transaction `tid` (txn_size 0 until commit) holding
 /// `data`. Errors: `InvalidArgument` for a bad geometry, tid 0 or too much data.
@@ -51,55 +39,11 @@ pub fn overflow_page(
     next: Pgno,
     data: &[u8],
 ) -> Result<Vec<u8>> {
-    if !geometry_ok(usable, page_size) || tid == 0 || data.len() > overflow_data(usable) {
-        return Err(Error::InvalidArgument(format!(
-            "IPS overflow page: page size {page_size}, usable {usable}, tid {tid}, {} data bytes",
-            data.len()
-        )));
-    }
-    let mut out = vec![0u8; page_size];
-    put_u64(&mut out, D_TID, tid);
-    put_u16(&mut out, D_NSLOTS, data.len());
-    out[D_TYPE] = page_type::OVERFLOW;
-    put_u32(&mut out, D_RIGHT, next);
-    out[VERSION_HEADS..VERSION_HEADS + data.len()].copy_from_slice(data);
-    let crc = overflow_crc(&out, data.len());
-    put_u32(&mut out, D_CRC, crc);
-    Ok(out)
+    FORMAT.image(page_size, usable, tid, next, data)
 }
 
 /// Decode and verify an overflow page. Errors: `Corrupt` if slot 0 is not a valid
 /// overflow descriptor (INV, another type, a length past the page, a bad crc).
 pub fn open_overflow(pgno: Pgno, buf: &[u8], usable: usize) -> Result<Overflow<'_>> {
-    let bad = |why: String| Err(Error::corrupt(pgno, why));
-    if !geometry_ok(usable, buf.len()) {
-        return bad(format!(
-            "page buffer of {} bytes cannot hold an IPS page of usable size {usable}",
-            buf.len()
-        ));
-    }
-    let tid = get_u64(buf, D_TID);
-    let t = buf[D_TYPE];
-    if tid == 0 || t != page_type::OVERFLOW {
-        return bad(format!(
-            "expected an IPS overflow page, found tid {tid}, type {t} ({})",
-            page_type::name(t)
-        ));
-    }
-    let len = get_u16(buf, D_NSLOTS);
-    if len > overflow_data(usable) {
-        return bad(format!(
-            "overflow page claims {len} data bytes, more than the {} it holds",
-            overflow_data(usable)
-        ));
-    }
-    if overflow_crc(buf, len) != get_u32(buf, D_CRC) {
-        return bad(format!("overflow page (tid {tid}) fails its crc"));
-    }
-    Ok(Overflow {
-        tid,
-        txn_size: get_u32(buf, D_TXN_SIZE),
-        next: get_u32(buf, D_RIGHT),
-        data: &buf[VERSION_HEADS..VERSION_HEADS + len],
-    })
+    FORMAT.open(pgno, buf, usable)
 }

@@ -1,0 +1,389 @@
+//! What the layouts that keep two versions side by side in a page (DHL, IPS) share: the
+//! position of the two descriptor heads, reading and zeroing them, picking the newest
+//! candidate, the 32-bit fold of their xxh3 checksums, and the per-thread memo of page
+//! images whose versions were validated.
+//!
+//! Invariants, and why they hold:
+//! - Both descriptor heads lie in `[0, VERSION_HEADS)`: slot `s` at `32·s`, tid (u64) at
+//!   +0, txn_size (u32) at +8. Recovery reads them raw (`PageVersions::heads`), the DHL
+//!   journal's free-list snapshot pages rely on zeros there meaning "no version", and
+//!   `invalidate` touches only these bytes, inside sector 0, so it is atomic and
+//!   idempotent.
+//! - A memo entry names one exact image: it holds a `Weak` of it, so the allocation can be
+//!   neither freed and reused for other bytes nor changed in place (`Arc::get_mut` fails
+//!   while a weak reference exists) as long as the entry is there. An image at the
+//!   remembered address is therefore the remembered bytes, and what was validated stays
+//!   validated.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Weak};
+
+use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::page::layout::VERSION_HEADS;
+use crate::page::{page_type, PageRef, PageWrite};
+
+/// Bytes of one descriptor slot.
+pub const DESC_SIZE: usize = 32;
+const _: () = assert!(2 * DESC_SIZE == VERSION_HEADS);
+/// Offset of the tid in a descriptor.
+pub(crate) const D_TID: usize = 0;
+/// Offset of txn_size in a descriptor.
+pub(crate) const D_TXN_SIZE: usize = 8;
+
+/// The `(tid, txn_size)` heads of both descriptor slots, read raw and *not* validated (the
+/// cheap part of recovery's scan). None for a buffer too small to hold them.
+pub fn descriptor_heads(buf: &[u8]) -> Option<[(u64, u32); 2]> {
+    if buf.len() < VERSION_HEADS {
+        return None;
+    }
+    let head = |slot: usize| {
+        let d = slot * DESC_SIZE;
+        (get_u64(buf, d + D_TID), get_u32(buf, d + D_TXN_SIZE))
+    };
+    Some([head(0), head(1)])
+}
+
+/// Make every descriptor with this `tid` INV (tid = 0); returns whether anything changed.
+/// Only sector 0 changes, so the write doing it is atomic even on a torn-write device, and
+/// repeating it is harmless.
+pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
+    if tid == 0 || buf.len() < VERSION_HEADS {
+        return false;
+    }
+    let mut changed = false;
+    for slot in 0..2 {
+        let d = slot * DESC_SIZE;
+        if get_u64(buf, d + D_TID) == tid {
+            buf[d + D_TID..d + D_TID + 8].fill(0);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Of the slots whose (unvalidated) tid is not 0 and passes `ok`, the one with the
+/// largest tid, slot 0 on a tie. `buf` must hold both descriptors.
+pub(crate) fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<usize> {
+    let tid = |slot: usize| get_u64(buf, slot * DESC_SIZE + D_TID);
+    let ok = |slot: usize| tid(slot) != 0 && ok(tid(slot));
+    match (ok(0), ok(1)) {
+        (true, true) => Some(if tid(1) > tid(0) { 1 } else { 0 }),
+        (true, false) => Some(0),
+        (false, true) => Some(1),
+        (false, false) => None,
+    }
+}
+
+/// What a new version of page `pgno` is built over: the writer's tid and the page's
+/// current image, which holds the committed version (tid below the writer's, kept) and
+/// possibly the transaction's own earlier version (replaced); None for a page this
+/// transaction allocated. A tid of 0 (no transaction) is refused.
+pub(crate) fn write_base(
+    store: &dyn PageWrite,
+    pgno: Pgno,
+    layout: &str,
+) -> Result<(u64, Option<PageRef>)> {
+    let tid = store.tid();
+    if tid == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{layout} tree write outside a transaction (tid 0)"
+        )));
+    }
+    let base = if store.is_fresh(pgno) {
+        None
+    } else {
+        Some(store.read(pgno)?)
+    };
+    Ok((tid, base))
+}
+
+/// The checks a reader makes of an overflow page (written once, by transaction
+/// `page_tid`) before taking its `data` and `next`: not newer than its snapshot, and
+/// holding exactly the `take` bytes the chain from `owner` expects there.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn chain_page(
+    owner: Pgno,
+    pgno: Pgno,
+    page_tid: u64,
+    data: &[u8],
+    next: Pgno,
+    visible_tid: u64,
+    take: usize,
+) -> Result<(&[u8], Pgno)> {
+    if page_tid > visible_tid {
+        return Err(Error::corrupt(
+            pgno,
+            format!(
+                "overflow page written by transaction {page_tid} after this snapshot ({visible_tid}), chain from page {owner}"
+            ),
+        ));
+    }
+    if data.len() != take {
+        return Err(Error::corrupt(
+            pgno,
+            format!(
+                "overflow page holds {} bytes where the value needs {take}",
+                data.len()
+            ),
+        ));
+    }
+    Ok((data, next))
+}
+
+/// A 64-bit xxh3 digest folded to the 32 bits a descriptor stores.
+pub(crate) fn fold(x: u64) -> u32 {
+    (x ^ (x >> 32)) as u32
+}
+
+/// Entries of an [`ImageMemo`] (direct-mapped by page number).
+const MEMO_WAYS: usize = 1024;
+
+/// One page image and what was remembered for each of its descriptor slots.
+struct MemoEntry<T> {
+    image: Weak<[u8]>,
+    pgno: Pgno,
+    usable: usize,
+    slots: [Option<T>; 2],
+}
+
+impl<T> MemoEntry<T> {
+    /// Whether this entry is about exactly the image at `ptr` of page `pgno`.
+    fn is(&self, ptr: *const [u8], pgno: Pgno, usable: usize) -> bool {
+        self.pgno == pgno && self.usable == usable && std::ptr::eq(self.image.as_ptr(), ptr)
+    }
+}
+
+/// Per descriptor slot of a page image, a `T` remembered after the slot's version was
+/// validated (DHL: nothing more; IPS: the node with its key-ordered view). Each layout
+/// keeps one per thread, so readers never contend; at most `MEMO_WAYS` page allocations
+/// are kept alive per thread after the cache lets them go.
+pub(crate) struct ImageMemo<T> {
+    ways: Vec<Option<MemoEntry<T>>>,
+}
+
+impl<T: Clone> ImageMemo<T> {
+    pub(crate) const fn new() -> ImageMemo<T> {
+        ImageMemo { ways: Vec::new() }
+    }
+
+    fn entry(&self, ptr: *const [u8], pgno: Pgno, usable: usize) -> Option<&MemoEntry<T>> {
+        self.ways
+            .get(pgno as usize % MEMO_WAYS)?
+            .as_ref()
+            .filter(|e| e.is(ptr, pgno, usable))
+    }
+
+    /// What was remembered for descriptor `slot` of this image of page `pgno`.
+    pub(crate) fn get(
+        &self,
+        page: &Arc<[u8]>,
+        pgno: Pgno,
+        usable: usize,
+        slot: usize,
+    ) -> Option<T> {
+        self.entry(Arc::as_ptr(page), pgno, usable)?.slots[slot].clone()
+    }
+
+    /// Whether descriptor `slot` of exactly these bytes (the whole image a remembered
+    /// `Arc` holds: same address and length) was validated before.
+    pub(crate) fn validated(&self, page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> bool {
+        self.entry(page as *const [u8], pgno, usable)
+            .is_some_and(|e| e.slots[slot].is_some())
+    }
+
+    /// Remember `value` for descriptor `slot` of this image (its version validated).
+    pub(crate) fn put(
+        &mut self,
+        page: &Arc<[u8]>,
+        pgno: Pgno,
+        usable: usize,
+        slot: usize,
+        value: T,
+    ) {
+        if self.ways.is_empty() {
+            self.ways.resize_with(MEMO_WAYS, || None);
+        }
+        let e = &mut self.ways[pgno as usize % MEMO_WAYS];
+        match e {
+            Some(x) if x.is(Arc::as_ptr(page), pgno, usable) => x.slots[slot] = Some(value),
+            _ => {
+                let mut slots = [None, None];
+                slots[slot] = Some(value);
+                *e = Some(MemoEntry {
+                    image: Arc::downgrade(page),
+                    pgno,
+                    usable,
+                    slots,
+                })
+            }
+        }
+    }
+}
+
+// ---- Overflow pages ------------------------------------------------------------------
+
+/// Where an overflow page's data length (u16) sits in its slot-0 descriptor (a tree
+/// descriptor's cell-count field in both layouts).
+const O_LEN: usize = 12;
+/// The checksum covers descriptor bytes `0..O_CRC` and the data, and is stored there.
+const O_CRC: usize = 28;
+
+/// One decoded overflow page.
+#[derive(Clone, Copy, Debug)]
+pub struct Overflow<'a> {
+    pub tid: u64,
+    pub txn_size: u32,
+    /// Next page of the chain; 0 ends it.
+    pub next: Pgno,
+    pub data: &'a [u8],
+}
+
+/// Value bytes one overflow page carries: everything after both descriptor slots.
+pub fn overflow_data(usable: usize) -> usize {
+    usable.saturating_sub(VERSION_HEADS)
+}
+
+/// Checksum of an overflow page holding `len` data bytes: xxh3 folded, over descriptor
+/// bytes `0..28` and the data.
+pub(crate) fn overflow_crc(buf: &[u8], len: usize) -> u32 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&buf[..O_CRC]);
+    h.update(&buf[VERSION_HEADS..VERSION_HEADS + len]);
+    fold(h.digest())
+}
+
+/// The overflow page of a side-by-side layout. Recovery trusts whatever parses as a
+/// descriptor head, so no page carries user bytes in its first [`VERSION_HEADS`] bytes:
+/// an overflow page has a descriptor in slot 0 (tid, txn_size, data length, the
+/// layout's type byte = OVERFLOW, next page, checksum), slot 1 zero, and its data after
+/// both slots. Overflow pages are written once, by the transaction that allocated them,
+/// and never changed (a changed value gets a new chain), so one version is all they need;
+/// a torn write shows it whole or fails its checksum. The layouts differ only in where
+/// their descriptor keeps the type byte and the next pointer.
+pub(crate) struct OverflowFormat {
+    /// "DHL", "IPS": for messages.
+    pub layout: &'static str,
+    /// Offset of the type byte in the descriptor.
+    pub type_at: usize,
+    /// Offset of the next page (u32) in the descriptor.
+    pub next_at: usize,
+    /// Whether a buffer of `len` bytes can be a page of `usable` bytes of this layout.
+    pub geometry_ok: fn(usize, usize) -> bool,
+}
+
+impl OverflowFormat {
+    /// Image of an overflow page written by transaction `tid` (txn_size 0, set at
+    /// commit) holding `data`. Errors: `InvalidArgument` for a bad geometry, tid 0 or
+    /// more data than a page carries.
+    pub(crate) fn image(
+        &self,
+        page_size: usize,
+        usable: usize,
+        tid: u64,
+        next: Pgno,
+        data: &[u8],
+    ) -> Result<Vec<u8>> {
+        if !(self.geometry_ok)(usable, page_size) || tid == 0 || data.len() > overflow_data(usable)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{} overflow page: page size {page_size}, usable {usable}, tid {tid}, {} data bytes",
+                self.layout,
+                data.len()
+            )));
+        }
+        let mut out = vec![0u8; page_size];
+        put_u64(&mut out, D_TID, tid);
+        put_u16(&mut out, O_LEN, data.len());
+        out[self.type_at] = page_type::OVERFLOW;
+        put_u32(&mut out, self.next_at, next);
+        out[VERSION_HEADS..VERSION_HEADS + data.len()].copy_from_slice(data);
+        let crc = overflow_crc(&out, data.len());
+        put_u32(&mut out, O_CRC, crc);
+        Ok(out)
+    }
+
+    /// Decode and verify an overflow page. Errors: `Corrupt` if slot 0 is not a valid
+    /// overflow descriptor (INV, another type, a length past the page, a bad checksum).
+    pub(crate) fn open<'a>(
+        &self,
+        pgno: Pgno,
+        buf: &'a [u8],
+        usable: usize,
+    ) -> Result<Overflow<'a>> {
+        let bad = |why: String| Err(Error::corrupt(pgno, why));
+        if !(self.geometry_ok)(usable, buf.len()) {
+            return bad(format!(
+                "page buffer of {} bytes cannot hold a {} page of usable size {usable}",
+                buf.len(),
+                self.layout
+            ));
+        }
+        let tid = get_u64(buf, D_TID);
+        let t = buf[self.type_at];
+        if tid == 0 || t != page_type::OVERFLOW {
+            return bad(format!(
+                "expected a {} overflow page, found tid {tid}, type {t} ({})",
+                self.layout,
+                page_type::name(t)
+            ));
+        }
+        let len = get_u16(buf, O_LEN);
+        if len > overflow_data(usable) {
+            return bad(format!(
+                "overflow page claims {len} data bytes, more than the {} it holds",
+                overflow_data(usable)
+            ));
+        }
+        if overflow_crc(buf, len) != get_u32(buf, O_CRC) {
+            return bad(format!("overflow page (tid {tid}) fails its checksum"));
+        }
+        Ok(Overflow {
+            tid,
+            txn_size: get_u32(buf, D_TXN_SIZE),
+            next: get_u32(buf, self.next_at),
+            data: &buf[VERSION_HEADS..VERSION_HEADS + len],
+        })
+    }
+}
+
+// ---- Hashing cells -------------------------------------------------------------------
+
+/// Hashing for a builder's map from cell bytes to the copies (DHL) or slots (IPS) a new
+/// version can keep: seeded xxh3 (a dependency already, and much cheaper than SipHash on
+/// short cells). The seed is random per thread because the cells hold user keys; the map
+/// only finds exact matches, so images do not depend on it.
+#[derive(Clone, Copy)]
+pub(crate) struct CellHashing(u64);
+
+impl CellHashing {
+    pub(crate) fn new() -> CellHashing {
+        thread_local! {
+            static SEED: u64 = RandomState::new().build_hasher().finish();
+        }
+        CellHashing(SEED.with(|s| *s))
+    }
+}
+
+impl BuildHasher for CellHashing {
+    type Hasher = CellHasher;
+    fn build_hasher(&self) -> CellHasher {
+        CellHasher(self.0)
+    }
+}
+
+pub(crate) struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+    fn write_usize(&mut self, n: usize) {
+        // A slice's length prefix: folded into the seed of the xxh3 of its bytes.
+        self.0 ^= n as u64;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
