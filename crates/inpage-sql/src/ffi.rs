@@ -757,8 +757,7 @@ pub unsafe extern "C" fn ipg_sp(conn: *mut Conn, op: c_int, i: c_int) -> c_int {
             c.trees.clear();
             if i < 0 {
                 c.sps.clear();
-                w.rollback_all();
-                Ok(())
+                w.rollback_all()
             } else {
                 c.sps.truncate(i as usize + 1);
                 w.rollback_to(&c.sps[i as usize])

@@ -35,6 +35,15 @@ pub struct Config {
     pub create: bool,
     /// Pages kept in the shared cache. Default 2000 (8 MiB at 4 KiB pages).
     pub cache_pages: usize,
+    /// Steal, in journal modes that can (`Capabilities::steals`: the DHL and IPS modes): a
+    /// write transaction holding more changed pages than the spill limit writes them to
+    /// the file as uncommitted versions and drops them from memory, so a transaction
+    /// bigger than the cache runs in bounded memory (SQLite's `cache_spill`). Readers
+    /// never see those versions, and a crash or a rollback drops them. Default true.
+    /// Other modes keep every changed page in memory until commit.
+    pub cache_spill: bool,
+    /// The spill limit in pages (at least 1); None (the default) means `cache_pages`.
+    pub spill_pages: Option<usize>,
     /// Grow the file by this many zero-filled, synced pages at a time (0 = one page at a
     /// time, as SQLite does). Default 64.
     pub chunk_pages: u32,
@@ -58,6 +67,8 @@ impl Default for Config {
             page_size: None,
             create: true,
             cache_pages: 2000,
+            cache_spill: true,
+            spill_pages: None,
             chunk_pages: 64,
             journal: JournalConfig::default(),
             redistribute: true,
@@ -126,6 +137,22 @@ impl Config {
         self.journal.mutant = m;
         self
     }
+    /// Whether write transactions may spill (see the field's docs).
+    pub fn cache_spill(mut self, yes: bool) -> Self {
+        self.cache_spill = yes;
+        self
+    }
+    /// Spill once a write transaction holds more than `n` changed pages.
+    pub fn spill_pages(mut self, n: usize) -> Self {
+        self.spill_pages = Some(n);
+        self
+    }
+    /// The number of changed pages a write transaction of `mode` keeps in memory before
+    /// it spills them; None if it never does.
+    pub(crate) fn spill_limit(&self, mode: JournalMode) -> Option<usize> {
+        (self.cache_spill && mode.capabilities().steals)
+            .then(|| self.spill_pages.unwrap_or(self.cache_pages))
+    }
     pub fn redistribute(mut self, yes: bool) -> Self {
         self.redistribute = yes;
         self
@@ -182,6 +209,11 @@ impl Config {
                 "cache_pages {} is below the minimum of 16",
                 self.cache_pages
             )));
+        }
+        if self.spill_pages == Some(0) {
+            return Err(Error::Config(
+                "spill_pages must be at least 1 (cache_spill(false) turns spilling off)".into(),
+            ));
         }
         if self.chunk_pages > 1 << 20 {
             return Err(Error::Config(format!(

@@ -355,7 +355,7 @@ impl Run {
                 }
             }
             Op::RollbackAll => {
-                self.w().rollback_all();
+                self.w().rollback_all().unwrap();
                 self.saves.clear();
                 self.model = self.committed.clone();
             }
@@ -644,7 +644,7 @@ fn rollback_all_keeps_the_txn_open() {
     let mut c = w.open_cursor(&t).unwrap();
     assert!(w.cursor_last(&mut c).unwrap());
     assert_eq!(c.int_key(), Some(2));
-    w.rollback_all();
+    w.rollback_all().unwrap();
     assert_eq!(w.get(&t, 1).unwrap().as_deref(), Some(&b"committed"[..]));
     assert_eq!(w.get(&t, 2).unwrap(), None);
     assert!(matches!(w.open_tree("u"), Err(Error::TreeNotFound(_))));

@@ -86,6 +86,12 @@ pub struct Capabilities {
     pub intent_map: bool,
     /// Side files next to the database (`<db>-<suffix>`), for tools and tests.
     pub side_files: &'static [&'static str],
+    /// Steal: a transaction may write its uncommitted pages to the database file before
+    /// it commits ([`Journal::spill`]), so one bigger than the page cache runs in bounded
+    /// memory. Needs pages that keep the committed version beside the new one, which
+    /// readers pick by tid, and a recovery that drops versions of an unfinished
+    /// transaction.
+    pub steals: bool,
 }
 
 /// A journal as opened: the protocol, what its recovery did, and what it established.
@@ -323,11 +329,21 @@ pub enum Mutant {
     /// voiding the mark leaves it in place, and loading it checks neither the mark nor
     /// the FCC it was written at.
     StaleFreeSnapshot,
+    /// Steal: a spill marks only its own pages in the intent area, not those earlier
+    /// spills of the transaction wrote, so a reset of the area can drop them from
+    /// recovery's scan.
+    SpillOutsideIntent,
+    /// Steal: the commit counts its spilled pages in `txn_size` but does not stamp them,
+    /// so recovery's vote never sees the transaction complete.
+    SpillNotRestamped,
+    /// Steal: versions spilled by a transaction that rolled back (or by pages it freed)
+    /// are left valid, to be confused with the next transaction reusing the tid.
+    SpillLeftover,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 12] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -337,6 +353,9 @@ impl Mutant {
         Mutant::KeepCleanMark,
         Mutant::SkipIntent,
         Mutant::StaleFreeSnapshot,
+        Mutant::SpillOutsideIntent,
+        Mutant::SpillNotRestamped,
+        Mutant::SpillLeftover,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -352,6 +371,9 @@ impl Mutant {
             Mutant::KeepCleanMark => "keep-clean-mark",
             Mutant::SkipIntent => "skip-intent",
             Mutant::StaleFreeSnapshot => "stale-free-snapshot",
+            Mutant::SpillOutsideIntent => "spill-outside-intent",
+            Mutant::SpillNotRestamped => "spill-not-restamped",
+            Mutant::SpillLeftover => "spill-leftover",
         }
     }
 
@@ -461,6 +483,23 @@ pub struct CommitBatch<'a> {
     pub old_page_count: u32,
     /// Database size in pages after it.
     pub new_page_count: u32,
+    /// Steal: pages whose version of this transaction is already in the file, written by
+    /// [`Journal::spill`] with `txn_size` 0 and unchanged since; the commit stamps them
+    /// with the transaction's size (`pages.len() + restamp.len()`), which counts them.
+    /// Sorted; disjoint from `pages`. Empty unless the mode `steals`.
+    pub restamp: &'a [Pgno],
+    /// Steal: pages holding a spilled version of this transaction that is not part of it
+    /// any more (the page was freed, or a savepoint rolled back past the spill); the
+    /// commit invalidates those versions before its sync. Sorted; disjoint from `pages`
+    /// and `restamp`; may lie past `new_page_count`.
+    pub discard: &'a [Pgno],
+}
+
+impl CommitBatch<'_> {
+    /// The transaction's size in pages: what its counting-commit stamps carry.
+    pub fn txn_size(&self) -> usize {
+        self.pages.len() + self.restamp.len()
+    }
 }
 
 /// What recovery did when a journal was opened.
@@ -562,5 +601,31 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Number of frames currently in the log (0 for non-log modes); for inspect/tests.
     fn log_frames(&self) -> u64 {
         0
+    }
+    /// Steal (`Capabilities::steals`): write `pages`, versions of the uncommitted
+    /// transaction `tid` stamped with `txn_size` 0, into the file without syncing;
+    /// `originals` are what the file holds for them (as in a commit batch). Until the
+    /// commit restamps them, recovery rolls such versions back, and readers never see
+    /// them (their tid is above every snapshot).
+    fn spill(
+        &self,
+        tid: u64,
+        pages: &[(Pgno, PageRef)],
+        originals: &[(Pgno, PageRef)],
+    ) -> Result<()> {
+        let _ = (tid, pages, originals);
+        Err(crate::error::Error::InvalidArgument(
+            "this journal mode does not steal (spill uncommitted pages)".into(),
+        ))
+    }
+    /// Steal: invalidate the versions of transaction `tid` that `spill` wrote into
+    /// `pages` (the transaction rolled back, or a savepoint rolled back past them). They
+    /// are made durable before anything could confuse them with a later transaction
+    /// reusing the tid.
+    fn discard(&self, tid: u64, pages: &[Pgno]) -> Result<()> {
+        let _ = (tid, pages);
+        Err(crate::error::Error::InvalidArgument(
+            "this journal mode does not steal (spill uncommitted pages)".into(),
+        ))
     }
 }

@@ -37,6 +37,7 @@ pub(crate) static OFF: ModeSpec = ModeSpec {
         replays_log: false,
         intent_map: false,
         side_files: &[],
+        steals: false,
     },
     open: open_off,
 };
@@ -55,6 +56,7 @@ pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
         replays_log: false,
         intent_map: false,
         side_files: &[],
+        steals: false,
     },
     open: open_off,
 };
@@ -99,7 +101,7 @@ impl Journal for OffJournal {
             Error::Poisoned("a thread panicked while committing (writer lock)".into())
         })?;
         let db = &self.ctx.db;
-        check_batch(batch, db.page_size)?;
+        check_batch(batch, db.page_size, false)?;
         db.ensure_capacity(batch.new_page_count)?;
         db.write_pages(batch.pages)?;
         db.sync()
@@ -175,6 +177,8 @@ mod tests {
             originals: &[],
             old_page_count: 0,
             new_page_count: 1,
+            restamp: &[],
+            discard: &[],
         };
         assert!(matches!(j.commit(&b), Err(Error::InvalidArgument(_))));
     }

@@ -67,6 +67,7 @@ const ROLLBACK_CAPS: Capabilities = Capabilities {
     replays_log: false,
     intent_map: false,
     side_files: &["journal"],
+    steals: false,
 };
 
 /// Registry entry of `delete`.
@@ -433,7 +434,7 @@ impl Journal for RollbackJournal {
             Error::Poisoned("a thread panicked while holding the journal writer lock".into())
         })?;
         let db = &self.ctx.db;
-        check_batch(batch, db.page_size)?;
+        check_batch(batch, db.page_size, false)?;
         check_originals(batch)?;
         let file = self.write_journal(&mut w, batch)?;
 

@@ -110,6 +110,8 @@ impl Txn {
             originals: &self.originals,
             old_page_count: self.old,
             new_page_count: self.new,
+            restamp: &[],
+            discard: &[],
         }
     }
     pub fn apply(&self, model: &Model) -> Model {

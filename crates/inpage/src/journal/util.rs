@@ -12,7 +12,15 @@ use crate::vfs::File;
 
 /// Check that every page image in a batch has the database's page size, so a pager bug
 /// surfaces as an error instead of a misplaced write.
-pub(crate) fn check_batch(batch: &CommitBatch<'_>, page_size: usize) -> Result<()> {
+///
+/// `steals`: whether the journal takes spilled pages (`restamp`, `discard`); one that does
+/// not refuses a batch naming any, rather than commit without them.
+pub(crate) fn check_batch(batch: &CommitBatch<'_>, page_size: usize, steals: bool) -> Result<()> {
+    if !steals && !(batch.restamp.is_empty() && batch.discard.is_empty()) {
+        return Err(Error::InvalidArgument(
+            "commit batch names spilled pages, but this journal mode does not steal".into(),
+        ));
+    }
     let pages = batch.pages.iter().map(|p| (p, batch.new_page_count));
     let originals = batch.originals.iter().map(|p| (p, batch.old_page_count));
     for ((pgno, page), limit) in pages.chain(originals) {

@@ -99,6 +99,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         replays_log: true,
         intent_map: false,
         side_files: &["wal"],
+        steals: false,
     },
     open: |ctx, _| {
         let (j, r) = Wal::open(ctx)?;
@@ -703,7 +704,7 @@ impl Journal for Wal {
             return Err(closed());
         }
         let ps = self.ctx.db.page_size;
-        check_batch(batch, ps)?;
+        check_batch(batch, ps, false)?;
         if w.header_pending {
             self.start_generation(&mut w)?;
         }
@@ -1161,6 +1162,8 @@ mod tests {
             originals: &[],
             old_page_count: 3,
             new_page_count: 3,
+            restamp: &[],
+            discard: &[],
         })
         .unwrap();
         img

@@ -31,7 +31,7 @@ pub(crate) mod cache;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::config::{Config, DEFAULT_JOURNAL_MODE};
 use crate::error::{Error, Pgno, Result};
@@ -64,6 +64,11 @@ struct State {
     /// Number of commits that changed the catalog (created or dropped a tree), as of the
     /// committed header: what `Tree` handles key their cached catalog record on.
     catalog_gen: u64,
+    /// Steal: pages the writer is rewriting in the file with no image pinned in the cache
+    /// (a commit stamping spilled versions, or a rollback invalidating them). A reader
+    /// that misses the cache on one waits (`Pager::settled`) instead of reading a page
+    /// that may be half-written.
+    in_flight: PgnoMap<()>,
 }
 
 /// Hash map keyed by page number, hashed with [`PgnoHasher`].
@@ -124,6 +129,18 @@ pub(crate) struct Pager {
     recovery: RecoveryReport,
     /// Whether this open's page writes bypass the page cache.
     direct_writes: bool,
+    /// Signalled when pages leave `State::in_flight`.
+    settled: Condvar,
+}
+
+/// Steal: what a committing transaction left in the file before its commit (see
+/// `CommitBatch::restamp` and `CommitBatch::discard`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Spilled {
+    /// Spilled pages still part of the transaction, unchanged since their spill.
+    pub restamp: Vec<Pgno>,
+    /// Spilled pages that are not part of it any more.
+    pub discard: Vec<Pgno>,
 }
 
 impl std::fmt::Debug for Pager {
@@ -365,8 +382,10 @@ impl Pager {
                 free: BTreeSet::new(),
                 write_epoch: 0,
                 catalog_gen: 0,
+                in_flight: PgnoMap::default(),
             }),
             recovery,
+            settled: Condvar::new(),
         })
     }
 
@@ -584,7 +603,7 @@ impl Pager {
         const RETRIES: usize = 4;
         for _ in 0..RETRIES {
             let epoch = {
-                let mut st = lock(&self.state);
+                let mut st = self.settled_lock(pgno);
                 if let Some(p) = Self::pre_image(&st, snapshot, pgno) {
                     return Ok(p);
                 }
@@ -604,11 +623,132 @@ impl Pager {
                 return Ok(page);
             }
         }
-        let mut st = lock(&self.state);
+        let mut st = self.settled_lock(pgno);
         if let Some(p) = Self::pre_image(&st, snapshot, pgno) {
             return Ok(p);
         }
         self.current_locked(&mut st, pgno)
+    }
+
+    /// The lock, once `pgno` is not being rewritten without a pinned image (steal).
+    /// Holding the lock keeps it so: pages join `in_flight` only under it.
+    fn settled_lock(&self, pgno: Pgno) -> MutexGuard<'_, State> {
+        let mut st = lock(&self.state);
+        while st.in_flight.contains_key(&pgno) {
+            st = self.settled.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st
+    }
+
+    /// Steal: the image of a page the writer spilled, as the file holds it (the cache's,
+    /// or read on a miss). Only the writer writes such a page, so no commit can be
+    /// writing it meanwhile; it may lie past the committed page count (the transaction
+    /// grew the file).
+    pub fn read_spilled(&self, pgno: Pgno) -> Result<PageRef> {
+        if let Some(p) = lock(&self.state).cache.get(pgno) {
+            return Ok(p);
+        }
+        let page = self.read_from_journal(pgno)?;
+        lock(&self.state).cache.insert(pgno, page.clone(), false);
+        Ok(page)
+    }
+
+    /// What the file holds for `pgno` now, if the pager can know it without the file
+    /// possibly lacking the page: the cached image, else a read of a committed page.
+    fn file_image(&self, st: &mut State, pgno: Pgno) -> Result<Option<PageRef>> {
+        if let Some(p) = st.cache.get(pgno) {
+            return Ok(Some(p));
+        }
+        if pgno < st.header.page_count {
+            return self.current_locked(st, pgno).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// Steal: write the uncommitted pages `dirty` of transaction `tid` (the committed
+    /// FCC + 1) into the file, as versions with txn_size 0 (`Journal::spill`), and cache
+    /// what the file now holds. That is still a committed image for every reader: they
+    /// open pages at their snapshot, below `tid`, so the new version is invisible to them
+    /// and the committed one beside it is what they see. The pages are pinned while the
+    /// journal writes them, as a commit's are.
+    pub fn spill(&self, tid: u64, dirty: &[(Pgno, PageRef)]) -> Result<()> {
+        let mut st = lock(&self.state);
+        if let Some(why) = &st.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        assert_eq!(
+            tid,
+            st.header.fcc + 1,
+            "spill tid must be the committed FCC + 1"
+        );
+        let g = self.geometry();
+        let mut pages = Vec::with_capacity(dirty.len());
+        let mut originals = Vec::new();
+        for (pgno, img) in dirty {
+            debug_assert!(*pgno != 0);
+            pages.push((*pgno, self.layout.finalize(*pgno, img, g, tid, 0)?));
+            if let Some(o) = self.file_image(&mut st, *pgno)? {
+                originals.push((*pgno, o));
+            }
+        }
+        for (pgno, img) in &pages {
+            st.cache.insert(*pgno, img.clone(), true);
+        }
+        st.write_epoch += 1;
+        drop(st);
+        let result = self.journal.spill(tid, &pages, &originals);
+        let mut st = lock(&self.state);
+        st.write_epoch += 1;
+        for (pgno, _) in &pages {
+            match &result {
+                Ok(()) => st.cache.unpin(*pgno),
+                // The file may hold anything for these pages now.
+                Err(_) => st.cache.remove(*pgno),
+            }
+        }
+        if let Err(e) = &result {
+            st.poisoned = Some(e.to_string());
+        }
+        result
+    }
+
+    /// Steal: invalidate the versions transaction `tid` spilled into `pages` (it rolled
+    /// back, or rolled back past them), and drop their images from the cache, which
+    /// would show the writer (and the next transaction, which reuses `tid`) those
+    /// versions.
+    pub fn discard(&self, tid: u64, pages: &[Pgno]) -> Result<()> {
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let mut st = lock(&self.state);
+        if let Some(why) = &st.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        for &p in pages {
+            st.cache.remove(p);
+            st.in_flight.insert(p, ());
+        }
+        st.write_epoch += 1;
+        drop(st);
+        let result = self.journal.discard(tid, pages);
+        let mut st = lock(&self.state);
+        st.write_epoch += 1;
+        for p in pages {
+            st.in_flight.remove(p);
+        }
+        if let Err(e) = &result {
+            st.poisoned = Some(e.to_string());
+        }
+        drop(st);
+        self.settled.notify_all();
+        result
+    }
+
+    fn geometry(&self) -> Geometry {
+        Geometry {
+            page_size: self.page_size,
+            usable: self.page_size - PAGE_TRAILER,
+        }
     }
 
     /// The image of `pgno` a reader at `snapshot` must see instead of the current one:
@@ -679,12 +819,17 @@ impl Pager {
     /// Make a transaction durable. `header.fcc` is the new tid; `dirty` holds the
     /// transaction's pages (never page 0), trailers stamped. `alloc` moves pages between
     /// the DHL free set and the trees (empty in stock modes).
+    ///
+    /// `spilled`: the pages a stealing transaction wrote before its commit
+    /// (`Pager::spill`), unchanged since (`restamp`, counted in the transaction's size) or
+    /// no longer its own (`discard`); disjoint from `dirty`.
     pub fn commit(
         &self,
         header: &Header,
         dirty: &BTreeMap<Pgno, PageRef>,
         alloc: &AllocDelta,
         catalog_changed: bool,
+        spilled: &Spilled,
     ) -> Result<()> {
         debug_assert!(!dirty.contains_key(&0));
         let mut st = lock(&self.state);
@@ -698,10 +843,10 @@ impl Pager {
             last_txn_size: st.header.last_txn_size,
             ..header.clone()
         } == st.header;
-        let write_header =
-            !(self.mode.capabilities().embeds_fcc && counter_only && !dirty.is_empty());
+        let pages_changed = !(dirty.is_empty() && spilled.restamp.is_empty());
+        let write_header = !(self.mode.capabilities().embeds_fcc && counter_only && pages_changed);
         // The transaction's size in pages: counting commit's completeness test.
-        let txn_size = dirty.len() as u32 + write_header as u32;
+        let txn_size = (dirty.len() + spilled.restamp.len()) as u32 + write_header as u32;
         let header = Header {
             last_txn_size: txn_size,
             ..header.clone()
@@ -712,10 +857,7 @@ impl Pager {
             let image = self.layout.header_image(&committed, st.header.fcc, &header);
             pages.push((0, image));
         }
-        let g = Geometry {
-            page_size: self.page_size,
-            usable: self.page_size - PAGE_TRAILER,
-        };
+        let g = self.geometry();
         for (pgno, img) in dirty {
             let img = self.layout.finalize(*pgno, img, g, header.fcc, txn_size)?;
             pages.push((*pgno, img));
@@ -742,6 +884,14 @@ impl Pager {
         for (pgno, img) in &pages {
             st.cache.insert(*pgno, img.clone(), true);
         }
+        // Spilled pages are rewritten from the file's image, one at a time, with none
+        // pinned: readers that miss the cache on them wait until the commit ends.
+        let unpinned = spilled.restamp.iter().chain(&spilled.discard);
+        for &p in unpinned.clone() {
+            debug_assert!(!dirty.contains_key(&p));
+            st.cache.remove(p);
+            st.in_flight.insert(p, ());
+        }
         st.write_epoch += 1;
         drop(st);
 
@@ -751,11 +901,17 @@ impl Pager {
             originals: &originals,
             old_page_count,
             new_page_count: header.page_count,
+            restamp: &spilled.restamp,
+            discard: &spilled.discard,
         };
         let result = self.journal.commit(&batch);
 
         let mut st = lock(&self.state);
         st.write_epoch += 1;
+        for p in unpinned {
+            st.in_flight.remove(p);
+        }
+        self.settled.notify_all();
         match result {
             Ok(()) => {
                 st.header = header.clone();

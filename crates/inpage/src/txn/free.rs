@@ -153,6 +153,8 @@ impl WriteTxn {
                 // transaction may abort. A page this transaction allocated has no
                 // committed user, but its image is dropped too so it is not written.
                 self.st.dirty.remove(&pgno);
+                // A spilled version of it is invalidated at commit (`CommitBatch::discard`).
+                self.st.spilled.remove(&pgno);
                 if self.st.fresh.remove(&pgno) {
                     if self.st.taken.remove(&pgno) {
                         return Ok(()); // back to the free set, as if never taken

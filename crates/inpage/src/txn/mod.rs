@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Pgno, Result};
 use crate::page::{stamp_crc, Layout, PageRead, PageRef, PageWrite};
 use crate::pager::header::{Header, META_SLOTS};
-use crate::pager::{AllocDelta, PgnoHasher, PgnoMap};
+use crate::pager::{AllocDelta, PgnoHasher, PgnoMap, Spilled};
 use crate::tree::{self, CmpFn, TreeOptions};
 
 use catalog::TreeInfo;
@@ -565,6 +565,23 @@ struct WriteState {
     /// Those at the end are given back at once; the rest lie below a page the transaction
     /// writes, so they exist on disk, and join the free set at commit.
     grown_freed: BTreeSet<Pgno>,
+    /// Steal: pages whose newest image is the version this transaction spilled to the
+    /// file (`Pager::spill`), not in `dirty`. Read back through the pager.
+    spilled: BTreeSet<Pgno>,
+}
+
+impl WriteState {
+    fn new(header: Header) -> WriteState {
+        WriteState {
+            header,
+            dirty: PgnoMap::default(),
+            fresh: HashSet::default(),
+            taken: BTreeSet::new(),
+            freed: Vec::new(),
+            grown_freed: BTreeSet::new(),
+            spilled: BTreeSet::new(),
+        }
+    }
 }
 
 /// A savepoint inside a write transaction.
@@ -598,6 +615,15 @@ pub struct WriteTxn {
     gens: PgnoMap<u64>,
     gen_clock: u64,
     gen_floor: u64,
+    /// Steal: spill once `dirty` holds more than this many pages (None: never).
+    spill_limit: Option<usize>,
+    /// Steal: the dirty count at which the next spill happens (pages a savepoint holds
+    /// cannot spill, so after a spill that left many behind this waits for more).
+    spill_due: usize,
+    /// Steal: every page holding a version this transaction spilled (a superset of
+    /// `st.spilled`: after a savepoint rollback, until `discard` cleans the file). Not part
+    /// of `WriteState`, because rolling back does not undo what the file holds.
+    on_disk: BTreeSet<Pgno>,
 }
 
 impl WriteTxn {
@@ -615,17 +641,11 @@ impl WriteTxn {
         };
         let layout = shared.pager.layout();
         let catalog_gen = shared.pager.catalog_gen();
+        let spill_limit = shared.config.spill_limit(shared.pager.journal_mode());
         Ok(WriteTxn {
             shared,
             base: header.clone(),
-            st: WriteState {
-                header,
-                dirty: PgnoMap::default(),
-                fresh: HashSet::default(),
-                taken: BTreeSet::new(),
-                freed: Vec::new(),
-                grown_freed: BTreeSet::new(),
-            },
+            st: WriteState::new(header),
             savepoints: Vec::new(),
             next_serial: 0,
             opts,
@@ -637,7 +657,56 @@ impl WriteTxn {
             gens: Default::default(),
             gen_clock: 0,
             gen_floor: 0,
+            spill_limit,
+            spill_due: spill_limit.unwrap_or(usize::MAX),
+            on_disk: BTreeSet::new(),
         })
+    }
+
+    /// Steal: write every dirty page no savepoint holds to the file as an uncommitted
+    /// version and drop it from memory (module notes of `pager`, `Pager::spill`).
+    ///
+    /// A page a live savepoint records as spilled keeps the file image that savepoint
+    /// restores, so it is not spilled again while the savepoint lives (it stays dirty).
+    fn spill(&mut self) -> Result<()> {
+        let held: BTreeSet<Pgno> = self
+            .savepoints
+            .iter()
+            .flat_map(|(_, s)| s.spilled.iter().copied())
+            .collect();
+        let mut pages: Vec<(Pgno, PageRef)> = self
+            .st
+            .dirty
+            .iter()
+            .filter(|(p, _)| !held.contains(p))
+            .map(|(p, img)| (*p, img.clone()))
+            .collect();
+        pages.sort_unstable_by_key(|(p, _)| *p);
+        if !pages.is_empty() {
+            self.shared.pager.spill(self.tid(), &pages)?;
+        }
+        for (p, _) in &pages {
+            self.st.dirty.remove(p);
+            self.st.spilled.insert(*p);
+            self.on_disk.insert(*p);
+        }
+        let limit = self.spill_limit.unwrap_or(usize::MAX);
+        self.spill_due = self.st.dirty.len().saturating_add(limit);
+        Ok(())
+    }
+
+    /// Steal: invalidate what this transaction spilled into `pages` and forget them.
+    fn discard(&mut self, pages: Vec<Pgno>) -> Result<()> {
+        for p in &pages {
+            self.on_disk.remove(p);
+        }
+        self.shared.pager.discard(self.tid(), &pages)
+    }
+
+    /// Number of pages this transaction has spilled to the file and not changed since
+    /// (steal; see `Config::cache_spill`).
+    pub fn spilled_pages(&self) -> usize {
+        self.st.spilled.len()
     }
 
     /// The tree at `root` changed: cursors positioned on it must re-seek by key.
@@ -825,23 +894,25 @@ impl WriteTxn {
         self.st = self.savepoints[sp.index].1.clone();
         self.savepoints.truncate(sp.index + 1);
         self.bump_all_gens();
-        Ok(())
+        // Versions spilled since the savepoint (of pages it has clean, or dirty in
+        // memory) must go: the file would otherwise show them in place of the image the
+        // savepoint restores. Pages it records as spilled were not spilled again since.
+        let gone: Vec<Pgno> = self.on_disk.difference(&self.st.spilled).copied().collect();
+        self.discard(gone)
     }
 
     /// Undo every change of this transaction and keep it open (SQLite's
     /// `Savepoint(ROLLBACK, -1)`); every savepoint is dropped. Tree handles and cursors
     /// stay usable: cursors re-seek by their key.
-    pub fn rollback_all(&mut self) {
-        self.st = WriteState {
-            header: self.base.clone(),
-            dirty: PgnoMap::default(),
-            fresh: HashSet::default(),
-            taken: BTreeSet::new(),
-            freed: Vec::new(),
-            grown_freed: BTreeSet::new(),
-        };
+    ///
+    /// Errs only if the transaction had spilled pages and invalidating them failed; the
+    /// database is then poisoned (reopen to recover).
+    pub fn rollback_all(&mut self) -> Result<()> {
+        self.st = WriteState::new(self.base.clone());
         self.savepoints.clear();
         self.bump_all_gens();
+        let gone: Vec<Pgno> = std::mem::take(&mut self.on_disk).into_iter().collect();
+        self.discard(gone)
     }
 
     /// Forget `sp` (and every later savepoint), keeping the changes.
@@ -855,13 +926,30 @@ impl WriteTxn {
     /// A transaction that changed nothing commits without any I/O.
     pub fn commit(mut self) -> Result<()> {
         self.finished = true;
-        let result = if self.st.dirty.is_empty() && self.st.header == self.base {
-            Ok(())
+        let result = if self.st.dirty.is_empty()
+            && self.st.spilled.is_empty()
+            && self.st.header == self.base
+        {
+            // Nothing to commit; spilled versions a savepoint rollback left are dropped.
+            let gone: Vec<Pgno> = std::mem::take(&mut self.on_disk).into_iter().collect();
+            self.discard(gone)
         } else {
             let mut header = self.st.header.clone();
             header.fcc = self.base.fcc + 1;
-            header.last_txn_size = self.st.dirty.len() as u32 + 1;
+            header.last_txn_size = (self.st.dirty.len() + self.st.spilled.len()) as u32 + 1;
             let dirty: BTreeMap<Pgno, PageRef> = self.st.dirty.drain().collect();
+            // Every spilled page is restamped (still the transaction's, unchanged since
+            // the spill) or discarded; `write` and `free` keep `spilled` disjoint from
+            // `dirty`.
+            let spilled = Spilled {
+                restamp: self.st.spilled.iter().copied().collect(),
+                discard: self
+                    .on_disk
+                    .iter()
+                    .filter(|p| !self.st.spilled.contains(p) && !dirty.contains_key(p))
+                    .copied()
+                    .collect(),
+            };
             let mut freed = std::mem::take(&mut self.st.freed);
             freed.extend(self.st.grown_freed.iter().copied());
             let alloc = AllocDelta {
@@ -870,15 +958,25 @@ impl WriteTxn {
             };
             self.shared
                 .pager
-                .commit(&header, &dirty, &alloc, self.catalog_changed)
+                .commit(&header, &dirty, &alloc, self.catalog_changed, &spilled)
         };
         self.shared.release_writer();
         result
     }
 
-    /// Discard every change.
+    /// Discard every change. A transaction that spilled pages invalidates them in the
+    /// file (a write, no sync); if that fails the database is poisoned, and reopening
+    /// recovers it.
     pub fn rollback(mut self) {
+        self.finish_rolled_back();
+    }
+
+    /// Roll back and release the writer flag (`rollback`, or a drop without commit).
+    fn finish_rolled_back(&mut self) {
         self.finished = true;
+        let gone: Vec<Pgno> = std::mem::take(&mut self.on_disk).into_iter().collect();
+        // An error poisons the pager, which every later transaction then reports.
+        let _ = self.discard(gone);
         self.shared.release_writer();
     }
 }
@@ -886,7 +984,7 @@ impl WriteTxn {
 impl Drop for WriteTxn {
     fn drop(&mut self) {
         if !self.finished {
-            self.shared.release_writer();
+            self.finish_rolled_back();
         }
     }
 }
@@ -904,6 +1002,7 @@ impl PageRead for WriteTxn {
         }
         match self.st.dirty.get(&pgno) {
             Some(p) => Ok(p.clone()),
+            None if self.st.spilled.contains(&pgno) => self.shared.pager.read_spilled(pgno),
             None => self.shared.pager.read_current(pgno),
         }
     }
@@ -925,6 +1024,10 @@ impl PageWrite for WriteTxn {
         debug_assert_eq!(data.len(), self.page_size());
         stamp_crc(&mut data);
         self.st.dirty.insert(pgno, PageRef::from(data));
+        self.st.spilled.remove(&pgno);
+        if self.st.dirty.len() > self.spill_due {
+            self.spill()?;
+        }
         Ok(())
     }
 

@@ -57,7 +57,7 @@ use super::{
 };
 use crate::error::{Error, Pgno, Result};
 use crate::page::dhl::DHL;
-use crate::page::{Layout, PageVersions, PAGE_TRAILER};
+use crate::page::{Layout, PageRef, PageVersions, PAGE_TRAILER};
 use crate::pager::header::{
     clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, DHL_SLOTS,
     HEADER_LEN, MAX_TID,
@@ -89,6 +89,7 @@ pub(crate) const fn dhl_spec(
             replays_log: false,
             intent_map: true,
             side_files: &[],
+            steals: true,
         },
         open: open_dhl,
     }
@@ -174,6 +175,10 @@ pub(crate) struct DhlJournal {
     direct: Option<Arc<dyn File>>,
     /// Alignment of direct writes: the torn-write unit (512) unless the device needs more.
     align: usize,
+    /// Steal: the pages holding a version that `spill` wrote for the transaction in
+    /// flight (tid FCC + 1). Every marking write keeps them marked in the intent area
+    /// until that transaction ends, so recovery's bounded scan finds them.
+    pending: Mutex<BTreeSet<Pgno>>,
 }
 
 /// The sector size of the torn-write model, and the smallest unit a span is made of.
@@ -309,6 +314,7 @@ impl DhlJournal {
                 writer: Mutex::new(()),
                 direct,
                 align,
+                pending: Mutex::new(BTreeSet::new()),
             },
             report,
         ))
@@ -681,7 +687,7 @@ impl DhlJournal {
                                     "dirty page of transaction {} equals its committed image, \
                                      but txn_size {} counts it",
                                     batch.tid,
-                                    batch.pages.len()
+                                    batch.txn_size()
                                 ),
                             )
                         }),
@@ -703,13 +709,13 @@ impl Journal for DhlJournal {
         })?;
         let db = &self.ctx.db;
         let mutant = self.ctx.config.mutant();
-        check_batch(batch, db.page_size)?;
+        check_batch(batch, db.page_size, true)?;
         // Release-mode checks, before anything is written: a batch that lies about its
         // tid or its size would be accepted by the next recovery's vote as complete (or
         // complete another transaction's count), i.e. lose or mix committed data.
         let last = self.last_tid.load(Ordering::Acquire);
         assert_eq!(batch.tid, last + 1, "DHL commit tid must be the FCC + 1");
-        let txn_size = batch.pages.len();
+        let txn_size = batch.txn_size();
         let versions = page_versions(self.mode);
         for (pgno, page) in batch.pages {
             let stamped = if *pgno == 0 {
@@ -732,38 +738,49 @@ impl Journal for DhlJournal {
         }
         let mut spans = self.spans(batch)?;
         self.sync_recovery()?;
+        let mut pending = lock_pending(&self.pending)?;
+        // What recovery votes with must be exactly this transaction's pages: a spilled
+        // version the batch neither restamps nor discards would stay valid with
+        // txn_size 0 beside the stamped ones, and the vote would roll back the
+        // acknowledged commit after a crash. Checked in release builds.
+        let named: BTreeSet<Pgno> = batch
+            .pages
+            .iter()
+            .map(|(p, _)| *p)
+            .chain(batch.restamp.iter().copied())
+            .chain(batch.discard.iter().copied())
+            .collect();
+        assert!(
+            pending.iter().all(|p| named.contains(p)),
+            "commit of transaction {} leaves spilled pages {:?} unaccounted for",
+            batch.tid,
+            pending.difference(&named).collect::<Vec<_>>()
+        );
+        if let Some(p) = batch
+            .restamp
+            .iter()
+            .chain(batch.discard)
+            .find(|p| !pending.contains(p))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "commit of transaction {} names page {p} as spilled, but no spill wrote it",
+                batch.tid
+            )));
+        }
+        // Every page that holds or will hold a version of this transaction.
         let written: Vec<Pgno> = batch
             .pages
             .iter()
             .map(|(p, _)| *p)
             .filter(|&p| p != 0)
+            .chain(pending.iter().copied())
+            .collect::<BTreeSet<Pgno>>()
+            .into_iter()
             .collect();
         let mut intent = self.intent.lock().map_err(|_| {
             Error::Poisoned("a thread panicked while committing (DHL intent lock)".into())
         })?;
-        // Before any page: void a clean-shutdown mark, and mark the regions this commit
-        // writes in the visible slot's intent area (`intent`), durably.
-        // An area left large or coarse (a big transaction's header write marks all it
-        // touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions.
-        let covered = intent.as_ref().is_some_and(|i| {
-            i.covers(written.iter().copied())
-                && i.marked() <= intent::CAP
-                && i.shift == self.min_shift()
-        });
-        let grown = (!covered && mutant != Mutant::SkipIntent).then(|| {
-            intent
-                .as_ref()
-                .map(|i| i.with(written.iter().copied()))
-                .filter(|n| n.marked() <= intent::CAP && n.shift == self.min_shift())
-                .unwrap_or_else(|| fresh_intent(last, &written, self.min_shift()))
-        });
-        let void = self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark;
-        if void || grown.is_some() {
-            self.rewrite_page0(last, grown.as_ref())?;
-            if grown.is_some() {
-                *intent = grown;
-            }
-        }
+        self.mark_intent(last, &mut intent, &written)?;
         // A commit that writes page 0 gives both slots the durable area (which, after the
         // marking above, covers this commit's regions: a true claim for the new slot too),
         // or, with none, its new slot `tid − 1` plus its own regions. The pager's image of
@@ -833,6 +850,7 @@ impl Journal for DhlJournal {
                     self.write_changed(*pgno, page, span.clone(), single)?;
                 }
             }
+            self.settle_spilled(batch)?;
             let header = pick(page0_img, 0, header);
             if mutant != Mutant::NoSyncBeforeMark {
                 db.sync()?;
@@ -843,10 +861,11 @@ impl Journal for DhlJournal {
                 db.sync()?;
             }
         } else {
-            let single = batch.pages.len() == 1;
+            let single = batch.pages.len() == 1 && batch.restamp.is_empty();
             for ((pgno, page), span) in batch.pages.iter().zip(&spans) {
                 self.write_changed(*pgno, pick(page0_img, *pgno, page), span.clone(), single)?;
             }
+            self.settle_spilled(batch)?;
             if mutant != Mutant::NoSyncAtCommit {
                 db.sync()?;
             }
@@ -854,7 +873,93 @@ impl Journal for DhlJournal {
         if let Some((_, own)) = page0 {
             *intent = Some(own);
         }
+        pending.clear();
         self.last_tid.store(batch.tid, Ordering::Release);
+        Ok(())
+    }
+
+    fn spill(
+        &self,
+        tid: u64,
+        pages: &[(Pgno, PageRef)],
+        originals: &[(Pgno, PageRef)],
+    ) -> Result<()> {
+        let _w = self.writer.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
+        })?;
+        let db = &self.ctx.db;
+        let last = self.last_tid.load(Ordering::Acquire);
+        // Release-mode checks: a spilled version must never vote (txn_size 0 never
+        // equals a count of pages), and it must belong to the transaction in flight.
+        assert_eq!(tid, last + 1, "DHL spill tid must be the FCC + 1");
+        let versions = page_versions(self.mode);
+        for (pgno, page) in pages {
+            assert!(
+                *pgno != 0
+                    && page.len() == db.page_size
+                    && versions
+                        .heads(page)
+                        .is_some_and(|h| h.iter().any(|&(t, n)| t == tid && n == 0)),
+                "spilled page {pgno} does not carry (tid {tid}, txn_size 0)"
+            );
+        }
+        let usable = db.page_size - PAGE_TRAILER;
+        let spans: Vec<std::ops::Range<usize>> = pages
+            .iter()
+            .map(
+                |(pgno, page)| match originals.binary_search_by_key(pgno, |(p, _)| *p) {
+                    Ok(i) => changed_span(&originals[i].1, page, usable).unwrap_or(0..0),
+                    Err(_) => 0..db.page_size,
+                },
+            )
+            .collect();
+        self.sync_recovery()?;
+        let mut pending = lock_pending(&self.pending)?;
+        let written: Vec<Pgno> = pending
+            .iter()
+            .copied()
+            .chain(pages.iter().map(|(p, _)| *p))
+            .collect::<BTreeSet<Pgno>>()
+            .into_iter()
+            .collect();
+        {
+            let mut intent = self.intent.lock().map_err(|_| {
+                Error::Poisoned("a thread panicked while spilling (DHL intent lock)".into())
+            })?;
+            let marked_now = if self.ctx.config.mutant() == Mutant::SpillOutsideIntent {
+                pages.iter().map(|(p, _)| *p).collect()
+            } else {
+                written
+            };
+            self.mark_intent(last, &mut intent, &marked_now)?;
+        }
+        if let Some(end) = pages.iter().map(|(p, _)| *p + 1).max() {
+            db.ensure_capacity(end)?;
+        }
+        for ((pgno, page), span) in pages.iter().zip(spans) {
+            if !span.is_empty() {
+                self.write_changed(*pgno, page, span, false)?;
+            }
+            pending.insert(*pgno);
+        }
+        Ok(())
+    }
+
+    fn discard(&self, tid: u64, pages: &[Pgno]) -> Result<()> {
+        let _w = self.writer.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
+        })?;
+        let last = self.last_tid.load(Ordering::Acquire);
+        assert_eq!(tid, last + 1, "DHL discard tid must be the FCC + 1");
+        let mut pending = lock_pending(&self.pending)?;
+        self.invalidate_spilled(tid, pages)?;
+        for p in pages {
+            pending.remove(p);
+        }
+        // The invalidations must be durable before the tid is reused and before a
+        // marking write may drop their regions from the intent map: the next commit,
+        // spill or clean close syncs them first (`sync_recovery`), exactly as recovery's.
+        self.recovery_unsynced.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -888,6 +993,97 @@ impl Journal for DhlJournal {
         };
         freesnap::read(&self.ctx.db, &r, fcc, h.page_count, !stale)
     }
+}
+
+impl DhlJournal {
+    /// Before versions of transaction `last + 1` are written into `written` (every page
+    /// that holds or will hold one, spilled pages included): void a clean-shutdown mark,
+    /// and mark their regions in the visible slot's intent area (`intent`), durably.
+    /// An area left large or coarse (a big transaction's header write marks all it
+    /// touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions.
+    fn mark_intent(&self, last: u64, intent: &mut Option<Intent>, written: &[Pgno]) -> Result<()> {
+        let mutant = self.ctx.config.mutant();
+        let covered = intent.as_ref().is_some_and(|i| {
+            i.covers(written.iter().copied())
+                && i.marked() <= intent::CAP
+                && i.shift == self.min_shift()
+        });
+        let grown = (!covered && mutant != Mutant::SkipIntent).then(|| {
+            intent
+                .as_ref()
+                .map(|i| i.with(written.iter().copied()))
+                .filter(|n| n.marked() <= intent::CAP && n.shift == self.min_shift())
+                .unwrap_or_else(|| fresh_intent(last, written, self.min_shift()))
+        });
+        let void = self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark;
+        if void || grown.is_some() {
+            self.rewrite_page0(last, grown.as_ref())?;
+            if grown.is_some() {
+                *intent = grown;
+            }
+        }
+        Ok(())
+    }
+
+    /// The commit's part for spilled pages, before its sync: stamp each version in
+    /// `batch.restamp` with the transaction's size (a rewrite of its descriptor, in
+    /// sector 0, which a torn write can only leave invalid, i.e. counted missing), and
+    /// invalidate those in `batch.discard`. One page at a time: a stealing transaction's
+    /// pages are never all in memory.
+    fn settle_spilled(&self, batch: &CommitBatch<'_>) -> Result<()> {
+        let db = &self.ctx.db;
+        let ps = db.page_size;
+        let g = crate::page::Geometry {
+            page_size: ps,
+            usable: ps - PAGE_TRAILER,
+        };
+        let txn_size = batch.txn_size() as u32;
+        let versions = page_versions(self.mode);
+        let layout = self.mode.layout();
+        let mut buf = vec![0u8; ps];
+        for &pgno in batch.restamp {
+            if self.ctx.config.mutant() == Mutant::SpillNotRestamped {
+                break;
+            }
+            db.read_page(pgno, &mut buf)?;
+            let spilled = PageRef::from(buf.clone());
+            let stamped = layout.finalize(pgno, &spilled, g, batch.tid, txn_size)?;
+            assert!(
+                versions
+                    .heads(&stamped)
+                    .is_some_and(|h| h.iter().any(|&(t, n)| t == batch.tid && n == txn_size)),
+                "restamped page {pgno} does not carry (tid {}, txn_size {txn_size})",
+                batch.tid
+            );
+            let span = changed_span(&buf, &stamped, g.usable).ok_or_else(|| {
+                Error::corrupt(pgno, "restamping a spilled version changed nothing")
+            })?;
+            self.write_changed(pgno, &stamped, span, false)?;
+        }
+        self.invalidate_spilled(batch.tid, batch.discard)
+    }
+
+    /// Zero the tid of `tid`'s versions in `pages` (sector 0 only; not synced).
+    fn invalidate_spilled(&self, tid: u64, pages: &[Pgno]) -> Result<()> {
+        if self.ctx.config.mutant() == Mutant::SpillLeftover {
+            return Ok(());
+        }
+        let db = &self.ctx.db;
+        let versions = page_versions(self.mode);
+        let mut buf = vec![0u8; db.page_size];
+        for &pgno in pages {
+            db.read_page(pgno, &mut buf)?;
+            if versions.invalidate(&mut buf, tid) {
+                self.write_changed(pgno, &buf, 0..SECTOR.min(db.page_size), false)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn lock_pending(m: &Mutex<BTreeSet<Pgno>>) -> Result<std::sync::MutexGuard<'_, BTreeSet<Pgno>>> {
+    m.lock()
+        .map_err(|_| Error::Poisoned("a thread panicked while committing (DHL spill lock)".into()))
 }
 
 impl DhlJournal {
