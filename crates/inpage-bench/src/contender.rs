@@ -418,8 +418,7 @@ impl Store for EngineStore {
     fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String> {
         let w = self.begin_insert(keys, value)?;
         stop();
-        w.rollback();
-        Ok(())
+        w.rollback().map_err(es)
     }
 
     fn close(self: Box<Self>) -> Result<(), String> {

@@ -699,8 +699,8 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
                         Ok(_) => c.own_fcc += c.db.fcc().saturating_sub(c.write_start_fcc),
                         Err(e) => rc = c.fail(&e),
                     }
-                } else {
-                    w.rollback();
+                } else if let Err(e) = w.rollback() {
+                    rc = c.fail(&e);
                 }
             }
             Txn::Read(_) | Txn::None => {}

@@ -286,6 +286,18 @@ fn stage_workload(seed: u64, m: &Model, txns: u64) -> Vec<(Step, Model)> {
 
 /// The base configuration of the database on `disk` in `mode`: small pages (deeper
 /// trees, overflow chains at ~1 KiB), growth by few pages, frequent WAL checkpoints.
+/// The engine settings; sequences with an even seed steal (`spill_pages` 4), so
+/// multi-statement transactions spill through SQL (statement savepoints included) and
+/// cuts land inside stealing transactions, while the odd ones keep every page in memory.
+fn config_for(disk: &SimVfs, mode: JournalMode, mutant: Mutant, seq: u64) -> Config {
+    let c = config(disk, mode, mutant);
+    if seq % 2 == 0 {
+        c.spill_pages(4)
+    } else {
+        c.cache_spill(false)
+    }
+}
+
 fn config(disk: &SimVfs, mode: JournalMode, mutant: Mutant) -> Config {
     Config::default()
         .vfs(Arc::new(disk.clone()))
@@ -303,7 +315,7 @@ CREATE INDEX t_ba ON t(b, a);";
 /// A fresh disk with the schema and some rows, committed; the open connection.
 fn setup(seed: u64, mode: JournalMode, mutant: Mutant) -> (SimVfs, Db, Model) {
     let disk = SimVfs::with_seed(seed);
-    inpage_sql::set_file_config(Some(config(&disk, mode, mutant)));
+    inpage_sql::set_file_config(Some(config_for(&disk, mode, mutant, seed)));
     let db = Db::open(PATH).unwrap_or_else(|e| panic!("{mode}: open a fresh file: {e:?}"));
     db.exec(SCHEMA).unwrap();
     let mut m = Model::new();
@@ -561,7 +573,7 @@ fn one_sequence(
             Aim::Uniform
         };
         disk = disk.crash_report(rng.next(), CrashModel::full(), aim).0;
-        inpage_sql::set_file_config(Some(config(&disk, mode, mutant)));
+        inpage_sql::set_file_config(Some(config_for(&disk, mode, mutant, s)));
         db = Db::open(PATH).map_err(|e| format!("stage {stage}: reopen: {e:?}"))?;
         let m = verify(&db, &end).map_err(|v| format!("stage {stage}: {v}"))?;
         if end.in_flight.is_some() && Some(&m) == end.in_flight.as_ref() {
@@ -667,7 +679,7 @@ struct Budget {
     cuts: u64,
 }
 
-const BUDGETS: [Budget; 6] = [
+const BUDGETS: [Budget; 8] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         modes: &["delete", "truncate", "persist", "dhl-tc"],
@@ -698,11 +710,21 @@ const BUDGETS: [Budget; 6] = [
         modes: &["dhl-cc"],
         cuts: 300,
     },
+    Budget {
+        mutant: Mutant::SpillLeftover,
+        modes: &["dhl-cc", "ips"],
+        cuts: 300,
+    },
+    Budget {
+        mutant: Mutant::SpillNotRestamped,
+        modes: &["dhl-cc", "ips"],
+        cuts: 300,
+    },
 ];
 
 /// Mutants this torture is not asked to find, and why: the engine torture
 /// (inpage-torture/tests/mutants.rs) finds each with workloads shaped for it.
-const NOT_BUDGETED: [(Mutant, &str); 3] = [
+const NOT_BUDGETED: [(Mutant, &str); 4] = [
     (
         Mutant::SkipChecksum,
         "found about once in 300 cuts per mode (wal, dhl-cc): too rare for a CI budget",
@@ -715,6 +737,11 @@ const NOT_BUDGETED: [(Mutant, &str); 3] = [
     (
         Mutant::VoteOffByOne,
         "needs a commit missing exactly one page: not found in 300 cuts per mode",
+    ),
+    (
+        Mutant::SpillOutsideIntent,
+        "needs a stealing transaction's earlier spills outside the regions a later spill \
+         marks, cut before the commit: the engine torture finds it",
     ),
 ];
 

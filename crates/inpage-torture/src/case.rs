@@ -13,11 +13,12 @@
 //! their length is the depth:
 //!
 //! ```text
-//! mode=dhl-cc;wl=mixed;k=8;txns=24;wseed=17;ps=512;chunk=8;ckpt=40;region=2;steps=27;
-//! cut=123,40,9;crash=power:991,power:5,power:77;model=lose+reorder+tear;rcut=-,7,-;
-//! aim=u,t,u;fault=-;mutant=none
+//! mode=dhl-cc;wl=mixed;k=8;txns=24;wseed=17;ps=512;chunk=8;ckpt=40;region=2;spill=3;
+//! steps=27;cut=123,40,9;crash=power:991,power:5,power:77;model=lose+reorder+tear;
+//! rcut=-,7,-;aim=u,t,u;fault=-;mutant=none
 //! ```
 //!
+//! - `spill`: the spill limit of modes that steal (`-`, or absent in older specs: off).
 //! - `steps`: how many workload steps run in all (a prefix of the generated list).
 //! - `cut`: power-cut op index (`-` = none: the stage runs to its end, e.g. fault
 //!   cases). Stage 1 counts from the creating open; later stages from the end of the
@@ -184,7 +185,7 @@ impl Case {
     pub fn spec(&self) -> String {
         let w = &self.workload;
         format!(
-            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};region={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
+            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};region={};spill={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
             self.mode.name(),
             w.kind.name(),
             w.ops_per_txn,
@@ -194,6 +195,7 @@ impl Case {
             self.params.chunk_pages,
             self.params.wal_autocheckpoint,
             self.params.intent_region,
+            opt(self.params.spill.map(u64::from)),
             self.steps,
             list(&self.stages, |s| opt(s.cut)),
             list(&self.stages, |s| match s.crash {
@@ -222,9 +224,9 @@ impl Case {
                 return Err(format!("replay spec: {k:?} given twice"));
             }
         }
-        const KNOWN: [&str; 18] = [
-            "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "region", "steps", "cut",
-            "crash", "model", "rcut", "aim", "fault", "mutant", "broken",
+        const KNOWN: [&str; 19] = [
+            "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "region", "spill", "steps",
+            "cut", "crash", "model", "rcut", "aim", "fault", "mutant", "broken",
         ];
         if let Some(k) = fields.keys().find(|k| !KNOWN.contains(k)) {
             return Err(format!(
@@ -346,6 +348,12 @@ impl Case {
                 intent_region: match fields.get("region") {
                     Some(_) => small("region")?,
                     None => 16,
+                },
+                // Specs from before steal replay without it.
+                spill: match fields.get("spill").copied() {
+                    None | Some("-") => None,
+                    Some("0") => return Err("replay spec: spill must be at least 1, or -".into()),
+                    Some(_) => Some(small("spill")?),
                 },
             },
             steps: num("steps")? as usize,

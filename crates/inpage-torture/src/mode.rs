@@ -41,6 +41,9 @@ pub struct DbParams {
     /// DHL modes: the smallest write-intent region in pages (small, so the torture's
     /// small databases span many regions and the bounded recovery scan is exercised).
     pub intent_region: u32,
+    /// Modes that steal: the spill limit in pages (small, so most multi-page transactions
+    /// spill and cuts land inside stealing transactions); None: spilling off.
+    pub spill: Option<u32>,
 }
 
 impl Mode {
@@ -146,6 +149,10 @@ impl Mode {
         if self.journal.capabilities().intent_map {
             c = c.dhl_intent_region_pages(p.intent_region);
         }
+        c = match p.spill {
+            Some(n) => c.spill_pages(n as usize),
+            None => c.cache_spill(false),
+        };
         match self.variant {
             Variant::Plain => {}
             Variant::Prealloc => c = c.wal_prealloc(true),
@@ -170,6 +177,8 @@ impl DbParams {
             chunk_pages: [0, 1, 8][r.below(3) as usize],
             wal_autocheckpoint: [0, 12, 40][r.below(3) as usize],
             intent_region: [1, 2, 4][r.below(3) as usize],
+            // Drawn last, so the parameters above stay what they were for each seed.
+            spill: [None, Some(1), Some(3), Some(8)][r.below(4) as usize],
         }
     }
 }

@@ -86,12 +86,21 @@ pub struct CaseRun {
     pub fault_fired: bool,
     /// Crashes of this case (stages, and cuts inside a reopen) that tore a write.
     pub torn_crashes: u64,
+    /// Judged recoveries that rolled back versions a stealing transaction had spilled
+    /// before its commit: cuts that landed inside a stealing transaction.
+    pub spill_recoveries: u64,
 }
 
 impl CaseRun {
     pub fn violated(&self) -> bool {
         !self.violations.is_empty()
     }
+}
+
+thread_local! {
+    /// Judged recoveries that rolled back spilled versions, on this thread (`judge` has
+    /// no `CaseRun` at hand; `run_case_disk` reads and resets it around a case).
+    static SPILL_RECOVERIES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Run a case; never panics (an engine panic becomes a violation).
@@ -102,8 +111,10 @@ pub fn run_case(case: &Case) -> CaseRun {
 /// `run_case`, also returning every file of the final disk (after the last judged
 /// recovery and its commit), so tests can compare replays byte for byte.
 pub fn run_case_disk(case: &Case) -> (CaseRun, Vec<(PathBuf, Vec<u8>)>) {
+    SPILL_RECOVERIES.with(|c| c.set(0));
     match catch_unwind(AssertUnwindSafe(|| run_inner(case))) {
-        Ok((r, disk)) => {
+        Ok((mut r, disk)) => {
+            r.spill_recoveries = SPILL_RECOVERIES.with(|c| c.take());
             let files = disk
                 .file_names()
                 .into_iter()
@@ -449,7 +460,7 @@ fn run_segment(
     if expect_poison {
         if let Some(d) = db.as_ref() {
             if let Ok(w) = d.begin_write() {
-                w.rollback();
+                let _ = w.rollback();
                 v.push("after a commit or checkpoint failed having written to the disk, the handle still starts write transactions (not poisoned)".into());
             }
             if d.begin_read().is_ok() {
@@ -498,6 +509,9 @@ fn judge(
     let db = Database::open(DB, cfg).map_err(|e| format!("reopen after the crash failed: {e}"))?;
     if std::env::var_os("INPAGE_TORTURE_TRACE").is_some() {
         eprintln!("recovered: fcc {}, {:?}", db.fcc(), db.recovery_report());
+    }
+    if db.recovery_report().spilled_rolled_back > 0 {
+        SPILL_RECOVERIES.with(|c| c.set(c.get() + 1));
     }
     let idx = compare(&db, allowed)?;
     if !last_stage {

@@ -160,6 +160,9 @@ pub struct ModeReport {
     pub torn: u64,
     /// Cases in which an injected fault actually fired (I/O-error runs).
     pub faults_fired: u64,
+    /// Cases in which a recovery rolled back versions a stealing transaction spilled
+    /// before its commit: the cut landed inside that transaction.
+    pub stealing: u64,
     pub violations: Vec<Violation>,
 }
 
@@ -295,13 +298,18 @@ pub fn run_torture(
         }
         bar.suspend(|| {
             eprintln!(
-                "{}: crashes={} torn={} violations={}{}{}",
+                "{}: crashes={} torn={} violations={}{}{}{}",
                 mode.name(),
                 mr.crashes,
                 mr.torn,
                 mr.violations.len(),
                 if args.io_errors {
                     format!(" faults-fired={}", mr.faults_fired)
+                } else {
+                    String::new()
+                },
+                if mode.journal.capabilities().steals {
+                    format!(" in-stealing-txn={}", mr.stealing)
                 } else {
                     String::new()
                 },
@@ -362,6 +370,7 @@ fn replay(spec: &str, out: &mut dyn Write) -> Result<Report, String> {
         crashes: 1,
         torn: u64::from(run.torn_crashes > 0),
         faults_fired: u64::from(run.fault_fired),
+        stealing: u64::from(run.spill_recoveries > 0),
         violations: Vec::new(),
     };
     if run.violated() {
@@ -388,6 +397,7 @@ struct GroupResult {
     crashes: u64,
     torn: u64,
     faults_fired: u64,
+    stealing: u64,
     violations: Vec<Violation>,
 }
 
@@ -428,6 +438,7 @@ fn run_mode(
         crashes: 0,
         torn: 0,
         faults_fired: 0,
+        stealing: 0,
         violations: Vec::new(),
     };
     for r in results
@@ -439,6 +450,7 @@ fn run_mode(
         mr.crashes += r.crashes;
         mr.torn += r.torn;
         mr.faults_fired += r.faults_fired;
+        mr.stealing += r.stealing;
         mr.violations.extend(r.violations);
     }
     // Shrink after the fact so the result is independent of thread scheduling.
@@ -489,6 +501,7 @@ fn run_group(
         crashes: 0,
         torn: 0,
         faults_fired: 0,
+        stealing: 0,
         violations: Vec::new(),
     };
     // The reference run is judged too (a process crash after the last ack), but it is
@@ -515,6 +528,7 @@ fn run_group(
         res.crashes += 1;
         res.torn += u64::from(run.torn_crashes > 0);
         res.faults_fired += u64::from(run.fault_fired);
+        res.stealing += u64::from(run.spill_recoveries > 0);
         if run.violated() {
             res.violations.push(Violation {
                 case,

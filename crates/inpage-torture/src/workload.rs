@@ -394,7 +394,8 @@ pub fn exec_txn_with(
         run_ops(&mut w, &trees, &txn.ops)
     })();
     if let Err(e) = body {
-        w.rollback();
+        // A failed rollback poisons the handle; the body's error is the one to report.
+        let _ = w.rollback();
         return Err(TxnError::Body(e));
     }
     match txn.end {
@@ -404,10 +405,10 @@ pub fn exec_txn_with(
         }
         .map(|()| TxnOutcome::Committed)
         .map_err(TxnError::Commit),
-        End::Rollback => {
-            w.rollback();
-            Ok(TxnOutcome::RolledBack)
-        }
+        End::Rollback => w
+            .rollback()
+            .map(|()| TxnOutcome::RolledBack)
+            .map_err(TxnError::Body),
     }
 }
 

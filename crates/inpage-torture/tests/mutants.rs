@@ -37,7 +37,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 9] = [
+const BUDGETS: [Budget; 12] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         modes: &["dhl-tc", "delete", "truncate", "persist"],
@@ -104,6 +104,30 @@ const BUDGETS: [Budget; 9] = [
         mutant: Mutant::StaleFreeSnapshot,
         modes: &["dhl-cc", "ips"],
         sequences: 400,
+        at_least: 1,
+        args: plain,
+    },
+    // Steal: the torture's databases spill (most seeds set a spill limit of a few pages),
+    // so cuts land inside stealing transactions; each mutant breaks every stealing mode.
+    Budget {
+        mutant: Mutant::SpillOutsideIntent,
+        modes: &["dhl-cc", "ips"],
+        sequences: 200,
+        at_least: 1,
+        args: plain,
+    },
+    Budget {
+        mutant: Mutant::SpillNotRestamped,
+        // Not `dhl-tc`: its commit mark is the header slot, and txn_size never votes.
+        modes: &["dhl-cc", "dhl-cc-header", "ips", "ips-header"],
+        sequences: 100,
+        at_least: 1,
+        args: plain,
+    },
+    Budget {
+        mutant: Mutant::SpillLeftover,
+        modes: &["dhl-cc", "dhl-tc", "ips", "ips-header"],
+        sequences: 100,
         at_least: 1,
         args: plain,
     },
@@ -206,6 +230,21 @@ fn mutant_skip_intent() {
 #[test]
 fn mutant_stale_free_snapshot() {
     find(Mutant::StaleFreeSnapshot);
+}
+
+#[test]
+fn mutant_spill_outside_intent() {
+    find(Mutant::SpillOutsideIntent);
+}
+
+#[test]
+fn mutant_spill_not_restamped() {
+    find(Mutant::SpillNotRestamped);
+}
+
+#[test]
+fn mutant_spill_leftover() {
+    find(Mutant::SpillLeftover);
 }
 
 /// Shrinking and replay work on sequences: the unsynced-recovery mutant needs a crash

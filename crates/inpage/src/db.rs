@@ -158,7 +158,7 @@ impl Database {
         self.refuse_read_only("checkpoint")?;
         let w = self.begin_write()?;
         let r = self.shared.pager.checkpoint();
-        w.rollback();
+        w.rollback()?;
         r
     }
 

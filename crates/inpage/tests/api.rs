@@ -264,7 +264,7 @@ fn one_writer_at_a_time() {
     });
     thread::sleep(std::time::Duration::from_millis(50));
     assert!(!waiter.is_finished(), "second writer did not wait");
-    w.rollback();
+    w.rollback().unwrap();
     waiter.join().unwrap();
     assert!(db.begin_read().unwrap().open_tree("from-thread").is_ok());
 }

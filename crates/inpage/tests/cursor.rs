@@ -965,6 +965,6 @@ fn leaf_runs_match_stepping() {
             ),
             "{mode}"
         );
-        w.rollback();
+        w.rollback().unwrap();
     }
 }

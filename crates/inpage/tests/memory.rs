@@ -19,7 +19,7 @@ fn a_memory_database_works_and_leaves_no_file() {
     w.commit().unwrap();
     let mut w = db.begin_write().unwrap();
     w.remove(&t, 5).unwrap();
-    w.rollback();
+    w.rollback().unwrap();
     let r = db.begin_read().unwrap();
     assert_eq!(r.count(&t).unwrap(), 2000);
     assert_eq!(r.get(&t, 5).unwrap(), Some(vec![5u8; 5]));

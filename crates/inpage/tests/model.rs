@@ -212,7 +212,7 @@ fn run_ops(mode: JournalMode, page_size: u32, redistribute: bool, ops: Vec<Op>) 
                 verify_committed(&run);
             }
             Op::Rollback => {
-                w.take().unwrap().rollback();
+                w.take().unwrap().rollback().unwrap();
                 verify_committed(&run);
             }
             Op::Reopen => {

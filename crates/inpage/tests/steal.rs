@@ -201,7 +201,7 @@ fn rollback_takes_spilled_versions_back_out_of_the_file() {
             big_insert(&mut w, &model, 2000, 32);
             assert!(w.spilled_pages() > 0, "{mode}");
             match end {
-                "rollback" => w.rollback(),
+                "rollback" => w.rollback().unwrap(),
                 "drop" => drop(w),
                 _ => {
                     w.rollback_all().unwrap();
@@ -337,4 +337,52 @@ fn modes_that_cannot_steal_keep_every_page_in_memory_and_say_so() {
         Database::open(DB, config(&vfs, JournalMode::IPS, 16).spill_pages(0)),
         Err(inpage::Error::Config(_))
     ));
+}
+
+/// Nested savepoints: a page spilled before the outer one and changed again before the
+/// inner one keeps its spilled image through a rollback to the inner savepoint, because
+/// rolling back to the outer one needs it.
+#[test]
+fn nested_savepoints_keep_what_the_outer_one_restores() {
+    for mode in steal_modes() {
+        let vfs = SimVfs::new();
+        let db = Database::open(DB, config(&vfs, mode, 32)).unwrap();
+        let model = base_table(&db, 500);
+        let mut w = db.begin_write().unwrap();
+        let t = w.open_tree("t").unwrap();
+        let (at_outer, _) = big_insert(&mut w, &model, 1500, 32);
+        assert!(w.spilled_pages() > 0, "{mode}");
+        let outer = w.savepoint();
+        // Change rows all over the table: pages spilled before `outer` become dirty.
+        for k in at_outer.keys().copied().step_by(5).collect::<Vec<_>>() {
+            w.insert(&t, k, &value_for(k, 5, 40)).unwrap();
+        }
+        let inner = w.savepoint();
+        for k in 300_000..301_000i64 {
+            w.insert(&t, k, &value_for(k, 6, 90)).unwrap();
+        }
+        w.rollback_to(&inner).unwrap();
+        w.rollback_to(&outer).unwrap();
+        let got: BTreeMap<i64, Vec<u8>> = w
+            .iter(&t)
+            .unwrap()
+            .map(|kv| {
+                let (k, v) = kv.unwrap();
+                (k.as_int().unwrap(), v)
+            })
+            .collect();
+        assert_eq!(got, at_outer, "{mode}: rolled back to the outer savepoint");
+        w.commit().unwrap();
+        assert_eq!(dump(&db), at_outer, "{mode}");
+        assert_checks(&db);
+        let crashes: Vec<SimVfs> = (0..3)
+            .map(|seed| vfs.crash(seed, CrashModel::full()))
+            .collect();
+        drop(db);
+        for (seed, crashed) in crashes.into_iter().enumerate() {
+            let db = Database::open(DB, config(&crashed, mode, 32)).unwrap();
+            assert_eq!(dump(&db), at_outer, "{mode}: seed {seed}");
+            assert_checks(&db);
+        }
+    }
 }

@@ -329,9 +329,8 @@ pub enum Mutant {
     /// voiding the mark leaves it in place, and loading it checks neither the mark nor
     /// the FCC it was written at.
     StaleFreeSnapshot,
-    /// Steal: a spill marks only its own pages in the intent area, not those earlier
-    /// spills of the transaction wrote, so a reset of the area can drop them from
-    /// recovery's scan.
+    /// Steal: a spill resets the intent area to its own pages, dropping the regions of
+    /// the pages earlier spills of the transaction wrote from recovery's scan.
     SpillOutsideIntent,
     /// Steal: the commit counts its spilled pages in `txn_size` but does not stamp them,
     /// so recovery's vote never sees the transaction complete.
@@ -522,6 +521,9 @@ pub struct RecoveryReport {
     /// WAL: committed frames ignored because they are older than what the database
     /// already holds (a log left from before the last checkpoint).
     pub stale_frames: u64,
+    /// Steal: versions of the rolled-back transaction that it spilled before its commit
+    /// (`txn_size` 0), among `rolled_back_pages`' count.
+    pub spilled_rolled_back: u64,
 }
 
 impl RecoveryReport {
@@ -541,6 +543,10 @@ impl RecoveryReport {
                 None => "roll back the last transaction".to_string(),
             };
             let how = match self.rolled_back_pages {
+                Some((found, _)) if self.spilled_rolled_back > 0 => format!(
+                    " ({found} versions on disk, {} of them spilled before its commit; invalidated)",
+                    self.spilled_rolled_back
+                ),
                 Some((found, claimed)) => format!(
                     " ({found} of its {claimed} pages reached the disk; their versions are invalidated)"
                 ),

@@ -36,7 +36,8 @@ pub(crate) fn check_batch(batch: &CommitBatch<'_>, page_size: usize, steals: boo
             )));
         }
     }
-    if batch.pages.is_empty() {
+    // A stealing transaction whose pages are all spilled commits by restamping them.
+    if batch.pages.is_empty() && batch.restamp.is_empty() {
         return Err(Error::InvalidArgument("commit batch has no pages".into()));
     }
     Ok(())

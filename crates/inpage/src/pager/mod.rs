@@ -15,6 +15,12 @@
 //!   reads the file without the lock; the image (or the error a torn image gave) counts
 //!   only if no commit started or ended during the read (`write_epoch`), else the lookup
 //!   is repeated (`read_page_unlocked`).
+//! - **Spilled pages are committed images too** (steal). `spill` writes versions of the
+//!   writer's tid (above every snapshot) beside the committed ones and caches the result:
+//!   a reader opening that image at its snapshot sees the committed version. While a
+//!   commit restamps spilled pages or a rollback invalidates them, with no image pinned,
+//!   the pages are `in_flight` and a reader that misses the cache on one waits for the
+//!   write to end rather than read a half-written page.
 //! - **Fail-stop on I/O errors.** If a commit fails, the on-disk state is unknown (a
 //!   failed fsync may have dropped any write since the last good one), so the pager
 //!   restores the old images in memory, pins them, and refuses new transactions until the

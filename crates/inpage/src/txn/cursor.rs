@@ -551,7 +551,17 @@ impl WriteTxn {
         let opts = self.opts;
         self.bump_gen(c.root);
         let removed = tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?;
-        debug_assert!(removed.is_some(), "a restored cursor's key is in the tree");
+        if removed.is_none() {
+            // The cursor was just restored onto this key, so only a damaged tree (an
+            // order the comparator disagrees with) can lose it: an error, not a panic.
+            return Err(Error::corrupt(
+                c.root,
+                format!(
+                    "tree {:?}: the row under the cursor is not found by its key",
+                    c.name
+                ),
+            ));
+        }
         c.raw.invalidate();
         c.state = if save_position {
             State::Gone(key)

@@ -8,10 +8,22 @@
 //!   pager keeps replaced images for it).
 //! - **One writer.** `begin_write` waits on the database's writer flag; the flag is
 //!   cleared when the `WriteTxn` is committed, rolled back or dropped.
-//! - **Rollback is free.** Nothing reaches the pager before commit, so rolling back is
-//!   dropping the dirty map. A savepoint is a copy of the (dirty map, header) pair — cheap
-//!   because page images are shared `Arc`s — and rolling back to it restores the copy;
-//!   `rollback_all` restores the state the transaction began with.
+//! - **Rollback is free** (unless the transaction spilled). Nothing reaches the pager
+//!   before commit, so rolling back is dropping the dirty map. A savepoint is a copy of
+//!   the (dirty map, spilled set, header) triple — cheap because page images are shared
+//!   `Arc`s — and rolling back to it restores the copy; `rollback_all` restores the state
+//!   the transaction began with.
+//! - **Steal** (`Config::cache_spill`, modes whose capabilities say `steals`): once the
+//!   dirty map holds more than the spill limit, its pages are written to the file as
+//!   versions of this transaction's tid with `txn_size` 0 (`Pager::spill`) and dropped
+//!   from memory; they are read back through the pager. Readers open every page at their
+//!   snapshot, below this tid, so those versions are invisible to them, and recovery rolls
+//!   them back until the commit restamps them (`CommitBatch::restamp`). `on_disk` records
+//!   every page holding such a version, whatever savepoints restore; a rollback (to a
+//!   savepoint, or of everything) invalidates those the restored state does not own, so
+//!   the file never shows this transaction's tid on a page it does not claim. A page a
+//!   live savepoint records as spilled is never spilled again: its file image is what that
+//!   savepoint restores.
 //! - **Tree generations.** Every write to a tree bumps its generation and every rollback
 //!   bumps all of them (never restores them), so an owned cursor (`cursor`) can tell that
 //!   the tree may have changed since it was positioned.
@@ -669,11 +681,7 @@ impl WriteTxn {
     /// A page a live savepoint records as spilled keeps the file image that savepoint
     /// restores, so it is not spilled again while the savepoint lives (it stays dirty).
     fn spill(&mut self) -> Result<()> {
-        let held: BTreeSet<Pgno> = self
-            .savepoints
-            .iter()
-            .flat_map(|(_, s)| s.spilled.iter().copied())
-            .collect();
+        let held = self.held_by_savepoints();
         let mut pages: Vec<(Pgno, PageRef)> = self
             .st
             .dirty
@@ -693,6 +701,15 @@ impl WriteTxn {
         let limit = self.spill_limit.unwrap_or(usize::MAX);
         self.spill_due = self.st.dirty.len().saturating_add(limit);
         Ok(())
+    }
+
+    /// Steal: the pages a live savepoint records as spilled; their file images are what
+    /// rolling back to it restores.
+    fn held_by_savepoints(&self) -> BTreeSet<Pgno> {
+        self.savepoints
+            .iter()
+            .flat_map(|(_, s)| s.spilled.iter().copied())
+            .collect()
     }
 
     /// Steal: invalidate what this transaction spilled into `pages` and forget them.
@@ -896,8 +913,17 @@ impl WriteTxn {
         self.bump_all_gens();
         // Versions spilled since the savepoint (of pages it has clean, or dirty in
         // memory) must go: the file would otherwise show them in place of the image the
-        // savepoint restores. Pages it records as spilled were not spilled again since.
-        let gone: Vec<Pgno> = self.on_disk.difference(&self.st.spilled).copied().collect();
+        // savepoint restores. Pages it records as spilled were not spilled again since,
+        // and neither were those an older savepoint records (their images are what
+        // rolling back to that one restores; the restored state does not read them: it
+        // has them dirty, or no longer references them).
+        let held = self.held_by_savepoints();
+        let gone: Vec<Pgno> = self
+            .on_disk
+            .iter()
+            .filter(|p| !self.st.spilled.contains(p) && !held.contains(p))
+            .copied()
+            .collect();
         self.discard(gone)
     }
 
@@ -964,27 +990,28 @@ impl WriteTxn {
         result
     }
 
-    /// Discard every change. A transaction that spilled pages invalidates them in the
-    /// file (a write, no sync); if that fails the database is poisoned, and reopening
-    /// recovers it.
-    pub fn rollback(mut self) {
-        self.finish_rolled_back();
+    /// Discard every change. Errs only for a transaction that spilled pages (steal),
+    /// whose versions in the file it invalidates (a write, no sync), if that write
+    /// failed: the database is then poisoned, and reopening it recovers.
+    pub fn rollback(mut self) -> Result<()> {
+        self.finish_rolled_back()
     }
 
     /// Roll back and release the writer flag (`rollback`, or a drop without commit).
-    fn finish_rolled_back(&mut self) {
+    fn finish_rolled_back(&mut self) -> Result<()> {
         self.finished = true;
         let gone: Vec<Pgno> = std::mem::take(&mut self.on_disk).into_iter().collect();
-        // An error poisons the pager, which every later transaction then reports.
-        let _ = self.discard(gone);
+        let r = self.discard(gone);
         self.shared.release_writer();
+        r
     }
 }
 
 impl Drop for WriteTxn {
     fn drop(&mut self) {
         if !self.finished {
-            self.finish_rolled_back();
+            // An error poisons the pager, which every later transaction then reports.
+            let _ = self.finish_rolled_back();
         }
     }
 }

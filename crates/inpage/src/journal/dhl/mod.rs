@@ -28,6 +28,16 @@
 //! - *Tids are not reused while an invalid-but-present version could be confused with a
 //!   new one:* recovery zeroes the tid of every valid version newer than the FCC it
 //!   settles on, so the next transaction (tid FCC + 1) finds no valid version with its tid.
+//! - *Spilled versions never vote* (steal, `Journal::spill`). A transaction bigger than
+//!   the cache writes versions of its tid with `txn_size` 0 before it commits; no count
+//!   of pages is 0, and the vote requires every valid version of the newest tid to claim
+//!   the same size, so a crash before the commit rolls them back like any incomplete
+//!   transaction. The commit stamps each one with the transaction's size (sector 0 only,
+//!   before its sync) and invalidates those no longer part of it; it refuses to run if a
+//!   spilled page is left unaccounted for. Every page holding such a version stays marked
+//!   in the intent map until the transaction ends (`pending`), so recovery's bounded
+//!   scan finds them. A rollback invalidates them and, like recovery, syncs that before
+//!   the tid is reused or a marking write could drop their regions.
 //! - *A page write covers only what changed.* The pager hands over each page's committed
 //!   image (`CommitBatch::originals`), which is what the file holds: it was read from the
 //!   file or written by the last commit, whose sync succeeded (a failed commit poisons the
@@ -621,6 +631,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
             rolled_back: !stale.is_empty(),
             rolled_back_tid: (!stale.is_empty()).then_some(fcc + 1),
             rolled_back_pages,
+            spilled_rolled_back: stale.iter().filter(|f| f.txn_size == 0).count() as u64,
             ..RecoveryReport::default()
         },
         false,
@@ -926,12 +937,15 @@ impl Journal for DhlJournal {
             let mut intent = self.intent.lock().map_err(|_| {
                 Error::Poisoned("a thread panicked while spilling (DHL intent lock)".into())
             })?;
-            let marked_now = if self.ctx.config.mutant() == Mutant::SpillOutsideIntent {
-                pages.iter().map(|(p, _)| *p).collect()
+            if self.ctx.config.mutant() == Mutant::SpillOutsideIntent {
+                // The bug: a fresh area for this spill's pages alone.
+                let own: Vec<Pgno> = pages.iter().map(|(p, _)| *p).collect();
+                let mut fresh = None;
+                self.mark_intent(last, &mut fresh, &own)?;
+                *intent = fresh;
             } else {
-                written
-            };
-            self.mark_intent(last, &mut intent, &marked_now)?;
+                self.mark_intent(last, &mut intent, &written)?;
+            }
         }
         if let Some(end) = pages.iter().map(|(p, _)| *p + 1).max() {
             db.ensure_capacity(end)?;

@@ -1015,7 +1015,7 @@ fn the_engine_runs_on_ips_pages() {
     for k in 0..300 {
         w.insert(&t, k, b"rolled back").unwrap();
     }
-    w.rollback();
+    w.rollback().unwrap();
     let verify = |db: &Database| {
         let r = db.begin_read().unwrap();
         let t = r.open_tree("t").unwrap();
