@@ -16,7 +16,8 @@ use crate::vfs::File;
 /// `steals`: whether the journal takes spilled pages (`restamp`, `discard`); one that does
 /// not refuses a batch naming any, rather than commit without them.
 pub(crate) fn check_batch(batch: &CommitBatch<'_>, page_size: usize, steals: bool) -> Result<()> {
-    if !steals && !(batch.restamp.is_empty() && batch.discard.is_empty()) {
+    let names_spilled = !batch.restamp.is_empty() || !batch.discard.is_empty();
+    if names_spilled && !steals {
         return Err(Error::InvalidArgument(
             "commit batch names spilled pages, but this journal mode does not steal".into(),
         ));
