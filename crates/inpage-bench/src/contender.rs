@@ -44,6 +44,24 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     ("dhl-cc-buffered", JournalMode::DHL_CC, |c| {
         c.dhl_direct(inpage::DirectWrites::Off)
     }),
+    // Steal, for transactions bigger than the cache (`--ops-per-txn 50000`): a 256-page
+    // cache, with write transactions spilling past 256 changed pages or keeping them all.
+    ("dhl-cc-c256", JournalMode::DHL_CC, |c| c.cache_pages(256)),
+    ("dhl-cc-c256-nospill", JournalMode::DHL_CC, |c| {
+        c.cache_pages(256).cache_spill(false)
+    }),
+    ("ips-c256", JournalMode::IPS, |c| c.cache_pages(256)),
+    ("ips-c256-nospill", JournalMode::IPS, |c| {
+        c.cache_pages(256).cache_spill(false)
+    }),
+];
+
+/// Variants run only when named: settings for one experiment, not for every comparison.
+pub const NAMED_ONLY: &[&str] = &[
+    "dhl-cc-c256",
+    "dhl-cc-c256-nospill",
+    "ips-c256",
+    "ips-c256-nospill",
 ];
 
 /// SQLite journal settings, as Mobibench and the apps use them.
@@ -210,6 +228,7 @@ pub fn select(names: &[String]) -> Result<Vec<Contender>, String> {
         return Ok(all
             .into_iter()
             .filter(|c| !matches!(c.kind, Kind::Sql(_)) || c.name == sql_default)
+            .filter(|c| !NAMED_ONLY.contains(&c.name.as_str()))
             .collect());
     }
     let mut out: Vec<Contender> = Vec::new();

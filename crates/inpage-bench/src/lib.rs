@@ -42,8 +42,9 @@ use crate::report::Report;
 use crate::runner::{MobiParams, RecoveryParams, Session};
 use crate::workload::{parse_counts, Op};
 
-/// Largest transaction size accepted (operations per transaction).
-const MAX_OPS_PER_TXN: u32 = 4096;
+/// Largest transaction size accepted (operations per transaction): enough for one
+/// transaction many times the page cache (steal).
+const MAX_OPS_PER_TXN: u32 = 100_000;
 
 /// `inpage bench ...`
 #[derive(Subcommand, Debug, Clone)]
