@@ -791,7 +791,7 @@ impl Journal for DhlJournal {
         let mut intent = self.intent.lock().map_err(|_| {
             Error::Poisoned("a thread panicked while committing (DHL intent lock)".into())
         })?;
-        self.mark_intent(last, &mut intent, &written)?;
+        self.mark_intent(last, &mut intent, &written, !pending.is_empty())?;
         // A commit that writes page 0 gives both slots the durable area (which, after the
         // marking above, covers this commit's regions: a true claim for the new slot too),
         // or, with none, its new slot `tid − 1` plus its own regions. The pager's image of
@@ -933,22 +933,36 @@ impl Journal for DhlJournal {
             .collect::<BTreeSet<Pgno>>()
             .into_iter()
             .collect();
+        // A transaction that spills once spills again, mostly into pages it grows the
+        // file by: when this spill must grow the file or mark regions anyway, it sizes
+        // and marks room for the next spills too (twice this one), so most of them need
+        // neither write, nor its sync. Marking pages never written keeps the claim true.
+        let end = pages.iter().map(|(p, _)| *p + 1).max().unwrap_or(1);
+        let room = end.saturating_add(2 * pages.len() as u32);
         {
             let mut intent = self.intent.lock().map_err(|_| {
                 Error::Poisoned("a thread panicked while spilling (DHL intent lock)".into())
             })?;
+            let covered = intent
+                .as_ref()
+                .is_some_and(|i| i.covers(written.iter().copied()));
+            let written: Vec<Pgno> = if covered {
+                written
+            } else {
+                written.into_iter().chain(end..room).collect()
+            };
             if self.ctx.config.mutant() == Mutant::SpillOutsideIntent {
                 // The bug: a fresh area for this spill's pages alone.
                 let own: Vec<Pgno> = pages.iter().map(|(p, _)| *p).collect();
                 let mut fresh = None;
-                self.mark_intent(last, &mut fresh, &own)?;
+                self.mark_intent(last, &mut fresh, &own, true)?;
                 *intent = fresh;
             } else {
-                self.mark_intent(last, &mut intent, &written)?;
+                self.mark_intent(last, &mut intent, &written, true)?;
             }
         }
-        if let Some(end) = pages.iter().map(|(p, _)| *p + 1).max() {
-            db.ensure_capacity(end)?;
+        if !db.len_at_least(u64::from(end) * db.page_size as u64)? {
+            db.ensure_capacity(room)?;
         }
         for ((pgno, page), span) in pages.iter().zip(spans) {
             if !span.is_empty() {
@@ -1014,19 +1028,27 @@ impl DhlJournal {
     /// that holds or will hold one, spilled pages included): void a clean-shutdown mark,
     /// and mark their regions in the visible slot's intent area (`intent`), durably.
     /// An area left large or coarse (a big transaction's header write marks all it
-    /// touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions.
-    fn mark_intent(&self, last: u64, intent: &mut Option<Intent>, written: &[Pgno]) -> Result<()> {
+    /// touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions —
+    /// except while a transaction spills (`coarse_ok`): its area is coarse by nature, and
+    /// the first commit after it resets the area anyway.
+    fn mark_intent(
+        &self,
+        last: u64,
+        intent: &mut Option<Intent>,
+        written: &[Pgno],
+        coarse_ok: bool,
+    ) -> Result<()> {
         let mutant = self.ctx.config.mutant();
-        let covered = intent.as_ref().is_some_and(|i| {
-            i.covers(written.iter().copied())
-                && i.marked() <= intent::CAP
-                && i.shift == self.min_shift()
-        });
+        let fine =
+            |i: &Intent| coarse_ok || (i.marked() <= intent::CAP && i.shift == self.min_shift());
+        let covered = intent
+            .as_ref()
+            .is_some_and(|i| i.covers(written.iter().copied()) && fine(i));
         let grown = (!covered && mutant != Mutant::SkipIntent).then(|| {
             intent
                 .as_ref()
                 .map(|i| i.with(written.iter().copied()))
-                .filter(|n| n.marked() <= intent::CAP && n.shift == self.min_shift())
+                .filter(|n| fine(n))
                 .unwrap_or_else(|| fresh_intent(last, written, self.min_shift()))
         });
         let void = self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark;
