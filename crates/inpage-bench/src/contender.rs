@@ -943,7 +943,8 @@ mod tests {
             e.contains("unknown contender 'nope'") && e.contains("sqlite-wal-r"),
             "{e}"
         );
-        // The default set: all but the SQL front end on the non-default modes.
+        // The default set: all but the SQL front end on the non-default modes and the
+        // named-only variants (which select by name).
         let default = select(&[]).unwrap();
         let sql: Vec<_> = names
             .iter()
@@ -954,7 +955,16 @@ mod tests {
             JournalMode::all().count(),
             "one sql-<mode> per mode"
         );
-        assert_eq!(default.len(), names.len() - sql.len() + 1);
+        assert_eq!(
+            default.len(),
+            names.len() - sql.len() + 1 - NAMED_ONLY.len()
+        );
+        assert!(default
+            .iter()
+            .all(|c| !NAMED_ONLY.contains(&c.name.as_str())));
+        for n in NAMED_ONLY {
+            assert_eq!(select(&[n.to_string()]).unwrap()[0].name, *n);
+        }
         assert!(default.iter().any(|c| c.name == "sql-dhl-cc"));
         assert!(!default.iter().any(|c| c.name == "sql-wal"));
     }
