@@ -181,7 +181,10 @@ impl PageLayout for Ips {
                 format!("dirty page has no version of transaction {tid}"),
             ));
         }
-        stamp_crc(buf);
+        // No trailer crc: IPS pages are verified per version (`trailer_checked` is
+        // false), and the journal never writes the trailer of a page that existed, so a
+        // crc there would be stale anyway; stamping 4 KiB of crc32c per page per commit
+        // bought nothing.
         // The pager caches exactly this image: its next open (the next transaction's
         // descent) finds the node here instead of validating and replaying again.
         if let Some((slot, node)) = node {
