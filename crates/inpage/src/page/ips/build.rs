@@ -293,8 +293,11 @@ pub fn build(
     }
     if version.cells.is_empty() {
         return Ok(Some(
-            Draft::empty_on(&p, page_size, version.tid, version.leaf, version.right)
-                .seal_for(pgno, Vec::new(), 0),
+            Draft::empty_on(&p, page_size, version.tid, version.leaf, version.right).seal_for(
+                pgno,
+                Vec::new(),
+                0,
+            ),
         ));
     }
     let order = match known {

@@ -782,7 +782,15 @@ thread_local! {
 
 /// Record that `out` (descriptor `slot`, just sealed with `head`) is page `pgno`'s
 /// version whose live slots in key order are `order`, using `used` capacity.
-fn sealed_put(pgno: Pgno, out: &[u8], usable: usize, slot: usize, head: Head, order: Vec<u16>, used: usize) {
+fn sealed_put(
+    pgno: Pgno,
+    out: &[u8],
+    usable: usize,
+    slot: usize,
+    head: Head,
+    order: Vec<u16>,
+    used: usize,
+) {
     let ss = slots_start(usable);
     let mut view = Vec::with_capacity(2 * order.len());
     for &i in &order {
@@ -811,6 +819,20 @@ fn sealed_put(pgno: Pgno, out: &[u8], usable: usize, slot: usize, head: Head, or
             });
         }
     })
+}
+
+/// Test hooks: whether a sealed version of `pgno` is recorded; forget all of them.
+#[cfg(test)]
+pub(crate) fn sealed_holds(pgno: Pgno) -> bool {
+    SEALED.with(|t| {
+        t.borrow()
+            .get(pgno as usize % SEALED_WAYS)
+            .is_some_and(|e| e.as_ref().is_some_and(|s| s.pgno == pgno))
+    })
+}
+#[cfg(test)]
+pub(crate) fn sealed_forget() {
+    SEALED.with(|t| t.borrow_mut().clear())
 }
 
 /// The node of descriptor `slot` of `buf` if a builder of this thread sealed exactly that
