@@ -7,7 +7,11 @@
 //! `P.nslots..` and records below `P.rec_lo`, and leaves every other byte zero; a page
 //! without a protected version is written compactly in slot 0. A cell is appended with
 //! `pred` = the slot of the cell before it in the new node, which is what makes the
-//! pred-link replay yield key order.
+//! pred-link replay yield key order. Every version is sealed through `seal_for`, which
+//! records it for the commit (`sealed_put`) with the key order and used capacity the
+//! builder knows from the cells it laid out, so neither is recomputed from the image;
+//! an edit of a remembered image takes the old order and capacity from the memo and
+//! changes them by the one cell it removes or adds.
 
 use std::collections::hash_map::{Entry, HashMap};
 

@@ -12,7 +12,9 @@
 //! - Pages are verified per version by their own checksums, not by the trailer
 //!   (`trailer_checked` is false): recovery's invalidations rewrite sector 0 only.
 //! - `finalize` stamps `txn_size` into the transaction's version (or overflow descriptor)
-//!   and refuses a page carrying no version of the transaction.
+//!   and refuses a page carrying no version of the transaction. It leaves the trailer
+//!   crc alone: nothing checks it on IPS pages, and the journal never writes the trailer
+//!   of a page that existed.
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::cells::Detached;

@@ -98,8 +98,9 @@
 //!
 //! # Files
 //!
-//! This file: format, validation, the key-ordered view and its per-image memo, recovery's
-//! views and the commit-time edits; `build.rs` writes versions; `overflow.rs` is the
+//! This file: format, validation, the key-ordered view and its per-image memo, the table of
+//! versions the builders sealed (so the commit neither validates nor replays a page this
+//! thread just built: `sealed_take`), recovery's views and the commit-time edits; `build.rs` writes versions; `overflow.rs` is the
 //! overflow page; `layout.rs` the `PageLayout` glue; `tests.rs` the tests.
 
 use std::cell::RefCell;
