@@ -45,23 +45,28 @@ impl Draft {
             out: vec![0u8; page_size],
             usable,
             slot: 0,
-            h: Head {
-                tid,
-                txn_size: 0,
-                nslots: 0,
-                base: 0,
-                rec_lo: usable,
-                rec_hi: usable,
-                typ: if leaf {
-                    page_type::LEAF
-                } else {
-                    page_type::INTERIOR
-                },
-                flags: 0,
-                nlive: 0,
-                right: if leaf { 0 } else { right },
-                crc: 0,
+            h: Draft::empty_head(usable, tid, leaf, right),
+        }
+    }
+
+    /// The descriptor of an empty version (no slots, no records).
+    fn empty_head(usable: usize, tid: u64, leaf: bool, right: Pgno) -> Head {
+        Head {
+            tid,
+            txn_size: 0,
+            nslots: 0,
+            base: 0,
+            rec_lo: usable,
+            rec_hi: usable,
+            typ: if leaf {
+                page_type::LEAF
+            } else {
+                page_type::INTERIOR
             },
+            flags: 0,
+            nlive: 0,
+            right: if leaf { 0 } else { right },
+            crc: 0,
         }
     }
 
@@ -69,29 +74,45 @@ impl Draft {
     /// p's bytes kept, everything else zero, in the other descriptor slot.
     fn on(p: &View<'_>, page_size: usize, tid: u64, leaf: bool, right: Pgno) -> Draft {
         let (usable, buf) = (p.usable, p.buf);
-        let mut out = vec![0u8; page_size];
         let pd = p.slot * DESC_SIZE;
-        out[pd..pd + DESC_SIZE].copy_from_slice(&buf[pd..pd + DESC_SIZE]);
         let (ptb, vtb, tbl) = (
             tb_off(usable, p.slot),
             tb_off(usable, 1 - p.slot),
             tb_len(usable),
         );
-        out[ptb..ptb + tbl].copy_from_slice(&buf[ptb..ptb + tbl]);
-        out.copy_within(ptb..ptb + tbl, vtb);
         let ss = slots_start(usable);
         let se = p.slots_end();
-        out[ss..se].copy_from_slice(&buf[ss..se]);
-        out[p.rec_lo()..usable].copy_from_slice(&buf[p.rec_lo()..usable]);
-        let mut d = Draft::fresh(page_size, usable, tid, leaf, right);
-        d.out = out;
-        d.slot = 1 - p.slot;
-        d.h.nslots = p.nslots();
-        d.h.base = p.nslots();
-        d.h.rec_lo = p.rec_lo();
-        d.h.rec_hi = p.rec_lo();
-        d.h.nlive = p.nlive();
-        d
+        let mut out = if buf.len() == page_size {
+            // The image itself with what p does not own zeroed (the other descriptor,
+            // slots past p's and the free gap, the trailer; the other TB is overwritten
+            // below): one copy of the page instead of zeroing it and copying p's parts.
+            let mut out = buf.to_vec();
+            let vd = (1 - p.slot) * DESC_SIZE;
+            out[vd..vd + DESC_SIZE].fill(0);
+            out[se..p.rec_lo()].fill(0);
+            out[usable..].fill(0);
+            out
+        } else {
+            let mut out = vec![0u8; page_size];
+            out[pd..pd + DESC_SIZE].copy_from_slice(&buf[pd..pd + DESC_SIZE]);
+            out[ptb..ptb + tbl].copy_from_slice(&buf[ptb..ptb + tbl]);
+            out[ss..se].copy_from_slice(&buf[ss..se]);
+            out[p.rec_lo()..usable].copy_from_slice(&buf[p.rec_lo()..usable]);
+            out
+        };
+        out.copy_within(ptb..ptb + tbl, vtb);
+        let mut h = Draft::empty_head(usable, tid, leaf, right);
+        h.nslots = p.nslots();
+        h.base = p.nslots();
+        h.rec_lo = p.rec_lo();
+        h.rec_hi = p.rec_lo();
+        h.nlive = p.nlive();
+        Draft {
+            out,
+            usable,
+            slot: 1 - p.slot,
+            h,
+        }
     }
 
     /// An empty version next to `p` that inherits nothing from it: slots `[0, 0)`, records

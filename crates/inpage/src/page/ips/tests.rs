@@ -938,6 +938,64 @@ proptest! {
     }
 
     #[test]
+    fn a_version_on_p_is_zero_outside_what_p_and_it_own(
+        v1 in arb_cells(true, US, capacity(US)),
+        ops in arb_ops(true, US),
+        more in arb_ops(true, US),
+        last in arb_ops(true, US),
+    ) {
+        // b2 holds P (tid 2) over an older version (tid 1) in the other slot, and its
+        // trailer is garbage; b3a adds this transaction's (tid 3) first build. Building
+        // tid 3 again replaces that build: P's bytes and the new version's own must stay,
+        // everything else (the first build's slots and records, the older version, the
+        // trailer) must be zero, whether the builder starts from a copy of the image or
+        // from a zero page (a base of another length).
+        let b1 = build(1, PS, US, None, 0, &ver(1, true, 0, &v1)).unwrap().unwrap();
+        let v2 = ops.iter().fold(v1.clone(), |m, op| apply(&m, op));
+        prop_assume!(cost(&v2) <= capacity(US));
+        let Some(mut b2) = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v2)).unwrap() else {
+            return Ok(());
+        };
+        b2[US..].fill(0xAB);
+        let v3a = more.iter().fold(v2.clone(), |m, op| apply(&m, op));
+        prop_assume!(cost(&v3a) <= capacity(US));
+        let Some(mut b3a) = build(1, PS, US, Some(&b2), 2, &ver(3, true, 0, &v3a)).unwrap() else {
+            return Ok(());
+        };
+        b3a[US..].fill(0xAB);
+        let v3 = last.iter().fold(v2.clone(), |m, op| apply(&m, op));
+        prop_assume!(cost(&v3) <= capacity(US));
+        let on_copy = build(1, PS, US, Some(&b3a), 2, &ver(3, true, 0, &v3)).unwrap();
+        let mut longer = b3a.clone();
+        longer.extend_from_slice(&[0xCD; 16]);
+        let on_zero = build(1, PS, US, Some(&longer), 2, &ver(3, true, 0, &v3)).unwrap();
+        prop_assert_eq!(&on_copy, &on_zero);
+        let zero_elsewhere = |img: &[u8]| -> std::result::Result<(), TestCaseError> {
+            let mut kept = owned_ranges(&visible(1, img, US, 2).unwrap());
+            kept.extend(covered_ranges(&visible(1, img, US, 3).unwrap()));
+            for (i, &byte) in img.iter().enumerate() {
+                if !kept.iter().any(|&(s, e)| (s..e).contains(&i)) {
+                    prop_assert_eq!(byte, 0, "byte {} is neither P's nor the new version's", i);
+                }
+            }
+            Ok(())
+        };
+        if let Some(b3) = on_copy {
+            prop_assert_eq!(visible(1, &b3, US, 2).unwrap().tid(), 2);
+            prop_assert_eq!(seen(&b3, US, 3).unwrap(), v3.clone());
+            zero_elsewhere(&b3)?;
+        }
+        // The same for a one-cell edit over P next to the first build's leftovers.
+        let op = (0, 0, rec(3, 20));
+        let (i, remove, insert) = one_edit(&v2, &apply(&v2, &op), &op);
+        let mut b2x = b3a.clone();
+        assert!(invalidate(&mut b2x, 3));
+        if let Some((e, _)) = edit(1, &b2x, US, 3, i, remove, insert.as_deref()).unwrap() {
+            zero_elsewhere(&e)?;
+        }
+    }
+
+    #[test]
     fn edit_matches_build(
         v1 in arb_cells(true, US, capacity(US)),
         ops in proptest::collection::vec((0..3u8, any::<usize>(), arb_cell(true, US)), 1..30),
