@@ -183,14 +183,13 @@ impl<T: Clone> ImageMemo<T> {
         usable: usize,
         slot: usize,
     ) -> Option<T> {
-        self.entry(Arc::as_ptr(page), pgno, usable)?.slots[slot].clone()
+        self.get_at(page, pgno, usable, slot)
     }
 
-    /// Whether descriptor `slot` of exactly these bytes (the whole image a remembered
-    /// `Arc` holds: same address and length) was validated before.
-    pub(crate) fn validated(&self, page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> bool {
-        self.entry(page as *const [u8], pgno, usable)
-            .is_some_and(|e| e.slots[slot].is_some())
+    /// [`ImageMemo::get`] for exactly these bytes: the whole image a remembered `Arc`
+    /// holds (same address and length), as a writer's edit sees it.
+    pub(crate) fn get_at(&self, page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> Option<T> {
+        self.entry(page as *const [u8], pgno, usable)?.slots[slot].clone()
     }
 
     /// Remember `value` for descriptor `slot` of this image (its version validated).

@@ -7,7 +7,11 @@
 //! `P.nslots..` and records below `P.rec_lo`, and leaves every other byte zero; a page
 //! without a protected version is written compactly in slot 0. A cell is appended with
 //! `pred` = the slot of the cell before it in the new node, which is what makes the
-//! pred-link replay yield key order.
+//! pred-link replay yield key order. Every version is sealed through `seal_for`, which
+//! records it for the commit (`sealed_put`) with the key order and used capacity the
+//! builder knows from the cells it laid out, so neither is recomputed from the image;
+//! an edit of a remembered image takes the old order and capacity from the memo and
+//! changes them by the one cell it removes or adds.
 
 use std::collections::hash_map::{Entry, HashMap};
 
@@ -41,23 +45,28 @@ impl Draft {
             out: vec![0u8; page_size],
             usable,
             slot: 0,
-            h: Head {
-                tid,
-                txn_size: 0,
-                nslots: 0,
-                base: 0,
-                rec_lo: usable,
-                rec_hi: usable,
-                typ: if leaf {
-                    page_type::LEAF
-                } else {
-                    page_type::INTERIOR
-                },
-                flags: 0,
-                nlive: 0,
-                right: if leaf { 0 } else { right },
-                crc: 0,
+            h: Draft::empty_head(usable, tid, leaf, right),
+        }
+    }
+
+    /// The descriptor of an empty version (no slots, no records).
+    fn empty_head(usable: usize, tid: u64, leaf: bool, right: Pgno) -> Head {
+        Head {
+            tid,
+            txn_size: 0,
+            nslots: 0,
+            base: 0,
+            rec_lo: usable,
+            rec_hi: usable,
+            typ: if leaf {
+                page_type::LEAF
+            } else {
+                page_type::INTERIOR
             },
+            flags: 0,
+            nlive: 0,
+            right: if leaf { 0 } else { right },
+            crc: 0,
         }
     }
 
@@ -65,29 +74,45 @@ impl Draft {
     /// p's bytes kept, everything else zero, in the other descriptor slot.
     fn on(p: &View<'_>, page_size: usize, tid: u64, leaf: bool, right: Pgno) -> Draft {
         let (usable, buf) = (p.usable, p.buf);
-        let mut out = vec![0u8; page_size];
         let pd = p.slot * DESC_SIZE;
-        out[pd..pd + DESC_SIZE].copy_from_slice(&buf[pd..pd + DESC_SIZE]);
         let (ptb, vtb, tbl) = (
             tb_off(usable, p.slot),
             tb_off(usable, 1 - p.slot),
             tb_len(usable),
         );
-        out[ptb..ptb + tbl].copy_from_slice(&buf[ptb..ptb + tbl]);
-        out.copy_within(ptb..ptb + tbl, vtb);
         let ss = slots_start(usable);
         let se = p.slots_end();
-        out[ss..se].copy_from_slice(&buf[ss..se]);
-        out[p.rec_lo()..usable].copy_from_slice(&buf[p.rec_lo()..usable]);
-        let mut d = Draft::fresh(page_size, usable, tid, leaf, right);
-        d.out = out;
-        d.slot = 1 - p.slot;
-        d.h.nslots = p.nslots();
-        d.h.base = p.nslots();
-        d.h.rec_lo = p.rec_lo();
-        d.h.rec_hi = p.rec_lo();
-        d.h.nlive = p.nlive();
-        d
+        let mut out = if buf.len() == page_size {
+            // The image itself with what p does not own zeroed (the other descriptor,
+            // slots past p's and the free gap, the trailer; the other TB is overwritten
+            // below): one copy of the page instead of zeroing it and copying p's parts.
+            let mut out = buf.to_vec();
+            let vd = (1 - p.slot) * DESC_SIZE;
+            out[vd..vd + DESC_SIZE].fill(0);
+            out[se..p.rec_lo()].fill(0);
+            out[usable..].fill(0);
+            out
+        } else {
+            let mut out = vec![0u8; page_size];
+            out[pd..pd + DESC_SIZE].copy_from_slice(&buf[pd..pd + DESC_SIZE]);
+            out[ptb..ptb + tbl].copy_from_slice(&buf[ptb..ptb + tbl]);
+            out[ss..se].copy_from_slice(&buf[ss..se]);
+            out[p.rec_lo()..usable].copy_from_slice(&buf[p.rec_lo()..usable]);
+            out
+        };
+        out.copy_within(ptb..ptb + tbl, vtb);
+        let mut h = Draft::empty_head(usable, tid, leaf, right);
+        h.nslots = p.nslots();
+        h.base = p.nslots();
+        h.rec_lo = p.rec_lo();
+        h.rec_hi = p.rec_lo();
+        h.nlive = p.nlive();
+        Draft {
+            out,
+            usable,
+            slot: 1 - p.slot,
+            h,
+        }
     }
 
     /// An empty version next to `p` that inherits nothing from it: slots `[0, 0)`, records
@@ -145,8 +170,8 @@ impl Draft {
         Some(i)
     }
 
-    /// Write the descriptor and its crc; the finished image.
-    fn seal(mut self) -> Vec<u8> {
+    /// Write the descriptor and its crc; the finished image and its descriptor.
+    fn seal(mut self) -> (Vec<u8>, Head) {
         let d = self.slot * DESC_SIZE;
         let h = &self.h;
         let out = &mut self.out;
@@ -163,7 +188,17 @@ impl Draft {
         put_u32(out, d + D_RIGHT, h.right);
         let crc = version_crc(out, self.usable, self.slot, h);
         put_u32(out, d + D_CRC, crc);
-        self.out
+        self.h.crc = crc;
+        (self.out, self.h)
+    }
+
+    /// [`Draft::seal`], recording the version for the commit ([`sealed_put`]): its live
+    /// slots in key order are `order`, its cells use `used`.
+    fn seal_for(self, pgno: Pgno, order: Vec<u16>, used: usize) -> Vec<u8> {
+        let (usable, slot) = (self.usable, self.slot);
+        let (out, head) = self.seal();
+        sealed_put(pgno, &out, usable, slot, head, order, used);
+        out
     }
 }
 
@@ -202,33 +237,43 @@ fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()>
 }
 
 /// The protected version of `base`: the valid one with the largest `tid <= keep_max_tid`
-/// other than one with tid `replaced` (this transaction's own earlier build).
+/// other than one with tid `replaced` (this transaction's own earlier build), with its
+/// node if the memo knows it.
 fn protected_version(
     pgno: Pgno,
     base: &[u8],
     usable: usize,
     keep_max_tid: u64,
     replaced: u64,
-) -> Option<View<'_>> {
+) -> Option<(View<'_>, Option<Opened>)> {
     let ok = |tid: u64| tid <= keep_max_tid && tid != replaced;
     let first = newest_candidate(base, ok)?;
-    check_slot(pgno, base, usable, first).ok().or_else(|| {
-        let other = 1 - first;
-        let tid = get_u64(base, other * DESC_SIZE + D_TID);
-        (tid != 0 && ok(tid))
-            .then(|| check_slot(pgno, base, usable, other).ok())
-            .flatten()
-    })
+    if let Some((v, o)) = memo_view(pgno, base, usable, first) {
+        return Some((v, Some(o)));
+    }
+    check_slot(pgno, base, usable, first)
+        .ok()
+        .or_else(|| {
+            let other = 1 - first;
+            let tid = get_u64(base, other * DESC_SIZE + D_TID);
+            (tid != 0 && ok(tid))
+                .then(|| check_slot(pgno, base, usable, other).ok())
+                .flatten()
+        })
+        .map(|v| (v, None))
 }
 
 /// Image of a compact page holding only `v`, or None if it does not fit.
-fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
+fn build_fresh(pgno: Pgno, page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
     let mut d = Draft::fresh(page_size, usable, v.tid, v.leaf, v.right);
     let mut pred = NO_PRED;
+    let mut used = 0;
     for c in v.cells {
         pred = d.append(c, pred)?;
+        used += cell_cost(c.len());
     }
-    Some(d.seal())
+    let order = (0..v.cells.len() as u16).collect();
+    Some(d.seal_for(pgno, order, used))
 }
 
 /// Image of page `pgno` after writing `version`, or `Ok(None)` if it does not fit next
@@ -261,8 +306,8 @@ pub fn build(
         }
         Some(b) => protected_version(pgno, b, usable, keep_max_tid, version.tid),
     };
-    let Some(p) = p else {
-        return Ok(build_fresh(page_size, usable, version));
+    let Some((p, known)) = p else {
+        return Ok(build_fresh(pgno, page_size, usable, version));
     };
     if version.tid < p.tid() {
         return Err(Error::InvalidArgument(format!(
@@ -273,10 +318,17 @@ pub fn build(
     }
     if version.cells.is_empty() {
         return Ok(Some(
-            Draft::empty_on(&p, page_size, version.tid, version.leaf, version.right).seal(),
+            Draft::empty_on(&p, page_size, version.tid, version.leaf, version.right).seal_for(
+                pgno,
+                Vec::new(),
+                0,
+            ),
         ));
     }
-    let order = p.order();
+    let order = match known {
+        Some(o) => o.order,
+        None => p.opened().order,
+    };
     // Each distinct cell of P maps to its first unused live slot in key order, the other
     // copies chained through `next`.
     const END: u32 = u32::MAX;
@@ -285,7 +337,7 @@ pub fn build(
         HashMap::with_capacity_and_hasher(order.len(), CellHashing::new());
     if p.is_leaf() == version.leaf {
         for (j, &s) in order.iter().enumerate().rev() {
-            let (off, size) = p.record(s);
+            let (off, size) = p.record(usize::from(s));
             match reuse.entry(&p.buf[off..off + size]) {
                 Entry::Occupied(mut head) => {
                     next[j] = *head.get();
@@ -302,6 +354,8 @@ pub fn build(
     // Position (in `order`) of the last kept cell: later matches must lie after it.
     let mut last: Option<usize> = None;
     let mut pred = NO_PRED;
+    let mut new_order = Vec::with_capacity(version.cells.len());
+    let mut used = 0;
     for c in version.cells {
         let hit = reuse.get_mut(&c[..]).and_then(|head| {
             while *head != END && last.is_some_and(|l| (*head as usize) <= l) {
@@ -317,20 +371,22 @@ pub fn build(
             Some(j) => {
                 kept[j] = true;
                 last = Some(j);
-                order[j]
+                usize::from(order[j])
             }
             None => match d.append(c, pred) {
                 Some(s) => s,
                 None => return Ok(None),
             },
         };
+        new_order.push(pred as u16);
+        used += cell_cost(c.len());
     }
     for (j, &s) in order.iter().enumerate() {
         if !kept[j] {
-            d.tombstone(s);
+            d.tombstone(usize::from(s));
         }
     }
-    Ok(Some(d.seal()))
+    Ok(Some(d.seal_for(pgno, new_order, used)))
 }
 
 /// In-place edit of the leaf a writer of transaction `tid` sees in `page`: remove cell
@@ -353,12 +409,12 @@ pub fn edit(
     remove: bool,
     insert: Option<&[u8]>,
 ) -> Result<Option<(Vec<u8>, usize)>> {
-    let v = visible_for_edit(pgno, page, usable, tid)?;
+    let (v, known) = visible_for_edit(pgno, page, usable, tid)?;
     if !v.is_leaf() {
         return Ok(None);
     }
-    let mut order = v.order();
-    let n = order.len();
+    let known = known.unwrap_or_else(|| v.opened());
+    let n = known.order.len();
     if (remove && i >= n) || i > n {
         return Err(Error::InvalidArgument(format!(
             "page {pgno}: edit of cell {i} in a leaf of {n} cells"
@@ -381,26 +437,29 @@ pub fn edit(
     } else {
         Draft::on(&v, page.len(), tid, true, 0)
     };
+    // The new order and capacity follow from the old ones: one cell out, one in.
+    let mut order = Vec::with_capacity(n + 1);
+    order.extend_from_slice(&known.order);
+    let mut used = known.used;
     if remove {
-        d.tombstone(order.remove(i));
+        let s = usize::from(order.remove(i));
+        used -= cell_cost(v.record(s).1);
+        d.tombstone(s);
     }
     if let Some(c) = insert {
-        let pred = if i == 0 { NO_PRED } else { order[i - 1] };
+        let pred = if i == 0 {
+            NO_PRED
+        } else {
+            usize::from(order[i - 1])
+        };
         match d.append(c, pred) {
-            Some(s) => order.insert(i, s),
+            Some(s) => order.insert(i, s as u16),
             None => return Ok(None),
         }
+        used += cell_cost(c.len());
     }
-    let out = d.seal();
-    let used: usize = order
-        .iter()
-        .map(|&s| {
-            let off = slot_entry(&out, slots_start(usable), s).0;
-            cell_cost(cell_size(true, usable, &out[off..usable]).unwrap_or_default())
-        })
-        .sum();
     if used > capacity(usable) {
         return Ok(None);
     }
-    Ok(Some((out, used)))
+    Ok(Some((d.seal_for(pgno, order, used), used)))
 }

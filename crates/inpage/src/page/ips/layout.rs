@@ -12,7 +12,9 @@
 //! - Pages are verified per version by their own checksums, not by the trailer
 //!   (`trailer_checked` is false): recovery's invalidations rewrite sector 0 only.
 //! - `finalize` stamps `txn_size` into the transaction's version (or overflow descriptor)
-//!   and refuses a page carrying no version of the transaction.
+//!   and refuses a page carrying no version of the transaction. It leaves the trailer
+//!   crc alone: nothing checks it on IPS pages, and the journal never writes the trailer
+//!   of a page that existed.
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::cells::Detached;
@@ -181,7 +183,10 @@ impl PageLayout for Ips {
                 format!("dirty page has no version of transaction {tid}"),
             ));
         }
-        stamp_crc(buf);
+        // No trailer crc: IPS pages are verified per version (`trailer_checked` is
+        // false), and the journal never writes the trailer of a page that existed, so a
+        // crc there would be stale anyway; stamping 4 KiB of crc32c per page per commit
+        // bought nothing.
         // The pager caches exactly this image: its next open (the next transaction's
         // descent) finds the node here instead of validating and replaying again.
         if let Some((slot, node)) = node {

@@ -98,8 +98,9 @@
 //!
 //! # Files
 //!
-//! This file: format, validation, the key-ordered view and its per-image memo, recovery's
-//! views and the commit-time edits; `build.rs` writes versions; `overflow.rs` is the
+//! This file: format, validation, the key-ordered view and its per-image memo, the table of
+//! versions the builders sealed (so the commit neither validates nor replays a page this
+//! thread just built: `sealed_take`), recovery's views and the commit-time edits; `build.rs` writes versions; `overflow.rs` is the
 //! overflow page; `layout.rs` the `PageLayout` glue; `tests.rs` the tests.
 
 use std::cell::RefCell;
@@ -361,6 +362,7 @@ impl<'a> View<'a> {
         slot_entry(self.buf, self.ss, i)
     }
     /// Live slot indices in key order (the pred-link replay; see the module notes).
+    #[cfg(test)]
     pub fn order(&self) -> Vec<usize> {
         with_scratch(|s| {
             let mut out = Vec::with_capacity(self.head.nlive);
@@ -395,23 +397,52 @@ impl<'a> View<'a> {
     }
     /// The key-ordered node, with its offsets as a view of its own.
     pub fn detach(&self) -> Detached {
-        let view: Arc<[u8]> = with_scratch(|s| {
-            let mut v = Vec::with_capacity(2 * self.head.nlive);
-            replay(s, self, |i| {
-                let off = self.entry(i).0 as u16;
-                v.extend_from_slice(&off.to_le_bytes());
-            });
-            v.into()
-        });
-        Detached::with_view(
-            self.pgno,
-            self.usable,
-            self.is_leaf(),
-            self.slots_end(),
-            self.head.right,
-            view,
-        )
+        self.opened().node
     }
+    /// The node with what an edit of it needs: its live slots in key order and the
+    /// capacity its cells use. One replay.
+    pub(crate) fn opened(&self) -> Opened {
+        with_scratch(|s| {
+            let n = self.head.nlive;
+            let mut view = Vec::with_capacity(2 * n);
+            let mut order = Vec::with_capacity(n);
+            let mut used = 0;
+            replay(s, self, |i| {
+                let (off, size) = self.record(i);
+                view.extend_from_slice(&(off as u16).to_le_bytes());
+                order.push(i as u16);
+                used += cell_cost(size);
+            });
+            self.opened_from(view.into(), order.into(), used)
+        })
+    }
+    /// [`View::opened`] from parts the caller knows (a builder: the cells it just laid
+    /// out), with `view` the `u16` offsets of `order`'s slots.
+    fn opened_from(&self, view: Arc<[u8]>, order: Arc<[u16]>, used: usize) -> Opened {
+        Opened {
+            node: Detached::with_view(
+                self.pgno,
+                self.usable,
+                self.is_leaf(),
+                self.slots_end(),
+                self.head.right,
+                view,
+            ),
+            order,
+            used,
+        }
+    }
+}
+
+/// A validated version as the tree uses it: the key-ordered node, plus the live slot
+/// indices in key order and the capacity its cells use (Σ [`cell_cost`]), which an edit
+/// of it needs (the slot before the edited position is the new slot's pred) and would
+/// otherwise replay and sum again. Clones share the arrays.
+#[derive(Clone, Debug)]
+pub(crate) struct Opened {
+    pub(crate) node: Detached,
+    pub(crate) order: Arc<[u16]>,
+    pub(crate) used: usize,
 }
 
 #[inline]
@@ -655,14 +686,14 @@ pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Vi
 thread_local! {
     /// The nodes opened from page images (per slot), per thread; see [`ImageMemo`] for
     /// why an image at a remembered address is the remembered bytes.
-    static MEMO: RefCell<ImageMemo<Detached>> = const { RefCell::new(ImageMemo::new()) };
+    static MEMO: RefCell<ImageMemo<Opened>> = const { RefCell::new(ImageMemo::new()) };
 }
 
-fn memo_get(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize) -> Option<Detached> {
-    MEMO.with(|m| m.try_borrow().ok()?.get(page, pgno, usable, slot))
+fn memo_get(page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> Option<Opened> {
+    MEMO.with(|m| m.try_borrow().ok()?.get_at(page, pgno, usable, slot))
 }
 
-fn memo_put(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Detached) {
+fn memo_put(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Opened) {
     MEMO.with(|m| {
         if let Ok(mut m) = m.try_borrow_mut() {
             m.put(page, pgno, usable, slot, node.clone());
@@ -670,35 +701,42 @@ fn memo_put(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Det
     })
 }
 
-/// Whether descriptor `slot` of exactly these bytes (`page` is the whole image held by a
-/// remembered `Arc`: same address and length) passed validation before.
-fn memo_validated(page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> bool {
-    MEMO.with(|m| {
-        m.try_borrow()
-            .is_ok_and(|m| m.validated(page, pgno, usable, slot))
-    })
+/// Descriptor `slot` of `page` and its node, if the memo says these very bytes passed
+/// validation (`page` is the whole image held by a remembered `Arc`: same address and
+/// length; the tree opened the page just before a writer builds on it).
+fn memo_view(pgno: Pgno, page: &[u8], usable: usize, slot: usize) -> Option<(View<'_>, Opened)> {
+    if !geometry_ok(usable, page.len()) {
+        return None;
+    }
+    let o = memo_get(page, pgno, usable, slot)?;
+    let v = View {
+        pgno,
+        buf: page,
+        usable,
+        slot,
+        ss: slots_start(usable),
+        head: Head::read(page, slot),
+    };
+    debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
+    Some((v, o))
 }
 
 /// [`visible`] for a writer's edit: the same answer, without validating again a version
-/// the memo says these very bytes passed (the tree opened the page just before).
-fn visible_for_edit(pgno: Pgno, page: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
+/// the memo knows (see [`memo_view`]), and with the node the memo kept for it.
+fn visible_for_edit(
+    pgno: Pgno,
+    page: &[u8],
+    usable: usize,
+    max_tid: u64,
+) -> Result<(View<'_>, Option<Opened>)> {
     if geometry_ok(usable, page.len()) {
         if let Some(slot) = newest_candidate(page, |tid| tid <= max_tid) {
-            if memo_validated(page, pgno, usable, slot) {
-                let v = View {
-                    pgno,
-                    buf: page,
-                    usable,
-                    slot,
-                    ss: slots_start(usable),
-                    head: Head::read(page, slot),
-                };
-                debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
-                return Ok(v);
+            if let Some((v, o)) = memo_view(pgno, page, usable, slot) {
+                return Ok((v, Some(o)));
             }
         }
     }
-    visible(pgno, page, usable, max_tid)
+    Ok((visible(pgno, page, usable, max_tid)?, None))
 }
 
 /// [`visible`] of a shared image, detached: the validation and the key-ordered view are
@@ -709,17 +747,116 @@ pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -
     let buf: &[u8] = page;
     if geometry_ok(usable, buf.len()) {
         if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
-            if let Some(n) = memo_get(page, pgno, usable, slot) {
-                return Ok(n);
+            if let Some(o) = memo_get(buf, pgno, usable, slot) {
+                return Ok(o.node);
             }
             if let Ok(v) = check_slot(pgno, buf, usable, slot) {
-                let n = v.detach();
-                memo_put(page, pgno, usable, slot, &n);
-                return Ok(n);
+                let o = v.opened();
+                memo_put(page, pgno, usable, slot, &o);
+                return Ok(o.node);
             }
         }
     }
     Ok(visible(pgno, buf, usable, max_tid)?.detach())
+}
+
+// ---- What the builders sealed, for the commit --------------------------------------
+
+/// A version a builder of this thread sealed for page `pgno`: its descriptor (crc
+/// included) and its node as the builder laid it out.
+struct Sealed {
+    pgno: Pgno,
+    slot: usize,
+    head: Head,
+    node: Opened,
+}
+
+/// Entries of the sealed-version table (direct-mapped by page number).
+const SEALED_WAYS: usize = 256;
+
+thread_local! {
+    /// The last version sealed per page (slot `pgno % SEALED_WAYS`), per thread: the
+    /// commit's restamp takes it instead of validating and replaying the page it is
+    /// about to write (see [`restamp_node`]).
+    static SEALED: RefCell<Vec<Option<Sealed>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Record that `out` (descriptor `slot`, just sealed with `head`) is page `pgno`'s
+/// version whose live slots in key order are `order`, using `used` capacity.
+fn sealed_put(
+    pgno: Pgno,
+    out: &[u8],
+    usable: usize,
+    slot: usize,
+    head: Head,
+    order: Vec<u16>,
+    used: usize,
+) {
+    let ss = slots_start(usable);
+    let mut view = Vec::with_capacity(2 * order.len());
+    for &i in &order {
+        let off = slot_entry(out, ss, i as usize).0 as u16;
+        view.extend_from_slice(&off.to_le_bytes());
+    }
+    let v = View {
+        pgno,
+        buf: out,
+        usable,
+        slot,
+        ss,
+        head,
+    };
+    let node = v.opened_from(view.into(), order.into(), used);
+    SEALED.with(|t| {
+        if let Ok(mut t) = t.try_borrow_mut() {
+            if t.is_empty() {
+                t.resize_with(SEALED_WAYS, || None);
+            }
+            t[pgno as usize % SEALED_WAYS] = Some(Sealed {
+                pgno,
+                slot,
+                head,
+                node,
+            });
+        }
+    })
+}
+
+/// Test hooks: whether a sealed version of `pgno` is recorded; forget all of them.
+#[cfg(test)]
+pub(crate) fn sealed_holds(pgno: Pgno) -> bool {
+    SEALED.with(|t| {
+        t.borrow()
+            .get(pgno as usize % SEALED_WAYS)
+            .is_some_and(|e| e.as_ref().is_some_and(|s| s.pgno == pgno))
+    })
+}
+#[cfg(test)]
+pub(crate) fn sealed_forget() {
+    SEALED.with(|t| t.borrow_mut().clear())
+}
+
+/// The node of descriptor `slot` of `buf` if a builder of this thread sealed exactly that
+/// version of page `pgno` (taken out of the table). "Exactly": the descriptor, crc
+/// included, is the sealed one, and the crc still matches the bytes it covers (the
+/// version's own slots, records and tombstones), so those are the bytes the builder
+/// wrote; the bytes it inherited are the protected version's, which every build of the
+/// page in one transaction inherits unchanged (module notes: committed bytes never
+/// change). A miss is never wrong, only slower: the caller validates instead.
+fn sealed_take(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Option<Opened> {
+    let s = SEALED.with(|t| {
+        let mut t = t.try_borrow_mut().ok()?;
+        let e = t.get_mut(pgno as usize % SEALED_WAYS)?;
+        if e.as_ref().is_some_and(|s| s.pgno == pgno && s.slot == slot) {
+            e.take()
+        } else {
+            None
+        }
+    })?;
+    if !geometry_ok(usable, buf.len()) || Head::read(buf, slot) != s.head {
+        return None;
+    }
+    (version_crc(buf, usable, slot, &s.head) == s.head.crc).then_some(s.node)
 }
 
 // ---- Recovery's views and commit-time edits ------------------------------------------
@@ -762,7 +899,7 @@ pub(crate) fn restamp_node(
     usable: usize,
     tid: u64,
     txn_size: u32,
-) -> (bool, Option<(usize, Detached)>) {
+) -> (bool, Option<(usize, Opened)>) {
     if tid == 0 || !geometry_ok(usable, buf.len()) {
         return (false, None);
     }
@@ -773,9 +910,17 @@ pub(crate) fn restamp_node(
         if get_u64(buf, d + D_TID) != tid {
             continue;
         }
-        if let Ok(v) = check_slot(pgno, buf, usable, slot) {
-            let mut h = v.head;
-            node = Some((slot, v.detach()));
+        let known = sealed_take(pgno, buf, usable, slot).map(|o| {
+            debug_assert!(check_slot(pgno, buf, usable, slot)
+                .is_ok_and(|v| { v.opened().order == o.order && v.used() == o.used }));
+            (Head::read(buf, slot), o)
+        });
+        let known = known.or_else(|| {
+            let v = check_slot(pgno, buf, usable, slot).ok()?;
+            Some((v.head, v.opened()))
+        });
+        if let Some((mut h, o)) = known {
+            node = Some((slot, o));
             h.txn_size = txn_size;
             put_u32(buf, d + D_TXN_SIZE, txn_size);
             let crc = version_crc(buf, usable, slot, &h);
@@ -795,7 +940,7 @@ pub(crate) fn restamp_node(
 
 /// Remember `node` (descriptor `slot`, validated) as what opening `page` gives, as
 /// [`visible_node`] does after it validated.
-pub(crate) fn remember(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Detached) {
+pub(crate) fn remember(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Opened) {
     debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
     memo_put(page, pgno, usable, slot, node);
 }

@@ -630,7 +630,13 @@ fn restamp_sets_txn_size_and_nothing_else() {
     assert!(IPS.finalize(1, &PageRef::from(s.clone()), g, 5, 1).is_err());
     let f = IPS.finalize(1, &PageRef::from(b.clone()), g, 2, 4).unwrap();
     assert_eq!(visible(1, &f, US, 2).unwrap().txn_size(), 4);
-    assert!(crate::page::crc_ok(&f));
+    // Only the descriptor changes: the trailer (never checked on IPS pages) is left as
+    // the transaction wrote it.
+    let changed: Vec<usize> = (0..PS).filter(|&i| b[i] != f[i]).collect();
+    assert!(changed
+        .iter()
+        .all(|&i| (d + D_TXN_SIZE..d + D_TXN_SIZE + 4).contains(&i)
+            || (d + D_CRC..d + D_CRC + 4).contains(&i)));
 }
 
 #[test]
@@ -717,6 +723,97 @@ fn memo_is_per_image_not_per_page() {
     let copy = edit(1, &b.clone(), US, 3, 2, true, Some(&rec(5, 33))).unwrap();
     assert_eq!(remembered, copy);
     assert!(edit(1, &bad, US, 3, 2, true, None).is_err());
+}
+
+/// Restamp `img` as the commit does, once through the version its builder sealed (which
+/// must be recorded) and once through validation (the record forgotten): the images must
+/// be byte-identical and the nodes the same cells, key order and used capacity.
+fn sealed_matches_validated(pgno: Pgno, img: &[u8], tid: u64) -> Opened {
+    assert!(sealed_holds(pgno), "the builder recorded page {pgno}");
+    let mut fast = img.to_vec();
+    let (ok, fnode) = restamp_node(pgno, &mut fast, US, tid, 3);
+    assert!(ok);
+    assert!(!sealed_holds(pgno), "the restamp took the record");
+    let mut slow = img.to_vec();
+    let (ok, snode) = restamp_node(pgno, &mut slow, US, tid, 3);
+    assert!(ok);
+    assert_eq!(
+        fast, slow,
+        "restamp through the sealed record changed other bytes"
+    );
+    let ((fs, f), (ss, s)) = (fnode.unwrap(), snode.unwrap());
+    assert_eq!(fs, ss);
+    assert_eq!(f.order, s.order);
+    assert_eq!(f.used, s.used);
+    assert_eq!(
+        f.node.attach(&fast).cells().unwrap(),
+        s.node.attach(&slow).cells().unwrap()
+    );
+    let v = visible(pgno, &slow, US, tid).unwrap();
+    assert_eq!(f.used, v.used());
+    f
+}
+
+#[test]
+fn the_commit_takes_what_the_builder_sealed_only_if_the_bytes_are_the_sealed_ones() {
+    sealed_forget();
+    let cells: Vec<Vec<u8>> = (0..20).map(|k| rec(k * 2, 60)).collect();
+    let b1 = build(7, PS, US, None, 0, &ver(1, true, 0, &cells))
+        .unwrap()
+        .unwrap();
+    let n = sealed_matches_validated(7, &b1, 1);
+    assert_eq!(n.node.attach(&b1).cells().unwrap(), cells);
+    // An edit over the committed version, then the same through a remembered image.
+    let (e, used) = edit(7, &b1, US, 2, 5, false, Some(&rec(9, 40)))
+        .unwrap()
+        .unwrap();
+    let mut model = cells.clone();
+    model.insert(5, rec(9, 40));
+    assert_eq!(used, cost(&model));
+    let n = sealed_matches_validated(7, &e, 2);
+    assert_eq!(n.node.attach(&e).cells().unwrap(), model);
+    // A byte of the version's own record changed after sealing: the record is not
+    // taken, the page is validated, and a page failing validation is not stamped.
+    let (e, _) = edit(7, &b1, US, 2, 5, false, Some(&rec(9, 40)))
+        .unwrap()
+        .unwrap();
+    let mut bad = e.clone();
+    let lo = visible(7, &e, US, 2).unwrap().rec_lo();
+    bad[lo + 12] ^= 1;
+    let (ok, node) = restamp_node(7, &mut bad, US, 2, 3);
+    assert!(!ok && node.is_none());
+    // A record for another page, or for the other descriptor slot, is not taken either.
+    let (e, _) = edit(7, &b1, US, 2, 0, true, None).unwrap().unwrap();
+    let mut other = e.clone();
+    let (ok, node) = restamp_node(8, &mut other, US, 2, 3);
+    assert!(ok && sealed_holds(7));
+    assert_eq!(node.unwrap().1.order.len(), 19);
+    assert_eq!(other, {
+        let mut s = e.clone();
+        sealed_forget();
+        restamp_node(7, &mut s, US, 2, 3);
+        s
+    });
+}
+
+#[test]
+fn builds_and_edits_of_a_remembered_image_equal_those_of_a_copy() {
+    let (b, _, v) = versioned_page();
+    let good = PageRef::from(b.clone());
+    // Remember the image (as the tree's descent does), then build and edit over it and
+    // over an unremembered copy.
+    visible_node(1, &good, US, 2).unwrap();
+    let mut next = v.clone();
+    next.remove(3);
+    next.push(rec(900, 50));
+    let over_memo = build(1, PS, US, Some(&good), 2, &ver(3, true, 0, &next)).unwrap();
+    let over_copy = build(1, PS, US, Some(&b.clone()), 2, &ver(3, true, 0, &next)).unwrap();
+    assert_eq!(over_memo, over_copy);
+    assert_eq!(seen(&over_memo.unwrap(), US, 3).unwrap(), next);
+    let e_memo = edit(1, &good, US, 3, 0, true, None).unwrap();
+    let e_copy = edit(1, &b.clone(), US, 3, 0, true, None).unwrap();
+    assert_eq!(e_memo, e_copy);
+    assert_eq!(e_memo.unwrap().1, cost(&v[1..]));
 }
 
 #[test]
@@ -841,6 +938,64 @@ proptest! {
     }
 
     #[test]
+    fn a_version_on_p_is_zero_outside_what_p_and_it_own(
+        v1 in arb_cells(true, US, capacity(US)),
+        ops in arb_ops(true, US),
+        more in arb_ops(true, US),
+        last in arb_ops(true, US),
+    ) {
+        // b2 holds P (tid 2) over an older version (tid 1) in the other slot, and its
+        // trailer is garbage; b3a adds this transaction's (tid 3) first build. Building
+        // tid 3 again replaces that build: P's bytes and the new version's own must stay,
+        // everything else (the first build's slots and records, the older version, the
+        // trailer) must be zero, whether the builder starts from a copy of the image or
+        // from a zero page (a base of another length).
+        let b1 = build(1, PS, US, None, 0, &ver(1, true, 0, &v1)).unwrap().unwrap();
+        let v2 = ops.iter().fold(v1.clone(), |m, op| apply(&m, op));
+        prop_assume!(cost(&v2) <= capacity(US));
+        let Some(mut b2) = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v2)).unwrap() else {
+            return Ok(());
+        };
+        b2[US..].fill(0xAB);
+        let v3a = more.iter().fold(v2.clone(), |m, op| apply(&m, op));
+        prop_assume!(cost(&v3a) <= capacity(US));
+        let Some(mut b3a) = build(1, PS, US, Some(&b2), 2, &ver(3, true, 0, &v3a)).unwrap() else {
+            return Ok(());
+        };
+        b3a[US..].fill(0xAB);
+        let v3 = last.iter().fold(v2.clone(), |m, op| apply(&m, op));
+        prop_assume!(cost(&v3) <= capacity(US));
+        let on_copy = build(1, PS, US, Some(&b3a), 2, &ver(3, true, 0, &v3)).unwrap();
+        let mut longer = b3a.clone();
+        longer.extend_from_slice(&[0xCD; 16]);
+        let on_zero = build(1, PS, US, Some(&longer), 2, &ver(3, true, 0, &v3)).unwrap();
+        prop_assert_eq!(&on_copy, &on_zero);
+        let zero_elsewhere = |img: &[u8]| -> std::result::Result<(), TestCaseError> {
+            let mut kept = owned_ranges(&visible(1, img, US, 2).unwrap());
+            kept.extend(covered_ranges(&visible(1, img, US, 3).unwrap()));
+            for (i, &byte) in img.iter().enumerate() {
+                if !kept.iter().any(|&(s, e)| (s..e).contains(&i)) {
+                    prop_assert_eq!(byte, 0, "byte {} is neither P's nor the new version's", i);
+                }
+            }
+            Ok(())
+        };
+        if let Some(b3) = on_copy {
+            prop_assert_eq!(visible(1, &b3, US, 2).unwrap().tid(), 2);
+            prop_assert_eq!(seen(&b3, US, 3).unwrap(), v3.clone());
+            zero_elsewhere(&b3)?;
+        }
+        // The same for a one-cell edit over P next to the first build's leftovers.
+        let op = (0, 0, rec(3, 20));
+        let (i, remove, insert) = one_edit(&v2, &apply(&v2, &op), &op);
+        let mut b2x = b3a.clone();
+        assert!(invalidate(&mut b2x, 3));
+        if let Some((e, _)) = edit(1, &b2x, US, 3, i, remove, insert.as_deref()).unwrap() {
+            zero_elsewhere(&e)?;
+        }
+    }
+
+    #[test]
     fn edit_matches_build(
         v1 in arb_cells(true, US, capacity(US)),
         ops in proptest::collection::vec((0..3u8, any::<usize>(), arb_cell(true, US)), 1..30),
@@ -877,6 +1032,19 @@ proptest! {
                 }
             }
             prop_assert_eq!(seen(&img, US, 2).unwrap(), model.clone());
+            // What the commit takes from the builder is what validating the page gives.
+            let n = sealed_matches_validated(1, &img, 2);
+            prop_assert_eq!(n.used, cost(&model));
+            // An edit of the same bytes remembered (order and used from the memo) gives
+            // the same image as the edit of the unremembered image above would.
+            let remembered = PageRef::from(img.clone());
+            visible_node(1, &remembered, US, 2).unwrap();
+            let probe = (0u8, model.len(), rec(1, 12));
+            let (i, remove, insert) = one_edit(&model, &apply(&model, &probe), &probe);
+            prop_assert_eq!(
+                edit(1, &remembered, US, 2, i, remove, insert.as_deref()).unwrap(),
+                edit(1, &img, US, 2, i, remove, insert.as_deref()).unwrap()
+            );
             // P is intact at every step while the node stays on its page.
             if !relocated {
                 prop_assert_eq!(seen(&img, US, 1).unwrap(), v1.clone());
@@ -1046,7 +1214,7 @@ fn finalize_remembers_the_node_of_the_image_it_returns() {
     // next open), and that node is exactly what validating it afresh gives.
     let slot = newest_candidate(&done, |t| t <= 2).unwrap();
     let kept = memo_get(&done, 1, US, slot).expect("finalize remembered the image");
-    assert_eq!(kept.attach(&done).cells().unwrap(), v);
+    assert_eq!(kept.node.attach(&done).cells().unwrap(), v);
     let copy = done.to_vec();
     let fresh = visible(1, &copy, US, 2).unwrap();
     assert_eq!(fresh.txn_size(), 7);
