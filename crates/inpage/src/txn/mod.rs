@@ -1049,7 +1049,11 @@ impl PageWrite for WriteTxn {
             )));
         }
         debug_assert_eq!(data.len(), self.page_size());
-        stamp_crc(&mut data);
+        // Only layouts that check the page trailer get one: DHL and IPS pages are checked
+        // per version, and their commits never write the trailer's sector span for it.
+        if self.layout.trailer_checked() {
+            stamp_crc(&mut data);
+        }
         self.st.dirty.insert(pgno, PageRef::from(data));
         self.st.spilled.remove(&pgno);
         if self.st.dirty.len() > self.spill_due {
