@@ -32,6 +32,26 @@ fn config(vfs: &SimVfs, mode: JournalMode, cache: usize) -> Config {
     sim_config(vfs, mode, 4096).cache_pages(cache)
 }
 
+/// Power cuts taken while `db` is still open (no clean-close mark spares recovery its
+/// vote), each reopened: every one must hold exactly `want` and pass the check.
+fn survives_power_cuts(
+    db: Database,
+    vfs: &SimVfs,
+    mode: JournalMode,
+    cache: usize,
+    want: &BTreeMap<i64, Vec<u8>>,
+) {
+    let crashes: Vec<SimVfs> = (0..4)
+        .map(|seed| vfs.crash(seed, CrashModel::full()))
+        .collect();
+    drop(db);
+    for (seed, crashed) in crashes.into_iter().enumerate() {
+        let db = Database::open(DB, config(&crashed, mode, cache)).unwrap();
+        assert_eq!(&dump(&db), want, "{mode}: seed {seed}");
+        assert_checks(&db);
+    }
+}
+
 /// A committed table of `n` rows (keys 0, 10, 20, ...).
 fn base_table(db: &Database, n: i64) -> BTreeMap<i64, Vec<u8>> {
     let mut model = BTreeMap::new();
@@ -103,18 +123,9 @@ fn a_50000_row_transaction_commits_with_a_256_page_cache() {
         drop(reader);
         assert_eq!(dump(&db), after, "{mode}");
         assert_checks(&db);
-        // The acknowledged commit survives a power cut (taken while the database is
-        // open, so no clean-close mark spares recovery its vote) that loses or tears
-        // every unsynced write.
-        let crashes: Vec<SimVfs> = (0..3)
-            .map(|seed| vfs.crash(seed, CrashModel::full()))
-            .collect();
-        drop(db);
-        for (seed, crashed) in crashes.into_iter().enumerate() {
-            let db = Database::open(DB, config(&crashed, mode, 256)).unwrap();
-            assert_eq!(dump(&db), after, "{mode}: seed {seed}");
-            assert_checks(&db);
-        }
+        // The acknowledged commit survives power cuts that lose or tear every unsynced
+        // write.
+        survives_power_cuts(db, &vfs, mode, 256, &after);
     }
 }
 
@@ -222,17 +233,7 @@ fn rollback_takes_spilled_versions_back_out_of_the_file() {
         apply_model(&mut want, &ops);
         assert_eq!(dump(&db), want, "{mode}");
         assert_checks(&db);
-        // Power cuts taken while the database is open: no clean-close mark spares
-        // recovery its vote.
-        let crashes: Vec<SimVfs> = (0..4)
-            .map(|seed| vfs.crash(seed, CrashModel::full()))
-            .collect();
-        drop(db);
-        for (seed, crashed) in crashes.into_iter().enumerate() {
-            let db = Database::open(DB, config(&crashed, mode, 32)).unwrap();
-            assert_eq!(dump(&db), want, "{mode}: seed {seed}");
-            assert_checks(&db);
-        }
+        survives_power_cuts(db, &vfs, mode, 32, &want);
     }
 }
 
@@ -266,17 +267,7 @@ fn rollback_to_a_savepoint_drops_what_was_spilled_after_it() {
         w.commit().unwrap();
         assert_eq!(dump(&db), want, "{mode}");
         assert_checks(&db);
-        // Power cuts taken while the database is open: no clean-close mark spares
-        // recovery its vote.
-        let crashes: Vec<SimVfs> = (0..4)
-            .map(|seed| vfs.crash(seed, CrashModel::full()))
-            .collect();
-        drop(db);
-        for (seed, crashed) in crashes.into_iter().enumerate() {
-            let db = Database::open(DB, config(&crashed, mode, 32)).unwrap();
-            assert_eq!(dump(&db), want, "{mode}: seed {seed}");
-            assert_checks(&db);
-        }
+        survives_power_cuts(db, &vfs, mode, 32, &want);
     }
 }
 
@@ -298,17 +289,7 @@ fn a_transaction_that_empties_the_table_frees_spilled_pages() {
         let want: BTreeMap<i64, Vec<u8>> = [(5, b"last".to_vec())].into();
         assert_eq!(dump(&db), want, "{mode}");
         assert_checks(&db);
-        // Power cuts taken while the database is open: no clean-close mark spares
-        // recovery its vote.
-        let crashes: Vec<SimVfs> = (0..4)
-            .map(|seed| vfs.crash(seed, CrashModel::full()))
-            .collect();
-        drop(db);
-        for (seed, crashed) in crashes.into_iter().enumerate() {
-            let db = Database::open(DB, config(&crashed, mode, 32)).unwrap();
-            assert_eq!(dump(&db), want, "{mode}: seed {seed}");
-            assert_checks(&db);
-        }
+        survives_power_cuts(db, &vfs, mode, 32, &want);
     }
 }
 
@@ -375,14 +356,6 @@ fn nested_savepoints_keep_what_the_outer_one_restores() {
         w.commit().unwrap();
         assert_eq!(dump(&db), at_outer, "{mode}");
         assert_checks(&db);
-        let crashes: Vec<SimVfs> = (0..3)
-            .map(|seed| vfs.crash(seed, CrashModel::full()))
-            .collect();
-        drop(db);
-        for (seed, crashed) in crashes.into_iter().enumerate() {
-            let db = Database::open(DB, config(&crashed, mode, 32)).unwrap();
-            assert_eq!(dump(&db), at_outer, "{mode}: seed {seed}");
-            assert_checks(&db);
-        }
+        survives_power_cuts(db, &vfs, mode, 32, &at_outer);
     }
 }

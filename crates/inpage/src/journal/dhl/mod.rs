@@ -715,9 +715,7 @@ impl Journal for DhlJournal {
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        let _w = self.writer.lock().map_err(|_| {
-            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
-        })?;
+        let _w = self.lock_writer()?;
         let db = &self.ctx.db;
         let mutant = self.ctx.config.mutant();
         check_batch(batch, db.page_size, true)?;
@@ -895,9 +893,7 @@ impl Journal for DhlJournal {
         pages: &[(Pgno, PageRef)],
         originals: &[(Pgno, PageRef)],
     ) -> Result<()> {
-        let _w = self.writer.lock().map_err(|_| {
-            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
-        })?;
+        let _w = self.lock_writer()?;
         let db = &self.ctx.db;
         let last = self.last_tid.load(Ordering::Acquire);
         // Release-mode checks: a spilled version must never vote (txn_size 0 never
@@ -974,9 +970,7 @@ impl Journal for DhlJournal {
     }
 
     fn discard(&self, tid: u64, pages: &[Pgno]) -> Result<()> {
-        let _w = self.writer.lock().map_err(|_| {
-            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
-        })?;
+        let _w = self.lock_writer()?;
         let last = self.last_tid.load(Ordering::Acquire);
         assert_eq!(tid, last + 1, "DHL discard tid must be the FCC + 1");
         let mut pending = lock_pending(&self.pending)?;
@@ -1117,6 +1111,15 @@ impl DhlJournal {
     }
 }
 
+impl DhlJournal {
+    /// The journal's writer lock: one commit, spill, discard or close at a time.
+    fn lock_writer(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
+        self.writer.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
+        })
+    }
+}
+
 fn lock_pending(m: &Mutex<BTreeSet<Pgno>>) -> Result<std::sync::MutexGuard<'_, BTreeSet<Pgno>>> {
     m.lock()
         .map_err(|_| Error::Poisoned("a thread panicked while committing (DHL spill lock)".into()))
@@ -1131,9 +1134,7 @@ impl DhlJournal {
     /// (its fcc and txn_size, which recovery votes with, unchanged), inside sector 0, and
     /// one sync covers both (the snapshot's crc catches a chain the crash cut short).
     fn close_with(&self, free: Option<&BTreeSet<Pgno>>) -> Result<()> {
-        let _w = self.writer.lock().map_err(|_| {
-            Error::Poisoned("a thread panicked while committing (DHL writer lock)".into())
-        })?;
+        let _w = self.lock_writer()?;
         self.sync_recovery()?;
         let db = &self.ctx.db;
         let fcc = self.last_tid.load(Ordering::Acquire);
