@@ -189,7 +189,14 @@ pub(crate) struct DhlJournal {
     /// flight (tid FCC + 1). Every marking write keeps them marked in the intent area
     /// until that transaction ends, so recovery's bounded scan finds them.
     pending: Mutex<BTreeSet<Pgno>>,
+    /// Pages the last commits wrote, newest last: a marking write that resets the intent
+    /// area keeps their regions marked too (up to half its room), so a working set that
+    /// outgrew the area does not pay a marking flush for each of its regions again.
+    recent: Mutex<std::collections::VecDeque<Pgno>>,
 }
+
+/// Pages `DhlJournal::recent` remembers.
+const RECENT_PAGES: usize = 64;
 
 /// The sector size of the torn-write model, and the smallest unit a span is made of.
 const SECTOR: usize = 512;
@@ -325,6 +332,7 @@ impl DhlJournal {
                 direct,
                 align,
                 pending: Mutex::new(BTreeSet::new()),
+                recent: Mutex::new(std::collections::VecDeque::new()),
             },
             report,
         ))
@@ -776,6 +784,20 @@ impl Journal for DhlJournal {
                 batch.tid
             )));
         }
+        // Spilled versions no longer part of the transaction go first, durably: while
+        // one is in the file with the transaction's stamped pages, the vote sees mixed
+        // sizes and rolls the transaction back, and if recovery's invalidations were then
+        // cut short, losing all but that one's, the next recovery would count the stamped
+        // pages complete and bring back a transaction the first one rolled back. With none
+        // left, a spilled version beside stamped ones is one still to be restamped, which
+        // the count (`txn_size` includes it) already misses: partial invalidation can only
+        // keep a transaction incomplete. (Found by the torture.)
+        if !batch.discard.is_empty() {
+            self.invalidate_spilled(batch.tid, batch.discard)?;
+            if self.ctx.config.mutant() != Mutant::SpillLeftover {
+                db.sync()?;
+            }
+        }
         // Every page that holds or will hold a version of this transaction.
         let written: Vec<Pgno> = batch
             .pages
@@ -883,6 +905,11 @@ impl Journal for DhlJournal {
             *intent = Some(own);
         }
         pending.clear();
+        if let Ok(mut recent) = self.recent.lock() {
+            recent.extend(written.iter().copied());
+            let excess = recent.len().saturating_sub(RECENT_PAGES);
+            recent.drain(..excess);
+        }
         self.last_tid.store(batch.tid, Ordering::Release);
         Ok(())
     }
@@ -1043,7 +1070,7 @@ impl DhlJournal {
                 .as_ref()
                 .map(|i| i.with(written.iter().copied()))
                 .filter(|n| fine(n))
-                .unwrap_or_else(|| fresh_intent(last, written, self.min_shift()))
+                .unwrap_or_else(|| self.reset_intent(last, written))
         });
         let void = self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark;
         if void || grown.is_some() {
@@ -1055,11 +1082,31 @@ impl DhlJournal {
         Ok(())
     }
 
+    /// A fresh intent area at `last` for `written`, also marking the regions the last
+    /// commits wrote (newest first) while it holds at most half its room, at the finest
+    /// region size. Marking pages nobody writes keeps the area's claim true.
+    fn reset_intent(&self, last: u64, written: &[Pgno]) -> Intent {
+        let mut area = fresh_intent(last, written, self.min_shift());
+        if let Ok(recent) = self.recent.lock() {
+            for &p in recent.iter().rev() {
+                if area.marked() >= intent::CAP / 2 {
+                    break;
+                }
+                let more = area.with([p]);
+                if more.shift != area.shift {
+                    break;
+                }
+                area = more;
+            }
+        }
+        area
+    }
+
     /// The commit's part for spilled pages, before its sync: stamp each version in
     /// `batch.restamp` with the transaction's size (a rewrite of its descriptor, in
-    /// sector 0, which a torn write can only leave invalid, i.e. counted missing), and
-    /// invalidate those in `batch.discard`. One page at a time: a stealing transaction's
-    /// pages are never all in memory.
+    /// sector 0, which a torn write can only leave invalid, i.e. counted missing). One
+    /// page at a time: a stealing transaction's pages are never all in memory. (Those in
+    /// `batch.discard` were invalidated, durably, before any page was written.)
     fn settle_spilled(&self, batch: &CommitBatch<'_>) -> Result<()> {
         let db = &self.ctx.db;
         let ps = db.page_size;
@@ -1090,7 +1137,7 @@ impl DhlJournal {
             })?;
             self.write_changed(pgno, &stamped, span, false)?;
         }
-        self.invalidate_spilled(batch.tid, batch.discard)
+        Ok(())
     }
 
     /// Zero the tid of `tid`'s versions in `pages` (sector 0 only; not synced).
