@@ -32,9 +32,12 @@
 //!   the cache writes versions of its tid with `txn_size` 0 before it commits; no count
 //!   of pages is 0, and the vote requires every valid version of the newest tid to claim
 //!   the same size, so a crash before the commit rolls them back like any incomplete
-//!   transaction. The commit stamps each one with the transaction's size (sector 0 only,
-//!   before its sync) and invalidates those no longer part of it; it refuses to run if a
-//!   spilled page is left unaccounted for. Every page holding such a version stays marked
+//!   transaction. The commit first invalidates, durably, those no longer part of it, then
+//!   stamps each remaining one with the transaction's size (sector 0 only, before its
+//!   sync); it refuses to run if a spilled page is left unaccounted for. The order keeps
+//!   recovery's redo sound: a spilled version beside stamped ones is then always one the
+//!   count misses, so losing part of recovery's invalidations can only leave the
+//!   transaction incomplete. Every page holding such a version stays marked
 //!   in the intent map until the transaction ends (`pending`), so recovery's bounded
 //!   scan finds them. A rollback invalidates them and, like recovery, syncs that before
 //!   the tid is reused or a marking write could drop their regions.
