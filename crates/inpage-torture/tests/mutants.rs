@@ -112,7 +112,7 @@ const BUDGETS: [Budget; 12] = [
     Budget {
         mutant: Mutant::SpillOutsideIntent,
         modes: &["dhl-cc", "ips"],
-        sequences: 200,
+        sequences: 400,
         at_least: 1,
         args: plain,
     },
