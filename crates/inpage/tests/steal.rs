@@ -52,6 +52,19 @@ fn survives_power_cuts(
     }
 }
 
+/// A fresh simulated disk holding a database of `mode` with a `cache`-page cache and
+/// the committed table of `base_table(n)`: the disk, the open database, the table.
+fn with_table(
+    mode: JournalMode,
+    cache: usize,
+    n: i64,
+) -> (SimVfs, Database, BTreeMap<i64, Vec<u8>>) {
+    let vfs = SimVfs::new();
+    let db = Database::open(DB, config(&vfs, mode, cache)).unwrap();
+    let model = base_table(&db, n);
+    (vfs, db, model)
+}
+
 /// A committed table of `n` rows (keys 0, 10, 20, ...).
 fn base_table(db: &Database, n: i64) -> BTreeMap<i64, Vec<u8>> {
     let mut model = BTreeMap::new();
@@ -96,9 +109,7 @@ fn big_insert(
 #[test]
 fn a_50000_row_transaction_commits_with_a_256_page_cache() {
     for mode in steal_modes() {
-        let vfs = SimVfs::new();
-        let db = Database::open(DB, config(&vfs, mode, 256)).unwrap();
-        let model = base_table(&db, 1000);
+        let (vfs, db, model) = with_table(mode, 256, 1000);
         let reader = db.begin_read().unwrap();
         let mut w = db.begin_write().unwrap();
         let (after, most) = big_insert(&mut w, &model, 50_000, 256);
@@ -132,9 +143,7 @@ fn a_50000_row_transaction_commits_with_a_256_page_cache() {
 #[test]
 fn a_crash_inside_a_stealing_transaction_recovers_the_state_before_it() {
     for mode in steal_modes() {
-        let vfs = SimVfs::new();
-        let db = Database::open(DB, config(&vfs, mode, 32)).unwrap();
-        let model = base_table(&db, 500);
+        let (vfs, db, model) = with_table(mode, 32, 500);
         drop(db);
         // How many file operations the transaction makes, to cut at points inside it.
         let probe = vfs.crash(0, CrashModel::none());
@@ -204,9 +213,7 @@ fn a_crash_inside_a_stealing_transaction_recovers_the_state_before_it() {
 #[test]
 fn rollback_takes_spilled_versions_back_out_of_the_file() {
     for mode in steal_modes() {
-        let vfs = SimVfs::new();
-        let db = Database::open(DB, config(&vfs, mode, 32)).unwrap();
-        let model = base_table(&db, 500);
+        let (vfs, db, model) = with_table(mode, 32, 500);
         for end in ["rollback", "drop", "rollback_all"] {
             let mut w = db.begin_write().unwrap();
             big_insert(&mut w, &model, 2000, 32);
@@ -240,9 +247,7 @@ fn rollback_takes_spilled_versions_back_out_of_the_file() {
 #[test]
 fn rollback_to_a_savepoint_drops_what_was_spilled_after_it() {
     for mode in steal_modes() {
-        let vfs = SimVfs::new();
-        let db = Database::open(DB, config(&vfs, mode, 32)).unwrap();
-        let model = base_table(&db, 500);
+        let (vfs, db, model) = with_table(mode, 32, 500);
         let mut w = db.begin_write().unwrap();
         let t = w.open_tree("t").unwrap();
         // Before the savepoint: changes, some spilled.
@@ -274,9 +279,7 @@ fn rollback_to_a_savepoint_drops_what_was_spilled_after_it() {
 #[test]
 fn a_transaction_that_empties_the_table_frees_spilled_pages() {
     for mode in steal_modes() {
-        let vfs = SimVfs::new();
-        let db = Database::open(DB, config(&vfs, mode, 32)).unwrap();
-        let model = base_table(&db, 3000);
+        let (vfs, db, model) = with_table(mode, 32, 3000);
         let mut w = db.begin_write().unwrap();
         let t = w.open_tree("t").unwrap();
         let (_, _) = big_insert(&mut w, &model, 1500, 32);
@@ -296,9 +299,7 @@ fn a_transaction_that_empties_the_table_frees_spilled_pages() {
 #[test]
 fn modes_that_cannot_steal_keep_every_page_in_memory_and_say_so() {
     for mode in JournalMode::all().filter(|m| !m.capabilities().steals) {
-        let vfs = SimVfs::new();
-        let db = Database::open(DB, config(&vfs, mode, 16)).unwrap();
-        let model = base_table(&db, 100);
+        let (_disk, db, model) = with_table(mode, 16, 100);
         let mut w = db.begin_write().unwrap();
         let (after, most) = big_insert(&mut w, &model, 2000, usize::MAX);
         assert!(most > 16, "{mode}: the transaction never outgrew the cache");
@@ -326,9 +327,7 @@ fn modes_that_cannot_steal_keep_every_page_in_memory_and_say_so() {
 #[test]
 fn nested_savepoints_keep_what_the_outer_one_restores() {
     for mode in steal_modes() {
-        let vfs = SimVfs::new();
-        let db = Database::open(DB, config(&vfs, mode, 32)).unwrap();
-        let model = base_table(&db, 500);
+        let (vfs, db, model) = with_table(mode, 32, 500);
         let mut w = db.begin_write().unwrap();
         let t = w.open_tree("t").unwrap();
         let (at_outer, _) = big_insert(&mut w, &model, 1500, 32);
