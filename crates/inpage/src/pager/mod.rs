@@ -34,7 +34,7 @@ pub mod header;
 
 pub(crate) mod cache;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -74,7 +74,7 @@ struct State {
     /// (a commit stamping spilled versions, or a rollback invalidating them). A reader
     /// that misses the cache on one waits (`Pager::settled`) instead of reading a page
     /// that may be half-written.
-    in_flight: PgnoMap<()>,
+    in_flight: HashSet<Pgno, BuildHasherDefault<PgnoHasher>>,
 }
 
 /// Hash map keyed by page number, hashed with [`PgnoHasher`].
@@ -388,7 +388,7 @@ impl Pager {
                 free: BTreeSet::new(),
                 write_epoch: 0,
                 catalog_gen: 0,
-                in_flight: PgnoMap::default(),
+                in_flight: HashSet::default(),
             }),
             recovery,
             settled: Condvar::new(),
@@ -640,7 +640,7 @@ impl Pager {
     /// Holding the lock keeps it so: pages join `in_flight` only under it.
     fn settled_lock(&self, pgno: Pgno) -> MutexGuard<'_, State> {
         let mut st = lock(&self.state);
-        while st.in_flight.contains_key(&pgno) {
+        while st.in_flight.contains(&pgno) {
             st = self.settled.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         st
@@ -732,7 +732,7 @@ impl Pager {
         }
         for &p in pages {
             st.cache.remove(p);
-            st.in_flight.insert(p, ());
+            st.in_flight.insert(p);
         }
         st.write_epoch += 1;
         drop(st);
@@ -893,10 +893,11 @@ impl Pager {
         // Spilled pages are rewritten from the file's image, one at a time, with none
         // pinned: readers that miss the cache on them wait until the commit ends.
         let unpinned = spilled.restamp.iter().chain(&spilled.discard);
+        let any_unpinned = !(spilled.restamp.is_empty() && spilled.discard.is_empty());
         for &p in unpinned.clone() {
             debug_assert!(!dirty.contains_key(&p));
             st.cache.remove(p);
-            st.in_flight.insert(p, ());
+            st.in_flight.insert(p);
         }
         st.write_epoch += 1;
         drop(st);
@@ -914,10 +915,14 @@ impl Pager {
 
         let mut st = lock(&self.state);
         st.write_epoch += 1;
-        for p in unpinned {
-            st.in_flight.remove(p);
+        if any_unpinned {
+            for p in unpinned {
+                st.in_flight.remove(p);
+            }
+            // Only a commit that had pages in flight can have readers waiting; a wake
+            // costs a system call, which the common commit should not pay.
+            self.settled.notify_all();
         }
-        self.settled.notify_all();
         match result {
             Ok(()) => {
                 st.header = header.clone();
