@@ -234,6 +234,20 @@ pub struct RecoveryArgs {
         default_value = "crash,reopen"
     )]
     pub kind: Vec<OpenKind>,
+    /// Copies of every contender's table, each set built in another contender order
+    /// (copy j starts with the j-th contender, as rounds rotate); round r opens copy
+    /// r mod N. Where a table lies in the file system sways a cold open: with two
+    /// contenders, the one built first opened up to 1.5x faster on the ext4 lab
+    /// (`docs/bench/ips-recovery-fig7*.txt`). 1 builds one set, in the order given.
+    #[arg(long, default_value_t = 1)]
+    pub build_orders: u32,
+    /// Run every trial on a fresh copy of the table as built (removed after it), so each
+    /// trial recovers the same file: without it trials share the table, and the update
+    /// of row 1 each trial ends with (the first-write time) ages it — in IPS it moves
+    /// row 1's leaf around the file, which cold opens then pay for. Copies cost a write
+    /// of the table per trial: meant for small tables (the paper's Fig. 7 workload).
+    #[arg(long)]
+    pub fresh_copy: bool,
 }
 
 /// The page cache a recovery trial reopens with.
@@ -426,6 +440,14 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             params.reopen = a.kind.contains(&OpenKind::Reopen);
             params.pre_updates = a.updates_before_crash;
             let n_rec = cs.iter().filter(|c| c.recoverable()).count();
+            if a.build_orders == 0 || a.build_orders as usize > n_rec.max(1) {
+                return Err(format!(
+                    "--build-orders must be in 1..={} (one per contender)",
+                    n_rec.max(1)
+                ));
+            }
+            params.build_orders = a.build_orders;
+            params.fresh_copy = a.fresh_copy;
             let trials = params.trials(n_rec, a.method.rounds);
             let mut lab_args = a.lab.clone();
             // The lab holds every contender's table of the largest size at once, plus the
@@ -559,6 +581,8 @@ fn recovery_params(
         crash: true,
         reopen: false,
         pre_updates: 0,
+        build_orders: 1,
+        fresh_copy: false,
     })
 }
 

@@ -427,7 +427,7 @@ pub fn calibrate_writes(
     Ok(n)
 }
 
-fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+pub fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
     let err = |p: &Path, e: io::Error| format!("{}: {e}", p.display());
     std::fs::create_dir_all(to).map_err(|e| err(to, e))?;
     for ent in std::fs::read_dir(from).map_err(|e| err(from, e))? {

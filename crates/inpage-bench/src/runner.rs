@@ -33,7 +33,7 @@ use inpage::vfs::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, OsVfs, Vfs};
 use crate::contender::{Contender, FloorMode, FloorStore, Kind, Store};
 use crate::device::{DeviceCounters, Profile};
 use crate::lab::{check_interrupted, prefetch_dir, read_proc_io, settle, DevStat, Lab, ProcIo};
-use crate::recovery::{calibrate_writes, crash_child, pre_updates, ChildSpec};
+use crate::recovery::{calibrate_writes, copy_dir, crash_child, pre_updates, ChildSpec};
 use crate::report::{Collector, Latency, Point, Sample};
 use crate::sql::ReadKind;
 use crate::workload::{mobibench_value, update_value, Op, Plan, SplitMix64};
@@ -620,6 +620,11 @@ pub struct RecoveryParams {
     pub reopen: bool,
     /// Crash trials: committed one-row updates before the interrupted insert.
     pub pre_updates: u32,
+    /// Sets of tables, each built in another contender order; round r opens set
+    /// r mod `build_orders` (placement in the file system sways cold opens).
+    pub build_orders: u32,
+    /// Each trial runs on a fresh copy of its table as built (removed afterwards).
+    pub fresh_copy: bool,
 }
 
 impl RecoveryParams {
@@ -646,9 +651,8 @@ impl RecoveryParams {
         // Every size's tables live side by side (sizes are interleaved within rounds).
         let n: u64 = self.sizes.iter().sum();
         let per_record = (self.value_size as u64 + 64) * 3;
-        let bytes = n
-            .saturating_mul(per_record)
-            .saturating_mul(contenders as u64 + 1);
+        let tables = contenders as u64 * u64::from(self.build_orders.max(1)) + 1;
+        let bytes = n.saturating_mul(per_record).saturating_mul(tables);
         bytes.div_ceil(1 << 20) + 256
     }
 }
@@ -700,17 +704,30 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
                 pts.push((cold, crash, k, pt));
             }
         }
-        let mut tables = Vec::new();
-        for c in &cs {
-            s.pb.set_message(format!("recovery: building {n} records for {}", c.name));
-            let t = guarded(&c.name, || build_table(s, c, n, p))?;
-            tables.push(t);
+        // sets[j][ci]: contender ci's table of set j, set j built starting with
+        // contender j.
+        let orders = p.build_orders.max(1);
+        let mut sets: Vec<Vec<Table>> = Vec::new();
+        for j in 0..orders {
+            let mut set: Vec<Option<Table>> = (0..cs.len()).map(|_| None).collect();
+            for ci in rotation(cs.len(), j) {
+                let c = cs[ci];
+                s.pb.set_message(format!("recovery: building {n} records for {}", c.name));
+                let copy = if orders > 1 { Some(j) } else { None };
+                set[ci] = Some(guarded(&c.name, || build_table(s, c, n, p, copy))?);
+            }
+            sets.push(
+                set.into_iter()
+                    .map(|t| t.expect("every contender built"))
+                    .collect(),
+            );
         }
-        sizes.push((n, pts, tables));
+        sizes.push((n, pts, sets));
     }
     for round in 0..s.rounds {
         for si in rotation(sizes.len(), round) {
-            let (n, pts, tables) = &sizes[si];
+            let (n, pts, sets) = &sizes[si];
+            let tables = &sets[round as usize % sets.len()];
             let n = *n;
             for (cold, crash, k, pt) in pts {
                 for ci in rotation(cs.len(), round) {
@@ -727,18 +744,33 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
                         c.name,
                         round + 1
                     ));
-                    let t = &tables[ci];
+                    let built = &tables[ci];
+                    let copy = match p.fresh_copy {
+                        true => Some(Table {
+                            dir: s.fresh_dir(&format!("{}-trial", c.name))?,
+                            stop_at: built.stop_at.clone(),
+                        }),
+                        false => None,
+                    };
+                    if let Some(t) = &copy {
+                        copy_dir(&built.dir, &t.dir)?;
+                    }
+                    let t = copy.as_ref().unwrap_or(built);
                     let smp = guarded(&c.name, || {
                         open_trial(s, c, t, n, if *crash { Some(*k) } else { None }, *cold, p)
                     })?;
+                    if let Some(t) = copy {
+                        std::fs::remove_dir_all(&t.dir)
+                            .map_err(|e| format!("{}: {e}", t.dir.display()))?;
+                    }
                     s.collector.add(pt.clone(), &c.name, 1, smp);
                     s.pb.inc(1);
                 }
             }
         }
     }
-    for (_, _, tables) in sizes {
-        for t in tables {
+    for (_, _, sets) in sizes {
+        for t in sets.into_iter().flatten() {
             std::fs::remove_dir_all(&t.dir).map_err(|e| format!("{}: {e}", t.dir.display()))?;
         }
     }
@@ -752,8 +784,12 @@ fn build_table(
     c: &Contender,
     n: u64,
     p: &RecoveryParams,
+    copy: Option<u32>,
 ) -> Result<Table, String> {
-    let dir = s.fresh_dir(&format!("{}-{n}", c.name))?;
+    let dir = match copy {
+        Some(j) => s.fresh_dir(&format!("{}-{n}-b{j}", c.name))?,
+        None => s.fresh_dir(&format!("{}-{n}", c.name))?,
+    };
     let stats = Arc::new(IoStats::new());
     let v = mobibench_value(p.value_size, false);
     let t0 = Instant::now();
@@ -923,6 +959,8 @@ mod tests {
             crash: true,
             reopen: true,
             pre_updates: 0,
+            build_orders: 1,
+            fresh_copy: false,
         };
         // 2 sizes x 2 caches x (2 crash sizes + 1 reopen) x 5 contenders x 3 rounds.
         assert_eq!(p.trials(5, 3), 2 * 2 * 3 * 5 * 3);

@@ -384,6 +384,74 @@ fn dhl_open_after_a_clean_close_reads_constant_pages() {
     }
 }
 
+/// DHL: random one-row updates of a small, wholly hot table settle into one sync per
+/// transaction (no marking write once the intent map covers the working set, by
+/// coarsening its regions once), and an open after a crash still scans at most the
+/// intent map's bound of regions, not the file.
+#[test]
+fn dhl_random_updates_of_a_small_hot_table_need_no_marking_writes() {
+    use inpage::vfs::{AccountingVfs, IoKind};
+    for mode in JournalMode::all().filter(|m| m.capabilities().intent_map) {
+        let vfs = SimVfs::new();
+        let acct = AccountingVfs::new(Arc::new(vfs.clone()));
+        let stats = acct.stats();
+        let db = Database::open(DB, sim_config(&vfs, mode, 4096).vfs(Arc::new(acct))).unwrap();
+        let rows = 1800u64;
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", inpage::KeyKind::Int).unwrap();
+        for k in 0..rows {
+            w.insert(&t, k as i64, &[1u8; 200]).unwrap();
+        }
+        w.commit().unwrap();
+        let pages = u64::from(db.header().page_count);
+        // 4-page regions: the table spans more of them than the map keeps (24).
+        assert!(
+            pages > 24 * 4 && pages <= 2 * 24 * 4,
+            "{mode}: {pages} pages"
+        );
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        // Every update writes a value no row holds yet, so every one commits a change.
+        let mut update = |n: usize| {
+            for _ in 0..n {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let mut value = [2u8; 200];
+                value[..8].copy_from_slice(&seed.to_le_bytes());
+                db.insert("t", ((seed >> 33) % rows) as i64, &value)
+                    .unwrap();
+            }
+        };
+        update(600);
+        let syncs = |s: &inpage::vfs::IoStats| s.snapshot().get(IoKind::Sync).calls;
+        // The protocol's own syncs per commit: a second update of one row (same page, so
+        // inside the marked regions).
+        db.insert("t", 7, &[4u8; 200]).unwrap();
+        let before = syncs(&stats);
+        db.insert("t", 7, &[5u8; 200]).unwrap();
+        let per_commit = syncs(&stats) - before;
+        let before = syncs(&stats);
+        update(400);
+        let total = syncs(&stats) - before;
+        let extra = total.saturating_sub(400 * per_commit);
+        assert!(
+            extra <= 4,
+            "{mode}: 400 one-row updates of a {pages}-page table took {extra} marking syncs"
+        );
+        let crashed = vfs.crash(0, CrashModel::none());
+        drop(db);
+        let acct = AccountingVfs::new(Arc::new(crashed.clone()));
+        let stats = acct.stats();
+        let db = Database::open(DB, sim_config(&crashed, mode, 4096).vfs(Arc::new(acct))).unwrap();
+        let read = stats.snapshot().get(IoKind::Read).bytes / 4096;
+        assert!(
+            read <= 24 * 8 + 4,
+            "{mode}: recovery read {read} of {pages} pages"
+        );
+        assert_checks(&db);
+    }
+}
+
 /// DHL: the first write after a clean reopen takes its free pages from the snapshot the
 /// close kept instead of walking every tree (debug builds also walk and compare, inside
 /// the engine); a close cut short, or a damaged snapshot page, only makes it walk.

@@ -1069,15 +1069,17 @@ impl DhlJournal {
         coarse_ok: bool,
     ) -> Result<()> {
         let mutant = self.ctx.config.mutant();
-        let fine =
-            |i: &Intent| coarse_ok || (i.marked() <= intent::CAP && i.shift == self.min_shift());
+        let min = self.min_shift();
+        let fine = |i: &Intent| {
+            coarse_ok || (i.marked() <= intent::CAP && i.shift <= min + intent::MAX_DOUBLINGS)
+        };
         let covered = intent
             .as_ref()
             .is_some_and(|i| i.covers(written.iter().copied()) && fine(i));
         let grown = (!covered && mutant != Mutant::SkipIntent).then(|| {
             intent
                 .as_ref()
-                .map(|i| i.with(written.iter().copied()))
+                .map(|i| i.with(written.iter().copied()).fit(intent::CAP))
                 .filter(|n| fine(n))
                 .unwrap_or_else(|| self.reset_intent(last, written))
         });
