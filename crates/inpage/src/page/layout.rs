@@ -219,11 +219,12 @@ pub trait PageLayout: Send + Sync + Debug {
 
     /// What commit must do to a dirty page once the transaction's size is known (stamp
     /// `(tid, txn_size)`), and the trailer crc. Errors if the page is not one this
-    /// transaction wrote.
+    /// transaction wrote. The image is handed over: an image nobody else holds is
+    /// stamped where it lies instead of copied.
     fn finalize(
         &self,
         pgno: Pgno,
-        image: &PageRef,
+        image: PageRef,
         g: Geometry,
         tid: u64,
         txn_size: u32,

@@ -163,8 +163,8 @@ impl PageLayout for Stock {
         PageRef::from(p)
     }
 
-    fn finalize(&self, _: Pgno, image: &PageRef, _: Geometry, _: u64, _: u32) -> Result<PageRef> {
-        Ok(image.clone())
+    fn finalize(&self, _: Pgno, image: PageRef, _: Geometry, _: u64, _: u32) -> Result<PageRef> {
+        Ok(image)
     }
 
     fn classify(&self, page: &[u8], _: Geometry, _: u64) -> &'static str {

@@ -477,7 +477,7 @@ impl Pager {
         };
         for (pgno, img) in store.pages {
             let mut img = layout
-                .finalize(pgno, &PageRef::from(img), g, fcc, txn_size)?
+                .finalize(pgno, PageRef::from(img), g, fcc, txn_size)?
                 .to_vec();
             stamp_crc(&mut img);
             db.write_page(pgno, &img)?;
@@ -692,7 +692,7 @@ impl Pager {
         let mut originals = Vec::new();
         for (pgno, img) in dirty {
             debug_assert!(*pgno != 0);
-            pages.push((*pgno, self.layout.finalize(*pgno, img, g, tid, 0)?));
+            pages.push((*pgno, self.layout.finalize(*pgno, img.clone(), g, tid, 0)?));
             if let Some(o) = self.file_image(&mut st, *pgno)? {
                 originals.push((*pgno, o));
             }
@@ -832,7 +832,7 @@ impl Pager {
     pub fn commit(
         &self,
         header: &Header,
-        dirty: &BTreeMap<Pgno, PageRef>,
+        dirty: BTreeMap<Pgno, PageRef>,
         alloc: &AllocDelta,
         catalog_changed: bool,
         spilled: &Spilled,
@@ -865,8 +865,8 @@ impl Pager {
         }
         let g = self.geometry();
         for (pgno, img) in dirty {
-            let img = self.layout.finalize(*pgno, img, g, header.fcc, txn_size)?;
-            pages.push((*pgno, img));
+            let img = self.layout.finalize(pgno, img, g, header.fcc, txn_size)?;
+            pages.push((pgno, img));
         }
         let header = &header;
 
@@ -895,7 +895,7 @@ impl Pager {
         let unpinned = spilled.restamp.iter().chain(&spilled.discard);
         let any_unpinned = !(spilled.restamp.is_empty() && spilled.discard.is_empty());
         for &p in unpinned.clone() {
-            debug_assert!(!dirty.contains_key(&p));
+            debug_assert!(pages.binary_search_by_key(&p, |(q, _)| *q).is_err());
             st.cache.remove(p);
             st.in_flight.insert(p);
         }

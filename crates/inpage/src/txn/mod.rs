@@ -984,7 +984,7 @@ impl WriteTxn {
             };
             self.shared
                 .pager
-                .commit(&header, &dirty, &alloc, self.catalog_changed, &spilled)
+                .commit(&header, dirty, &alloc, self.catalog_changed, &spilled)
         };
         self.shared.release_writer();
         result

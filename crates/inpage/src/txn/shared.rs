@@ -21,13 +21,20 @@ pub(crate) struct Shared {
     pub(crate) id: u64,
     pub(crate) pager: Pager,
     pub(crate) config: Config,
-    writer: Mutex<bool>,
+    writer: Mutex<WriterFlag>,
     writer_cv: Condvar,
     closed: AtomicBool,
     /// `FreeSpace::TreeWalk`: whether the pager's free set has been computed.
     pub(super) free_known: AtomicBool,
     /// Read-only handles: the in-memory layer recovery wrote into.
     pub(crate) overlay: Option<Arc<OverlayVfs>>,
+}
+
+/// The writer flag and how many `begin_write` calls wait for it.
+#[derive(Default)]
+struct WriterFlag {
+    busy: bool,
+    waiting: usize,
 }
 
 impl Shared {
@@ -37,7 +44,7 @@ impl Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             pager,
             config,
-            writer: Mutex::new(false),
+            writer: Mutex::new(WriterFlag::default()),
             writer_cv: Condvar::new(),
             closed: AtomicBool::new(false),
             free_known: AtomicBool::new(false),
@@ -49,14 +56,16 @@ impl Shared {
     /// write transaction; the flag is released again if starting fails.
     pub(crate) fn begin_write(self: &Arc<Self>, wait: bool) -> Result<WriteTxn> {
         {
-            let mut busy = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-            while *busy {
+            let mut flag = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+            while flag.busy {
                 if !wait {
                     return Err(Error::Busy);
                 }
-                busy = self.writer_cv.wait(busy).unwrap_or_else(|e| e.into_inner());
+                flag.waiting += 1;
+                flag = self.writer_cv.wait(flag).unwrap_or_else(|e| e.into_inner());
+                flag.waiting -= 1;
             }
-            *busy = true;
+            flag.busy = true;
         }
         if let Err(e) = free::ensure_known(self) {
             self.release_writer();
@@ -66,9 +75,13 @@ impl Shared {
     }
 
     pub(crate) fn release_writer(&self) {
-        let mut busy = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        *busy = false;
-        self.writer_cv.notify_one();
+        let mut flag = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        flag.busy = false;
+        // A notify is a futex syscall even with nobody waiting: one per transaction of a
+        // single writer, so only when a writer is waiting (counted under the lock).
+        if flag.waiting > 0 {
+            self.writer_cv.notify_one();
+        }
     }
 
     pub(crate) fn close(&self) -> Result<()> {

@@ -1138,7 +1138,7 @@ impl DhlJournal {
             }
             db.read_page(pgno, &mut buf)?;
             let spilled = PageRef::from(buf.clone());
-            let stamped = layout.finalize(pgno, &spilled, g, batch.tid, txn_size)?;
+            let stamped = layout.finalize(pgno, spilled.clone(), g, batch.tid, txn_size)?;
             assert!(
                 versions
                     .heads(&stamped)

@@ -145,14 +145,14 @@ impl PageLayout for Dhl {
     fn finalize(
         &self,
         pgno: Pgno,
-        image: &PageRef,
+        image: PageRef,
         g: Geometry,
         tid: u64,
         txn_size: u32,
     ) -> Result<PageRef> {
-        // The tree builds versions with txn_size 0; only now is the count known. `image`
-        // is shared with the transaction, so this copies it, once.
-        let mut page = image.clone();
+        // The tree builds versions with txn_size 0; only now is the count known. An image
+        // still shared (a reader's, a spill's) is copied here, once.
+        let mut page = image;
         let buf = std::sync::Arc::make_mut(&mut page);
         if !dhl::restamp(buf, g.usable, tid, txn_size) {
             return Err(Error::corrupt(

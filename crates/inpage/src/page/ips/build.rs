@@ -329,16 +329,37 @@ pub fn build(
         Some(o) => o.order,
         None => p.opened().order,
     };
-    // Each distinct cell of P maps to its first unused live slot in key order, the other
-    // copies chained through `next`.
-    const END: u32 = u32::MAX;
-    let mut next = vec![END; order.len()];
-    let mut reuse: HashMap<&[u8], u32, CellHashing> =
-        HashMap::with_capacity_and_hasher(order.len(), CellHashing::new());
+    // Cells of P the new node keeps stay where they are. Most builds change a few cells
+    // in one place (a parent gains a separator, a split drops a tail), so the common
+    // prefix and suffix of P's cells and the new ones are matched by position; only the
+    // cells between go through a hash map, where each distinct cell of P maps to its
+    // first unused live slot in key order, the other copies chained through `next`.
+    // Every match lies after the previous one in P's order, so the kept slots' pred
+    // links still replay into the new key order.
+    let cell_of = |j: usize| {
+        let (off, size) = p.record(usize::from(order[j]));
+        &p.buf[off..off + size]
+    };
+    let (n, m) = (order.len(), version.cells.len());
+    let (mut prefix, mut suffix) = (0, 0);
     if p.is_leaf() == version.leaf {
-        for (j, &s) in order.iter().enumerate().rev() {
-            let (off, size) = p.record(usize::from(s));
-            match reuse.entry(&p.buf[off..off + size]) {
+        while prefix < n.min(m) && cell_of(prefix) == &version.cells[prefix][..] {
+            prefix += 1;
+        }
+        while suffix < (n - prefix).min(m - prefix)
+            && cell_of(n - 1 - suffix) == &version.cells[m - 1 - suffix][..]
+        {
+            suffix += 1;
+        }
+    }
+    const END: u32 = u32::MAX;
+    let middle = prefix..n - suffix;
+    let mut next = vec![END; n];
+    let mut reuse: HashMap<&[u8], u32, CellHashing> =
+        HashMap::with_capacity_and_hasher(middle.len(), CellHashing::new());
+    if p.is_leaf() == version.leaf {
+        for j in middle.rev() {
+            match reuse.entry(cell_of(j)) {
                 Entry::Occupied(mut head) => {
                     next[j] = *head.get();
                     head.insert(j as u32);
@@ -350,25 +371,32 @@ pub fn build(
         }
     }
     let mut d = Draft::on(&p, page_size, version.tid, version.leaf, version.right);
-    let mut kept = vec![false; order.len()];
+    let mut kept = vec![false; n];
     // Position (in `order`) of the last kept cell: later matches must lie after it.
     let mut last: Option<usize> = None;
     let mut pred = NO_PRED;
-    let mut new_order = Vec::with_capacity(version.cells.len());
+    let mut new_order = Vec::with_capacity(m);
     let mut used = 0;
-    for c in version.cells {
-        let hit = reuse.get_mut(&c[..]).and_then(|head| {
-            while *head != END && last.is_some_and(|l| (*head as usize) <= l) {
-                *head = next[*head as usize];
-            }
-            (*head != END).then(|| {
-                let j = *head as usize;
-                *head = next[j];
-                j
+    for (k, c) in version.cells.iter().enumerate() {
+        let hit = if k < prefix {
+            Some(k)
+        } else if k >= m - suffix {
+            Some(n - (m - k))
+        } else {
+            reuse.get_mut(&c[..]).and_then(|head| {
+                while *head != END && last.is_some_and(|l| (*head as usize) <= l) {
+                    *head = next[*head as usize];
+                }
+                (*head != END).then(|| {
+                    let j = *head as usize;
+                    *head = next[j];
+                    j
+                })
             })
-        });
+        };
         pred = match hit {
             Some(j) => {
+                debug_assert!(last.is_none_or(|l| j > l));
                 kept[j] = true;
                 last = Some(j);
                 usize::from(order[j])

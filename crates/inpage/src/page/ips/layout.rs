@@ -169,12 +169,12 @@ impl PageLayout for Ips {
     fn finalize(
         &self,
         pgno: Pgno,
-        image: &PageRef,
+        image: PageRef,
         g: Geometry,
         tid: u64,
         txn_size: u32,
     ) -> Result<PageRef> {
-        let mut page = image.clone();
+        let mut page = image;
         let buf = std::sync::Arc::make_mut(&mut page);
         let (stamped, node) = ips::restamp_node(pgno, buf, g.usable, tid, txn_size);
         if !stamped {

@@ -627,8 +627,8 @@ fn restamp_sets_txn_size_and_nothing_else() {
         page_size: PS,
         usable: US,
     };
-    assert!(IPS.finalize(1, &PageRef::from(s.clone()), g, 5, 1).is_err());
-    let f = IPS.finalize(1, &PageRef::from(b.clone()), g, 2, 4).unwrap();
+    assert!(IPS.finalize(1, PageRef::from(s.clone()), g, 5, 1).is_err());
+    let f = IPS.finalize(1, PageRef::from(b.clone()), g, 2, 4).unwrap();
     assert_eq!(visible(1, &f, US, 2).unwrap().txn_size(), 4);
     // Only the descriptor changes: the trailer (never checked on IPS pages) is left as
     // the transaction wrote it.
@@ -1209,7 +1209,7 @@ fn finalize_remembers_the_node_of_the_image_it_returns() {
     };
     let (b, _, v) = versioned_page();
     let dirty = PageRef::from(b);
-    let done = IPS.finalize(1, &dirty, g, 2, 7).unwrap();
+    let done = IPS.finalize(1, dirty.clone(), g, 2, 7).unwrap();
     // The commit's image is remembered with its node (no validation or replay at its
     // next open), and that node is exactly what validating it afresh gives.
     let slot = newest_candidate(&done, |t| t <= 2).unwrap();
