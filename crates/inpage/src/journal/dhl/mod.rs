@@ -188,6 +188,9 @@ pub(crate) struct DhlJournal {
     direct: Option<Arc<dyn File>>,
     /// Alignment of direct writes: the torn-write unit (512) unless the device needs more.
     align: usize,
+    /// The aligned buffer direct writes copy a page's span into, kept between writes (an
+    /// allocation, zeroing and free per page write otherwise; only the writer uses it).
+    scratch: Mutex<Vec<u8>>,
     /// Steal: the pages holding a version that `spill` wrote for the transaction in
     /// flight (tid FCC + 1). Every marking write keeps them marked in the intent area
     /// until that transaction ends, so recovery's bounded scan finds them.
@@ -244,7 +247,8 @@ fn probe_alignment(f: &dyn File, page_size: usize) -> std::io::Result<usize> {
         if align > page_size {
             break;
         }
-        let (mut buf, off) = aligned_copy(&vec![0u8; align], align);
+        let mut buf = Vec::new();
+        let off = aligned_into(&mut buf, &vec![0u8; align], align);
         match f.read_at(&mut buf[off..off + align], 0) {
             Ok(_) => return Ok(align),
             Err(e) if refuses_direct(&e) => last = Some(e),
@@ -268,11 +272,14 @@ fn refuses_direct(e: &std::io::Error) -> bool {
 
 /// `bytes` copied to a buffer starting at an `align`-aligned address (for `O_DIRECT`),
 /// as (buffer, offset of the copy in it).
-fn aligned_copy(bytes: &[u8], align: usize) -> (Vec<u8>, usize) {
-    let mut v = vec![0u8; bytes.len() + align];
-    let off = v.as_ptr().align_offset(align).min(align);
-    v[off..off + bytes.len()].copy_from_slice(bytes);
-    (v, off)
+fn aligned_into(buf: &mut Vec<u8>, bytes: &[u8], align: usize) -> usize {
+    if buf.len() < bytes.len() + align {
+        // Grown once to the largest span (a page): the address then stays put.
+        *buf = vec![0u8; bytes.len() + align];
+    }
+    let off = buf.as_ptr().align_offset(align).min(align);
+    buf[off..off + bytes.len()].copy_from_slice(bytes);
+    off
 }
 
 impl DhlJournal {
@@ -334,6 +341,7 @@ impl DhlJournal {
                 writer: Mutex::new(()),
                 direct,
                 align,
+                scratch: Mutex::new(Vec::new()),
                 pending: Mutex::new(BTreeSet::new()),
                 recent: Mutex::new(std::collections::VecDeque::new()),
             },
@@ -679,9 +687,10 @@ impl DhlJournal {
         let align = self.align;
         let (s, e) = (span.start / align * align, span.end.div_ceil(align) * align);
         let e = e.min(ps);
-        let (buf, off) = aligned_copy(&page[s..e], align);
+        let mut scratch = self.scratch.lock().unwrap_or_else(|p| p.into_inner());
+        let off = aligned_into(&mut scratch, &page[s..e], align);
         direct
-            .write_at(&buf[off..off + (e - s)], at + s as u64)
+            .write_at(&scratch[off..off + (e - s)], at + s as u64)
             .map_err(Error::io("write", &db.path))?;
         db.saw_len(at + e as u64);
         Ok(())
@@ -1333,9 +1342,12 @@ mod tests {
         for align in [512, 4096] {
             for len in [0, 1, 512, 4096] {
                 let bytes: Vec<u8> = (0..len).map(|i| i as u8).collect();
-                let (buf, off) = aligned_copy(&bytes, align);
-                assert_eq!(buf[off..].as_ptr() as usize % align, 0);
-                assert_eq!(&buf[off..off + len], &bytes[..]);
+                let mut buf = Vec::new();
+                for _ in 0..2 {
+                    let off = aligned_into(&mut buf, &bytes, align);
+                    assert_eq!(buf[off..].as_ptr() as usize % align, 0);
+                    assert_eq!(&buf[off..off + len], &bytes[..]);
+                }
             }
         }
     }
