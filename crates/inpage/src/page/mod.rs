@@ -17,6 +17,7 @@ pub mod cell;
 pub mod cells;
 pub mod dhl;
 pub mod ips;
+pub mod mvbt;
 pub(crate) mod layout;
 mod occupancy;
 pub mod slotted;
