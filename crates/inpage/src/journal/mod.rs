@@ -26,6 +26,7 @@ use crate::vfs::Vfs;
 mod dbfile;
 mod dhl;
 mod ips;
+mod mvbt;
 mod off;
 mod rollback;
 #[cfg(test)]
@@ -133,6 +134,8 @@ impl JournalMode {
         JournalMode::DHL_CC_HEADER,
         JournalMode::IPS,
         JournalMode::IPS_HEADER,
+        JournalMode::MVBT,
+        JournalMode::LS_MVBT,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -156,6 +159,10 @@ impl JournalMode {
     pub const IPS: JournalMode = JournalMode(&ips::IPS);
     /// In-page shadowing, the FCC in the header page with every commit.
     pub const IPS_HEADER: JournalMode = JournalMode(&ips::IPS_HEADER);
+    /// Multi-version B-tree pages (life spans) under the DHL counting commit.
+    pub const MVBT: JournalMode = JournalMode(&mvbt::MVBT);
+    /// Lazy-split multi-version B-tree, every optimization on.
+    pub const LS_MVBT: JournalMode = JournalMode(&mvbt::LS_MVBT);
 }
 
 impl JournalMode {
