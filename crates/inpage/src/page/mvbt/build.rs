@@ -91,8 +91,12 @@ pub fn build(
         }
     };
     // P's live cells by their bytes, to reuse their records.
+    // Only within one node type: the same bytes decode to another size as the other
+    // type's cell, and a dead entry carried over would then overlap its neighbours (a
+    // root that absorbs its child changes type).
+    let same_type = p.as_ref().is_some_and(|p| p.is_leaf() == v.leaf);
     let mut reusable: HashMap<&[u8], usize> = HashMap::new();
-    if let Some(p) = &p {
+    if let (Some(p), true) = (&p, same_type) {
         for k in 0..p.ncells() {
             if p.live(k) {
                 reusable.insert(p.cell(k), p.record(k));
@@ -114,11 +118,19 @@ pub fn build(
         entries.push(off);
     }
     let nlive = entries.len();
-    // What is left of P's live cells is deleted by this version.
-    for &off in reusable.values() {
+    // What is left of P's live cells is deleted by this version (all of them when the
+    // node changes type).
+    let deleted: Vec<usize> = match &p {
+        Some(p) if !same_type => (0..p.ncells())
+            .filter(|&k| p.live(k))
+            .map(|k| p.record(k))
+            .collect(),
+        _ => reusable.values().copied().collect(),
+    };
+    for off in deleted {
         put_u64(&mut out, off, v.tid);
     }
-    if let (Some(p), false) = (&p, v.lazy_gc) {
+    if let (Some(p), false, true) = (&p, v.lazy_gc, same_type) {
         for k in 0..p.ncells() {
             let off = p.record(k);
             if !p.live(k) || get_u64(&out, off) == v.tid {

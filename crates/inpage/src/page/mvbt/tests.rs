@@ -441,3 +441,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_node_that_changes_type_carries_nothing_over() {
+    // A root pointer (interior) absorbing a leaf child, and back: with and without lazy
+    // GC, no record of the other type is reused or kept as a dead entry.
+    let inner: Vec<Vec<u8>> = (1..6u32).map(|c| interior_cell(c, &c.to_be_bytes())).collect();
+    let as_interior = |tid: u64| Version {
+        tid,
+        leaf: false,
+        right: 77,
+        cells: &inner,
+        lazy_gc: false,
+    };
+    let p = build(1, PS, US, None, 0, &as_interior(1)).unwrap().unwrap();
+    let mut p = p;
+    assert!(restamp(&mut p, US, 1, 1));
+    for gc in [true, false] {
+        let leaves = keys(8, 30);
+        let v = write(Some(&p), 2, &leaves, gc);
+        let view = visible(1, &v, US, 2).unwrap();
+        assert_eq!(view.cells(), leaves);
+        assert_eq!(view.ncells(), view.nlive(), "lazy gc {gc}: no interior entry kept");
+        let mut back = v.clone();
+        let w = build(1, PS, US, Some(&back), 2, &as_interior(3)).unwrap().unwrap();
+        back = w;
+        assert_eq!(visible(1, &back, US, 3).unwrap().cells(), inner);
+        assert_eq!(seen(&back, US, 2).unwrap(), leaves);
+    }
+}
