@@ -952,7 +952,11 @@ fn leaf_runs_match_stepping() {
         // An MVBT record carries a 16-byte life span and is 8-byte aligned, and the page
         // keeps an entry array per version: a 512-byte leaf holds 7 of these rows at most
         // (6 with ls-mvbt's reserved space), so a full leaf there gives runs of 5 or more.
-        let min_run = if mode.layout_name().contains("mvbt") { 5 } else { 8 };
+        let min_run = if mode.layout_name().contains("mvbt") {
+            5
+        } else {
+            8
+        };
         assert!(longest >= min_run, "{mode}: runs of at most {longest} rows");
         drop(r);
 

@@ -66,7 +66,11 @@ pub fn build(
         )));
     }
     let max = max_cell(usable);
-    if let Some(c) = v.cells.iter().find(|c| c.len() > max || c.len() < CELL_HEADER) {
+    if let Some(c) = v
+        .cells
+        .iter()
+        .find(|c| c.len() > max || c.len() < CELL_HEADER)
+    {
         return Err(Error::InvalidArgument(format!(
             "MVBT node: cell of {} bytes (at most {max})",
             c.len()

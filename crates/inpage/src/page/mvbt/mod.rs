@@ -91,9 +91,11 @@ mod layout;
 #[cfg(test)]
 mod tests;
 
+pub use crate::page::versioned::{
+    descriptor_heads, invalidate, overflow_data, Overflow, DESC_SIZE,
+};
 pub use build::{build, Version};
 pub(crate) use layout::{LS_MVBT, MVBT};
-pub use crate::page::versioned::{descriptor_heads, invalidate, overflow_data, Overflow, DESC_SIZE};
 
 /// `end` of a record nobody deleted.
 pub const OPEN: u64 = u64::MAX;

@@ -80,8 +80,13 @@ fn a_fresh_page_round_trips_leaf_and_interior_nodes() {
     let cells = keys(40, 37);
     let img = write(None, 1, &cells, true);
     assert_eq!(seen(&img, US, 1).unwrap(), cells);
-    assert!(visible(1, &img, US, 0).is_err(), "nothing visible before tid 1");
-    let inner: Vec<Vec<u8>> = (1..9u32).map(|c| interior_cell(c, &c.to_be_bytes())).collect();
+    assert!(
+        visible(1, &img, US, 0).is_err(),
+        "nothing visible before tid 1"
+    );
+    let inner: Vec<Vec<u8>> = (1..9u32)
+        .map(|c| interior_cell(c, &c.to_be_bytes()))
+        .collect();
     let v = Version {
         tid: 3,
         leaf: false,
@@ -135,12 +140,18 @@ fn a_new_version_keeps_the_old_one_and_snapshots_see_each() {
     new[10] = rec(10, 60); // a replacement
     new.push(rec(500, 20)); // an insert
     let v = write(Some(&p), 2, &new, true);
-    assert_eq!(seen(&v, US, 1).unwrap(), old, "snapshot 1 still sees the old node");
+    assert_eq!(
+        seen(&v, US, 1).unwrap(),
+        old,
+        "snapshot 1 still sees the old node"
+    );
     assert_eq!(seen(&v, US, 2).unwrap(), new);
     assert_eq!(seen(&v, US, 9).unwrap(), new);
     // The deleted record carries its life span [1, 2) in the page.
     let view = visible(1, &v, US, 1).unwrap();
-    let k = (0..view.ncells()).find(|&k| view.cell(k) == &old[3][..]).unwrap();
+    let k = (0..view.ncells())
+        .find(|&k| view.cell(k) == &old[3][..])
+        .unwrap();
     assert_eq!(view.span(k), (1, 2));
     // A third version overwrites the oldest descriptor and keeps version 2.
     let mut third = new.clone();
@@ -240,7 +251,11 @@ fn restamp_and_recovery_views() {
         .unwrap()
         .unwrap();
     let vs = page_versions(&v, US);
-    let infos: Vec<_> = vs.iter().flatten().map(|d| (d.tid, d.txn_size, d.valid)).collect();
+    let infos: Vec<_> = vs
+        .iter()
+        .flatten()
+        .map(|d| (d.tid, d.txn_size, d.valid))
+        .collect();
     assert!(infos.contains(&(1, 1, true)) && infos.contains(&(2, 0, true)));
     assert!(restamp(&mut v, US, 2, 7));
     assert!(!restamp(&mut v, US, 3, 7), "no version of transaction 3");
@@ -251,7 +266,10 @@ fn restamp_and_recovery_views() {
     let mut o = overflow_page(PS, US, 4, 9, b"chunk").unwrap();
     assert!(restamp(&mut o, US, 4, 3));
     let ov = open_overflow(1, &o, US).unwrap();
-    assert_eq!((ov.tid, ov.txn_size, ov.next, ov.data), (4, 3, 9, &b"chunk"[..]));
+    assert_eq!(
+        (ov.tid, ov.txn_size, ov.next, ov.data),
+        (4, 3, 9, &b"chunk"[..])
+    );
     assert!(page_versions(&o, US)[0].is_some_and(|d| d.valid));
     o[VERSION_HEADS + 2] ^= 1;
     assert!(open_overflow(1, &o, US).is_err());
@@ -325,7 +343,11 @@ fn every_single_bit_flip_in_a_version_is_refused_or_harmless() {
             match visible(1, &m, US, 2) {
                 Ok(v) => assert_eq!(
                     v.cells(),
-                    if v.tid() == 2 { &cells[1..] } else { &cells[..] },
+                    if v.tid() == 2 {
+                        &cells[1..]
+                    } else {
+                        &cells[..]
+                    },
                     "byte {at} bit {bit}"
                 ),
                 Err(Error::Corrupt { .. }) => {}
@@ -446,7 +468,9 @@ proptest! {
 fn a_node_that_changes_type_carries_nothing_over() {
     // A root pointer (interior) absorbing a leaf child, and back: with and without lazy
     // GC, no record of the other type is reused or kept as a dead entry.
-    let inner: Vec<Vec<u8>> = (1..6u32).map(|c| interior_cell(c, &c.to_be_bytes())).collect();
+    let inner: Vec<Vec<u8>> = (1..6u32)
+        .map(|c| interior_cell(c, &c.to_be_bytes()))
+        .collect();
     let as_interior = |tid: u64| Version {
         tid,
         leaf: false,
@@ -462,9 +486,15 @@ fn a_node_that_changes_type_carries_nothing_over() {
         let v = write(Some(&p), 2, &leaves, gc);
         let view = visible(1, &v, US, 2).unwrap();
         assert_eq!(view.cells(), leaves);
-        assert_eq!(view.ncells(), view.nlive(), "lazy gc {gc}: no interior entry kept");
+        assert_eq!(
+            view.ncells(),
+            view.nlive(),
+            "lazy gc {gc}: no interior entry kept"
+        );
         let mut back = v.clone();
-        let w = build(1, PS, US, Some(&back), 2, &as_interior(3)).unwrap().unwrap();
+        let w = build(1, PS, US, Some(&back), 2, &as_interior(3))
+            .unwrap()
+            .unwrap();
         back = w;
         assert_eq!(visible(1, &back, US, 3).unwrap().cells(), inner);
         assert_eq!(seen(&back, US, 2).unwrap(), leaves);
