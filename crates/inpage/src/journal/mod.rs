@@ -136,6 +136,10 @@ impl JournalMode {
         JournalMode::IPS_HEADER,
         JournalMode::MVBT,
         JournalMode::LS_MVBT,
+        JournalMode::LS_MVBT_NO_SPLIT,
+        JournalMode::LS_MVBT_NO_RESERVE,
+        JournalMode::LS_MVBT_NO_GC,
+        JournalMode::LS_MVBT_HEADER,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -163,6 +167,14 @@ impl JournalMode {
     pub const MVBT: JournalMode = JournalMode(&mvbt::MVBT);
     /// Lazy-split multi-version B-tree, every optimization on.
     pub const LS_MVBT: JournalMode = JournalMode(&mvbt::LS_MVBT);
+    /// `ls-mvbt` with version splits (ablation).
+    pub const LS_MVBT_NO_SPLIT: JournalMode = JournalMode(&mvbt::LS_MVBT_NO_SPLIT);
+    /// `ls-mvbt` without reserved buffer space (ablation).
+    pub const LS_MVBT_NO_RESERVE: JournalMode = JournalMode(&mvbt::LS_MVBT_NO_RESERVE);
+    /// `ls-mvbt` without lazy garbage collection (ablation).
+    pub const LS_MVBT_NO_GC: JournalMode = JournalMode(&mvbt::LS_MVBT_NO_GC);
+    /// `ls-mvbt` with the FCC in the header page (ablation of metadata embedding).
+    pub const LS_MVBT_HEADER: JournalMode = JournalMode(&mvbt::LS_MVBT_HEADER);
 }
 
 impl JournalMode {

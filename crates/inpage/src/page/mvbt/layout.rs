@@ -28,10 +28,10 @@ use crate::page::versioned;
 use crate::page::{page_type, stamp_crc, PageRef, PageWrite};
 use crate::pager::header::{self, Header, DHL_SLOTS};
 
-/// An MVBT layout: the format of `page::mvbt` with the switches of one mode.
+/// An MVBT layout: the format of `page::mvbt` with the switches of one mode. Every one
+/// is named `mvbt` (the page format); the modes' names tell them apart.
 #[derive(Debug)]
 pub(crate) struct Mvbt {
-    pub(crate) name: &'static str,
     /// Lazy garbage collection: dead entries leave the array with the next version.
     pub(crate) lazy_gc: bool,
     /// Reserved buffer space: the larger headroom beside a full node.
@@ -39,27 +39,52 @@ pub(crate) struct Mvbt {
     /// Underfull nodes stay until they must be copied (no merge or redistribution write
     /// on the delete that made them underfull).
     pub(crate) defer_merges: bool,
+    /// Lazy split: a splitting node keeps its right half in place (a new version of its
+    /// page), one new sibling takes the left; off, both halves go to fresh pages.
+    pub(crate) lazy_split: bool,
 }
 
-/// Plain MVBT: dead entries stay until a version split, no reserved space, eager merges.
+/// Plain MVBT: version splits, dead entries kept until a node is copied, no reserved
+/// space, eager merges.
 pub(crate) static MVBT: Mvbt = Mvbt {
-    name: "mvbt",
     lazy_gc: false,
     reserve: false,
     defer_merges: false,
+    lazy_split: false,
 };
 
 /// LS-MVBT: every optimization on.
-pub(crate) static LS_MVBT: Mvbt = Mvbt {
-    name: "ls-mvbt",
+pub(crate) static LS_MVBT: Mvbt = LS_MVBT_FIELDS;
+
+/// LS-MVBT without lazy split (ablation).
+pub(crate) static LS_MVBT_NO_SPLIT: Mvbt = Mvbt {
+    lazy_split: false,
+    ..LS_MVBT_FIELDS
+};
+
+/// LS-MVBT without reserved buffer space (ablation).
+pub(crate) static LS_MVBT_NO_RESERVE: Mvbt = Mvbt {
+    reserve: false,
+    ..LS_MVBT_FIELDS
+};
+
+/// LS-MVBT without lazy garbage collection (ablation).
+pub(crate) static LS_MVBT_NO_GC: Mvbt = Mvbt {
+    lazy_gc: false,
+    ..LS_MVBT_FIELDS
+};
+
+/// The switches of LS-MVBT, for the statics to start from.
+const LS_MVBT_FIELDS: Mvbt = Mvbt {
     lazy_gc: true,
     reserve: true,
     defer_merges: true,
+    lazy_split: true,
 };
 
 impl PageLayout for Mvbt {
     fn name(&self) -> &'static str {
-        self.name
+        "mvbt"
     }
 
     fn open(&self, pgno: Pgno, buf: &[u8], g: Geometry, visible_tid: u64) -> Result<Detached> {
@@ -115,6 +140,10 @@ impl PageLayout for Mvbt {
 
     fn defers_merges(&self) -> bool {
         self.defer_merges
+    }
+
+    fn splits_in_place(&self) -> bool {
+        self.lazy_split
     }
 
     fn overflow_data(&self, g: Geometry) -> usize {

@@ -95,7 +95,7 @@ pub use crate::page::versioned::{
     descriptor_heads, invalidate, overflow_data, Overflow, DESC_SIZE,
 };
 pub use build::{build, Version};
-pub(crate) use layout::{LS_MVBT, MVBT};
+pub(crate) use layout::{LS_MVBT, LS_MVBT_NO_GC, LS_MVBT_NO_RESERVE, LS_MVBT_NO_SPLIT, MVBT};
 
 /// `end` of a record nobody deleted.
 pub const OPEN: u64 = u64::MAX;
