@@ -91,6 +91,16 @@ impl PageLayout for Mvbt {
         Ok(mvbt::visible(pgno, buf, g.usable, visible_tid)?.detach())
     }
 
+    fn open_page(
+        &self,
+        pgno: Pgno,
+        page: &PageRef,
+        g: Geometry,
+        visible_tid: u64,
+    ) -> Result<Detached> {
+        mvbt::visible_node(pgno, page, g.usable, visible_tid)
+    }
+
     fn open_checked(
         &self,
         pgno: Pgno,

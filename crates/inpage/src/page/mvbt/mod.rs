@@ -77,6 +77,9 @@
 //! the builder then refuses and the tree copies the live cells to a fresh page (the MVBT
 //! version split), freeing the old one.
 
+use std::cell::RefCell;
+use std::sync::Arc;
+
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u16, get_u32, get_u64, put_u32};
 use crate::page::cell::{self, cell_child, max_cell, CELL_HEADER};
@@ -84,7 +87,9 @@ use crate::page::cells::Detached;
 use crate::page::layout::{DescInfo, VERSION_HEADS};
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
-use crate::page::versioned::{fold, newest_candidate, OverflowFormat, D_TID, D_TXN_SIZE};
+use crate::page::versioned::{
+    fold, newest_candidate, ImageMemo, OverflowFormat, D_TID, D_TXN_SIZE,
+};
 
 mod build;
 mod layout;
@@ -205,6 +210,23 @@ pub fn live_at(start: u64, end: u64, d: u64) -> bool {
     start <= d && end > d
 }
 
+/// Test-only planted bug, to show the torn-write test catches it (see `tests.rs`). Per
+/// thread, so a test planting it does not disturb the others running beside it.
+#[cfg(test)]
+pub(crate) mod plant {
+    use std::cell::Cell;
+    thread_local! {
+        /// Whether the checksum hashes `end` as stored instead of normalized.
+        static RAW_END: Cell<bool> = const { Cell::new(false) };
+    }
+    pub fn set(on: bool) {
+        RAW_END.with(|c| c.set(on))
+    }
+    pub fn get() -> bool {
+        RAW_END.with(|c| c.get())
+    }
+}
+
 /// `end` as the version with tid `d` hashes and reads it.
 #[inline]
 fn normalized(end: u64, d: u64) -> u64 {
@@ -282,6 +304,8 @@ fn version_crc(buf: &[u8], usable: usize, slot: usize, h: &Head, sizes: &[usize]
     for (k, &size) in sizes.iter().enumerate() {
         let off = entry(buf, usable, slot, k);
         let end = normalized(get_u64(buf, off), h.tid);
+        #[cfg(test)]
+        let end = if plant::get() { get_u64(buf, off) } else { end };
         x.update(&end.to_le_bytes());
         x.update(&buf[off + 8..off + SPAN + size]);
     }
@@ -551,6 +575,41 @@ pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Vi
             format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
         )
     })
+}
+
+// ---- The per-image memo of opened nodes ----------------------------------------------
+
+thread_local! {
+    /// The nodes opened from page images (per descriptor slot), per thread; see
+    /// [`ImageMemo`] for why an image at a remembered address is the remembered bytes.
+    static MEMO: RefCell<ImageMemo<Detached>> = const { RefCell::new(ImageMemo::new()) };
+}
+
+/// [`visible`] of a shared image, detached: the validation (a checksum over every record
+/// the version names) is done once per image and version, then remembered, since a
+/// cursor opens the same cached pages over and over. Same answer as `visible`: the memo
+/// only holds the newest candidate of a reader after it validated, and the node depends
+/// on the descriptor only (liveness is judged at its tid, not the reader's).
+pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -> Result<Detached> {
+    let buf: &[u8] = page;
+    if geometry_ok(usable, buf.len()) {
+        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
+            let known = MEMO.with(|m| m.try_borrow().ok()?.get(page, pgno, usable, slot));
+            if let Some(node) = known {
+                return Ok(node);
+            }
+            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
+                let node = v.detach();
+                MEMO.with(|m| {
+                    if let Ok(mut m) = m.try_borrow_mut() {
+                        m.put(page, pgno, usable, slot, node.clone());
+                    }
+                });
+                return Ok(node);
+            }
+        }
+    }
+    Ok(visible(pgno, buf, usable, max_tid)?.detach())
 }
 
 // ---- Recovery's views and commit-time edits ------------------------------------------

@@ -290,6 +290,22 @@ fn mixes<'a>(old: &'a [u8], new: &'a [u8]) -> impl Iterator<Item = Vec<u8>> + 'a
 }
 
 #[test]
+fn a_checksum_over_the_raw_end_fields_is_caught_by_the_torn_mixes() {
+    // Planted: hashing `end` as stored makes the committed version depend on bytes a
+    // later writer changes, so some torn mix (sector 0 old: the new version absent, a
+    // deleted record's sector new) shows the committed version damaged.
+    plant::set(true);
+    let old_cells = keys(30, 40);
+    let p = write(None, 1, &old_cells, true);
+    let mut new_cells = old_cells.clone();
+    new_cells.drain(10..25);
+    let new = write(Some(&p), 2, &new_cells, true);
+    let damaged = mixes(&p, &new).any(|m| seen(&m, US, 1).ok() != Some(old_cells.clone()));
+    plant::set(false);
+    assert!(damaged, "no mix exposed the planted bug");
+}
+
+#[test]
 fn every_torn_mix_keeps_the_committed_version_and_shows_the_new_one_whole_or_not() {
     // The committed image carries a rolled-back version's stale marks, the harder case.
     let old_cells = keys(30, 40);
@@ -498,5 +514,21 @@ fn a_node_that_changes_type_carries_nothing_over() {
         back = w;
         assert_eq!(visible(1, &back, US, 3).unwrap().cells(), inner);
         assert_eq!(seen(&back, US, 2).unwrap(), leaves);
+    }
+}
+
+#[test]
+fn the_memo_answers_as_visible_for_every_snapshot() {
+    let old = keys(10, 30);
+    let p = write(None, 1, &old, true);
+    let mut new = old.clone();
+    new.remove(4);
+    let img: Arc<[u8]> = write(Some(&p), 2, &new, true).into();
+    for _ in 0..2 {
+        for (snap, want) in [(1, &old), (2, &new), (9, &new)] {
+            let d = visible_node(1, &img, US, snap).unwrap();
+            assert_eq!(&d.attach(&img).cells().unwrap(), want, "snapshot {snap}");
+        }
+        assert!(visible_node(1, &img, US, 0).is_err());
     }
 }
