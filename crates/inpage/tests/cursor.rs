@@ -949,9 +949,9 @@ fn leaf_runs_match_stepping() {
             assert_eq!(c.int_key(), stepper.int_key(), "{mode}");
         }
         assert_eq!(seen, 400, "{mode}: every row once");
-        // An MVBT record carries a 16-byte life span and is 8-byte aligned, and the page
-        // keeps an entry array per version: a 512-byte leaf holds 7 of these rows at most
-        // (6 with ls-mvbt's reserved space), so a full leaf there gives runs of 5 or more.
+        // An MVBT record carries a 16-byte life span and is 8-byte aligned: a 512-byte
+        // leaf holds 8 of these rows at most (7 with ls-mvbt's reserved space), and
+        // leaves split to about half, so runs of 5 or more show a full leaf was read.
         let min_run = if mode.layout_name().contains("mvbt") {
             5
         } else {

@@ -4,8 +4,8 @@
 //! version `P` keeps P's descriptor, P's array and bytes `[P.rec_lo, usable)` except
 //! `end` fields of records P carries, into which it writes only its own tid (a delete)
 //! or OPEN (a cell it keeps, resetting what a rolled-back writer may have left), both
-//! greater than `P.tid`. Its own array goes into the other descriptor's region and its
-//! new records below `P.rec_lo`; every other byte is zero. A page without a protected
+//! greater than `P.tid`. Its new records and then its own array go below `P.rec_lo`;
+//! every other byte is zero. A page without a protected
 //! version is written compactly in slot 0. A cell the new node shares byte for byte with
 //! a live cell of P reuses P's record (the record P inserted stays the cell's record, so
 //! its `start` is the transaction that inserted it); every other new cell gets a record
@@ -76,7 +76,7 @@ pub fn build(
             c.len()
         )));
     }
-    let floor = area_start(usable);
+    let floor = AREA_START;
     let p = match base {
         Some(b) => Some(visible(pgno, b, usable, protect_max)?),
         None => None,
@@ -88,8 +88,6 @@ pub fn build(
             out.resize(page_size, 0);
             let slot = 1 - p.slot;
             out[slot * DESC_SIZE..(slot + 1) * DESC_SIZE].fill(0);
-            let a = array_off(usable, slot);
-            out[a..a + array_len(usable)].fill(0);
             out[floor..p.rec_lo()].fill(0);
             (out, slot, p.rec_lo())
         }
@@ -134,7 +132,8 @@ pub fn build(
     for off in deleted {
         put_u64(&mut out, off, v.tid);
     }
-    if let (Some(p), false, true) = (&p, v.lazy_gc, same_type) {
+    // An empty version keeps none: it must always fit (the tree's root pointer).
+    if let (Some(p), false, true, false) = (&p, v.lazy_gc, same_type, v.cells.is_empty()) {
         for k in 0..p.ncells() {
             let off = p.record(k);
             if !p.live(k) || get_u64(&out, off) == v.tid {
@@ -145,7 +144,11 @@ pub fn build(
     if entries.len() > max_cells(usable) {
         return Ok(None);
     }
-    let a = array_off(usable, slot);
+    let a = match lo.checked_sub(2 * entries.len()) {
+        Some(a) if a >= floor => a,
+        _ => return Ok(None),
+    };
+    lo = a;
     for (k, &off) in entries.iter().enumerate() {
         put_u16(&mut out, a + 2 * k, off);
     }
@@ -170,7 +173,7 @@ pub fn build(
         .iter()
         .map(|&off| cell::cell_size(v.leaf, usable, &out[off + SPAN..usable]).unwrap_or(0))
         .collect();
-    let crc = version_crc(&out, usable, slot, &h, &sizes);
+    let crc = version_crc(&out, slot, &h, &sizes);
     put_u32(&mut out, slot * DESC_SIZE + D_CRC, crc);
     debug_assert!(
         check_slot(pgno, &out, usable, slot).is_ok(),

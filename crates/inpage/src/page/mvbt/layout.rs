@@ -258,7 +258,7 @@ impl PageLayout for Mvbt {
                     let shape = mvbt::open_slot(pgno, page, g.usable, slot)
                         .map(|w| {
                             format!(
-                                ", {} entries of at most {}, {} live, {} dead, records from {}",
+                                ", {} entries of at most {}, {} live, {} dead, array at {}",
                                 w.ncells(),
                                 mvbt::max_cells(g.usable),
                                 w.nlive(),
@@ -292,7 +292,7 @@ impl PageLayout for Mvbt {
                 view.right_child(),
                 view.used(),
                 mvbt::capacity(g.usable, self.reserve),
-                view.rec_lo() - mvbt::area_start(g.usable)
+                view.rec_lo() - mvbt::AREA_START
             ),
             Err(e) => match mvbt::open_overflow(pgno, page, g.usable) {
                 Ok(ov) => format!(

@@ -3,22 +3,22 @@
 //! of transaction ids; the page keeps two descriptors (the committed version and the one
 //! being written), each with its own key-ordered entry array, as DHL and IPS keep two.
 //!
-//! Layout (little-endian; `usable` = page size − pager trailer, at most 65 535; `A` =
-//! [`array_len`], `S` = [`area_start`]):
+//! Layout (little-endian; `usable` = page size − pager trailer, at most 65 535):
 //!
 //! ```text
 //! 0..32        descriptor 0   (heads as DHL's: tid u64 at 0, txn_size u32 at 8;
 //! 32..64       descriptor 1    the journal relies on heads in [0, 64))
-//! 64..64+A     entry array of descriptor 0: u16 record offsets, key order
-//! 64+A..S      entry array of descriptor 1
-//! S..rec_lo    free gap (zero)
-//! rec_lo..usable  records, 8-byte aligned: end u64 | start u64 | stock cell
+//! 64..lo       free gap (zero), lo = the lowest rec_lo of the two versions
+//! lo..usable   the versions' entry arrays and records, each version's written below
+//!              the one it was built on: at its rec_lo its array (ncells u16 record
+//!              offsets, key order), then its new records, 8-byte aligned:
+//!              end u64 | start u64 | stock cell
 //!
 //! descriptor:
 //! 0..8    tid        0 = INV (never written, or rolled back)
 //! 8..12   txn_size   pages transaction `tid` wrote (counting commit; 0 until commit)
 //! 12..14  ncells     entries in this version's array (live and, without lazy GC, dead)
-//! 14..16  rec_lo     lowest record byte of this version
+//! 14..16  rec_lo     where this version's array starts: its lowest byte
 //! 16      type       page_type::LEAF / INTERIOR (OVERFLOW: the shared overflow format)
 //! 17      flags      0
 //! 18..20  nlive      entries live at `tid` = cells of the node
@@ -41,8 +41,8 @@
 //!
 //! A descriptor is valid iff its tid is not 0, its type is a tree type, flags and the
 //! zero field are 0, a leaf has no right child and an interior node has one,
-//! `ncells <= max_cells`, `S <= rec_lo <= usable`, every entry is 8-byte aligned at or
-//! past `rec_lo` with its record (16 bytes of life span, then a cell decoding by the
+//! `ncells <= max_cells`, its array `[rec_lo, rec_lo + 2·ncells)` lies in
+//! `[64, usable)`, every entry is 8-byte aligned past the array with its record (16 bytes of life span, then a cell decoding by the
 //! stock rules to at most `max_cell` bytes) inside the page, no two records overlap,
 //! `0 < start <= tid` and a closed `end` lies in `(start, tid]`, `nlive` matches, every
 //! live interior cell has a non-zero child and the crc matches. Anything else is
@@ -56,7 +56,7 @@
 //! it whole or not at all), its own entry array (the region of the descriptor it
 //! replaces, never P's), records below `P.rec_lo` (bytes P does not use) and the `end`
 //! fields of records P carries, into which it writes only `V.tid` or OPEN, both greater
-//! than `P.tid`. Every `end` is 8-byte aligned, so it never straddles a 512-byte sector:
+//! than `P.tid`. (Its array and new records both lie below `P.rec_lo`.) Every `end` is 8-byte aligned, so it never straddles a 512-byte sector:
 //! in any mix of old and new sectors each `end` is wholly old or wholly new, and both are
 //! either `<= P.tid` and unchanged, or `> P.tid`. P's normalized bytes are therefore the
 //! same in every mix: P stays valid with its cells, and V is whole or fails its crc.
@@ -70,8 +70,9 @@
 //!
 //! # Space
 //!
-//! A cell costs its bytes rounded up to 8 plus the 16-byte life span ([`cell_cost`]); the
-//! arrays are preallocated, so they are not part of it. [`capacity`] leaves a headroom
+//! A cell costs its bytes rounded up to 8, the 16-byte life span and its 2-byte array
+//! entry ([`cell_cost`]); a version's array is written with it, so a page spends on
+//! arrays only what its nodes use. [`capacity`] leaves a headroom
 //! beside a full node (the paper's reserved buffer space when asked for), so a compact
 //! page takes several versions in place. Dead records stay until a version does not fit;
 //! the builder then refuses and the tree copies the live cells to a fresh page (the MVBT
@@ -124,28 +125,14 @@ const D_CRC: usize = 28;
 /// Smallest record: the life span and the smallest cell, aligned.
 const MIN_RECORD: usize = SPAN + CELL_HEADER.next_multiple_of(ALIGN);
 
-/// Most entries an array can need: a page of the smallest records.
+/// Most entries an array can hold: a page of the smallest records with their entries.
 #[inline]
 pub fn max_cells(usable: usize) -> usize {
-    usable.saturating_sub(VERSION_HEADS) / MIN_RECORD
+    usable.saturating_sub(VERSION_HEADS) / (MIN_RECORD + 2)
 }
 
-/// Bytes of one entry array.
-#[inline]
-pub fn array_len(usable: usize) -> usize {
-    2 * max_cells(usable)
-}
-
-#[inline]
-fn array_off(usable: usize, slot: usize) -> usize {
-    VERSION_HEADS + slot * array_len(usable)
-}
-
-/// Start of the record area (after both arrays).
-#[inline]
-pub fn area_start(usable: usize) -> usize {
-    VERSION_HEADS + 2 * array_len(usable)
-}
+/// Start of the area arrays and records share (after both descriptors).
+pub const AREA_START: usize = VERSION_HEADS;
 
 /// Bytes a record holding a cell of `len` bytes takes.
 #[inline]
@@ -153,26 +140,23 @@ pub fn record_len(len: usize) -> usize {
     SPAN + len.next_multiple_of(ALIGN)
 }
 
-/// Capacity cost of a cell of `len` bytes: its record.
+/// Capacity cost of a cell of `len` bytes: its record and its array entry.
 pub fn cell_cost(len: usize) -> usize {
-    record_len(len)
+    record_len(len) + 2
 }
 
 /// Headroom beside a full node: with `reserve` (the paper's reserved buffer space) an
 /// eighth of the page, so a node just split or copied takes several more versions in
-/// place; without, a sixty-fourth.
+/// place; without, a sixty-fourth. Plus the bytes the first record's alignment may
+/// cost on a fresh page.
 pub fn headroom(usable: usize, reserve: bool) -> usize {
-    if reserve {
-        usable / 8
-    } else {
-        usable / 64
-    }
+    ALIGN + if reserve { usable / 8 } else { usable / 64 }
 }
 
 /// Most `Σ cell_cost` a written node may have.
 pub fn capacity(usable: usize, reserve: bool) -> usize {
     usable
-        .saturating_sub(area_start(usable))
+        .saturating_sub(AREA_START)
         .saturating_sub(headroom(usable, reserve))
 }
 
@@ -285,24 +269,24 @@ impl Head {
     }
 }
 
-/// Entry `k` of the array of descriptor `slot`: a record offset.
+/// Entry `k` of the array of a version whose array starts at `rec_lo`: a record offset.
 #[inline]
-fn entry(buf: &[u8], usable: usize, slot: usize, k: usize) -> usize {
-    get_u16(buf, array_off(usable, slot) + 2 * k)
+fn entry(buf: &[u8], rec_lo: usize, k: usize) -> usize {
+    get_u16(buf, rec_lo + 2 * k)
 }
 
 /// Checksum of descriptor `slot` (fields `h`), over bytes the caller bounds-checked:
 /// the descriptor, the array, and per entry its start, normalized end and cell.
 /// xxh3 rather than crc32c for DHL's reason: a record may end with the crc32c of its own
 /// bytes, to which a crc32c over it would be blind.
-fn version_crc(buf: &[u8], usable: usize, slot: usize, h: &Head, sizes: &[usize]) -> u32 {
+fn version_crc(buf: &[u8], slot: usize, h: &Head, sizes: &[usize]) -> u32 {
     let d = slot * DESC_SIZE;
-    let a = array_off(usable, slot);
+    let a = h.rec_lo;
     let mut x = xxhash_rust::xxh3::Xxh3::new();
     x.update(&buf[d..d + D_CRC]);
     x.update(&buf[a..a + 2 * h.ncells]);
     for (k, &size) in sizes.iter().enumerate() {
-        let off = entry(buf, usable, slot, k);
+        let off = entry(buf, h.rec_lo, k);
         let end = normalized(get_u64(buf, off), h.tid);
         #[cfg(test)]
         let end = if plant::get() { get_u64(buf, off) } else { end };
@@ -352,7 +336,7 @@ impl<'a> View<'a> {
     }
     /// Record offset of entry `k`.
     pub fn record(&self, k: usize) -> usize {
-        entry(self.buf, self.usable, self.slot, k)
+        entry(self.buf, self.head.rec_lo, k)
     }
     /// `(start, end)` of entry `k` as stored (not normalized).
     pub fn span(&self, k: usize) -> (u64, u64) {
@@ -396,7 +380,7 @@ impl<'a> View<'a> {
             self.pgno,
             self.usable,
             self.is_leaf(),
-            area_start(self.usable),
+            AREA_START,
             self.head.right,
             view.into(),
         )
@@ -443,10 +427,10 @@ pub(crate) fn check_slot(
             h.right
         ));
     }
-    let s = area_start(usable);
-    if h.ncells > max_cells(usable) || h.rec_lo < s || h.rec_lo > usable {
+    let arr_end = h.rec_lo + 2 * h.ncells;
+    if h.ncells > max_cells(usable) || h.rec_lo < AREA_START || arr_end > usable {
         return Err(format!(
-            "descriptor {slot}: {} entries of at most {}, records from {} (area [{s}, {usable}))",
+            "descriptor {slot}: {} entries of at most {}, array at {} (area [{AREA_START}, {usable}))",
             h.ncells,
             max_cells(usable),
             h.rec_lo
@@ -454,15 +438,17 @@ pub(crate) fn check_slot(
     }
     let mut used = Occupancy::default();
     used.clear(usable);
+    if h.ncells > 0 {
+        used.mark(h.rec_lo, arr_end);
+    }
     let max = max_cell(usable);
     let mut sizes = Vec::with_capacity(h.ncells);
     let mut nlive = 0;
     for k in 0..h.ncells {
-        let off = entry(buf, usable, slot, k);
-        if off % ALIGN != 0 || off < h.rec_lo || off + SPAN + CELL_HEADER > usable {
+        let off = entry(buf, h.rec_lo, k);
+        if off % ALIGN != 0 || off < arr_end || off + SPAN + CELL_HEADER > usable {
             return Err(format!(
-                "descriptor {slot}: entry {k} record at {off} misaligned or outside [{}, {usable})",
-                h.rec_lo
+                "descriptor {slot}: entry {k} record at {off} misaligned or outside [{arr_end}, {usable})"
             ));
         }
         let size = cell::cell_size(leaf, usable, &buf[off + SPAN..usable])
@@ -502,7 +488,7 @@ pub(crate) fn check_slot(
             h.nlive
         ));
     }
-    if version_crc(buf, usable, slot, &h, &sizes) != h.crc {
+    if version_crc(buf, slot, &h, &sizes) != h.crc {
         return Err(format!("descriptor {slot} (tid {}) fails its crc", h.tid));
     }
     Ok(View {
@@ -652,7 +638,7 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         if let Some((mut h, sizes)) = known {
             h.txn_size = txn_size;
             put_u32(buf, d + D_TXN_SIZE, txn_size);
-            let crc = version_crc(buf, usable, slot, &h, &sizes);
+            let crc = version_crc(buf, slot, &h, &sizes);
             put_u32(buf, d + D_CRC, crc);
             stamped = true;
         } else if slot == 0 {

@@ -70,8 +70,8 @@ fn a_maximal_cell_costs_under_half_the_capacity_for_every_page_size() {
             );
         }
         assert!(us <= MAX_USABLE);
-        // The entry arrays can name every record the page can hold.
-        assert!(max_cells(us) * MIN_RECORD >= us - area_start(us) - MIN_RECORD);
+        // An array can name every record the page can hold, with the array itself.
+        assert!(max_cells(us) * (MIN_RECORD + 2) >= us - AREA_START - MIN_RECORD - 2);
     }
 }
 
@@ -348,7 +348,7 @@ fn every_single_bit_flip_in_a_version_is_refused_or_harmless() {
     let view = visible(1, &img, US, 2).unwrap();
     let (lo, slot) = (view.rec_lo(), view.slot());
     // Bytes version 2 depends on: its descriptor, its array, its records.
-    let a = array_off(US, slot);
+    let a = view.rec_lo();
     let mut bytes: Vec<usize> = (slot * DESC_SIZE..(slot + 1) * DESC_SIZE).collect();
     bytes.extend(a..a + 2 * view.ncells());
     bytes.extend(lo..US);
@@ -530,5 +530,28 @@ fn the_memo_answers_as_visible_for_every_snapshot() {
             assert_eq!(&d.attach(&img).cells().unwrap(), want, "snapshot {snap}");
         }
         assert!(visible_node(1, &img, US, 0).is_err());
+    }
+}
+
+#[test]
+fn an_empty_version_always_fits_beside_a_full_one() {
+    // The tree's root pointer: whatever the committed version holds (with or without
+    // dead entries), an empty version fits beside it.
+    for gc in [true, false] {
+        let mut cells = keys((capacity(US, false) / cell_cost(40)) as u32, 40);
+        let mut img = write(None, 1, &cells, gc);
+        let mut tid = 2;
+        // Delete until the page is nearly out of gap, keeping dead entries without gc.
+        while let Some(b) = {
+            cells.pop();
+            build(1, PS, US, Some(&img), tid - 1, &ver(tid, &cells, gc)).unwrap()
+        } {
+            img = b;
+            assert!(restamp(&mut img, US, tid, 1));
+            tid += 1;
+        }
+        let empty = build(1, PS, US, Some(&img), tid - 1, &ver(tid, &[], gc)).unwrap();
+        let empty = empty.expect("an empty version fits");
+        assert!(seen(&empty, US, tid).unwrap().is_empty(), "lazy gc {gc}");
     }
 }
