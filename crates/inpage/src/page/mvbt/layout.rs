@@ -11,9 +11,12 @@
 //! - `node_image` keeps the committed version (tid `<= tid - 1`) as the module notes of
 //!   [`super`] describe and returns None when the new version does not fit beside it; a
 //!   page allocated in this transaction has no committed version and a node within
-//!   capacity always fits there (`capacity` excludes both arrays and the headroom, and
-//!   a cell's cost is its whole aligned record), which the tree's relocation relies on.
-//! - A maximal cell costs at most a quarter of the page plus 24 bytes, under half the
+//!   capacity always fits there (a cell's cost is its whole aligned record plus its
+//!   array entry, and `capacity` leaves out the descriptors and a headroom that covers
+//!   the first record's alignment), which the tree's relocation relies on. An empty
+//!   version (the tree's root pointer) always fits: it carries no entry, not even a
+//!   dead one.
+//! - A maximal cell costs at most a quarter of the page plus 26 bytes, under half the
 //!   capacity for every usable size from 256 up (checked by a test), as the tree's split
 //!   bound needs.
 //! - Pages are verified per version by their own checksums (`trailer_checked` false).
