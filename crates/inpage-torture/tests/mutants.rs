@@ -55,7 +55,7 @@ const BUDGETS: [Budget; 12] = [
     // The bar: the checksum-skip mutant found at least 10 times in the CI budget.
     Budget {
         mutant: Mutant::SkipChecksum,
-        modes: &["dhl-cc", "wal", "ips"],
+        modes: &["dhl-cc", "wal", "ips", "mvbt", "ls-mvbt"],
         sequences: 600,
         at_least: 10,
         args: plain,
@@ -69,7 +69,7 @@ const BUDGETS: [Budget; 12] = [
     },
     Budget {
         mutant: Mutant::VoteOffByOne,
-        modes: &["dhl-cc", "dhl-cc-header", "ips"],
+        modes: &["dhl-cc", "dhl-cc-header", "ips", "mvbt", "ls-mvbt"],
         sequences: 150,
         at_least: 1,
         args: plain,

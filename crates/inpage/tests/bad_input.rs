@@ -113,7 +113,7 @@ fn flipped_byte_in_every_page_is_detected_and_nothing_changes() {
                 let what = format!("{mode} page {pgno} offset {offset}");
                 let outcome = match mode.layout_name() {
                     // Both keep per-version checksums and a version beside the committed one.
-                    "dhl" | "ips" => flipped_dhl(&path, pgno, &what),
+                    "dhl" | "ips" | "mvbt" => flipped_dhl(&path, pgno, &what),
                     "stock" => flipped_stock(&path, pgno, &what),
                     other => panic!("{mode}: no expectations for flipped bits in {other} pages"),
                 };
@@ -365,7 +365,7 @@ fn a_tid_beyond_the_largest_is_an_error_and_changes_nothing() {
                 .collect()
         };
         let sides_before = sides(&path);
-        let dhl = matches!(mode.layout_name(), "dhl" | "ips");
+        let dhl = matches!(mode.layout_name(), "dhl" | "ips" | "mvbt");
         let mut crafted = Vec::new();
         // The header (the visible slot, under DHL) with fcc = u64::MAX, crc recomputed.
         for fcc in [MAX_TID + 1, u64::MAX] {

@@ -949,7 +949,15 @@ fn leaf_runs_match_stepping() {
             assert_eq!(c.int_key(), stepper.int_key(), "{mode}");
         }
         assert_eq!(seen, 400, "{mode}: every row once");
-        assert!(longest >= 8, "{mode}: runs of at most {longest} rows");
+        // An MVBT record carries a 16-byte life span and is 8-byte aligned: a 512-byte
+        // leaf holds 8 of these rows at most (7 with ls-mvbt's reserved space), and
+        // leaves split to about half, so runs of 5 or more show a full leaf was read.
+        let min_run = if mode.layout_name().contains("mvbt") {
+            5
+        } else {
+            8
+        };
+        assert!(longest >= min_run, "{mode}: runs of at most {longest} rows");
         drop(r);
 
         // A cursor positioned before a write to its tree is stale: no skipping.

@@ -174,7 +174,7 @@ fn header_table_matches_page_0() {
         let slots = 1 + usize::from(decode_slot(&b, 1).is_ok());
         assert_eq!(
             slots == 2,
-            matches!(mode.layout_name(), "dhl" | "ips"),
+            matches!(mode.layout_name(), "dhl" | "ips" | "mvbt"),
             "{mode}: {slots} slots"
         );
         for slot in 0..slots {

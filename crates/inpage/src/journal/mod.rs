@@ -26,6 +26,7 @@ use crate::vfs::Vfs;
 mod dbfile;
 mod dhl;
 mod ips;
+mod mvbt;
 mod off;
 mod rollback;
 #[cfg(test)]
@@ -133,6 +134,12 @@ impl JournalMode {
         JournalMode::DHL_CC_HEADER,
         JournalMode::IPS,
         JournalMode::IPS_HEADER,
+        JournalMode::MVBT,
+        JournalMode::LS_MVBT,
+        JournalMode::LS_MVBT_NO_SPLIT,
+        JournalMode::LS_MVBT_NO_RESERVE,
+        JournalMode::LS_MVBT_NO_GC,
+        JournalMode::LS_MVBT_HEADER,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -156,6 +163,18 @@ impl JournalMode {
     pub const IPS: JournalMode = JournalMode(&ips::IPS);
     /// In-page shadowing, the FCC in the header page with every commit.
     pub const IPS_HEADER: JournalMode = JournalMode(&ips::IPS_HEADER);
+    /// Multi-version B-tree pages (life spans) under the DHL counting commit.
+    pub const MVBT: JournalMode = JournalMode(&mvbt::MVBT);
+    /// Lazy-split multi-version B-tree, every optimization on.
+    pub const LS_MVBT: JournalMode = JournalMode(&mvbt::LS_MVBT);
+    /// `ls-mvbt` with version splits (ablation).
+    pub const LS_MVBT_NO_SPLIT: JournalMode = JournalMode(&mvbt::LS_MVBT_NO_SPLIT);
+    /// `ls-mvbt` without reserved buffer space (ablation).
+    pub const LS_MVBT_NO_RESERVE: JournalMode = JournalMode(&mvbt::LS_MVBT_NO_RESERVE);
+    /// `ls-mvbt` without lazy garbage collection (ablation).
+    pub const LS_MVBT_NO_GC: JournalMode = JournalMode(&mvbt::LS_MVBT_NO_GC);
+    /// `ls-mvbt` with the FCC in the header page (ablation of metadata embedding).
+    pub const LS_MVBT_HEADER: JournalMode = JournalMode(&mvbt::LS_MVBT_HEADER);
 }
 
 impl JournalMode {

@@ -171,6 +171,13 @@ pub trait PageLayout: Send + Sync + Debug {
         false
     }
 
+    /// Whether a node that splits keeps one half on its own page (a new version there, if
+    /// it fits). False asks the tree to write both halves to fresh pages and free the old
+    /// one: the multi-version B-tree's version split, the ablation of LS-MVBT's lazy split.
+    fn splits_in_place(&self) -> bool {
+        true
+    }
+
     // ---- Overflow pages -------------------------------------------------------------
 
     /// Value bytes per overflow page.

@@ -18,6 +18,7 @@ pub mod cells;
 pub mod dhl;
 pub mod ips;
 pub(crate) mod layout;
+pub mod mvbt;
 mod occupancy;
 pub mod slotted;
 pub(crate) mod stock;

@@ -835,10 +835,17 @@ fn balance(
             parent.set_child(i, right_at);
             parent.cells.insert(i, with_child(sep, node.pgno));
         } else if over {
-            let (mut left, sep, right) = split(store, &f, node)?;
+            let (mut left, sep, mut right) = split(store, &f, node)?;
             left.pgno = store.allocate()?;
             // The left half is on a fresh page, so it lands where it was put.
             let left_at = write_node(store, &f, &left)?;
+            if !f.splits_in_place() {
+                // A version split: the right half moves to a fresh page too, and the old
+                // node dies (freed; the store keeps it untouched until commit).
+                let old = right.pgno;
+                right.pgno = store.allocate()?;
+                store.free(old)?;
+            }
             let right_at = write_node(store, &f, &right)?;
             parent.set_child(i, right_at);
             parent.cells.insert(i, with_child(sep, left_at));

@@ -73,6 +73,11 @@ impl Format {
         self.layout.defers_merges()
     }
 
+    /// See [`PageLayout::splits_in_place`](crate::page::PageLayout::splits_in_place).
+    pub fn splits_in_place(&self) -> bool {
+        self.layout.splits_in_place()
+    }
+
     /// Value bytes per overflow page.
     pub fn overflow_data(&self) -> usize {
         self.layout.overflow_data(self.geometry)
