@@ -76,6 +76,97 @@ pub(crate) fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<u
     }
 }
 
+/// Page 0 for a commit writing header `h`, in the layouts with two header slots (DHL,
+/// IPS, MVBT): the committed slot kept, `h` in the other.
+pub(crate) fn two_slot_header_image(
+    committed: &[u8],
+    committed_fcc: u64,
+    h: &crate::pager::header::Header,
+) -> PageRef {
+    let mut p = crate::pager::header::two_slot_image(committed, committed_fcc, h);
+    crate::page::stamp_crc(&mut p);
+    PageRef::from(p)
+}
+
+/// What `PageLayout::describe` says of page 0 in the layouts with two header slots.
+pub(crate) fn describe_header_slots(page: &[u8]) -> Vec<String> {
+    use crate::pager::header::{decode_slot, DHL_SLOTS};
+    (0..DHL_SLOTS)
+        .map(|slot| match decode_slot(page, slot) {
+            Ok(s) => format!(
+                "header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
+                s.fcc, s.last_txn_size, s.page_count, s.catalog_root
+            ),
+            Err(e) => format!("header slot {slot}: invalid ({e})"),
+        })
+        .collect()
+}
+
+/// The version a reader at snapshot `max_tid` sees among a page's two descriptor slots:
+/// the valid one (`check`) with the largest tid (`tid_of`) at most `max_tid`. `first` is
+/// the newest candidate by raw tid ([`newest_candidate`], or None when the geometry
+/// forbids reading it): whenever that one is valid it is the answer — the other slot
+/// could only win or raise "damaged" with a larger tid — so it is validated first and
+/// the other slot is not (a second full validation); every other case takes the complete
+/// path. A damaged version newer than the one a reader would read is corruption, not a
+/// torn write (the newest committed version is protected by every later build, and
+/// recovery zeroes the tid of every version newer than the FCC): falling back to the
+/// older version would silently serve stale data, so that is an error naming it.
+pub(crate) fn pick_visible<V>(
+    pgno: Pgno,
+    buf: &[u8],
+    max_tid: u64,
+    first: Option<usize>,
+    check: impl Fn(usize) -> std::result::Result<V, String>,
+    tid_of: impl Fn(&V) -> u64,
+) -> Result<V> {
+    if let Some(v) = first.and_then(|slot| check(slot).ok()) {
+        return Ok(v);
+    }
+    let mut best: Option<V> = None;
+    let mut why = Vec::new();
+    // The newest damaged version a reader at `max_tid` could otherwise see.
+    let mut damaged: Option<(u64, usize, String)> = None;
+    for slot in 0..2 {
+        match check(slot) {
+            Ok(v) if tid_of(&v) <= max_tid => {
+                if best.as_ref().is_none_or(|b| tid_of(&v) > tid_of(b)) {
+                    best = Some(v);
+                }
+            }
+            Ok(v) => why.push(format!(
+                "descriptor {slot} has tid {} > {max_tid}",
+                tid_of(&v)
+            )),
+            Err(r) => {
+                let tid = if buf.len() >= VERSION_HEADS {
+                    get_u64(buf, slot * DESC_SIZE + D_TID)
+                } else {
+                    0
+                };
+                if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0) {
+                    damaged = Some((tid, slot, r.clone()));
+                }
+                why.push(r)
+            }
+        }
+    }
+    if let Some((tid, slot, r)) = damaged {
+        if best.as_ref().is_none_or(|b| tid > tid_of(b)) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("version {tid} (descriptor {slot}) is damaged: {r}"),
+            ));
+        }
+    }
+    best.ok_or_else(|| {
+        Error::corrupt(
+            pgno,
+            format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
+        )
+    })
+}
+
 /// What a new version of page `pgno` is built over: the writer's tid and the page's
 /// current image, which holds the committed version (tid below the writer's, kept) and
 /// possibly the transaction's own earlier version (replaced); None for a page this

@@ -499,60 +499,17 @@ pub fn visible_page(pgno: Pgno, page: &PageRef, usable: usize, max_tid: u64) -> 
 /// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
 /// `tid <= max_tid`. Errors: `Corrupt` if there is none.
 pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
-    // The answer is the newest candidate (tid in 1..=max_tid, slot 0 first on equal tids)
-    // whenever that one is valid: the other slot could only win or raise "damaged" with a
-    // larger tid. So validate it first and skip the other slot (a second full validation);
-    // every other case takes the complete path below.
-    if geometry_ok(usable, buf.len()) {
-        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
-            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
-                return Ok(v);
-            }
-        }
-    }
-    let mut best: Option<View<'_>> = None;
-    let mut why = Vec::new();
-    // The newest damaged version a reader at `max_tid` could otherwise see.
-    let mut damaged: Option<(u64, usize, String)> = None;
-    for slot in 0..2 {
-        match check_slot(pgno, buf, usable, slot) {
-            Ok(v) if v.tid <= max_tid => {
-                if best.is_none_or(|b| v.tid > b.tid) {
-                    best = Some(v);
-                }
-            }
-            Ok(v) => why.push(format!("descriptor {slot} has tid {} > {max_tid}", v.tid)),
-            Err(r) => {
-                let tid = if buf.len() >= RECORD_START {
-                    get_u64(buf, slot * DESC_SIZE + D_TID)
-                } else {
-                    0
-                };
-                if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0) {
-                    damaged = Some((tid, slot, r.clone()));
-                }
-                why.push(r)
-            }
-        }
-    }
-    // A damaged version newer than the one we would read is corruption, not a torn write:
-    // the newest committed version of a page is protected by every later build (only the
-    // older one's bytes are reused), and recovery zeroes the tid of every version newer
-    // than the FCC. Falling back to the older version would silently serve stale data.
-    if let Some((tid, slot, r)) = damaged {
-        if best.is_none_or(|b| tid > b.tid) {
-            return Err(Error::corrupt(
-                pgno,
-                format!("version {tid} (descriptor {slot}) is damaged: {r}"),
-            ));
-        }
-    }
-    best.ok_or_else(|| {
-        Error::corrupt(
-            pgno,
-            format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
-        )
-    })
+    let first = geometry_ok(usable, buf.len())
+        .then(|| newest_candidate(buf, |tid| tid <= max_tid))
+        .flatten();
+    crate::page::versioned::pick_visible(
+        pgno,
+        buf,
+        max_tid,
+        first,
+        |slot| check_slot(pgno, buf, usable, slot),
+        |v: &View<'_>| v.tid,
+    )
 }
 
 impl<'a> View<'a> {

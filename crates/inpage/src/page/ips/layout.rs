@@ -21,7 +21,7 @@ use crate::page::cells::Detached;
 use crate::page::ips::{self, Version};
 use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
 use crate::page::versioned;
-use crate::page::{page_type, stamp_crc, PageRef, PageWrite};
+use crate::page::{page_type, PageRef, PageWrite};
 use crate::pager::header::{self, Header, DHL_SLOTS};
 
 /// The IPS layout.
@@ -161,9 +161,7 @@ impl PageLayout for Ips {
     }
 
     fn header_image(&self, committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef {
-        let mut p = header::two_slot_image(committed, committed_fcc, h);
-        stamp_crc(&mut p);
-        PageRef::from(p)
+        versioned::two_slot_header_image(committed, committed_fcc, h)
     }
 
     fn finalize(
@@ -210,19 +208,10 @@ impl PageLayout for Ips {
     }
 
     fn describe(&self, pgno: Pgno, page: &[u8], g: Geometry, fcc: u64) -> Vec<String> {
-        let mut v = Vec::new();
         if pgno == 0 {
-            for slot in 0..DHL_SLOTS {
-                v.push(match header::decode_slot(page, slot) {
-                    Ok(s) => format!(
-                        "header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
-                        s.fcc, s.last_txn_size, s.page_count, s.catalog_root
-                    ),
-                    Err(e) => format!("header slot {slot}: invalid ({e})"),
-                });
-            }
-            return v;
+            return versioned::describe_header_slots(page);
         }
+        let mut v = Vec::new();
         for (slot, d) in ips::page_versions(page, g.usable).iter().enumerate() {
             v.push(match d {
                 None => format!("descriptor {slot}: empty (tid 0)"),

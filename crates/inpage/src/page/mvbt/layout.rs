@@ -28,7 +28,7 @@ use crate::page::cells::Detached;
 use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
 use crate::page::mvbt::{self, Version};
 use crate::page::versioned;
-use crate::page::{page_type, stamp_crc, PageRef, PageWrite};
+use crate::page::{page_type, PageRef, PageWrite};
 use crate::pager::header::{self, Header, DHL_SLOTS};
 
 /// An MVBT layout: the format of `page::mvbt` with the switches of one mode. Every one
@@ -201,9 +201,7 @@ impl PageLayout for Mvbt {
     }
 
     fn header_image(&self, committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef {
-        let mut p = header::two_slot_image(committed, committed_fcc, h);
-        stamp_crc(&mut p);
-        PageRef::from(p)
+        versioned::two_slot_header_image(committed, committed_fcc, h)
     }
 
     fn finalize(
@@ -241,19 +239,10 @@ impl PageLayout for Mvbt {
     }
 
     fn describe(&self, pgno: Pgno, page: &[u8], g: Geometry, fcc: u64) -> Vec<String> {
-        let mut v = Vec::new();
         if pgno == 0 {
-            for slot in 0..DHL_SLOTS {
-                v.push(match header::decode_slot(page, slot) {
-                    Ok(s) => format!(
-                        "header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",
-                        s.fcc, s.last_txn_size, s.page_count, s.catalog_root
-                    ),
-                    Err(e) => format!("header slot {slot}: invalid ({e})"),
-                });
-            }
-            return v;
+            return versioned::describe_header_slots(page);
         }
+        let mut v = Vec::new();
         for (slot, d) in mvbt::page_versions(page, g.usable).iter().enumerate() {
             v.push(match d {
                 None => format!("descriptor {slot}: empty (tid 0)"),

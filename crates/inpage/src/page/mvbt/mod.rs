@@ -516,51 +516,17 @@ pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<V
 /// than the one it would read (recovery zeroes the tid of every version that did not
 /// complete, so a damaged committed version is corruption, not a torn write).
 pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
-    if geometry_ok(usable, buf.len()) {
-        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
-            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
-                return Ok(v);
-            }
-        }
-    }
-    let mut best: Option<View<'_>> = None;
-    let mut why = Vec::new();
-    let mut damaged: Option<(u64, usize, String)> = None;
-    for slot in 0..2 {
-        match check_slot(pgno, buf, usable, slot) {
-            Ok(v) if v.tid() <= max_tid => {
-                if best.as_ref().is_none_or(|b| v.tid() > b.tid()) {
-                    best = Some(v);
-                }
-            }
-            Ok(v) => why.push(format!("descriptor {slot} has tid {} > {max_tid}", v.tid())),
-            Err(r) => {
-                let tid = if buf.len() >= VERSION_HEADS {
-                    get_u64(buf, slot * DESC_SIZE + D_TID)
-                } else {
-                    0
-                };
-                if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0) {
-                    damaged = Some((tid, slot, r.clone()));
-                }
-                why.push(r)
-            }
-        }
-    }
-    if let Some((tid, slot, r)) = damaged {
-        if best.as_ref().is_none_or(|b| tid > b.tid()) {
-            return Err(Error::corrupt(
-                pgno,
-                format!("version {tid} (descriptor {slot}) is damaged: {r}"),
-            ));
-        }
-    }
-    best.ok_or_else(|| {
-        Error::corrupt(
-            pgno,
-            format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
-        )
-    })
+    let first = geometry_ok(usable, buf.len())
+        .then(|| newest_candidate(buf, |tid| tid <= max_tid))
+        .flatten();
+    crate::page::versioned::pick_visible(
+        pgno,
+        buf,
+        max_tid,
+        first,
+        |slot| check_slot(pgno, buf, usable, slot),
+        |v: &View<'_>| v.tid(),
+    )
 }
 
 // ---- The per-image memo of opened nodes ----------------------------------------------
