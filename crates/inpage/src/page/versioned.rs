@@ -76,6 +76,30 @@ pub(crate) fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<u
     }
 }
 
+/// Both descriptor slots of a page as recovery and tools see them: None for an INV (tid
+/// 0) slot or a buffer whose geometry cannot be the layout's (`geometry_ok` false),
+/// otherwise its tid, txn_size and whether the layout's `valid` accepts it.
+pub(crate) fn descriptor_infos(
+    buf: &[u8],
+    geometry_ok: bool,
+    valid: impl Fn(usize) -> bool,
+) -> [Option<crate::page::layout::DescInfo>; 2] {
+    let info = |slot: usize| {
+        if !geometry_ok {
+            return None;
+        }
+        let d = slot * DESC_SIZE;
+        let tid = get_u64(buf, d + D_TID);
+        (tid != 0).then(|| crate::page::layout::DescInfo {
+            slot,
+            tid,
+            txn_size: get_u32(buf, d + D_TXN_SIZE),
+            valid: valid(slot),
+        })
+    };
+    [info(0), info(1)]
+}
+
 /// Page 0 for a commit writing header `h`, in the layouts with two header slots (DHL,
 /// IPS, MVBT): the committed slot kept, `h` in the other.
 pub(crate) fn two_slot_header_image(

@@ -583,20 +583,9 @@ pub use crate::page::layout::DescInfo;
 /// Only tree versions count as valid here: an overflow page's descriptor shows up as
 /// `valid: false`. Recovery, which must count overflow pages too, uses [`page_versions`].
 pub fn descriptors(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-    let info = |slot: usize| {
-        if !geometry_ok(usable, buf.len()) {
-            return None;
-        }
-        let d = slot * DESC_SIZE;
-        let tid = get_u64(buf, d + D_TID);
-        (tid != 0).then(|| DescInfo {
-            slot,
-            tid,
-            txn_size: get_u32(buf, d + D_TXN_SIZE),
-            valid: check_slot(0, buf, usable, slot).is_ok(),
-        })
-    };
-    [info(0), info(1)]
+    crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
+        check_slot(0, buf, usable, slot).is_ok()
+    })
 }
 
 /// Both descriptor slots of any DHL page, for recovery's scan: like [`descriptors`], but a

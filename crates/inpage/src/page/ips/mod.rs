@@ -830,21 +830,10 @@ fn sealed_take(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Option<Ope
 /// Both slots with their validity, a slot-0 overflow page counting as valid. None for a
 /// tid-0 slot or a buffer that cannot be an IPS page of `usable` bytes.
 pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-    let info = |slot: usize| {
-        if !geometry_ok(usable, buf.len()) {
-            return None;
-        }
-        let d = slot * DESC_SIZE;
-        let tid = get_u64(buf, d + D_TID);
-        (tid != 0).then(|| DescInfo {
-            slot,
-            tid,
-            txn_size: get_u32(buf, d + D_TXN_SIZE),
-            valid: check_slot(0, buf, usable, slot).is_ok()
-                || (slot == 0 && open_overflow(0, buf, usable).is_ok()),
-        })
-    };
-    [info(0), info(1)]
+    crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
+        check_slot(0, buf, usable, slot).is_ok()
+            || (slot == 0 && open_overflow(0, buf, usable).is_ok())
+    })
 }
 
 /// Set `txn_size` in every valid descriptor with this `tid` (tree version or overflow
