@@ -141,7 +141,7 @@ pub trait PageLayout: Send + Sync + Debug {
         leaf: bool,
         cells: &[Vec<u8>],
         right: Pgno,
-    ) -> Result<Option<Vec<u8>>>;
+    ) -> Result<Option<PageRef>>;
 
     /// In-place edit of leaf `page` by the write transaction `tid` (`PageWrite::tid`):
     /// remove cell `i` if `remove`, then insert `insert` as cell `i`. Returns the new
@@ -158,7 +158,7 @@ pub trait PageLayout: Send + Sync + Debug {
         _i: usize,
         _remove: bool,
         _insert: Option<&[u8]>,
-    ) -> Result<Option<(Vec<u8>, usize)>> {
+    ) -> Result<Option<(PageRef, usize)>> {
         Ok(None)
     }
 

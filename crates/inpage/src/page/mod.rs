@@ -32,6 +32,14 @@ pub use layout::{FreeSpace, Geometry, Layout, PageVersions};
 /// An immutable page image.
 pub type PageRef = Arc<[u8]>;
 
+/// A zeroed page image of `len` bytes (at most the largest page size) that a builder can
+/// fill through `Arc::get_mut` and hand to [`PageWrite::write`] without another copy.
+pub(crate) fn zeroed_image(len: usize) -> PageRef {
+    static ZEROS: [u8; crate::pager::header::MAX_PAGE_SIZE as usize] =
+        [0; crate::pager::header::MAX_PAGE_SIZE as usize];
+    Arc::from(&ZEROS[..len])
+}
+
 /// Bytes at the end of every page reserved for the pager's crc32c.
 pub const PAGE_TRAILER: usize = 4;
 
@@ -92,8 +100,9 @@ pub trait PageRead {
 /// it commits.
 pub trait PageWrite: PageRead {
     /// Replace page `pgno` with `data` (`data.len() == page_size`; the trailer bytes are
-    /// ignored and stamped by the pager). `pgno` must be an allocated page.
-    fn write(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()>;
+    /// ignored and stamped by the pager). `pgno` must be an allocated page. The image is
+    /// handed over shared, so a builder that made it an `Arc` is not copied again.
+    fn write(&mut self, pgno: Pgno, data: PageRef) -> Result<()>;
     /// Allocate a page (from the free list, else by growing the database). Its content
     /// is undefined until the caller `write`s it, which it must do in this transaction.
     fn allocate(&mut self) -> Result<Pgno>;

@@ -55,14 +55,10 @@ impl PageLayout for Stock {
         leaf: bool,
         cells: &[Vec<u8>],
         right: Pgno,
-    ) -> Result<Option<Vec<u8>>> {
-        Ok(Some(slotted::build(
-            store.page_size(),
-            store.usable_size(),
-            leaf,
-            cells,
-            right,
-        )))
+    ) -> Result<Option<PageRef>> {
+        Ok(Some(
+            slotted::build(store.page_size(), store.usable_size(), leaf, cells, right).into(),
+        ))
     }
 
     fn edit_leaf(
@@ -74,18 +70,20 @@ impl PageLayout for Stock {
         i: usize,
         remove: bool,
         insert: Option<&[u8]>,
-    ) -> Result<Option<(Vec<u8>, usize)>> {
-        let mut buf = page.to_vec();
+    ) -> Result<Option<(PageRef, usize)>> {
+        // Built in the `Arc` the transaction keeps: one copy of the page per edit.
+        let mut img = PageRef::from(page);
+        let buf = std::sync::Arc::get_mut(&mut img).expect("a new image has one owner");
         if remove {
-            slotted::remove_cell(pgno, &mut buf, g.usable, i)?;
+            slotted::remove_cell(pgno, buf, g.usable, i)?;
         }
         if let Some(cell) = insert {
-            if !slotted::insert_cell(pgno, &mut buf, g.usable, i, cell)? {
+            if !slotted::insert_cell(pgno, buf, g.usable, i, cell)? {
                 return Ok(None);
             }
         }
-        let used = slotted::Page::open(pgno, &buf, g.usable)?.used();
-        Ok(Some((buf, used)))
+        let used = slotted::Page::open(pgno, buf, g.usable)?.used();
+        Ok(Some((img, used)))
     }
 
     fn overflow_data(&self, g: Geometry) -> usize {

@@ -186,8 +186,8 @@ impl PageRead for InitStore {
 }
 
 impl PageWrite for InitStore {
-    fn write(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
-        self.pages.insert(pgno, data);
+    fn write(&mut self, pgno: Pgno, data: PageRef) -> Result<()> {
+        self.pages.insert(pgno, data.to_vec());
         Ok(())
     }
     fn allocate(&mut self) -> Result<Pgno> {

@@ -257,7 +257,7 @@ impl Node {
     }
 
     /// Image of this node on page `pgno` (None: see `Format::image`).
-    fn image(&self, store: &dyn PageWrite, f: &Format, pgno: Pgno) -> Result<Option<Vec<u8>>> {
+    fn image(&self, store: &dyn PageWrite, f: &Format, pgno: Pgno) -> Result<Option<PageRef>> {
         debug_assert!(self.used(f) <= f.capacity());
         f.image(store, pgno, self.leaf, &self.cells, self.right)
     }
@@ -647,7 +647,7 @@ fn finish_leaf(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
     path: &[Step],
-    buf: Vec<u8>,
+    buf: PageRef,
     used: usize,
     shrank: bool,
 ) -> Result<()> {

@@ -174,7 +174,7 @@ impl PageRead for DhlStore {
 }
 
 impl PageWrite for DhlStore {
-    fn write(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
+    fn write(&mut self, pgno: Pgno, data: PageRef) -> Result<()> {
         assert_eq!(data.len(), self.page_size);
         if !self.allocated(pgno) {
             return self.violation(pgno, "write to a free or unallocated page");
@@ -214,7 +214,7 @@ impl PageWrite for DhlStore {
             );
         }
         let t = self.txn.as_mut().unwrap();
-        t.dirty.insert(pgno, data.into());
+        t.dirty.insert(pgno, data);
         Ok(())
     }
     fn allocate(&mut self) -> Result<Pgno> {

@@ -92,7 +92,7 @@ impl Format {
         leaf: bool,
         cells: &[Vec<u8>],
         right: Pgno,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<PageRef>> {
         self.layout.node_image(store, pgno, leaf, cells, right)
     }
 }

@@ -76,13 +76,13 @@ impl PageRead for MemStore {
 }
 
 impl PageWrite for MemStore {
-    fn write(&mut self, pgno: Pgno, data: Vec<u8>) -> Result<()> {
+    fn write(&mut self, pgno: Pgno, data: PageRef) -> Result<()> {
         assert_eq!(data.len(), self.page_size, "write of a wrong-sized buffer");
         if !self.allocated(pgno) {
             return self.violation(pgno, "write to a free or unallocated page");
         }
         self.unwritten.remove(&pgno);
-        self.pages.insert(pgno, data.into());
+        self.pages.insert(pgno, data);
         self.writes += 1;
         Ok(())
     }

@@ -142,7 +142,7 @@ impl WriteTxn {
         match self.layout.free_space() {
             FreeSpace::PageList => {
                 let page = free_list_page(self.page_size(), self.st.header.freelist_head);
-                self.write(pgno, page)?;
+                self.write(pgno, page.into())?;
                 let h = &mut self.st.header;
                 h.freelist_head = pgno;
                 h.freelist_count += 1;

@@ -1042,7 +1042,7 @@ impl PageRead for WriteTxn {
 }
 
 impl PageWrite for WriteTxn {
-    fn write(&mut self, pgno: Pgno, mut data: Vec<u8>) -> Result<()> {
+    fn write(&mut self, pgno: Pgno, mut data: PageRef) -> Result<()> {
         if pgno == 0 || pgno >= self.st.header.page_count {
             return Err(Error::InvalidArgument(format!(
                 "write to unallocated page {pgno}"
@@ -1052,9 +1052,9 @@ impl PageWrite for WriteTxn {
         // Only layouts that check the page trailer get one: DHL and IPS pages are checked
         // per version, and their commits never write the trailer's sector span for it.
         if self.layout.trailer_checked() {
-            stamp_crc(&mut data);
+            stamp_crc(Arc::make_mut(&mut data));
         }
-        self.st.dirty.insert(pgno, PageRef::from(data));
+        self.st.dirty.insert(pgno, data);
         self.st.spilled.remove(&pgno);
         if self.st.dirty.len() > self.spill_due {
             self.spill()?;

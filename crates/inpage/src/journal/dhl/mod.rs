@@ -1131,6 +1131,10 @@ impl DhlJournal {
     /// page at a time: a stealing transaction's pages are never all in memory. (Those in
     /// `batch.discard` were invalidated, durably, before any page was written.)
     fn settle_spilled(&self, batch: &CommitBatch<'_>) -> Result<()> {
+        if batch.restamp.is_empty() {
+            // The common commit spilled nothing: no page buffer to allocate and zero.
+            return Ok(());
+        }
         let db = &self.ctx.db;
         let ps = db.page_size;
         let g = crate::page::Geometry {

@@ -74,7 +74,7 @@ impl PageLayout for Dhl {
         leaf: bool,
         cells: &[Vec<u8>],
         right: Pgno,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<PageRef>> {
         // The committed version in the current image is kept; an earlier version of
         // this transaction is replaced.
         let (tid, base) = versioned::write_base(store, pgno, "DHL")?;
@@ -93,6 +93,7 @@ impl PageLayout for Dhl {
             tid - 1,
             &version,
         )
+        .map(|img| img.map(PageRef::from))
     }
 
     fn overflow_data(&self, g: Geometry) -> usize {

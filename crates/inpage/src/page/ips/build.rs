@@ -18,6 +18,7 @@ use std::collections::hash_map::{Entry, HashMap};
 use super::*;
 use crate::le::{put_u16, put_u64};
 use crate::page::versioned::CellHashing;
+use crate::page::PageRef;
 
 /// A node to write: its metadata and cells in key order (stock encodings).
 #[derive(Clone, Copy, Debug)]
@@ -30,9 +31,11 @@ pub struct Version<'c> {
     pub cells: &'c [Vec<u8>],
 }
 
-/// A version being written into `out`: its descriptor slot and fields.
+/// A version being written into `out`: its descriptor slot and fields. The image is
+/// built in the `Arc` the transaction will hold (`PageWrite::write` takes it as is), so
+/// an edit copies the page once; nothing else holds it until [`Draft::seal`].
 struct Draft {
-    out: Vec<u8>,
+    out: PageRef,
     usable: usize,
     slot: usize,
     h: Head,
@@ -42,7 +45,7 @@ impl Draft {
     /// An empty version in slot 0 of a zeroed page (a fresh, compact page).
     fn fresh(page_size: usize, usable: usize, tid: u64, leaf: bool, right: Pgno) -> Draft {
         Draft {
-            out: vec![0u8; page_size],
+            out: crate::page::zeroed_image(page_size),
             usable,
             slot: 0,
             h: Draft::empty_head(usable, tid, leaf, right),
@@ -82,24 +85,26 @@ impl Draft {
         );
         let ss = slots_start(usable);
         let se = p.slots_end();
-        let mut out = if buf.len() == page_size {
+        let mut img = if buf.len() == page_size {
+            PageRef::from(buf)
+        } else {
+            crate::page::zeroed_image(page_size)
+        };
+        let out = Arc::get_mut(&mut img).expect("a new image has one owner");
+        if buf.len() == page_size {
             // The image itself with what p does not own zeroed (the other descriptor,
             // slots past p's and the free gap, the trailer; the other TB is overwritten
             // below): one copy of the page instead of zeroing it and copying p's parts.
-            let mut out = buf.to_vec();
             let vd = (1 - p.slot) * DESC_SIZE;
             out[vd..vd + DESC_SIZE].fill(0);
             out[se..p.rec_lo()].fill(0);
             out[usable..].fill(0);
-            out
         } else {
-            let mut out = vec![0u8; page_size];
             out[pd..pd + DESC_SIZE].copy_from_slice(&buf[pd..pd + DESC_SIZE]);
             out[ptb..ptb + tbl].copy_from_slice(&buf[ptb..ptb + tbl]);
             out[ss..se].copy_from_slice(&buf[ss..se]);
             out[p.rec_lo()..usable].copy_from_slice(&buf[p.rec_lo()..usable]);
-            out
-        };
+        }
         out.copy_within(ptb..ptb + tbl, vtb);
         let mut h = Draft::empty_head(usable, tid, leaf, right);
         h.nslots = p.nslots();
@@ -108,7 +113,7 @@ impl Draft {
         h.rec_hi = p.rec_lo();
         h.nlive = p.nlive();
         Draft {
-            out,
+            out: img,
             usable,
             slot: 1 - p.slot,
             h,
@@ -122,7 +127,8 @@ impl Draft {
     fn empty_on(p: &View<'_>, page_size: usize, tid: u64, leaf: bool, right: Pgno) -> Draft {
         let mut d = Draft::on(p, page_size, tid, leaf, right);
         let vtb = tb_off(d.usable, d.slot);
-        d.out[vtb..vtb + tb_len(d.usable)].fill(0);
+        let tbl = tb_len(d.usable);
+        d.buf()[vtb..vtb + tbl].fill(0);
         d.h.nslots = 0;
         d.h.base = 0;
         d.h.rec_lo = d.usable;
@@ -134,20 +140,23 @@ impl Draft {
     /// An own version `w` (tid of this transaction) extended in place.
     fn extend(w: &View<'_>) -> Draft {
         Draft {
-            out: w.buf.to_vec(),
+            out: PageRef::from(w.buf),
             usable: w.usable,
             slot: w.slot,
             h: w.head,
         }
     }
 
+    /// The image being written; only this draft holds it before `seal`.
+    fn buf(&mut self) -> &mut [u8] {
+        Arc::get_mut(&mut self.out).expect("a draft's image is not shared before seal")
+    }
+
     fn tombstone(&mut self, i: usize) {
         let at = tb_off(self.usable, self.slot) + i / 8;
-        debug_assert!(
-            self.out[at] >> (i % 8) & 1 == 0,
-            "slot {i} tombstoned twice"
-        );
-        self.out[at] |= 1 << (i % 8);
+        let out = self.buf();
+        debug_assert!(out[at] >> (i % 8) & 1 == 0, "slot {i} tombstoned twice");
+        out[at] |= 1 << (i % 8);
         self.h.nlive -= 1;
     }
 
@@ -161,20 +170,21 @@ impl Draft {
         }
         self.h.rec_lo -= cell.len();
         let lo = self.h.rec_lo;
-        self.out[lo..lo + cell.len()].copy_from_slice(cell);
+        let out = self.buf();
+        out[lo..lo + cell.len()].copy_from_slice(cell);
         let at = slots_end - SLOT_SIZE;
-        put_u16(&mut self.out, at, lo);
-        put_u16(&mut self.out, at + 2, pred);
+        put_u16(out, at, lo);
+        put_u16(out, at + 2, pred);
         self.h.nslots += 1;
         self.h.nlive += 1;
         Some(i)
     }
 
     /// Write the descriptor and its crc; the finished image and its descriptor.
-    fn seal(mut self) -> (Vec<u8>, Head) {
+    fn seal(mut self) -> (PageRef, Head) {
         let d = self.slot * DESC_SIZE;
         let h = &self.h;
-        let out = &mut self.out;
+        let out = Arc::get_mut(&mut self.out).expect("a draft's image is not shared before seal");
         out[d..d + DESC_SIZE].fill(0);
         put_u64(out, d + D_TID, h.tid);
         put_u32(out, d + D_TXN_SIZE, h.txn_size);
@@ -194,7 +204,7 @@ impl Draft {
 
     /// [`Draft::seal`], recording the version for the commit ([`sealed_put`]): its live
     /// slots in key order are `order`, its cells use `used`.
-    fn seal_for(self, pgno: Pgno, order: Vec<u16>, used: usize) -> Vec<u8> {
+    fn seal_for(self, pgno: Pgno, order: Vec<u16>, used: usize) -> PageRef {
         let (usable, slot) = (self.usable, self.slot);
         let (out, head) = self.seal();
         sealed_put(pgno, &out, usable, slot, head, order, used);
@@ -264,7 +274,7 @@ fn protected_version(
 }
 
 /// Image of a compact page holding only `v`, or None if it does not fit.
-fn build_fresh(pgno: Pgno, page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
+fn build_fresh(pgno: Pgno, page_size: usize, usable: usize, v: &Version<'_>) -> Option<PageRef> {
     let mut d = Draft::fresh(page_size, usable, v.tid, v.leaf, v.right);
     let mut pred = NO_PRED;
     let mut used = 0;
@@ -294,7 +304,7 @@ pub fn build(
     base: Option<&[u8]>,
     keep_max_tid: u64,
     version: &Version<'_>,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<PageRef>> {
     check_version(usable, page_size, version)?;
     let p = match base {
         None => None,
@@ -436,7 +446,7 @@ pub fn edit(
     i: usize,
     remove: bool,
     insert: Option<&[u8]>,
-) -> Result<Option<(Vec<u8>, usize)>> {
+) -> Result<Option<(PageRef, usize)>> {
     let (v, known) = visible_for_edit(pgno, page, usable, tid)?;
     if !v.is_leaf() {
         return Ok(None);

@@ -76,7 +76,7 @@ impl PageLayout for Ips {
         leaf: bool,
         cells: &[Vec<u8>],
         right: Pgno,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<PageRef>> {
         // The committed version in the current image is kept; an earlier version of
         // this transaction is replaced.
         let (tid, base) = versioned::write_base(store, pgno, "IPS")?;
@@ -105,7 +105,7 @@ impl PageLayout for Ips {
         i: usize,
         remove: bool,
         insert: Option<&[u8]>,
-    ) -> Result<Option<(Vec<u8>, usize)>> {
+    ) -> Result<Option<(PageRef, usize)>> {
         if tid == 0 {
             return Ok(None);
         }

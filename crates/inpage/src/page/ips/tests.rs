@@ -11,6 +11,34 @@ use crate::page::cells::CellArray;
 use crate::page::{PageRef, PAGE_TRAILER};
 use proptest::prelude::*;
 
+/// [`super::build`] as an owned buffer the tests can tear and flip bits in (the crate
+/// hands images out as shared `PageRef`s).
+fn build(
+    pgno: Pgno,
+    page_size: usize,
+    usable: usize,
+    base: Option<&[u8]>,
+    keep_max_tid: u64,
+    version: &Version<'_>,
+) -> Result<Option<Vec<u8>>> {
+    super::build(pgno, page_size, usable, base, keep_max_tid, version)
+        .map(|img| img.map(|i| i.to_vec()))
+}
+
+/// [`super::edit`] as an owned buffer (see [`build`]).
+fn edit(
+    pgno: Pgno,
+    page: &[u8],
+    usable: usize,
+    tid: u64,
+    i: usize,
+    remove: bool,
+    insert: Option<&[u8]>,
+) -> Result<Option<(Vec<u8>, usize)>> {
+    super::edit(pgno, page, usable, tid, i, remove, insert)
+        .map(|r| r.map(|(img, used)| (img.to_vec(), used)))
+}
+
 const PS: usize = 4096;
 const US: usize = PS - PAGE_TRAILER;
 const SECTOR: usize = 512;

@@ -130,7 +130,7 @@ impl PageLayout for Mvbt {
         leaf: bool,
         cells: &[Vec<u8>],
         right: Pgno,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<PageRef>> {
         // The committed version in the current image is kept; an earlier version of
         // this transaction is replaced.
         let (tid, base) = versioned::write_base(store, pgno, "MVBT")?;
@@ -149,6 +149,7 @@ impl PageLayout for Mvbt {
             tid - 1,
             &version,
         )
+        .map(|img| img.map(PageRef::from))
     }
 
     fn defers_merges(&self) -> bool {
