@@ -23,7 +23,7 @@
 
 use std::fmt::Debug;
 
-use crate::error::{Pgno, Result};
+use crate::error::{Error, Pgno, Result};
 use crate::page::cells::Detached;
 use crate::page::{PageRef, PageWrite};
 use crate::pager::header::Header;
@@ -236,6 +236,34 @@ pub trait PageLayout: Send + Sync + Debug {
         tid: u64,
         txn_size: u32,
     ) -> Result<PageRef>;
+
+    /// [`PageLayout::finalize`] for a transaction that wrote its versions tagged
+    /// `written` (a concurrent writer's working tid) and commits as `tid`: the tag is
+    /// rewritten with the rest. Errors (`InvalidArgument`) where `written != tid` and the
+    /// layout cannot re-tag ([`PageLayout::retags`] is false).
+    fn finalize_as(
+        &self,
+        pgno: Pgno,
+        image: PageRef,
+        g: Geometry,
+        written: u64,
+        tid: u64,
+        txn_size: u32,
+    ) -> Result<PageRef> {
+        if written != tid {
+            return Err(Error::InvalidArgument(format!(
+                "page {pgno}: this page layout cannot re-tag transaction {written} as {tid}"
+            )));
+        }
+        self.finalize(pgno, image, g, tid, txn_size)
+    }
+
+    /// Whether [`PageLayout::finalize_as`] can re-tag a version (what concurrent writers
+    /// need: see `docs/CONCURRENCY-DESIGN.md`). A layout whose tids live in its cells, or
+    /// that has no per-page tag, says no.
+    fn retags(&self) -> bool {
+        false
+    }
 
     /// The layout's versions, if its pages keep a new version beside the committed one
     /// (what a counting commit needs; None for layouts that overwrite in place).

@@ -149,20 +149,36 @@ impl PageLayout for Dhl {
         tid: u64,
         txn_size: u32,
     ) -> Result<PageRef> {
+        self.finalize_as(pgno, image, g, tid, tid, txn_size)
+    }
+
+    fn finalize_as(
+        &self,
+        pgno: Pgno,
+        image: PageRef,
+        g: Geometry,
+        written: u64,
+        tid: u64,
+        txn_size: u32,
+    ) -> Result<PageRef> {
         // The tree builds versions with txn_size 0; only now is the count known. An image
         // still shared (a reader's, a spill's) is copied here, once.
         let mut page = image;
         let buf = std::sync::Arc::make_mut(&mut page);
-        if !dhl::restamp(buf, g.usable, tid, txn_size) {
+        if !dhl::restamp_as(buf, g.usable, written, tid, txn_size) {
             return Err(Error::corrupt(
                 pgno,
-                format!("dirty page has no version of transaction {tid}"),
+                format!("dirty page has no version of transaction {written}"),
             ));
         }
         // No trailer crc: DHL pages are verified per version (`trailer_checked` is
         // false), and the journal writes only a page's changed span, which skips the
         // trailer; a crc there would cost 4 KiB of crc32c per page per commit for nothing.
         Ok(page)
+    }
+
+    fn retags(&self) -> bool {
+        true
     }
 
     fn versions(&self) -> Option<&dyn PageVersions> {

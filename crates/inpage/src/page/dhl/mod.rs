@@ -608,9 +608,17 @@ pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
 /// Returns whether any descriptor was stamped (false for tid 0 or a buffer too small to
 /// be a DHL page of size `usable`).
 ///
-/// The commit path calls it on each dirty page image before writing it, once the pager
+/// The commit path calls it (as [`restamp_as`]) on each dirty page image before writing it, once the pager
 /// knows how many pages the transaction writes (module notes, counting commit).
+#[cfg(test)]
 pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+    restamp_as(buf, usable, tid, tid, txn_size)
+}
+
+/// [`restamp`] of the versions a transaction wrote as `written` (its working tid) that
+/// commits as `tid`: the tag is rewritten too, inside the same checksum. A concurrent
+/// writer builds its versions before it knows the commit counter it will commit at.
+pub fn restamp_as(buf: &mut [u8], usable: usize, written: u64, tid: u64, txn_size: u32) -> bool {
     /// How to get a valid descriptor's new checksum.
     enum Covered {
         /// Tree version: the checksum itself, of its covered bytes with the new txn_size
@@ -620,18 +628,19 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         Overflow(usize),
     }
 
-    if tid == 0 || !geometry_ok(usable, buf.len()) {
+    if tid == 0 || written == 0 || !geometry_ok(usable, buf.len()) {
         return false;
     }
     let mut stamped = false;
     for slot in 0..2 {
         let d = slot * DESC_SIZE;
-        if get_u64(buf, d + D_TID) != tid {
+        if get_u64(buf, d + D_TID) != written {
             continue;
         }
         // What the checksum covers, found before writing.
         let tree = with_scratch(|s| {
             check_slot_in(s, 0, buf, usable, slot).ok()?;
+            put_u64(&mut s.covered, D_TID, tid);
             put_u32(&mut s.covered, D_TXN_SIZE, txn_size);
             Some(Covered::Tree(covered_crc(&s.covered)))
         });
@@ -644,6 +653,7 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         let Some(covered) = covered else {
             continue;
         };
+        put_u64(buf, d + D_TID, tid);
         put_u32(buf, d + D_TXN_SIZE, txn_size);
         let crc = match covered {
             Covered::Tree(crc) => crc,

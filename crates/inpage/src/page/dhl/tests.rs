@@ -1502,3 +1502,47 @@ fn validation_memo_is_per_image_not_per_page() {
         cells
     );
 }
+
+#[test]
+fn restamp_as_retags_a_working_version_for_its_commit_tid() {
+    // A committed version (tid 4) and a concurrent writer's version built under its
+    // working tid 9, keeping everything up to 4, then committed as 5.
+    let c1 = vec![rec(1, 40), rec(3, 70)];
+    let p = build(1, PS, US, None, 0, &ver(4, true, 0, &c1))
+        .unwrap()
+        .unwrap();
+    let c2 = vec![rec(1, 40), rec(2, 500)];
+    let w = build(1, PS, US, Some(&p), 4, &ver0(9, true, 0, &c2))
+        .unwrap()
+        .unwrap();
+    let mut s = w.clone();
+    assert!(restamp_as(&mut s, US, 9, 5, 2));
+    // Only the new version's descriptor changed: its tag, txn_size and checksum.
+    for i in diff(&w, &s) {
+        assert!(
+            stamp_field(1, i) || (DESC_SIZE + D_TID..DESC_SIZE + D_TID + 8).contains(&i),
+            "byte {i} changed outside the re-tagged descriptor"
+        );
+    }
+    let v = visible(1, &s, US, 5).unwrap();
+    assert_eq!((v.slot(), v.tid(), v.txn_size()), (1, 5, 2));
+    assert_eq!(v.cells().unwrap(), c2);
+    // Snapshots before the commit still see the committed version; the working tag is
+    // gone, so a second re-tag from it finds nothing.
+    assert_eq!(visible(1, &s, US, 4).unwrap().cells().unwrap(), c1);
+    assert_eq!(visible(1, &s, US, 100).unwrap().tid(), 5);
+    assert!(!restamp_as(&mut s.clone(), US, 9, 6, 2));
+    // The result is the image a serial writer committing as 5 would have built.
+    let serial = build(1, PS, US, Some(&p), 4, &ver0(5, true, 0, &c2))
+        .unwrap()
+        .unwrap();
+    let mut serial = serial;
+    assert!(restamp(&mut serial, US, 5, 2));
+    assert_eq!(s, serial);
+    // Overflow pages are re-tagged too.
+    let o = overflow_page(PS, US, 9, 0, b"chunk of a value").unwrap();
+    let mut o2 = o.clone();
+    assert!(restamp_as(&mut o2, US, 9, 5, 2));
+    let r = open_overflow(1, &o2, US).unwrap();
+    assert_eq!((r.tid, r.data), (5, &b"chunk of a value"[..]));
+}

@@ -172,13 +172,25 @@ impl PageLayout for Ips {
         tid: u64,
         txn_size: u32,
     ) -> Result<PageRef> {
+        self.finalize_as(pgno, image, g, tid, tid, txn_size)
+    }
+
+    fn finalize_as(
+        &self,
+        pgno: Pgno,
+        image: PageRef,
+        g: Geometry,
+        written: u64,
+        tid: u64,
+        txn_size: u32,
+    ) -> Result<PageRef> {
         let mut page = image;
         let buf = std::sync::Arc::make_mut(&mut page);
-        let (stamped, node) = ips::restamp_node(pgno, buf, g.usable, tid, txn_size);
+        let (stamped, node) = ips::restamp_node(pgno, buf, g.usable, written, tid, txn_size);
         if !stamped {
             return Err(Error::corrupt(
                 pgno,
-                format!("dirty page has no version of transaction {tid}"),
+                format!("dirty page has no version of transaction {written}"),
             ));
         }
         // No trailer crc: IPS pages are verified per version (`trailer_checked` is
@@ -191,6 +203,10 @@ impl PageLayout for Ips {
             ips::remember(&page, pgno, g.usable, slot, &node);
         }
         Ok(page)
+    }
+
+    fn retags(&self) -> bool {
+        true
     }
 
     fn versions(&self) -> Option<&dyn PageVersions> {

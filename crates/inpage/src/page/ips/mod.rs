@@ -107,7 +107,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use crate::error::{Error, Pgno, Result};
-use crate::le::{get_u16, get_u32, get_u64, put_u32};
+use crate::le::{get_u16, get_u32, get_u64, put_u32, put_u64};
 use crate::page::cell::{self, cell_child, max_cell, CELL_HEADER};
 use crate::page::cells::Detached;
 use crate::page::layout::{DescInfo, VERSION_HEADS};
@@ -840,29 +840,32 @@ pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
 /// page) and recompute its crc; only those fields change. Whether any was stamped.
 #[cfg(test)]
 pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
-    restamp_node(0, buf, usable, tid, txn_size).0
+    restamp_node(0, buf, usable, tid, tid, txn_size).0
 }
 
-/// [`restamp`], also answering the stamped tree version's slot and node (its key-ordered
-/// view, as [`visible_node`] would build it for page `pgno`). Only `txn_size` and the crc
-/// change, neither of which the node depends on, so the commit can remember the node for
-/// the image it writes ([`remember`]) and the next open of that cached page neither
-/// validates it again nor replays its slots.
+/// [`restamp`] of the versions a transaction wrote as `written` (its working tid) and
+/// commits as `tid` (the tag is rewritten too; equal for a serial writer), also answering
+/// the stamped tree version's slot and node (its key-ordered view, as [`visible_node`]
+/// would build it for page `pgno`). Only the tag, `txn_size` and the crc change, none of
+/// which the node depends on, so the commit can remember the node for the image it
+/// writes ([`remember`]) and the next open of that cached page neither validates it again
+/// nor replays its slots.
 pub(crate) fn restamp_node(
     pgno: Pgno,
     buf: &mut [u8],
     usable: usize,
+    written: u64,
     tid: u64,
     txn_size: u32,
 ) -> (bool, Option<(usize, Opened)>) {
-    if tid == 0 || !geometry_ok(usable, buf.len()) {
+    if tid == 0 || written == 0 || !geometry_ok(usable, buf.len()) {
         return (false, None);
     }
     let mut stamped = false;
     let mut node = None;
     for slot in 0..2 {
         let d = slot * DESC_SIZE;
-        if get_u64(buf, d + D_TID) != tid {
+        if get_u64(buf, d + D_TID) != written {
             continue;
         }
         let known = sealed_take(pgno, buf, usable, slot).map(|o| {
@@ -876,13 +879,16 @@ pub(crate) fn restamp_node(
         });
         if let Some((mut h, o)) = known {
             node = Some((slot, o));
+            h.tid = tid;
             h.txn_size = txn_size;
+            put_u64(buf, d + D_TID, tid);
             put_u32(buf, d + D_TXN_SIZE, txn_size);
             let crc = version_crc(buf, usable, slot, &h);
             put_u32(buf, d + D_CRC, crc);
             stamped = true;
         } else if slot == 0 {
             if let Ok(len) = open_overflow(0, buf, usable).map(|o| o.data.len()) {
+                put_u64(buf, d + D_TID, tid);
                 put_u32(buf, d + D_TXN_SIZE, txn_size);
                 let crc = crate::page::versioned::overflow_crc(buf, len);
                 put_u32(buf, d + D_CRC, crc);

@@ -668,6 +668,57 @@ fn restamp_sets_txn_size_and_nothing_else() {
 }
 
 #[test]
+fn finalize_as_retags_a_working_version_for_its_commit_tid() {
+    use crate::page::layout::{Geometry, PageLayout};
+    let g = Geometry {
+        page_size: PS,
+        usable: US,
+    };
+    // A committed version (tid 1) and a concurrent writer's version built under its
+    // working tid 9, keeping everything up to 1, then committed as 2.
+    let c1 = vec![rec(1, 40), rec(3, 70)];
+    let p = build(1, PS, US, None, 0, &ver(1, true, 0, &c1))
+        .unwrap()
+        .unwrap();
+    let c2 = vec![rec(1, 40), rec(2, 500), rec(3, 70)];
+    let w = build(1, PS, US, Some(&p), 1, &ver(9, true, 0, &c2))
+        .unwrap()
+        .unwrap();
+    let f = IPS
+        .finalize_as(1, PageRef::from(w.clone()), g, 9, 2, 3)
+        .unwrap();
+    let d = DESC_SIZE;
+    for i in (0..PS).filter(|&i| w[i] != f[i]) {
+        assert!(
+            (d..d + 8).contains(&i)
+                || (d + D_TXN_SIZE..d + D_TXN_SIZE + 4).contains(&i)
+                || (d + D_CRC..d + D_CRC + 4).contains(&i),
+            "byte {i} changed outside the re-tagged descriptor"
+        );
+    }
+    let v = visible(1, &f, US, 2).unwrap();
+    assert_eq!((v.tid(), v.txn_size()), (2, 3));
+    assert_eq!(seen(&f, US, 2).unwrap(), c2);
+    assert_eq!(seen(&f, US, 1).unwrap(), c1);
+    assert_eq!(visible(1, &f, US, 100).unwrap().tid(), 2);
+    // The same image a serial writer committing as 2 gets.
+    let serial = build(1, PS, US, Some(&p), 1, &ver(2, true, 0, &c2))
+        .unwrap()
+        .unwrap();
+    let serial = IPS.finalize(1, PageRef::from(serial), g, 2, 3).unwrap();
+    assert_eq!(f, serial);
+    // Nothing is tagged 9 any more; overflow pages re-tag too.
+    assert!(IPS.finalize_as(1, f.clone(), g, 9, 3, 3).is_err());
+    let o = overflow_page(PS, US, 9, 0, b"chunk of a value").unwrap();
+    let o = IPS.finalize_as(4, PageRef::from(o), g, 9, 2, 3).unwrap();
+    let r = open_overflow(4, &o, US).unwrap();
+    assert_eq!((r.tid, r.data), (2, &b"chunk of a value"[..]));
+    // A layout that keeps tids in its cells refuses to re-tag.
+    assert!(!crate::page::mvbt::LS_MVBT.retags());
+    assert!(IPS.retags() && crate::page::dhl::DHL.retags());
+}
+
+#[test]
 fn overflow_pages_and_recovery_views() {
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
     let mut o = overflow_page(PS, US, 6, 42, &data).unwrap();
@@ -759,11 +810,11 @@ fn memo_is_per_image_not_per_page() {
 fn sealed_matches_validated(pgno: Pgno, img: &[u8], tid: u64) -> Opened {
     assert!(sealed_holds(pgno), "the builder recorded page {pgno}");
     let mut fast = img.to_vec();
-    let (ok, fnode) = restamp_node(pgno, &mut fast, US, tid, 3);
+    let (ok, fnode) = restamp_node(pgno, &mut fast, US, tid, tid, 3);
     assert!(ok);
     assert!(!sealed_holds(pgno), "the restamp took the record");
     let mut slow = img.to_vec();
-    let (ok, snode) = restamp_node(pgno, &mut slow, US, tid, 3);
+    let (ok, snode) = restamp_node(pgno, &mut slow, US, tid, tid, 3);
     assert!(ok);
     assert_eq!(
         fast, slow,
@@ -808,18 +859,18 @@ fn the_commit_takes_what_the_builder_sealed_only_if_the_bytes_are_the_sealed_one
     let mut bad = e.clone();
     let lo = visible(7, &e, US, 2).unwrap().rec_lo();
     bad[lo + 12] ^= 1;
-    let (ok, node) = restamp_node(7, &mut bad, US, 2, 3);
+    let (ok, node) = restamp_node(7, &mut bad, US, 2, 2, 3);
     assert!(!ok && node.is_none());
     // A record for another page, or for the other descriptor slot, is not taken either.
     let (e, _) = edit(7, &b1, US, 2, 0, true, None).unwrap().unwrap();
     let mut other = e.clone();
-    let (ok, node) = restamp_node(8, &mut other, US, 2, 3);
+    let (ok, node) = restamp_node(8, &mut other, US, 2, 2, 3);
     assert!(ok && sealed_holds(7));
     assert_eq!(node.unwrap().1.order.len(), 19);
     assert_eq!(other, {
         let mut s = e.clone();
         sealed_forget();
-        restamp_node(7, &mut s, US, 2, 3);
+        restamp_node(7, &mut s, US, 2, 2, 3);
         s
     });
 }
