@@ -21,6 +21,26 @@ pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::DHL_CC;
 /// The page size a new database gets when none is asked for.
 pub const DEFAULT_PAGE_SIZE: u32 = 4096;
 
+/// How write transactions of one database run beside each other
+/// (`docs/CONCURRENCY-DESIGN.md`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Concurrency {
+    /// One write transaction at a time: `begin_write` waits for the writer before it
+    /// (`try_begin_write` fails with `Busy`). Readers never wait. The default.
+    #[default]
+    Serial,
+    /// Optimistic, as SQLite's `BEGIN CONCURRENT`: any number of write transactions run
+    /// at once on private page copies over the snapshot they began at; `commit` checks,
+    /// one transaction at a time, that no commit since that snapshot changed (wrote or
+    /// freed) a page this one read or wrote, and fails with `Error::Conflict` if one did
+    /// (roll back and run the transaction again: `Database::write` does). Committed
+    /// histories are serializable in commit order, at page granularity. Needs a journal
+    /// mode whose pages can take a version's tag at commit (the DHL and IPS modes); such
+    /// transactions never spill (`cache_spill` does not apply to them).
+    Occ,
+}
+
 /// Database settings. Build with `Config::default()` and the chained setters.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -51,6 +71,9 @@ pub struct Config {
     pub journal: JournalConfig,
     /// B+tree: borrow from a sibling on underflow when a merge does not fit. Default true.
     pub redistribute: bool,
+    /// How write transactions run beside each other (see [`Concurrency`]). Default
+    /// `Serial`.
+    pub concurrency: Concurrency,
     /// Open without ever writing: files are opened read-only, take no lock, and recovery
     /// runs on a private in-memory copy of whatever it would change (`vfs::OverlayVfs`),
     /// so the database is seen as recovery would leave it while every file stays
@@ -72,6 +95,7 @@ impl Default for Config {
             chunk_pages: 64,
             journal: JournalConfig::default(),
             redistribute: true,
+            concurrency: Concurrency::Serial,
             read_only: false,
         }
     }
@@ -150,11 +174,16 @@ impl Config {
     /// The number of changed pages a write transaction of `mode` keeps in memory before
     /// it spills them; None if it never does.
     pub(crate) fn spill_limit(&self, mode: JournalMode) -> Option<usize> {
-        (self.cache_spill && mode.capabilities().steals)
+        (self.cache_spill && mode.capabilities().steals && self.concurrency == Concurrency::Serial)
             .then(|| self.spill_pages.unwrap_or(self.cache_pages))
     }
     pub fn redistribute(mut self, yes: bool) -> Self {
         self.redistribute = yes;
+        self
+    }
+    /// How write transactions run beside each other (see [`Concurrency`]).
+    pub fn concurrency(mut self, c: Concurrency) -> Self {
+        self.concurrency = c;
         self
     }
     /// Open read-only (see the field's docs).
@@ -184,6 +213,15 @@ impl Config {
             return Err(Error::Config(format!(
                 "wal_prealloc is set, but journal mode {mode} keeps no write-ahead log"
             )));
+        }
+        if self.concurrency != Concurrency::Serial {
+            let layout = mode.layout();
+            if !layout.retags() || layout.free_space() != crate::page::FreeSpace::TreeWalk {
+                return Err(Error::Config(format!(
+                    "concurrency {:?} needs pages whose versions take their commit's tag and free space found by walking the trees (the DHL and IPS modes); journal mode {mode} has not",
+                    self.concurrency
+                )));
+            }
         }
         Ok(())
     }

@@ -1,8 +1,11 @@
 //! `Database`: the handle users open, and the auto-commit conveniences.
 //!
-//! Invariants: the writer flag admits one `WriteTxn` at a time (`begin_write` blocks,
-//! `try_begin_write` fails with `Busy`); closing runs the journal's clean shutdown once
-//! (explicitly via `close`, else when the last handle or transaction is dropped).
+//! Invariants: under `Concurrency::Serial` (the default) the writer flag admits one
+//! `WriteTxn` at a time (`begin_write` blocks, `try_begin_write` fails with `Busy`); under
+//! `Concurrency::Occ` write transactions run at once and a commit may fail with
+//! `Conflict`, which `write` (and the auto-commit conveniences) answer by running the
+//! transaction again. Closing runs the journal's clean shutdown once (explicitly via
+//! `close`, else when the last handle or transaction is dropped).
 //!
 //! One handle per database file: a read-write open takes an exclusive advisory lock on
 //! the file (`Error::Locked` if another handle, in this process or another, holds it;
@@ -22,6 +25,10 @@ use crate::pager::{CacheStats, Pager};
 use crate::txn::key::Key;
 use crate::txn::{ReadTxn, ReadableTxn, Shared, WriteTxn};
 use crate::vfs::OverlayVfs;
+
+/// How many times [`Database::write`] runs a transaction again after a conflict before
+/// it gives up and returns the conflict.
+pub const MAX_REPLAYS: u32 = 1000;
 
 /// An open database. Cheap to clone (`Arc` inside); share it between threads.
 #[derive(Clone)]
@@ -106,13 +113,16 @@ impl Database {
         Ok(())
     }
 
-    /// Start the write transaction, waiting for the current one to finish.
+    /// Start a write transaction: under `Concurrency::Serial` waiting for the current
+    /// one to finish, under `Concurrency::Occ` at once (its commit may then fail with
+    /// `Error::Conflict`; see [`Database::write`]).
     pub fn begin_write(&self) -> Result<WriteTxn> {
         self.refuse_read_only("write transaction")?;
         self.shared.begin_write(true)
     }
 
-    /// Start the write transaction, or fail with `Error::Busy` if one is active.
+    /// Start the write transaction, or fail with `Error::Busy` if one is active
+    /// (`Concurrency::Serial`; under `Occ` the same as `begin_write`).
     pub fn try_begin_write(&self) -> Result<WriteTxn> {
         self.refuse_read_only("write transaction")?;
         self.shared.begin_write(false)
@@ -123,6 +133,30 @@ impl Database {
         ReadTxn::new(self.shared.clone())
     }
 
+    /// Run `f` in a write transaction and commit it; if the commit fails with
+    /// `Error::Conflict` (only under `Concurrency::Occ`), run `f` again in a new
+    /// transaction, up to [`MAX_REPLAYS`] times (then the conflict is returned). `f` must
+    /// therefore be safe to run more than once: everything it decides should come from
+    /// what it reads in the transaction. Any other error from `f` rolls back and is
+    /// returned as is.
+    pub fn write<T>(&self, mut f: impl FnMut(&mut WriteTxn) -> Result<T>) -> Result<T> {
+        let mut replays = 0;
+        loop {
+            let mut w = self.begin_write()?;
+            let value = f(&mut w)?;
+            match w.commit() {
+                Err(Error::Conflict { .. }) if replays < MAX_REPLAYS => replays += 1,
+                r => return r.map(|()| value),
+            }
+        }
+    }
+
+    /// Write transactions that failed validation since this database was opened
+    /// (`Concurrency::Occ`; always 0 under `Serial`).
+    pub fn conflicts(&self) -> u64 {
+        self.shared.occ.as_ref().map_or(0, |o| o.conflicts())
+    }
+
     /// Auto-commit insert into an existing tree.
     pub fn insert<'k>(
         &self,
@@ -130,20 +164,20 @@ impl Database {
         key: impl Into<Key<'k>>,
         value: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        let mut w = self.begin_write()?;
-        let t = w.open_tree(tree)?;
-        let old = w.insert(&t, key, value)?;
-        w.commit()?;
-        Ok(old)
+        let key = key.into();
+        self.write(|w| {
+            let t = w.open_tree(tree)?;
+            w.insert(&t, key, value)
+        })
     }
 
     /// Auto-commit remove from an existing tree.
     pub fn remove<'k>(&self, tree: &str, key: impl Into<Key<'k>>) -> Result<Option<Vec<u8>>> {
-        let mut w = self.begin_write()?;
-        let t = w.open_tree(tree)?;
-        let old = w.remove(&t, key)?;
-        w.commit()?;
-        Ok(old)
+        let key = key.into();
+        self.write(|w| {
+            let t = w.open_tree(tree)?;
+            w.remove(&t, key)
+        })
     }
 
     /// Point read on the latest committed state.

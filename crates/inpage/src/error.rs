@@ -87,6 +87,11 @@ pub enum Error {
     /// Another write transaction is active (only from `try_begin_write`).
     #[error("another write transaction is active")]
     Busy,
+    /// `Concurrency::Occ`: a transaction that committed after this one began changed a
+    /// page this one read or wrote. Nothing of this transaction was written; run it again
+    /// (`Database::write` does).
+    #[error("write conflict: page {page} was changed by transaction {by}, which committed after this transaction's snapshot {snapshot}; run the transaction again")]
+    Conflict { page: Pgno, by: u64, snapshot: u64 },
     /// Another handle (in this or another process) has the database open for writing:
     /// its advisory lock is held. Retry once that handle is closed or its process exits.
     #[error("{}: database is in use by another handle or process (its lock is held); open it read-only to inspect it", path.display())]

@@ -36,8 +36,8 @@ mod tree;
 mod txn;
 pub mod vfs;
 
-pub use config::{Config, DEFAULT_JOURNAL_MODE, DEFAULT_PAGE_SIZE};
-pub use db::Database;
+pub use config::{Concurrency, Config, DEFAULT_JOURNAL_MODE, DEFAULT_PAGE_SIZE};
+pub use db::{Database, MAX_REPLAYS};
 pub use error::{Error, Pgno, Result};
 pub use journal::{
     Capabilities, DirectWrites, JournalConfig, JournalMode, Mutant, RecoveryReport, WalSync,

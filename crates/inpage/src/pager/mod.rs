@@ -57,6 +57,10 @@ struct State {
     cache: Cache,
     /// Commit tid -> committed images that commit replaced.
     versions: BTreeMap<u64, PgnoMap<PageRef>>,
+    /// Commit tid -> pages that commit gave up (tree-walk free space), kept as long as
+    /// `versions`: with the replaced pages, what a concurrent writer's validation asks
+    /// about (`touched_since`).
+    freed_by: BTreeMap<u64, Vec<Pgno>>,
     /// Snapshot tid -> number of readers on it.
     readers: BTreeMap<u64, usize>,
     poisoned: Option<String>,
@@ -383,6 +387,7 @@ impl Pager {
                 header,
                 cache,
                 versions: BTreeMap::new(),
+                freed_by: BTreeMap::new(),
                 readers: BTreeMap::new(),
                 poisoned: None,
                 free: BTreeSet::new(),
@@ -815,6 +820,58 @@ impl Pager {
             .next()
             .map_or(published, |&r| r.min(published));
         st.versions = st.versions.split_off(&(oldest + 1));
+        st.freed_by = st.freed_by.split_off(&(oldest + 1));
+    }
+
+    /// `Concurrency::Occ` validation: the first commit newer than `snapshot` that
+    /// replaced or freed one of `pages`, as `(tid, pgno)`. The caller holds a reader
+    /// registration at `snapshot`, so every such commit is still recorded (`prune` keeps
+    /// the commits newer than the oldest registered reader).
+    pub fn touched_since(
+        &self,
+        snapshot: u64,
+        pages: &mut dyn Iterator<Item = Pgno>,
+    ) -> Option<(u64, Pgno)> {
+        let st = lock(&self.state);
+        let mut touched: PgnoMap<u64> = PgnoMap::default();
+        for (&tid, replaced) in st.versions.range(snapshot + 1..).rev() {
+            touched.extend(replaced.keys().map(|&p| (p, tid)));
+        }
+        for (&tid, freed) in st.freed_by.range(snapshot + 1..).rev() {
+            for &p in freed {
+                let t = touched.entry(p).or_insert(tid);
+                *t = (*t).min(tid);
+            }
+        }
+        if touched.is_empty() {
+            return None;
+        }
+        pages.filter_map(|p| touched.get(&p).map(|&t| (t, p))).min()
+    }
+
+    /// `FreeSpace::TreeWalk`, `Concurrency::Occ`: the lowest free page `take` accepts
+    /// that was free at `snapshot` too. A page a commit after the snapshot freed is still
+    /// in the trees a transaction on that snapshot sees: it must not reuse it.
+    pub fn pick_free_at(&self, snapshot: u64, take: &dyn Fn(Pgno) -> bool) -> Option<Pgno> {
+        let st = lock(&self.state);
+        let since: BTreeSet<Pgno> = st
+            .freed_by
+            .range(snapshot + 1..)
+            .flat_map(|(_, f)| f.iter().copied())
+            .collect();
+        st.free
+            .iter()
+            .find(|&&p| !since.contains(&p) && take(p))
+            .copied()
+    }
+
+    /// `FreeSpace::TreeWalk`: pages no tree owns that join the free set now (a
+    /// concurrent writer that grew the file by them rolled back, and a commit since made
+    /// them part of the file).
+    pub fn add_free(&self, pages: &[Pgno]) {
+        let mut st = lock(&self.state);
+        let count = st.header.page_count;
+        st.free.extend(pages.iter().copied().filter(|&p| p < count));
     }
 
     /// Read a page as of snapshot `snapshot`.
@@ -829,9 +886,13 @@ impl Pager {
     /// `spilled`: the pages a stealing transaction wrote before its commit
     /// (`Pager::spill`), unchanged since (`restamp`, counted in the transaction's size) or
     /// no longer its own (`discard`); disjoint from `dirty`.
+    ///
+    /// `written`: the tag the transaction's versions carry (its working tid); the commit
+    /// re-tags them as `header.fcc` where the two differ (`Concurrency::Occ`).
     pub fn commit(
         &self,
         header: &Header,
+        written: u64,
         dirty: BTreeMap<Pgno, PageRef>,
         alloc: &AllocDelta,
         catalog_changed: bool,
@@ -864,8 +925,16 @@ impl Pager {
             pages.push((0, image));
         }
         let g = self.geometry();
+        // Spilled versions are restamped in the file under the working tag; only a
+        // transaction that never spills may commit under another one.
+        assert!(
+            written == header.fcc || (spilled.restamp.is_empty() && spilled.discard.is_empty()),
+            "a transaction that spilled commits under its working tid"
+        );
         for (pgno, img) in dirty {
-            let img = self.layout.finalize(pgno, img, g, header.fcc, txn_size)?;
+            let img = self
+                .layout
+                .finalize_as(pgno, img, g, written, header.fcc, txn_size)?;
             pages.push((pgno, img));
         }
         let header = &header;
@@ -931,6 +1000,9 @@ impl Pager {
                     st.free.remove(p);
                 }
                 st.free.extend(alloc.freed.iter().copied());
+                if !alloc.freed.is_empty() {
+                    st.freed_by.insert(header.fcc, alloc.freed.clone());
+                }
                 for (pgno, _) in &pages {
                     st.cache.unpin(*pgno);
                 }

@@ -125,6 +125,7 @@ impl WriteTxn {
     pub(super) fn take_page(&mut self) -> Result<Pgno> {
         let pgno = match self.layout.free_space() {
             FreeSpace::PageList => self.take_from_list()?,
+            FreeSpace::TreeWalk if self.occ.is_some() => self.take_page_occ()?,
             FreeSpace::TreeWalk => match self.shared.pager.pick_free(&self.st.taken) {
                 Some(p) => {
                     self.st.taken.insert(p);
@@ -164,6 +165,10 @@ impl WriteTxn {
                     // transaction writes (a lost size change must not leave the header
                     // claiming unwritten pages).
                     self.st.grown_freed.insert(pgno);
+                    if self.occ.is_some() {
+                        // Other writers may have grown past it: the count stays.
+                        return Ok(());
+                    }
                     let h = &mut self.st.header;
                     while h.page_count > 1 && self.st.grown_freed.remove(&(h.page_count - 1)) {
                         h.page_count -= 1;
@@ -174,6 +179,35 @@ impl WriteTxn {
                 Ok(())
             }
         }
+    }
+
+    /// `Concurrency::Occ`: a free page no live transaction holds, else a page number
+    /// growth hands out (`txn/occ.rs`).
+    fn take_page_occ(&mut self) -> Result<Pgno> {
+        let occ = self.shared.occ.as_ref().expect("Occ state");
+        let t = self.occ.as_mut().expect("Occ state");
+        if let Some(p) = occ.take_free(&self.shared.pager, self.base.fcc) {
+            // Release-mode check: a page this transaction's snapshot uses, taken as free,
+            // would be overwritten by a new node and its changes lost.
+            if self.st.dirty.contains_key(&p) || t.read_set.borrow().contains(&p) {
+                return Err(Error::corrupt(
+                    p,
+                    "free page handed to a transaction whose snapshot still uses it",
+                ));
+            }
+            t.ever_taken.insert(p);
+            self.st.taken.insert(p);
+            // A page a transaction abandoned joins the free set once a commit made it
+            // part of the file, which may be past this snapshot's end.
+            let h = &mut self.st.header;
+            h.page_count = h.page_count.max(p + 1);
+            return Ok(p);
+        }
+        let p = occ.grow(&self.shared.pager)?;
+        t.ever_grown.insert(p);
+        let h = &mut self.st.header;
+        h.page_count = h.page_count.max(p + 1);
+        Ok(p)
     }
 
     fn grow(&mut self) -> Result<Pgno> {

@@ -35,6 +35,7 @@ pub(crate) mod catalog;
 mod cursor;
 pub(crate) mod free;
 pub mod key;
+mod occ;
 mod shared;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -636,23 +637,32 @@ pub struct WriteTxn {
     /// `st.spilled`: after a savepoint rollback, until `discard` cleans the file). Not part
     /// of `WriteState`, because rolling back does not undo what the file holds.
     on_disk: BTreeSet<Pgno>,
+    /// `Concurrency::Occ`: the read set and the pages held (`txn/occ.rs`); the
+    /// transaction is then also a registered reader at `base.fcc`.
+    occ: Option<occ::TxnOcc>,
 }
 
 impl WriteTxn {
     pub(crate) fn new(shared: Arc<Shared>) -> Result<WriteTxn> {
-        // Caller holds the writer flag; release it if we fail here.
-        let header = match shared.pager.check_usable() {
-            Ok(()) => shared.pager.header(),
-            Err(e) => {
-                shared.release_writer();
-                return Err(e);
+        let (header, catalog_gen, occ) = if shared.occ.is_some() {
+            // A concurrent writer reads at its snapshot, registered like a reader's.
+            shared.pager.check_usable()?;
+            let (header, gen) = shared.pager.begin_snapshot()?;
+            (header, gen, Some(occ::TxnOcc::default()))
+        } else {
+            // Caller holds the writer flag; release it if we fail here.
+            match shared.pager.check_usable() {
+                Ok(()) => (shared.pager.header(), shared.pager.catalog_gen(), None),
+                Err(e) => {
+                    shared.release_writer();
+                    return Err(e);
+                }
             }
         };
         let opts = TreeOptions {
             redistribute: shared.config.redistribute,
         };
         let layout = shared.pager.layout();
-        let catalog_gen = shared.pager.catalog_gen();
         let spill_limit = shared.config.spill_limit(shared.pager.journal_mode());
         Ok(WriteTxn {
             shared,
@@ -672,6 +682,7 @@ impl WriteTxn {
             spill_limit,
             spill_due: spill_limit.unwrap_or(usize::MAX),
             on_disk: BTreeSet::new(),
+            occ,
         })
     }
 
@@ -952,6 +963,11 @@ impl WriteTxn {
     /// A transaction that changed nothing commits without any I/O.
     pub fn commit(mut self) -> Result<()> {
         self.finished = true;
+        if self.occ.is_some() {
+            let result = self.commit_occ();
+            self.end_occ();
+            return result;
+        }
         let result = if self.st.dirty.is_empty()
             && self.st.spilled.is_empty()
             && self.st.header == self.base
@@ -982,9 +998,14 @@ impl WriteTxn {
                 taken: self.st.taken.iter().copied().collect(),
                 freed,
             };
-            self.shared
-                .pager
-                .commit(&header, dirty, &alloc, self.catalog_changed, &spilled)
+            self.shared.pager.commit(
+                &header,
+                header.fcc,
+                dirty,
+                &alloc,
+                self.catalog_changed,
+                &spilled,
+            )
         };
         self.shared.release_writer();
         result
@@ -1000,10 +1021,91 @@ impl WriteTxn {
     /// Roll back and release the writer flag (`rollback`, or a drop without commit).
     fn finish_rolled_back(&mut self) -> Result<()> {
         self.finished = true;
+        if self.occ.is_some() {
+            self.end_occ();
+            return Ok(());
+        }
         let gone: Vec<Pgno> = std::mem::take(&mut self.on_disk).into_iter().collect();
         let r = self.discard(gone);
         self.shared.release_writer();
         r
+    }
+
+    /// `Concurrency::Occ` commit: validate against the commits since the snapshot and
+    /// commit, in one turn (`txn/occ.rs`).
+    fn commit_occ(&mut self) -> Result<()> {
+        let shared = self.shared.clone();
+        let occ = shared
+            .occ
+            .as_ref()
+            .expect("an Occ transaction has Occ state");
+        debug_assert!(self.on_disk.is_empty() && self.st.spilled.is_empty());
+        if self.st.dirty.is_empty() && self.st.header == self.base {
+            // Read only: its snapshot was a committed state; nothing to check.
+            return Ok(());
+        }
+        let _turn = occ.commit_turn();
+        let committed = shared.pager.header();
+        let mut header = if committed.fcc == self.base.fcc {
+            self.st.header.clone()
+        } else {
+            let t = self.occ.as_ref().expect("Occ state");
+            let reads = t.read_set.borrow();
+            let fresh = &self.st.fresh;
+            let relied_on = reads
+                .iter()
+                .copied()
+                .chain(self.st.dirty.keys().copied().filter(|p| !fresh.contains(p)))
+                .chain(self.st.freed.iter().copied());
+            #[cfg(test)]
+            let relied_on = relied_on.filter(|_| !occ::plant::skips_validation());
+            let mut relied_on = relied_on;
+            if let Some((by, page)) = shared.pager.touched_since(self.base.fcc, &mut relied_on) {
+                occ.count_conflict();
+                return Err(Error::Conflict {
+                    page,
+                    by,
+                    snapshot: self.base.fcc,
+                });
+            }
+            occ::merge_header(&self.base, &self.st.header, &committed).inspect_err(|_| {
+                occ.count_conflict();
+            })?
+        };
+        header.fcc = committed.fcc + 1;
+        header.last_txn_size = self.st.dirty.len() as u32 + 1;
+        let dirty: BTreeMap<Pgno, PageRef> = self.st.dirty.drain().collect();
+        let mut freed = std::mem::take(&mut self.st.freed);
+        freed.extend(self.st.grown_freed.iter().copied());
+        let alloc = AllocDelta {
+            taken: self.st.taken.iter().copied().collect(),
+            freed,
+        };
+        let written = self.base.fcc + 1;
+        let kept: BTreeSet<Pgno> = dirty.keys().chain(&alloc.freed).copied().collect();
+        shared.pager.commit(
+            &header,
+            written,
+            dirty,
+            &alloc,
+            self.catalog_changed,
+            &Spilled::default(),
+        )?;
+        // The pages it grew and wrote or freed are the file's now (in a tree or free).
+        if let Some(t) = self.occ.as_mut() {
+            t.ever_grown.retain(|p| !kept.contains(p));
+        }
+        Ok(())
+    }
+
+    /// `Concurrency::Occ`: give back what this transaction held and end its snapshot.
+    /// Every page it grew and did not commit (all of them, if it did not) is abandoned.
+    fn end_occ(&mut self) {
+        let Some(t) = self.occ.take() else { return };
+        let occ = self.shared.occ.as_ref().expect("Occ state");
+        let dropped: Vec<Pgno> = t.ever_grown.into_iter().collect();
+        occ.release(&self.shared.pager, &t.ever_taken, &dropped);
+        self.shared.pager.end_snapshot(self.base.fcc);
     }
 }
 
@@ -1030,7 +1132,13 @@ impl PageRead for WriteTxn {
         match self.st.dirty.get(&pgno) {
             Some(p) => Ok(p.clone()),
             None if self.st.spilled.contains(&pgno) => self.shared.pager.read_spilled(pgno),
-            None => self.shared.pager.read_current(pgno),
+            None => match &self.occ {
+                Some(t) => {
+                    t.read_set.borrow_mut().insert(pgno);
+                    self.shared.pager.read_at(self.base.fcc, pgno)
+                }
+                None => self.shared.pager.read_current(pgno),
+            },
         }
     }
     fn layout(&self) -> Layout {

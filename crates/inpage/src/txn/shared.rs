@@ -1,19 +1,22 @@
 //! The state one open database shares between its handle, its transactions and their
 //! threads: the pager, the settings and the writer flag.
 //!
-//! Invariants: the writer flag admits one `WriteTxn` at a time — it is set before a write
-//! transaction starts and cleared exactly once when it commits, rolls back or is dropped
-//! (`release_writer`); closing runs the journal's clean shutdown once (`closed`), and
-//! never for a read-only handle, whose shutdown could only change its private overlay.
+//! Invariants: under `Concurrency::Serial` the writer flag admits one `WriteTxn` at a
+//! time — it is set before a write transaction starts and cleared exactly once when it
+//! commits, rolls back or is dropped (`release_writer`); under `Concurrency::Occ` the
+//! flag is never taken and `occ` coordinates the writers (`txn/occ.rs`). Closing runs
+//! the journal's clean shutdown once (`closed`), and never for a read-only handle, whose
+//! shutdown could only change its private overlay.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::config::Config;
+use crate::config::{Concurrency, Config};
 use crate::error::{Error, Result};
 use crate::pager::Pager;
 use crate::vfs::OverlayVfs;
 
+use super::occ::OccShared;
 use super::{free, WriteTxn};
 
 pub(crate) struct Shared {
@@ -28,6 +31,8 @@ pub(crate) struct Shared {
     pub(super) free_known: AtomicBool,
     /// Read-only handles: the in-memory layer recovery wrote into.
     pub(crate) overlay: Option<Arc<OverlayVfs>>,
+    /// `Concurrency::Occ`: what the concurrent writers share.
+    pub(crate) occ: Option<OccShared>,
 }
 
 /// The writer flag and how many `begin_write` calls wait for it.
@@ -43,18 +48,27 @@ impl Shared {
         Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             pager,
-            config,
             writer: Mutex::new(WriterFlag::default()),
             writer_cv: Condvar::new(),
             closed: AtomicBool::new(false),
             free_known: AtomicBool::new(false),
             overlay,
+            occ: (config.concurrency == Concurrency::Occ).then(OccShared::default),
+            config,
         }
     }
 
     /// Take the writer flag (waiting for it if `wait`, else `Error::Busy`) and start the
     /// write transaction; the flag is released again if starting fails.
     pub(crate) fn begin_write(self: &Arc<Self>, wait: bool) -> Result<WriteTxn> {
+        if let Some(occ) = &self.occ {
+            // No writer flag: the free set is found once, with no commit under way.
+            {
+                let _turn = occ.commit_turn();
+                free::ensure_known(self)?;
+            }
+            return WriteTxn::new(self.clone());
+        }
         {
             let mut flag = self.writer.lock().unwrap_or_else(|e| e.into_inner());
             while flag.busy {
