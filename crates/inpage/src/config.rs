@@ -39,6 +39,17 @@ pub enum Concurrency {
     /// mode whose pages can take a version's tag at commit (the DHL and IPS modes); such
     /// transactions never spill (`cache_spill` does not apply to them).
     Occ,
+    /// Two-version timestamp ordering with the AFUW rule (the IPS + 2VTO paper): write
+    /// transactions run at once; the first to change a page locks it until it ends, and
+    /// another that needs the page fails with `Error::Conflict` at that write — unless it
+    /// is the oldest live transaction, which takes the lock and makes the holder fail.
+    /// A transaction also fails if a commit since its snapshot changed a page it is about
+    /// to change. Commits happen in start order (a commit waits for older transactions).
+    /// Reads see the snapshot at the start: snapshot isolation, not serializable (write
+    /// skew is possible). `Database::write` replays a failed transaction; with
+    /// `forced_sleep` it first waits until it is the oldest, so it cannot fail twice.
+    /// Same mode requirements as `Occ`.
+    TwoVto { forced_sleep: bool },
 }
 
 /// Database settings. Build with `Config::default()` and the chained setters.
@@ -214,7 +225,7 @@ impl Config {
                 "wal_prealloc is set, but journal mode {mode} keeps no write-ahead log"
             )));
         }
-        if self.concurrency != Concurrency::Serial {
+        if self.concurrency != Concurrency::Serial && !self.read_only {
             let layout = mode.layout();
             if !layout.retags() || layout.free_space() != crate::page::FreeSpace::TreeWalk {
                 return Err(Error::Config(format!(

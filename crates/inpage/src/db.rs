@@ -133,26 +133,72 @@ impl Database {
         ReadTxn::new(self.shared.clone())
     }
 
-    /// Run `f` in a write transaction and commit it; if the commit fails with
-    /// `Error::Conflict` (only under `Concurrency::Occ`), run `f` again in a new
-    /// transaction, up to [`MAX_REPLAYS`] times (then the conflict is returned). `f` must
+    /// Run `f` in a write transaction and commit it; if `f` or the commit fails with
+    /// `Error::Conflict` (only with concurrent writers: `Concurrency::Occ`, `TwoVto`),
+    /// run `f` again in a new transaction, up to [`MAX_REPLAYS`] times (then the conflict is returned). `f` must
     /// therefore be safe to run more than once: everything it decides should come from
     /// what it reads in the transaction. Any other error from `f` rolls back and is
     /// returned as is.
-    pub fn write<T>(&self, mut f: impl FnMut(&mut WriteTxn) -> Result<T>) -> Result<T> {
+    ///
+    /// Under `Concurrency::TwoVto { forced_sleep: true }` (AFUW) a replay first waits
+    /// until every transaction older than it has ended, so it runs as the oldest and
+    /// cannot fail again: at most one replay per call. Without the forced sleep a replay
+    /// backs off briefly (10 µs, doubling up to 1.28 ms) and runs again.
+    pub fn write<T>(&self, f: impl FnMut(&mut WriteTxn) -> Result<T>) -> Result<T> {
+        self.write_counted(f).map(|(v, _)| v)
+    }
+
+    /// [`Database::write`], also saying how many times `f` ran again after a conflict.
+    pub fn write_counted<T>(
+        &self,
+        mut f: impl FnMut(&mut WriteTxn) -> Result<T>,
+    ) -> Result<(T, u32)> {
+        self.refuse_read_only("write transaction")?;
         let mut replays = 0;
+        // TwoVto with the forced sleep: the timestamp a replay queued with.
+        let mut queued: Option<u64> = None;
         loop {
-            let mut w = self.begin_write()?;
-            let value = f(&mut w)?;
-            match w.commit() {
-                Err(Error::Conflict { .. }) if replays < MAX_REPLAYS => replays += 1,
-                r => return r.map(|()| value),
+            let mut w = match queued.take() {
+                Some(ts) => {
+                    let vto = self.shared.vto.as_ref().expect("queued under TwoVto");
+                    if let Err(e) = vto.wait_oldest(ts) {
+                        vto.forget(ts);
+                        return Err(e);
+                    }
+                    self.shared.begin_concurrent(Some(ts))?
+                }
+                None => self.begin_write()?,
+            };
+            let r = match f(&mut w) {
+                Ok(v) => w.commit().map(|()| v),
+                Err(e) => {
+                    drop(w);
+                    Err(e)
+                }
+            };
+            match r {
+                Err(Error::Conflict { .. }) if replays < MAX_REPLAYS => {
+                    replays += 1;
+                    match &self.shared.vto {
+                        Some(vto) if vto.forced_sleep => queued = Some(vto.draw()),
+                        Some(_) => {
+                            // The no-sleep ablation (plain first-updater-wins): a loser
+                            // that ran again at once would meet the same lock holder,
+                            // which waits for older transactions to commit; back off
+                            // (10 µs doubling to 1.28 ms) so it can.
+                            let us = 10u64 << replays.min(8);
+                            std::thread::sleep(std::time::Duration::from_micros(us));
+                        }
+                        None => {}
+                    }
+                }
+                r => return r.map(|v| (v, replays)),
             }
         }
     }
 
-    /// Write transactions that failed validation since this database was opened
-    /// (`Concurrency::Occ`; always 0 under `Serial`).
+    /// `Error::Conflict`s write transactions met since this database was opened (always
+    /// 0 under `Concurrency::Serial`).
     pub fn conflicts(&self) -> u64 {
         self.shared.occ.as_ref().map_or(0, |o| o.conflicts())
     }

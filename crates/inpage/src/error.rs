@@ -87,10 +87,12 @@ pub enum Error {
     /// Another write transaction is active (only from `try_begin_write`).
     #[error("another write transaction is active")]
     Busy,
-    /// `Concurrency::Occ`: a transaction that committed after this one began changed a
-    /// page this one read or wrote. Nothing of this transaction was written; run it again
-    /// (`Database::write` does).
-    #[error("write conflict: page {page} was changed by transaction {by}, which committed after this transaction's snapshot {snapshot}; run the transaction again")]
+    /// Concurrent writers (`Concurrency::Occ`, `TwoVto`): another transaction changed a
+    /// page this one relies on — `Occ`: a commit after this transaction's snapshot (`by`
+    /// is its tid); `TwoVto`: a live transaction holds the page (`by` is its timestamp;
+    /// page 0: the oldest transaction took a lock of this one's). Nothing of this
+    /// transaction was written; run it again (`Database::write` does).
+    #[error("write conflict on page {page} with transaction {by} (this transaction's snapshot: {snapshot}); run the transaction again")]
     Conflict { page: Pgno, by: u64, snapshot: u64 },
     /// Another handle (in this or another process) has the database open for writing:
     /// its advisory lock is held. Retry once that handle is closed or its process exits.

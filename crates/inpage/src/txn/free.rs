@@ -150,6 +150,8 @@ impl WriteTxn {
                 Ok(())
             }
             FreeSpace::TreeWalk => {
+                // TwoVto: freeing a page changes it as much as writing it does.
+                self.lock_page(pgno)?;
                 // Never written: the committed trees may still use the page, and this
                 // transaction may abort. A page this transaction allocated has no
                 // committed user, but its image is dropped too so it is not written.

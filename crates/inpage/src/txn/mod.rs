@@ -37,6 +37,7 @@ pub(crate) mod free;
 pub mod key;
 mod occ;
 mod shared;
+mod vto;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::BuildHasherDefault;
@@ -640,10 +641,13 @@ pub struct WriteTxn {
     /// `Concurrency::Occ`: the read set and the pages held (`txn/occ.rs`); the
     /// transaction is then also a registered reader at `base.fcc`.
     occ: Option<occ::TxnOcc>,
+    /// `Concurrency::TwoVto`: its timestamp and page locks (`txn/vto.rs`).
+    vto: Option<vto::TxnVto>,
 }
 
 impl WriteTxn {
-    pub(crate) fn new(shared: Arc<Shared>) -> Result<WriteTxn> {
+    /// `ts`: a `TwoVto` transaction's drawn timestamp.
+    pub(crate) fn new(shared: Arc<Shared>, ts: Option<u64>) -> Result<WriteTxn> {
         let (header, catalog_gen, occ) = if shared.occ.is_some() {
             // A concurrent writer reads at its snapshot, registered like a reader's.
             shared.pager.check_usable()?;
@@ -664,6 +668,10 @@ impl WriteTxn {
         };
         let layout = shared.pager.layout();
         let spill_limit = shared.config.spill_limit(shared.pager.journal_mode());
+        let vto = match (ts, &shared.vto) {
+            (Some(ts), Some(v)) => Some(v.txn(ts)),
+            _ => None,
+        };
         Ok(WriteTxn {
             shared,
             base: header.clone(),
@@ -682,6 +690,7 @@ impl WriteTxn {
             spill_limit,
             spill_due: spill_limit.unwrap_or(usize::MAX),
             on_disk: BTreeSet::new(),
+            vto,
             occ,
         })
     }
@@ -965,6 +974,7 @@ impl WriteTxn {
         self.finished = true;
         if self.occ.is_some() {
             let result = self.commit_occ();
+            self.count_conflict(&result);
             self.end_occ();
             return result;
         }
@@ -1044,7 +1054,14 @@ impl WriteTxn {
             // Read only: its snapshot was a committed state; nothing to check.
             return Ok(());
         }
+        if let (Some(v), Some(t)) = (&shared.vto, &self.vto) {
+            // Commits happen in timestamp order: wait for the older transactions.
+            v.wait_oldest(t.ts)?;
+        }
         let _turn = occ.commit_turn();
+        if let (Some(v), Some(t)) = (&shared.vto, &self.vto) {
+            v.check_not_wounded(t)?;
+        }
         let committed = shared.pager.header();
         let mut header = if committed.fcc == self.base.fcc {
             self.st.header.clone()
@@ -1058,19 +1075,17 @@ impl WriteTxn {
                 .chain(self.st.dirty.keys().copied().filter(|p| !fresh.contains(p)))
                 .chain(self.st.freed.iter().copied());
             #[cfg(test)]
-            let relied_on = relied_on.filter(|_| !occ::plant::skips_validation());
+            let relied_on =
+                relied_on.filter(|_| !occ::plant::skips_validation() && !vto::plant::skips_locks());
             let mut relied_on = relied_on;
             if let Some((by, page)) = shared.pager.touched_since(self.base.fcc, &mut relied_on) {
-                occ.count_conflict();
                 return Err(Error::Conflict {
                     page,
                     by,
                     snapshot: self.base.fcc,
                 });
             }
-            occ::merge_header(&self.base, &self.st.header, &committed).inspect_err(|_| {
-                occ.count_conflict();
-            })?
+            occ::merge_header(&self.base, &self.st.header, &committed)?
         };
         header.fcc = committed.fcc + 1;
         header.last_txn_size = self.st.dirty.len() as u32 + 1;
@@ -1098,9 +1113,60 @@ impl WriteTxn {
         Ok(())
     }
 
+    /// `Concurrency::TwoVto`: lock a page this transaction is about to change (not one it
+    /// allocated: those are its own), then make sure no commit since its snapshot changed
+    /// it (`txn/vto.rs`).
+    pub(super) fn lock_page(&mut self, pgno: Pgno) -> Result<()> {
+        let (Some(v), Some(t)) = (&self.shared.vto, self.vto.as_mut()) else {
+            return Ok(());
+        };
+        #[cfg(test)]
+        if vto::plant::skips_locks() {
+            return Ok(());
+        }
+        if self.st.fresh.contains(&pgno) || self.st.dirty.contains_key(&pgno) {
+            return Ok(());
+        }
+        let r = v.lock_page(t, pgno, self.base.fcc).and_then(|()| {
+            match self
+                .shared
+                .pager
+                .touched_since(self.base.fcc, &mut std::iter::once(pgno))
+            {
+                Some((by, page)) => Err(Error::Conflict {
+                    page,
+                    by,
+                    snapshot: self.base.fcc,
+                }),
+                None => Ok(()),
+            }
+        });
+        self.count_conflict(&r);
+        r
+    }
+
+    /// Count a conflict for `Database::conflicts`.
+    fn count_conflict<T>(&self, r: &Result<T>) {
+        if let (Err(Error::Conflict { .. }), Some(occ)) = (r, &self.shared.occ) {
+            occ.count_conflict();
+        }
+    }
+
+    /// `Concurrency::TwoVto`: whether this transaction may commit without waiting (it is
+    /// the oldest live one); always true otherwise. For schedulers that must not block.
+    pub fn may_commit(&self) -> bool {
+        match (&self.shared.vto, &self.vto) {
+            (Some(v), Some(t)) => v.is_oldest(t.ts),
+            _ => true,
+        }
+    }
+
     /// `Concurrency::Occ`: give back what this transaction held and end its snapshot.
     /// Every page it grew and did not commit (all of them, if it did not) is abandoned.
     fn end_occ(&mut self) {
+        if let (Some(v), Some(t)) = (&self.shared.vto, self.vto.take()) {
+            v.end(&t);
+        }
         let Some(t) = self.occ.take() else { return };
         let occ = self.shared.occ.as_ref().expect("Occ state");
         let dropped: Vec<Pgno> = t.ever_grown.into_iter().collect();
@@ -1134,7 +1200,9 @@ impl PageRead for WriteTxn {
             None if self.st.spilled.contains(&pgno) => self.shared.pager.read_spilled(pgno),
             None => match &self.occ {
                 Some(t) => {
-                    t.read_set.borrow_mut().insert(pgno);
+                    if self.vto.is_none() {
+                        t.read_set.borrow_mut().insert(pgno);
+                    }
                     self.shared.pager.read_at(self.base.fcc, pgno)
                 }
                 None => self.shared.pager.read_current(pgno),
@@ -1157,6 +1225,7 @@ impl PageWrite for WriteTxn {
             )));
         }
         debug_assert_eq!(data.len(), self.page_size());
+        self.lock_page(pgno)?;
         // Only layouts that check the page trailer get one: DHL and IPS pages are checked
         // per version, and their commits never write the trailer's sector span for it.
         if self.layout.trailer_checked() {

@@ -17,6 +17,7 @@ use crate::pager::Pager;
 use crate::vfs::OverlayVfs;
 
 use super::occ::OccShared;
+use super::vto::Vto;
 use super::{free, WriteTxn};
 
 pub(crate) struct Shared {
@@ -31,8 +32,11 @@ pub(crate) struct Shared {
     pub(super) free_known: AtomicBool,
     /// Read-only handles: the in-memory layer recovery wrote into.
     pub(crate) overlay: Option<Arc<OverlayVfs>>,
-    /// `Concurrency::Occ`: what the concurrent writers share.
+    /// `Concurrency::Occ` and `TwoVto`: what the concurrent writers share (allocation,
+    /// the commit turn).
     pub(crate) occ: Option<OccShared>,
+    /// `Concurrency::TwoVto`: timestamps and page locks.
+    pub(crate) vto: Option<Vto>,
 }
 
 /// The writer flag and how many `begin_write` calls wait for it.
@@ -53,7 +57,11 @@ impl Shared {
             closed: AtomicBool::new(false),
             free_known: AtomicBool::new(false),
             overlay,
-            occ: (config.concurrency == Concurrency::Occ).then(OccShared::default),
+            occ: (config.concurrency != Concurrency::Serial).then(OccShared::default),
+            vto: match config.concurrency {
+                Concurrency::TwoVto { forced_sleep } => Some(Vto::new(forced_sleep)),
+                _ => None,
+            },
             config,
         }
     }
@@ -61,13 +69,9 @@ impl Shared {
     /// Take the writer flag (waiting for it if `wait`, else `Error::Busy`) and start the
     /// write transaction; the flag is released again if starting fails.
     pub(crate) fn begin_write(self: &Arc<Self>, wait: bool) -> Result<WriteTxn> {
-        if let Some(occ) = &self.occ {
-            // No writer flag: the free set is found once, with no commit under way.
-            {
-                let _turn = occ.commit_turn();
-                free::ensure_known(self)?;
-            }
-            return WriteTxn::new(self.clone());
+        if self.occ.is_some() {
+            let ts = self.vto.as_ref().map(|v| v.draw());
+            return self.begin_concurrent(ts);
         }
         {
             let mut flag = self.writer.lock().unwrap_or_else(|e| e.into_inner());
@@ -85,7 +89,23 @@ impl Shared {
             self.release_writer();
             return Err(e);
         }
-        WriteTxn::new(self.clone())
+        WriteTxn::new(self.clone(), None)
+    }
+
+    /// A concurrent write transaction (`Occ`, or `TwoVto` with its drawn `ts`, which it
+    /// owns from here on: it is given up if starting fails).
+    pub(crate) fn begin_concurrent(self: &Arc<Self>, ts: Option<u64>) -> Result<WriteTxn> {
+        let occ = self.occ.as_ref().expect("a concurrency setting");
+        let known = {
+            // No writer flag: the free set is found once, with no commit under way.
+            let _turn = occ.commit_turn();
+            free::ensure_known(self)
+        };
+        let r = known.and_then(|()| WriteTxn::new(self.clone(), ts));
+        if let (Err(_), Some(ts), Some(v)) = (&r, ts, &self.vto) {
+            v.forget(ts);
+        }
+        r
     }
 
     pub(crate) fn release_writer(&self) {
