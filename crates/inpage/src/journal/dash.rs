@@ -441,29 +441,33 @@ impl DashJournal {
             // pager's length check; growing it leaves its bytes (and record) alone.
             ensure_len(&self.ctx.db, new_count as u64)?;
         }
+        // Pass 1 hashes what the commit will write, so page 0 (the record) can go
+        // first: a cut inside the commit then leaves a record that claims it and fails
+        // to verify, which recovery voids and reports as the rolled-back commit. (The
+        // order is free otherwise: nothing is durable before the one sync.) A page copied
+        // from the current file is read twice rather than held: a full copy is the size
+        // of the database.
         let mut h = Xxh3::with_seed(batch.tid);
-        let mut write = |p: Pgno, img: &[u8]| -> Result<()> {
+        let each = |f: &mut dyn FnMut(Pgno, &[u8]) -> Result<()>| -> Result<()> {
+            for (p, img) in &own {
+                f(*p, img)?;
+            }
+            for (p, img) in &prev {
+                match img {
+                    Some(img) => f(*p, img)?,
+                    None => f(*p, &self.committed(&cur, *p)?)?,
+                }
+            }
+            Ok(())
+        };
+        each(&mut |p, img| {
             h.update(&p.to_le_bytes());
             h.update(img);
-            target.write_page(p, img)
-        };
-        for (p, img) in &own {
-            write(*p, img)?;
-        }
-        let mut kept = Vec::with_capacity(own.len());
-        for (p, img) in &prev {
-            match img {
-                Some(img) => write(*p, img)?,
-                None => write(*p, &self.committed(&cur, *p)?)?,
-            }
-        }
-        kept.extend(own.iter().map(|(p, img)| (*p, img.clone())));
+            Ok(())
+        })?;
         if list_pages > 0 {
             list.resize(list_pages as usize * ps, 0);
             h.update(&list);
-            for (i, chunk) in list.chunks(ps).enumerate() {
-                target.write_page(new_count + i as u32, chunk)?;
-            }
         } else {
             page0[REC_AT + REC_HEAD..REC_AT + REC_HEAD + list.len()].copy_from_slice(&list);
         }
@@ -481,6 +485,13 @@ impl DashJournal {
         head.encode(&mut page0);
         stamp_crc(&mut page0);
         target.write_page(0, &page0)?;
+        if list_pages > 0 {
+            for (i, chunk) in list.chunks(ps).enumerate() {
+                target.write_page(new_count + i as u32, chunk)?;
+            }
+        }
+        each(&mut |p, img| target.write_page(p, img))?;
+        let kept: Vec<(Pgno, PageRef)> = own.iter().map(|(p, img)| (*p, img.clone())).collect();
         if mutant != Mutant::NoSyncAtCommit {
             target.sync()?;
         }
