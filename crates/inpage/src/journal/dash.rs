@@ -67,8 +67,8 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::util::check_batch;
 use super::{
-    Capabilities, CommitBatch, DbFile, Journal, JournalCtx, JournalMode, ModeSpec, Mutant,
-    Opened, RecoveryReport,
+    Capabilities, CommitBatch, DbFile, Journal, JournalCtx, JournalMode, ModeSpec, Mutant, Opened,
+    RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32, get_u64, put_u32, put_u64};
@@ -157,8 +157,12 @@ enum Found {
     /// The main file as the pager created it (no record).
     Base,
     /// No usable record; `claims` is the version the record head names, if one decodes.
-    Invalid { claims: Option<u64> },
-    Valid { version: u64 },
+    Invalid {
+        claims: Option<u64>,
+    },
+    Valid {
+        version: u64,
+    },
 }
 
 /// A decoded record head.
@@ -423,7 +427,11 @@ impl DashJournal {
         };
         let n = own.len() + prev.len();
         let mut list = Vec::with_capacity(4 * n);
-        for p in own.iter().map(|(p, _)| *p).chain(prev.iter().map(|(p, _)| *p)) {
+        for p in own
+            .iter()
+            .map(|(p, _)| *p)
+            .chain(prev.iter().map(|(p, _)| *p))
+        {
             list.extend_from_slice(&p.to_le_bytes());
         }
         let list_pages = if fits_inline(ps, n) {
@@ -502,10 +510,9 @@ impl DashJournal {
                 .sync_dir(&dir)
                 .map_err(Error::io("sync directory", &dir))?;
         }
-        let mut g = self
-            .cur
-            .write()
-            .map_err(|_| Error::Poisoned("a thread panicked while switching shadow files".into()))?;
+        let mut g = self.cur.write().map_err(|_| {
+            Error::Poisoned("a thread panicked while switching shadow files".into())
+        })?;
         *g = Current {
             file: target,
             has_record: true,
@@ -545,8 +552,7 @@ fn examine(f: &DbFile, is_main: bool, mutant: Mutant) -> Result<Found> {
         head.list_pages as usize == (4 * n).div_ceil(ps)
     };
     let end = head.page_count as u64 + head.list_pages as u64;
-    if !list_ok || head.page_count == 0 || n >= head.page_count as usize || end * ps as u64 > len
-    {
+    if !list_ok || head.page_count == 0 || n >= head.page_count as usize || end * ps as u64 > len {
         return bad;
     }
     let list: Vec<u8> = if inline {
@@ -594,10 +600,9 @@ impl Journal for DashJournal {
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         // The read guard is held across the read: a commit switches only once no reader
         // is still in the file that the commit after it will overwrite.
-        let g = self
-            .cur
-            .read()
-            .map_err(|_| Error::Poisoned("a thread panicked while switching shadow files".into()))?;
+        let g = self.cur.read().map_err(|_| {
+            Error::Poisoned("a thread panicked while switching shadow files".into())
+        })?;
         g.file.read_page(pgno, buf)?;
         if pgno == 0 && g.has_record {
             strip(buf);
@@ -761,7 +766,10 @@ mod tests {
         let mut raw = vec![0u8; PS];
         j.current().unwrap().file.read_page(0, &mut raw).unwrap();
         assert_eq!(&raw[REC_AT..REC_AT + 8], &MAGIC, "record on disk");
-        assert!(crate::page::crc_ok(&raw), "trailer covers the record on disk");
+        assert!(
+            crate::page::crc_ok(&raw),
+            "trailer covers the record on disk"
+        );
         let mut seen = vec![0u8; PS];
         j.read_page(0, &mut seen).unwrap();
         assert_eq!(seen[..], t.pages[0].1[..]);
