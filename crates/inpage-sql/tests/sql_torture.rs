@@ -821,6 +821,15 @@ fn closed_db_with_rows(disk: &SimVfs, mode: JournalMode) -> (u32, inpage::Header
     (t.root, h)
 }
 
+/// Whether `flip` (on the main file) is damage the mode must report. Not for `dash`:
+/// the database is two shadow files, the main one may be the older (never read), and
+/// damage to a page the current file's last commit wrote is indistinguishable from a
+/// torn commit, so the older shadow is opened instead (the engine's `tests/bad_input.rs`
+/// holds `dash` to that).
+fn flips_are_reported(mode: JournalMode) -> bool {
+    mode != JournalMode::DASH
+}
+
 fn flip(disk: &SimVfs, pgno: u32, page_size: usize) {
     let p = Path::new(PATH);
     let mut bytes = disk.read_file(p).unwrap();
@@ -851,6 +860,9 @@ fn integrity_rows(db: &Db) -> (Vec<String>, Option<common::SqlError>) {
 fn integrity_check_reports_a_damaged_table_page() {
     let _g = serial();
     for mode in JournalMode::all() {
+        if !flips_are_reported(mode) {
+            continue;
+        }
         let disk = SimVfs::new();
         let (root, _) = closed_db_with_rows(&disk, mode);
         flip(&disk, root, 1024);
@@ -879,6 +891,9 @@ fn integrity_check_reports_a_damaged_table_page() {
 fn integrity_check_reports_a_damaged_free_page() {
     let _g = serial();
     for mode in JournalMode::all() {
+        if !flips_are_reported(mode) {
+            continue;
+        }
         let disk = SimVfs::new();
         let (_, h) = closed_db_with_rows(&disk, mode);
         if !mode.keeps_free_list() {
@@ -920,6 +935,9 @@ fn integrity_check_reports_a_damaged_free_page() {
 fn a_damaged_overflow_page_is_an_error_not_a_crash() {
     let _g = serial();
     for mode in JournalMode::all() {
+        if !flips_are_reported(mode) {
+            continue;
+        }
         let disk = SimVfs::new();
         inpage_sql::set_file_config(Some(config(&disk, mode, Mutant::None)));
         {

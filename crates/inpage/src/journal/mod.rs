@@ -343,7 +343,8 @@ pub enum Mutant {
     /// WAL recovery replays the frames after the last commit frame.
     WalPastCommit,
     /// DHL: the clean-shutdown mark is not voided before the first commit after a
-    /// reopen, so a crash in that commit is opened as clean at the old FCC.
+    /// reopen, so a crash in that commit is opened as clean at the old FCC. DASH: the
+    /// mark keeps vouching for the older file that commit half rewrote.
     KeepCleanMark,
     /// DHL: a commit writes into regions its intent area does not mark, so recovery's
     /// bounded scan misses its versions.
