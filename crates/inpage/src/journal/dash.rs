@@ -175,9 +175,7 @@ enum Found {
     /// The main file as the pager created it (no record).
     Base,
     /// No usable record; `claims` is the version the record head names, if one decodes.
-    Invalid {
-        claims: Option<u64>,
-    },
+    Invalid { claims: Option<u64> },
     Valid {
         version: u64,
         /// The record carries a clean-shutdown mark for this version.
@@ -346,15 +344,19 @@ impl DashJournal {
                 report.rolled_back_tid = Some(*c);
             }
         }
-        let cur = if pick_side {
-            Current {
-                file: side.clone().expect("picked side exists"),
+        let cur = match (pick_side, &side) {
+            (true, Some(s)) => Current {
+                file: s.clone(),
                 has_record: true,
-            }
-        } else {
-            Current {
+            },
+            (false, _) => Current {
                 file: ctx.db.clone(),
                 has_record: matches!(main_found, Found::Valid { .. }),
+            },
+            (true, None) => {
+                return Err(Error::Poisoned(
+                    "dash recovery picked a side file that does not exist".into(),
+                ))
             }
         };
         // After a clean close the older file is exactly the commit before the current
@@ -658,7 +660,10 @@ fn set_mark(f: &DbFile, version: u64) -> Result<()> {
         .read_exact_at(&mut sector, 0)
         .map_err(Error::io("read", &f.path))?;
     if sector[REC_AT..REC_AT + 8] != MAGIC {
-        return Err(Error::corrupt(0, "dash: clean mark on a page 0 without a record"));
+        return Err(Error::corrupt(
+            0,
+            "dash: clean mark on a page 0 without a record",
+        ));
     }
     put_u64(&mut sector, CLEAN_AT, version);
     f.file
@@ -884,7 +889,11 @@ mod tests {
         };
         session(true, &mut m);
         let (writes, syncs) = session(true, &mut m);
-        assert_eq!((writes, syncs), (3 + 1, 2), "mark cleared, then own + previous + page 0");
+        assert_eq!(
+            (writes, syncs),
+            (3 + 1, 2),
+            "mark cleared, then own + previous + page 0"
+        );
         let (writes, _) = session(false, &mut m);
         assert_eq!(writes, 3 + 1, "a clean close before: still trusted");
         let (writes, _) = session(false, &mut m);
