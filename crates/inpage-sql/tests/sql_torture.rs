@@ -724,7 +724,7 @@ const BUDGETS: [Budget; 8] = [
 
 /// Mutants this torture is not asked to find, and why: the engine torture
 /// (inpage-torture/tests/mutants.rs) finds each with workloads shaped for it.
-const NOT_BUDGETED: [(Mutant, &str); 4] = [
+const NOT_BUDGETED: [(Mutant, &str); 5] = [
     (
         Mutant::SkipChecksum,
         "found about once in 300 cuts per mode (wal, dhl-cc): too rare for a CI budget",
@@ -742,6 +742,11 @@ const NOT_BUDGETED: [(Mutant, &str); 4] = [
         Mutant::SpillOutsideIntent,
         "needs a stealing transaction's earlier spills outside the regions a later spill \
          marks, cut before the commit: the engine torture finds it",
+    ),
+    (
+        Mutant::ShadowSkipPrevious,
+        "a mode-level bug below the SQL layer (dash): the engine torture finds it in \
+         nearly every sequence",
     ),
 ];
 
@@ -816,6 +821,15 @@ fn closed_db_with_rows(disk: &SimVfs, mode: JournalMode) -> (u32, inpage::Header
     (t.root, h)
 }
 
+/// Whether `flip` (on the main file) is damage the mode must report. Not for `dash`:
+/// the database is two shadow files, the main one may be the older (never read), and
+/// damage to a page the current file's last commit wrote is indistinguishable from a
+/// torn commit, so the older shadow is opened instead (the engine's `tests/bad_input.rs`
+/// holds `dash` to that).
+fn flips_are_reported(mode: JournalMode) -> bool {
+    mode != JournalMode::DASH
+}
+
 fn flip(disk: &SimVfs, pgno: u32, page_size: usize) {
     let p = Path::new(PATH);
     let mut bytes = disk.read_file(p).unwrap();
@@ -846,6 +860,9 @@ fn integrity_rows(db: &Db) -> (Vec<String>, Option<common::SqlError>) {
 fn integrity_check_reports_a_damaged_table_page() {
     let _g = serial();
     for mode in JournalMode::all() {
+        if !flips_are_reported(mode) {
+            continue;
+        }
         let disk = SimVfs::new();
         let (root, _) = closed_db_with_rows(&disk, mode);
         flip(&disk, root, 1024);
@@ -874,6 +891,9 @@ fn integrity_check_reports_a_damaged_table_page() {
 fn integrity_check_reports_a_damaged_free_page() {
     let _g = serial();
     for mode in JournalMode::all() {
+        if !flips_are_reported(mode) {
+            continue;
+        }
         let disk = SimVfs::new();
         let (_, h) = closed_db_with_rows(&disk, mode);
         if !mode.keeps_free_list() {
@@ -915,6 +935,9 @@ fn integrity_check_reports_a_damaged_free_page() {
 fn a_damaged_overflow_page_is_an_error_not_a_crash() {
     let _g = serial();
     for mode in JournalMode::all() {
+        if !flips_are_reported(mode) {
+            continue;
+        }
         let disk = SimVfs::new();
         inpage_sql::set_file_config(Some(config(&disk, mode, Mutant::None)));
         {

@@ -23,6 +23,7 @@ use crate::error::{Pgno, Result};
 use crate::page::{Layout, PageRef};
 use crate::vfs::Vfs;
 
+mod dash;
 mod dbfile;
 mod dhl;
 mod ips;
@@ -140,6 +141,7 @@ impl JournalMode {
         JournalMode::LS_MVBT_NO_RESERVE,
         JournalMode::LS_MVBT_NO_GC,
         JournalMode::LS_MVBT_HEADER,
+        JournalMode::DASH,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -175,6 +177,8 @@ impl JournalMode {
     pub const LS_MVBT_NO_GC: JournalMode = JournalMode(&mvbt::LS_MVBT_NO_GC);
     /// `ls-mvbt` with the FCC in the header page (ablation of metadata embedding).
     pub const LS_MVBT_HEADER: JournalMode = JournalMode(&mvbt::LS_MVBT_HEADER);
+    /// Database shadowing: two files alternate, one fdatasync per commit.
+    pub const DASH: JournalMode = JournalMode(&dash::DASH);
 }
 
 impl JournalMode {
@@ -339,7 +343,8 @@ pub enum Mutant {
     /// WAL recovery replays the frames after the last commit frame.
     WalPastCommit,
     /// DHL: the clean-shutdown mark is not voided before the first commit after a
-    /// reopen, so a crash in that commit is opened as clean at the old FCC.
+    /// reopen, so a crash in that commit is opened as clean at the old FCC. DASH: the
+    /// mark keeps vouching for the older file that commit half rewrote.
     KeepCleanMark,
     /// DHL: a commit writes into regions its intent area does not mark, so recovery's
     /// bounded scan misses its versions.
@@ -357,11 +362,14 @@ pub enum Mutant {
     /// Steal: versions spilled by a transaction that rolled back (or by pages it freed)
     /// are left valid, to be confused with the next transaction reusing the tid.
     SpillLeftover,
+    /// DASH: a commit leaves out the pages the previous transaction wrote, so the older
+    /// file it turns current still holds their images from two commits ago.
+    ShadowSkipPrevious,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 12] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -374,6 +382,7 @@ impl Mutant {
         Mutant::SpillOutsideIntent,
         Mutant::SpillNotRestamped,
         Mutant::SpillLeftover,
+        Mutant::ShadowSkipPrevious,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -392,6 +401,7 @@ impl Mutant {
             Mutant::SpillOutsideIntent => "spill-outside-intent",
             Mutant::SpillNotRestamped => "spill-not-restamped",
             Mutant::SpillLeftover => "spill-leftover",
+            Mutant::ShadowSkipPrevious => "shadow-skip-previous",
         }
     }
 
