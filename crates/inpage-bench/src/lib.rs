@@ -18,6 +18,7 @@
 //! through `std::env::current_exe()`, so any binary that routes `bench <BenchCmd>` to
 //! [`run`] works as its parent.
 
+pub mod concurrent;
 pub mod contender;
 pub mod device;
 pub mod emulate;
@@ -65,6 +66,10 @@ pub enum BenchCmd {
     /// Page utilization: records per leaf page, stock vs DHL, per record size and key
     /// order (in-memory; a record = 8-byte integer key + value).
     Pages(PagesArgs),
+    /// Several threads on one database: the engine's concurrency settings (serial, occ,
+    /// 2vto on IPS and DHL pages, 2vto without the forced sleep) against SQLite WAL with
+    /// a connection per thread (the IPS + 2VTO paper's Fig. 8–11 grid).
+    Concurrent(ConcurrentArgs),
     /// List the contender names.
     List,
     /// Internal: the crashing child of `bench recovery`.
@@ -126,6 +131,47 @@ pub struct OutputArgs {
     /// Write SVG plots into this directory.
     #[arg(long)]
     pub plots: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConcurrentArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    /// Contenders, comma-separated (default: serial, occ, 2vto, 2vto-dhl, 2vto-nosleep,
+    /// sqlite-wal-r).
+    #[arg(long, value_delimiter = ',')]
+    pub contenders: Vec<String>,
+    /// Rounds; contenders are interleaved within each round, results are medians.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Contender every ratio is relative to.
+    #[arg(long, default_value = "sqlite-wal-r")]
+    pub baseline: String,
+    /// Threads, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    pub threads: Vec<usize>,
+    /// Percent of statements that are UPDATEs (one-statement transactions), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "20")]
+    pub write_ratio: Vec<u32>,
+    /// Zipfian skew of the keys (0 = uniform), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "0")]
+    pub zipf: Vec<f64>,
+    /// Statements per transaction, comma-separated (above 1: 85 % reads, the paper's
+    /// transaction-size runs).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pub stmts: Vec<usize>,
+    /// Rows loaded before the run (the paper: 5,000).
+    #[arg(long, default_value_t = 5000)]
+    pub records: i64,
+    /// Statements per thread per round (the paper: 5,000).
+    #[arg(long, default_value_t = 2000)]
+    pub queries: usize,
+    /// Seed of the statement generators.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -372,6 +418,7 @@ impl ChildArgs {
 pub fn run(cmd: BenchCmd) -> Result<(), String> {
     match cmd {
         BenchCmd::RecoveryChild(a) => recovery::child_main(&a.spec()),
+        BenchCmd::Concurrent(a) => run_concurrent(&a),
         BenchCmd::List => {
             for c in contender::all_contenders() {
                 println!("{}", c.name);
@@ -661,6 +708,88 @@ pub fn finish(s: Session, baseline: &str) -> (Report, Vec<Option<f64>>) {
         },
         dev,
     )
+}
+
+fn run_concurrent(a: &ConcurrentArgs) -> Result<(), String> {
+    let cs = concurrent::ConcContender::parse(&a.contenders)?;
+    if !cs.iter().any(|c| c.name() == a.baseline) {
+        return Err(format!(
+            "--baseline {} is not among the contenders",
+            a.baseline
+        ));
+    }
+    check_positive(a.rounds as u64, "--rounds")?;
+    check_positive(a.queries as u64, "--queries")?;
+    if a.records < 1 {
+        return Err("--records must be at least 1".into());
+    }
+    let mut points = Vec::new();
+    for &threads in &a.threads {
+        check_positive(threads as u64, "--threads")?;
+        for &stmts in &a.stmts {
+            check_positive(stmts as u64, "--stmts")?;
+            // Transactions of several statements use the paper's fixed 85 % reads.
+            let ratios: &[u32] = if stmts > 1 { &[15] } else { &a.write_ratio };
+            for &write_ratio in ratios {
+                if write_ratio > 100 {
+                    return Err(format!("--write-ratio {write_ratio} is not a percentage"));
+                }
+                for &zipf_theta in &a.zipf {
+                    if !(0.0..=10.0).contains(&zipf_theta) {
+                        return Err(format!("--zipf {zipf_theta} out of 0..=10"));
+                    }
+                    points.push(concurrent::Point {
+                        threads,
+                        write_ratio,
+                        zipf_theta,
+                        stmts,
+                    });
+                }
+            }
+        }
+    }
+    let params = concurrent::Params {
+        records: a.records,
+        queries: a.queries,
+        rounds: a.rounds,
+        seed: a.seed,
+    };
+    lab::install_interrupt_handler();
+    let lab = make_lab(&a.lab)?;
+    let rows = concurrent::run(&lab, &cs, &points, &params, &a.baseline);
+    let lab_name = lab.name();
+    drop(lab);
+    let rows = rows?;
+    println!(
+        "lab: {lab_name}  rounds: {}  baseline: {}  records: {}  statements per thread: {}",
+        a.rounds, a.baseline, a.records, a.queries
+    );
+    println!(
+        "engine contenders: ips pages (2vto-dhl: dhl-cc), Config::default() otherwise; sqlite-wal-r: WAL, synchronous=FULL, wal_autocheckpoint=100, journal_size_limit=524288, one connection per thread, busy_timeout 10 s, BEGIN IMMEDIATE for write transactions"
+    );
+    print!("{}", concurrent::table(&rows));
+    if let Some(p) = &a.json {
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            lab: &'a str,
+            rounds: u32,
+            baseline: &'a str,
+            sqlite: report::SqliteBuild,
+            results: &'a [concurrent::ConcRow],
+        }
+        let sqlite = contender::sqlite_build().unwrap_or_default();
+        write_json(
+            &Doc {
+                lab: lab_name,
+                rounds: a.rounds,
+                baseline: &a.baseline,
+                sqlite,
+                results: &rows,
+            },
+            p,
+        )?;
+    }
+    Ok(())
 }
 
 fn write_json<T: serde::Serialize>(r: &T, path: &Path) -> Result<(), String> {
