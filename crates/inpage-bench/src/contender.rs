@@ -343,6 +343,26 @@ pub trait Store: Send {
     fn read(&mut self, _kind: crate::sql::ReadKind, _id: i64) -> Result<u64, String> {
         Err("not an SQL store: no read queries".into())
     }
+    /// One durable transaction applying each `(op, key)` in order (`bench mvbt --pair`:
+    /// an insert and a delete in one commit). Stores without it refuse a mixed list.
+    fn txn_ops(&mut self, ops: &[(Op, i64)], value: &[u8]) -> Result<(), String> {
+        match ops.first() {
+            Some(&(op, _)) if ops.iter().all(|&(o, _)| o == op) => {
+                let keys: Vec<i64> = ops.iter().map(|&(_, k)| k).collect();
+                self.txn(op, &keys, value)
+            }
+            Some(_) => Err("this store has no mixed-operation transaction".into()),
+            None => Ok(()),
+        }
+    }
+    /// Frames in the engine's write-ahead log (`None`: not an engine WAL).
+    fn log_frames(&self) -> Option<u64> {
+        None
+    }
+    /// Move a write-ahead log into the database file (no-op without one).
+    fn checkpoint(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     /// Close cleanly (WAL checkpoints etc. happen here, outside any measurement).
     fn close(self: Box<Self>) -> Result<(), String>;
 }
@@ -378,7 +398,13 @@ impl EngineStore {
         tweak: Option<ConfigTweak>,
         vfs: Arc<dyn Vfs>,
     ) -> Result<EngineStore, String> {
-        let db = Database::open(dir.join("test.db"), Self::config(mode, tweak, vfs)).map_err(es)?;
+        Self::open_config(dir, Self::config(mode, tweak, vfs))
+    }
+
+    /// As `open`, with a `Config` the caller built (e.g. `bench mvbt`'s checkpoint
+    /// intervals, which a `ConfigTweak` cannot carry).
+    pub fn open_config(dir: &Path, config: Config) -> Result<EngineStore, String> {
+        let db = Database::open(dir.join("test.db"), config).map_err(es)?;
         // Reopening must not write (recovery timing would include a commit): look the
         // tree up read-only and create it only in a fresh file.
         let existing = db.begin_read().and_then(|r| r.open_tree(TABLE));
@@ -415,8 +441,13 @@ impl Store for EngineStore {
     }
 
     fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        let ops: Vec<(Op, i64)> = keys.iter().map(|&k| (op, k)).collect();
+        self.txn_ops(&ops, value)
+    }
+
+    fn txn_ops(&mut self, ops: &[(Op, i64)], value: &[u8]) -> Result<(), String> {
         let mut w = self.db.begin_write().map_err(es)?;
-        for &k in keys {
+        for &(op, k) in ops {
             match op {
                 Op::Insert | Op::Update => {
                     w.insert(&self.tree, k, value).map_err(es)?;
@@ -427,6 +458,14 @@ impl Store for EngineStore {
             }
         }
         w.commit().map_err(es)
+    }
+
+    fn log_frames(&self) -> Option<u64> {
+        (self.db.journal_mode() == JournalMode::WAL).then(|| self.db.log_frames())
+    }
+
+    fn checkpoint(&mut self) -> Result<(), String> {
+        self.db.checkpoint().map_err(es)
     }
 
     fn get(&mut self, key: i64) -> Result<bool, String> {
@@ -618,6 +657,13 @@ impl SqliteStore {
         &self.conn
     }
 
+    fn apply_ops(&self, ops: &[(Op, i64)], value: &str) -> rusqlite::Result<()> {
+        for &(op, k) in ops {
+            self.apply(op, &[k], value)?;
+        }
+        Ok(())
+    }
+
     fn apply(&self, op: Op, keys: &[i64], value: &str) -> rusqlite::Result<()> {
         match op {
             Op::Insert => {
@@ -665,6 +711,30 @@ impl Store for SqliteStore {
             return Err(es(e));
         }
         self.conn.execute_batch("COMMIT").map_err(es)
+    }
+
+    fn txn_ops(&mut self, ops: &[(Op, i64)], value: &[u8]) -> Result<(), String> {
+        let v = ascii(value)?;
+        self.conn.execute_batch("BEGIN").map_err(es)?;
+        if let Err(e) = self.apply_ops(ops, v) {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(es(e));
+        }
+        self.conn.execute_batch("COMMIT").map_err(es)
+    }
+
+    fn checkpoint(&mut self) -> Result<(), String> {
+        // TRUNCATE: every frame copied back and the log emptied, as a close leaves it.
+        let (busy, _, _): (i64, i64, i64) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .map_err(es)?;
+        if busy != 0 {
+            return Err("wal_checkpoint(TRUNCATE) was blocked".into());
+        }
+        Ok(())
     }
 
     fn get(&mut self, key: i64) -> Result<bool, String> {

@@ -48,7 +48,7 @@ pub struct Session {
     /// The executable to spawn for recovery children (`bench recovery-child ...`).
     pub exe: PathBuf,
     seq: u64,
-    pb: ProgressBar,
+    pub(crate) pb: ProgressBar,
     caches_dropped: Option<bool>,
     pub collector: Collector,
     order: u32,
@@ -85,7 +85,7 @@ impl Session {
     }
 
     /// A new, empty directory for one trial.
-    fn fresh_dir(&mut self, label: &str) -> Result<PathBuf, String> {
+    pub(crate) fn fresh_dir(&mut self, label: &str) -> Result<PathBuf, String> {
         self.seq += 1;
         let d = self.lab.root().join(format!("{:05}-{label}", self.seq));
         std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -93,7 +93,7 @@ impl Session {
     }
 
     /// sync + drop caches; remembers (and reports once) whether dropping works here.
-    fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         let ok = settle();
         if self.caches_dropped.is_none() && !ok {
             self.pb.suspend(|| {
@@ -103,7 +103,7 @@ impl Session {
         self.caches_dropped.get_or_insert(ok);
     }
 
-    fn next_point(&mut self, workload: &str, op: &str, k: u32) -> Point {
+    pub(crate) fn next_point(&mut self, workload: &str, op: &str, k: u32) -> Point {
         self.order += 1;
         Point {
             order: self.order,
@@ -120,7 +120,7 @@ impl Session {
 }
 
 /// Counters at one edge of a measured window.
-struct Probe {
+pub(crate) struct Probe {
     dev: Option<(DevStat, DevStat)>,
     io: Option<ProcIo>,
     acct: IoStatsSnapshot,
@@ -160,7 +160,7 @@ fn process_cpu_split() -> (Duration, Duration) {
     (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
-fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
+pub(crate) fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
     let (user, sys) = process_cpu_split();
     Ok(Probe {
         dev: lab.dev_stats()?,
@@ -174,7 +174,7 @@ fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
 
 /// Turn two probes around a window into per-transaction numbers; `profile` gives the
 /// modeled time.
-fn sample(
+pub(crate) fn sample(
     accounted: bool,
     a: &Probe,
     b: &Probe,
@@ -265,7 +265,7 @@ fn sample(
 }
 
 /// Run `f`, turning a panic into an error naming the contender.
-fn guarded<T>(name: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+pub(crate) fn guarded<T>(name: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(|e| {
             if e.starts_with(name) || e == "interrupted" {
