@@ -5,7 +5,8 @@
 //! each `--records` size, cold and warm page cache, after an insert transaction was
 //! interrupted in a killed child process and after a clean close), `floor` (the cheapest durable one-page
 //! commit, and an appending one), `all` (a quick pass of the three into a results
-//! folder) and `pages` (records per leaf page, stock vs DHL layout; see `pages`). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
+//! folder), `pages` (records per leaf page, stock vs DHL layout; see `pages`) and `mvbt`
+//! (the LS-MVBT paper's Fig. 6 workload and a space row; see `mvbt`). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
 //! journal modes, redb and LMDB (see `contender`).
 //!
 //! Where and how I/O is measured is `lab`; the method (rounds, medians, ratios) is
@@ -22,6 +23,7 @@ pub mod contender;
 pub mod device;
 pub mod emulate;
 pub mod lab;
+pub mod mvbt;
 pub mod pages;
 pub mod plots;
 pub mod recovery;
@@ -65,6 +67,10 @@ pub enum BenchCmd {
     /// Page utilization: records per leaf page, stock vs DHL, per record size and key
     /// order (in-memory; a record = 8-byte integer key + value).
     Pages(PagesArgs),
+    /// The LS-MVBT paper's Fig. 6 workload (a 2,000-row table, 1,000 insert/delete
+    /// transactions; WALs at each checkpoint interval, their checkpoints amortized in), or
+    /// with --space the file size after 100,000 one-row updates.
+    Mvbt(mvbt::MvbtArgs),
     /// List the contender names.
     List,
     /// Internal: the crashing child of `bench recovery`.
@@ -471,6 +477,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             output(s, "floor", &a.out)
         }
         BenchCmd::All(a) => run_all(&a),
+        BenchCmd::Mvbt(a) => mvbt::run(&a),
         BenchCmd::Pages(a) => run_pages(&a),
     }
 }
@@ -627,7 +634,7 @@ pub fn make_lab(a: &LabArgs) -> Result<Lab, String> {
     }
 }
 
-fn session(l: &LabArgs, rounds: u32, trials: u64) -> Result<Session, String> {
+pub(crate) fn session(l: &LabArgs, rounds: u32, trials: u64) -> Result<Session, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
     // Checked before a lab is built, so a bad name costs no loop devices.
     let profile = device::profile(&l.device)?;
@@ -663,7 +670,7 @@ pub fn finish(s: Session, baseline: &str) -> (Report, Vec<Option<f64>>) {
     )
 }
 
-fn write_json<T: serde::Serialize>(r: &T, path: &Path) -> Result<(), String> {
+pub(crate) fn write_json<T: serde::Serialize>(r: &T, path: &Path) -> Result<(), String> {
     let s = serde_json::to_string_pretty(r).map_err(|e| format!("json: {e}"))?;
     if let Some(p) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;

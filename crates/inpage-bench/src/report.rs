@@ -183,6 +183,10 @@ pub struct Sample {
     pub open_ms: Option<f64>,
     /// Recovery and reopen trials: the first write transaction after the open, ms.
     pub first_write_ms: Option<f64>,
+    /// `bench mvbt`: share of the window spent checkpointing a WAL.
+    pub checkpoint_share: Option<f64>,
+    /// `bench mvbt`: pages a commit writes (see `ResultRow::pages_dirtied_per_txn`).
+    pub pages_dirtied: Option<f64>,
 }
 
 /// Identifies a workload point across contenders.
@@ -319,8 +323,8 @@ impl Collector {
                     open_ms_median: median_opt(s.iter().map(|x| x.open_ms)),
                     first_write_ms_median: median_opt(s.iter().map(|x| x.first_write_ms)),
                     checkpoint: None,
-                    checkpoint_share: None,
-                    pages_dirtied_per_txn: None,
+                    checkpoint_share: median_opt(s.iter().map(|x| x.checkpoint_share)),
+                    pages_dirtied_per_txn: median_opt(s.iter().map(|x| x.pages_dirtied)),
                 });
                 dev.push(median_opt(s.iter().map(|x| x.dev_writes)));
             }

@@ -123,7 +123,7 @@ impl Session {
 pub(crate) struct Probe {
     dev: Option<(DevStat, DevStat)>,
     io: Option<ProcIo>,
-    acct: IoStatsSnapshot,
+    pub(crate) acct: IoStatsSnapshot,
     /// Process CPU time (all threads, user + system).
     cpu: Duration,
     /// The same split into user and kernel time (`getrusage`; coarser on some kernels).
@@ -261,6 +261,8 @@ pub(crate) fn sample(
         read_call_kib: None,
         open_ms: None,
         first_write_ms: None,
+        checkpoint_share: None,
+        pages_dirtied: None,
     }
 }
 
