@@ -351,6 +351,8 @@ pub struct ChildArgs {
     #[arg(long, default_value_t = 0)]
     pub stop_at_write: u64,
     #[arg(long, default_value_t = 0)]
+    pub stop_keep: u64,
+    #[arg(long, default_value_t = 0)]
     pub pre_updates: u32,
     #[arg(long, default_value_t = 0)]
     pub table_records: u64,
@@ -367,6 +369,7 @@ impl ChildArgs {
             records: self.records,
             value_size: self.value_size,
             stop_at_write: self.stop_at_write,
+            stop_keep: self.stop_keep,
             pre_updates: self.pre_updates,
             table_records: self.table_records,
             update_seed: self.update_seed,

@@ -100,6 +100,11 @@ pub struct MvbtArgs {
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Transactions of the same workload run after the reopen and before the measured
+    /// window (not measured), so a WAL is in its steady state: past its first checkpoint
+    /// and reused instead of growing with every commit. 0 = the paper's fresh start.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u64,
     /// Measure file sizes after --updates one-row updates instead of Fig. 6's time.
     #[arg(long)]
     pub space: bool,
@@ -113,11 +118,20 @@ pub struct MvbtArgs {
 
 // ------------------------------------------------------------------------------ plans
 
-/// Fig. 6's operations: the preload and the measured transactions.
+/// Fig. 6's operations: the preload and the transactions, of which the first `warmup`
+/// run before the measured window opens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fig6Plan {
     pub preload: Vec<i64>,
     pub txns: Vec<Vec<(Op, i64)>>,
+    pub warmup: usize,
+}
+
+impl Fig6Plan {
+    /// The transactions of the measured window.
+    pub fn measured(&self) -> &[Vec<(Op, i64)>] {
+        &self.txns[self.warmup.min(self.txns.len())..]
+    }
 }
 
 /// Distinct positive random keys (the full 63-bit range: an 8-byte key).
@@ -174,7 +188,11 @@ pub fn fig6_plan(records: u64, txns: u64, pair: bool, seed: u64) -> Fig6Plan {
             out.push(vec![(Op::Delete, g.take(&mut live))]);
         }
     }
-    Fig6Plan { preload, txns: out }
+    Fig6Plan {
+        preload,
+        txns: out,
+        warmup: 0,
+    }
 }
 
 /// The space workload: `records` random keys, then `updates` random existing keys.
@@ -313,10 +331,14 @@ fn fig6_trial(
     }
     s.settle();
     let mut st = row.open(&dir, &stats)?;
+    for ops in &plan.txns[..plan.warmup.min(plan.txns.len())] {
+        check_interrupted()?;
+        st.txn_ops(ops, &v)?;
+    }
     let mut commits = Vec::with_capacity(plan.txns.len());
     let before = probe(&s.lab, &stats)?;
     let t0 = Instant::now();
-    for ops in &plan.txns {
+    for ops in plan.measured() {
         check_interrupted()?;
         let tc = Instant::now();
         st.txn_ops(ops, &v)?;
@@ -331,7 +353,7 @@ fn fig6_trial(
     let wall = t0.elapsed();
     let after = probe(&s.lab, &stats)?;
     st.close()?;
-    let n = plan.txns.len() as u64;
+    let n = plan.measured().len() as u64;
     let mut smp = sample(
         row.base.accounted(),
         &before,
@@ -373,7 +395,7 @@ pub fn run_fig6(
             s.pb.set_message(format!("mvbt fig6 {} (round {})", row.name, round + 1));
             let smp = guarded(&row.name, || fig6_trial(s, row, plan, value_size))?;
             s.collector
-                .add(pt.clone(), &row.name, plan.txns.len() as u64, smp);
+                .add(pt.clone(), &row.name, plan.measured().len() as u64, smp);
             s.pb.inc(1);
         }
     }
@@ -412,7 +434,7 @@ fn cell(v: Option<f64>, prec: usize) -> String {
 
 /// The Fig. 6 text table, and for the rows without a checkpoint interval their speed-up
 /// over each WAL reference at every interval.
-pub fn fig6_table(r: &Report, rows: &[Fig6Row], pair: bool) -> String {
+pub fn fig6_table(r: &Report, rows: &[Fig6Row], pair: bool, warmup: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(
@@ -426,6 +448,12 @@ pub fn fig6_table(r: &Report, rows: &[Fig6Row], pair: bool) -> String {
             "one operation each, alternating insert of a new random key / delete of a random existing key"
         }
     );
+    if warmup > 0 {
+        let _ = writeln!(
+            out,
+            "warm-up: {warmup} transactions of the same workload after the reopen, unmeasured"
+        );
+    }
     if !r.sqlite.version.is_empty() {
         let _ = writeln!(
             out,
@@ -746,7 +774,8 @@ pub fn run(a: &MvbtArgs) -> Result<(), String> {
         return Err("--checkpoints needs intervals of at least 1 page".into());
     }
     let rows = fig6_rows(&cs, &cps);
-    let plan = fig6_plan(a.records, a.txns, a.pair, a.seed);
+    let mut plan = fig6_plan(a.records, a.warmup + a.txns, a.pair, a.seed);
+    plan.warmup = a.warmup as usize;
     let mut s = crate::session(&a.lab, a.rounds, rows.len() as u64 * u64::from(a.rounds))?;
     run_fig6(&mut s, &rows, &plan, a.value_size)?;
     let baseline = rows
@@ -756,7 +785,7 @@ pub fn run(a: &MvbtArgs) -> Result<(), String> {
     let (mut r, _) = crate::finish(s, &baseline);
     r.baseline = "wal at the row's checkpoint interval (rows without one: the largest)".into();
     set_ratios(&mut r.results, &rows, "wal");
-    print!("{}", fig6_table(&r, &rows, a.pair));
+    print!("{}", fig6_table(&r, &rows, a.pair, a.warmup));
     if let Some(p) = &a.json {
         crate::write_json(&r, p)?;
     }

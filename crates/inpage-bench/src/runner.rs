@@ -673,8 +673,9 @@ fn open_workload(crash: bool, cold: bool) -> &'static str {
 /// A contender's table of one size, built once and reused by every round.
 struct Table {
     dir: PathBuf,
-    /// Engine: the commit write the crash child stops at, per interrupted size.
-    stop_at: Vec<u64>,
+    /// The commit write the crash child stops at, and (engine) the bytes of it that
+    /// reach the file first, per interrupted size.
+    stop_at: Vec<(u64, u64)>,
 }
 
 /// The recovery workload over the contenders that have a transaction to interrupt.
@@ -815,17 +816,15 @@ fn build_table(
         for &k in &p.records {
             let keys = interrupted_keys(n, k);
             stop_at.push(match (c.kind, p.stop_at_write) {
-                (Kind::Engine { .. } | Kind::Sqlite(_), Some(w)) => w.max(1),
+                (Kind::Engine { .. } | Kind::Sqlite(_), Some(w)) => (w.max(1), 0),
                 (Kind::Engine { .. } | Kind::Sqlite(_), None) => {
                     let scratch = dir.with_extension("calib");
                     let ups = pre_updates(p.pre_updates, n, 0, p.value_size);
-                    let w = calibrate_writes(c, &dir, &scratch, &keys, &v, &ups)?;
-                    if w == 0 {
-                        return Err("commit did no writes; nothing to interrupt".into());
-                    }
-                    w.div_ceil(2)
+                    let sizes = calibrate_writes(c, &dir, &scratch, &keys, &v, &ups)?;
+                    crate::recovery::half_bytes(&sizes)
+                        .ok_or("commit did no writes; nothing to interrupt")?
                 }
-                _ => 0,
+                _ => (0, 0),
             });
         }
     }
@@ -863,7 +862,8 @@ fn open_trial(
             first_key: keys[0],
             records: k,
             value_size: p.value_size,
-            stop_at_write: t.stop_at.get(ki).copied().unwrap_or(0),
+            stop_at_write: t.stop_at.get(ki).map_or(0, |s| s.0),
+            stop_keep: t.stop_at.get(ki).map_or(0, |s| s.1),
             pre_updates: p.pre_updates,
             table_records: n,
             // Fresh values every trial (the calibration used seed 0; seq is past it).
