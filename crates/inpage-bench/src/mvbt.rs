@@ -590,6 +590,12 @@ pub struct SpaceRow {
     pub closed_bytes: u64,
     /// `total_bytes` / the reference contender's (`wal`), if it ran.
     pub ratio_to_reference: Option<f64>,
+    /// Engine rows, after the close: the database's page count and how many of those are
+    /// free (`inpage::check`); the file itself is grown in 64-page chunks past them.
+    #[serde(default)]
+    pub page_count: Option<u32>,
+    #[serde(default)]
+    pub free_pages: Option<u32>,
 }
 
 /// The space report (`--space --json`).
@@ -648,6 +654,10 @@ fn space_trial(
     let (db_cp, _) = dir_sizes(&dir)?;
     st.close()?;
     let (db_closed, side_closed) = dir_sizes(&dir)?;
+    let pages = match c.kind {
+        Kind::Engine { .. } => Some(engine_pages(&dir.join("test.db"))?),
+        _ => None,
+    };
     std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(SpaceRow {
         contender: c.name.clone(),
@@ -657,7 +667,18 @@ fn space_trial(
         db_after_checkpoint_bytes: db_cp,
         closed_bytes: db_closed + side_closed,
         ratio_to_reference: None,
+        page_count: pages.map(|p| p.0),
+        free_pages: pages.map(|p| p.1),
     })
+}
+
+/// (pages, free pages) of a closed engine database, read-only.
+fn engine_pages(path: &Path) -> Result<(u32, u32), String> {
+    use inpage::{Config, Database};
+    let db = Database::open_read_only(path, Config::default()).map_err(|e| e.to_string())?;
+    let r = db.begin_read().map_err(|e| e.to_string())?;
+    let rep = inpage::check::check(&r, &Default::default()).map_err(|e| e.to_string())?;
+    Ok((rep.page_count, rep.free_pages))
 }
 
 /// The space workload over `cs`, one trial each (sizes do not vary between rounds).
@@ -702,7 +723,9 @@ pub fn space_table(r: &SpaceReport) -> String {
     let _ = writeln!(
         out,
         "db = test.db, side = every other file (WAL/shm), total = both, db-cp = test.db after a \
-         final checkpoint, closed = all files after a clean close; vs-{0} = total / {0}'s total",
+         final checkpoint, closed = all files after a clean close; vs-{0} = total / {0}'s total; \
+         pages, free = the engine database's page count after the close and how many are \
+         free (its file is grown in 64-page chunks past the page count)",
         r.reference
     );
     let kib = |b: u64| format!("{:.0}", b as f64 / 1024.0);
@@ -714,6 +737,8 @@ pub fn space_table(r: &SpaceReport) -> String {
         "db-cp",
         "closed",
         "vs-wal",
+        "pages",
+        "free",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -727,6 +752,8 @@ pub fn space_table(r: &SpaceReport) -> String {
             kib(x.db_after_checkpoint_bytes),
             kib(x.closed_bytes),
             cell(x.ratio_to_reference, 2),
+            x.page_count.map_or("-".into(), |p| p.to_string()),
+            x.free_pages.map_or("-".into(), |p| p.to_string()),
         ]);
     }
     push_cells(&mut out, &cells);
@@ -1000,6 +1027,14 @@ mod tests {
             assert!(r.db_bytes >= 4096, "{r:?}");
             assert_eq!(r.total_bytes, r.db_bytes + r.side_bytes);
             assert!(r.closed_bytes > 0);
+            let (pages, free) = (r.page_count.unwrap(), r.free_pages.unwrap());
+            // The file is grown in 64-page chunks past the pages the database uses.
+            assert!(
+                u64::from(pages) * 4096 <= r.db_after_checkpoint_bytes,
+                "{r:?}"
+            );
+            assert!(u64::from(pages) * 4096 + 64 * 4096 > r.db_after_checkpoint_bytes);
+            assert!(free < pages, "{r:?}");
         }
         let wal = &rows[1];
         assert!(
