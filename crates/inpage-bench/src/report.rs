@@ -146,9 +146,10 @@ pub struct ResultRow {
     /// checkpoints' excess over a plain commit, plus the checkpoint-on-close), median.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_share: Option<f64>,
-    /// `bench mvbt`, engine rows: pages a commit writes, per transaction (WAL: frames
-    /// appended; other modes: page write calls), over the commits that ran no
-    /// checkpoint, median.
+    /// `bench mvbt`: pages a commit writes, median over rounds. WAL rows (engine and
+    /// SQLite): the mean frames appended by the commits that ran no checkpoint; engine
+    /// modes writing pages in place: page write calls per transaction (one span of a
+    /// page each).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages_dirtied_per_txn: Option<f64>,
 }
