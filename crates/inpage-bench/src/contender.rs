@@ -343,8 +343,47 @@ pub trait Store: Send {
     fn read(&mut self, _kind: crate::sql::ReadKind, _id: i64) -> Result<u64, String> {
         Err("not an SQL store: no read queries".into())
     }
+    /// One durable transaction applying each `(op, key)` in order (`bench mvbt --pair`:
+    /// an insert and a delete in one commit). Stores without it refuse a mixed list.
+    fn txn_ops(&mut self, ops: &[(Op, i64)], value: &[u8]) -> Result<(), String> {
+        match ops.first() {
+            Some(&(op, _)) if ops.iter().all(|&(o, _)| o == op) => {
+                let keys: Vec<i64> = ops.iter().map(|&(_, k)| k).collect();
+                self.txn(op, &keys, value)
+            }
+            Some(_) => Err("this store has no mixed-operation transaction".into()),
+            None => Ok(()),
+        }
+    }
+    /// Frames in the write-ahead log (`None`: no log, or one this store cannot see).
+    fn log_frames(&self) -> Option<u64> {
+        None
+    }
+    /// What the last `txn` / `txn_ops` commit did to the write-ahead log (`None`: no log
+    /// this store can see).
+    fn last_commit(&self) -> Option<WalCommit> {
+        None
+    }
+    /// Move a write-ahead log into the database file (no-op without one).
+    fn checkpoint(&mut self) -> Result<(), String> {
+        Ok(())
+    }
     /// Close cleanly (WAL checkpoints etc. happen here, outside any measurement).
     fn close(self: Box<Self>) -> Result<(), String>;
+}
+
+/// One commit's effect on a write-ahead log (`bench mvbt`: frames per transaction and the
+/// share of time the automatic checkpoints take).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalCommit {
+    /// Frames the commit appended (`None` when a checkpoint in the same commit reset the
+    /// log, so the count is gone).
+    pub frames: Option<u64>,
+    /// Whether the commit ran an automatic checkpoint.
+    pub checkpointed: bool,
+    /// That checkpoint's own time, when the store could time it apart (SQLite's WAL
+    /// hook); `None` leaves it to be estimated from the commit's excess time.
+    pub checkpoint_nanos: Option<u64>,
 }
 
 pub(crate) fn es(e: impl std::fmt::Display) -> String {
@@ -357,6 +396,8 @@ pub(crate) fn es(e: impl std::fmt::Display) -> String {
 pub struct EngineStore {
     db: Database,
     tree: inpage::Tree,
+    /// WAL mode only: the last commit's effect on the log.
+    last: Option<WalCommit>,
 }
 
 impl EngineStore {
@@ -378,7 +419,13 @@ impl EngineStore {
         tweak: Option<ConfigTweak>,
         vfs: Arc<dyn Vfs>,
     ) -> Result<EngineStore, String> {
-        let db = Database::open(dir.join("test.db"), Self::config(mode, tweak, vfs)).map_err(es)?;
+        Self::open_config(dir, Self::config(mode, tweak, vfs))
+    }
+
+    /// As `open`, with a `Config` the caller built (e.g. `bench mvbt`'s checkpoint
+    /// intervals, which a `ConfigTweak` cannot carry).
+    pub fn open_config(dir: &Path, config: Config) -> Result<EngineStore, String> {
+        let db = Database::open(dir.join("test.db"), config).map_err(es)?;
         // Reopening must not write (recovery timing would include a commit): look the
         // tree up read-only and create it only in a fresh file.
         let existing = db.begin_read().and_then(|r| r.open_tree(TABLE));
@@ -392,7 +439,16 @@ impl EngineStore {
             }
             Err(e) => return Err(es(e)),
         };
-        Ok(EngineStore { db, tree })
+        Ok(EngineStore {
+            db,
+            tree,
+            last: None,
+        })
+    }
+
+    /// The open database (tests: what configuration reached it).
+    pub fn database(&self) -> &Database {
+        &self.db
     }
 
     /// Begin a write, apply `keys`, return the open transaction (for the recovery child,
@@ -415,8 +471,14 @@ impl Store for EngineStore {
     }
 
     fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String> {
+        let ops: Vec<(Op, i64)> = keys.iter().map(|&k| (op, k)).collect();
+        self.txn_ops(&ops, value)
+    }
+
+    fn txn_ops(&mut self, ops: &[(Op, i64)], value: &[u8]) -> Result<(), String> {
+        let before = self.log_frames();
         let mut w = self.db.begin_write().map_err(es)?;
-        for &k in keys {
+        for &(op, k) in ops {
             match op {
                 Op::Insert | Op::Update => {
                     w.insert(&self.tree, k, value).map_err(es)?;
@@ -426,7 +488,31 @@ impl Store for EngineStore {
                 }
             }
         }
-        w.commit().map_err(es)
+        w.commit().map_err(es)?;
+        // The automatic checkpoint runs inside the commit and resets the log to 0
+        // frames, and a commit that changed something appends at least one frame: so
+        // the count not growing means this commit checkpointed.
+        self.last = match (before, self.log_frames()) {
+            (Some(f0), Some(f1)) => Some(WalCommit {
+                frames: (f1 > f0).then(|| f1 - f0),
+                checkpointed: f1 <= f0,
+                checkpoint_nanos: None,
+            }),
+            _ => None,
+        };
+        Ok(())
+    }
+
+    fn log_frames(&self) -> Option<u64> {
+        (self.db.journal_mode() == JournalMode::WAL).then(|| self.db.log_frames())
+    }
+
+    fn last_commit(&self) -> Option<WalCommit> {
+        self.last
+    }
+
+    fn checkpoint(&mut self) -> Result<(), String> {
+        self.db.checkpoint().map_err(es)
     }
 
     fn get(&mut self, key: i64) -> Result<bool, String> {
@@ -544,6 +630,57 @@ pub(crate) const CREATION_DATE: i64 = 1_700_000_000;
 /// SQLite through rusqlite's bundled build, with Mobibench's schema and PRAGMAs.
 pub struct SqliteStore {
     conn: rusqlite::Connection,
+    /// Opened by `open_checkpointed`: WAL frames after the previous commit and whether
+    /// that commit checkpointed (a checkpointed log restarts at the next commit).
+    wal: Option<(u64, bool)>,
+    /// The last commit's effect on the log (checkpointed stores only).
+    last: Option<WalCommit>,
+    /// `open_checkpointed`: the interval SQLite accepted (its pragma reads 0 once the
+    /// timed hook has replaced the default one, so it is kept here).
+    interval: Option<u32>,
+}
+
+/// `SqliteStore::open_checkpointed`'s view of its connection's WAL hook. SQLite's WAL
+/// hook takes a plain function, so the state lives per thread: a checkpointed store
+/// resets it when it opens, and only one is open per thread at a time (the `bench mvbt`
+/// trial closes its preload connection before it opens the measured one).
+#[derive(Clone, Copy, Debug, Default)]
+struct WalHookState {
+    /// Checkpoint once the log holds this many frames (`PRAGMA wal_autocheckpoint`).
+    interval: u32,
+    /// Frames in the log after the last commit.
+    pages: u64,
+    /// The last commit ran a checkpoint, which took `nanos`.
+    checkpointed: bool,
+    nanos: u64,
+    /// Checkpoints that returned an error (SQLite's own hook ignores them; the bench
+    /// fails the run instead).
+    errors: u64,
+}
+
+thread_local! {
+    static WAL_HOOK: std::cell::Cell<WalHookState> =
+        std::cell::Cell::new(WalHookState::default());
+}
+
+/// SQLite's default WAL hook (`sqlite3WalDefaultHook`: a PASSIVE checkpoint through
+/// `sqlite3_wal_checkpoint` once the log holds `wal_autocheckpoint` frames), timed.
+fn timed_wal_hook(wal: &rusqlite::hooks::Wal, pages: std::ffi::c_int) -> rusqlite::Result<()> {
+    let mut s = WAL_HOOK.with(|h| h.get());
+    s.pages = u64::try_from(pages).unwrap_or(0);
+    s.checkpointed = false;
+    s.nanos = 0;
+    if s.interval > 0 && s.pages >= u64::from(s.interval) {
+        let t = std::time::Instant::now();
+        let r = wal.checkpoint();
+        s.nanos = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        s.checkpointed = true;
+        if r.is_err() {
+            s.errors += 1;
+        }
+    }
+    WAL_HOOK.with(|h| h.set(s));
+    Ok(())
 }
 
 impl SqliteStore {
@@ -611,11 +748,87 @@ impl SqliteStore {
                 return Err(format!("auto_vacuum is {av}, want 1 (FULL)"));
             }
         }
-        Ok(SqliteStore { conn })
+        Ok(SqliteStore {
+            conn,
+            wal: None,
+            last: None,
+            interval: None,
+        })
+    }
+
+    /// A WAL flavor with `PRAGMA wal_autocheckpoint = interval` (`bench mvbt`'s
+    /// checkpoint rows), its automatic checkpoints timed: the pragma's value is read back
+    /// and a hook doing what SQLite's default one does at that interval replaces it.
+    pub fn open_checkpointed(
+        dir: &Path,
+        flavor: SqliteFlavor,
+        interval: u32,
+    ) -> Result<SqliteStore, String> {
+        if flavor.journal_mode() != "WAL" {
+            return Err(format!("{flavor:?} has no WAL to checkpoint"));
+        }
+        if interval == 0 {
+            return Err("a checkpoint interval counts from 1 page".into());
+        }
+        let mut s = SqliteStore::open(dir, flavor)?;
+        let set: i64 = s
+            .conn
+            .query_row(
+                &format!("PRAGMA wal_autocheckpoint = {interval}"),
+                [],
+                |r| r.get(0),
+            )
+            .map_err(es)?;
+        let interval = u32::try_from(set)
+            .ok()
+            .filter(|&n| n == interval)
+            .ok_or_else(|| format!("wal_autocheckpoint = {interval} answered {set}"))?;
+        WAL_HOOK.with(|h| {
+            h.set(WalHookState {
+                interval,
+                ..WalHookState::default()
+            })
+        });
+        s.conn.wal_hook(Some(timed_wal_hook));
+        s.wal = Some((0, false));
+        s.interval = Some(interval);
+        Ok(s)
+    }
+
+    /// The checkpoint interval `open_checkpointed` set (`None`: SQLite's default hook).
+    pub fn checkpoint_interval(&self) -> Option<u32> {
+        self.interval
+    }
+
+    /// After a commit of a checkpointed store: what it did to the log.
+    fn note_commit(&mut self) -> Result<(), String> {
+        let Some((prev, prev_cp)) = self.wal else {
+            return Ok(());
+        };
+        let h = WAL_HOOK.with(|h| h.get());
+        if h.errors > 0 {
+            return Err("an automatic WAL checkpoint failed".into());
+        }
+        // After a complete checkpoint the next commit restarts the log at frame 0.
+        let base = if prev_cp || h.pages < prev { 0 } else { prev };
+        self.last = Some(WalCommit {
+            frames: Some(h.pages - base),
+            checkpointed: h.checkpointed,
+            checkpoint_nanos: h.checkpointed.then_some(h.nanos),
+        });
+        self.wal = Some((h.pages, h.checkpointed));
+        Ok(())
     }
 
     pub fn connection(&self) -> &rusqlite::Connection {
         &self.conn
+    }
+
+    fn apply_ops(&self, ops: &[(Op, i64)], value: &str) -> rusqlite::Result<()> {
+        for &(op, k) in ops {
+            self.apply(op, &[k], value)?;
+        }
+        Ok(())
     }
 
     fn apply(&self, op: Op, keys: &[i64], value: &str) -> rusqlite::Result<()> {
@@ -664,7 +877,41 @@ impl Store for SqliteStore {
             let _ = self.conn.execute_batch("ROLLBACK");
             return Err(es(e));
         }
-        self.conn.execute_batch("COMMIT").map_err(es)
+        self.conn.execute_batch("COMMIT").map_err(es)?;
+        self.note_commit()
+    }
+
+    fn txn_ops(&mut self, ops: &[(Op, i64)], value: &[u8]) -> Result<(), String> {
+        let v = ascii(value)?;
+        self.conn.execute_batch("BEGIN").map_err(es)?;
+        if let Err(e) = self.apply_ops(ops, v) {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(es(e));
+        }
+        self.conn.execute_batch("COMMIT").map_err(es)?;
+        self.note_commit()
+    }
+
+    fn log_frames(&self) -> Option<u64> {
+        self.wal.map(|(pages, _)| pages)
+    }
+
+    fn last_commit(&self) -> Option<WalCommit> {
+        self.last
+    }
+
+    fn checkpoint(&mut self) -> Result<(), String> {
+        // TRUNCATE: every frame copied back and the log emptied, as a close leaves it.
+        let (busy, _, _): (i64, i64, i64) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .map_err(es)?;
+        if busy != 0 {
+            return Err("wal_checkpoint(TRUNCATE) was blocked".into());
+        }
+        Ok(())
     }
 
     fn get(&mut self, key: i64) -> Result<bool, String> {

@@ -5,7 +5,8 @@
 //! each `--records` size, cold and warm page cache, after an insert transaction was
 //! interrupted in a killed child process and after a clean close), `floor` (the cheapest durable one-page
 //! commit, and an appending one), `all` (a quick pass of the three into a results
-//! folder) and `pages` (records per leaf page, stock vs DHL layout; see `pages`). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
+//! folder), `pages` (records per leaf page, stock vs DHL layout; see `pages`) and `mvbt`
+//! (the LS-MVBT paper's Fig. 6 workload and a space row; see `mvbt`). Contenders: every engine journal mode (+ variants), the floor, SQLite in its
 //! journal modes, redb and LMDB (see `contender`).
 //!
 //! Where and how I/O is measured is `lab`; the method (rounds, medians, ratios) is
@@ -23,6 +24,7 @@ pub mod contender;
 pub mod device;
 pub mod emulate;
 pub mod lab;
+pub mod mvbt;
 pub mod pages;
 pub mod plots;
 pub mod recovery;
@@ -70,6 +72,10 @@ pub enum BenchCmd {
     /// 2vto on IPS and DHL pages, 2vto without the forced sleep) against SQLite WAL with
     /// a connection per thread (the IPS + 2VTO paper's Fig. 8–11 grid).
     Concurrent(ConcurrentArgs),
+    /// The LS-MVBT paper's Fig. 6 workload (a 2,000-row table, 1,000 insert/delete
+    /// transactions; WALs at each checkpoint interval, their checkpoints amortized in), or
+    /// with --space the file size after 100,000 one-row updates.
+    Mvbt(mvbt::MvbtArgs),
     /// List the contender names.
     List,
     /// Internal: the crashing child of `bench recovery`.
@@ -391,6 +397,8 @@ pub struct ChildArgs {
     #[arg(long, default_value_t = 0)]
     pub stop_at_write: u64,
     #[arg(long, default_value_t = 0)]
+    pub stop_keep: u64,
+    #[arg(long, default_value_t = 0)]
     pub pre_updates: u32,
     #[arg(long, default_value_t = 0)]
     pub table_records: u64,
@@ -407,6 +415,7 @@ impl ChildArgs {
             records: self.records,
             value_size: self.value_size,
             stop_at_write: self.stop_at_write,
+            stop_keep: self.stop_keep,
             pre_updates: self.pre_updates,
             table_records: self.table_records,
             update_seed: self.update_seed,
@@ -518,6 +527,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             output(s, "floor", &a.out)
         }
         BenchCmd::All(a) => run_all(&a),
+        BenchCmd::Mvbt(a) => mvbt::run(&a),
         BenchCmd::Pages(a) => run_pages(&a),
     }
 }
@@ -674,7 +684,7 @@ pub fn make_lab(a: &LabArgs) -> Result<Lab, String> {
     }
 }
 
-fn session(l: &LabArgs, rounds: u32, trials: u64) -> Result<Session, String> {
+pub(crate) fn session(l: &LabArgs, rounds: u32, trials: u64) -> Result<Session, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current executable: {e}"))?;
     // Checked before a lab is built, so a bad name costs no loop devices.
     let profile = device::profile(&l.device)?;
@@ -792,7 +802,7 @@ fn run_concurrent(a: &ConcurrentArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn write_json<T: serde::Serialize>(r: &T, path: &Path) -> Result<(), String> {
+pub(crate) fn write_json<T: serde::Serialize>(r: &T, path: &Path) -> Result<(), String> {
     let s = serde_json::to_string_pretty(r).map_err(|e| format!("json: {e}"))?;
     if let Some(p) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(p).map_err(|e| format!("{}: {e}", p.display()))?;

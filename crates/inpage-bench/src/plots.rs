@@ -839,6 +839,9 @@ mod tests {
             read_call_kib_per_txn: None,
             open_ms_median: None,
             first_write_ms_median: None,
+            checkpoint: None,
+            checkpoint_share: None,
+            pages_dirtied_per_txn: None,
         }
     }
 

@@ -6,8 +6,13 @@
 //! - Engine: inside the commit's page writes. The child's files go through `StopVfs`,
 //!   which, once armed just before `commit`, counts `write_at`/`allocate` calls and at
 //!   call number N (1-based) signals and blocks, so exactly N-1 commit writes reached the
-//!   OS. N defaults to half the commit's writes, counted by a calibration commit of the
-//!   same transaction on a copy of the same files.
+//!   OS. N defaults to the write during which half the commit's bytes have been passed
+//!   to the OS, measured by a calibration commit of the same transaction on a copy of
+//!   the same files (for page-sized writes: half the writes). A stop write carrying
+//!   several pages (the engine WAL appends a commit's frames in one call) first passes
+//!   its leading whole pages up to that half-way byte to the OS, so the child dies in
+//!   the middle of the call rather than before it: otherwise a WAL commit of any size
+//!   would stop before its first frame and leave recovery nothing to discard.
 //! - SQLite: inside the same transaction's writes, the way the engine stops. The child's
 //!   connection runs through `sqlite_stop`, a VFS that is the default one except that it
 //!   counts `xWrite` calls once armed (just before the transaction) and at call N signals
@@ -55,7 +60,44 @@ pub struct StopPlan {
     armed: AtomicBool,
     writes: AtomicU64,
     stop_at: Option<u64>,
+    /// Bytes of the stop write that reach the file before the stop (see `torn_prefix`).
+    keep: AtomicU64,
+    /// Bytes each armed write carried (allocations carry none of the transaction's).
+    sizes: std::sync::Mutex<Vec<u64>>,
     on_stop: OnStop,
+}
+
+/// The unit a torn stop write keeps whole: the bench's page size.
+const TEAR_UNIT: u64 = 4096;
+
+/// Of a stop write of `len` bytes, the leading bytes that reach the file: at most `keep`,
+/// rounded down to whole pages (none for a write of one page or less).
+pub fn torn_prefix(len: u64, keep: u64) -> u64 {
+    if len <= TEAR_UNIT {
+        return 0;
+    }
+    keep.min(len - 1) / TEAR_UNIT * TEAR_UNIT
+}
+
+/// The default stop point of a commit whose armed writes carried `sizes` bytes: the
+/// write (1-based) during which half of all bytes have been passed on, and how many of
+/// its own bytes that takes. `None` for a commit that wrote nothing.
+pub fn half_bytes(sizes: &[u64]) -> Option<(u64, u64)> {
+    let total: u64 = sizes.iter().sum();
+    if sizes.is_empty() {
+        return None;
+    }
+    if total == 0 {
+        return Some((sizes.len().div_ceil(2) as u64, 0));
+    }
+    let mut before = 0u64;
+    for (i, &n) in sizes.iter().enumerate() {
+        if (before + n) * 2 >= total {
+            return Some((i as u64 + 1, total.div_ceil(2).saturating_sub(before)));
+        }
+        before += n;
+    }
+    None
 }
 
 impl fmt::Debug for StopPlan {
@@ -75,25 +117,44 @@ impl StopPlan {
             armed: AtomicBool::new(false),
             writes: AtomicU64::new(0),
             stop_at,
+            keep: AtomicU64::new(0),
+            sizes: std::sync::Mutex::new(Vec::new()),
             on_stop,
         })
+    }
+    /// Let the leading whole pages, up to `bytes`, of a multi-page stop write reach the
+    /// file before the stop.
+    pub fn keep_of_stop_write(&self, bytes: u64) {
+        self.keep.store(bytes, Ordering::SeqCst);
+    }
+    /// The bytes each write since `arm` carried.
+    pub fn sizes(&self) -> Vec<u64> {
+        self.sizes.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
     /// Start counting (from zero).
     pub fn arm(&self) {
         self.writes.store(0, Ordering::SeqCst);
+        self.sizes.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.armed.store(true, Ordering::SeqCst);
     }
     /// Writes counted since `arm`.
     pub fn writes(&self) -> u64 {
         self.writes.load(Ordering::SeqCst)
     }
-    fn before_write(&self) -> io::Result<()> {
+    /// Count a write of `len` bytes; `Err(n)` if it is the stop write, number `n`.
+    fn before_write(&self, len: u64) -> Result<(), u64> {
         if !self.armed.load(Ordering::SeqCst) {
             return Ok(());
         }
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
         if self.stop_at == Some(n) {
-            return Err((self.on_stop)(n));
+            return Err(n);
+        }
+        if self.stop_at.is_none() {
+            self.sizes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(len);
         }
         Ok(())
     }
@@ -144,7 +205,13 @@ impl File for StopFile {
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.plan.before_write()?;
+        if let Err(n) = self.plan.before_write(buf.len() as u64) {
+            let keep = torn_prefix(buf.len() as u64, self.plan.keep.load(Ordering::SeqCst));
+            if keep > 0 {
+                self.inner.write_at(&buf[..keep as usize], offset)?;
+            }
+            return Err((self.plan.on_stop)(n));
+        }
         self.inner.write_at(buf, offset)
     }
     fn sync_data(&self) -> io::Result<()> {
@@ -160,7 +227,10 @@ impl File for StopFile {
         self.inner.set_len(len)
     }
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
-        self.plan.before_write()?;
+        // Zero-filled growth carries none of the transaction's bytes.
+        if let Err(n) = self.plan.before_write(0) {
+            return Err((self.plan.on_stop)(n));
+        }
         self.inner.allocate(offset, len)
     }
 }
@@ -186,6 +256,8 @@ pub struct ChildSpec {
     pub value_size: usize,
     /// Engine only: the commit write to stop at (1-based).
     pub stop_at_write: u64,
+    /// Engine only: bytes of a multi-page stop write that reach the file first.
+    pub stop_keep: u64,
     /// Committed one-row updates before the interrupted insert (see module docs).
     pub pre_updates: u32,
     /// Rows 1..=table_records exist; the updates pick theirs from them.
@@ -211,6 +283,8 @@ impl ChildSpec {
             self.value_size.to_string(),
             "--stop-at-write".into(),
             self.stop_at_write.to_string(),
+            "--stop-keep".into(),
+            self.stop_keep.to_string(),
             "--pre-updates".into(),
             self.pre_updates.to_string(),
             "--table-records".into(),
@@ -269,6 +343,7 @@ pub fn child_main(spec: &ChildSpec) -> Result<(), String> {
     match c.kind {
         Kind::Engine { mode, tweak } => {
             let plan = StopPlan::new(Some(spec.stop_at_write), Box::new(|_| signal_and_block()));
+            plan.keep_of_stop_write(spec.stop_keep);
             let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
             let mut store = EngineStore::open(&spec.dir, mode, tweak, vfs)?;
             apply_pre_updates(&mut store, &ups)?;
@@ -377,10 +452,10 @@ pub fn crash_child(exe: &Path, spec: &ChildSpec, timeout: Duration) -> Result<()
     Ok(())
 }
 
-/// Count the writes the transaction inserting `keys` does on a copy of `dir`, after the
-/// same committed updates the child will do (the calibration for the default stop
-/// point): the engine's commit writes (`StopVfs`), or SQLite's `xWrite` calls, of its
-/// statements and commit (`sqlite_stop`).
+/// The writes the transaction inserting `keys` does on a copy of `dir`, after the same
+/// committed updates the child will do (the calibration for the default stop point): the
+/// bytes of each of the engine's commit writes (`StopVfs`), or SQLite's `xWrite` calls
+/// of its statements and commit (`sqlite_stop`), each counted as 1.
 pub fn calibrate_writes(
     c: &contender::Contender,
     dir: &Path,
@@ -388,7 +463,7 @@ pub fn calibrate_writes(
     keys: &[i64],
     value: &[u8],
     ups: &[(i64, Vec<u8>)],
-) -> Result<u64, String> {
+) -> Result<Vec<u64>, String> {
     fn unexpected_stop() -> ! {
         panic!("the calibration counts writes and never stops")
     }
@@ -408,7 +483,7 @@ pub fn calibrate_writes(
             let w = store.begin_insert(keys, value)?;
             plan.arm();
             w.commit().map_err(|e| e.to_string())?;
-            plan.writes()
+            plan.sizes()
         }
         Kind::Sqlite(flavor) => {
             sqlite_stop::register(unexpected_stop)?;
@@ -419,7 +494,7 @@ pub fn calibrate_writes(
             let r = store.txn(Op::Insert, keys, value);
             let n = sqlite_stop::disarm();
             r?;
-            n
+            vec![1; n as usize]
         }
         _ => unreachable!("checked above"),
     };
@@ -483,6 +558,102 @@ mod tests {
         f.write_at(&[3], 1).unwrap();
     }
 
+    /// A multi-page stop write passes its leading whole pages up to the kept bytes.
+    #[test]
+    fn a_multi_page_stop_write_is_torn_at_a_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = StopPlan::new(Some(2), Box::new(|_| io::Error::other("stopped")));
+        plan.keep_of_stop_write(3 * 4096 + 100);
+        let vfs = StopVfs::new(Arc::new(OsVfs::new()), plan.clone());
+        let f = vfs
+            .open(
+                &dir.path().join("f"),
+                OpenOptions {
+                    create: true,
+                    ..OpenOptions::default()
+                },
+            )
+            .unwrap();
+        plan.arm();
+        f.write_at(&[9; 32], 0).unwrap();
+        assert!(f.write_at(&[7; 5 * 4096], 32).is_err());
+        assert_eq!(f.len().unwrap(), 32 + 3 * 4096, "three whole pages of five");
+        assert_eq!(torn_prefix(4096, 4096), 0, "a one-page write is never torn");
+        assert_eq!(
+            torn_prefix(2 * 4096, 10 * 4096),
+            4096,
+            "never the whole write"
+        );
+    }
+
+    /// The engine WAL appends a commit's frames in one call. Stopped at the calibrated
+    /// point, the log holds about half of them (before the tear it held none: the stop
+    /// fell on the header or before the frames), and recovery drops them all.
+    #[test]
+    fn a_wal_commit_stopped_half_way_leaves_frames_recovery_discards() {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let c = contender::select(&["wal".into()]).unwrap().remove(0);
+        let Kind::Engine { mode, tweak } = c.kind else {
+            panic!("wal is an engine contender")
+        };
+        let v = mobibench_value(128, false);
+        let table: Vec<i64> = (1..=300).collect();
+        let mut st = EngineStore::open(dir.path(), mode, tweak, Arc::new(OsVfs::new())).unwrap();
+        st.preload(&table, &v).unwrap();
+        Box::new(st).close().unwrap();
+        let keys: Vec<i64> = (301..=1300).collect();
+        let sizes =
+            calibrate_writes(&c, dir.path(), &scratch.path().join("c"), &keys, &v, &[]).unwrap();
+        let (n, keep) = half_bytes(&sizes).unwrap();
+        let frames_call = sizes[n as usize - 1];
+        assert!(
+            frames_call > 20 * 4096,
+            "one call carries the frames: {sizes:?}"
+        );
+        let plan = StopPlan::new(Some(n), Box::new(|_| io::Error::other("stopped")));
+        plan.keep_of_stop_write(keep);
+        let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
+        let st = EngineStore::open(dir.path(), mode, tweak, vfs).unwrap();
+        let w = st.begin_insert(&keys, &v).unwrap();
+        plan.arm();
+        assert!(w.commit().is_err(), "the commit stops");
+        // A killed process runs no destructor (a close would checkpoint and delete the log).
+        std::mem::forget(st);
+        let wal = std::fs::metadata(dir.path().join("test.db-wal"))
+            .unwrap()
+            .len();
+        let written = torn_prefix(frames_call, keep);
+        assert!(
+            written >= frames_call / 2 - 4096,
+            "{written} of {frames_call}"
+        );
+        assert!(
+            wal >= written,
+            "the log holds the torn prefix: {wal} < {written}"
+        );
+        let mut st = EngineStore::open(dir.path(), mode, tweak, Arc::new(OsVfs::new())).unwrap();
+        assert!(st.get(300).unwrap(), "committed rows survive");
+        assert!(!st.get(301).unwrap(), "the interrupted insert is gone");
+        Box::new(st).close().unwrap();
+    }
+
+    #[test]
+    fn half_bytes_picks_the_write_at_the_middle_byte() {
+        // Page-sized writes: half the writes, as counting calls did.
+        assert_eq!(half_bytes(&[4096; 4]), Some((2, 4096)));
+        assert_eq!(half_bytes(&[1; 3]), Some((2, 1)));
+        // A WAL commit: a 32-byte header, then every frame in one call.
+        let frames = 100 * 4120;
+        let (n, keep) = half_bytes(&[32, frames]).unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(keep, (32 + frames).div_ceil(2) - 32);
+        assert_eq!(torn_prefix(frames, keep) / 4096, 50);
+        // Allocations carry no bytes and are never chosen when data follows.
+        assert_eq!(half_bytes(&[0, 4096, 0, 4096]), Some((2, 4096)));
+        assert_eq!(half_bytes(&[]), None);
+    }
+
     #[test]
     fn pre_updates_stay_in_the_table_and_never_repeat_a_value() {
         let a = pre_updates(500, 1200, 0, 128);
@@ -511,6 +682,7 @@ mod tests {
             records: 16,
             value_size: 128,
             stop_at_write: 7,
+            stop_keep: 5,
             pre_updates: 3,
             table_records: 1200,
             update_seed: 9,

@@ -138,6 +138,20 @@ pub struct ResultRow {
     /// update), median ms.
     #[serde(default)]
     pub first_write_ms_median: Option<f64>,
+    /// `bench mvbt`: the WAL checkpoint interval (pages) the row ran with; absent for the
+    /// rows of modes without one and in every other bench.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<u32>,
+    /// `bench mvbt`: the share of the measured time spent checkpointing (the automatic
+    /// checkpoints' excess over a plain commit, plus the checkpoint-on-close), median.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_share: Option<f64>,
+    /// `bench mvbt`: pages a commit writes, median over rounds. WAL rows (engine and
+    /// SQLite): the mean frames appended by the commits that ran no checkpoint; engine
+    /// modes writing pages in place: page write calls per transaction (one span of a
+    /// page each).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages_dirtied_per_txn: Option<f64>,
 }
 
 /// What one round of one contender on one workload point measured.
@@ -170,6 +184,10 @@ pub struct Sample {
     pub open_ms: Option<f64>,
     /// Recovery and reopen trials: the first write transaction after the open, ms.
     pub first_write_ms: Option<f64>,
+    /// `bench mvbt`: share of the window spent checkpointing a WAL.
+    pub checkpoint_share: Option<f64>,
+    /// `bench mvbt`: pages a commit writes (see `ResultRow::pages_dirtied_per_txn`).
+    pub pages_dirtied: Option<f64>,
 }
 
 /// Identifies a workload point across contenders.
@@ -305,6 +323,9 @@ impl Collector {
                     read_call_kib_per_txn: median_opt(s.iter().map(|x| x.read_call_kib)),
                     open_ms_median: median_opt(s.iter().map(|x| x.open_ms)),
                     first_write_ms_median: median_opt(s.iter().map(|x| x.first_write_ms)),
+                    checkpoint: None,
+                    checkpoint_share: median_opt(s.iter().map(|x| x.checkpoint_share)),
+                    pages_dirtied_per_txn: median_opt(s.iter().map(|x| x.pages_dirtied)),
                 });
                 dev.push(median_opt(s.iter().map(|x| x.dev_writes)));
             }
@@ -639,6 +660,9 @@ mod tests {
             read_call_kib_per_txn: None,
             open_ms_median: None,
             first_write_ms_median: None,
+            checkpoint: None,
+            checkpoint_share: None,
+            pages_dirtied_per_txn: None,
         }
     }
 

@@ -48,7 +48,7 @@ pub struct Session {
     /// The executable to spawn for recovery children (`bench recovery-child ...`).
     pub exe: PathBuf,
     seq: u64,
-    pb: ProgressBar,
+    pub(crate) pb: ProgressBar,
     caches_dropped: Option<bool>,
     pub collector: Collector,
     order: u32,
@@ -85,7 +85,7 @@ impl Session {
     }
 
     /// A new, empty directory for one trial.
-    fn fresh_dir(&mut self, label: &str) -> Result<PathBuf, String> {
+    pub(crate) fn fresh_dir(&mut self, label: &str) -> Result<PathBuf, String> {
         self.seq += 1;
         let d = self.lab.root().join(format!("{:05}-{label}", self.seq));
         std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -93,7 +93,7 @@ impl Session {
     }
 
     /// sync + drop caches; remembers (and reports once) whether dropping works here.
-    fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         let ok = settle();
         if self.caches_dropped.is_none() && !ok {
             self.pb.suspend(|| {
@@ -103,7 +103,7 @@ impl Session {
         self.caches_dropped.get_or_insert(ok);
     }
 
-    fn next_point(&mut self, workload: &str, op: &str, k: u32) -> Point {
+    pub(crate) fn next_point(&mut self, workload: &str, op: &str, k: u32) -> Point {
         self.order += 1;
         Point {
             order: self.order,
@@ -120,10 +120,10 @@ impl Session {
 }
 
 /// Counters at one edge of a measured window.
-struct Probe {
+pub(crate) struct Probe {
     dev: Option<(DevStat, DevStat)>,
     io: Option<ProcIo>,
-    acct: IoStatsSnapshot,
+    pub(crate) acct: IoStatsSnapshot,
     /// Process CPU time (all threads, user + system).
     cpu: Duration,
     /// The same split into user and kernel time (`getrusage`; coarser on some kernels).
@@ -160,7 +160,7 @@ fn process_cpu_split() -> (Duration, Duration) {
     (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
-fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
+pub(crate) fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
     let (user, sys) = process_cpu_split();
     Ok(Probe {
         dev: lab.dev_stats()?,
@@ -174,7 +174,7 @@ fn probe(lab: &Lab, stats: &IoStats) -> Result<Probe, String> {
 
 /// Turn two probes around a window into per-transaction numbers; `profile` gives the
 /// modeled time.
-fn sample(
+pub(crate) fn sample(
     accounted: bool,
     a: &Probe,
     b: &Probe,
@@ -261,11 +261,13 @@ fn sample(
         read_call_kib: None,
         open_ms: None,
         first_write_ms: None,
+        checkpoint_share: None,
+        pages_dirtied: None,
     }
 }
 
 /// Run `f`, turning a panic into an error naming the contender.
-fn guarded<T>(name: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+pub(crate) fn guarded<T>(name: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r.map_err(|e| {
             if e.starts_with(name) || e == "interrupted" {
@@ -671,8 +673,9 @@ fn open_workload(crash: bool, cold: bool) -> &'static str {
 /// A contender's table of one size, built once and reused by every round.
 struct Table {
     dir: PathBuf,
-    /// Engine: the commit write the crash child stops at, per interrupted size.
-    stop_at: Vec<u64>,
+    /// The commit write the crash child stops at, and (engine) the bytes of it that
+    /// reach the file first, per interrupted size.
+    stop_at: Vec<(u64, u64)>,
 }
 
 /// The recovery workload over the contenders that have a transaction to interrupt.
@@ -813,17 +816,15 @@ fn build_table(
         for &k in &p.records {
             let keys = interrupted_keys(n, k);
             stop_at.push(match (c.kind, p.stop_at_write) {
-                (Kind::Engine { .. } | Kind::Sqlite(_), Some(w)) => w.max(1),
+                (Kind::Engine { .. } | Kind::Sqlite(_), Some(w)) => (w.max(1), 0),
                 (Kind::Engine { .. } | Kind::Sqlite(_), None) => {
                     let scratch = dir.with_extension("calib");
                     let ups = pre_updates(p.pre_updates, n, 0, p.value_size);
-                    let w = calibrate_writes(c, &dir, &scratch, &keys, &v, &ups)?;
-                    if w == 0 {
-                        return Err("commit did no writes; nothing to interrupt".into());
-                    }
-                    w.div_ceil(2)
+                    let sizes = calibrate_writes(c, &dir, &scratch, &keys, &v, &ups)?;
+                    crate::recovery::half_bytes(&sizes)
+                        .ok_or("commit did no writes; nothing to interrupt")?
                 }
-                _ => 0,
+                _ => (0, 0),
             });
         }
     }
@@ -861,7 +862,8 @@ fn open_trial(
             first_key: keys[0],
             records: k,
             value_size: p.value_size,
-            stop_at_write: t.stop_at.get(ki).copied().unwrap_or(0),
+            stop_at_write: t.stop_at.get(ki).map_or(0, |s| s.0),
+            stop_keep: t.stop_at.get(ki).map_or(0, |s| s.1),
             pre_updates: p.pre_updates,
             table_records: n,
             // Fresh values every trial (the calibration used seed 0; seq is past it).

@@ -492,3 +492,89 @@ fn pages_rejects_bad_arguments() {
     let e = err_line(&bench(&["pages", "--orders", "backwards"]));
     assert!(e.contains("unknown key order 'backwards'"), "{e}");
 }
+
+/// `bench mvbt`: one row per contender, WAL contenders once per checkpoint interval
+/// (named `<contender>/cp<N>`, with the interval and a checkpoint share in the JSON), and
+/// each row's ratio against `wal` at the same interval.
+#[test]
+fn mvbt_fig6_rows_per_checkpoint_interval() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("f.json");
+    let o = bench(&[
+        "mvbt",
+        "--lab",
+        "none",
+        "--contenders",
+        "ls-mvbt,wal,sqlite-wal",
+        "--checkpoints",
+        "8,64",
+        "--records",
+        "200",
+        "--txns",
+        "60",
+        "--rounds",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("speed-up over wal at each interval"), "{out}");
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let names: Vec<&str> = r.results.iter().map(|x| x.contender.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ls-mvbt",
+            "wal/cp8",
+            "wal/cp64",
+            "sqlite-wal/cp8",
+            "sqlite-wal/cp64"
+        ]
+    );
+    for x in &r.results {
+        assert_eq!(x.workload, "mvbt-fig6");
+        assert_eq!((x.ops_per_txn, x.txns), (1, 60));
+        assert!(x.ratio_to_baseline.is_some(), "{}", x.contender);
+        let dirtied = x.pages_dirtied_per_txn.unwrap();
+        assert!((1.0..4.0).contains(&dirtied), "{}: {dirtied}", x.contender);
+        match x.contender.split_once("/cp") {
+            Some((_, cp)) => {
+                assert_eq!(x.checkpoint, Some(cp.parse().unwrap()));
+                let share = x.checkpoint_share.unwrap();
+                assert!(share > 0.0 && share < 1.0, "{}: {share}", x.contender);
+            }
+            None => assert_eq!((x.checkpoint, x.checkpoint_share), (None, None)),
+        }
+    }
+    assert_eq!(
+        r.results[1].ratio_to_baseline,
+        Some(1.0),
+        "wal/cp8 against itself"
+    );
+    // --pair: two operations per transaction.
+    let o = bench(&[
+        "mvbt",
+        "--lab",
+        "none",
+        "--contenders",
+        "ls-mvbt",
+        "--records",
+        "50",
+        "--txns",
+        "10",
+        "--rounds",
+        "1",
+        "--pair",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.results[0].ops_per_txn, 2);
+    assert_eq!(r.results[0].op, "insert+delete");
+    let e = err_line(&bench(&["mvbt", "--lab", "none", "--checkpoints", "0"]));
+    assert!(e.contains("--checkpoints"), "{e}");
+}
