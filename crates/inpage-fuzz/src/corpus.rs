@@ -28,6 +28,8 @@ pub struct Files {
     pub db: Option<Vec<u8>>,
     pub journal: Option<Vec<u8>>,
     pub wal: Option<Vec<u8>>,
+    /// `dash`'s shadow file.
+    pub shadow: Option<Vec<u8>>,
 }
 
 /// Which file of a [`Files`] a mutation targets.
@@ -36,10 +38,16 @@ pub enum Target {
     Db,
     Journal,
     Wal,
+    Shadow,
 }
 
 impl Target {
-    pub const ALL: [Target; 3] = [Target::Db, Target::Journal, Target::Wal];
+    pub const ALL: [Target; 4] = [Target::Db, Target::Journal, Target::Wal, Target::Shadow];
+    /// The targets the mutation table draws from by index (`mutate`): the files of the
+    /// modes the fuzzer was written for, so the seeded input streams stay as they were.
+    /// A side file added later (`Shadow`) is reached through `pick_target`, which draws
+    /// among the files an input has.
+    pub const DRAWN: [Target; 3] = [Target::Db, Target::Journal, Target::Wal];
 
     /// File name suffix on disk and in saved findings.
     pub fn file_name(self) -> &'static str {
@@ -47,6 +55,7 @@ impl Target {
             Target::Db => DB_NAME,
             Target::Journal => "fuzz.db-journal",
             Target::Wal => "fuzz.db-wal",
+            Target::Shadow => "fuzz.db-dash",
         }
     }
 }
@@ -57,6 +66,7 @@ impl Files {
             Target::Db => self.db.as_ref(),
             Target::Journal => self.journal.as_ref(),
             Target::Wal => self.wal.as_ref(),
+            Target::Shadow => self.shadow.as_ref(),
         }
     }
 
@@ -65,6 +75,7 @@ impl Files {
             Target::Db => &mut self.db,
             Target::Journal => &mut self.journal,
             Target::Wal => &mut self.wal,
+            Target::Shadow => &mut self.shadow,
         }
     }
 

@@ -211,7 +211,7 @@ pub fn draw(r: &mut Rng, files: &Files, page_size: u32, corpus: &[Base]) -> Muta
             let src_t = if r.pct(70) {
                 t
             } else {
-                Target::ALL[r.index(3)]
+                Target::DRAWN[r.index(3)]
             };
             let src_len = src_files.get(src_t).map_or(0, Vec::len);
             let splice_len = if r.pct(60) { ps } else { pick_len(r, ps) };
@@ -262,12 +262,12 @@ pub fn draw(r: &mut Rng, files: &Files, page_size: u32, corpus: &[Base]) -> Muta
             }
         }
         92..=95 => Mutation::Remove {
-            t: Target::ALL[r.index(3)],
+            t: Target::DRAWN[r.index(3)],
         },
         _ => Mutation::Replace {
-            t: Target::ALL[r.index(3)],
+            t: Target::DRAWN[r.index(3)],
             base: r.index(corpus.len()),
-            src_t: Target::ALL[r.index(3)],
+            src_t: Target::DRAWN[r.index(3)],
         },
     }
 }
