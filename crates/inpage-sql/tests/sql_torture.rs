@@ -724,7 +724,7 @@ const BUDGETS: [Budget; 8] = [
 
 /// Mutants this torture is not asked to find, and why: the engine torture
 /// (inpage-torture/tests/mutants.rs) finds each with workloads shaped for it.
-const NOT_BUDGETED: [(Mutant, &str); 5] = [
+const NOT_BUDGETED: [(Mutant, &str); 6] = [
     (
         Mutant::SkipChecksum,
         "found about once in 300 cuts per mode (wal, dhl-cc): too rare for a CI budget",
@@ -747,6 +747,11 @@ const NOT_BUDGETED: [(Mutant, &str); 5] = [
         Mutant::ShadowSkipPrevious,
         "a mode-level bug below the SQL layer (dash): the engine torture finds it in \
          nearly every sequence",
+    ),
+    (
+        Mutant::UnsyncedCheckpoint,
+        "a mode-level bug below the SQL layer (waldio): the engine torture finds it with \
+         its frequent checkpoints",
     ),
 ];
 
