@@ -689,3 +689,181 @@ impl Journal for Waldio {
         self.index.read().unwrap_or_else(|e| e.into_inner()).frames
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::testutil::{ctx, image, mem_vfs};
+    use crate::journal::JournalConfig;
+    use crate::vfs::{AccountingVfs, CrashModel, IoKind, SimVfs};
+    use crate::{Config, Database, JournalMode, KeyKind};
+    use std::path::Path;
+
+    const DB: &str = "/d/w.db";
+
+    fn cfg(vfs: Arc<dyn crate::vfs::Vfs>, auto: u32) -> Config {
+        Config::default()
+            .vfs(vfs)
+            .journal_mode(JournalMode::WALDIO)
+            .wal_autocheckpoint(auto)
+    }
+
+    fn log_len(sim: &SimVfs) -> usize {
+        sim.read_file(Path::new("/d/w.db-waldio")).unwrap().len()
+    }
+
+    /// A database with tree `t` holding keys 0..20.
+    fn seeded(sim: &SimVfs, auto: u32) -> Database {
+        let db = Database::open(DB, cfg(Arc::new(sim.clone()), auto)).unwrap();
+        let mut w = db.begin_write().unwrap();
+        let t = w.open_or_create_tree("t", KeyKind::Int).unwrap();
+        for k in 0..20i64 {
+            w.insert(&t, k, b"value").unwrap();
+        }
+        w.commit().unwrap();
+        db
+    }
+
+    #[test]
+    fn a_one_row_commit_is_one_direct_page_write_and_one_fdatasync() {
+        let sim = SimVfs::new();
+        let acc = Arc::new(AccountingVfs::new(Arc::new(sim.clone())));
+        let stats = acc.stats();
+        let db = Database::open(DB, cfg(acc, 100)).unwrap();
+        let ps = db.header().page_size as u64;
+        assert!(db.direct_writes(), "the simulated disk takes O_DIRECT");
+        let mut w = db.begin_write().unwrap();
+        w.open_or_create_tree("t", KeyKind::Int).unwrap();
+        w.commit().unwrap();
+        let len = log_len(&sim);
+        assert_eq!(len as u64, 101 * ps, "header page + 100 frames, written at open");
+        db.insert("t", 1i64, b"x").unwrap();
+        for k in 0..20i64 {
+            let before = stats.snapshot();
+            let direct = sim.direct_writes();
+            let frames = db.log_frames();
+            db.insert("t", 1i64, &[k as u8; 9][..]).unwrap();
+            let d = stats.snapshot().delta(&before);
+            assert_eq!(d.get(IoKind::Write).calls, 1, "commit {k}");
+            assert_eq!(d.get(IoKind::Write).bytes, ps, "commit {k}: one page");
+            assert_eq!(d.get(IoKind::Sync).calls, 1, "commit {k}");
+            assert_eq!(d.get(IoKind::SyncDir).calls, 0, "commit {k}");
+            assert_eq!(sim.direct_writes(), direct + 1, "commit {k}");
+            assert_eq!(db.log_frames(), frames + 1);
+            assert_eq!(log_len(&sim), len, "a commit never grows the log");
+        }
+    }
+
+    #[test]
+    fn frames_carry_their_header_in_the_reserved_tail_and_replay_after_a_power_cut() {
+        let sim = SimVfs::new();
+        let db = seeded(&sim, 0);
+        let ps = db.header().page_size as usize;
+        for k in 0..20i64 {
+            db.insert("t", k, b"VALUE").unwrap();
+        }
+        let fcc = db.fcc();
+        let frames = db.log_frames();
+        std::mem::forget(db); // a crash: no close
+        let log = sim.read_file(Path::new("/d/w.db-waldio")).unwrap();
+        let hdr = LogHeader::decode(&log).unwrap();
+        let t = tail(ps).start;
+        // Every frame of the generation is one page: salts and chain in its tail, and
+        // the image with the tail zeroed is a page whose trailer crc verifies.
+        let mut chain = hdr.crc();
+        for i in 0..frames as usize {
+            let f = &log[(i + 1) * ps..(i + 2) * ps];
+            assert_eq!((le32(f, t + 8), le32(f, t + 12)), (hdr.salt1, hdr.salt2));
+            chain = frame_chain(chain, f);
+            assert_eq!(le32(f, t + 24), chain, "frame {i}");
+            let mut page = f.to_vec();
+            page[tail(ps)].fill(0);
+            assert!(crate::page::crc_ok(&page), "frame {i}");
+        }
+        let sim = sim.crash(1, CrashModel::full());
+        let db = Database::open(DB, cfg(Arc::new(sim.clone()), 0)).unwrap();
+        assert_eq!(db.recovery_report().frames_kept, frames);
+        assert_eq!(db.fcc(), fcc);
+        assert_eq!(db.header().fcc, fcc);
+        for k in 0..20i64 {
+            assert_eq!(db.get("t", k).unwrap().as_deref(), Some(&b"VALUE"[..]));
+        }
+    }
+
+    #[test]
+    fn frames_of_earlier_generations_never_replay() {
+        let sim = SimVfs::new();
+        let db = seeded(&sim, 8);
+        // Many checkpoints: the preallocated log fills with frames of old generations.
+        for k in 0..60i64 {
+            db.insert("t", k % 20, &[k as u8; 30][..]).unwrap();
+        }
+        db.checkpoint().unwrap();
+        let want: Vec<_> = (0..20i64).map(|k| db.get("t", k).unwrap()).collect();
+        std::mem::forget(db);
+        let sim = sim.crash(2, CrashModel::full());
+        let db = Database::open(DB, cfg(Arc::new(sim.clone()), 8)).unwrap();
+        let rep = db.recovery_report();
+        assert_eq!((rep.frames_kept, rep.stale_frames), (0, 0), "{rep:?}");
+        for (k, v) in want.iter().enumerate() {
+            assert_eq!(&db.get("t", k as i64).unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn a_transaction_larger_than_the_log_grows_it_once() {
+        let sim = SimVfs::new();
+        let db = seeded(&sim, 4);
+        let ps = db.header().page_size as usize;
+        assert_eq!(log_len(&sim), 5 * ps);
+        let mut w = db.begin_write().unwrap();
+        let t = w.open_or_create_tree("t", KeyKind::Int).unwrap();
+        for k in 0..200i64 {
+            w.insert(&t, 1000 + k, &[7u8; 200][..]).unwrap();
+        }
+        w.commit().unwrap();
+        assert!(log_len(&sim) > 5 * ps);
+        let grown = log_len(&sim);
+        db.insert("t", 5i64, b"after").unwrap();
+        assert_eq!(log_len(&sim), grown);
+        db.close().unwrap();
+        let db = Database::open(DB, cfg(Arc::new(sim.clone()), 4)).unwrap();
+        assert_eq!(
+            db.get("t", 1199i64).unwrap().as_deref(),
+            Some(&[7u8; 200][..])
+        );
+        assert_eq!(db.get("t", 5i64).unwrap().as_deref(), Some(&b"after"[..]));
+    }
+
+    #[test]
+    fn a_page_with_data_in_its_reserved_tail_is_refused() {
+        let vfs = mem_vfs();
+        let cfg = JournalConfig {
+            wal_autocheckpoint: 0,
+            ..Default::default()
+        };
+        let (j, _) = Waldio::open(ctx(&vfs, Path::new("/d"), cfg, 4)).unwrap();
+        // The test images are random bytes to the end: their tails are not zero.
+        let pages = [(1, image(1, 1))];
+        let r = j.commit(&CommitBatch {
+            tid: 1,
+            pages: &pages,
+            originals: &[],
+            old_page_count: 2,
+            new_page_count: 2,
+            restamp: &[],
+            discard: &[],
+        });
+        assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+        assert_eq!(j.log_frames(), 0);
+    }
+
+    #[test]
+    fn the_layout_keeps_the_tail_out_of_the_usable_size() {
+        let db = seeded(&SimVfs::new(), 0);
+        let r = db.begin_read().unwrap();
+        let ps = db.header().page_size as usize;
+        use crate::page::PageRead;
+        assert_eq!(r.usable_size(), ps - PAGE_TRAILER - RESERVED_TAIL);
+    }
+}
