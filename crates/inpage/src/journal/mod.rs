@@ -238,6 +238,12 @@ impl JournalMode {
         self.0.layout.free_space() == crate::page::FreeSpace::PageList
     }
 
+    /// Bytes at the end of each page (before the trailer) the mode's layout reserves
+    /// for its journal: 0, or the `waldio` modes' embedded frame header.
+    pub fn reserved_tail(self) -> usize {
+        self.0.layout.reserved_tail()
+    }
+
     /// The page layout the mode's trees use.
     pub(crate) fn layout(self) -> Layout {
         self.0.layout
