@@ -47,7 +47,15 @@ const BUDGETS: [Budget; 14] = [
     },
     Budget {
         mutant: Mutant::NoSyncAtCommit,
-        modes: &["dhl-cc", "dhl-cc-header", "dhl-tc", "wal", "ips", "dash", "waldio"],
+        modes: &[
+            "dhl-cc",
+            "dhl-cc-header",
+            "dhl-tc",
+            "wal",
+            "ips",
+            "dash",
+            "waldio",
+        ],
         sequences: 100,
         at_least: 1,
         args: plain,

@@ -33,8 +33,8 @@ mod rollback;
 #[cfg(test)]
 pub(crate) mod testutil;
 mod util;
-mod waldio;
 mod wal;
+mod waldio;
 
 pub use dbfile::DbFile;
 pub(crate) use rollback::recover_hot_journal;

@@ -736,7 +736,11 @@ mod tests {
         w.open_or_create_tree("t", KeyKind::Int).unwrap();
         w.commit().unwrap();
         let len = log_len(&sim);
-        assert_eq!(len as u64, 101 * ps, "header page + 100 frames, written at open");
+        assert_eq!(
+            len as u64,
+            101 * ps,
+            "header page + 100 frames, written at open"
+        );
         db.insert("t", 1i64, b"x").unwrap();
         for k in 0..20i64 {
             let before = stats.snapshot();

@@ -45,9 +45,7 @@ use crate::journal::{
     dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
     RecoveryReport,
 };
-use crate::page::{
-    crc_ok, stamp_crc, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite,
-};
+use crate::page::{crc_ok, stamp_crc, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite};
 use crate::vfs::{File, LockKind, OpenOptions};
 use cache::Cache;
 use header::{Header, HEADER_LEN, META_SLOTS};

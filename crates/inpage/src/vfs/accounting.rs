@@ -178,7 +178,9 @@ impl IoStatsSnapshot {
         for i in 0..IoKind::COUNT {
             d.kinds[i] = self.kinds[i].saturating_sub(earlier.kinds[i]);
         }
-        d.unaligned_writes = self.unaligned_writes.saturating_sub(earlier.unaligned_writes);
+        d.unaligned_writes = self
+            .unaligned_writes
+            .saturating_sub(earlier.unaligned_writes);
         d
     }
 
