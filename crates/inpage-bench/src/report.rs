@@ -707,6 +707,7 @@ mod tests {
             "journal_kib_per_txn",
             "flushes_per_txn",
             "write_calls_per_txn",
+            "unaligned_writes_per_txn",
             "sync_calls_per_txn",
             "latency_us",
             "recovery_ms_median",

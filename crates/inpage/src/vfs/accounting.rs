@@ -405,6 +405,22 @@ mod tests {
     }
 
     #[test]
+    fn writes_of_whole_4k_blocks_at_4k_offsets_are_the_aligned_ones() {
+        let vfs = AccountingVfs::new(Arc::new(SimVfs::new()));
+        let stats = vfs.stats();
+        let f = vfs.open(Path::new("c"), create()).unwrap();
+        f.write_at(&[0u8; 8192], 4096).unwrap();
+        let s = stats.snapshot();
+        assert_eq!(s.unaligned_writes(), 0);
+        f.write_at(&[0u8; 4096], 512).unwrap();
+        f.write_at(&[0u8; 512], 8192).unwrap();
+        f.write_at(&[0u8; 4096], 0).unwrap();
+        assert_eq!(stats.snapshot().delta(&s).unaligned_writes(), 2);
+        stats.reset();
+        assert_eq!(stats.snapshot().unaligned_writes(), 0);
+    }
+
+    #[test]
     fn counts_known_sequence() {
         let vfs = AccountingVfs::new(Arc::new(SimVfs::new()));
         let stats = vfs.stats();
@@ -443,6 +459,7 @@ mod tests {
         want(IoKind::SyncDir, 1, 0);
         want(IoKind::Rename, 1, 0);
         want(IoKind::Delete, 2, 0);
+        assert_eq!(s.unaligned_writes(), 2);
         assert_eq!(s.total().calls, 14);
         assert_eq!(s.total().bytes, 128 + 178 + 4096);
 
