@@ -95,6 +95,11 @@ pub struct Capabilities {
     /// readers pick by tid, and a recovery that drops versions of an unfinished
     /// transaction.
     pub steals: bool,
+    /// An acknowledged commit survives a power cut even on a device with a volatile
+    /// write cache. False for a mode that skips the flush at commit (`waldio-ns`): its
+    /// commits are durable only where a completed write is (no volatile cache, e.g.
+    /// eMMC reliable write), or at the next checkpoint; a cut keeps a prefix of them.
+    pub durable_at_ack: bool,
 }
 
 /// A journal as opened: the protocol, what its recovery did, and what it established.
@@ -144,6 +149,7 @@ impl JournalMode {
         JournalMode::LS_MVBT_HEADER,
         JournalMode::DASH,
         JournalMode::WALDIO,
+        JournalMode::WALDIO_NS,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -184,6 +190,9 @@ impl JournalMode {
     /// Write-ahead log for direct I/O: page-sized frames, one aligned write and one
     /// fdatasync per commit.
     pub const WALDIO: JournalMode = JournalMode(&waldio::WALDIO);
+    /// `waldio` without the fdatasync at commit (WALDIO's "no sync"): atomic, durable at
+    /// acknowledgement only on a device without a volatile write cache.
+    pub const WALDIO_NS: JournalMode = JournalMode(&waldio::WALDIO_NS);
 }
 
 impl JournalMode {

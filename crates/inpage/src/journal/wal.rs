@@ -101,6 +101,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         intent_map: false,
         side_files: &["wal"],
         steals: false,
+        durable_at_ack: true,
     },
     open: |ctx, _| {
         let (j, r) = Wal::open(ctx)?;

@@ -15,7 +15,14 @@
 //! ```
 //! So every frame is exactly one page at a page-aligned offset, and a commit is one
 //! contiguous write of whole pages: through `O_DIRECT` from an aligned buffer where the
-//! file system accepts it (`Config::dhl_direct`, as DHL), then one fdatasync.
+//! file system accepts it (`Config::dhl_direct`, as DHL), then one fdatasync. Mode
+//! `waldio-ns` (the paper's "no sync") skips that fdatasync: same format and recovery,
+//! commits durable at acknowledgement only where a completed write is durable.
+//!
+//! Not here: the paper's group synchronization (commits acknowledged before their frames
+//! are durable, `waldio-gs`) and a group commit (`waldio-gc`), which needs committing
+//! threads to share one flush and so a commit path that releases the writer lock
+//! before the flush.
 //!
 //! Invariants, and why they hold under a disk that loses, reorders and tears unsynced
 //! writes:
@@ -29,7 +36,9 @@
 //!   only if its salts equal the header's and its chain verifies; the scan stops at the
 //!   first frame that fails and keeps frames up to the last commit frame. A lost, torn
 //!   or reordered write breaks the chain there. `commit` syncs its frames before it
-//!   returns, so the prefix includes every acknowledged commit.
+//!   returns, so the prefix includes every acknowledged commit (`waldio`; under
+//!   `waldio-ns` the prefix may end earlier, and a checkpoint syncs the log before it
+//!   writes the database from it, so the database never holds a page from a lost frame).
 //! - *Old frames never replay.* The preallocated log is full of frames of earlier
 //!   generations. A checkpoint copies the newest committed frame of each page into the
 //!   database, syncs the database, and only then writes a header with new salts (salt1 +
@@ -65,8 +74,8 @@ use super::util::{
     read_up_to, refuses_direct, stamp_fcc,
 };
 use super::{
-    Capabilities, CommitBatch, DirectWrites, Journal, JournalCtx, ModeSpec, Mutant, Opened,
-    RecoveryReport,
+    Capabilities, CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, ModeSpec, Mutant,
+    Opened, RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32 as le32, get_u64 as le64};
@@ -90,18 +99,35 @@ pub(crate) static WALDIO: ModeSpec = ModeSpec {
         intent_map: false,
         side_files: &[SIDE],
         steals: false,
+        durable_at_ack: true,
     },
-    open: |ctx, _| {
-        let (j, r) = Waldio::open(ctx)?;
-        let fcc = j.fcc();
-        let direct = j.direct.is_some();
-        Ok(Opened {
-            fcc: Some(fcc),
-            direct_writes: direct,
-            ..Opened::plain(j, r)
-        })
-    },
+    open: open_waldio,
 };
+
+/// Registry entry of `waldio-ns`: `waldio` without the fdatasync at commit.
+pub(crate) static WALDIO_NS: ModeSpec = ModeSpec {
+    name: "waldio-ns",
+    code: 20,
+    summary: "waldio without the fdatasync at commit (no sync): atomic, but a commit is durable when acknowledged only on a device without a volatile write cache (eMMC reliable write); elsewhere a power cut keeps a prefix of the commits",
+    layout: &STOCK_RESERVED,
+    caps: Capabilities {
+        durable_at_ack: false,
+        ..WALDIO.caps
+    },
+    open: open_waldio,
+};
+
+fn open_waldio(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
+    let sync = mode.capabilities().durable_at_ack;
+    let (j, r) = Waldio::open(ctx, sync)?;
+    let fcc = j.fcc();
+    let direct = j.direct.is_some();
+    Ok(Opened {
+        fcc: Some(fcc),
+        direct_writes: direct,
+        ..Opened::plain(j, r)
+    })
+}
 
 const SIDE: &str = "waldio";
 const MAGIC: [u8; 8] = *b"inpgWDIO";
@@ -205,6 +231,8 @@ struct Writer {
     capacity: u64,
     /// Aligned staging buffer for direct writes, kept between commits.
     scratch: Vec<u8>,
+    /// Frames were written since the log was last synced (`waldio-ns`).
+    log_dirty: bool,
     closed: bool,
 }
 
@@ -219,6 +247,9 @@ pub(crate) struct Waldio {
     direct: Option<Arc<dyn File>>,
     /// Alignment of direct writes.
     align: usize,
+    /// fdatasync the log at every commit (`waldio`); `waldio-ns` leaves it to the
+    /// checkpoint.
+    sync_at_commit: bool,
     writer: Mutex<Writer>,
     index: RwLock<Index>,
 }
@@ -236,7 +267,7 @@ struct Scan {
 impl Waldio {
     /// Open the log: scan it, keep every frame up to the last valid commit frame,
     /// checkpoint them, and start a new generation in a log of full size.
-    pub(crate) fn open(ctx: JournalCtx) -> Result<(Waldio, RecoveryReport)> {
+    pub(crate) fn open(ctx: JournalCtx, sync_at_commit: bool) -> Result<(Waldio, RecoveryReport)> {
         let path = ctx.side_path(SIDE);
         if !ctx.vfs.exists(&path).map_err(Error::io("stat", &path))? {
             check_db_length(&ctx)?;
@@ -327,6 +358,7 @@ impl Waldio {
             file,
             direct: direct.map(|(f, _)| f),
             align,
+            sync_at_commit,
             writer: Mutex::new(Writer {
                 hdr,
                 next_frame: scan.index.frames,
@@ -335,6 +367,7 @@ impl Waldio {
                 fcc,
                 capacity,
                 scratch: Vec::new(),
+                log_dirty: false,
                 closed: false,
             }),
             index: RwLock::new(scan.index),
@@ -437,6 +470,13 @@ impl Waldio {
         let db = &self.ctx.db;
         let ps = self.ps();
         if !pages.is_empty() {
+            if w.log_dirty {
+                // `waldio-ns`: the frames must be durable before the database is written
+                // from them, or a cut could keep newer pages in the database than the
+                // log's surviving prefix describes.
+                self.sync_log()?;
+                w.log_dirty = false;
+            }
             db.ensure_capacity(w.db_size)?;
             let mut buf = vec![0u8; ps];
             for (pgno, off) in pages {
@@ -647,7 +687,9 @@ impl Journal for Waldio {
         let wrote = self.write_pages(&mut scratch, &buf, first);
         w.scratch = scratch;
         wrote?;
-        if self.ctx.config.mutant() != Mutant::NoSyncAtCommit {
+        if !self.sync_at_commit {
+            w.log_dirty = true;
+        } else if self.ctx.config.mutant() != Mutant::NoSyncAtCommit {
             self.sync_log()?;
         }
         {
@@ -846,7 +888,7 @@ mod tests {
             wal_autocheckpoint: 0,
             ..Default::default()
         };
-        let (j, _) = Waldio::open(ctx(&vfs, Path::new("/d"), cfg, 4)).unwrap();
+        let (j, _) = Waldio::open(ctx(&vfs, Path::new("/d"), cfg, 4), true).unwrap();
         // The test images are random bytes to the end: their tails are not zero.
         let pages = [(1, image(1, 1))];
         let r = j.commit(&CommitBatch {

@@ -103,6 +103,7 @@ pub(crate) const fn dhl_spec(
             intent_map: true,
             side_files: &[],
             steals: true,
+            durable_at_ack: true,
         },
         open: open_dhl,
     }
