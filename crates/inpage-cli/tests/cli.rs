@@ -164,7 +164,7 @@ fn inspect_names_the_reserved_tail_of_a_waldio_file() {
         let mut w = db.begin_write().unwrap();
         let t = w.create_tree("t", KeyKind::Int).unwrap();
         for k in 0..300 {
-            w.insert(&t, k, &vec![b'y'; 100]).unwrap();
+            w.insert(&t, k, &[b'y'; 100][..]).unwrap();
         }
         w.commit().unwrap();
         db.close().unwrap();
