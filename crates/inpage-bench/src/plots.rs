@@ -817,6 +817,7 @@ mod tests {
             journal_kib_per_txn: None,
             flushes_per_txn: None,
             write_calls_per_txn: None,
+            unaligned_writes_per_txn: None,
             sync_calls_per_txn: None,
             latency_us: Some(Latency {
                 compute: 1.0,

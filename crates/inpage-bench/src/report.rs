@@ -88,6 +88,10 @@ pub struct ResultRow {
     pub journal_kib_per_txn: Option<f64>,
     pub flushes_per_txn: Option<f64>,
     pub write_calls_per_txn: Option<f64>,
+    /// Of `write_calls_per_txn`, the writes whose offset or length is not a multiple of
+    /// 4 KiB (engine contenders only: counted by the accounting VFS).
+    #[serde(default)]
+    pub unaligned_writes_per_txn: Option<f64>,
     pub sync_calls_per_txn: Option<f64>,
     pub latency_us: Option<Latency>,
     pub recovery_ms_median: Option<f64>,
@@ -164,6 +168,8 @@ pub struct Sample {
     pub dev_writes: Option<f64>,
     pub flushes: Option<f64>,
     pub write_calls: Option<f64>,
+    /// Write calls not 4 KiB-aligned in offset and length, per transaction.
+    pub unaligned_writes: Option<f64>,
     pub sync_calls: Option<f64>,
     pub latency: Option<Latency>,
     pub recovery_ms: Option<f64>,
@@ -300,6 +306,7 @@ impl Collector {
                     journal_kib_per_txn: median_opt(s.iter().map(|x| x.journal_kib)),
                     flushes_per_txn: median_opt(s.iter().map(|x| x.flushes)),
                     write_calls_per_txn: median_opt(s.iter().map(|x| x.write_calls)),
+                    unaligned_writes_per_txn: median_opt(s.iter().map(|x| x.unaligned_writes)),
                     sync_calls_per_txn: median_opt(s.iter().map(|x| x.sync_calls)),
                     latency_us: lat,
                     recovery_ms_median: median_opt(s.iter().map(|x| x.recovery_ms)),
@@ -410,6 +417,7 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
         "devWr",
         "flush",
         "wcalls",
+        "unal4k",
         "syncs",
         "cpu_us",
         "wr_us",
@@ -436,6 +444,7 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
             f(dev_writes.get(i).copied().flatten(), 1),
             f(x.flushes_per_txn, 2),
             f(x.write_calls_per_txn, 1),
+            f(x.unaligned_writes_per_txn, 1),
             f(x.sync_calls_per_txn, 1),
             f(x.latency_us.map(|l| l.compute), 0),
             f(x.latency_us.map(|l| l.write), 0),
@@ -638,6 +647,7 @@ mod tests {
             journal_kib_per_txn: Some(12.5),
             flushes_per_txn: Some(2.0),
             write_calls_per_txn: None,
+            unaligned_writes_per_txn: None,
             sync_calls_per_txn: None,
             latency_us: Some(Latency {
                 compute: 10.0,
@@ -721,6 +731,7 @@ mod tests {
             "journal_kib_per_txn",
             "flushes_per_txn",
             "write_calls_per_txn",
+            "unaligned_writes_per_txn",
             "sync_calls_per_txn",
             "latency_us",
             "recovery_ms_median",

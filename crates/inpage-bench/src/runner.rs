@@ -214,6 +214,7 @@ pub(crate) fn sample(
             (bytes.map(|b| b / 1024.0 / n), None, None, None)
         }
     };
+    let unaligned_writes = accounted.then(|| acct.unaligned_writes() as f64 / n);
     let (write_calls, sync_calls, latency) = if accounted {
         let w = wr(IoKind::Write).calls + wr(IoKind::Allocate).calls;
         let s = wr(IoKind::Sync).calls + wr(IoKind::SyncAll).calls + wr(IoKind::SyncDir).calls;
@@ -255,6 +256,7 @@ pub(crate) fn sample(
         dev_writes,
         flushes,
         write_calls,
+        unaligned_writes,
         sync_calls,
         latency,
         recovery_ms: None,

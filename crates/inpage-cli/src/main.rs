@@ -176,6 +176,7 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
     let h = db.header();
     out!(o, "file            {}", file.display());
     out!(o, "journal mode    {}", h.journal_mode);
+    out!(o, "  (what it is)  {}", h.journal_mode.summary());
     out!(o, "page size       {}", h.page_size);
     out!(o, "fcc             {}", h.fcc);
     out!(o, "last txn pages  {}", h.last_txn_size);
@@ -194,11 +195,18 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
         o,
         "page writes     {}",
         if h.journal_mode.capabilities().direct_writes {
-            "O_DIRECT where the file system accepts it (changed sectors)"
+            "O_DIRECT where the file system accepts it, else through the page cache (the same format either way)"
         } else {
             "through the page cache"
         }
     );
+    let tail = h.journal_mode.reserved_tail();
+    if tail > 0 {
+        out!(
+            o,
+            "reserved tail   {tail} bytes before each page's trailer (zero in the file; the log's frame header)"
+        );
+    }
     for line in recovery_lines(&db) {
         out!(o, "{line}");
     }

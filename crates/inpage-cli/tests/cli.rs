@@ -153,3 +153,32 @@ fn help_lists_every_journal_mode() {
         );
     }
 }
+
+#[test]
+fn inspect_names_the_reserved_tail_of_a_waldio_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.db");
+    {
+        let db =
+            Database::open(&path, Config::default().journal_mode(JournalMode::WALDIO)).unwrap();
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Int).unwrap();
+        for k in 0..300 {
+            w.insert(&t, k, &[b'y'; 100][..]).unwrap();
+        }
+        w.commit().unwrap();
+        db.close().unwrap();
+    }
+    // The log stays next to the database, preallocated: 1000 frames and its header page.
+    let log = std::fs::metadata(dir.path().join("w.db-waldio")).unwrap();
+    assert_eq!(log.len(), 1001 * 4096);
+    let p = path.to_str().unwrap();
+    let (code, out, err) = inpage(&["inspect", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("journal mode    waldio"), "{out}");
+    assert!(out.contains("reserved tail   32 bytes"), "{out}");
+    assert!(out.contains("entries 300"), "{out}");
+    let (code, out, err) = inpage(&["check", p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("ok:"), "{out}");
+}

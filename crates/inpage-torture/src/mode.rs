@@ -5,7 +5,7 @@
 //! tortured without touching this crate. What a mode promises decides which oracle rule
 //! applies to it (see `oracle`):
 //! - `promises_atomicity()` false (`off`): violations are counted and printed, never fatal.
-//! - `durable_at_ack()` false (`wal-normal`): an acknowledged commit may be lost by a power
+//! - `durable_at_ack()` false (`wal-normal`, `waldio-ns`): an acknowledged commit may be lost by a power
 //!   cut, but only together with every later one (the survivors are a prefix).
 
 use std::sync::Arc;
@@ -130,10 +130,11 @@ impl Mode {
         self.journal.promises_atomicity()
     }
 
-    /// Whether an acknowledged commit survives a power cut (false only for `wal-normal`,
-    /// whose commits become durable at the next checkpoint or clean close).
+    /// Whether an acknowledged commit survives a power cut (false for `wal-normal`, whose
+    /// commits become durable at the next checkpoint or clean close, and for modes that
+    /// say so in their capabilities, such as `waldio-ns`).
     pub fn durable_at_ack(&self) -> bool {
-        self.variant != Variant::Normal
+        self.variant != Variant::Normal && self.journal.capabilities().durable_at_ack
     }
 
     /// The engine configuration for this mode.

@@ -37,7 +37,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 13] = [
+const BUDGETS: [Budget; 14] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         modes: &["dhl-tc", "delete", "truncate", "persist"],
@@ -47,7 +47,15 @@ const BUDGETS: [Budget; 13] = [
     },
     Budget {
         mutant: Mutant::NoSyncAtCommit,
-        modes: &["dhl-cc", "dhl-cc-header", "dhl-tc", "wal", "ips", "dash"],
+        modes: &[
+            "dhl-cc",
+            "dhl-cc-header",
+            "dhl-tc",
+            "wal",
+            "ips",
+            "dash",
+            "waldio",
+        ],
         sequences: 100,
         at_least: 1,
         args: plain,
@@ -55,7 +63,7 @@ const BUDGETS: [Budget; 13] = [
     // The bar: the checksum-skip mutant found at least 10 times in the CI budget.
     Budget {
         mutant: Mutant::SkipChecksum,
-        modes: &["dhl-cc", "wal", "ips", "mvbt", "ls-mvbt", "dash"],
+        modes: &["dhl-cc", "wal", "ips", "mvbt", "ls-mvbt", "dash", "waldio"],
         sequences: 600,
         at_least: 10,
         args: plain,
@@ -76,7 +84,7 @@ const BUDGETS: [Budget; 13] = [
     },
     Budget {
         mutant: Mutant::WalPastCommit,
-        modes: &["wal", "wal-prealloc"],
+        modes: &["wal", "wal-prealloc", "waldio"],
         sequences: 150,
         at_least: 1,
         args: plain,
@@ -140,6 +148,16 @@ const BUDGETS: [Budget; 13] = [
         mutant: Mutant::ShadowSkipPrevious,
         modes: &["dash"],
         sequences: 100,
+        at_least: 1,
+        args: plain,
+    },
+    // WALDIO: a cut after a checkpoint's new log header is durable but before the pages
+    // it copied are loses them; the torture's small auto-checkpoint interval makes
+    // checkpoints frequent.
+    Budget {
+        mutant: Mutant::UnsyncedCheckpoint,
+        modes: &["waldio"],
+        sequences: 200,
         at_least: 1,
         args: plain,
     },
@@ -262,6 +280,11 @@ fn mutant_spill_leftover() {
 #[test]
 fn mutant_shadow_skip_previous() {
     find(Mutant::ShadowSkipPrevious);
+}
+
+#[test]
+fn mutant_unsynced_checkpoint() {
+    find(Mutant::UnsyncedCheckpoint);
 }
 
 /// Shrinking and replay work on sequences: the unsynced-recovery mutant needs a crash

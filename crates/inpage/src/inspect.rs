@@ -13,7 +13,7 @@ use crate::page::{cell, Geometry, PAGE_TRAILER};
 /// `page_size` bytes; `fcc` the committed transaction a reader would see): header slots
 /// for page 0, the page type or the versions and which one is visible otherwise.
 pub fn describe_page(mode: JournalMode, pgno: Pgno, page: &[u8], fcc: u64) -> Vec<String> {
-    let Some(g) = geometry(page.len()) else {
+    let Some(g) = geometry(mode, page.len()) else {
         return vec![format!("{} bytes is not a page size", page.len())];
     };
     mode.layout().describe(pgno, page, g, fcc)
@@ -22,7 +22,7 @@ pub fn describe_page(mode: JournalMode, pgno: Pgno, page: &[u8], fcc: u64) -> Ve
 /// What kind of page this is (`leaf`, `interior`, `overflow`, `free`, `unused`,
 /// `unknown`) for a reader at `fcc`.
 pub fn classify_page(mode: JournalMode, page: &[u8], fcc: u64) -> &'static str {
-    match geometry(page.len()) {
+    match geometry(mode, page.len()) {
         Some(g) => mode.layout().classify(page, g, fcc),
         None => "unknown",
     }
@@ -48,11 +48,17 @@ pub fn max_inline_value(page_size: u32, key_len: usize) -> Option<usize> {
     Some(lo)
 }
 
-fn geometry(page_size: usize) -> Option<Geometry> {
-    (page_size > PAGE_TRAILER && page_size.is_power_of_two()).then(|| Geometry {
-        page_size,
-        usable: page_size - PAGE_TRAILER,
-    })
+fn geometry(mode: JournalMode, page_size: usize) -> Option<Geometry> {
+    let layout = mode.layout();
+    (page_size > PAGE_TRAILER + layout.reserved_tail() && page_size.is_power_of_two())
+        .then(|| layout.geometry_for(page_size))
+}
+
+/// As [`max_inline_value`], for the pages of `mode`, whose layout may reserve a tail of
+/// each page for its journal (the `waldio` modes), leaving less room for cells.
+pub fn max_inline_value_in(mode: JournalMode, page_size: u32, key_len: usize) -> Option<usize> {
+    let tail = mode.layout().reserved_tail() as u32;
+    max_inline_value(page_size.checked_sub(tail)?, key_len)
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use common::*;
 use inpage::check::check;
-use inpage::inspect::max_inline_value;
+use inpage::inspect::max_inline_value_in;
 use inpage::vfs::SimVfs;
 use inpage::{
     Comparator, Cursor, CursorOps, Database, Error, JournalMode, KeyKind, ReadableTxn, Restored,
@@ -131,6 +131,7 @@ struct Run {
     committed: Model,
     saves: Vec<(inpage::Savepoint, Model)>,
     mcur: Vec<MCur>,
+    mode: JournalMode,
 }
 
 impl Run {
@@ -155,6 +156,7 @@ impl Run {
             committed: Model::new(),
             saves: Vec::new(),
             mcur: vec![MCur::Invalid; 3],
+            mode,
         }
     }
 
@@ -406,8 +408,8 @@ impl Run {
                     let model_moved = now.as_ref() != Some(seen);
                     if model_moved {
                         assert!(moved, "cursor {i}: row changed but has_moved is false");
-                    } else if stored.len() <= INLINE_KEY_512
-                        && Some(seen.len()) <= max_inline_value(512, stored.len())
+                    } else if stored.len() <= inline_key_512(self.mode)
+                        && Some(seen.len()) <= max_inline_value_in(self.mode, 512, stored.len())
                     {
                         // An unchanged inline row is never reported moved, and the bytes
                         // the cursor hands out are the row's. (A long key's row, like an
@@ -421,8 +423,11 @@ impl Run {
     }
 }
 
-/// The inline key limit at the 512-byte pages these runs use (`(508 - 12) / 4 - 12`).
-const INLINE_KEY_512: usize = 112;
+/// The inline key limit at the 512-byte pages these runs use: `(508 - 12) / 4 - 12`, with
+/// the usable size less the mode's reserved tail (the `waldio` modes).
+fn inline_key_512(mode: JournalMode) -> usize {
+    (508 - mode.reserved_tail() - 12) / 4 - 12
+}
 
 fn cases() -> u32 {
     std::env::var("INPAGE_PROPTEST_CASES")
@@ -904,7 +909,7 @@ fn leaf_runs_match_stepping() {
     for mode in modes() {
         let vfs = SimVfs::new();
         let db = Database::open(DB, sim_config(&vfs, mode, 512)).unwrap();
-        let big = max_inline_value(512, 8).unwrap() + 50;
+        let big = max_inline_value_in(mode, 512, 8).unwrap() + 50;
         let mut w = db.begin_write().unwrap();
         let t = w.create_tree("t", KeyKind::Int).unwrap();
         for k in 0..400i64 {

@@ -98,6 +98,7 @@ pub(crate) static DASH: ModeSpec = ModeSpec {
         intent_map: false,
         side_files: &[SIDE],
         steals: false,
+        durable_at_ack: true,
     },
     open: open_dash,
 };

@@ -34,6 +34,7 @@ mod rollback;
 pub(crate) mod testutil;
 mod util;
 mod wal;
+mod waldio;
 
 pub use dbfile::DbFile;
 pub(crate) use rollback::recover_hot_journal;
@@ -94,6 +95,11 @@ pub struct Capabilities {
     /// readers pick by tid, and a recovery that drops versions of an unfinished
     /// transaction.
     pub steals: bool,
+    /// An acknowledged commit survives a power cut even on a device with a volatile
+    /// write cache. False for a mode that skips the flush at commit (`waldio-ns`): its
+    /// commits are durable only where a completed write is (no volatile cache, e.g.
+    /// eMMC reliable write), or at the next checkpoint; a cut keeps a prefix of them.
+    pub durable_at_ack: bool,
 }
 
 /// A journal as opened: the protocol, what its recovery did, and what it established.
@@ -142,6 +148,8 @@ impl JournalMode {
         JournalMode::LS_MVBT_NO_GC,
         JournalMode::LS_MVBT_HEADER,
         JournalMode::DASH,
+        JournalMode::WALDIO,
+        JournalMode::WALDIO_NS,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -179,6 +187,12 @@ impl JournalMode {
     pub const LS_MVBT_HEADER: JournalMode = JournalMode(&mvbt::LS_MVBT_HEADER);
     /// Database shadowing: two files alternate, one fdatasync per commit.
     pub const DASH: JournalMode = JournalMode(&dash::DASH);
+    /// Write-ahead log for direct I/O: page-sized frames, one aligned write and one
+    /// fdatasync per commit.
+    pub const WALDIO: JournalMode = JournalMode(&waldio::WALDIO);
+    /// `waldio` without the fdatasync at commit (WALDIO's "no sync"): atomic, durable at
+    /// acknowledgement only on a device without a volatile write cache.
+    pub const WALDIO_NS: JournalMode = JournalMode(&waldio::WALDIO_NS);
 }
 
 impl JournalMode {
@@ -231,6 +245,12 @@ impl JournalMode {
     /// header's `freelist_head`); otherwise the free pages are those no tree owns.
     pub fn keeps_free_list(self) -> bool {
         self.0.layout.free_space() == crate::page::FreeSpace::PageList
+    }
+
+    /// Bytes at the end of each page (before the trailer) the mode's layout reserves
+    /// for its journal: 0, or the `waldio` modes' embedded frame header.
+    pub fn reserved_tail(self) -> usize {
+        self.0.layout.reserved_tail()
     }
 
     /// The page layout the mode's trees use.
@@ -330,17 +350,17 @@ pub enum Mutant {
     /// No sync before the commit mark: rollback modes overwrite the database while the
     /// journal is volatile; `dhl-tc` writes the header slot before its pages are durable.
     NoSyncBeforeMark,
-    /// No sync at commit: `dhl-cc`/`dhl-cc-header`/`dhl-tc` and `wal` (FULL) acknowledge
+    /// No sync at commit: `dhl-cc`/`dhl-cc-header`/`dhl-tc`, `wal` (FULL) and `waldio` acknowledge
     /// with the commit's writes still volatile.
     NoSyncAtCommit,
-    /// Checksums not verified: DHL recovery takes a torn version as valid; the WAL scan
-    /// takes a frame whose chain checksum fails.
+    /// Checksums not verified: DHL recovery takes a torn version as valid; the WAL and
+    /// WALDIO scans take a frame whose chain checksum fails.
     SkipChecksum,
     /// DHL recovery's invalidation writes are not synced.
     UnsyncedRecovery,
     /// The counting vote accepts a transaction with one page missing.
     VoteOffByOne,
-    /// WAL recovery replays the frames after the last commit frame.
+    /// WAL and WALDIO recovery replay the frames after the last commit frame.
     WalPastCommit,
     /// DHL: the clean-shutdown mark is not voided before the first commit after a
     /// reopen, so a crash in that commit is opened as clean at the old FCC. DASH: the
@@ -365,11 +385,15 @@ pub enum Mutant {
     /// DASH: a commit leaves out the pages the previous transaction wrote, so the older
     /// file it turns current still holds their images from two commits ago.
     ShadowSkipPrevious,
+    /// WALDIO: the checkpoint starts the next log generation (a header with new salts,
+    /// synced) without syncing the pages it copied into the database, so a power cut
+    /// loses them with the log that held them.
+    UnsyncedCheckpoint,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 14] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -383,6 +407,7 @@ impl Mutant {
         Mutant::SpillNotRestamped,
         Mutant::SpillLeftover,
         Mutant::ShadowSkipPrevious,
+        Mutant::UnsyncedCheckpoint,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -402,6 +427,7 @@ impl Mutant {
             Mutant::SpillNotRestamped => "spill-not-restamped",
             Mutant::SpillLeftover => "spill-leftover",
             Mutant::ShadowSkipPrevious => "shadow-skip-previous",
+            Mutant::UnsyncedCheckpoint => "unsynced-checkpoint",
         }
     }
 

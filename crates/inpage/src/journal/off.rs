@@ -38,6 +38,7 @@ pub(crate) static OFF: ModeSpec = ModeSpec {
         intent_map: false,
         side_files: &[],
         steals: false,
+        durable_at_ack: true,
     },
     open: open_off,
 };
@@ -57,6 +58,7 @@ pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
         intent_map: false,
         side_files: &[],
         steals: false,
+        durable_at_ack: true,
     },
     open: open_off,
 };

@@ -68,6 +68,7 @@ const ROLLBACK_CAPS: Capabilities = Capabilities {
     intent_map: false,
     side_files: &["journal"],
     steals: false,
+    durable_at_ack: true,
 };
 
 /// Registry entry of `delete`.

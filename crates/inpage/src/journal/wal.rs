@@ -74,14 +74,15 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::util::{check_batch, read_up_to};
+use super::util::{
+    check_batch, check_db_length, db_fcc, fresh_salt, nonzero, read_up_to, stamp_fcc,
+};
 use super::{
     Capabilities, CommitBatch, Journal, JournalCtx, ModeSpec, Mutant, Opened, RecoveryReport,
     WalSync,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::get_u32 as le32;
-use crate::page::layout::PageLayout;
 use crate::page::stock::STOCK;
 use crate::page::PageRef;
 
@@ -100,6 +101,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         intent_map: false,
         side_files: &["wal"],
         steals: false,
+        durable_at_ack: true,
     },
     open: |ctx, _| {
         let (j, r) = Wal::open(ctx)?;
@@ -171,15 +173,6 @@ impl WalHeader {
             ..*self
         }
     }
-}
-
-/// Salts are never zero, so a zero-filled (preallocated) frame never matches.
-fn nonzero(x: u32) -> u32 {
-    x.max(1)
-}
-
-fn fresh_salt(vfs: &dyn crate::vfs::Vfs) -> u32 {
-    nonzero(vfs.nonce(0x5a17) as u32)
 }
 
 fn frame_crc(prev: u32, fhdr: &[u8], data: &[u8]) -> u32 {
@@ -472,20 +465,6 @@ impl Wal {
     }
 }
 
-/// The FCC in the database file's header, if page 0 holds a valid stock header (the
-/// pager has checked it already; the journal's own unit tests use bare page images). A
-/// failed read is an error, never "no header": skipping the generation check on an EIO
-/// would replay frames of an older generation over newer pages.
-fn db_fcc(ctx: &JournalCtx) -> Result<Option<u64>> {
-    let mut p0 = vec![0u8; ctx.db.page_size];
-    match ctx.db.read_page(0, &mut p0) {
-        Ok(()) => Ok(Header::decode(&p0).ok().map(|h| h.fcc)),
-        // A file shorter than one page has no header to compare with.
-        Err(Error::Corrupt { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
 /// Whether the committed frames the scan kept are older than the database (`Ok(true)`:
 /// skip them), belong to it (`Ok(false)`: replay), or cannot belong to it (an error).
 ///
@@ -516,29 +495,6 @@ fn replay_is_stale(scan: &Scan, db_fcc: u64, path: &std::path::Path) -> Result<b
         });
     }
     Ok(true)
-}
-
-/// Refuse a database file shorter than its header's page count (`Error::Truncated`).
-fn check_db_length(ctx: &JournalCtx) -> Result<()> {
-    let mut p0 = vec![0u8; ctx.db.page_size];
-    let h = match ctx.db.read_page(0, &mut p0) {
-        Ok(()) => Header::decode(&p0).ok(),
-        Err(Error::Corrupt { .. }) => None,
-        Err(e) => return Err(e),
-    };
-    let Some(h) = h else {
-        return Ok(()); // no header to measure against (the journal's own tests)
-    };
-    let need = h.page_count as u64 * ctx.db.page_size as u64;
-    let len = ctx.db.file_len()?;
-    if len < need {
-        return Err(Error::Truncated {
-            path: ctx.db_path.clone(),
-            expected: need,
-            actual: len,
-        });
-    }
-    Ok(())
 }
 
 /// The FCC recovery settles on: the newer of the database header's and the last kept
@@ -578,20 +534,6 @@ fn settle_fcc(
         });
     }
     Ok(last.max(disk))
-}
-
-/// Set the FCC in a page 0 holding a stock header; `false` (nothing changed) if it names
-/// that FCC already or holds no header (the journal's own tests use bare page images).
-fn stamp_fcc(page0: &mut [u8], fcc: u64) -> bool {
-    let Ok(mut h) = Header::decode(page0) else {
-        return false;
-    };
-    if h.fcc == fcc || h.page_size as usize != page0.len() {
-        return false;
-    }
-    h.fcc = fcc;
-    page0.copy_from_slice(&STOCK.header_image(page0, 0, &h));
-    true
 }
 
 fn closed() -> Error {
@@ -818,6 +760,7 @@ mod tests {
     use super::*;
     use crate::journal::testutil::*;
     use crate::journal::JournalConfig;
+    use crate::page::layout::PageLayout;
     use crate::vfs::Vfs;
     use std::path::Path;
 

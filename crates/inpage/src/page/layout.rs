@@ -213,6 +213,23 @@ pub trait PageLayout: Send + Sync + Debug {
     /// where the creating transaction's versions must already be visible.
     fn create_tid(&self) -> u64;
 
+    /// Bytes just before the pager's trailer that no page of this layout uses and that
+    /// are zero in every committed image (SQLite's "reserved bytes"): a journal may put
+    /// its own per-page data there while the image sits in its log (`waldio` keeps its
+    /// frame header there), as long as it zeroes them again before anyone reads the page.
+    /// Subtracted from the usable size wherever that is computed.
+    fn reserved_tail(&self) -> usize {
+        0
+    }
+
+    /// Geometry of pages of `page_size` bytes under this layout.
+    fn geometry_for(&self, page_size: usize) -> Geometry {
+        Geometry {
+            page_size,
+            usable: page_size - super::PAGE_TRAILER - self.reserved_tail(),
+        }
+    }
+
     /// Whether the pager verifies the page trailer crc on read. A layout whose versions
     /// carry their own checksums (and whose recovery rewrites pages without restamping
     /// the trailer) says no.

@@ -3,7 +3,8 @@
 //! Invariants:
 //! - Every page is `page_size` bytes; the last `PAGE_TRAILER` bytes belong to the pager
 //!   (a crc32c of the rest, stamped on write, verified on read), so layouts only use the
-//!   first `usable_size()` bytes. A page read through `PageRead` has passed its checksum
+//!   first `usable_size()` bytes; a layout with a reserved tail (`PageLayout::reserved_tail`)
+//!   leaves that many more bytes before the trailer zero, for a journal's per-page data. A page read through `PageRead` has passed its checksum
 //!   (in the DHL layout the pager may skip it: tree and overflow pages carry their own
 //!   checksums in their descriptors, which the readers verify).
 //! - Byte 0 of every non-header page is its page type, so `check` and `inspect` can
@@ -70,9 +71,10 @@ pub mod page_type {
 pub trait PageRead {
     /// Page size in bytes.
     fn page_size(&self) -> usize;
-    /// Bytes a layout may use at the start of each page (`page_size - PAGE_TRAILER`).
+    /// Bytes a layout may use at the start of each page (`page_size - PAGE_TRAILER`, less
+    /// the layout's reserved tail).
     fn usable_size(&self) -> usize {
-        self.page_size() - PAGE_TRAILER
+        self.page_size() - PAGE_TRAILER - self.layout().reserved_tail()
     }
     /// Read page `pgno` (never the header page 0). Errors: `Corrupt` for a checksum
     /// failure or a page number past the end of the database.

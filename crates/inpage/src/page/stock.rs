@@ -4,7 +4,9 @@
 //! Invariants: a node within `capacity` always fits a page (the slotted page's capacity
 //! is exactly the bytes left after its header), so `node_image` never returns None; pages
 //! carry no transaction id, so the committed image is whatever the journal (rollback
-//! journal, WAL) keeps, and every page is verified by the pager's trailer crc.
+//! journal, WAL) keeps, and every page is verified by the pager's trailer crc. With a
+//! reserved tail the tail stays zero: every image is built from a zeroed page or edited
+//! within the first `g.usable` bytes, and `g.usable` excludes the tail.
 
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32, put_u32};
@@ -15,12 +17,24 @@ use crate::page::slotted;
 use crate::page::{crc_ok, page_type, stamp_crc, PageRef, PageWrite};
 use crate::pager::header::{self, Header};
 
-/// The stock layout.
+/// The stock layout; `tail` is its reserved tail (a format option, SQLite's reserved
+/// bytes), zero except for the modes that embed a log frame header in it.
 #[derive(Debug)]
-pub(crate) struct Stock;
+pub(crate) struct Stock {
+    tail: usize,
+}
 
-/// The one instance the registry names.
-pub(crate) static STOCK: Stock = Stock;
+/// The stock layout without a reserved tail, which most stock modes name.
+pub(crate) static STOCK: Stock = Stock { tail: 0 };
+
+/// Bytes of the reserved tail of [`STOCK_RESERVED`].
+pub(crate) const RESERVED_TAIL: usize = 32;
+
+/// Stock pages with a 32-byte reserved tail before the trailer (the `waldio` modes put
+/// each log frame's header there, so a frame is exactly one page).
+pub(crate) static STOCK_RESERVED: Stock = Stock {
+    tail: RESERVED_TAIL,
+};
 
 /// Where an overflow page keeps its next pointer.
 const OVFL_NEXT: usize = 4;
@@ -145,6 +159,10 @@ impl PageLayout for Stock {
 
     fn trailer_checked(&self) -> bool {
         true
+    }
+
+    fn reserved_tail(&self) -> usize {
+        self.tail
     }
 
     fn read_header(&self, page0: &[u8], _fcc: u64) -> std::result::Result<Header, String> {

@@ -45,9 +45,7 @@ use crate::journal::{
     dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
     RecoveryReport,
 };
-use crate::page::{
-    crc_ok, stamp_crc, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite, PAGE_TRAILER,
-};
+use crate::page::{crc_ok, stamp_crc, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite};
 use crate::vfs::{File, LockKind, OpenOptions};
 use cache::Cache;
 use header::{Header, HEADER_LEN, META_SLOTS};
@@ -476,10 +474,7 @@ impl Pager {
         let db = DbFile::new(f, init.clone(), page_size, cfg.chunk_pages);
         let blank = vec![0u8; page_size];
         db.write_page(0, &layout.header_image(&blank, 0, &header))?;
-        let g = Geometry {
-            page_size,
-            usable: page_size - PAGE_TRAILER,
-        };
+        let g = layout.geometry_for(page_size);
         for (pgno, img) in store.pages {
             let mut img = layout
                 .finalize(pgno, PageRef::from(img), g, fcc, txn_size)?
@@ -756,10 +751,7 @@ impl Pager {
     }
 
     fn geometry(&self) -> Geometry {
-        Geometry {
-            page_size: self.page_size,
-            usable: self.page_size - PAGE_TRAILER,
-        }
+        self.layout.geometry_for(self.page_size)
     }
 
     /// The image of `pgno` a reader at `snapshot` must see instead of the current one:

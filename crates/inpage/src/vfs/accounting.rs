@@ -115,6 +115,8 @@ struct KindCounters {
 #[derive(Debug, Default)]
 pub struct IoStats {
     kinds: [KindCounters; IoKind::COUNT],
+    /// `write_at` calls whose offset or length is not a multiple of 4096 bytes.
+    unaligned_writes: AtomicU64,
 }
 
 impl IoStats {
@@ -141,11 +143,13 @@ impl IoStats {
                 nanos: k.nanos.load(Ordering::Relaxed),
             };
         }
+        s.unaligned_writes = self.unaligned_writes.load(Ordering::Relaxed);
         s
     }
 
     /// Zero every counter.
     pub fn reset(&self) {
+        self.unaligned_writes.store(0, Ordering::Relaxed);
         for k in &self.kinds {
             k.calls.store(0, Ordering::Relaxed);
             k.bytes.store(0, Ordering::Relaxed);
@@ -158,6 +162,7 @@ impl IoStats {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IoStatsSnapshot {
     kinds: [KindStats; IoKind::COUNT],
+    unaligned_writes: u64,
 }
 
 impl IoStatsSnapshot {
@@ -173,7 +178,16 @@ impl IoStatsSnapshot {
         for i in 0..IoKind::COUNT {
             d.kinds[i] = self.kinds[i].saturating_sub(earlier.kinds[i]);
         }
+        d.unaligned_writes = self
+            .unaligned_writes
+            .saturating_sub(earlier.unaligned_writes);
         d
+    }
+
+    /// `write_at` calls whose offset or length was not a multiple of 4096 bytes (the
+    /// rest of `get(IoKind::Write).calls` were whole, aligned 4 KiB blocks).
+    pub fn unaligned_writes(&self) -> u64 {
+        self.unaligned_writes
     }
 
     /// Sum over all kinds.
@@ -319,6 +333,9 @@ impl File for AccountingFile {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let len = buf.len() as u64;
+        if offset % 4096 != 0 || len % 4096 != 0 {
+            self.stats.unaligned_writes.fetch_add(1, Ordering::Relaxed);
+        }
         timed(
             &self.stats,
             IoKind::Write,
@@ -388,6 +405,22 @@ mod tests {
     }
 
     #[test]
+    fn writes_of_whole_4k_blocks_at_4k_offsets_are_the_aligned_ones() {
+        let vfs = AccountingVfs::new(Arc::new(SimVfs::new()));
+        let stats = vfs.stats();
+        let f = vfs.open(Path::new("c"), create()).unwrap();
+        f.write_at(&[0u8; 8192], 4096).unwrap();
+        let s = stats.snapshot();
+        assert_eq!(s.unaligned_writes(), 0);
+        f.write_at(&[0u8; 4096], 512).unwrap();
+        f.write_at(&[0u8; 512], 8192).unwrap();
+        f.write_at(&[0u8; 4096], 0).unwrap();
+        assert_eq!(stats.snapshot().delta(&s).unaligned_writes(), 2);
+        stats.reset();
+        assert_eq!(stats.snapshot().unaligned_writes(), 0);
+    }
+
+    #[test]
     fn counts_known_sequence() {
         let vfs = AccountingVfs::new(Arc::new(SimVfs::new()));
         let stats = vfs.stats();
@@ -426,6 +459,7 @@ mod tests {
         want(IoKind::SyncDir, 1, 0);
         want(IoKind::Rename, 1, 0);
         want(IoKind::Delete, 2, 0);
+        assert_eq!(s.unaligned_writes(), 2);
         assert_eq!(s.total().calls, 14);
         assert_eq!(s.total().bytes, 128 + 178 + 4096);
 

@@ -63,7 +63,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::util::check_batch;
+use super::util::{aligned_into, check_batch, probe_alignment, refuses_direct};
 use super::{
     Capabilities, CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, ModeSpec, Mutant,
     Opened, RecoveryReport,
@@ -103,6 +103,7 @@ pub(crate) const fn dhl_spec(
             intent_map: true,
             side_files: &[],
             steals: true,
+            durable_at_ack: true,
         },
         open: open_dhl,
     }
@@ -220,66 +221,6 @@ fn changed_span(old: &[u8], new: &[u8], usable: usize) -> Option<std::ops::Range
     let first = (0..sectors).find(|&k| differs(k))?;
     let last = (first..sectors).rev().find(|&k| differs(k))?;
     Some(first * SECTOR..((last + 1) * SECTOR).min(new.len()))
-}
-
-/// The smallest alignment (512, else 4096 if the page is that large) at which `f` accepts
-/// an `O_DIRECT` read; a write has the same requirements, and a read changes nothing.
-fn probe_alignment(f: &dyn File, page_size: usize) -> std::io::Result<usize> {
-    // Asking the OS costs no I/O (the read below goes to the device on every open).
-    match f.direct_alignment() {
-        Some(0) => {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                "the file system does not do O_DIRECT on this file",
-            ))
-        }
-        Some(a) if a.is_power_of_two() && a.max(SECTOR) <= page_size => return Ok(a.max(SECTOR)),
-        Some(a) => {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::Unsupported,
-                format!("O_DIRECT needs {a}-byte alignment, pages are {page_size} bytes"),
-            ))
-        }
-        None => {}
-    }
-    let mut last = None;
-    for align in [SECTOR, 4096] {
-        if align > page_size {
-            break;
-        }
-        let mut buf = Vec::new();
-        let off = aligned_into(&mut buf, &vec![0u8; align], align);
-        match f.read_at(&mut buf[off..off + align], 0) {
-            Ok(_) => return Ok(align),
-            Err(e) if refuses_direct(&e) => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "pages are smaller than the device's direct-I/O block",
-        )
-    }))
-}
-
-/// Whether an error says O_DIRECT (or its alignment) is not accepted here: EINVAL, or
-/// unsupported on this platform. Not an I/O failure.
-fn refuses_direct(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::Unsupported
-        || e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error())
-}
-
-/// `bytes` copied to a buffer starting at an `align`-aligned address (for `O_DIRECT`),
-/// as (buffer, offset of the copy in it).
-fn aligned_into(buf: &mut Vec<u8>, bytes: &[u8], align: usize) -> usize {
-    if buf.len() < bytes.len() + align {
-        // Grown once to the largest span (a page): the address then stays put.
-        *buf = vec![0u8; bytes.len() + align];
-    }
-    let off = buf.as_ptr().align_offset(align).min(align);
-    buf[off..off + bytes.len()].copy_from_slice(bytes);
-    off
 }
 
 impl DhlJournal {
