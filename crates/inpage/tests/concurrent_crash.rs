@@ -12,6 +12,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use common::concurrency::*;
 use common::*;
 use inpage::vfs::{CrashModel, SimVfs};
 use inpage::{Concurrency, Database, Error, JournalMode, KeyKind, ReadableTxn, WriteTxn};
@@ -20,22 +21,7 @@ const PROTOCOLS: [Concurrency; 2] = [Concurrency::Occ, Concurrency::TwoVto { for
 
 /// Every registry mode that accepts concurrent writers.
 fn modes() -> Vec<JournalMode> {
-    JournalMode::all()
-        .filter(|&m| {
-            let vfs = SimVfs::new();
-            Database::open(DB, sim_config(&vfs, m, 1024).concurrency(Concurrency::Occ)).is_ok()
-        })
-        .collect()
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
+    modes_accepting(Concurrency::Occ)
 }
 
 type Model = BTreeMap<i64, Vec<u8>>;
@@ -68,7 +54,7 @@ fn apply_to(model: &Model, writes: &[(i64, Option<Vec<u8>>)]) -> Model {
 /// Run a seeded schedule of concurrent transactions on `db` until it ends or the disk's
 /// power cut makes a call fail.
 fn schedule(db: &Database, seed: u64, keys: i64) -> Outcome {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = XorShift(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut states = vec![dump(db)];
     let mut live: Vec<Live> = Vec::new();
     let mut started = 0;
@@ -141,7 +127,7 @@ fn schedule(db: &Database, seed: u64, keys: i64) -> Outcome {
 }
 
 fn open(vfs: &SimVfs, mode: JournalMode, c: Concurrency) -> Database {
-    Database::open(DB, sim_config(vfs, mode, 1024).concurrency(c)).unwrap()
+    open_with(vfs, mode, c)
 }
 
 /// One cut: load, count the schedule's file operations on a copy, then rerun it with a
@@ -170,7 +156,7 @@ fn one_cut(mode: JournalMode, c: Concurrency, seed: u64) -> bool {
     };
     let disk = vfs.crash(0, CrashModel::none());
     let db = open(&disk, mode, c);
-    let mut rng = Rng(seed | 1);
+    let mut rng = XorShift(seed | 1);
     disk.set_power_cut_after(1 + rng.below(span.max(1)));
     let out = schedule(&db, seed, keys);
     drop(db);
@@ -192,10 +178,7 @@ fn one_cut(mode: JournalMode, c: Concurrency, seed: u64) -> bool {
 
 #[test]
 fn power_cuts_during_concurrent_commits_keep_a_prefix_of_the_commit_order() {
-    let n: u64 = std::env::var("INPAGE_CONCURRENT_CUTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let n = env_count("INPAGE_CONCURRENT_CUTS", 20);
     let (mut cuts, mut in_commit) = (0, 0);
     for mode in modes() {
         for c in PROTOCOLS {

@@ -11,24 +11,14 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Barrier};
 
+use common::concurrency::*;
 use common::*;
 use inpage::vfs::SimVfs;
-use inpage::{Concurrency, Database, Error, JournalMode, KeyKind, ReadableTxn, WriteTxn};
+use inpage::{Concurrency, Database, Error, JournalMode, ReadableTxn, WriteTxn};
 
-/// The modes that accept `Occ`: every registry mode is tried, the others must refuse it
-/// with a `Config` error (no silent fallback to one writer).
+/// The modes that accept `Occ` (every registry mode tried; the rest must refuse it).
 fn occ_modes() -> Vec<JournalMode> {
-    let mut ok = Vec::new();
-    for mode in JournalMode::all() {
-        let vfs = SimVfs::new();
-        let cfg = sim_config(&vfs, mode, 1024).concurrency(Concurrency::Occ);
-        match Database::open(DB, cfg) {
-            Ok(_) => ok.push(mode),
-            Err(Error::Config(msg)) => assert!(msg.contains("concurrency"), "{mode}: {msg}"),
-            Err(e) => panic!("{mode}: unexpected error {e}"),
-        }
-    }
-    ok
+    modes_accepting(Concurrency::Occ)
 }
 
 #[test]
@@ -43,35 +33,11 @@ fn occ_is_accepted_exactly_where_versions_can_be_retagged() {
 }
 
 fn open(vfs: &SimVfs, mode: JournalMode) -> Database {
-    Database::open(
-        DB,
-        sim_config(vfs, mode, 1024).concurrency(Concurrency::Occ),
-    )
-    .unwrap()
-}
-
-/// A tree "t" of `n` keys (value: the key's decimal digits), spread over many leaves.
-fn seed(db: &Database, n: i64) {
-    let mut w = db.begin_write().unwrap();
-    let t = w.create_tree("t", KeyKind::Int).unwrap();
-    for k in 0..n {
-        w.insert(&t, k, k.to_string().as_bytes()).unwrap();
-    }
-    w.commit().unwrap();
-}
-
-fn get(w: &WriteTxn, k: i64) -> Option<Vec<u8>> {
-    let t = w.open_tree("t").unwrap();
-    w.get(&t, k).unwrap()
+    open_with(vfs, mode, Concurrency::Occ)
 }
 
 fn put(w: &mut WriteTxn, k: i64, v: &[u8]) {
-    let t = w.open_tree("t").unwrap();
-    w.insert(&t, k, v).unwrap();
-}
-
-fn number(v: Option<Vec<u8>>) -> i64 {
-    String::from_utf8(v.unwrap()).unwrap().parse().unwrap()
+    put_in(w, k, v).unwrap();
 }
 
 #[test]
@@ -79,7 +45,7 @@ fn writers_on_different_pages_both_commit() {
     for mode in occ_modes() {
         let vfs = SimVfs::new();
         let db = open(&vfs, mode);
-        seed(&db, 2000);
+        seed_numbered(&db, 2000);
         let f0 = db.fcc();
         let mut a = db.begin_write().unwrap();
         let mut b = db.begin_write().unwrap();
@@ -110,12 +76,12 @@ fn a_lost_update_is_refused_and_the_replay_counts_both() {
     for mode in occ_modes() {
         let vfs = SimVfs::new();
         let db = open(&vfs, mode);
-        seed(&db, 100);
+        seed_numbered(&db, 100);
         // Two read-modify-writes of key 7 from the same snapshot.
         let mut a = db.begin_write().unwrap();
         let mut b = db.begin_write().unwrap();
-        let va = number(get(&a, 7));
-        let vb = number(get(&b, 7));
+        let va = number(get_in(&a, 7));
+        let vb = number(get_in(&b, 7));
         put(&mut a, 7, (va + 1).to_string().as_bytes());
         put(&mut b, 7, (vb + 1).to_string().as_bytes());
         a.commit().unwrap();
@@ -130,11 +96,11 @@ fn a_lost_update_is_refused_and_the_replay_counts_both() {
         assert_eq!(number(db.get("t", 7).unwrap()), 8);
         // The runner replays the closure on the new snapshot.
         let mut c = db.begin_write().unwrap();
-        let vc = number(get(&c, 7));
+        let vc = number(get_in(&c, 7));
         let runs = std::cell::Cell::new(0);
         db.write(|w| {
             runs.set(runs.get() + 1);
-            let v = number(get(w, 7));
+            let v = number(get_in(w, 7));
             put(w, 7, (v + 1).to_string().as_bytes());
             Ok(())
         })
@@ -152,36 +118,22 @@ fn a_transaction_reads_its_snapshot_and_cannot_commit_on_a_stale_read() {
     for mode in occ_modes() {
         let vfs = SimVfs::new();
         let db = open(&vfs, mode);
-        seed(&db, 2000);
+        seed_numbered(&db, 2000);
         let mut a = db.begin_write().unwrap();
-        assert_eq!(number(get(&a, 10)), 10);
+        assert_eq!(number(get_in(&a, 10)), 10);
         db.insert("t", 10, b"changed").unwrap();
         // Still the snapshot's value, then its own write on top.
-        assert_eq!(number(get(&a, 10)), 10, "{mode}");
+        assert_eq!(number(get_in(&a, 10)), 10, "{mode}");
         put(&mut a, 1999, b"from a");
-        assert_eq!(get(&a, 1999).as_deref(), Some(&b"from a"[..]));
+        assert_eq!(get_in(&a, 1999).as_deref(), Some(&b"from a"[..]));
         // It read key 10's leaf, which a later commit changed: write skew is refused.
         assert!(matches!(a.commit(), Err(Error::Conflict { .. })), "{mode}");
         assert_eq!(db.get("t", 1999).unwrap().as_deref(), Some(&b"1999"[..]));
         // A transaction that only read commits whatever happened since.
         let r = db.begin_write().unwrap();
-        assert_eq!(get(&r, 10).as_deref(), Some(&b"changed"[..]));
+        assert_eq!(get_in(&r, 10).as_deref(), Some(&b"changed"[..]));
         db.insert("t", 10, b"again").unwrap();
         r.commit().unwrap();
-    }
-}
-
-/// A tiny deterministic generator (xorshift).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -205,8 +157,8 @@ struct Live {
 fn schedule(mode: JournalMode, seed_n: u64, width: usize, txns: usize, keys: i64) {
     let vfs = SimVfs::new();
     let db = open(&vfs, mode);
-    seed(&db, keys);
-    let mut rng = Rng(seed_n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    seed_numbered(&db, keys);
+    let mut rng = XorShift(seed_n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut model: BTreeMap<i64, Vec<u8>> =
         (0..keys).map(|k| (k, k.to_string().into_bytes())).collect();
     let mut live: Vec<Live> = Vec::new();
@@ -299,10 +251,7 @@ fn schedule(mode: JournalMode, seed_n: u64, width: usize, txns: usize, keys: i64
 
 #[test]
 fn seeded_interleavings_are_serializable_in_commit_order() {
-    let n: u64 = std::env::var("INPAGE_OCC_SCHEDULES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+    let n = env_count("INPAGE_OCC_SCHEDULES", 40);
     for mode in occ_modes() {
         for s in 0..n {
             // Few keys: many conflicts; more keys over small pages: splits, merges and
@@ -318,7 +267,7 @@ fn growth_and_frees_by_concurrent_writers_leave_every_page_accounted_for() {
     for mode in occ_modes() {
         let vfs = SimVfs::new();
         let db = open(&vfs, mode);
-        seed(&db, 10);
+        seed_numbered(&db, 10);
         // Three writers each insert a disjoint key range big enough to grow the file;
         // one rolls back (its pages are abandoned), one conflicts (it shares a leaf).
         let mut a = db.begin_write().unwrap();
@@ -358,7 +307,7 @@ fn threads_incrementing_counters_lose_nothing() {
     for mode in occ_modes() {
         let vfs = SimVfs::new();
         let db = open(&vfs, mode);
-        seed(&db, 8);
+        seed_numbered(&db, 8);
         let threads = 4;
         let per = 25;
         let barrier = Arc::new(Barrier::new(threads));
@@ -370,7 +319,7 @@ fn threads_incrementing_counters_lose_nothing() {
                     for i in 0..per {
                         let k = ((t + i) % 8) as i64;
                         db.write(|w| {
-                            let v = number(get(w, k));
+                            let v = number(get_in(w, k));
                             put(w, k, (v + 1).to_string().as_bytes());
                             Ok(())
                         })

@@ -11,53 +11,23 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Barrier};
 
+use common::concurrency::*;
 use common::*;
 use inpage::vfs::SimVfs;
-use inpage::{Concurrency, Database, Error, JournalMode, KeyKind, ReadableTxn, WriteTxn};
+use inpage::{Concurrency, Database, Error, JournalMode, ReadableTxn, WriteTxn};
 
 const VTO: Concurrency = Concurrency::TwoVto { forced_sleep: true };
 
 /// The modes that accept `TwoVto` (each registry mode tried; the rest must refuse).
 fn vto_modes() -> Vec<JournalMode> {
-    let mut ok = Vec::new();
-    for mode in JournalMode::all() {
-        let vfs = SimVfs::new();
-        match Database::open(DB, sim_config(&vfs, mode, 1024).concurrency(VTO)) {
-            Ok(_) => ok.push(mode),
-            Err(Error::Config(msg)) => assert!(msg.contains("concurrency"), "{mode}: {msg}"),
-            Err(e) => panic!("{mode}: unexpected error {e}"),
-        }
-    }
+    let ok = modes_accepting(VTO);
     let names: BTreeSet<String> = ok.iter().map(|m| m.to_string()).collect();
     assert!(names.contains("ips") && names.contains("dhl-cc") && !names.contains("wal"));
     ok
 }
 
 fn open(vfs: &SimVfs, mode: JournalMode, c: Concurrency) -> Database {
-    Database::open(DB, sim_config(vfs, mode, 1024).concurrency(c)).unwrap()
-}
-
-fn seed(db: &Database, n: i64) {
-    let mut w = db.begin_write().unwrap();
-    let t = w.create_tree("t", KeyKind::Int).unwrap();
-    for k in 0..n {
-        w.insert(&t, k, k.to_string().as_bytes()).unwrap();
-    }
-    w.commit().unwrap();
-}
-
-fn put(w: &mut WriteTxn, k: i64, v: &[u8]) -> inpage::Result<()> {
-    let t = w.open_tree("t")?;
-    w.insert(&t, k, v).map(|_| ())
-}
-
-fn get(w: &WriteTxn, k: i64) -> Option<Vec<u8>> {
-    let t = w.open_tree("t").unwrap();
-    w.get(&t, k).unwrap()
-}
-
-fn number(v: Option<Vec<u8>>) -> i64 {
-    String::from_utf8(v.unwrap()).unwrap().parse().unwrap()
+    open_with(vfs, mode, c)
 }
 
 #[test]
@@ -65,13 +35,13 @@ fn the_first_updater_wins_and_the_oldest_takes_locks() {
     for mode in vto_modes() {
         let vfs = SimVfs::new();
         let db = open(&vfs, mode, VTO);
-        seed(&db, 10); // one leaf
-                       // Younger loses at its write.
+        seed_numbered(&db, 10); // one leaf
+                                // Younger loses at its write.
         let mut a = db.begin_write().unwrap();
         let mut b = db.begin_write().unwrap();
-        put(&mut a, 3, b"a").unwrap();
+        put_in(&mut a, 3, b"a").unwrap();
         assert!(
-            matches!(put(&mut b, 4, b"b"), Err(Error::Conflict { .. })),
+            matches!(put_in(&mut b, 4, b"b"), Err(Error::Conflict { .. })),
             "{mode}"
         );
         drop(b);
@@ -79,8 +49,8 @@ fn the_first_updater_wins_and_the_oldest_takes_locks() {
         // The oldest takes the lock from a younger holder, which then cannot commit.
         let mut a = db.begin_write().unwrap();
         let mut b = db.begin_write().unwrap();
-        put(&mut b, 4, b"b").unwrap();
-        put(&mut a, 5, b"a").unwrap();
+        put_in(&mut b, 4, b"b").unwrap();
+        put_in(&mut a, 5, b"a").unwrap();
         a.commit().unwrap();
         assert!(matches!(b.commit(), Err(Error::Conflict { .. })), "{mode}");
         assert_eq!(db.get("t", 4).unwrap().as_deref(), Some(&b"4"[..]));
@@ -95,11 +65,11 @@ fn commits_happen_in_start_order_and_stale_pages_are_refused() {
     for mode in vto_modes() {
         let vfs = SimVfs::new();
         let db = open(&vfs, mode, VTO);
-        seed(&db, 2000);
+        seed_numbered(&db, 2000);
         let mut a = db.begin_write().unwrap();
         let mut b = db.begin_write().unwrap();
-        put(&mut a, 3, b"a").unwrap();
-        put(&mut b, 1990, b"b").unwrap();
+        put_in(&mut a, 3, b"a").unwrap();
+        put_in(&mut b, 1990, b"b").unwrap();
         assert!(a.may_commit() && !b.may_commit(), "{mode}");
         // b's commit waits for a.
         let f0 = db.fcc();
@@ -114,13 +84,13 @@ fn commits_happen_in_start_order_and_stale_pages_are_refused() {
         // c began before d's commit changed key 7's leaf; c's write there is stale.
         let d = {
             let mut d = db.begin_write().unwrap();
-            put(&mut d, 7, b"d").unwrap();
+            put_in(&mut d, 7, b"d").unwrap();
             d
         };
         let mut c = db.begin_write().unwrap();
         d.commit().unwrap();
         assert!(
-            matches!(put(&mut c, 8, b"c"), Err(Error::Conflict { .. })),
+            matches!(put_in(&mut c, 8, b"c"), Err(Error::Conflict { .. })),
             "{mode}"
         );
         drop(c);
@@ -128,25 +98,15 @@ fn commits_happen_in_start_order_and_stale_pages_are_refused() {
         // transactions that read each other's keys and write disjoint pages both commit.
         let mut x = db.begin_write().unwrap();
         let mut y = db.begin_write().unwrap();
-        let (vx, vy) = (number(get(&x, 1500)), number(get(&y, 100)));
-        put(&mut x, 100, (vx + 1).to_string().as_bytes()).unwrap();
-        put(&mut y, 1500, (vy + 1).to_string().as_bytes()).unwrap();
+        let (vx, vy) = (number(get_in(&x, 1500)), number(get_in(&y, 100)));
+        put_in(&mut x, 100, (vx + 1).to_string().as_bytes()).unwrap();
+        put_in(&mut y, 1500, (vy + 1).to_string().as_bytes()).unwrap();
         x.commit().unwrap();
         y.commit().unwrap();
         // Each wrote what it computed from the other's old value (write skew).
         assert_eq!(number(db.get("t", 100).unwrap()), 1501, "{mode}");
         assert_eq!(number(db.get("t", 1500).unwrap()), 101, "{mode}");
         assert_checks(&db);
-    }
-}
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
     }
 }
 
@@ -168,8 +128,8 @@ struct Live {
 fn schedule(mode: JournalMode, seed_n: u64, width: usize, txns: usize, keys: i64) {
     let vfs = SimVfs::new();
     let db = open(&vfs, mode, VTO);
-    seed(&db, keys);
-    let mut rng = Rng(seed_n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    seed_numbered(&db, keys);
+    let mut rng = XorShift(seed_n.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut model: BTreeMap<i64, Vec<u8>> =
         (0..keys).map(|k| (k, k.to_string().into_bytes())).collect();
     // Committed: (start id, commit index, keys written).
@@ -258,10 +218,7 @@ fn schedule(mode: JournalMode, seed_n: u64, width: usize, txns: usize, keys: i64
 
 #[test]
 fn seeded_interleavings_keep_snapshot_isolation() {
-    let n: u64 = std::env::var("INPAGE_VTO_SCHEDULES")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    let n = env_count("INPAGE_VTO_SCHEDULES", 100);
     for mode in vto_modes() {
         for s in 0..n {
             let keys = if s % 2 == 0 { 40 } else { 600 };
@@ -275,7 +232,7 @@ fn seeded_interleavings_keep_snapshot_isolation() {
 fn hot_counters(mode: JournalMode, c: Concurrency) -> u32 {
     let vfs = SimVfs::new();
     let db = open(&vfs, mode, c);
-    seed(&db, 4);
+    seed_numbered(&db, 4);
     let (threads, per) = (4, 30);
     let barrier = Arc::new(Barrier::new(threads));
     let max = std::thread::scope(|s| {
@@ -289,8 +246,8 @@ fn hot_counters(mode: JournalMode, c: Concurrency) -> u32 {
                         let k = ((t * 7 + i) % 4) as i64;
                         let ((), replays) = db
                             .write_counted(|w| {
-                                let v = number(get(w, k));
-                                put(w, k, (v + 1).to_string().as_bytes())
+                                let v = number(get_in(w, k));
+                                put_in(w, k, (v + 1).to_string().as_bytes())
                             })
                             .unwrap_or_else(|e| panic!("{mode} {c:?}: {e}"));
                         max = max.max(replays);
