@@ -75,7 +75,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::util::{
-    check_batch, check_db_length, db_fcc, fresh_salt, nonzero, read_up_to, stamp_fcc,
+    check_batch, check_db_length, db_fcc, fresh_salt, read_up_to, stamp_fcc, LogFormat, LogHeader,
+    LOG_HDR_LEN,
 };
 use super::{
     Capabilities, CommitBatch, Journal, JournalCtx, ModeSpec, Mutant, Opened, RecoveryReport,
@@ -117,63 +118,19 @@ use crate::vfs::{File, OpenOptions};
 
 const MAGIC: [u8; 8] = *b"inpgWAL\0";
 const VERSION: u32 = 1;
-const WAL_HDR: usize = 32;
+const WAL_HDR: usize = LOG_HDR_LEN;
 const FRAME_HDR: usize = 24;
 /// Frames per preallocated log when auto-checkpoint is off.
 const PREALLOC_DEFAULT_FRAMES: u64 = 1000;
 
+/// This log's header format (`util::LogHeader`).
+const FORMAT: LogFormat = LogFormat {
+    magic: MAGIC,
+    version: VERSION,
+};
+
 /// The log header of one generation (between two resets).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct WalHeader {
-    page_size: u32,
-    ckpt_seq: u32,
-    salt1: u32,
-    salt2: u32,
-}
-
-impl WalHeader {
-    fn encode(&self) -> [u8; WAL_HDR] {
-        let mut b = [0u8; WAL_HDR];
-        b[0..8].copy_from_slice(&MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        b[12..16].copy_from_slice(&self.page_size.to_le_bytes());
-        b[16..20].copy_from_slice(&self.ckpt_seq.to_le_bytes());
-        b[20..24].copy_from_slice(&self.salt1.to_le_bytes());
-        b[24..28].copy_from_slice(&self.salt2.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..28]);
-        b[28..32].copy_from_slice(&crc.to_le_bytes());
-        b
-    }
-
-    fn crc(&self) -> u32 {
-        le32(&self.encode(), 28)
-    }
-
-    fn decode(b: &[u8]) -> Option<WalHeader> {
-        if b.len() < WAL_HDR || b[0..8] != MAGIC || le32(b, 8) != VERSION {
-            return None;
-        }
-        if le32(b, 28) != crc32c::crc32c(&b[..28]) {
-            return None;
-        }
-        Some(WalHeader {
-            page_size: le32(b, 12),
-            ckpt_seq: le32(b, 16),
-            salt1: le32(b, 20),
-            salt2: le32(b, 24),
-        })
-    }
-
-    /// The header of the generation after this one (`salt2` fresh from the VFS).
-    fn next(&self, salt2: u32) -> WalHeader {
-        WalHeader {
-            ckpt_seq: self.ckpt_seq.wrapping_add(1),
-            salt1: nonzero(self.salt1.wrapping_add(1)),
-            salt2,
-            ..*self
-        }
-    }
-}
+type WalHeader = LogHeader;
 
 fn frame_crc(prev: u32, fhdr: &[u8], data: &[u8]) -> u32 {
     let mut tag = [0u8; 20];
@@ -293,12 +250,7 @@ impl Wal {
         };
         let hdr = match scan.hdr {
             Some(h) => h,
-            None => WalHeader {
-                page_size: ps as u32,
-                ckpt_seq: 0,
-                salt1: fresh_salt(&*ctx.vfs),
-                salt2: fresh_salt(&*ctx.vfs),
-            },
+            None => WalHeader::first(FORMAT, ps as u32, &*ctx.vfs),
         };
         let kept = scan.index.frames;
         let wal = Wal {
@@ -555,7 +507,7 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
         last_tid: 0,
     };
     // An invalid header means it was never synced, so no frame after it was committed.
-    let Some(hdr) = WalHeader::decode(&hb[..n]) else {
+    let Some(hdr) = WalHeader::decode(FORMAT, &hb[..n]) else {
         return Ok(empty);
     };
     if hdr.page_size as usize != ps {
@@ -966,6 +918,7 @@ mod tests {
         run(&j, &TXNS[..1]);
         drop(j);
         let hdr = WalHeader {
+            format: FORMAT,
             page_size: 2048,
             ckpt_seq: 0,
             salt1: 1,

@@ -70,8 +70,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::util::{
-    aligned_into, check_batch, check_db_length, db_fcc, fresh_salt, nonzero, probe_alignment,
-    read_up_to, refuses_direct, stamp_fcc,
+    aligned_into, check_batch, check_db_length, db_fcc, fresh_salt, probe_alignment, read_up_to,
+    refuses_direct, stamp_fcc, LogFormat, LogHeader, LOG_HDR_LEN,
 };
 use super::{
     Capabilities, CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, ModeSpec, Mutant,
@@ -132,7 +132,7 @@ fn open_waldio(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
 const SIDE: &str = "waldio";
 const MAGIC: [u8; 8] = *b"inpgWDIO";
 const VERSION: u32 = 1;
-const HDR_LEN: usize = 32;
+const HDR_LEN: usize = LOG_HDR_LEN;
 /// Frames the log holds when auto-checkpoint is off.
 const DEFAULT_FRAMES: u64 = 1000;
 /// Pages zero-filled per write while preallocating.
@@ -143,57 +143,11 @@ fn tail(ps: usize) -> std::ops::Range<usize> {
     ps - PAGE_TRAILER - RESERVED_TAIL..ps - PAGE_TRAILER
 }
 
-/// The log header of one generation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct LogHeader {
-    page_size: u32,
-    ckpt_seq: u32,
-    salt1: u32,
-    salt2: u32,
-}
-
-impl LogHeader {
-    fn encode(&self) -> [u8; HDR_LEN] {
-        let mut b = [0u8; HDR_LEN];
-        b[0..8].copy_from_slice(&MAGIC);
-        b[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        b[12..16].copy_from_slice(&self.page_size.to_le_bytes());
-        b[16..20].copy_from_slice(&self.ckpt_seq.to_le_bytes());
-        b[20..24].copy_from_slice(&self.salt1.to_le_bytes());
-        b[24..28].copy_from_slice(&self.salt2.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..28]);
-        b[28..32].copy_from_slice(&crc.to_le_bytes());
-        b
-    }
-
-    fn crc(&self) -> u32 {
-        le32(&self.encode(), 28)
-    }
-
-    fn decode(b: &[u8]) -> Option<LogHeader> {
-        if b.len() < HDR_LEN || b[0..8] != MAGIC || le32(b, 8) != VERSION {
-            return None;
-        }
-        if le32(b, 28) != crc32c::crc32c(&b[..28]) {
-            return None;
-        }
-        Some(LogHeader {
-            page_size: le32(b, 12),
-            ckpt_seq: le32(b, 16),
-            salt1: le32(b, 20),
-            salt2: le32(b, 24),
-        })
-    }
-
-    fn next(&self, salt2: u32) -> LogHeader {
-        LogHeader {
-            ckpt_seq: self.ckpt_seq.wrapping_add(1),
-            salt1: nonzero(self.salt1.wrapping_add(1)),
-            salt2,
-            ..*self
-        }
-    }
-}
+/// This log's header format (`util::LogHeader`, as `wal`'s with its own magic).
+const FORMAT: LogFormat = LogFormat {
+    magic: MAGIC,
+    version: VERSION,
+};
 
 /// Chain value of a frame (`frame` is the whole page with the frame header in its tail).
 fn frame_chain(prev: u32, frame: &[u8]) -> u32 {
@@ -347,12 +301,9 @@ impl Waldio {
             }
         };
         let align = direct.as_ref().map_or(ps, |(_, a)| *a);
-        let hdr = scan.hdr.unwrap_or(LogHeader {
-            page_size: ps as u32,
-            ckpt_seq: 0,
-            salt1: fresh_salt(&*ctx.vfs),
-            salt2: fresh_salt(&*ctx.vfs),
-        });
+        let hdr = scan
+            .hdr
+            .unwrap_or_else(|| LogHeader::first(FORMAT, ps as u32, &*ctx.vfs));
         let j = Waldio {
             path,
             file,
@@ -550,7 +501,7 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
     let mut hb = [0u8; HDR_LEN];
     let n = read_up_to(file, &mut hb, 0).map_err(Error::io("read", path))?;
     // An invalid header was never synced, so no frame after it was committed.
-    let Some(hdr) = LogHeader::decode(&hb[..n]) else {
+    let Some(hdr) = LogHeader::decode(FORMAT, &hb[..n]) else {
         return Ok(s);
     };
     if hdr.page_size as usize != ps {
@@ -812,7 +763,7 @@ mod tests {
         let frames = db.log_frames();
         std::mem::forget(db); // a crash: no close
         let log = sim.read_file(Path::new("/d/w.db-waldio")).unwrap();
-        let hdr = LogHeader::decode(&log).unwrap();
+        let hdr = LogHeader::decode(FORMAT, &log).unwrap();
         let t = tail(ps).start;
         // Every frame of the generation is one page: salts and chain in its tail, and
         // the image with the tail zeroed is a page whose trailer crc verifies.
