@@ -30,6 +30,8 @@ pub struct Files {
     pub wal: Option<Vec<u8>>,
     /// `dash`'s shadow file.
     pub shadow: Option<Vec<u8>>,
+    /// `waldio`'s preallocated log.
+    pub waldio: Option<Vec<u8>>,
 }
 
 /// Which file of a [`Files`] a mutation targets.
@@ -39,14 +41,21 @@ pub enum Target {
     Journal,
     Wal,
     Shadow,
+    Waldio,
 }
 
 impl Target {
-    pub const ALL: [Target; 4] = [Target::Db, Target::Journal, Target::Wal, Target::Shadow];
+    pub const ALL: [Target; 5] = [
+        Target::Db,
+        Target::Journal,
+        Target::Wal,
+        Target::Shadow,
+        Target::Waldio,
+    ];
     /// The targets the mutation table draws from by index (`mutate`): the files of the
     /// modes the fuzzer was written for, so the seeded input streams stay as they were.
-    /// A side file added later (`Shadow`) is reached through `pick_target`, which draws
-    /// among the files an input has.
+    /// Side files added later (`Shadow`, `Waldio`) are reached through `pick_target`,
+    /// which draws among the files an input has.
     pub const DRAWN: [Target; 3] = [Target::Db, Target::Journal, Target::Wal];
 
     /// File name suffix on disk and in saved findings.
@@ -56,6 +65,7 @@ impl Target {
             Target::Journal => "fuzz.db-journal",
             Target::Wal => "fuzz.db-wal",
             Target::Shadow => "fuzz.db-dash",
+            Target::Waldio => "fuzz.db-waldio",
         }
     }
 }
@@ -67,6 +77,7 @@ impl Files {
             Target::Journal => self.journal.as_ref(),
             Target::Wal => self.wal.as_ref(),
             Target::Shadow => self.shadow.as_ref(),
+            Target::Waldio => self.waldio.as_ref(),
         }
     }
 
@@ -76,6 +87,7 @@ impl Files {
             Target::Journal => &mut self.journal,
             Target::Wal => &mut self.wal,
             Target::Shadow => &mut self.shadow,
+            Target::Waldio => &mut self.waldio,
         }
     }
 
