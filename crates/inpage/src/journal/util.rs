@@ -1,9 +1,10 @@
 //! Helpers every journal mode uses, so that the mode files never import each other (a
 //! mode is its own file plus its registration; see the module notes of `journal`).
 //!
-//! Invariant: nothing here knows a mode's on-disk format; these are checks on what the
-//! pager hands a journal, plain file reading, `O_DIRECT` probing, and reading or stamping
-//! the stock header in page 0 (the database file's format, shared by the log modes).
+//! Invariant: nothing here knows one mode's on-disk format; these are checks on what the
+//! pager hands a journal, plain file reading, `O_DIRECT` probing, reading or stamping
+//! the stock header in page 0 (the database file's format, shared by the log modes), and
+//! the log header the write-ahead logs share (each with its own magic).
 
 use std::io;
 
@@ -262,5 +263,37 @@ impl LogHeader {
             salt2,
             ..*self
         }
+    }
+}
+
+/// A second handle on `path` opened with `O_DIRECT`, and the alignment its writes need;
+/// None where the file system refuses `O_DIRECT` (or its alignment) and `want` is `Auto`.
+/// Errors: `Config` where `want` is `On` and it is refused; any other failure as I/O.
+pub(crate) fn open_direct(
+    vfs: &dyn crate::vfs::Vfs,
+    path: &std::path::Path,
+    page_size: usize,
+    want: super::DirectWrites,
+) -> Result<Option<(std::sync::Arc<dyn File>, usize)>> {
+    if want == super::DirectWrites::Off {
+        return Ok(None);
+    }
+    let opts = crate::vfs::OpenOptions {
+        direct: true,
+        ..crate::vfs::OpenOptions::default()
+    };
+    match vfs
+        .open(path, opts)
+        .and_then(|f| probe_alignment(&*f, page_size).map(|a| (f, a)))
+    {
+        Ok(fa) => Ok(Some(fa)),
+        // Refusals of O_DIRECT itself (or of its alignment); any other error is an I/O
+        // failure and is reported as such.
+        Err(e) if !refuses_direct(&e) => Err(Error::io("open O_DIRECT", path)(e)),
+        Err(e) if want == super::DirectWrites::On => Err(Error::Config(format!(
+            "dhl_direct = On, but {} cannot be written with O_DIRECT: {e}",
+            path.display()
+        ))),
+        Err(_) => Ok(None),
     }
 }

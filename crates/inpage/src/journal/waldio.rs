@@ -70,12 +70,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::util::{
-    aligned_into, check_batch, check_db_length, db_fcc, fresh_salt, probe_alignment, read_up_to,
-    refuses_direct, stamp_fcc, LogFormat, LogHeader, LOG_HDR_LEN,
+    aligned_into, check_batch, check_db_length, db_fcc, fresh_salt, open_direct, read_up_to,
+    stamp_fcc, LogFormat, LogHeader, LOG_HDR_LEN,
 };
 use super::{
-    Capabilities, CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, ModeSpec, Mutant,
-    Opened, RecoveryReport,
+    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec, Mutant, Opened,
+    RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32 as le32, get_u64 as le64};
@@ -274,32 +274,7 @@ impl Waldio {
             0 => DEFAULT_FRAMES,
             n => n as u64,
         };
-        let direct = match ctx.config.dhl_direct {
-            DirectWrites::Off => None,
-            want => {
-                let opts = OpenOptions {
-                    direct: true,
-                    ..OpenOptions::default()
-                };
-                match ctx
-                    .vfs
-                    .open(&path, opts)
-                    .and_then(|f| probe_alignment(&*f, ps).map(|a| (f, a)))
-                {
-                    Ok(fa) => Some(fa),
-                    Err(e) if !refuses_direct(&e) => {
-                        return Err(Error::io("open O_DIRECT", &path)(e))
-                    }
-                    Err(e) if want == DirectWrites::On => {
-                        return Err(Error::Config(format!(
-                            "dhl_direct = On, but {} cannot be written with O_DIRECT: {e}",
-                            path.display()
-                        )))
-                    }
-                    Err(_) => None,
-                }
-            }
-        };
+        let direct = open_direct(&*ctx.vfs, &path, ps, ctx.config.dhl_direct)?;
         let align = direct.as_ref().map_or(ps, |(_, a)| *a);
         let hdr = scan
             .hdr

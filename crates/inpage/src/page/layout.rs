@@ -241,24 +241,14 @@ pub trait PageLayout: Send + Sync + Debug {
     /// Page 0 for a commit writing header `h`, given the committed page 0 and its FCC.
     fn header_image(&self, committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef;
 
-    /// What commit must do to a dirty page once the transaction's size is known (stamp
-    /// `(tid, txn_size)`), and the trailer crc. Errors if the page is not one this
-    /// transaction wrote. The image is handed over: an image nobody else holds is
-    /// stamped where it lies instead of copied.
+    /// What commit must do to a dirty page once the transaction's size is known: stamp
+    /// `(tid, txn_size)` on the versions the transaction wrote tagged `written` (a
+    /// concurrent writer's working tid, rewritten here; `tid` itself for a serial one),
+    /// and the trailer crc. Errors if the page is not one this transaction wrote, or
+    /// (`InvalidArgument`) where `written != tid` and the layout cannot re-tag
+    /// ([`PageLayout::retags`] is false). The image is handed over: an image nobody else
+    /// holds is stamped where it lies instead of copied.
     fn finalize(
-        &self,
-        pgno: Pgno,
-        image: PageRef,
-        g: Geometry,
-        tid: u64,
-        txn_size: u32,
-    ) -> Result<PageRef>;
-
-    /// [`PageLayout::finalize`] for a transaction that wrote its versions tagged
-    /// `written` (a concurrent writer's working tid) and commits as `tid`: the tag is
-    /// rewritten with the rest. Errors (`InvalidArgument`) where `written != tid` and the
-    /// layout cannot re-tag ([`PageLayout::retags`] is false).
-    fn finalize_as(
         &self,
         pgno: Pgno,
         image: PageRef,
@@ -266,16 +256,9 @@ pub trait PageLayout: Send + Sync + Debug {
         written: u64,
         tid: u64,
         txn_size: u32,
-    ) -> Result<PageRef> {
-        if written != tid {
-            return Err(Error::InvalidArgument(format!(
-                "page {pgno}: this page layout cannot re-tag transaction {written} as {tid}"
-            )));
-        }
-        self.finalize(pgno, image, g, tid, txn_size)
-    }
+    ) -> Result<PageRef>;
 
-    /// Whether [`PageLayout::finalize_as`] can re-tag a version (what concurrent writers
+    /// Whether [`PageLayout::finalize`] can re-tag a version (what concurrent writers
     /// need: see `docs/CONCURRENCY-DESIGN.md`). A layout whose tids live in its cells, or
     /// that has no per-page tag, says no.
     fn retags(&self) -> bool {
@@ -296,4 +279,14 @@ pub trait PageLayout: Send + Sync + Debug {
 
     /// Human-readable lines about page `pgno` as stored in the file (`inspect --page`).
     fn describe(&self, pgno: Pgno, page: &[u8], g: Geometry, fcc: u64) -> Vec<String>;
+}
+
+/// [`PageLayout::finalize`] of a layout that cannot re-tag: `written` must be `tid`.
+pub(crate) fn refuse_retag(pgno: Pgno, written: u64, tid: u64) -> Result<()> {
+    if written != tid {
+        return Err(Error::InvalidArgument(format!(
+            "page {pgno}: this page layout cannot re-tag transaction {written} as {tid}"
+        )));
+    }
+    Ok(())
 }

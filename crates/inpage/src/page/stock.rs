@@ -179,7 +179,16 @@ impl PageLayout for Stock {
         PageRef::from(p)
     }
 
-    fn finalize(&self, _: Pgno, image: PageRef, _: Geometry, _: u64, _: u32) -> Result<PageRef> {
+    fn finalize(
+        &self,
+        pgno: Pgno,
+        image: PageRef,
+        _: Geometry,
+        written: u64,
+        tid: u64,
+        _: u32,
+    ) -> Result<PageRef> {
+        crate::page::layout::refuse_retag(pgno, written, tid)?;
         Ok(image)
     }
 

@@ -477,7 +477,7 @@ impl Pager {
         let g = layout.geometry_for(page_size);
         for (pgno, img) in store.pages {
             let mut img = layout
-                .finalize(pgno, PageRef::from(img), g, fcc, txn_size)?
+                .finalize(pgno, PageRef::from(img), g, fcc, fcc, txn_size)?
                 .to_vec();
             stamp_crc(&mut img);
             db.write_page(pgno, &img)?;
@@ -692,7 +692,10 @@ impl Pager {
         let mut originals = Vec::new();
         for (pgno, img) in dirty {
             debug_assert!(*pgno != 0);
-            pages.push((*pgno, self.layout.finalize(*pgno, img.clone(), g, tid, 0)?));
+            pages.push((
+                *pgno,
+                self.layout.finalize(*pgno, img.clone(), g, tid, tid, 0)?,
+            ));
             if let Some(o) = self.file_image(&mut st, *pgno)? {
                 originals.push((*pgno, o));
             }
@@ -825,20 +828,20 @@ impl Pager {
         pages: &mut dyn Iterator<Item = Pgno>,
     ) -> Option<(u64, Pgno)> {
         let st = lock(&self.state);
-        let mut touched: PgnoMap<u64> = PgnoMap::default();
-        for (&tid, replaced) in st.versions.range(snapshot + 1..).rev() {
-            touched.extend(replaced.keys().map(|&p| (p, tid)));
-        }
-        for (&tid, freed) in st.freed_by.range(snapshot + 1..).rev() {
-            for &p in freed {
-                let t = touched.entry(p).or_insert(tid);
-                *t = (*t).min(tid);
-            }
-        }
-        if touched.is_empty() {
-            return None;
-        }
-        pages.filter_map(|p| touched.get(&p).map(|&t| (t, p))).min()
+        let mut since = st.versions.range(snapshot + 1..).peekable();
+        since.peek()?;
+        // Every commit has a `versions` entry (empty if it replaced nothing), so walking
+        // them in tid order finds the earliest commit that touched any of `pages`.
+        let pages: Vec<Pgno> = pages.collect();
+        since.find_map(|(&tid, replaced)| {
+            let freed = st.freed_by.get(&tid);
+            pages
+                .iter()
+                .copied()
+                .filter(|p| replaced.contains_key(p) || freed.is_some_and(|f| f.contains(p)))
+                .min()
+                .map(|p| (tid, p))
+        })
     }
 
     /// `FreeSpace::TreeWalk`, `Concurrency::Occ`: the lowest free page `take` accepts
@@ -846,15 +849,15 @@ impl Pager {
     /// in the trees a transaction on that snapshot sees: it must not reuse it.
     pub fn pick_free_at(&self, snapshot: u64, take: &dyn Fn(Pgno) -> bool) -> Option<Pgno> {
         let st = lock(&self.state);
-        let since: BTreeSet<Pgno> = st
-            .freed_by
-            .range(snapshot + 1..)
-            .flat_map(|(_, f)| f.iter().copied())
-            .collect();
+        let freed_since = |p: Pgno| {
+            st.freed_by
+                .range(snapshot + 1..)
+                .any(|(_, f)| f.contains(&p))
+        };
         st.free
             .iter()
-            .find(|&&p| !since.contains(&p) && take(p))
             .copied()
+            .find(|&p| take(p) && !freed_since(p))
     }
 
     /// `FreeSpace::TreeWalk`: pages no tree owns that join the free set now (a
@@ -926,7 +929,7 @@ impl Pager {
         for (pgno, img) in dirty {
             let img = self
                 .layout
-                .finalize_as(pgno, img, g, written, header.fcc, txn_size)?;
+                .finalize(pgno, img, g, written, header.fcc, txn_size)?;
             pages.push((pgno, img));
         }
         let header = &header;

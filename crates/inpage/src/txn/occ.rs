@@ -15,7 +15,7 @@
 //! - **Versions carry the commit's tid.** A transaction builds its versions under a
 //!   working tid (`ts_start + 1`, above every snapshot, private to its own pages until
 //!   commit) and the pager re-tags them as FCC + 1 when it commits
-//!   (`PageLayout::finalize_as`); the bound a version keeps is `ts_start`, right because
+//!   (`PageLayout::finalize`); the bound a version keeps is `ts_start`, right because
 //!   validation proved no commit after `ts_start` touched the page.
 //! - **No page is handed out twice, nor one a transaction's snapshot still uses.** Free
 //!   pages a live transaction took are reserved here until it ends, and a transaction

@@ -63,10 +63,10 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::util::{aligned_into, check_batch, probe_alignment, refuses_direct};
+use super::util::{aligned_into, check_batch, open_direct};
 use super::{
-    Capabilities, CommitBatch, DirectWrites, Journal, JournalCtx, JournalMode, ModeSpec, Mutant,
-    Opened, RecoveryReport,
+    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec, Mutant, Opened,
+    RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::page::dhl::DHL;
@@ -75,7 +75,7 @@ use crate::pager::header::{
     clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, DHL_SLOTS,
     HEADER_LEN, MAX_TID,
 };
-use crate::vfs::{File, OpenOptions};
+use crate::vfs::File;
 use intent::Intent;
 
 /// A registry entry for this commit protocol: every such mode recovers the FCC from the
@@ -240,34 +240,12 @@ impl DhlJournal {
             visible_slot(&p0, fcc).and_then(|(s, _)| Intent::decode(&p0, s))
         };
         // After recovery, whose few writes go through the page cache.
-        let direct = match ctx.config.dhl_direct {
-            DirectWrites::Off => None,
-            want => {
-                let opts = OpenOptions {
-                    direct: true,
-                    ..OpenOptions::default()
-                };
-                match ctx
-                    .vfs
-                    .open(&ctx.db_path, opts)
-                    .and_then(|f| probe_alignment(&*f, ctx.db.page_size).map(|a| (f, a)))
-                {
-                    Ok(fa) => Some(fa),
-                    // Refusals of O_DIRECT itself (or of its alignment); any other error
-                    // is an I/O failure and is reported as such.
-                    Err(e) if !refuses_direct(&e) => {
-                        return Err(Error::io("open O_DIRECT", &ctx.db_path)(e))
-                    }
-                    Err(e) if want == DirectWrites::On => {
-                        return Err(Error::Config(format!(
-                            "dhl_direct = On, but {} cannot be written with O_DIRECT: {e}",
-                            ctx.db_path.display()
-                        )))
-                    }
-                    Err(_) => None,
-                }
-            }
-        };
+        let direct = open_direct(
+            &*ctx.vfs,
+            &ctx.db_path,
+            ctx.db.page_size,
+            ctx.config.dhl_direct,
+        )?;
         let align = direct.as_ref().map_or(SECTOR, |(_, a)| *a);
         let direct = direct.map(|(f, _)| f);
         Ok((
@@ -1092,7 +1070,8 @@ impl DhlJournal {
             }
             db.read_page(pgno, &mut buf)?;
             let spilled = PageRef::from(buf.clone());
-            let stamped = layout.finalize(pgno, spilled.clone(), g, batch.tid, txn_size)?;
+            let stamped =
+                layout.finalize(pgno, spilled.clone(), g, batch.tid, batch.tid, txn_size)?;
             assert!(
                 versions
                     .heads(&stamped)

@@ -146,17 +146,6 @@ impl PageLayout for Dhl {
         pgno: Pgno,
         image: PageRef,
         g: Geometry,
-        tid: u64,
-        txn_size: u32,
-    ) -> Result<PageRef> {
-        self.finalize_as(pgno, image, g, tid, tid, txn_size)
-    }
-
-    fn finalize_as(
-        &self,
-        pgno: Pgno,
-        image: PageRef,
-        g: Geometry,
         written: u64,
         tid: u64,
         txn_size: u32,

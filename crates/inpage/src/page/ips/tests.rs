@@ -655,8 +655,12 @@ fn restamp_sets_txn_size_and_nothing_else() {
         page_size: PS,
         usable: US,
     };
-    assert!(IPS.finalize(1, PageRef::from(s.clone()), g, 5, 1).is_err());
-    let f = IPS.finalize(1, PageRef::from(b.clone()), g, 2, 4).unwrap();
+    assert!(IPS
+        .finalize(1, PageRef::from(s.clone()), g, 5, 5, 1)
+        .is_err());
+    let f = IPS
+        .finalize(1, PageRef::from(b.clone()), g, 2, 2, 4)
+        .unwrap();
     assert_eq!(visible(1, &f, US, 2).unwrap().txn_size(), 4);
     // Only the descriptor changes: the trailer (never checked on IPS pages) is left as
     // the transaction wrote it.
@@ -668,7 +672,7 @@ fn restamp_sets_txn_size_and_nothing_else() {
 }
 
 #[test]
-fn finalize_as_retags_a_working_version_for_its_commit_tid() {
+fn finalize_retags_a_working_version_for_its_commit_tid() {
     use crate::page::layout::{Geometry, PageLayout};
     let g = Geometry {
         page_size: PS,
@@ -685,7 +689,7 @@ fn finalize_as_retags_a_working_version_for_its_commit_tid() {
         .unwrap()
         .unwrap();
     let f = IPS
-        .finalize_as(1, PageRef::from(w.clone()), g, 9, 2, 3)
+        .finalize(1, PageRef::from(w.clone()), g, 9, 2, 3)
         .unwrap();
     let d = DESC_SIZE;
     for i in (0..PS).filter(|&i| w[i] != f[i]) {
@@ -705,12 +709,12 @@ fn finalize_as_retags_a_working_version_for_its_commit_tid() {
     let serial = build(1, PS, US, Some(&p), 1, &ver(2, true, 0, &c2))
         .unwrap()
         .unwrap();
-    let serial = IPS.finalize(1, PageRef::from(serial), g, 2, 3).unwrap();
+    let serial = IPS.finalize(1, PageRef::from(serial), g, 2, 2, 3).unwrap();
     assert_eq!(f, serial);
     // Nothing is tagged 9 any more; overflow pages re-tag too.
-    assert!(IPS.finalize_as(1, f.clone(), g, 9, 3, 3).is_err());
+    assert!(IPS.finalize(1, f.clone(), g, 9, 3, 3).is_err());
     let o = overflow_page(PS, US, 9, 0, b"chunk of a value").unwrap();
-    let o = IPS.finalize_as(4, PageRef::from(o), g, 9, 2, 3).unwrap();
+    let o = IPS.finalize(4, PageRef::from(o), g, 9, 2, 3).unwrap();
     let r = open_overflow(4, &o, US).unwrap();
     assert_eq!((r.tid, r.data), (2, &b"chunk of a value"[..]));
     // A layout that keeps tids in its cells refuses to re-tag.
@@ -1288,7 +1292,7 @@ fn finalize_remembers_the_node_of_the_image_it_returns() {
     };
     let (b, _, v) = versioned_page();
     let dirty = PageRef::from(b);
-    let done = IPS.finalize(1, dirty.clone(), g, 2, 7).unwrap();
+    let done = IPS.finalize(1, dirty.clone(), g, 2, 2, 7).unwrap();
     // The commit's image is remembered with its node (no validation or replay at its
     // next open), and that node is exactly what validating it afresh gives.
     let slot = newest_candidate(&done, |t| t <= 2).unwrap();

@@ -210,9 +210,12 @@ impl PageLayout for Mvbt {
         pgno: Pgno,
         image: PageRef,
         g: Geometry,
+        written: u64,
         tid: u64,
         txn_size: u32,
     ) -> Result<PageRef> {
+        // Tids live in the cells too: a version cannot be re-tagged (`retags` is false).
+        crate::page::layout::refuse_retag(pgno, written, tid)?;
         let mut page = image;
         let buf = std::sync::Arc::make_mut(&mut page);
         if !mvbt::restamp(buf, g.usable, tid, txn_size) {
