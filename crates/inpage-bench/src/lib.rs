@@ -777,6 +777,13 @@ fn run_concurrent(a: &ConcurrentArgs) -> Result<(), String> {
     println!(
         "engine contenders: ips pages (2vto-dhl: dhl-cc), Config::default() otherwise; sqlite-wal-r: WAL, synchronous=FULL, wal_autocheckpoint=100, journal_size_limit=524288, one connection per thread, busy_timeout 10 s, BEGIN IMMEDIATE for write transactions"
     );
+    let sqlite = contender::sqlite_build().unwrap_or_default();
+    if cs.contains(&concurrent::ConcContender::SqliteWalApps) && !sqlite.version.is_empty() {
+        println!(
+            "sqlite {} built with LIBSQLITE3_FLAGS='{}'",
+            sqlite.version, sqlite.build_flags
+        );
+    }
     print!("{}", concurrent::table(&rows));
     if let Some(p) = &a.json {
         #[derive(serde::Serialize)]
@@ -787,7 +794,6 @@ fn run_concurrent(a: &ConcurrentArgs) -> Result<(), String> {
             sqlite: report::SqliteBuild,
             results: &'a [concurrent::ConcRow],
         }
-        let sqlite = contender::sqlite_build().unwrap_or_default();
         write_json(
             &Doc {
                 lab: lab_name,
