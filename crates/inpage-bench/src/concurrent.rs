@@ -49,6 +49,8 @@ pub enum ConcContender {
         name: &'static str,
         mode: JournalMode,
         concurrency: Concurrency,
+        /// `Config::group_commit` (off: the ablation, one flush per commit).
+        group: bool,
     },
     SqliteWalApps,
 }
@@ -59,6 +61,13 @@ impl ConcContender {
             name,
             mode,
             concurrency,
+            group: true,
+        };
+        let nogroup = |name, concurrency| ConcContender::Engine {
+            name,
+            mode: JournalMode::IPS,
+            concurrency,
+            group: false,
         };
         vec![
             e("serial", JournalMode::IPS, Concurrency::Serial),
@@ -80,6 +89,8 @@ impl ConcContender {
                     forced_sleep: false,
                 },
             ),
+            nogroup("occ-nogroup", Concurrency::Occ),
+            nogroup("2vto-nogroup", Concurrency::TwoVto { forced_sleep: true }),
             ConcContender::SqliteWalApps,
         ]
     }
@@ -191,8 +202,22 @@ fn gcd(a: i64, b: i64) -> i64 {
 /// One statement: (key, is an UPDATE).
 type Stmt = (i64, bool);
 
-/// Per transaction of a thread: (µs, aborts, µs before the successful attempt, wrote).
-type Done = Vec<(f64, u32, f64, bool)>;
+/// One transaction of a thread.
+#[derive(Clone, Copy, Debug, Default)]
+struct TxnDone {
+    us: f64,
+    aborts: u32,
+    /// Before the successful attempt began.
+    replay_us: f64,
+    /// From the end of the successful attempt's statements to the commit's return
+    /// (engine: validation, the group's queue, the write and fdatasync; SQLite: the
+    /// `COMMIT` of a multi-statement transaction; None for SQLite's autocommit, where
+    /// the commit is inside the statement).
+    commit_us: Option<f64>,
+    write: bool,
+}
+
+type Done = Vec<TxnDone>;
 
 /// The statements of every transaction of one thread.
 fn plan(p: &Point, params: &Params, thread: usize, round: u32) -> Vec<Vec<Stmt>> {
@@ -225,7 +250,11 @@ pub struct Trial {
     pub latencies_us: Vec<f64>,
     pub aborts: Vec<u32>,
     pub replay_us: f64,
+    /// None when a write transaction's commit could not be timed apart.
+    pub commit_us: Option<f64>,
     pub write_us: f64,
+    /// Engine with concurrent writers: (write transactions committed, flushes).
+    pub flushes: Option<(u64, u64)>,
 }
 
 const TABLE: &str = "t";
@@ -236,8 +265,17 @@ fn value(k: i64, v: u64) -> Vec<u8> {
     b
 }
 
-fn load_engine(dir: &Path, mode: JournalMode, c: Concurrency, n: i64) -> Result<Database, String> {
-    let cfg = Config::default().journal_mode(mode).concurrency(c);
+fn load_engine(
+    dir: &Path,
+    mode: JournalMode,
+    c: Concurrency,
+    group: bool,
+    n: i64,
+) -> Result<Database, String> {
+    let mut cfg = Config::default().journal_mode(mode).concurrency(c);
+    if c != Concurrency::Serial {
+        cfg = cfg.group_commit(group);
+    }
     let db = Database::open(dir.join("test.db"), cfg).map_err(|e| e.to_string())?;
     let mut w = db.begin_write().map_err(|e| e.to_string())?;
     let t = w
@@ -250,8 +288,7 @@ fn load_engine(dir: &Path, mode: JournalMode, c: Concurrency, n: i64) -> Result<
     Ok(db)
 }
 
-/// Run one thread's transactions on the engine; per transaction (µs, aborts, µs before
-/// the successful attempt, was a write).
+/// Run one thread's transactions on the engine.
 fn engine_thread(db: &Database, txns: &[Vec<Stmt>]) -> Result<Done, String> {
     let mut out = Vec::with_capacity(txns.len());
     for (i, stmts) in txns.iter().enumerate() {
@@ -261,6 +298,7 @@ fn engine_thread(db: &Database, txns: &[Vec<Stmt>]) -> Result<Done, String> {
         let t0 = Instant::now();
         if stmts.iter().any(|s| s.1) {
             let mut last_start = t0;
+            let mut last_end = t0;
             let ((), aborts) = db
                 .write_counted(|w| {
                     last_start = Instant::now();
@@ -272,19 +310,27 @@ fn engine_thread(db: &Database, txns: &[Vec<Stmt>]) -> Result<Done, String> {
                             w.get(&t, k)?;
                         }
                     }
+                    last_end = Instant::now();
                     Ok(())
                 })
                 .map_err(|e| e.to_string())?;
-            let total = t0.elapsed().as_secs_f64() * 1e6;
-            let replay = (last_start - t0).as_secs_f64() * 1e6;
-            out.push((total, aborts, replay, true));
+            out.push(TxnDone {
+                us: t0.elapsed().as_secs_f64() * 1e6,
+                aborts,
+                replay_us: (last_start - t0).as_secs_f64() * 1e6,
+                commit_us: Some(last_end.elapsed().as_secs_f64() * 1e6),
+                write: true,
+            });
         } else {
             let r = db.begin_read().map_err(|e| e.to_string())?;
             let t = r.open_tree(TABLE).map_err(|e| e.to_string())?;
             for &(k, _) in stmts {
                 r.get(&t, k).map_err(|e| e.to_string())?;
             }
-            out.push((t0.elapsed().as_secs_f64() * 1e6, 0, 0.0, false));
+            out.push(TxnDone {
+                us: t0.elapsed().as_secs_f64() * 1e6,
+                ..TxnDone::default()
+            });
         }
     }
     Ok(out)
@@ -301,6 +347,7 @@ fn sqlite_thread(conn: &rusqlite::Connection, txns: &[Vec<Stmt>]) -> Result<Done
         let write = stmts.iter().any(|s| s.1);
         let mut aborts = 0;
         let mut last_start;
+        let mut commit_us = None;
         loop {
             last_start = Instant::now();
             let r = (|| -> rusqlite::Result<()> {
@@ -319,7 +366,9 @@ fn sqlite_thread(conn: &rusqlite::Connection, txns: &[Vec<Stmt>]) -> Result<Done
                     }
                 }
                 if multi {
+                    let c0 = Instant::now();
                     conn.execute_batch("COMMIT")?;
+                    commit_us = Some(c0.elapsed().as_secs_f64() * 1e6);
                 }
                 Ok(())
             })();
@@ -337,8 +386,13 @@ fn sqlite_thread(conn: &rusqlite::Connection, txns: &[Vec<Stmt>]) -> Result<Done
                 }
             }
         }
-        let total = t0.elapsed().as_secs_f64() * 1e6;
-        out.push((total, aborts, (last_start - t0).as_secs_f64() * 1e6, write));
+        out.push(TxnDone {
+            us: t0.elapsed().as_secs_f64() * 1e6,
+            aborts,
+            replay_us: (last_start - t0).as_secs_f64() * 1e6,
+            commit_us: commit_us.filter(|_| write),
+            write,
+        });
     }
     Ok(out)
 }
@@ -374,12 +428,22 @@ pub fn trial(
             (t0.elapsed(), rs)
         })
     };
+    // Write transactions and the flushes that committed them (group commit's counters).
+    let mut flushes = None;
     let (wall, results) = match c {
         ConcContender::Engine {
-            mode, concurrency, ..
+            mode,
+            concurrency,
+            group,
+            ..
         } => {
-            let db = load_engine(dir, mode, concurrency, params.records)?;
+            let db = load_engine(dir, mode, concurrency, group, params.records)?;
+            let before = db.group_stats();
             let r = run(&|t| engine_thread(&db, &plans[t]));
+            let after = db.group_stats();
+            if after.groups > before.groups {
+                flushes = Some((after.members - before.members, after.groups - before.groups));
+            }
             db.close().map_err(|e| e.to_string())?;
             r
         }
@@ -417,16 +481,24 @@ pub fn trial(
             r
         }
     };
-    let mut trial = Trial::default();
+    let mut trial = Trial {
+        flushes,
+        commit_us: Some(0.0),
+        ..Trial::default()
+    };
     let mut n = 0usize;
     for r in results {
-        for (us, aborts, replay, write) in r.map_err(|e| format!("{}: {e}", c.name()))? {
-            trial.latencies_us.push(us);
+        for d in r.map_err(|e| format!("{}: {e}", c.name()))? {
+            trial.latencies_us.push(d.us);
             n += 1;
-            if write {
-                trial.aborts.push(aborts);
-                trial.replay_us += replay;
-                trial.write_us += us;
+            if d.write {
+                trial.aborts.push(d.aborts);
+                trial.replay_us += d.replay_us;
+                match (d.commit_us, &mut trial.commit_us) {
+                    (Some(c), Some(sum)) => *sum += c,
+                    _ => trial.commit_us = None,
+                }
+                trial.write_us += d.us;
             }
         }
     }
@@ -464,6 +536,13 @@ pub struct ConcRow {
     /// Share of write-transaction time before the successful attempt began (module
     /// notes: writer-flag wait, rolled-back attempts, forced sleep, back-off).
     pub wait_share: f64,
+    /// Share of write-transaction time from the end of the successful attempt's
+    /// statements to the commit's return: validation, the group commit queue, the page
+    /// writes and the fdatasync (None: not measurable, SQLite's autocommit).
+    pub commit_share: Option<f64>,
+    /// Engine with concurrent writers: write transactions per flush (group commit's
+    /// batching; 1.0 without it), over every round.
+    pub write_txns_per_flush: Option<f64>,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -531,6 +610,11 @@ pub fn run(
             let (replay, write): (f64, f64) = ts
                 .iter()
                 .fold((0.0, 0.0), |(r, w), t| (r + t.replay_us, w + t.write_us));
+            let commit: Option<f64> = ts.iter().map(|t| t.commit_us).sum();
+            let flushed: Option<(u64, u64)> = ts
+                .iter()
+                .map(|t| t.flushes)
+                .try_fold((0, 0), |(m, g), f| f.map(|(fm, fg)| (m + fm, g + fg)));
             point_rows.push(ConcRow {
                 contender: c.name().to_string(),
                 workload: "concurrent".into(),
@@ -555,6 +639,10 @@ pub fn run(
                     p99: pct(&lat, 0.99),
                 },
                 wait_share: if write > 0.0 { replay / write } else { 0.0 },
+                commit_share: commit.filter(|_| write > 0.0).map(|c| c / write),
+                write_txns_per_flush: flushed
+                    .filter(|&(_, g)| g > 0)
+                    .map(|(m, g)| m as f64 / g as f64),
             });
         }
         let base = point_rows
@@ -572,11 +660,11 @@ pub fn run(
 /// The text table.
 pub fn table(rows: &[ConcRow]) -> String {
     let mut s = String::from(
-        "threads  wr%  zipf  stmts  contender        tx/s   ratio  aborts/wtxn  max  p50_us  p90_us  p99_us   wait\n",
+        "threads  wr%  zipf  stmts  contender        tx/s   ratio  aborts/wtxn  max  p50_us  p90_us  p99_us   wait  commit  wtx/flush\n",
     );
     for r in rows {
         s += &format!(
-            "{:>7}  {:>3}  {:>4.1}  {:>5}  {:<13} {:>8.1}  {:>6}  {:>11.3}  {:>3}  {:>6.0}  {:>6.0}  {:>6.0}  {:>5.1}%\n",
+            "{:>7}  {:>3}  {:>4.1}  {:>5}  {:<13} {:>8.1}  {:>6}  {:>11.3}  {:>3}  {:>6.0}  {:>6.0}  {:>6.0}  {:>5.1}%  {:>6}  {:>9}\n",
             r.threads,
             r.write_ratio,
             r.zipf_theta,
@@ -590,6 +678,10 @@ pub fn table(rows: &[ConcRow]) -> String {
             r.latency_percentiles_us.p90,
             r.latency_percentiles_us.p99,
             100.0 * r.wait_share,
+            r.commit_share
+                .map_or("-".into(), |c| format!("{:.1}%", 100.0 * c)),
+            r.write_txns_per_flush
+                .map_or("-".into(), |x| format!("{x:.2}")),
         );
     }
     s

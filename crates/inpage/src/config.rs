@@ -8,6 +8,7 @@
 //! `wal_prealloc` outside `wal`) is refused with `Error::Config` for the same reason.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::journal::{DirectWrites, JournalConfig, JournalMode, WalSync};
@@ -85,6 +86,19 @@ pub struct Config {
     /// How write transactions run beside each other (see [`Concurrency`]). Default
     /// `Serial`.
     pub concurrency: Concurrency,
+    /// Group commit for concurrent writers (`Concurrency::Occ` and `TwoVto`): commits
+    /// that validate while another commit's flush is under way wait for it and are then
+    /// written and synced together, as one transaction on disk (one fdatasync for the
+    /// group; a crash keeps or drops the group whole, so commit order is kept). A
+    /// commit still returns only once it is durable. None (the default) means on for
+    /// concurrent writers; `Some(false)` flushes every commit alone (the ablation).
+    /// `Some(true)` with `Concurrency::Serial` is refused: one writer at a time leaves
+    /// nothing to group.
+    pub group_commit: Option<bool>,
+    /// How long a commit that would flush alone first waits for others to join its
+    /// group (PostgreSQL's `commit_delay`). Default 0: flush at once; groups still form
+    /// from the commits that arrive during a flush. Needs group commit.
+    pub group_commit_delay: Duration,
     /// Open without ever writing: files are opened read-only, take no lock, and recovery
     /// runs on a private in-memory copy of whatever it would change (`vfs::OverlayVfs`),
     /// so the database is seen as recovery would leave it while every file stays
@@ -107,6 +121,8 @@ impl Default for Config {
             journal: JournalConfig::default(),
             redistribute: true,
             concurrency: Concurrency::Serial,
+            group_commit: None,
+            group_commit_delay: Duration::ZERO,
             read_only: false,
         }
     }
@@ -197,6 +213,16 @@ impl Config {
         self.concurrency = c;
         self
     }
+    /// Group commit for concurrent writers on or off (see the field's docs).
+    pub fn group_commit(mut self, on: bool) -> Self {
+        self.group_commit = Some(on);
+        self
+    }
+    /// How long a lone commit waits for others to join its group (see the field's docs).
+    pub fn group_commit_delay(mut self, delay: Duration) -> Self {
+        self.group_commit_delay = delay;
+        self
+    }
     /// Open read-only (see the field's docs).
     pub fn read_only(mut self, yes: bool) -> Self {
         self.read_only = yes;
@@ -223,6 +249,18 @@ impl Config {
         if self.journal.wal_prealloc && !mode.capabilities().replays_log {
             return Err(Error::Config(format!(
                 "wal_prealloc is set, but journal mode {mode} keeps no write-ahead log"
+            )));
+        }
+        let grouping = self.concurrency != Concurrency::Serial && self.group_commit != Some(false);
+        if self.group_commit == Some(true) && self.concurrency == Concurrency::Serial {
+            return Err(Error::Config(
+                "group_commit needs concurrent writers (concurrency Occ or TwoVto); Serial commits one transaction at a time".into(),
+            ));
+        }
+        if !self.group_commit_delay.is_zero() && !grouping {
+            return Err(Error::Config(format!(
+                "group_commit_delay is set, but commits are not grouped (concurrency {:?}, group_commit {:?})",
+                self.concurrency, self.group_commit
             )));
         }
         if self.concurrency != Concurrency::Serial && !self.read_only {

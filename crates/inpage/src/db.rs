@@ -161,7 +161,7 @@ impl Database {
             let mut w = match queued.take() {
                 Some(ts) => {
                     let vto = self.shared.vto.as_ref().expect("queued under TwoVto");
-                    if let Err(e) = vto.wait_oldest(ts) {
+                    if let Err(e) = vto.wait_oldest_drained(ts) {
                         vto.forget(ts);
                         return Err(e);
                     }
@@ -179,6 +179,12 @@ impl Database {
             match r {
                 Err(Error::Conflict { .. }) if replays < MAX_REPLAYS => {
                     replays += 1;
+                    if let Some(g) = self.shared.group.as_ref() {
+                        // A commit it met may still be queued for a flush, invisible
+                        // to a new snapshot: running again before it is durable would
+                        // meet it again.
+                        g.wait_flushed();
+                    }
                     match &self.shared.vto {
                         Some(vto) if vto.forced_sleep => queued = Some(vto.draw()),
                         Some(_) => {
@@ -201,6 +207,21 @@ impl Database {
     /// 0 under `Concurrency::Serial`).
     pub fn conflicts(&self) -> u64 {
         self.shared.occ.as_ref().map_or(0, |o| o.conflicts())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Group commit since this database was opened: flushes, the write transactions
+    /// they committed, and the largest group (all 0 under `Concurrency::Serial`, whose
+    /// commits are not counted here).
+    pub fn group_stats(&self) -> crate::GroupStats {
+        self.shared
+            .group
+            .as_ref()
+            .map_or_else(Default::default, |g| g.stats())
     }
 
     /// Auto-commit insert into an existing tree.

@@ -46,6 +46,7 @@ pub use pager::header::Header;
 pub use pager::CacheStats;
 pub use tree::TreeStats;
 pub use txn::catalog::TreeInfo;
+pub use txn::group::GroupStats;
 pub use txn::key::{Comparator, Key, KeyKind, OwnedKey};
 pub use txn::{
     Cursor, CursorOps, Probe, Range, ReadTxn, ReadableTxn, Restored, Savepoint, SeekResult, Tree,

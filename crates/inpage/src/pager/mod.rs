@@ -882,12 +882,14 @@ impl Pager {
     /// (`Pager::spill`), unchanged since (`restamp`, counted in the transaction's size) or
     /// no longer its own (`discard`); disjoint from `dirty`.
     ///
-    /// `written`: the tag the transaction's versions carry (its working tid); the commit
-    /// re-tags them as `header.fcc` where the two differ (`Concurrency::Occ`).
+    /// `written`: the tag each page's new version carries (the working tid of the
+    /// transaction that built it); the commit re-tags them as `header.fcc` where the two
+    /// differ (`Concurrency::Occ` and `TwoVto`, whose group commit puts several
+    /// transactions, each with its own working tid, into one batch).
     pub fn commit(
         &self,
         header: &Header,
-        written: u64,
+        written: &dyn Fn(Pgno) -> u64,
         dirty: BTreeMap<Pgno, PageRef>,
         alloc: &AllocDelta,
         catalog_changed: bool,
@@ -922,11 +924,13 @@ impl Pager {
         let g = self.geometry();
         // Spilled versions are restamped in the file under the working tag; only a
         // transaction that never spills may commit under another one.
-        assert!(
-            written == header.fcc || (spilled.restamp.is_empty() && spilled.discard.is_empty()),
-            "a transaction that spilled commits under its working tid"
-        );
+        let spills = !(spilled.restamp.is_empty() && spilled.discard.is_empty());
         for (pgno, img) in dirty {
+            let written = written(pgno);
+            assert!(
+                written == header.fcc || !spills,
+                "a transaction that spilled commits under its working tid"
+            );
             let img = self
                 .layout
                 .finalize(pgno, img, g, written, header.fcc, txn_size)?;

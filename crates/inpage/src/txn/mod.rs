@@ -34,6 +34,7 @@
 pub(crate) mod catalog;
 mod cursor;
 pub(crate) mod free;
+pub(crate) mod group;
 pub mod key;
 mod occ;
 mod shared;
@@ -1008,9 +1009,10 @@ impl WriteTxn {
                 taken: self.st.taken.iter().copied().collect(),
                 freed,
             };
+            let tid = header.fcc;
             self.shared.pager.commit(
                 &header,
-                header.fcc,
+                &|_| tid,
                 dirty,
                 &alloc,
                 self.catalog_changed,
@@ -1041,14 +1043,20 @@ impl WriteTxn {
         r
     }
 
-    /// `Concurrency::Occ` commit: validate against the commits since the snapshot and
-    /// commit, in one turn (`txn/occ.rs`).
+    /// `Concurrency::Occ` and `TwoVto` commit: validate against the commits since the
+    /// snapshot and those queued for a flush, in one turn (`txn/occ.rs`), then queue for
+    /// the next group flush and wait until it is durable (`txn/group.rs`). With group
+    /// commit off the transaction flushes alone, inside its turn.
     fn commit_occ(&mut self) -> Result<()> {
         let shared = self.shared.clone();
         let occ = shared
             .occ
             .as_ref()
             .expect("an Occ transaction has Occ state");
+        let group = shared
+            .group
+            .as_ref()
+            .expect("an Occ database has a commit queue");
         debug_assert!(self.on_disk.is_empty() && self.st.spilled.is_empty());
         if self.st.dirty.is_empty() && self.st.header == self.base {
             // Read only: its snapshot was a committed state; nothing to check.
@@ -1058,12 +1066,12 @@ impl WriteTxn {
             // Commits happen in timestamp order: wait for the older transactions.
             v.wait_oldest(t.ts)?;
         }
-        let _turn = occ.commit_turn();
+        let turn = occ.commit_turn();
         if let (Some(v), Some(t)) = (&shared.vto, &self.vto) {
             v.check_not_wounded(t)?;
         }
-        let committed = shared.pager.header();
-        let mut header = if committed.fcc == self.base.fcc {
+        let latest = group.latest_header(&shared.pager);
+        let mut header = if latest.fcc == self.base.fcc {
             self.st.header.clone()
         } else {
             let t = self.occ.as_ref().expect("Occ state");
@@ -1077,17 +1085,22 @@ impl WriteTxn {
             #[cfg(test)]
             let relied_on =
                 relied_on.filter(|_| !occ::plant::skips_validation() && !vto::plant::skips_locks());
-            let mut relied_on = relied_on;
-            if let Some((by, page)) = shared.pager.touched_since(self.base.fcc, &mut relied_on) {
+            let relied_on: Vec<Pgno> = relied_on.collect();
+            let touched = group.conflicts_with(&shared.pager, &relied_on).or_else(|| {
+                shared
+                    .pager
+                    .touched_since(self.base.fcc, &mut relied_on.iter().copied())
+            });
+            if let Some((by, page)) = touched {
                 return Err(Error::Conflict {
                     page,
                     by,
                     snapshot: self.base.fcc,
                 });
             }
-            occ::merge_header(&self.base, &self.st.header, &committed)?
+            occ::merge_header(&self.base, &self.st.header, &latest)?
         };
-        header.fcc = committed.fcc + 1;
+        header.fcc = latest.fcc + 1;
         header.last_txn_size = self.st.dirty.len() as u32 + 1;
         let dirty: BTreeMap<Pgno, PageRef> = self.st.dirty.drain().collect();
         let mut freed = std::mem::take(&mut self.st.freed);
@@ -1096,16 +1109,25 @@ impl WriteTxn {
             taken: self.st.taken.iter().copied().collect(),
             freed,
         };
-        let written = self.base.fcc + 1;
         let kept: BTreeSet<Pgno> = dirty.keys().chain(&alloc.freed).copied().collect();
-        shared.pager.commit(
-            &header,
-            written,
+        let member = group::Member {
+            written: self.base.fcc + 1,
             dirty,
-            &alloc,
-            self.catalog_changed,
-            &Spilled::default(),
-        )?;
+            alloc,
+            catalog_changed: self.catalog_changed,
+        };
+        let ticket = group.queue(header, member);
+        if group.enabled {
+            // Younger transactions may validate and queue behind this one now.
+            if let (Some(v), Some(t)) = (&shared.vto, &self.vto) {
+                v.queued(t);
+            }
+            drop(turn);
+            group.wait(&shared.pager, ticket)?;
+        } else {
+            group.wait(&shared.pager, ticket)?;
+            drop(turn);
+        }
         // The pages it grew and wrote or freed are the file's now (in a tree or free).
         if let Some(t) = self.occ.as_mut() {
             t.ever_grown.retain(|p| !kept.contains(p));

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::pager::Pager;
 use crate::vfs::OverlayVfs;
 
+use super::group::GroupCommit;
 use super::occ::OccShared;
 use super::vto::Vto;
 use super::{free, WriteTxn};
@@ -37,6 +38,8 @@ pub(crate) struct Shared {
     pub(crate) occ: Option<OccShared>,
     /// `Concurrency::TwoVto`: timestamps and page locks.
     pub(crate) vto: Option<Vto>,
+    /// `Concurrency::Occ` and `TwoVto`: the queue of validated commits (group commit).
+    pub(crate) group: Option<GroupCommit>,
 }
 
 /// The writer flag and how many `begin_write` calls wait for it.
@@ -62,6 +65,12 @@ impl Shared {
                 Concurrency::TwoVto { forced_sleep } => Some(Vto::new(forced_sleep)),
                 _ => None,
             },
+            group: (config.concurrency != Concurrency::Serial).then(|| {
+                GroupCommit::new(
+                    config.group_commit.unwrap_or(true),
+                    config.group_commit_delay,
+                )
+            }),
             config,
         }
     }

@@ -46,8 +46,11 @@ struct State {
     next_ts: u64,
     /// Live transactions (and queued replays) by `ts`: who wounded them (0: nobody).
     live: BTreeMap<u64, Arc<AtomicU64>>,
-    /// Page -> `ts` of the live transaction holding its lock.
+    /// Page -> `ts` of the live or queued transaction holding its lock.
     locks: HashMap<Pgno, u64>,
+    /// Transactions queued for a group flush (`txn/group.rs`): no longer live (younger
+    /// ones may commit), still holding their locks until their group is durable.
+    queued: usize,
 }
 
 /// One `TwoVto` transaction's part.
@@ -94,15 +97,26 @@ impl Vto {
         }
     }
 
-    /// Block until `ts` is the oldest live transaction (AFUW's forced sleep; a commit's
-    /// turn). Fails with `Conflict` if the transaction is wounded meanwhile.
+    /// Block until `ts` is the oldest live transaction (a commit's turn). Fails with
+    /// `Conflict` if the transaction is wounded meanwhile.
     pub(crate) fn wait_oldest(&self, ts: u64) -> Result<()> {
+        self.wait_until_oldest(ts, false)
+    }
+
+    /// AFUW's forced sleep: block until `ts` is the oldest live transaction and no
+    /// queued one still holds locks (its group not yet durable), so a snapshot taken now
+    /// sees every commit that can come before `ts`, and no lock it asks for is held.
+    pub(crate) fn wait_oldest_drained(&self, ts: u64) -> Result<()> {
+        self.wait_until_oldest(ts, true)
+    }
+
+    fn wait_until_oldest(&self, ts: u64, drained: bool) -> Result<()> {
         let mut st = lock(&self.state);
         loop {
             if let Some(w) = st.live.get(&ts) {
                 wounded(w)?;
             }
-            if st.live.keys().next().is_none_or(|&o| o >= ts) {
+            if st.live.keys().next().is_none_or(|&o| o >= ts) && (!drained || st.queued == 0) {
                 return Ok(());
             }
             st = self.ended.wait(st).unwrap_or_else(|e| e.into_inner());
@@ -123,7 +137,9 @@ impl Vto {
             Some(h) if h == t.ts => return Ok(()),
             Some(holder) => {
                 let oldest = st.live.keys().next() == Some(&t.ts);
-                if !oldest {
+                // A queued holder has committed, durably or about to: it cannot be
+                // wounded, and the page's base is stale for everyone who began before.
+                if !oldest || !st.live.contains_key(&holder) {
                     return Err(Error::Conflict {
                         page: pgno,
                         by: holder,
@@ -147,8 +163,18 @@ impl Vto {
         wounded(&t.wounded)
     }
 
+    /// `t` validated and queued for a group flush: it is no longer live (a younger
+    /// transaction may commit, into the same group), and keeps its locks until `end`.
+    pub(super) fn queued(&self, t: &TxnVto) {
+        let mut st = lock(&self.state);
+        st.live.remove(&t.ts);
+        st.queued += 1;
+        drop(st);
+        self.ended.notify_all();
+    }
+
     /// `t` ended (committed or not): its locks go (those still its own) and it is no
-    /// longer live.
+    /// longer live (nor queued).
     pub(super) fn end(&self, t: &TxnVto) {
         let mut st = lock(&self.state);
         for p in &t.locked {
@@ -156,7 +182,9 @@ impl Vto {
                 st.locks.remove(p);
             }
         }
-        st.live.remove(&t.ts);
+        if st.live.remove(&t.ts).is_none() {
+            st.queued -= 1;
+        }
         drop(st);
         self.ended.notify_all();
     }
