@@ -421,3 +421,36 @@ fn recovery_of_a_commit_with_discarded_spills_survives_a_second_cut() {
         }
     }
 }
+
+/// A reader older than two stealing transactions in a row keeps its snapshot: the second
+/// spill of a page overwrites, in the file, the version the reader sees (the first
+/// spill's commit only re-stamped its own version, so no commit kept that image either);
+/// the pager must keep it from the spill. Found when IPS began to split full leaves.
+#[test]
+fn an_old_reader_survives_pages_spilled_twice() {
+    for mode in steal_modes() {
+        let vfs = SimVfs::new();
+        let db = Database::open(DB, config(&vfs, mode, 16).spill_pages(2)).unwrap();
+        let write_all = |round: u32| {
+            let mut w = db.begin_write().unwrap();
+            let t = w.open_or_create_tree("t", KeyKind::Int).unwrap();
+            for k in 0..120 {
+                w.insert(&t, k, &value_for(k, round, 200)).unwrap();
+            }
+            w.commit().unwrap();
+        };
+        write_all(0);
+        let r = db.begin_read().unwrap();
+        for round in 1..=3 {
+            write_all(round);
+        }
+        let t = r.open_tree("t").unwrap();
+        for k in 0..120 {
+            assert_eq!(
+                r.get(&t, k).unwrap(),
+                Some(value_for(k, 0, 200)),
+                "{mode}: key {k} at the reader's snapshot"
+            );
+        }
+    }
+}

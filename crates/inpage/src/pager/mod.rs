@@ -697,6 +697,15 @@ impl Pager {
                 self.layout.finalize(*pgno, img.clone(), g, tid, tid, 0)?,
             ));
             if let Some(o) = self.file_image(&mut st, *pgno)? {
+                // The spill overwrites the page's older version in the file; a reader
+                // whose snapshot sees it finds it here (as it would a commit's pre-image).
+                // The first spill's is the committed image; a rollback keeps it, right
+                // for the transaction that reuses the tid, whose base is the same.
+                st.versions
+                    .entry(tid)
+                    .or_default()
+                    .entry(*pgno)
+                    .or_insert_with(|| o.clone());
                 originals.push((*pgno, o));
             }
         }
@@ -953,8 +962,12 @@ impl Pager {
                 originals.push((*pgno, self.current_locked(&mut st, *pgno)?));
             }
         }
-        st.versions
-            .insert(header.fcc, originals.iter().cloned().collect());
+        // A page this transaction spilled keeps the pre-image its first spill recorded:
+        // the file (and so `originals`) holds the spilled version by now.
+        let kept = st.versions.entry(header.fcc).or_default();
+        for (pgno, img) in &originals {
+            kept.entry(*pgno).or_insert_with(|| img.clone());
+        }
         for (pgno, img) in &pages {
             st.cache.insert(*pgno, img.clone(), true);
         }
