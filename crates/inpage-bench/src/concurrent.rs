@@ -95,6 +95,21 @@ impl ConcContender {
         ]
     }
 
+    /// Contenders run only when named: serial writers on the WALDIO log, without and
+    /// with its group commit (issue 17's thread runs: `--write-ratio 100`).
+    pub fn extra() -> Vec<ConcContender> {
+        let serial = |name, mode| ConcContender::Engine {
+            name,
+            mode,
+            concurrency: Concurrency::Serial,
+            group: false,
+        };
+        vec![
+            serial("waldio", JournalMode::WALDIO),
+            serial("waldio-gc", JournalMode::WALDIO_GC),
+        ]
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             ConcContender::Engine { name, .. } => name,
@@ -109,13 +124,15 @@ impl ConcContender {
         names
             .iter()
             .map(|n| {
-                ConcContender::all()
-                    .into_iter()
-                    .find(|c| c.name() == n)
-                    .ok_or_else(|| {
-                        let known: Vec<_> = ConcContender::all().iter().map(|c| c.name()).collect();
-                        format!("unknown contender {n:?} (known: {})", known.join(", "))
-                    })
+                let every = || {
+                    ConcContender::all()
+                        .into_iter()
+                        .chain(ConcContender::extra())
+                };
+                every().find(|c| c.name() == n).ok_or_else(|| {
+                    let known: Vec<_> = every().map(|c| c.name()).collect();
+                    format!("unknown contender {n:?} (known: {})", known.join(", "))
+                })
             })
             .collect()
     }
@@ -255,6 +272,20 @@ pub struct Trial {
     pub write_us: f64,
     /// Engine with concurrent writers: (write transactions committed, flushes).
     pub flushes: Option<(u64, u64)>,
+    /// Flush requests the lab's data device completed during the threads' run.
+    pub dev_flushes: Option<u64>,
+}
+
+/// The data device's flush requests since `before` (None outside the ext4 lab, or on a
+/// kernel that does not count them).
+fn flushes_since(
+    lab: &Lab,
+    before: Option<(crate::lab::DevStat, crate::lab::DevStat)>,
+) -> Result<Option<u64>, String> {
+    Ok(match (before, lab.dev_stats()?) {
+        (Some((b, _)), Some((a, _))) => a.delta(&b).flushes,
+        _ => None,
+    })
 }
 
 const TABLE: &str = "t";
@@ -399,6 +430,7 @@ fn sqlite_thread(conn: &rusqlite::Connection, txns: &[Vec<Stmt>]) -> Result<Done
 
 /// One trial: load the table in a fresh directory, run the threads, measure.
 pub fn trial(
+    lab: &Lab,
     dir: &Path,
     c: ConcContender,
     p: &Point,
@@ -430,6 +462,8 @@ pub fn trial(
     };
     // Write transactions and the flushes that committed them (group commit's counters).
     let mut flushes = None;
+    // Flush requests the data device completed during the run (ext4 lab).
+    let dev_flushes;
     let (wall, results) = match c {
         ConcContender::Engine {
             mode,
@@ -439,7 +473,9 @@ pub fn trial(
         } => {
             let db = load_engine(dir, mode, concurrency, group, params.records)?;
             let before = db.group_stats();
+            let dev0 = lab.dev_stats()?;
             let r = run(&|t| engine_thread(&db, &plans[t]));
+            dev_flushes = flushes_since(lab, dev0)?;
             let after = db.group_stats();
             if after.groups > before.groups {
                 flushes = Some((after.members - before.members, after.groups - before.groups));
@@ -473,16 +509,19 @@ pub fn trial(
                 .collect::<Result<_, String>>()?;
             let conns: Vec<std::sync::Mutex<SqliteStore>> =
                 conns.into_iter().map(std::sync::Mutex::new).collect();
+            let dev0 = lab.dev_stats()?;
             let r = run(&|t| {
                 let s = conns[t].lock().unwrap_or_else(|e| e.into_inner());
                 sqlite_thread(s.connection(), &plans[t])
             });
+            dev_flushes = flushes_since(lab, dev0)?;
             drop(first);
             r
         }
     };
     let mut trial = Trial {
         flushes,
+        dev_flushes,
         commit_us: Some(0.0),
         ..Trial::default()
     };
@@ -543,6 +582,9 @@ pub struct ConcRow {
     /// Engine with concurrent writers: write transactions per flush (group commit's
     /// batching; 1.0 without it), over every round.
     pub write_txns_per_flush: Option<f64>,
+    /// Flush requests of the lab's data device per write transaction, over every round
+    /// (every contender, SQLite too; checkpoints included). None outside the ext4 lab.
+    pub device_flushes_per_write_txn: Option<f64>,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -585,7 +627,7 @@ pub fn run(
                     eprint!("\r[{seq}/{total}] {} {p:?}            ", c.name());
                 }
                 let dir = lab.root().join(format!("{seq:05}-{}", c.name()));
-                let t = trial(&dir, *c, p, params, round)?;
+                let t = trial(lab, &dir, *c, p, params, round)?;
                 std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
                 trials[pi][ci].push(t);
             }
@@ -611,6 +653,7 @@ pub fn run(
                 .iter()
                 .fold((0.0, 0.0), |(r, w), t| (r + t.replay_us, w + t.write_us));
             let commit: Option<f64> = ts.iter().map(|t| t.commit_us).sum();
+            let dev_flushes: Option<u64> = ts.iter().map(|t| t.dev_flushes).sum();
             let flushed: Option<(u64, u64)> = ts
                 .iter()
                 .map(|t| t.flushes)
@@ -643,6 +686,9 @@ pub fn run(
                 write_txns_per_flush: flushed
                     .filter(|&(_, g)| g > 0)
                     .map(|(m, g)| m as f64 / g as f64),
+                device_flushes_per_write_txn: dev_flushes
+                    .filter(|_| !aborts.is_empty())
+                    .map(|f| f as f64 / aborts.len() as f64),
             });
         }
         let base = point_rows
@@ -660,11 +706,11 @@ pub fn run(
 /// The text table.
 pub fn table(rows: &[ConcRow]) -> String {
     let mut s = String::from(
-        "threads  wr%  zipf  stmts  contender        tx/s   ratio  aborts/wtxn  max  p50_us  p90_us  p99_us   wait  commit  wtx/flush\n",
+        "threads  wr%  zipf  stmts  contender        tx/s   ratio  aborts/wtxn  max  p50_us  p90_us  p99_us   wait  commit  wtx/flush  devflush/wtx\n",
     );
     for r in rows {
         s += &format!(
-            "{:>7}  {:>3}  {:>4.1}  {:>5}  {:<13} {:>8.1}  {:>6}  {:>11.3}  {:>3}  {:>6.0}  {:>6.0}  {:>6.0}  {:>5.1}%  {:>6}  {:>9}\n",
+            "{:>7}  {:>3}  {:>4.1}  {:>5}  {:<13} {:>8.1}  {:>6}  {:>11.3}  {:>3}  {:>6.0}  {:>6.0}  {:>6.0}  {:>5.1}%  {:>6}  {:>9}  {:>12}\n",
             r.threads,
             r.write_ratio,
             r.zipf_theta,
@@ -681,6 +727,8 @@ pub fn table(rows: &[ConcRow]) -> String {
             r.commit_share
                 .map_or("-".into(), |c| format!("{:.1}%", 100.0 * c)),
             r.write_txns_per_flush
+                .map_or("-".into(), |x| format!("{x:.2}")),
+            r.device_flushes_per_write_txn
                 .map_or("-".into(), |x| format!("{x:.2}")),
         );
     }

@@ -55,6 +55,7 @@ const BUDGETS: [Budget; 14] = [
             "ips",
             "dash",
             "waldio",
+            "waldio-gc",
         ],
         sequences: 100,
         at_least: 1,
@@ -156,7 +157,7 @@ const BUDGETS: [Budget; 14] = [
     // checkpoints frequent.
     Budget {
         mutant: Mutant::UnsyncedCheckpoint,
-        modes: &["waldio"],
+        modes: &["waldio", "waldio-gc"],
         sequences: 200,
         at_least: 1,
         args: plain,

@@ -215,13 +215,15 @@ impl Database {
     }
 
     /// Group commit since this database was opened: flushes, the write transactions
-    /// they committed, and the largest group (all 0 under `Concurrency::Serial`, whose
-    /// commits are not counted here).
+    /// they committed, and the largest group. Concurrent writers: their group commit
+    /// (`Config::group_commit`). Serial: the journal's, for a mode that shares flushes
+    /// between writers (`waldio-gc`: the syncs waiting commits made, not a checkpoint's);
+    /// all 0 otherwise.
     pub fn group_stats(&self) -> crate::GroupStats {
-        self.shared
-            .group
-            .as_ref()
-            .map_or_else(Default::default, |g| g.stats())
+        match &self.shared.group {
+            Some(g) => g.stats(),
+            None => self.shared.pager.journal_group_stats(),
+        }
     }
 
     /// Auto-commit insert into an existing tree.

@@ -150,6 +150,7 @@ impl JournalMode {
         JournalMode::DASH,
         JournalMode::WALDIO,
         JournalMode::WALDIO_NS,
+        JournalMode::WALDIO_GC,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -193,6 +194,9 @@ impl JournalMode {
     /// `waldio` without the fdatasync at commit (WALDIO's "no sync"): atomic, durable at
     /// acknowledgement only on a device without a volatile write cache.
     pub const WALDIO_NS: JournalMode = JournalMode(&waldio::WALDIO_NS);
+    /// `waldio` with group commit: a commit writes its frames and lets the next writer
+    /// in, then returns once an fdatasync that several commits may share covers it.
+    pub const WALDIO_GC: JournalMode = JournalMode(&waldio::WALDIO_GC);
 }
 
 impl JournalMode {
@@ -639,8 +643,22 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Read the latest committed image of `pgno` into `buf` (`buf.len() == page_size`).
     /// The trailer crc is *not* verified here; the pager does that.
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()>;
-    /// Make `batch` durable (and atomic, if the mode promises it).
+    /// Make `batch` durable (and atomic, if the mode promises it) — or, for a journal
+    /// whose commits share their flush (`waldio-gc`), write it so that `wait_durable`
+    /// can make it durable: the pager publishes the commit in between, and the writer
+    /// releases its flag before it waits.
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()>;
+    /// Return once commit `tid` is durable. A commit that synced already is (default).
+    /// `next_writers`: writers were waiting when this one let go, so that many commits
+    /// follow shortly (a journal that shares flushes may wait for them).
+    fn wait_durable(&self, tid: u64, next_writers: usize) -> Result<()> {
+        let _ = (tid, next_writers);
+        Ok(())
+    }
+    /// Flushes shared by commits (`wait_durable`), if the journal groups them.
+    fn group_stats(&self) -> crate::GroupStats {
+        crate::GroupStats::default()
+    }
     /// Move logged pages into the database file (WAL); a no-op for other modes.
     fn checkpoint(&self) -> Result<()>;
     /// Called once when the database is closed cleanly (WAL checkpoints and removes its

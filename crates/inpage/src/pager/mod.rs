@@ -1036,6 +1036,23 @@ impl Pager {
         }
     }
 
+    /// Return once commit `tid` is durable (a journal that shares flushes between
+    /// commits syncs here, after the commit was published); a failure poisons the pager.
+    /// `next_writers`: writers that were waiting when this one let go, and will commit
+    /// shortly.
+    pub fn wait_durable(&self, tid: u64, next_writers: usize) -> Result<()> {
+        let r = self.journal.wait_durable(tid, next_writers);
+        if let Err(e) = &r {
+            lock(&self.state).poisoned = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Flushes the journal shared between commits (`Journal::group_stats`).
+    pub fn journal_group_stats(&self) -> crate::GroupStats {
+        self.journal.group_stats()
+    }
+
     /// Move logged pages into the database file.
     pub fn checkpoint(&self) -> Result<()> {
         self.check_usable()?;

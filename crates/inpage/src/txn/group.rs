@@ -300,7 +300,8 @@ fn flush(pager: &Pager, group: Group) -> Result<()> {
         &alloc,
         catalog_changed,
         &Spilled::default(),
-    )
+    )?;
+    pager.wait_durable(header.fcc, 0)
 }
 
 #[cfg(test)]

@@ -985,7 +985,7 @@ impl WriteTxn {
         {
             // Nothing to commit; spilled versions a savepoint rollback left are dropped.
             let gone: Vec<Pgno> = std::mem::take(&mut self.on_disk).into_iter().collect();
-            self.discard(gone)
+            self.discard(gone).map(|()| None)
         } else {
             let mut header = self.st.header.clone();
             header.fcc = self.base.fcc + 1;
@@ -1010,17 +1010,26 @@ impl WriteTxn {
                 freed,
             };
             let tid = header.fcc;
-            self.shared.pager.commit(
-                &header,
-                &|_| tid,
-                dirty,
-                &alloc,
-                self.catalog_changed,
-                &spilled,
-            )
+            self.shared
+                .pager
+                .commit(
+                    &header,
+                    &|_| tid,
+                    dirty,
+                    &alloc,
+                    self.catalog_changed,
+                    &spilled,
+                )
+                .map(|()| Some(tid))
         };
-        self.shared.release_writer();
-        result
+        let next_writers = self.shared.release_writer();
+        // A journal that shares flushes (`waldio-gc`) makes the commit durable only now,
+        // with the next writer already in: its commit joins the same fdatasync.
+        match result {
+            Ok(Some(tid)) => self.shared.pager.wait_durable(tid, next_writers),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Discard every change. Errs only for a transaction that spilled pages (steal),

@@ -117,7 +117,8 @@ impl Shared {
         r
     }
 
-    pub(crate) fn release_writer(&self) {
+    /// Release the writer flag; how many `begin_write` calls were waiting for it.
+    pub(crate) fn release_writer(&self) -> usize {
         let mut flag = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         flag.busy = false;
         // A notify is a futex syscall even with nobody waiting: one per transaction of a
@@ -125,6 +126,7 @@ impl Shared {
         if flag.waiting > 0 {
             self.writer_cv.notify_one();
         }
+        flag.waiting
     }
 
     pub(crate) fn close(&self) -> Result<()> {
