@@ -137,6 +137,12 @@ impl Mode {
         self.variant != Variant::Normal && self.journal.capabilities().durable_at_ack
     }
 
+    /// Whether an acknowledged commit survives a process kill (false for `waldio-gs`,
+    /// which acknowledges commits from a buffer in process memory).
+    pub fn survives_process_crash(&self) -> bool {
+        self.journal.capabilities().survives_process_crash
+    }
+
     /// The engine configuration for this mode.
     pub fn config(&self, vfs: Arc<dyn Vfs>, p: DbParams, mutant: Mutant) -> Config {
         let mut c = Config::default()

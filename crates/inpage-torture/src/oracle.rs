@@ -310,8 +310,11 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
                 d
             }
             Crash::Process => {
-                // The OS keeps every write it accepted, synced or not.
-                floor = states.len() - 1;
+                // The OS keeps every write it accepted, synced or not — all acknowledged
+                // commits, unless the mode acknowledges them from process memory.
+                if case.mode.survives_process_crash() {
+                    floor = states.len() - 1;
+                }
                 disk.process_crash()
             }
         };

@@ -157,7 +157,7 @@ const BUDGETS: [Budget; 14] = [
     // checkpoints frequent.
     Budget {
         mutant: Mutant::UnsyncedCheckpoint,
-        modes: &["waldio", "waldio-gc"],
+        modes: &["waldio", "waldio-gc", "waldio-gs"],
         sequences: 200,
         at_least: 1,
         args: plain,

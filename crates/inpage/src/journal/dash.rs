@@ -99,6 +99,7 @@ pub(crate) static DASH: ModeSpec = ModeSpec {
         side_files: &[SIDE],
         steals: false,
         durable_at_ack: true,
+        survives_process_crash: true,
     },
     open: open_dash,
 };
@@ -183,6 +184,8 @@ enum Found {
         clean: bool,
         /// The pages of the commit itself (`n_own`).
         own: Vec<Pgno>,
+        /// The database's page count at this commit.
+        page_count: u32,
     },
 }
 
@@ -334,13 +337,13 @@ impl DashJournal {
         };
         // Void a torn record newer than the one picked (module comment).
         let mut report = RecoveryReport::default();
-        if let (Found::Invalid { claims: Some(c) }, Some(f)) = (other, other_file) {
+        if let (Found::Invalid { claims: Some(c) }, Some(f)) = (other, other_file.as_ref()) {
             let newer = match chosen {
                 Found::Valid { version, .. } => *c > *version,
                 _ => true,
             };
             if newer {
-                void_record(&f)?;
+                void_record(f)?;
                 report.rolled_back = true;
                 report.rolled_back_tid = Some(*c);
             }
@@ -364,15 +367,28 @@ impl DashJournal {
         // one (its own record says so, and nothing wrote it since: the first commit of a
         // session clears the mark before it writes), so the next commit rewrites only the
         // current commit's pages. Otherwise it copies every page.
+        //
+        // Trusted only while the older file's pages verify (their trailer checksums):
+        // the next commit makes them current without rewriting them, so a damaged page
+        // there (bad input, not a crash) would become the database's. One read of that
+        // file per clean open; on a damaged page the first commit copies every page from
+        // the current file instead, which repairs it.
+        let older_intact = match (chosen, other, other_file.as_ref()) {
+            (Found::Valid { clean: true, .. }, Found::Valid { page_count, .. }, Some(f)) => {
+                pages_verify(f, *page_count)?
+            }
+            _ => false,
+        };
         let (prev, version, mark_on_disk) = match (chosen, other) {
             (
                 Found::Valid {
                     version,
                     clean: true,
                     own,
+                    ..
                 },
                 Found::Valid { version: older, .. },
-            ) if *older + 1 == *version => (
+            ) if *older + 1 == *version && older_intact => (
                 Prev::Pages(own.iter().map(|&p| (p, None)).collect()),
                 *version,
                 true,
@@ -649,7 +665,30 @@ fn examine(f: &DbFile, is_main: bool, mutant: Mutant) -> Result<Found> {
         version: head.version,
         clean: head.clean == head.version,
         own,
+        page_count: head.page_count,
     })
+}
+
+/// Whether pages `1..page_count` of `f` all carry a valid trailer checksum (a file
+/// shorter than that does not verify).
+fn pages_verify(f: &DbFile, page_count: u32) -> Result<bool> {
+    let ps = f.page_size;
+    if !f.len_at_least(page_count as u64 * ps as u64)? {
+        return Ok(false);
+    }
+    const CHUNK: u32 = 64;
+    let mut buf = vec![0u8; CHUNK as usize * ps];
+    let mut p = 1;
+    while p < page_count {
+        let n = CHUNK.min(page_count - p);
+        let bytes = &mut buf[..n as usize * ps];
+        f.read_pages(p, bytes)?;
+        if !bytes.chunks_exact(ps).all(crate::page::crc_ok) {
+            return Ok(false);
+        }
+        p += n;
+    }
+    Ok(true)
 }
 
 /// Write the clean-shutdown mark of `f`'s record (`version`, or 0 to clear it) with one

@@ -100,6 +100,11 @@ pub struct Capabilities {
     /// commits are durable only where a completed write is (no volatile cache, e.g.
     /// eMMC reliable write), or at the next checkpoint; a cut keeps a prefix of them.
     pub durable_at_ack: bool,
+    /// An acknowledged commit survives the process being killed: its bytes were handed
+    /// to the OS before the commit returned. False for a mode that acknowledges commits
+    /// from a buffer in process memory (`waldio-gs`): a kill loses those too, a suffix of
+    /// the acknowledged ones, never half of one.
+    pub survives_process_crash: bool,
 }
 
 /// A journal as opened: the protocol, what its recovery did, and what it established.
@@ -151,6 +156,7 @@ impl JournalMode {
         JournalMode::WALDIO,
         JournalMode::WALDIO_NS,
         JournalMode::WALDIO_GC,
+        JournalMode::WALDIO_GS,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -197,6 +203,10 @@ impl JournalMode {
     /// `waldio` with group commit: a commit writes its frames and lets the next writer
     /// in, then returns once an fdatasync that several commits may share covers it.
     pub const WALDIO_GC: JournalMode = JournalMode(&waldio::WALDIO_GC);
+    /// `waldio` with group synchronization (WALDIO's "group sync"): commits are
+    /// acknowledged from a 16 KiB frame buffer, written and synced when it fills —
+    /// atomic, not durable at acknowledgement.
+    pub const WALDIO_GS: JournalMode = JournalMode(&waldio::WALDIO_GS);
 }
 
 impl JournalMode {

@@ -39,6 +39,7 @@ pub(crate) static OFF: ModeSpec = ModeSpec {
         side_files: &[],
         steals: false,
         durable_at_ack: true,
+        survives_process_crash: true,
     },
     open: open_off,
 };
@@ -59,6 +60,7 @@ pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
         side_files: &[],
         steals: false,
         durable_at_ack: true,
+        survives_process_crash: true,
     },
     open: open_off,
 };

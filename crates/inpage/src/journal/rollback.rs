@@ -69,6 +69,7 @@ const ROLLBACK_CAPS: Capabilities = Capabilities {
     side_files: &["journal"],
     steals: false,
     durable_at_ack: true,
+    survives_process_crash: true,
 };
 
 /// Registry entry of `delete`.

@@ -103,6 +103,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         side_files: &["wal"],
         steals: false,
         durable_at_ack: true,
+        survives_process_crash: true,
     },
     open: |ctx, _| {
         let (j, r) = Wal::open(ctx)?;

@@ -104,6 +104,7 @@ pub(crate) const fn dhl_spec(
             side_files: &[],
             steals: true,
             durable_at_ack: true,
+            survives_process_crash: true,
         },
         open: open_dhl,
     }
