@@ -177,6 +177,19 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
     out!(o, "file            {}", file.display());
     out!(o, "journal mode    {}", h.journal_mode);
     out!(o, "  (what it is)  {}", h.journal_mode.summary());
+    let caps = h.journal_mode.capabilities();
+    out!(
+        o,
+        "  (promises)    {}",
+        match (caps.atomic, caps.durable_at_ack, caps.survives_process_crash) {
+            (false, _, _) => "no atomicity: a crash may leave a half-written transaction",
+            (true, true, _) => "atomic; an acknowledged commit survives a process kill and a power cut",
+            (true, false, true) =>
+                "atomic; an acknowledged commit survives a process kill, but a power cut may lose the newest ones (a prefix survives)",
+            (true, false, false) =>
+                "atomic; even a process kill may lose the newest acknowledged commits (they wait in memory; a prefix survives)",
+        }
+    );
     out!(o, "page size       {}", h.page_size);
     out!(o, "fcc             {}", h.fcc);
     out!(o, "last txn pages  {}", h.last_txn_size);

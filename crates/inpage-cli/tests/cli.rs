@@ -182,3 +182,44 @@ fn inspect_names_the_reserved_tail_of_a_waldio_file() {
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("ok:"), "{out}");
 }
+
+/// `inspect` states what each mode promises, from its capabilities: the WALDIO modes
+/// differ exactly there.
+#[test]
+fn inspect_states_what_the_mode_promises() {
+    for (mode, want) in [
+        (
+            JournalMode::WALDIO,
+            "survives a process kill and a power cut",
+        ),
+        (
+            JournalMode::WALDIO_GC,
+            "survives a process kill and a power cut",
+        ),
+        (
+            JournalMode::WALDIO_NS,
+            "a power cut may lose the newest ones",
+        ),
+        (
+            JournalMode::WALDIO_GS,
+            "even a process kill may lose the newest",
+        ),
+        (JournalMode::OFF, "no atomicity"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.db");
+        {
+            let db = Database::open(&path, Config::default().journal_mode(mode)).unwrap();
+            db.write(|w| w.create_tree("t", KeyKind::Int).map(|_| ()))
+                .unwrap();
+            db.close().unwrap();
+        }
+        let (code, out, err) = inpage(&["inspect", path.to_str().unwrap()]);
+        assert_eq!(code, 0, "{mode}: {err}");
+        let line = out
+            .lines()
+            .find(|l| l.contains("(promises)"))
+            .unwrap_or_else(|| panic!("{mode}: no promises line in {out}"));
+        assert!(line.contains(want), "{mode}: {line}");
+    }
+}

@@ -429,3 +429,85 @@ pub fn db_page(file: &Arc<dyn File>, pgno: u32) -> Vec<u8> {
         .unwrap();
     buf
 }
+
+/// Threads committing under a power cut (the group commit tests: `txn/group.rs`,
+/// `journal/waldio.rs`). On a fresh disk, `open` makes a database with trees "s" and
+/// "m0".."m2"; then, on a copy, `prepare` may plant a bug in the reopened handle and
+/// three threads each commit 30 transactions — row `j` in its own tree and row
+/// `1000·thread + j` in "s" — until the power cut after `cut` operations stops them.
+/// After the crash (full model, `seed`) and `reopen`: the check passes, every
+/// transaction is whole (both rows or neither, `what` names the case in the panic), and
+/// the result is the number of acknowledged transactions missing, with the handle's
+/// group statistics before the crash.
+pub fn threads_until_power_cut(
+    open: &dyn Fn(&SimVfs) -> crate::Database,
+    prepare: &dyn Fn(&crate::Database),
+    reopen: &dyn Fn(&SimVfs) -> crate::Database,
+    cut: u64,
+    seed: u64,
+    what: &str,
+) -> (u64, crate::GroupStats) {
+    use crate::{KeyKind, ReadableTxn};
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    let vfs = SimVfs::new();
+    {
+        let db = open(&vfs);
+        db.write(|w| {
+            w.create_tree("s", KeyKind::Int)?;
+            for th in 0..3 {
+                w.create_tree(&format!("m{th}"), KeyKind::Int)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    let disk = vfs.crash(0, CrashModel::none());
+    let db = open(&disk);
+    prepare(&db);
+    disk.set_power_cut_after(cut);
+    let acked: Mutex<BTreeMap<(u64, i64), Vec<u8>>> = Mutex::new(BTreeMap::new());
+    std::thread::scope(|s| {
+        for th in 0..3u64 {
+            let (db, acked) = (&db, &acked);
+            s.spawn(move || {
+                for j in 0..30i64 {
+                    let v = format!("{seed}:{th}:{j}").into_bytes();
+                    let r = db.write(|w| {
+                        let m = w.open_tree(&format!("m{th}"))?;
+                        w.insert(&m, j, &v)?;
+                        let t = w.open_tree("s")?;
+                        w.insert(&t, th as i64 * 1000 + j, &v).map(|_| ())
+                    });
+                    match r {
+                        Ok(()) => {
+                            acked.lock().unwrap().insert((th, j), v);
+                        }
+                        Err(_) => return,
+                    }
+                }
+            });
+        }
+    });
+    let stats = db.group_stats();
+    drop(db);
+    let crashed = disk.crash(seed, CrashModel::full());
+    let db = reopen(&crashed);
+    crate::check::check(&db.begin_read().unwrap(), &Default::default()).unwrap();
+    let r = db.begin_read().unwrap();
+    let s = r.open_tree("s").unwrap();
+    let acked = acked.into_inner().unwrap();
+    let mut lost = 0;
+    for th in 0..3u64 {
+        let m = r.open_tree(&format!("m{th}")).unwrap();
+        for j in 0..30i64 {
+            let mine = r.get(&m, j).unwrap();
+            let shared = r.get(&s, th as i64 * 1000 + j).unwrap();
+            assert_eq!(mine, shared, "{what} seed {seed}: torn transaction");
+            if let Some(v) = acked.get(&(th, j)) {
+                lost += u64::from(mine.as_ref() != Some(v));
+            }
+        }
+    }
+    (lost, stats)
+}

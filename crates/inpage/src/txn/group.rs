@@ -306,7 +306,6 @@ fn flush(pager: &Pager, group: Group) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
@@ -523,72 +522,21 @@ mod tests {
     /// the crash, and each transaction is all there or not at all (its row in its
     /// thread's tree and in the shared one). With the planted early acknowledgement,
     /// some cut must lose an acknowledged commit.
-    fn cuts(mode: JournalMode, c: Concurrency, seeds: std::ops::Range<u64>, plant: bool) -> usize {
+    fn cuts(mode: JournalMode, c: Concurrency, seeds: std::ops::Range<u64>, plant: bool) -> u64 {
         let mut lost = 0;
         for seed in seeds {
-            let vfs = SimVfs::new();
-            {
-                let db = Database::open("/db/x.db", config(&vfs, mode, c, 100)).unwrap();
-                db.write(|w| {
-                    w.create_tree("s", KeyKind::Int)?;
-                    for th in 0..3 {
-                        w.create_tree(&format!("m{th}"), KeyKind::Int)?;
-                    }
-                    Ok(())
-                })
-                .unwrap();
-            }
-            let disk = vfs.crash(0, CrashModel::none());
-            let db = Database::open("/db/x.db", config(&disk, mode, c, 100)).unwrap();
-            db.shared()
-                .group
-                .as_ref()
-                .unwrap()
-                .plant
-                .early_ack
-                .store(plant, Ordering::Relaxed);
-            disk.set_power_cut_after(20 + seed * 7 % 150);
-            let acked: Mutex<BTreeMap<(u64, i64), Vec<u8>>> = Mutex::new(BTreeMap::new());
-            std::thread::scope(|s| {
-                for th in 0..3u64 {
-                    let (db, acked) = (&db, &acked);
-                    s.spawn(move || {
-                        for j in 0..30i64 {
-                            let v = format!("{seed}:{th}:{j}").into_bytes();
-                            let r = db.write(|w| {
-                                let m = w.open_tree(&format!("m{th}"))?;
-                                w.insert(&m, j, &v)?;
-                                let t = w.open_tree("s")?;
-                                w.insert(&t, th as i64 * 1000 + j, &v).map(|_| ())
-                            });
-                            match r {
-                                Ok(()) => {
-                                    acked.lock().unwrap().insert((th, j), v);
-                                }
-                                Err(_) => return,
-                            }
-                        }
-                    });
-                }
-            });
-            drop(db);
-            let crashed = disk.crash(seed, CrashModel::full());
-            let db = Database::open("/db/x.db", config(&crashed, mode, c, 0)).unwrap();
-            crate::check::check(&db.begin_read().unwrap(), &Default::default()).unwrap();
-            let r = db.begin_read().unwrap();
-            let s = r.open_tree("s").unwrap();
-            for th in 0..3u64 {
-                let m = r.open_tree(&format!("m{th}")).unwrap();
-                for j in 0..30i64 {
-                    let mine = r.get(&m, j).unwrap();
-                    let shared = r.get(&s, th as i64 * 1000 + j).unwrap();
-                    assert_eq!(mine, shared, "{mode} {c:?} seed {seed}: torn transaction");
-                    match acked.lock().unwrap().get(&(th, j)) {
-                        Some(v) if mine.as_ref() != Some(v) => lost += 1,
-                        _ => {}
-                    }
-                }
-            }
+            let (l, _) = crate::journal::testutil::threads_until_power_cut(
+                &|v| Database::open("/db/x.db", config(v, mode, c, 100)).unwrap(),
+                &|db| {
+                    let g = db.shared().group.as_ref().unwrap();
+                    g.plant.early_ack.store(plant, Ordering::Relaxed);
+                },
+                &|v| Database::open("/db/x.db", config(v, mode, c, 0)).unwrap(),
+                20 + seed * 7 % 150,
+                seed,
+                &format!("{mode} {c:?}"),
+            );
+            lost += l;
         }
         lost
     }
