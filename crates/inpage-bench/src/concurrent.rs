@@ -96,7 +96,8 @@ impl ConcContender {
     }
 
     /// Contenders run only when named: serial writers on the WALDIO log, without and
-    /// with its group commit (issue 17's thread runs: `--write-ratio 100`).
+    /// with its group commit (issue 17's thread runs: `--write-ratio 100`), and OCC over
+    /// DHL pages.
     pub fn extra() -> Vec<ConcContender> {
         let serial = |name, mode| ConcContender::Engine {
             name,
@@ -107,6 +108,13 @@ impl ConcContender {
         vec![
             serial("waldio", JournalMode::WALDIO),
             serial("waldio-gc", JournalMode::WALDIO_GC),
+            // OCC over DHL pages: the fair peer of `2vto-dhl`.
+            ConcContender::Engine {
+                name: "occ-dhl",
+                mode: JournalMode::DHL_CC,
+                concurrency: Concurrency::Occ,
+                group: true,
+            },
         ]
     }
 
