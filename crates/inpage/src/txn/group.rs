@@ -249,7 +249,22 @@ impl GroupCommit {
                 drop(st);
                 let number = group.number;
                 let members = group.members.len() as u64;
-                let r = flush(pager, group);
+                // A panic in the flush (a release-mode check) must not leave the members
+                // waiting for a group that will never finish: they fail instead.
+                let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    flush(pager, group)
+                })) {
+                    Ok(r) => r,
+                    Err(panic) => {
+                        let mut st = lock(&self.state);
+                        st.flushing = None;
+                        st.finished = number + 1;
+                        st.failed = Some((number, "a commit group's flush panicked".into()));
+                        drop(st);
+                        self.done.notify_all();
+                        std::panic::resume_unwind(panic);
+                    }
+                };
                 st = lock(&self.state);
                 st.flushing = None;
                 st.finished = number + 1;
