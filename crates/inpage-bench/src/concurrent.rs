@@ -595,19 +595,6 @@ pub struct ConcRow {
     pub device_flushes_per_write_txn: Option<f64>,
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn pct(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
@@ -649,8 +636,7 @@ pub fn run(
         let mut point_rows: Vec<ConcRow> = Vec::new();
         for (ci, c) in contenders.iter().enumerate() {
             let ts = &trials[pi][ci];
-            let mut tps: Vec<f64> = ts.iter().map(|t| t.tx_per_s).collect();
-            let rounds = tps.clone();
+            let tps: Vec<f64> = ts.iter().map(|t| t.tx_per_s).collect();
             let aborts: Vec<u32> = ts.iter().flat_map(|t| t.aborts.iter().copied()).collect();
             let mut lat: Vec<f64> = ts
                 .iter()
@@ -672,8 +658,8 @@ pub fn run(
                 op: "mixed".into(),
                 ops_per_txn: p.stmts as u32,
                 txns: (params.queries / p.stmts.max(1) * p.threads) as u64,
-                tx_per_s_median: median(&mut tps),
-                tx_per_s_rounds: rounds,
+                tx_per_s_median: crate::report::median(&tps).unwrap_or(f64::NAN),
+                tx_per_s_rounds: tps,
                 ratio_to_baseline: None,
                 threads: p.threads,
                 write_ratio: if p.stmts > 1 { 15 } else { p.write_ratio },

@@ -240,19 +240,23 @@ impl GroupCommit {
                         continue;
                     }
                 }
-                let group = st.pending.take().expect("an unfinished group is pending");
-                debug_assert_eq!(group.number, ticket.0);
+                let Group {
+                    number,
+                    members,
+                    touched,
+                    header,
+                } = st.pending.take().expect("an unfinished group is pending");
+                debug_assert_eq!(number, ticket.0);
                 st.flushing = Some(Flushing {
-                    touched: group.touched.clone(),
-                    header: group.header.clone(),
+                    touched,
+                    header: header.clone(),
                 });
                 drop(st);
-                let number = group.number;
-                let members = group.members.len() as u64;
+                let count = members.len() as u64;
                 // A panic in the flush (a release-mode check) must not leave the members
                 // waiting for a group that will never finish: they fail instead.
                 let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    flush(pager, group)
+                    flush(pager, members, header)
                 })) {
                     Ok(r) => r,
                     Err(panic) => {
@@ -271,8 +275,8 @@ impl GroupCommit {
                 match &r {
                     Ok(()) => {
                         st.stats.groups += 1;
-                        st.stats.members += members;
-                        st.stats.largest = st.stats.largest.max(members);
+                        st.stats.members += count;
+                        st.stats.largest = st.stats.largest.max(count);
                     }
                     Err(e) => st.failed = Some((number, e.to_string())),
                 }
@@ -285,13 +289,14 @@ impl GroupCommit {
     }
 }
 
-/// Commit a group as one transaction.
-fn flush(pager: &Pager, group: Group) -> Result<()> {
+/// Commit a group's members as one transaction whose header is `header` (the last
+/// member's, merged onto those before).
+fn flush(pager: &Pager, members: Vec<Member>, mut header: Header) -> Result<()> {
     let mut dirty = BTreeMap::new();
     let mut written = BTreeMap::new();
     let mut alloc = AllocDelta::default();
     let mut catalog_changed = false;
-    for m in group.members {
+    for m in members {
         for (pgno, img) in m.dirty {
             // Release-mode check: validation keeps members' pages disjoint; a page in two
             // members would keep only one member's change.
@@ -305,7 +310,6 @@ fn flush(pager: &Pager, group: Group) -> Result<()> {
         alloc.freed.extend(m.alloc.freed);
         catalog_changed |= m.catalog_changed;
     }
-    let mut header = group.header;
     header.fcc = pager.header().fcc + 1;
     header.last_txn_size = dirty.len() as u32 + 1;
     pager.commit(
