@@ -95,8 +95,13 @@ pub struct MvbtArgs {
     pub value_size: usize,
     /// Each transaction inserts a new random key AND deletes a random existing one
     /// (default: one operation per transaction, inserts and deletes alternating).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "inserts")]
     pub pair: bool,
+    /// Every transaction inserts one new random key, so the table grows and nodes split:
+    /// the paper's ablation workload (§6.6–6.7: 1,000 records of 128 bytes into an empty
+    /// table; use `--records 0 --value-size 128`).
+    #[arg(long)]
+    pub inserts: bool,
     /// Seed of the key generator.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -122,6 +127,7 @@ pub struct MvbtArgs {
 /// run before the measured window opens.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fig6Plan {
+    pub ops: Fig6Ops,
     pub preload: Vec<i64>,
     pub txns: Vec<Vec<(Op, i64)>>,
     pub warmup: usize,
@@ -164,9 +170,40 @@ impl KeyGen {
     }
 }
 
-/// `records` random keys, then `txns` transactions: with `pair`, each inserts a new key
-/// and deletes a random existing one; without, they alternate insert / delete.
-pub fn fig6_plan(records: u64, txns: u64, pair: bool, seed: u64) -> Fig6Plan {
+/// What each measured transaction does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fig6Ops {
+    /// One operation, inserts of a new key and deletes of an existing one alternating.
+    Alternate,
+    /// An insert of a new key and a delete of an existing one (`--pair`).
+    Pair,
+    /// One insert of a new key (`--inserts`): the table grows.
+    Inserts,
+}
+
+impl Fig6Ops {
+    /// The operation label of the report's point, and the table's description.
+    fn describe(self) -> (&'static str, &'static str) {
+        match self {
+            Fig6Ops::Alternate => (
+                "insert|delete",
+                "one operation each, alternating insert of a new random key / delete of a random existing key",
+            ),
+            Fig6Ops::Pair => (
+                "insert+delete",
+                "each inserts a new random key AND deletes a random existing one (--pair)",
+            ),
+            Fig6Ops::Inserts => (
+                "insert",
+                "each inserts one new random key, the table grows (--inserts)",
+            ),
+        }
+    }
+}
+
+/// `records` random keys, then `txns` transactions of the shape `ops` says.
+pub fn fig6_plan(records: u64, txns: u64, ops: Fig6Ops, seed: u64) -> Fig6Plan {
+    let pair = ops == Fig6Ops::Pair;
     let mut g = KeyGen::new(seed);
     let preload: Vec<i64> = (0..records).map(|_| g.fresh()).collect();
     let mut live = preload.clone();
@@ -180,7 +217,7 @@ pub fn fig6_plan(records: u64, txns: u64, pair: bool, seed: u64) -> Fig6Plan {
             let mut ops = vec![(Op::Insert, k)];
             ops.extend(victim.map(|v| (Op::Delete, v)));
             out.push(ops);
-        } else if t % 2 == 0 || live.is_empty() {
+        } else if ops == Fig6Ops::Inserts || t % 2 == 0 || live.is_empty() {
             let k = g.fresh();
             live.push(k);
             out.push(vec![(Op::Insert, k)]);
@@ -189,6 +226,7 @@ pub fn fig6_plan(records: u64, txns: u64, pair: bool, seed: u64) -> Fig6Plan {
         }
     }
     Fig6Plan {
+        ops,
         preload,
         txns: out,
         warmup: 0,
@@ -383,12 +421,7 @@ pub fn run_fig6(
     value_size: usize,
 ) -> Result<(), String> {
     let k = plan.txns.first().map_or(1, |t| t.len() as u32);
-    let op = if k > 1 {
-        "insert+delete"
-    } else {
-        "insert|delete"
-    };
-    let pt = s.next_point(FIG6_WORKLOAD, op, k);
+    let pt = s.next_point(FIG6_WORKLOAD, plan.ops.describe().0, k);
     for round in 0..s.rounds {
         for ri in rotation(rows.len(), round) {
             let row = &rows[ri];
@@ -434,7 +467,7 @@ fn cell(v: Option<f64>, prec: usize) -> String {
 
 /// The Fig. 6 text table, and for the rows without a checkpoint interval their speed-up
 /// over each WAL reference at every interval.
-pub fn fig6_table(r: &Report, rows: &[Fig6Row], pair: bool, warmup: u64) -> String {
+pub fn fig6_table(r: &Report, rows: &[Fig6Row], ops: Fig6Ops, warmup: u64) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(
@@ -442,11 +475,7 @@ pub fn fig6_table(r: &Report, rows: &[Fig6Row], pair: bool, warmup: u64) -> Stri
         "lab: {}  rounds: {}  transactions: {}  (medians over rounds; flushes, pages, KiB = loop-device counters)",
         r.lab,
         r.rounds,
-        if pair {
-            "each inserts a new random key AND deletes a random existing one (--pair)"
-        } else {
-            "one operation each, alternating insert of a new random key / delete of a random existing key"
-        }
+        ops.describe().1
     );
     if warmup > 0 {
         let _ = writeln!(
@@ -762,8 +791,11 @@ pub fn space_table(r: &SpaceReport) -> String {
 
 /// `inpage bench mvbt`.
 pub fn run(a: &MvbtArgs) -> Result<(), String> {
-    if a.rounds == 0 || a.txns == 0 || a.records == 0 {
-        return Err("--rounds, --txns and --records must be at least 1".into());
+    if a.rounds == 0 || a.txns == 0 || (a.records == 0 && !a.inserts) {
+        return Err(
+            "--rounds, --txns and --records must be at least 1 (--records 0 only with --inserts)"
+                .into(),
+        );
     }
     if a.value_size == 0 || a.value_size > 1 << 20 {
         return Err("--value-size must be in 1..=1048576".into());
@@ -801,7 +833,12 @@ pub fn run(a: &MvbtArgs) -> Result<(), String> {
         return Err("--checkpoints needs intervals of at least 1 page".into());
     }
     let rows = fig6_rows(&cs, &cps);
-    let mut plan = fig6_plan(a.records, a.warmup + a.txns, a.pair, a.seed);
+    let ops = match (a.pair, a.inserts) {
+        (true, _) => Fig6Ops::Pair,
+        (_, true) => Fig6Ops::Inserts,
+        _ => Fig6Ops::Alternate,
+    };
+    let mut plan = fig6_plan(a.records, a.warmup + a.txns, ops, a.seed);
     plan.warmup = a.warmup as usize;
     let mut s = crate::session(&a.lab, a.rounds, rows.len() as u64 * u64::from(a.rounds))?;
     run_fig6(&mut s, &rows, &plan, a.value_size)?;
@@ -812,7 +849,7 @@ pub fn run(a: &MvbtArgs) -> Result<(), String> {
     let (mut r, _) = crate::finish(s, &baseline);
     r.baseline = "wal at the row's checkpoint interval (rows without one: the largest)".into();
     set_ratios(&mut r.results, &rows, "wal");
-    print!("{}", fig6_table(&r, &rows, a.pair, a.warmup));
+    print!("{}", fig6_table(&r, &rows, ops, a.warmup));
     if let Some(p) = &a.json {
         crate::write_json(&r, p)?;
     }
@@ -825,7 +862,7 @@ mod tests {
 
     #[test]
     fn one_op_plan_keeps_the_table_size_and_every_op_changes_it() {
-        let p = fig6_plan(2000, 1000, false, 7);
+        let p = fig6_plan(2000, 1000, Fig6Ops::Alternate, 7);
         assert_eq!(p.preload.len(), 2000);
         assert_eq!(p.txns.len(), 1000);
         let mut live: HashSet<i64> = p.preload.iter().copied().collect();
@@ -850,13 +887,17 @@ mod tests {
             assert!((2000..=2001).contains(&live.len()), "{}", live.len());
         }
         assert_eq!(live.len(), 2000);
-        assert_eq!(p, fig6_plan(2000, 1000, false, 7), "deterministic");
-        assert_ne!(p, fig6_plan(2000, 1000, false, 8));
+        assert_eq!(
+            p,
+            fig6_plan(2000, 1000, Fig6Ops::Alternate, 7),
+            "deterministic"
+        );
+        assert_ne!(p, fig6_plan(2000, 1000, Fig6Ops::Alternate, 8));
     }
 
     #[test]
     fn pair_plan_inserts_and_deletes_in_each_txn() {
-        let p = fig6_plan(50, 200, true, 1);
+        let p = fig6_plan(50, 200, Fig6Ops::Pair, 1);
         let mut live: HashSet<i64> = p.preload.iter().copied().collect();
         for ops in &p.txns {
             assert_eq!(ops.len(), 2);
@@ -866,6 +907,19 @@ mod tests {
             assert!(live.insert(ops[0].1));
         }
         assert_eq!(live.len(), 50);
+    }
+
+    #[test]
+    fn insert_plan_grows_the_table_from_empty() {
+        let p = fig6_plan(0, 300, Fig6Ops::Inserts, 2);
+        assert!(p.preload.is_empty());
+        let mut live = HashSet::new();
+        for ops in &p.txns {
+            assert_eq!(ops.len(), 1);
+            assert_eq!(ops[0].0, Op::Insert);
+            assert!(live.insert(ops[0].1), "a new key every time");
+        }
+        assert_eq!(live.len(), 300);
     }
 
     #[test]

@@ -96,14 +96,16 @@ fn fig6_page_writes_per_transaction() {
         runs.insert(mode.to_string(), r.writes_per_txn);
     }
     let ls = runs["ls-mvbt"];
-    // The plain MVBT writes more pages than LS-MVBT, and so does LS-MVBT writing the FCC
-    // to the header page instead of embedding it. (A version split writes as many pages
-    // as a lazy one here — the old node is freed, not rewritten — so `ls-mvbt-no-split`
-    // is not compared: 2.13 against 2.16 in this run once the write-intent map stopped
-    // adding marking writes. Reserved space and lazy GC change little in this short run;
-    // the bench is to measure them.)
-    assert!(runs["mvbt"] > ls, "{runs:?}");
-    assert!(runs["ls-mvbt-header"] > ls, "{runs:?}");
+    // The plain MVBT writes the header page with every commit and keeps dead entries, and
+    // so writes more pages than LS-MVBT; so does LS-MVBT writing the FCC to the header
+    // page, and LS-MVBT keeping dead entries (their records stay named, so their bytes
+    // are not reused in place and nodes are copied sooner). A version split writes as
+    // many pages as a lazy one here — the old node is freed, never rewritten, since free
+    // pages are found by the tree walk — and reserved space changes little in this short
+    // run: neither is compared (the bench measures them, BENCHMARKS.md "LS-MVBT").
+    assert!(runs["mvbt"] > ls + 0.5, "{runs:?}");
+    assert!(runs["ls-mvbt-header"] > ls + 0.5, "{runs:?}");
+    assert!(runs["ls-mvbt-no-gc"] > ls, "{runs:?}");
 }
 
 /// Many one-row updates of a small table: dead records are reclaimed (copied out of

@@ -22,8 +22,8 @@ use crate::page::mvbt as layouts;
 pub(crate) static MVBT: ModeSpec = dhl_spec(
     "mvbt",
     12,
-    "multi-version B-tree: records with life spans, version splits, dead entries kept until a node is copied",
-    true,
+    "multi-version B-tree: records with life spans, version splits, dead entries kept until a node is copied, FCC in the header page",
+    false,
     &layouts::MVBT,
 );
 

@@ -1,12 +1,12 @@
 //! Writing a new version of an MVBT page.
 //!
 //! Invariants (module notes of [`super`], torn writes): a version built over a protected
-//! version `P` keeps P's descriptor, P's array and bytes `[P.rec_lo, usable)` except
-//! `end` fields of records P carries, into which it writes only its own tid (a delete)
+//! version `P` keeps P's descriptor, P's array and every record P's array names, except
+//! `end` fields of those records, into which it writes only its own tid (a delete)
 //! or OPEN (a cell it keeps, resetting what a rolled-back writer may have left), both
-//! greater than `P.tid`. Its new records and then its own array go below `P.rec_lo`;
-//! every other byte is zero. A page without a protected
-//! version is written compactly in slot 0. A cell the new node shares byte for byte with
+//! greater than `P.tid`. Its own array and new records go into bytes P does not
+//! reference (`Space`), lowest first. Other unreferenced bytes keep what they held. A page without a
+//! protected version is written compactly in slot 0. A cell the new node shares byte for byte with
 //! a live cell of P reuses P's record (the record P inserted stays the cell's record, so
 //! its `start` is the transaction that inserted it); every other new cell gets a record
 //! with `start` = the writer's tid.
@@ -31,18 +31,47 @@ pub struct Version<'c> {
     pub lazy_gc: bool,
 }
 
-/// Append a record for `cell` (life span `[start, OPEN)`) below `*lo`, at least at
-/// `floor`; its offset, or None if it does not fit.
-fn append(out: &mut [u8], lo: &mut usize, floor: usize, start: u64, cell: &[u8]) -> Option<usize> {
-    let at = lo.checked_sub(record_len(cell.len()))? / ALIGN * ALIGN;
-    if at < floor {
-        return None;
+/// Where a new version's bytes may go: the page's unreferenced runs, lowest first.
+///
+/// Why lowest first: the descriptors are in sector 0 and a commit writes one span from
+/// the first to the last sector it changes, so bytes placed low keep that span (and the
+/// device bytes of a direct write) short; the runs higher up (records and arrays the
+/// protected version no longer names) are taken once the low ones are used up, which is
+/// what lets a page take versions in place instead of being copied.
+struct Space {
+    /// Unreferenced runs `[s, e)`, in address order.
+    holes: Vec<(usize, usize)>,
+}
+
+impl Space {
+    /// `len` bytes at an offset that is a multiple of `align`, at the bottom of the lowest
+    /// run that holds them; None if no run does.
+    fn take(&mut self, len: usize, align: usize) -> Option<usize> {
+        for i in 0..self.holes.len() {
+            let (s, e) = self.holes[i];
+            let at = s.next_multiple_of(align);
+            if at + len > e {
+                continue;
+            }
+            // What is left beside the placement stays usable (alignment slack is small).
+            if at + len < e {
+                self.holes[i] = (at + len, e);
+            } else {
+                self.holes.remove(i);
+            }
+            if at > s {
+                self.holes.insert(i, (s, at));
+            }
+            return Some(at);
+        }
+        None
     }
+}
+
+fn put_record(out: &mut [u8], at: usize, start: u64, cell: &[u8]) {
     put_u64(out, at, OPEN);
     put_u64(out, at + 8, start);
     out[at + SPAN..at + SPAN + cell.len()].copy_from_slice(cell);
-    *lo = at;
-    Some(at)
 }
 
 /// Image of page `pgno` holding version `v`, built over `base` (the page's current image,
@@ -81,16 +110,30 @@ pub fn build(
         Some(b) => Some(visible(pgno, b, usable, protect_max)?),
         None => None,
     };
-    let (mut out, slot, mut lo) = match &p {
-        None => (vec![0u8; page_size], 0, usable),
+    let mut out = match &p {
+        None => vec![0u8; page_size],
         Some(p) => {
             let mut out = p.buf[..page_size.min(p.buf.len())].to_vec();
             out.resize(page_size, 0);
-            let slot = 1 - p.slot;
-            out[slot * DESC_SIZE..(slot + 1) * DESC_SIZE].fill(0);
-            out[floor..p.rec_lo()].fill(0);
-            (out, slot, p.rec_lo())
+            out
         }
+    };
+    let slot = p.as_ref().map_or(0, |p| 1 - p.slot);
+    out[slot * DESC_SIZE..(slot + 1) * DESC_SIZE].fill(0);
+    // Every byte P does not reference is free for this version: the records P no longer
+    // names (dead at P, with lazy GC — the paper's garbage collection of a node that is
+    // written anyway), the arrays of older versions, and the gap. A torn write of this
+    // version therefore only ever touches bytes P's validity does not depend on.
+    let mut space = Space {
+        holes: match &p {
+            None => vec![(floor, usable)],
+            #[cfg(test)]
+            Some(p) if plant::wrong_holes() => match open_slot(pgno, p.buf, usable, 1 - p.slot) {
+                Ok(o) => o.occupancy().holes(floor, usable),
+                Err(_) => p.occupancy().holes(floor, usable),
+            },
+            Some(p) => p.occupancy().holes(floor, usable),
+        },
     };
     // P's live cells by their bytes, to reuse their records.
     // Only within one node type: the same bytes decode to another size as the other
@@ -105,20 +148,18 @@ pub fn build(
             }
         }
     }
-    let mut entries: Vec<usize> = Vec::with_capacity(v.cells.len());
-    for c in v.cells {
-        let off = match reusable.remove(&c[..]) {
-            Some(off) => {
+    // Each cell's record: P's (Some) or a new one (None, placed below).
+    let mut entries: Vec<Option<usize>> = v
+        .cells
+        .iter()
+        .map(|c| {
+            let off = reusable.remove(&c[..]);
+            if let Some(off) = off {
                 put_u64(&mut out, off, OPEN);
-                off
             }
-            None => match append(&mut out, &mut lo, floor, v.tid, c) {
-                Some(off) => off,
-                None => return Ok(None),
-            },
-        };
-        entries.push(off);
-    }
+            off
+        })
+        .collect();
     let nlive = entries.len();
     // What is left of P's live cells is deleted by this version (all of them when the
     // node changes type).
@@ -137,20 +178,29 @@ pub fn build(
         for k in 0..p.ncells() {
             let off = p.record(k);
             if !p.live(k) || get_u64(&out, off) == v.tid {
-                entries.push(off);
+                entries.push(Some(off));
             }
         }
     }
     if entries.len() > max_cells(usable) {
         return Ok(None);
     }
-    let a = match lo.checked_sub(2 * entries.len()) {
-        Some(a) if a >= floor => a,
-        _ => return Ok(None),
+    // The array first (it is the one large run), then the new records.
+    let Some(lo) = space.take(2 * entries.len(), 2) else {
+        return Ok(None);
     };
-    lo = a;
+    for (e, c) in entries.iter_mut().zip(v.cells) {
+        if e.is_none() {
+            let Some(at) = space.take(record_len(c.len()), ALIGN) else {
+                return Ok(None);
+            };
+            put_record(&mut out, at, v.tid, c);
+            *e = Some(at);
+        }
+    }
+    let entries: Vec<usize> = entries.into_iter().flatten().collect();
     for (k, &off) in entries.iter().enumerate() {
-        put_u16(&mut out, a + 2 * k, off);
+        put_u16(&mut out, lo + 2 * k, off);
     }
     let h = Head {
         tid: v.tid,

@@ -279,7 +279,7 @@ impl PageLayout for Mvbt {
         }
         v.push(match mvbt::visible(pgno, page, g.usable, fcc) {
             Ok(view) => format!(
-                "visible: descriptor {} tid {} txn_size {} {} with {} cells, right {} ({} of {} bytes used, free gap {} bytes)",
+                "visible: descriptor {} tid {} txn_size {} {} with {} cells, right {} ({} of {} bytes used, {} bytes free for the next version)",
                 view.slot(),
                 view.tid(),
                 view.txn_size(),
@@ -288,7 +288,7 @@ impl PageLayout for Mvbt {
                 view.right_child(),
                 view.used(),
                 mvbt::capacity(g.usable, self.reserve),
-                view.rec_lo() - mvbt::AREA_START
+                view.free_bytes()
             ),
             Err(e) => match mvbt::open_overflow(pgno, page, g.usable) {
                 Ok(ov) => format!(

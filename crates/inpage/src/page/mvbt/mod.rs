@@ -8,11 +8,11 @@
 //! ```text
 //! 0..32        descriptor 0   (heads as DHL's: tid u64 at 0, txn_size u32 at 8;
 //! 32..64       descriptor 1    the journal relies on heads in [0, 64))
-//! 64..lo       free gap (zero), lo = the lowest rec_lo of the two versions
-//! lo..usable   the versions' entry arrays and records, each version's written below
-//!              the one it was built on: at its rec_lo its array (ncells u16 record
-//!              offsets, key order), then its new records, 8-byte aligned:
-//!              end u64 | start u64 | stock cell
+//! 64..usable   the versions' entry arrays and records, in any order: at a version's
+//!              rec_lo its array (ncells u16 record offsets, key order); records
+//!              8-byte aligned: end u64 | start u64 | stock cell. A version is written
+//!              into bytes the one it was built on does not reference, lowest first
+//!              (`build`).
 //!
 //! descriptor:
 //! 0..8    tid        0 = INV (never written, or rolled back)
@@ -42,8 +42,9 @@
 //! A descriptor is valid iff its tid is not 0, its type is a tree type, flags and the
 //! zero field are 0, a leaf has no right child and an interior node has one,
 //! `ncells <= max_cells`, its array `[rec_lo, rec_lo + 2·ncells)` lies in
-//! `[64, usable)`, every entry is 8-byte aligned past the array with its record (16 bytes of life span, then a cell decoding by the
-//! stock rules to at most `max_cell` bytes) inside the page, no two records overlap,
+//! `[64, usable)`, every entry is 8-byte aligned in `[64, usable)` with its record (16
+//! bytes of life span, then a cell decoding by the stock rules to at most `max_cell`
+//! bytes) inside the page, no two records overlap each other or the array,
 //! `0 < start <= tid` and a closed `end` lies in `(start, tid]`, `nlive` matches, every
 //! live interior cell has a non-zero child and the crc matches. Anything else is
 //! ignored, never a panic: pages come from disk. A reader at snapshot `s` sees the valid
@@ -54,9 +55,10 @@
 //! Transaction `V` writing over the protected version `P` (the newest valid one with a
 //! tid below `V`'s) changes only: its own descriptor (sector 0 holds both, so a mix shows
 //! it whole or not at all), its own entry array (the region of the descriptor it
-//! replaces, never P's), records below `P.rec_lo` (bytes P does not use) and the `end`
-//! fields of records P carries, into which it writes only `V.tid` or OPEN, both greater
-//! than `P.tid`. (Its array and new records both lie below `P.rec_lo`.) Every `end` is 8-byte aligned, so it never straddles a 512-byte sector:
+//! replaces, never P's), new records in bytes P does not reference (the gap, records P's
+//! array does not name, older arrays) and the `end` fields of records P carries, into
+//! which it writes only `V.tid` or OPEN, both greater than `P.tid`. Every `end` is
+//! 8-byte aligned, so it never straddles a 512-byte sector:
 //! in any mix of old and new sectors each `end` is wholly old or wholly new, and both are
 //! either `<= P.tid` and unchanged, or `> P.tid`. P's normalized bytes are therefore the
 //! same in every mix: P stays valid with its cells, and V is whole or fails its crc.
@@ -74,9 +76,13 @@
 //! entry ([`cell_cost`]); a version's array is written with it, so a page spends on
 //! arrays only what its nodes use. [`capacity`] leaves a headroom
 //! beside a full node (the paper's reserved buffer space when asked for), so a compact
-//! page takes several versions in place. Dead records stay until a version does not fit;
-//! the builder then refuses and the tree copies the live cells to a fresh page (the MVBT
-//! version split), freeing the old one.
+//! page takes several versions in place. Each version reuses the bytes its protected
+//! version does not reference: older arrays always, and with lazy GC the records of
+//! cells dead at the protected version (the paper's lazy garbage collection: a node
+//! written anyway drops its dead entries, and their space is taken by the next writes).
+//! Without lazy GC dead entries stay named, so their records stay. When a version does
+//! not fit, the builder refuses and the tree copies the live cells to a fresh page (the
+//! MVBT version split), freeing the old one.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -145,12 +151,15 @@ pub fn cell_cost(len: usize) -> usize {
     record_len(len) + 2
 }
 
-/// Headroom beside a full node: with `reserve` (the paper's reserved buffer space) an
-/// eighth of the page, so a node just split or copied takes several more versions in
-/// place; without, a sixty-fourth. Plus the bytes the first record's alignment may
-/// cost on a fresh page.
+/// Headroom beside a full node: with `reserve` (the paper's reserved buffer space) a
+/// sixteenth of the page, so a node just split or copied takes its next version in
+/// place: one key-value item (the paper settles on one, §4.3: larger buffers cost node
+/// utilization and saved no dirty nodes) plus the entry array every version writes of
+/// its own (at 4 KiB, a 100-byte item and an array of 60 entries). Without, a
+/// sixty-fourth: a full node is copied by its next write. Plus the bytes the first
+/// record's alignment may cost on a fresh page.
 pub fn headroom(usable: usize, reserve: bool) -> usize {
-    ALIGN + if reserve { usable / 8 } else { usable / 64 }
+    ALIGN + if reserve { usable / 16 } else { usable / 64 }
 }
 
 /// Most `Σ cell_cost` a written node may have.
@@ -202,12 +211,21 @@ pub(crate) mod plant {
     thread_local! {
         /// Whether the checksum hashes `end` as stored instead of normalized.
         static RAW_END: Cell<bool> = const { Cell::new(false) };
+        /// Whether a new version finds its free bytes from the version it replaces
+        /// instead of the protected one.
+        static WRONG_HOLES: Cell<bool> = const { Cell::new(false) };
     }
     pub fn set(on: bool) {
         RAW_END.with(|c| c.set(on))
     }
     pub fn get() -> bool {
         RAW_END.with(|c| c.get())
+    }
+    pub fn set_wrong_holes(on: bool) {
+        WRONG_HOLES.with(|c| c.set(on))
+    }
+    pub fn wrong_holes() -> bool {
+        WRONG_HOLES.with(|c| c.get())
     }
 }
 
@@ -361,6 +379,30 @@ impl<'a> View<'a> {
             .map(|k| self.cell(k).to_vec())
             .collect()
     }
+    /// The bytes this version references (its array and every record it names), which a
+    /// version written over it must leave alone.
+    pub(crate) fn occupancy(&self) -> Occupancy {
+        let mut used = Occupancy::default();
+        used.clear(self.usable);
+        if self.head.ncells > 0 {
+            used.mark(self.head.rec_lo, self.head.rec_lo + 2 * self.head.ncells);
+        }
+        for (k, &size) in self.sizes.iter().enumerate() {
+            let off = self.record(k);
+            // Validation checked the records do not overlap the array or each other.
+            let fresh = used.mark(off, off + SPAN + size);
+            debug_assert!(fresh, "a valid version's records overlap");
+        }
+        used
+    }
+    /// Bytes of the page this version does not reference: where the next one may go.
+    pub fn free_bytes(&self) -> usize {
+        self.occupancy()
+            .holes(AREA_START, self.usable)
+            .iter()
+            .map(|(s, e)| e - s)
+            .sum()
+    }
     /// Capacity its live cells use.
     pub fn used(&self) -> usize {
         (0..self.head.ncells)
@@ -446,9 +488,9 @@ pub(crate) fn check_slot(
     let mut nlive = 0;
     for k in 0..h.ncells {
         let off = entry(buf, h.rec_lo, k);
-        if off % ALIGN != 0 || off < arr_end || off + SPAN + CELL_HEADER > usable {
+        if off % ALIGN != 0 || off < AREA_START || off + SPAN + CELL_HEADER > usable {
             return Err(format!(
-                "descriptor {slot}: entry {k} record at {off} misaligned or outside [{arr_end}, {usable})"
+                "descriptor {slot}: entry {k} record at {off} misaligned or outside [{AREA_START}, {usable})"
             ));
         }
         let size = cell::cell_size(leaf, usable, &buf[off + SPAN..usable])

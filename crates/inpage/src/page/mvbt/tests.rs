@@ -206,6 +206,50 @@ fn lazy_gc_drops_dead_entries_and_plain_mvbt_keeps_them_until_a_copy() {
     }
 }
 
+/// A node at capacity whose cells are updated one per transaction (the space workload on
+/// one leaf): with lazy GC each version takes the bytes of the records and arrays its
+/// protected version no longer names, so the page takes updates in place indefinitely;
+/// without, dead records stay named and the page runs out (the tree would copy it).
+#[test]
+fn lazy_gc_reuses_dead_records_in_place_and_plain_mvbt_runs_out() {
+    for gc in [true, false] {
+        let n = (capacity(US, true) / cell_cost(60)) as u32;
+        let mut cells = keys(n, 60);
+        let mut img = write(None, 1, &cells, gc);
+        let mut in_place = 0;
+        for tid in 2..200u64 {
+            let k = (tid * 7 % u64::from(n)) as usize;
+            let mut c = cells[k].clone();
+            let last = c.len() - 1;
+            c[last] = c[last].wrapping_add(1);
+            cells[k] = c;
+            let protect = tid - 1;
+            match build(1, PS, US, Some(&img), protect, &ver(tid, &cells, gc)).unwrap() {
+                Some(mut out) => {
+                    assert!(restamp(&mut out, US, tid, 1));
+                    // The protected version reads the same from the new image.
+                    assert_eq!(
+                        seen(&out, US, protect).unwrap(),
+                        seen(&img, US, protect).unwrap()
+                    );
+                    assert_eq!(seen(&out, US, tid).unwrap(), cells);
+                    img = out;
+                    in_place += 1;
+                }
+                None => break,
+            }
+        }
+        if gc {
+            assert_eq!(in_place, 198, "lazy GC: every update fits in place");
+        } else {
+            assert!(
+                in_place < 40,
+                "dead records stay named: {in_place} updates fit"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_version_that_does_not_fit_beside_the_committed_one_is_refused() {
     let cap = capacity(US, true);
@@ -337,6 +381,51 @@ fn every_torn_mix_keeps_the_committed_version_and_shows_the_new_one_whole_or_not
             }
         }
         assert!(whole >= 1, "the all-new image shows the new node");
+    }
+}
+
+/// Version 3 is written into the bytes of records version 2 deleted (lazy GC frees them)
+/// and of version 1's array; every torn mix of it keeps version 2 whole. Planted: a
+/// writer that finds its free bytes from the version it replaces (1) instead of the one
+/// it protects (2) is caught by the same mixes.
+#[test]
+fn a_version_in_reused_bytes_tears_without_touching_the_committed_one() {
+    let cells = keys(30, 40);
+    let v1 = write(None, 1, &cells, true);
+    let mut v2_cells = cells.clone();
+    v2_cells.drain(0..12);
+    let v2 = write(Some(&v1), 2, &v2_cells, true);
+    // Deleting its first cell makes version 3's array differ from version 2's at once.
+    let mut v3_cells = v2_cells[1..].to_vec();
+    v3_cells.extend((100..110).map(|k| rec(k, 40)));
+    for planted in [false, true] {
+        plant::set_wrong_holes(planted);
+        let v3 = build(1, PS, US, Some(&v2), 2, &ver(3, &v3_cells, true));
+        plant::set_wrong_holes(false);
+        let mut v3 = v3.unwrap().expect("fits in the freed bytes");
+        assert!(restamp(&mut v3, US, 3, 1));
+        let p = visible(1, &v2, US, 2).unwrap();
+        let broken = mixes(&v2, &v3).any(|m| seen(&m, US, 2).ok() != Some(v2_cells.clone()));
+        if planted {
+            assert!(broken, "no mix exposed the planted overlap");
+        } else {
+            assert!(!broken, "a torn mix damaged the committed version");
+            assert_eq!(seen(&v3, US, 3).unwrap(), v3_cells);
+            // New records took the bytes of records version 2 deleted.
+            let named = |v: &View<'_>| (0..v.ncells()).map(|k| v.record(k)).collect::<Vec<_>>();
+            let (in1, in2) = (named(&visible(1, &v1, US, 1).unwrap()), named(&p));
+            let freed: Vec<usize> = in1.into_iter().filter(|o| !in2.contains(o)).collect();
+            let fresh: Vec<usize> = named(&visible(1, &v3, US, 3).unwrap())
+                .into_iter()
+                .filter(|o| !in2.contains(o))
+                .collect();
+            assert!(
+                fresh.iter().any(|&o| freed
+                    .iter()
+                    .any(|&f| o < f + record_len(40) && f < o + record_len(40))),
+                "no new record reused a deleted one's bytes: {fresh:?} / {freed:?}"
+            );
+        }
     }
 }
 
