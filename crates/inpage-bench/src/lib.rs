@@ -25,6 +25,7 @@ pub mod device;
 pub mod emulate;
 pub mod lab;
 pub mod mvbt;
+pub mod nvlog;
 pub mod pages;
 pub mod plots;
 pub mod recovery;
@@ -76,6 +77,10 @@ pub enum BenchCmd {
     /// transactions; WALs at each checkpoint interval, their checkpoints amortized in), or
     /// with --space the file size after 100,000 one-row updates.
     Mvbt(mvbt::MvbtArgs),
+    /// The xLog paper's workloads: one-record commits of 100 B to 100 KiB back to back
+    /// and random key-value puts; commit latency p50/p99, commits per second, write
+    /// amplification (device bytes / record bytes), flushes per 1,000 commits.
+    Nvlog(nvlog::NvlogArgs),
     /// List the contender names.
     List,
     /// Internal: the crashing child of `bench recovery`.
@@ -528,6 +533,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
         }
         BenchCmd::All(a) => run_all(&a),
         BenchCmd::Mvbt(a) => mvbt::run(&a),
+        BenchCmd::Nvlog(a) => nvlog::run(&a),
         BenchCmd::Pages(a) => run_pages(&a),
     }
 }
