@@ -209,6 +209,8 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
     // The nonce stream (journal nonces, WAL salts) comes from the case, so a replay
     // writes the same bytes.
     let mut disk = SimVfs::with_seed(mix(&[case.workload.seed, 0x4E4F_4E43]));
+    // Carried to every crashed disk: what a power cut does to memory regions.
+    disk.set_regions_persistent(case.mode.regions_persistent());
     let bare_cfg = |d: &SimVfs| {
         case.mode
             .config(Arc::new(d.clone()), case.params, case.mutant)
