@@ -185,9 +185,7 @@ impl Mode {
             // Flushes at the fill threshold on the committing thread, so a replayed case
             // does the same I/O; a small ring makes flushes, wrap-around and full-ring
             // waits frequent (and some transactions bigger than the ring).
-            c = c
-                .nvlog_flush(NvlogFlush::Inline)
-                .nvlog_ring_bytes(16 << 10);
+            c = c.nvlog_flush(NvlogFlush::Inline).nvlog_ring_bytes(16 << 10);
         }
         c = match p.spill {
             Some(n) => c.spill_pages(n as usize),

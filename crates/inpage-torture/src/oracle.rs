@@ -21,7 +21,9 @@
 //! - `wal-normal` after a power cut: `states[floor..=last]` or the in-flight state, where
 //!   `floor` is the last commit acknowledged before a successful explicit checkpoint or
 //!   clean close (those sync the log), so the survivors are a prefix of the acknowledged
-//!   commits that includes everything made durable on purpose.
+//!   commits that includes everything made durable on purpose. For a region-backed mode
+//!   whose region a cut drops (`nvlog-region-lost`), `floor` also follows the durable
+//!   watermark the database reports (`Database::durable_tid`) after each commit.
 //!
 //! Point gets of every key any allowed state mentions and per-tree counts must then agree
 //! with the matched state (a scan and a seek take different paths through the tree), and
@@ -381,6 +383,10 @@ fn run_segment(
     let mut floor = 0usize;
     let mut inflight: Option<Model> = None;
     let durable = case.mode.durable_at_ack();
+    // The tid of each state, for modes that report which commits are durable without
+    // their memory region (`Database::durable_tid`, `nvlog`): losses are allowed only
+    // after it, so the floor follows it.
+    let mut tids: Vec<u64> = vec![db.as_ref().map_or(0, |d| d.fcc())];
     // A failed commit or checkpoint that changed the disk must poison the handle; one
     // that failed before its first write (e.g. reading a pre-image) leaves nothing to
     // distrust, so the engine may keep the handle usable.
@@ -406,8 +412,14 @@ fn run_segment(
                     watch.ok(&format!("commit {}", last + 1), v);
                     let next = apply_txn(&states[last], t);
                     states.push(next);
+                    tids.push(d.fcc());
                     if durable {
                         floor = states.len() - 1;
+                    }
+                    if let Some(w) = d.durable_tid() {
+                        while floor + 1 < states.len() && tids[floor + 1] <= w {
+                            floor += 1;
+                        }
                     }
                 }
                 Ok(TxnOutcome::RolledBack) => watch.ok("a rolled-back transaction", v),

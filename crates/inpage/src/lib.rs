@@ -42,7 +42,8 @@ pub use config::{Concurrency, Config, DEFAULT_JOURNAL_MODE, DEFAULT_PAGE_SIZE};
 pub use db::{Database, MAX_REPLAYS};
 pub use error::{Error, Pgno, Result};
 pub use journal::{
-    Capabilities, DirectWrites, JournalConfig, JournalMode, Mutant, NvlogFlush, RecoveryReport, WalSync,
+    Capabilities, DirectWrites, JournalConfig, JournalMode, Mutant, NvlogFlush, RecoveryReport,
+    WalSync,
 };
 pub use pager::header::Header;
 pub use pager::CacheStats;

@@ -743,6 +743,12 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>> {
         Ok(None)
     }
+    /// The last commit that is durable without any memory region (in the file and
+    /// synced), for a mode whose acknowledged commits may live only in one
+    /// (`Capabilities::region_backed`); None for the others.
+    fn durable_tid(&self) -> Option<u64> {
+        None
+    }
     /// Number of frames currently in the log (0 for non-log modes); for inspect/tests.
     fn log_frames(&self) -> u64 {
         0

@@ -168,6 +168,8 @@ struct State {
     last_seq: u64,
     /// Generation of the newest watermark slot.
     gen: u64,
+    /// The newest watermark written: every commit up to it is synced in the file.
+    watermark: u64,
     pending: VecDeque<Arc<Pending>>,
     /// A flush failed: the file may hold any prefix of it, so nothing more is accepted.
     failed: Option<String>,
@@ -405,6 +407,7 @@ impl Core {
             .persist(at, SLOT_LEN)
             .map_err(self.region_err())?;
         s.gen = gen;
+        s.watermark = watermark;
         Ok(())
     }
 
@@ -623,6 +626,7 @@ impl NvlogJournal {
                 tail,
                 last_seq: fcc,
                 gen,
+                watermark: fcc,
                 pending: VecDeque::new(),
                 failed: None,
                 closed: false,
@@ -667,7 +671,11 @@ impl NvlogJournal {
             s.stop = true;
         }
         self.core.wake.notify_all();
-        let h = self.flusher.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let h = self
+            .flusher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         if let Some(h) = h {
             let _ = h.join();
         }
@@ -757,7 +765,8 @@ fn replay(
             })?;
             let mut pages = Vec::with_capacity(redo.pages.len());
             for (pgno, runs) in &redo.pages {
-                if *pgno < redo.old_page_count {
+                // The same bases as `commit` diffed against (page 0 whole, from zeros).
+                if *pgno < redo.old_page_count && *pgno != 0 {
                     inner.read_page(*pgno, &mut page)?;
                 } else {
                     page.fill(0);
@@ -860,7 +869,10 @@ impl Journal for NvlogJournal {
             }
         }
         let payload = encode_payload(batch, &mut |pgno| {
-            if pgno >= batch.old_page_count {
+            // Page 0 is logged whole: the WAL's checkpoint stamps the FCC into the file's
+            // copy, so the file's page 0 may differ from the pager's committed image in
+            // bytes no diff against that image would cover.
+            if pgno >= batch.old_page_count || pgno == 0 {
                 return Ok(None);
             }
             // `originals` is sorted by page number; a page missing from it is read (the
@@ -953,6 +965,11 @@ impl Journal for NvlogJournal {
 
     fn log_frames(&self) -> u64 {
         self.core.inner.log_frames()
+    }
+
+    fn durable_tid(&self) -> Option<u64> {
+        let s = self.core.state.lock().unwrap_or_else(|e| e.into_inner());
+        Some(s.watermark)
     }
 }
 

@@ -33,7 +33,9 @@ pub(crate) struct MappedRegion {
 
 impl std::fmt::Debug for MappedRegion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MappedRegion").field("len", &self.len).finish()
+        f.debug_struct("MappedRegion")
+            .field("len", &self.len)
+            .finish()
     }
 }
 

@@ -101,7 +101,10 @@ impl Vfs for MemVfs {
 
     fn delete_region(&self, path: &Path) -> io::Result<()> {
         let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
-        regions.remove(path).map(drop).ok_or_else(|| not_found(path))
+        regions
+            .remove(path)
+            .map(drop)
+            .ok_or_else(|| not_found(path))
     }
 }
 

@@ -835,7 +835,10 @@ impl Vfs for SimVfs {
     fn delete_region(&self, path: &Path) -> io::Result<()> {
         let mut d = self.lock();
         d.begin_mutation()?;
-        d.regions.remove(path).map(drop).ok_or_else(|| not_found(path))
+        d.regions
+            .remove(path)
+            .map(drop)
+            .ok_or_else(|| not_found(path))
     }
 }
 
