@@ -326,6 +326,14 @@ pub enum WalSync {
 }
 
 impl JournalConfig {
+    /// nvlog: the region a database at `db_path` uses with these settings (`nvlog_region`,
+    /// or the default under `/dev/shm`).
+    pub fn nvlog_region_for(&self, db_path: &Path) -> PathBuf {
+        self.nvlog_region
+            .clone()
+            .unwrap_or_else(|| nvlog::default_region_path(db_path))
+    }
+
     /// The mutant in force: always `Mutant::None` unless the crate is built with the
     /// `mutants` feature, so a normal build compiles the broken variants away.
     pub(crate) fn mutant(&self) -> Mutant {

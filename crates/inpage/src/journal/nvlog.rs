@@ -136,10 +136,7 @@ pub(crate) fn default_region_path(db_path: &Path) -> PathBuf {
 
 /// The region a journal context uses.
 pub(crate) fn region_path(ctx: &JournalCtx) -> PathBuf {
-    ctx.config
-        .nvlog_region
-        .clone()
-        .unwrap_or_else(|| default_region_path(&ctx.db_path))
+    ctx.config.nvlog_region_for(&ctx.db_path)
 }
 
 fn record_sum(id: u64, hdr: &[u8], payload: &[u8]) -> u32 {
@@ -173,6 +170,9 @@ struct State {
     pending: VecDeque<Arc<Pending>>,
     /// A flush failed: the file may hold any prefix of it, so nothing more is accepted.
     failed: Option<String>,
+    /// The error a background flush failed with, handed to the next caller as is (an
+    /// ENOSPC stays an ENOSPC); later callers get `failed`.
+    failure: Option<Error>,
     closed: bool,
     /// The background flusher must exit.
     stop: bool,
@@ -357,10 +357,13 @@ fn decode_payload(p: &[u8], page_size: usize) -> std::result::Result<Redo<'_>, S
 
 impl Core {
     fn lock_state(&self) -> Result<MutexGuard<'_, State>> {
-        let s = self
+        let mut s = self
             .state
             .lock()
             .map_err(|_| Error::Poisoned("a thread panicked inside the nvlog journal".into()))?;
+        if let Some(e) = s.failure.take() {
+            return Err(e);
+        }
         if let Some(why) = &s.failed {
             return Err(Error::Poisoned(format!("an nvlog flush failed: {why}")));
         }
@@ -629,6 +632,7 @@ impl NvlogJournal {
                 watermark: fcc,
                 pending: VecDeque::new(),
                 failed: None,
+                failure: None,
                 closed: false,
                 stop: false,
             }),
@@ -703,8 +707,13 @@ fn background(core: &Core) {
         }
         let has = !s.pending.is_empty();
         drop(s);
-        if has && core.flush().is_err() {
-            return;
+        if has {
+            if let Err(e) = core.flush() {
+                if let Ok(mut s) = core.state.lock() {
+                    s.failure = Some(e);
+                }
+                return;
+            }
         }
     }
 }
