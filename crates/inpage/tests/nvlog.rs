@@ -61,7 +61,7 @@ fn a_process_crash_keeps_every_commit_through_the_region() {
     drop(db);
     let db = Database::open(DB, cfg(&crashed, 64 << 10, NvlogFlush::Inline)).unwrap();
     assert_eq!(dump(&db), *states.last().unwrap());
-    assert_eq!(db.recovery_report().region_records, fcc - w.max(0));
+    assert_eq!(db.recovery_report().region_records, fcc - w);
     assert_eq!(db.fcc(), fcc);
     assert_checks(&db);
     // The replayed commits are in the file now: another crash replays nothing.
