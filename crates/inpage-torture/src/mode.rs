@@ -156,6 +156,12 @@ impl Mode {
         }
     }
 
+    /// Whether a power cut loses commits that only a memory region held: a
+    /// region-backed mode whose regions do not survive power (`-region-lost`).
+    pub fn power_cut_drops_region(&self) -> bool {
+        self.journal.capabilities().region_backed && !self.regions_persistent()
+    }
+
     /// Whether the simulated disk's memory regions survive a power cut (persistent
     /// memory) for this mode: all but the `-region-lost` variants.
     pub fn regions_persistent(&self) -> bool {

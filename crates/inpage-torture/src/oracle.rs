@@ -316,7 +316,11 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
             Crash::Process => {
                 // The OS keeps every write it accepted, synced or not — all acknowledged
                 // commits, unless the mode acknowledges them from process memory.
-                if case.mode.survives_process_crash() {
+                // A power cut inside the reopen (`rcut`) before recovery made them durable
+                // loses what only a memory region held, where regions do not survive
+                // power: then only the floor the segment established holds.
+                let region_dies = stage.rcut.is_some() && case.mode.power_cut_drops_region();
+                if case.mode.survives_process_crash() && !region_dies {
                     floor = states.len() - 1;
                 }
                 disk.process_crash()
