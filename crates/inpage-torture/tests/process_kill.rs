@@ -75,6 +75,29 @@ fn kill_round(mode: &str, seed: u64, rng: &mut Rng) -> Result<(usize, bool), Str
     Ok((acked, !status.success()))
 }
 
+/// What the kill rounds of one mode did.
+#[derive(Default)]
+struct Kills {
+    rounds: usize,
+    /// Rounds whose child was still running when killed.
+    killed: usize,
+    /// Commits acknowledged over all rounds.
+    acked: usize,
+}
+
+impl Kills {
+    fn round(&mut self, mode: &str, seed: u64, rng: &mut Rng, failures: &mut Vec<String>) {
+        self.rounds += 1;
+        match kill_round(mode, seed, rng) {
+            Ok((acked, was_killed)) => {
+                self.acked += acked;
+                self.killed += usize::from(was_killed);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+}
+
 #[test]
 fn sigkill_then_verify_in_every_atomic_mode() {
     let mut failures = Vec::new();
@@ -88,20 +111,18 @@ fn sigkill_then_verify_in_every_atomic_mode() {
     assert!(modes.len() >= 9, "atomic modes: {modes:?}");
     for (mi, mode) in modes.iter().map(String::as_str).enumerate() {
         let mut rng = Rng::new(0x4B11 + mi as u64);
-        let mut killed = 0;
-        let mut acked_total = 0;
+        let mut k = Kills::default();
         for round in 0..KILLS_PER_MODE {
-            let seed = 1000 * mi as u64 + round as u64;
-            match kill_round(mode, seed, &mut rng) {
-                Ok((acked, was_killed)) => {
-                    acked_total += acked;
-                    killed += usize::from(was_killed);
-                }
-                Err(e) => failures.push(e),
-            }
+            k.round(
+                mode,
+                1000 * mi as u64 + round as u64,
+                &mut rng,
+                &mut failures,
+            );
         }
+        let Kills { killed, acked, .. } = k;
         eprintln!(
-            "{mode}: {KILLS_PER_MODE} rounds, {killed} killed mid-run, {acked_total} commits acknowledged"
+            "{mode}: {KILLS_PER_MODE} rounds, {killed} killed mid-run, {acked} commits acknowledged"
         );
         assert!(
             killed >= KILLS_PER_MODE / 2,
@@ -125,21 +146,19 @@ fn sigkill_region_backed_modes_200_times() {
     let mut failures = Vec::new();
     for (mi, mode) in modes.iter().enumerate() {
         let mut rng = Rng::new(0x4E56_4C47 + mi as u64);
-        let (mut killed, mut acked_total, mut rounds) = (0, 0, 0);
+        let mut k = Kills::default();
         // Until 200 rounds killed a running child (a child may finish first).
-        while killed < KILLS && rounds < KILLS * 2 {
-            let seed = 500_000 + 1000 * mi as u64 + rounds as u64;
-            rounds += 1;
-            match kill_round(mode, seed, &mut rng) {
-                Ok((acked, was_killed)) => {
-                    acked_total += acked;
-                    killed += usize::from(was_killed);
-                }
-                Err(e) => failures.push(e),
-            }
+        while k.killed < KILLS && k.rounds < KILLS * 2 {
+            let seed = 500_000 + 1000 * mi as u64 + k.rounds as u64;
+            k.round(mode, seed, &mut rng, &mut failures);
         }
+        let Kills {
+            rounds,
+            killed,
+            acked,
+        } = k;
         eprintln!(
-            "{mode}: {rounds} rounds, {killed} killed mid-run and verified, {acked_total} commits acknowledged"
+            "{mode}: {rounds} rounds, {killed} killed mid-run and verified, {acked} commits acknowledged"
         );
         assert!(
             killed >= KILLS,

@@ -1,7 +1,8 @@
 //! Commit protocols ("journal modes") plugged into the pager.
 //!
 //! Invariants every mode keeps:
-//! - `commit` either makes the whole batch durable and returns Ok, or returns Err; after
+//! - `commit` either makes the whole batch durable (as far as the mode's capabilities
+//!   promise: `nvlog` makes it durable in its memory region) and returns Ok, or returns Err; after
 //!   Err nothing about the batch is promised, and the pager poisons the database until it
 //!   is reopened and recovered (a failed fsync may have dropped any unsynced write).
 //! - `read_page` returns the latest *committed* image of a page (the database file, or a
@@ -13,7 +14,8 @@
 //! - Recovery runs inside `open_*` before the pager reads the header, so the pager only
 //!   ever sees a consistent file.
 //! - A mode only touches its own side files (`-journal`, `-wal`); adding a mode never
-//!   edits another.
+//!   edits another. (`nvlog` flushes into a `wal` journal it owns, so it shares that
+//!   mode's `-wal` format; `wal` gained `sync_log` for it, one sync for many commits.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

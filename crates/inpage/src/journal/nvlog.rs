@@ -139,6 +139,14 @@ pub(crate) fn region_path(ctx: &JournalCtx) -> PathBuf {
     ctx.config.nvlog_region_for(&ctx.db_path)
 }
 
+/// Ring position → region offsets of `len` bytes starting there: (offset, bytes) of the
+/// part before the ring's end and of the part that wraps to its start.
+fn ring_pieces(ring: u64, pos: u64, len: usize) -> [(usize, usize); 2] {
+    let at = (pos % ring) as usize;
+    let first = len.min(ring as usize - at);
+    [(RING_AT + at, first), (RING_AT, len - first)]
+}
+
 fn record_sum(id: u64, hdr: &[u8], payload: &[u8]) -> u32 {
     super::image_checksum(id, &hdr[..12], payload)
 }
@@ -380,17 +388,9 @@ impl Core {
         io_err("region", &self.region_path)
     }
 
-    /// Ring position → region offset, for `len` bytes starting there (two pieces if the
-    /// range wraps).
-    fn ring_pieces(&self, pos: u64, len: usize) -> [(usize, usize); 2] {
-        let at = (pos % self.ring) as usize;
-        let first = len.min(self.ring as usize - at);
-        [(RING_AT + at, first), (RING_AT, len - first)]
-    }
-
     fn ring_write(&self, pos: u64, data: &[u8]) -> Result<()> {
         let mut done = 0;
-        for (off, n) in self.ring_pieces(pos, data.len()) {
+        for (off, n) in ring_pieces(self.ring, pos, data.len()) {
             if n > 0 {
                 self.region
                     .write(off, &data[done..done + n])
@@ -740,9 +740,7 @@ fn replay(
     let skip_sum = ctx.config.mutant() == Mutant::ReplayPastBadChecksum;
     let read = |pos: u64, buf: &mut [u8]| -> Result<()> {
         let mut done = 0;
-        let at = (pos % ring) as usize;
-        let first = buf.len().min(ring as usize - at);
-        for (off, n) in [(RING_AT + at, first), (RING_AT, buf.len() - first)] {
+        for (off, n) in ring_pieces(ring, pos, buf.len()) {
             if n > 0 {
                 region
                     .read(off, &mut buf[done..done + n])
