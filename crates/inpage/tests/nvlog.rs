@@ -205,6 +205,31 @@ fn a_region_of_another_database_is_refused() {
 }
 
 #[test]
+fn a_file_that_is_no_region_is_refused_not_overwritten() {
+    for (len, junk_at) in [(128 + (64 << 10), Some(4000)), (100, None)] {
+        let vfs = SimVfs::new();
+        let r = vfs.open_region(Path::new(REGION), Some(len)).unwrap();
+        if let Some(at) = junk_at {
+            r.write(at, b"someone else's data").unwrap();
+        }
+        let before = region_bytes(&vfs).1;
+        match Database::open(DB, cfg(&vfs, 64 << 10, NvlogFlush::Inline)) {
+            Err(Error::ForeignRegion { reason, .. }) => {
+                assert!(reason.contains("not an nvlog region"), "{reason}")
+            }
+            other => panic!("expected ForeignRegion, got {:?}", other.map(|_| ())),
+        }
+        assert_eq!(region_bytes(&vfs).1, before, "the region was written");
+    }
+    // A blank one (created, then cut before its header) is taken over.
+    let vfs = SimVfs::new();
+    vfs.open_region(Path::new(REGION), Some(128 + (64 << 10)))
+        .unwrap();
+    let db = Database::open(DB, cfg(&vfs, 64 << 10, NvlogFlush::Inline)).unwrap();
+    run(&db, 2, 10);
+}
+
+#[test]
 fn the_background_flusher_flushes_and_close_removes_the_region() {
     let vfs = SimVfs::new();
     let db = Database::open(DB, cfg(&vfs, 64 << 10, NvlogFlush::Background)).unwrap();

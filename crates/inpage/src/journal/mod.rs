@@ -495,12 +495,13 @@ impl Mutant {
 }
 
 /// Who moves `nvlog` records into the database file. Both flush at the same points (the
-/// ring a quarter full, a checkpoint, a clean close, and a commit that finds the ring
-/// full); they differ only in who runs the flush and in the timer.
+/// ring a quarter full or 1,024 commits waiting, a checkpoint, a clean close, and a
+/// commit that finds the ring full); they differ only in who runs the flush and in the
+/// timer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NvlogFlush {
-    /// A background thread, woken by the fill threshold or after `delay_ms` without a
-    /// flush while records wait (the default, 20 ms).
+    /// A background thread, woken by those thresholds, and every 20 ms while records
+    /// wait (the default).
     #[default]
     Background,
     /// The committing thread itself, at the fill threshold (no timer): deterministic I/O,

@@ -124,6 +124,10 @@ const DEFAULT_RING: u32 = 4 << 20;
 const MIN_RING: u32 = 16 << 10;
 /// Background flusher period while records wait.
 const FLUSH_DELAY: Duration = Duration::from_millis(20);
+/// Commits waiting for a flush that trigger one whatever the ring's fill: each holds its
+/// page images in memory (the overlay), which a ring of tiny records would let grow far
+/// past the ring's size.
+const MAX_PENDING: usize = 1024;
 /// Two diff runs closer than this are merged (a run header costs 8 bytes).
 const RUN_GAP: usize = 16;
 
@@ -417,14 +421,28 @@ impl Core {
         Ok(())
     }
 
-    fn fail(&self, e: &Error) {
+    /// Record a failed flush: every later call is refused (`failed`); `keep` hands the
+    /// error itself to the next caller (a background flush has no caller to return it
+    /// to). One lock, so no caller sees the refusal without the error.
+    fn fail(&self, why: String, keep: Option<Error>) {
         if let Ok(mut s) = self.state.lock() {
-            s.failed.get_or_insert_with(|| e.to_string());
+            s.failed.get_or_insert(why);
+            if s.failure.is_none() {
+                s.failure = keep;
+            }
         }
     }
 
     /// Move every pending commit into the file (module docs: flush).
     fn flush(&self) -> Result<()> {
+        let r = self.flush_pending();
+        if let Err(e) = &r {
+            self.fail(e.to_string(), None);
+        }
+        r
+    }
+
+    fn flush_pending(&self) -> Result<()> {
         let _one = self
             .flushing
             .lock()
@@ -433,11 +451,7 @@ impl Core {
         let Some(last) = batch.last().cloned() else {
             return Ok(());
         };
-        let r = self.flush_batch(&batch, &last);
-        if let Err(e) = &r {
-            self.fail(e);
-        }
-        r
+        self.flush_batch(&batch, &last)
     }
 
     fn flush_batch(&self, batch: &[Arc<Pending>], last: &Pending) -> Result<()> {
@@ -482,7 +496,7 @@ impl Core {
             .flushing
             .lock()
             .map_err(|_| Error::Poisoned("a thread panicked while flushing nvlog".into()))?;
-        let r = (|| {
+        let r: Result<()> = (|| {
             self.inner.commit(batch)?;
             self.inner.sync_log()?;
             let mut s = self.lock_state()?;
@@ -493,7 +507,7 @@ impl Core {
             Ok(())
         })();
         if let Err(e) = &r {
-            self.fail(e);
+            self.fail(e.to_string(), None);
         }
         r
     }
@@ -590,8 +604,25 @@ impl NvlogJournal {
                     }
                 }
                 // Never initialized (a cut before its header was persisted): no record
-                // can be in it.
-                None => region = Some(r),
+                // can be in it, and it is all zeros past the header, which is written
+                // first. Anything else is not an nvlog region: refused, not overwritten.
+                None => {
+                    let mut rest = vec![0u8; r.len().saturating_sub(HDR_LEN)];
+                    let ours = r.len() >= RING_AT + MIN_RING as usize
+                        && r.read(HDR_LEN, &mut rest).is_ok()
+                        && rest.iter().all(|&b| b == 0);
+                    if !ours {
+                        return Err(Error::ForeignRegion {
+                            region: rpath,
+                            reason: format!(
+                                "it is not an nvlog region ({} bytes, no valid header, \
+                                 not blank)",
+                                r.len()
+                            ),
+                        });
+                    }
+                    region = Some(r);
+                }
             }
         }
         inner.sync_log()?;
@@ -711,10 +742,8 @@ fn background(core: &Core) {
         let has = !s.pending.is_empty();
         drop(s);
         if has {
-            if let Err(e) = core.flush() {
-                if let Ok(mut s) = core.state.lock() {
-                    s.failure = Some(e);
-                }
+            if let Err(e) = core.flush_pending() {
+                core.fail(e.to_string(), Some(e));
                 return;
             }
         }
@@ -905,7 +934,7 @@ impl Journal for NvlogJournal {
         hdr[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
         let sum = record_sum(core.id, &hdr, &payload);
         hdr[12..16].copy_from_slice(&sum.to_le_bytes());
-        let fill = loop {
+        let (fill, waiting) = loop {
             {
                 let mut s = core.lock_state()?;
                 if core.ring - (s.tail - s.head) >= rec_len as u64 {
@@ -930,13 +959,13 @@ impl Journal for NvlogJournal {
                         // Pages past a shrunken page count are not committed any more.
                         ov.retain(|p, _| *p < batch.new_page_count);
                     }
-                    break s.tail - s.head;
+                    break (s.tail - s.head, s.pending.len());
                 }
             }
             // The ring is full: wait for (or be) the flusher.
             core.flush()?;
         };
-        if fill >= core.ring / 4 {
+        if fill >= core.ring / 4 || waiting >= MAX_PENDING {
             match core.mode {
                 NvlogFlush::Inline => core.flush()?,
                 NvlogFlush::Background => core.wake.notify_all(),
