@@ -182,6 +182,8 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
         o,
         "  (promises)    {}",
         match (caps.atomic, caps.durable_at_ack, caps.survives_process_crash) {
+            _ if caps.region_backed =>
+                "atomic; an acknowledged commit survives a process kill always (it is in the memory-mapped region), and a power cut only if the region is on persistent memory (a DAX mount); the default region under /dev/shm is lost with the machine, and then a prefix of the commits survives, through the last flush",
             (false, _, _) => "no atomicity: a crash may leave a half-written transaction",
             (true, true, _) => "atomic; an acknowledged commit survives a process kill and a power cut",
             (true, false, true) =>
@@ -190,6 +192,22 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
                 "atomic; even a process kill may lose the newest acknowledged commits (they wait in memory; a prefix survives)",
         }
     );
+    if caps.region_backed {
+        let region = db.config().journal.nvlog_region_for(file);
+        out!(
+            o,
+            "nvlog region    {} ({}; survives a process crash, and power loss only on persistent memory)",
+            region.display(),
+            if region.starts_with("/dev/shm") {
+                "the default, under /dev/shm: lost at power loss or reboot"
+            } else {
+                "named by the user"
+            }
+        );
+        if let Some(t) = db.durable_tid() {
+            out!(o, "durable tid     {t} (in the file without the region)");
+        }
+    }
     out!(o, "page size       {}", h.page_size);
     out!(o, "fcc             {}", h.fcc);
     out!(o, "last txn pages  {}", h.last_txn_size);

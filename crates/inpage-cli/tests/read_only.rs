@@ -62,10 +62,18 @@ const COMMITS: u64 = 12;
 
 fn sim_config(sim: &SimVfs, mode: JournalMode) -> Config {
     let vfs: Arc<dyn Vfs> = Arc::new(sim.clone());
-    Config::default()
+    let c = Config::default()
         .vfs(vfs)
         .journal_mode(mode)
-        .wal_autocheckpoint(8)
+        .wal_autocheckpoint(8);
+    if mode.capabilities().region_backed {
+        // The region is not copied to the real files (it would live under /dev/shm):
+        // flush often, on the committing thread, so the files hold a log to recover.
+        c.nvlog_flush(inpage::NvlogFlush::Inline)
+            .nvlog_ring_bytes(16 << 10)
+    } else {
+        c
+    }
 }
 
 /// Run the workload on a simulated disk, cut after `cut` operations (None: no cut, and

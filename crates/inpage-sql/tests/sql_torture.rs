@@ -737,7 +737,7 @@ const BUDGETS: [Budget; 8] = [
 
 /// Mutants this torture is not asked to find, and why: the engine torture
 /// (inpage-torture/tests/mutants.rs) finds each with workloads shaped for it.
-const NOT_BUDGETED: [(Mutant, &str); 6] = [
+const NOT_BUDGETED: [(Mutant, &str); 8] = [
     (
         Mutant::SkipChecksum,
         "found about once in 300 cuts per mode (wal, dhl-cc): too rare for a CI budget",
@@ -765,6 +765,16 @@ const NOT_BUDGETED: [(Mutant, &str); 6] = [
         Mutant::UnsyncedCheckpoint,
         "a mode-level bug below the SQL layer (waldio): the engine torture finds it with \
          its frequent checkpoints",
+    ),
+    (
+        Mutant::WatermarkBeforeSync,
+        "a mode-level bug below the SQL layer (nvlog), visible only where the region \
+         survives a power cut: the engine torture runs nvlog on persistent regions",
+    ),
+    (
+        Mutant::ReplayPastBadChecksum,
+        "needs a region record torn by a cut between its store and its persist, on a \
+         region that survives the cut: the engine torture models persistent regions",
     ),
 ];
 

@@ -7,11 +7,15 @@
 //! - `promises_atomicity()` false (`off`): violations are counted and printed, never fatal.
 //! - `durable_at_ack()` false (`wal-normal`, `waldio-ns`): an acknowledged commit may be lost by a power
 //!   cut, but only together with every later one (the survivors are a prefix).
+//! - Region-backed modes (`nvlog`) run twice: on a simulated disk whose memory regions
+//!   are persistent memory (a cut keeps them: `durable_at_ack()` true, every acknowledged
+//!   commit must survive), and as `<mode>-region-lost`, where a cut drops the region
+//!   (`/dev/shm` after a power loss): the file alone must hold a prefix of whole commits.
 
 use std::sync::Arc;
 
 use inpage::vfs::Vfs;
-use inpage::{Config, JournalMode, Mutant, WalSync};
+use inpage::{Config, JournalMode, Mutant, NvlogFlush, WalSync};
 
 /// Journal-mode variants with different promises or I/O patterns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,6 +26,8 @@ pub enum Variant {
     Prealloc,
     /// WAL without a sync at commit (`WalSync::Normal`).
     Normal,
+    /// A region-backed mode on a disk whose power cuts drop the memory regions.
+    RegionLost,
 }
 
 /// A mode under test.
@@ -61,6 +67,12 @@ impl Mode {
                 variant,
             });
         }
+        for journal in JournalMode::all().filter(|j| j.capabilities().region_backed) {
+            v.push(Mode {
+                journal,
+                variant: Variant::RegionLost,
+            });
+        }
         v
     }
 
@@ -70,6 +82,7 @@ impl Mode {
             Variant::Plain => self.journal.name().to_string(),
             Variant::Prealloc => format!("{}-prealloc", self.journal.name()),
             Variant::Normal => format!("{}-normal", self.journal.name()),
+            Variant::RegionLost => format!("{}-region-lost", self.journal.name()),
         }
     }
 
@@ -133,8 +146,26 @@ impl Mode {
     /// Whether an acknowledged commit survives a power cut (false for `wal-normal`, whose
     /// commits become durable at the next checkpoint or clean close, and for modes that
     /// say so in their capabilities, such as `waldio-ns`).
+    /// A region-backed mode is durable at acknowledgement on a disk whose regions
+    /// survive power cuts (`regions_persistent`).
     pub fn durable_at_ack(&self) -> bool {
-        self.variant != Variant::Normal && self.journal.capabilities().durable_at_ack
+        let caps = self.journal.capabilities();
+        match self.variant {
+            Variant::Normal | Variant::RegionLost => false,
+            Variant::Plain | Variant::Prealloc => caps.durable_at_ack || caps.region_backed,
+        }
+    }
+
+    /// Whether a power cut loses commits that only a memory region held: a
+    /// region-backed mode whose regions do not survive power (`-region-lost`).
+    pub fn power_cut_drops_region(&self) -> bool {
+        self.journal.capabilities().region_backed && !self.regions_persistent()
+    }
+
+    /// Whether the simulated disk's memory regions survive a power cut (persistent
+    /// memory) for this mode: all but the `-region-lost` variants.
+    pub fn regions_persistent(&self) -> bool {
+        self.variant != Variant::RegionLost
     }
 
     /// Whether an acknowledged commit survives a process kill (false for `waldio-gs`,
@@ -156,6 +187,12 @@ impl Mode {
         if self.journal.capabilities().intent_map {
             c = c.dhl_intent_region_pages(p.intent_region);
         }
+        if self.journal.capabilities().region_backed {
+            // Flushes at the fill threshold on the committing thread, so a replayed case
+            // does the same I/O; a small ring makes flushes, wrap-around and full-ring
+            // waits frequent (and some transactions bigger than the ring).
+            c = c.nvlog_flush(NvlogFlush::Inline).nvlog_ring_bytes(16 << 10);
+        }
         c = match p.spill {
             Some(n) => c.spill_pages(n as usize),
             None => c.cache_spill(false),
@@ -164,6 +201,7 @@ impl Mode {
             Variant::Plain => {}
             Variant::Prealloc => c = c.wal_prealloc(true),
             Variant::Normal => c = c.wal_sync(WalSync::Normal),
+            Variant::RegionLost => {}
         }
         c.mutant(mutant)
     }

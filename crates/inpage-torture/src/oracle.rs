@@ -21,7 +21,9 @@
 //! - `wal-normal` after a power cut: `states[floor..=last]` or the in-flight state, where
 //!   `floor` is the last commit acknowledged before a successful explicit checkpoint or
 //!   clean close (those sync the log), so the survivors are a prefix of the acknowledged
-//!   commits that includes everything made durable on purpose.
+//!   commits that includes everything made durable on purpose. For a region-backed mode
+//!   whose region a cut drops (`nvlog-region-lost`), `floor` also follows the durable
+//!   watermark the database reports (`Database::durable_tid`) after each commit.
 //!
 //! Point gets of every key any allowed state mentions and per-tree counts must then agree
 //! with the matched state (a scan and a seek take different paths through the tree), and
@@ -209,6 +211,8 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
     // The nonce stream (journal nonces, WAL salts) comes from the case, so a replay
     // writes the same bytes.
     let mut disk = SimVfs::with_seed(mix(&[case.workload.seed, 0x4E4F_4E43]));
+    // Carried to every crashed disk: what a power cut does to memory regions.
+    disk.set_regions_persistent(case.mode.regions_persistent());
     let bare_cfg = |d: &SimVfs| {
         case.mode
             .config(Arc::new(d.clone()), case.params, case.mutant)
@@ -312,7 +316,11 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
             Crash::Process => {
                 // The OS keeps every write it accepted, synced or not — all acknowledged
                 // commits, unless the mode acknowledges them from process memory.
-                if case.mode.survives_process_crash() {
+                // A power cut inside the reopen (`rcut`) before recovery made them durable
+                // loses what only a memory region held, where regions do not survive
+                // power: then only the floor the segment established holds.
+                let region_dies = stage.rcut.is_some() && case.mode.power_cut_drops_region();
+                if case.mode.survives_process_crash() && !region_dies {
                     floor = states.len() - 1;
                 }
                 disk.process_crash()
@@ -379,6 +387,10 @@ fn run_segment(
     let mut floor = 0usize;
     let mut inflight: Option<Model> = None;
     let durable = case.mode.durable_at_ack();
+    // The tid of each state, for modes that report which commits are durable without
+    // their memory region (`Database::durable_tid`, `nvlog`): losses are allowed only
+    // after it, so the floor follows it.
+    let mut tids: Vec<u64> = vec![db.as_ref().map_or(0, |d| d.fcc())];
     // A failed commit or checkpoint that changed the disk must poison the handle; one
     // that failed before its first write (e.g. reading a pre-image) leaves nothing to
     // distrust, so the engine may keep the handle usable.
@@ -404,8 +416,14 @@ fn run_segment(
                     watch.ok(&format!("commit {}", last + 1), v);
                     let next = apply_txn(&states[last], t);
                     states.push(next);
+                    tids.push(d.fcc());
                     if durable {
                         floor = states.len() - 1;
+                    }
+                    if let Some(w) = d.durable_tid() {
+                        while floor + 1 < states.len() && tids[floor + 1] <= w {
+                            floor += 1;
+                        }
                     }
                 }
                 Ok(TxnOutcome::RolledBack) => watch.ok("a rolled-back transaction", v),

@@ -37,7 +37,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 14] = [
+const BUDGETS: [Budget; 16] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         modes: &["dhl-tc", "delete", "truncate", "persist"],
@@ -158,6 +158,24 @@ const BUDGETS: [Budget; 14] = [
     Budget {
         mutant: Mutant::UnsyncedCheckpoint,
         modes: &["waldio", "waldio-gc", "waldio-gs"],
+        sequences: 200,
+        at_least: 1,
+        args: plain,
+    },
+    // NVLOG on persistent regions: a cut between the early watermark and the flush's
+    // fdatasync leaves a region that no longer holds commits the file lost.
+    Budget {
+        mutant: Mutant::WatermarkBeforeSync,
+        modes: &["nvlog"],
+        sequences: 200,
+        at_least: 1,
+        args: plain,
+    },
+    // NVLOG: a cut between a record's store and its persist leaves it torn in the region
+    // (some 8-byte words new, some old); replaying past its failed checksum applies it.
+    Budget {
+        mutant: Mutant::ReplayPastBadChecksum,
+        modes: &["nvlog"],
         sequences: 200,
         at_least: 1,
         args: plain,
@@ -286,6 +304,16 @@ fn mutant_shadow_skip_previous() {
 #[test]
 fn mutant_unsynced_checkpoint() {
     find(Mutant::UnsyncedCheckpoint);
+}
+
+#[test]
+fn mutant_watermark_before_sync() {
+    find(Mutant::WatermarkBeforeSync);
+}
+
+#[test]
+fn mutant_replay_past_bad_checksum() {
+    find(Mutant::ReplayPastBadChecksum);
 }
 
 /// Shrinking and replay work on sequences: the unsynced-recovery mutant needs a crash

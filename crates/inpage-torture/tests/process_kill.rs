@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use inpage::JournalMode;
 use inpage_torture::rng::Rng;
 use inpage_torture::{verify, VerifyArgs};
 
@@ -74,36 +75,94 @@ fn kill_round(mode: &str, seed: u64, rng: &mut Rng) -> Result<(usize, bool), Str
     Ok((acked, !status.success()))
 }
 
+/// What the kill rounds of one mode did.
+#[derive(Default)]
+struct Kills {
+    rounds: usize,
+    /// Rounds whose child was still running when killed.
+    killed: usize,
+    /// Commits acknowledged over all rounds.
+    acked: usize,
+}
+
+impl Kills {
+    fn round(&mut self, mode: &str, seed: u64, rng: &mut Rng, failures: &mut Vec<String>) {
+        self.rounds += 1;
+        match kill_round(mode, seed, rng) {
+            Ok((acked, was_killed)) => {
+                self.acked += acked;
+                self.killed += usize::from(was_killed);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+}
+
 #[test]
 fn sigkill_then_verify_in_every_atomic_mode() {
     let mut failures = Vec::new();
     // Every mode that promises atomicity, from the registry (a new mode is killed too).
+    // (`-region-lost` variants differ only on the simulated disk.)
     let modes: Vec<String> = inpage_torture::Mode::all()
         .into_iter()
-        .filter(|m| m.journal.capabilities().atomic)
+        .filter(|m| m.journal.capabilities().atomic && m.regions_persistent())
         .map(|m| m.name())
         .collect();
     assert!(modes.len() >= 9, "atomic modes: {modes:?}");
     for (mi, mode) in modes.iter().map(String::as_str).enumerate() {
         let mut rng = Rng::new(0x4B11 + mi as u64);
-        let mut killed = 0;
-        let mut acked_total = 0;
+        let mut k = Kills::default();
         for round in 0..KILLS_PER_MODE {
-            let seed = 1000 * mi as u64 + round as u64;
-            match kill_round(mode, seed, &mut rng) {
-                Ok((acked, was_killed)) => {
-                    acked_total += acked;
-                    killed += usize::from(was_killed);
-                }
-                Err(e) => failures.push(e),
-            }
+            k.round(
+                mode,
+                1000 * mi as u64 + round as u64,
+                &mut rng,
+                &mut failures,
+            );
         }
+        let Kills { killed, acked, .. } = k;
         eprintln!(
-            "{mode}: {KILLS_PER_MODE} rounds, {killed} killed mid-run, {acked_total} commits acknowledged"
+            "{mode}: {KILLS_PER_MODE} rounds, {killed} killed mid-run, {acked} commits acknowledged"
         );
         assert!(
             killed >= KILLS_PER_MODE / 2,
             "{mode}: most rounds should kill a running child"
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Issue 18's bar: at least 200 SIGKILLs of the workload in each region-backed mode
+/// (`nvlog`: commits acknowledged from the region, flushed by a background thread), every
+/// one verified.
+#[test]
+fn sigkill_region_backed_modes_200_times() {
+    const KILLS: usize = 200;
+    let modes: Vec<String> = JournalMode::all()
+        .filter(|m| m.capabilities().region_backed)
+        .map(|m| m.name().to_string())
+        .collect();
+    assert!(!modes.is_empty());
+    let mut failures = Vec::new();
+    for (mi, mode) in modes.iter().enumerate() {
+        let mut rng = Rng::new(0x4E56_4C47 + mi as u64);
+        let mut k = Kills::default();
+        // Until 200 rounds killed a running child (a child may finish first).
+        while k.killed < KILLS && k.rounds < KILLS * 2 {
+            let seed = 500_000 + 1000 * mi as u64 + k.rounds as u64;
+            k.round(mode, seed, &mut rng, &mut failures);
+        }
+        let Kills {
+            rounds,
+            killed,
+            acked,
+        } = k;
+        eprintln!(
+            "{mode}: {rounds} rounds, {killed} killed mid-run and verified, {acked} commits acknowledged"
+        );
+        assert!(
+            killed >= KILLS,
+            "{mode}: only {killed} of {rounds} rounds killed a running child"
         );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

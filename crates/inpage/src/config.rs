@@ -180,6 +180,23 @@ impl Config {
         self.journal.dhl_intent_region_pages = Some(n);
         self
     }
+    /// nvlog: the region file. Default `/dev/shm/inpage-<hash of the database path>-nvlog`,
+    /// which survives a process crash but not a reboot or power cut; a file on a
+    /// persistent-memory (DAX) mount makes acknowledged commits survive power loss too.
+    pub fn nvlog_region(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.journal.nvlog_region = Some(path.into());
+        self
+    }
+    /// nvlog: bytes of the region's record ring (default 4 MiB; at least 64 KiB).
+    pub fn nvlog_ring_bytes(mut self, n: u32) -> Self {
+        self.journal.nvlog_ring_bytes = Some(n);
+        self
+    }
+    /// nvlog: who flushes records into the database (default a background thread).
+    pub fn nvlog_flush(mut self, f: crate::journal::NvlogFlush) -> Self {
+        self.journal.nvlog_flush = f;
+        self
+    }
     /// Torture harness only (`mutants` cargo feature): run a deliberately broken
     /// commit/recovery variant.
     #[cfg(feature = "mutants")]
@@ -244,6 +261,14 @@ impl Config {
         if self.journal.dhl_intent_region_pages.is_some() && !mode.capabilities().intent_map {
             return Err(Error::Config(format!(
                 "dhl_intent_region_pages is set, but journal mode {mode} keeps no write-intent map"
+            )));
+        }
+        let nvlog_set = self.journal.nvlog_region.is_some()
+            || self.journal.nvlog_ring_bytes.is_some()
+            || self.journal.nvlog_flush != crate::journal::NvlogFlush::default();
+        if nvlog_set && !mode.capabilities().region_backed {
+            return Err(Error::Config(format!(
+                "an nvlog option is set, but journal mode {mode} keeps no nvlog region"
             )));
         }
         if self.journal.wal_prealloc && !mode.capabilities().replays_log {

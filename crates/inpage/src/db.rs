@@ -308,6 +308,13 @@ impl Database {
     pub fn log_frames(&self) -> u64 {
         self.shared.pager.log_frames()
     }
+    /// The id of the last commit that survives even the loss of the `nvlog` region (the
+    /// flusher has synced it into the file); commits after it survive a process crash,
+    /// and a power cut only if the region is on persistent memory. None for modes
+    /// without a region (`Capabilities::region_backed`).
+    pub fn durable_tid(&self) -> Option<u64> {
+        self.shared.pager.durable_tid()
+    }
     pub fn cache_stats(&self) -> CacheStats {
         self.shared.pager.cache_stats()
     }

@@ -39,6 +39,11 @@ pub enum Error {
     /// A log or journal file failed its checks in a way recovery cannot explain.
     #[error("{}: corrupt journal: {reason}", path.display())]
     CorruptJournal { path: PathBuf, reason: String },
+    /// The `nvlog` region at `region` belongs to another database (or to an earlier file
+    /// at this path): its records must not be replayed into this one. Remove the region
+    /// file if that database is gone, or name another region (`Config::nvlog_region`).
+    #[error("{}: the nvlog region belongs to another database: {reason}", region.display())]
+    ForeignRegion { region: PathBuf, reason: String },
     /// The file was created with another journal mode than the one asked for.
     #[error("{}: database uses journal mode `{file}` but `{requested}` was requested (open with journal_mode None to use the file's mode)", path.display())]
     ModeMismatch {

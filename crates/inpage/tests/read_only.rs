@@ -49,6 +49,9 @@ fn read_only_open_recovers_in_memory_and_refuses_writes() {
         let mut saw_recovery = false;
         for cut_frac in 1u64..8 {
             let sim = SimVfs::new();
+            // A region-backed mode recovers by replaying its region: keep it through the
+            // cut (persistent memory), so the read-only open has a replay to show.
+            sim.set_regions_persistent(mode.capabilities().region_backed);
             let full = {
                 let probe = SimVfs::new();
                 let db = Database::open(DB, sim_config(&probe, mode, 4096)).unwrap();

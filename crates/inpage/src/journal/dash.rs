@@ -100,6 +100,7 @@ pub(crate) static DASH: ModeSpec = ModeSpec {
         steals: false,
         durable_at_ack: true,
         survives_process_crash: true,
+        region_backed: false,
     },
     open: open_dash,
 };

@@ -1,7 +1,8 @@
 //! Commit protocols ("journal modes") plugged into the pager.
 //!
 //! Invariants every mode keeps:
-//! - `commit` either makes the whole batch durable and returns Ok, or returns Err; after
+//! - `commit` either makes the whole batch durable (as far as the mode's capabilities
+//!   promise: `nvlog` makes it durable in its memory region) and returns Ok, or returns Err; after
 //!   Err nothing about the batch is promised, and the pager poisons the database until it
 //!   is reopened and recovered (a failed fsync may have dropped any unsynced write).
 //! - `read_page` returns the latest *committed* image of a page (the database file, or a
@@ -13,7 +14,8 @@
 //! - Recovery runs inside `open_*` before the pager reads the header, so the pager only
 //!   ever sees a consistent file.
 //! - A mode only touches its own side files (`-journal`, `-wal`); adding a mode never
-//!   edits another.
+//!   edits another. (`nvlog` flushes into a `wal` journal it owns, so it shares that
+//!   mode's `-wal` format; `wal` gained `sync_log` for it, one sync for many commits.)
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -28,6 +30,7 @@ mod dbfile;
 mod dhl;
 mod ips;
 mod mvbt;
+mod nvlog;
 mod off;
 mod rollback;
 #[cfg(test)]
@@ -105,6 +108,12 @@ pub struct Capabilities {
     /// from a buffer in process memory (`waldio-gs`): a kill loses those too, a suffix of
     /// the acknowledged ones, never half of one.
     pub survives_process_crash: bool,
+    /// Acknowledged commits live in a memory-mapped region (`Config::nvlog_region`)
+    /// until a flush moves them into the file: they survive a process crash always, and
+    /// a power cut exactly when the region does (a file on persistent memory; the
+    /// default under `/dev/shm` does not). `durable_at_ack` is false for such a mode
+    /// because the engine cannot tell what the region's medium is.
+    pub region_backed: bool,
 }
 
 /// A journal as opened: the protocol, what its recovery did, and what it established.
@@ -157,6 +166,7 @@ impl JournalMode {
         JournalMode::WALDIO_NS,
         JournalMode::WALDIO_GC,
         JournalMode::WALDIO_GS,
+        JournalMode::NVLOG,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -207,6 +217,10 @@ impl JournalMode {
     /// acknowledged from a 16 KiB frame buffer, written and synced when it fills —
     /// atomic, not durable at acknowledgement.
     pub const WALDIO_GS: JournalMode = JournalMode(&waldio::WALDIO_GS);
+    /// xLog: a commit appends its redo record to a ring in a memory-mapped region and
+    /// returns without a sync; a flusher moves batches into the database with one
+    /// fdatasync each. Survives process crashes; power loss only on a persistent region.
+    pub const NVLOG: JournalMode = JournalMode(&nvlog::NVLOG);
 }
 
 impl JournalMode {
@@ -314,6 +328,14 @@ pub enum WalSync {
 }
 
 impl JournalConfig {
+    /// nvlog: the region a database at `db_path` uses with these settings (`nvlog_region`,
+    /// or the default under `/dev/shm`).
+    pub fn nvlog_region_for(&self, db_path: &Path) -> PathBuf {
+        self.nvlog_region
+            .clone()
+            .unwrap_or_else(|| nvlog::default_region_path(db_path))
+    }
+
     /// The mutant in force: always `Mutant::None` unless the crate is built with the
     /// `mutants` feature, so a normal build compiles the broken variants away.
     pub(crate) fn mutant(&self) -> Mutant {
@@ -345,6 +367,14 @@ pub struct JournalConfig {
     /// 4). Smaller regions bound crash recovery's scan more tightly and cost a marking
     /// flush more often.
     pub dhl_intent_region_pages: Option<u32>,
+    /// nvlog: the region file (None: `/dev/shm/inpage-<hash of the database path>-nvlog`,
+    /// which survives the process but not the machine). Name a file on a DAX mount for
+    /// commits that survive power loss.
+    pub nvlog_region: Option<PathBuf>,
+    /// nvlog: bytes of the region's record ring (None: 4 MiB).
+    pub nvlog_ring_bytes: Option<u32>,
+    /// nvlog: who flushes (see [`NvlogFlush`]).
+    pub nvlog_flush: NvlogFlush,
     /// **Breaks crash safety on purpose** unless `Mutant::None` (the default). Exists only
     /// so the torture harness can show it catches each broken commit/recovery variant;
     /// settable only with the `mutants` cargo feature (`Config::mutant`).
@@ -403,11 +433,18 @@ pub enum Mutant {
     /// synced) without syncing the pages it copied into the database, so a power cut
     /// loses them with the log that held them.
     UnsyncedCheckpoint,
+    /// NVLOG: the flusher advances the region's durable watermark before the fdatasync
+    /// that makes the flushed commits durable in the file, so a power cut between the
+    /// two loses commits the region no longer holds.
+    WatermarkBeforeSync,
+    /// NVLOG: recovery replays region records past one whose checksum fails (a torn
+    /// record of an unacknowledged commit), applying garbage.
+    ReplayPastBadChecksum,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 14] = [
+    pub const ALL: [Mutant; 16] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -422,6 +459,8 @@ impl Mutant {
         Mutant::SpillLeftover,
         Mutant::ShadowSkipPrevious,
         Mutant::UnsyncedCheckpoint,
+        Mutant::WatermarkBeforeSync,
+        Mutant::ReplayPastBadChecksum,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -442,6 +481,8 @@ impl Mutant {
             Mutant::SpillLeftover => "spill-leftover",
             Mutant::ShadowSkipPrevious => "shadow-skip-previous",
             Mutant::UnsyncedCheckpoint => "unsynced-checkpoint",
+            Mutant::WatermarkBeforeSync => "watermark-before-sync",
+            Mutant::ReplayPastBadChecksum => "replay-past-bad-checksum",
         }
     }
 
@@ -451,6 +492,21 @@ impl Mutant {
             .chain(Mutant::ALL)
             .find(|m| m.name().eq_ignore_ascii_case(s.trim()))
     }
+}
+
+/// Who moves `nvlog` records into the database file. Both flush at the same points (the
+/// ring a quarter full or 1,024 commits waiting, a checkpoint, a clean close, and a
+/// commit that finds the ring full); they differ only in who runs the flush and in the
+/// timer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NvlogFlush {
+    /// A background thread, woken by those thresholds, and every 20 ms while records
+    /// wait (the default).
+    #[default]
+    Background,
+    /// The committing thread itself, at the fill threshold (no timer): deterministic I/O,
+    /// for the crash torture and for applications that want no extra thread.
+    Inline,
 }
 
 /// DHL modes write only the 512-byte sectors of a page that changed (one contiguous span
@@ -478,6 +534,9 @@ impl Default for JournalConfig {
             wal_prealloc: false,
             dhl_direct: DirectWrites::Auto,
             dhl_intent_region_pages: None,
+            nvlog_region: None,
+            nvlog_ring_bytes: None,
+            nvlog_flush: NvlogFlush::default(),
             mutant: Mutant::None,
         }
     }
@@ -593,6 +652,8 @@ pub struct RecoveryReport {
     /// Steal: versions of the rolled-back transaction that it spilled before its commit
     /// (`txn_size` 0), among `rolled_back_pages`' count.
     pub spilled_rolled_back: u64,
+    /// nvlog: commits replayed from the region's records (past what the file held).
+    pub region_records: u64,
 }
 
 impl RecoveryReport {
@@ -636,6 +697,12 @@ impl RecoveryReport {
             v.push(format!(
                 "discard {} uncommitted or torn WAL frames",
                 self.frames_discarded
+            ));
+        }
+        if self.region_records > 0 {
+            v.push(format!(
+                "replay {} acknowledged commits from the nvlog region into the database",
+                self.region_records
             ));
         }
         if self.stale_frames > 0 {
@@ -686,6 +753,12 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// them: the file is still exactly as that close left it. `None` means walk.
     fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>> {
         Ok(None)
+    }
+    /// The last commit that is durable without any memory region (in the file and
+    /// synced), for a mode whose acknowledged commits may live only in one
+    /// (`Capabilities::region_backed`); None for the others.
+    fn durable_tid(&self) -> Option<u64> {
+        None
     }
     /// Number of frames currently in the log (0 for non-log modes); for inspect/tests.
     fn log_frames(&self) -> u64 {

@@ -40,6 +40,7 @@ pub(crate) static OFF: ModeSpec = ModeSpec {
         steals: false,
         durable_at_ack: true,
         survives_process_crash: true,
+        region_backed: false,
     },
     open: open_off,
 };
@@ -61,6 +62,7 @@ pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
         steals: false,
         durable_at_ack: true,
         survives_process_crash: true,
+        region_backed: false,
     },
     open: open_off,
 };

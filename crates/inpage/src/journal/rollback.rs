@@ -70,6 +70,7 @@ const ROLLBACK_CAPS: Capabilities = Capabilities {
     steals: false,
     durable_at_ack: true,
     survives_process_crash: true,
+    region_backed: false,
 };
 
 /// Registry entry of `delete`.

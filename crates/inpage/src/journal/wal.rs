@@ -104,6 +104,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         steals: false,
         durable_at_ack: true,
         survives_process_crash: true,
+        region_backed: false,
     },
     open: |ctx, _| {
         let (j, r) = Wal::open(ctx)?;
@@ -304,6 +305,21 @@ impl Wal {
         self.writer.lock().map_err(|_| {
             Error::Poisoned("a thread panicked while holding the WAL writer lock".into())
         })
+    }
+
+    /// Make every frame written so far durable (one fdatasync, if any frame waits for
+    /// one): for a caller that commits several transactions with `WalSync::Normal` and
+    /// then needs them all durable at once (`nvlog`'s flush).
+    pub(crate) fn sync_log(&self) -> Result<()> {
+        let mut w = self.lock_writer()?;
+        if w.closed {
+            return Err(closed());
+        }
+        if w.wal_dirty {
+            self.sync_wal()?;
+            w.wal_dirty = false;
+        }
+        Ok(())
     }
 
     /// The FCC: tid of the last commit, in the log or in the database.

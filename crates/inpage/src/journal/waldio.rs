@@ -122,6 +122,7 @@ pub(crate) static WALDIO: ModeSpec = ModeSpec {
         steals: false,
         durable_at_ack: true,
         survives_process_crash: true,
+        region_backed: false,
     },
     open: open_waldio,
 };
@@ -145,6 +146,7 @@ pub(crate) static WALDIO_GS: ModeSpec = ModeSpec {
     caps: Capabilities {
         durable_at_ack: false,
         survives_process_crash: false,
+        region_backed: false,
         ..WALDIO.caps
     },
     open: open_waldio,

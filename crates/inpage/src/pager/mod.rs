@@ -518,6 +518,11 @@ impl Pager {
         self.journal.log_frames()
     }
 
+    /// See `Journal::durable_tid`.
+    pub fn durable_tid(&self) -> Option<u64> {
+        self.journal.durable_tid()
+    }
+
     /// Node layout of this database's trees.
     pub fn layout(&self) -> Layout {
         self.layout

@@ -20,6 +20,8 @@ use std::sync::Mutex;
 #[derive(Debug, Default)]
 pub struct MemVfs {
     files: Mutex<HashMap<PathBuf, Arc<MemFile>>>,
+    /// Memory regions by path: they live as long as the VFS, like its files.
+    regions: Mutex<HashMap<PathBuf, Arc<MemRegion>>>,
 }
 
 impl MemVfs {
@@ -84,6 +86,25 @@ impl Vfs for MemVfs {
 
     fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
         Ok(())
+    }
+
+    fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
+        let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = regions.get(path) {
+            return Ok(r.clone());
+        }
+        let len = create.ok_or_else(|| not_found(path))?;
+        let r = Arc::new(MemRegion::new(vec![0u8; len]));
+        regions.insert(path.to_path_buf(), r.clone());
+        Ok(r)
+    }
+
+    fn delete_region(&self, path: &Path) -> io::Result<()> {
+        let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        regions
+            .remove(path)
+            .map(drop)
+            .ok_or_else(|| not_found(path))
     }
 }
 

@@ -26,9 +26,11 @@ use std::sync::Arc;
 
 mod accounting;
 mod fault;
+mod mapped;
 mod mem;
 mod os;
 mod overlay;
+mod region;
 mod sim;
 
 pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, KindStats};
@@ -36,6 +38,7 @@ pub use fault::{FaultPlan, FaultVfs};
 pub use mem::{MemFile, MemVfs};
 pub use os::OsVfs;
 pub use overlay::OverlayVfs;
+pub use region::{MemRegion, Region};
 pub use sim::{Aim, CrashModel, CrashReport, SimVfs};
 
 /// How to open a file.
@@ -75,6 +78,34 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// bytes; wrappers forward to the disk they wrap.
     fn nonce(&self, salt: u64) -> u64 {
         system_nonce(salt)
+    }
+
+    /// Open the memory region at `path` (`vfs::Region`): an existing one at its own size;
+    /// else, with `create: Some(len)`, a new zero-filled one of `len` bytes; else
+    /// `NotFound`. Regions live beside the files, not in them: on real files a region is
+    /// a file mapped into memory, on the simulated disk an object a power cut keeps or
+    /// loses. The default is `Unsupported`: a VFS that cannot say what its memory
+    /// survives has none to offer (wrappers forward to the VFS they wrap).
+    fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
+        let _ = create;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: this file system offers no memory regions",
+                path.display()
+            ),
+        ))
+    }
+
+    /// Remove the region at `path`; `NotFound` if there is none.
+    fn delete_region(&self, path: &Path) -> io::Result<()> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{}: this file system offers no memory regions",
+                path.display()
+            ),
+        ))
     }
 }
 

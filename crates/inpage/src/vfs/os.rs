@@ -107,6 +107,16 @@ impl Vfs for OsVfs {
         let file = retry_eintr(|| fs::OpenOptions::new().read(true).open(path))?;
         Ok(Arc::new(OsFile { file }))
     }
+
+    /// A file mapped into memory (`vfs::mapped`): it survives the process, and power loss
+    /// only on a persistent-memory (DAX) mount.
+    fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
+        super::mapped::MappedRegion::open(path, create)
+    }
+
+    fn delete_region(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
 }
 
 /// An open OS file.

@@ -31,6 +31,9 @@ pub struct OverlayVfs {
     inner: Arc<dyn Vfs>,
     /// Path → its file as seen through the overlay; `None` once deleted (or renamed away).
     files: Mutex<HashMap<PathBuf, Option<Arc<OverlayFile>>>>,
+    /// Regions as seen through the overlay: a private copy of the inner region taken at
+    /// first open (the inner one is never written), `None` once deleted.
+    regions: Mutex<HashMap<PathBuf, Option<Arc<dyn Region>>>>,
 }
 
 impl OverlayVfs {
@@ -39,6 +42,7 @@ impl OverlayVfs {
         OverlayVfs {
             inner,
             files: Mutex::new(HashMap::new()),
+            regions: Mutex::new(HashMap::new()),
         }
     }
 
@@ -159,6 +163,37 @@ impl Vfs for OverlayVfs {
 
     fn nonce(&self, salt: u64) -> u64 {
         self.inner.nonce(salt)
+    }
+
+    /// A private copy of the inner region (never written back), or a new one in memory.
+    fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
+        let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        let known = match regions.get(path) {
+            Some(r) => r.clone(),
+            None => match self.inner.open_region(path, None) {
+                Ok(inner) => {
+                    let mut bytes = vec![0u8; inner.len()];
+                    inner.read(0, &mut bytes)?;
+                    Some(Arc::new(MemRegion::new(bytes)) as Arc<dyn Region>)
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(e),
+            },
+        };
+        let r = match (known, create) {
+            (Some(r), _) => r,
+            (None, Some(len)) => Arc::new(MemRegion::new(vec![0u8; len])) as Arc<dyn Region>,
+            (None, None) => return Err(not_found(path)),
+        };
+        regions.insert(path.to_path_buf(), Some(r.clone()));
+        Ok(r)
+    }
+
+    fn delete_region(&self, path: &Path) -> io::Result<()> {
+        self.open_region(path, None)?;
+        let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        regions.insert(path.to_path_buf(), None);
+        Ok(())
     }
 }
 

@@ -37,6 +37,14 @@
 //!   the old one and the crash seed, so a replayed run writes identical bytes.
 //! - `crash_report` says what a power cut did (writes lost, writes torn); with
 //!   `Aim::TearNewest` it forces a tear where a checksum must catch it (see `Aim`).
+//! - Memory regions (`Vfs::open_region`, the `nvlog` journal's ring) live in their own
+//!   namespace beside the files. A region store is a mutating op (a cut can land on it);
+//!   a stored word is pending until `Region::persist` covers it. A process crash keeps
+//!   every region as it is. A power cut keeps the regions only if the disk says they are
+//!   persistent memory (`set_regions_persistent`, carried to the crashed disk); then
+//!   each pending 8-byte word independently keeps its new or its old value (CPU caches
+//!   write lines back in any order, 8-byte stores are atomic) under a model that loses
+//!   writes, or all its new values otherwise. Without that, a cut drops every region.
 //! - All state is behind one mutex, so every call is atomic with respect to the others
 //!   and the disk is `Send + Sync`. A poisoned lock is recovered rather than propagated:
 //!   no code path panics while holding it, and tests must not cascade panics.
@@ -339,6 +347,52 @@ struct Disk {
     sync_points: Vec<u64>,
     /// Writes made through direct handles.
     direct_writes: u64,
+    /// Memory regions by path (module docs).
+    regions: BTreeMap<PathBuf, SimRegionData>,
+    /// Whether a power cut keeps the regions (persistent memory) or drops them.
+    regions_persistent: bool,
+}
+
+/// A simulated memory region: what survives (`durable`), what reads see (`volatile`),
+/// and the ranges stored since they were last persisted.
+#[derive(Debug, Clone, Default)]
+struct SimRegionData {
+    durable: Vec<u8>,
+    volatile: Vec<u8>,
+    pending: Vec<(usize, usize)>,
+}
+
+/// Bytes a CPU stores atomically: the unit a cut keeps or drops in a region.
+const REGION_WORD: usize = 8;
+
+impl SimRegionData {
+    fn fresh(len: usize) -> SimRegionData {
+        SimRegionData {
+            durable: vec![0; len],
+            volatile: vec![0; len],
+            pending: Vec::new(),
+        }
+    }
+
+    /// What a power cut leaves of this region (module docs).
+    fn crashed(&self, rng: &mut Rng, model: &CrashModel) -> SimRegionData {
+        let mut img = self.durable.clone();
+        for &(start, end) in &self.pending {
+            let mut w = start / REGION_WORD * REGION_WORD;
+            while w < end {
+                let e = (w + REGION_WORD).min(img.len());
+                if !model.lose || rng.coin() {
+                    img[w..e].copy_from_slice(&self.volatile[w..e]);
+                }
+                w = e;
+            }
+        }
+        SimRegionData {
+            durable: img.clone(),
+            volatile: img,
+            pending: Vec::new(),
+        }
+    }
 }
 
 fn power_cut() -> io::Error {
@@ -493,6 +547,15 @@ impl SimVfs {
             .into_iter()
             .map(|(ino, img)| (ino, Inode::with_durable(img)))
             .collect();
+        let regions = if d.regions_persistent {
+            let mut rng = Rng::new(seed ^ 0x5245_4749_4F4E);
+            d.regions
+                .iter()
+                .map(|(p, r)| (p.clone(), r.crashed(&mut rng, &model)))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
         let disk = Disk {
             inodes,
             next_ino: d.next_ino,
@@ -503,6 +566,8 @@ impl SimVfs {
             nonce: Rng::new(d.nonce ^ seed.rotate_left(17)).next(),
             sync_points: Vec::new(),
             direct_writes: 0,
+            regions,
+            regions_persistent: d.regions_persistent,
         };
         (
             SimVfs {
@@ -535,6 +600,18 @@ impl SimVfs {
             nonce: Rng::new(d.nonce ^ 0x9C0C_E55C).next(),
             sync_points: Vec::new(),
             direct_writes: 0,
+            // The OS keeps every region through a process crash, stored or persisted.
+            regions: d
+                .regions
+                .iter()
+                .map(|(p, r)| {
+                    let mut r = r.clone();
+                    r.durable = r.volatile.clone();
+                    r.pending.clear();
+                    (p.clone(), r)
+                })
+                .collect(),
+            regions_persistent: d.regions_persistent,
         };
         SimVfs {
             disk: Arc::new(Mutex::new(disk)),
@@ -546,6 +623,17 @@ impl SimVfs {
     pub fn set_power_cut_after(&self, ops: u64) {
         let mut d = self.lock();
         d.cut_at = Some(d.ops.saturating_add(ops));
+    }
+
+    /// Whether a power cut keeps the memory regions (persistent memory, e.g. a DAX
+    /// mount) or drops them (`/dev/shm`); default false. Carried to crashed disks.
+    pub fn set_regions_persistent(&self, yes: bool) {
+        self.lock().regions_persistent = yes;
+    }
+
+    /// Paths of the memory regions, sorted. Ignores the power cut.
+    pub fn region_names(&self) -> Vec<PathBuf> {
+        self.lock().regions.keys().cloned().collect()
     }
 
     /// Remove the power-cut point (the disk works again, as after a reboot without
@@ -724,6 +812,96 @@ impl Vfs for SimVfs {
         let v = r.next();
         d.nonce = r.0;
         v ^ Rng::new(salt).next()
+    }
+
+    /// Counted as a mutating op when it creates the region.
+    fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
+        let mut d = self.lock();
+        if !d.regions.contains_key(path) {
+            let len = create.ok_or_else(|| not_found(path))?;
+            d.begin_mutation()?;
+            range(0, len as u64)?;
+            d.regions
+                .insert(path.to_path_buf(), SimRegionData::fresh(len));
+        } else {
+            d.check_read()?;
+        }
+        Ok(Arc::new(SimRegion {
+            disk: self.disk.clone(),
+            path: path.to_path_buf(),
+        }))
+    }
+
+    fn delete_region(&self, path: &Path) -> io::Result<()> {
+        let mut d = self.lock();
+        d.begin_mutation()?;
+        d.regions
+            .remove(path)
+            .map(drop)
+            .ok_or_else(|| not_found(path))
+    }
+}
+
+/// A memory region on a [`SimVfs`] (module docs), found by path on each access.
+#[derive(Debug)]
+pub struct SimRegion {
+    disk: Arc<Mutex<Disk>>,
+    path: PathBuf,
+}
+
+impl SimRegion {
+    fn with<T>(
+        &self,
+        mutate: bool,
+        f: impl FnOnce(&mut SimRegionData) -> io::Result<T>,
+    ) -> io::Result<T> {
+        let mut d = lock(&self.disk);
+        if mutate {
+            d.begin_mutation()?;
+        } else {
+            d.check_read()?;
+        }
+        let r = d
+            .regions
+            .get_mut(&self.path)
+            .ok_or_else(|| not_found(&self.path))?;
+        f(r)
+    }
+}
+
+impl Region for SimRegion {
+    fn len(&self) -> usize {
+        let d = lock(&self.disk);
+        d.regions.get(&self.path).map_or(0, |r| r.volatile.len())
+    }
+
+    fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
+        self.with(false, |r| {
+            super::region::check_range(r.volatile.len(), offset, buf.len())?;
+            buf.copy_from_slice(&r.volatile[offset..offset + buf.len()]);
+            Ok(())
+        })
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
+        self.with(true, |r| {
+            super::region::check_range(r.volatile.len(), offset, data.len())?;
+            r.volatile[offset..offset + data.len()].copy_from_slice(data);
+            r.pending.push((offset, offset + data.len()));
+            Ok(())
+        })
+    }
+
+    fn persist(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.with(true, |r| {
+            super::region::check_range(r.volatile.len(), offset, len)?;
+            let end = offset + len;
+            r.durable[offset..end].copy_from_slice(&r.volatile[offset..end]);
+            // A range partly outside stays pending; its persisted part now reads the
+            // same either way.
+            r.pending.retain(|&(a, b)| a < offset || b > end);
+            Ok(())
+        })
     }
 }
 
@@ -1242,6 +1420,54 @@ mod tests {
         let v2 = vfs.clone();
         v2.open(&p("g"), create()).unwrap();
         assert!(vfs.exists(&p("g")).unwrap());
+    }
+
+    #[test]
+    fn regions_survive_process_crashes_and_power_cuts_only_when_persistent() {
+        let p = Path::new("/shm/r");
+        for persistent in [false, true] {
+            let d = SimVfs::new();
+            d.set_regions_persistent(persistent);
+            let r = d.open_region(p, Some(64)).unwrap();
+            r.write(0, &[1; 16]).unwrap();
+            r.persist(0, 16).unwrap();
+            r.write(16, &[2; 16]).unwrap(); // not persisted
+            let pc = d.process_crash();
+            let mut b = [0u8; 32];
+            pc.open_region(p, None).unwrap().read(0, &mut b).unwrap();
+            assert_eq!(&b[..16], &[1; 16]);
+            assert_eq!(&b[16..], &[2; 16], "a process crash keeps stored bytes");
+            let cut = d.crash(5, CrashModel::none());
+            match cut.open_region(p, None) {
+                Ok(r) => {
+                    assert!(persistent);
+                    r.read(0, &mut b).unwrap();
+                    assert_eq!(b, [[1u8; 16], [2u8; 16]].concat()[..]);
+                }
+                Err(e) => {
+                    assert!(!persistent);
+                    assert_eq!(e.kind(), io::ErrorKind::NotFound);
+                }
+            }
+            // Under a model that loses writes, each unpersisted word keeps its new or
+            // its old value; the persisted bytes always survive.
+            let mut mixed = false;
+            for seed in 0..32 {
+                let Ok(r) = d.crash(seed, CrashModel::full()).open_region(p, None) else {
+                    continue;
+                };
+                r.read(0, &mut b).unwrap();
+                assert_eq!(&b[..16], &[1; 16]);
+                for w in b[16..].chunks(REGION_WORD) {
+                    assert!(w == [0; 8] || w == [2; 8], "word torn inside: {w:?}");
+                }
+                mixed |= b[16..24] != b[24..32];
+            }
+            assert_eq!(mixed, persistent);
+            assert_eq!(d.region_names(), vec![p.to_path_buf()]);
+            d.delete_region(p).unwrap();
+            assert!(d.region_names().is_empty());
+        }
     }
 
     #[test]

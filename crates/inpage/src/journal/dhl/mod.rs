@@ -105,6 +105,7 @@ pub(crate) const fn dhl_spec(
             steals: true,
             durable_at_ack: true,
             survives_process_crash: true,
+            region_backed: false,
         },
         open: open_dhl,
     }

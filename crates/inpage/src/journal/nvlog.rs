@@ -1,0 +1,1173 @@
+//! Journal mode `nvlog` (xLog, `docs/NVLOG-DESIGN.md`): a commit appends the
+//! transaction's redo record to a ring in a memory-mapped region and returns without a
+//! sync; a flusher moves batches of commits into the database with one fdatasync each.
+//!
+//! Two levels of commit:
+//! - *Logical commit* (what `commit` acknowledges): the record `seq | len | sum |
+//!   payload` is stored in the region's ring and persisted there (`Region::persist`), and
+//!   the new page images enter the in-memory overlay that `read_page` consults first. The
+//!   record is physical redo: for each page, the byte runs where the new image differs
+//!   from its committed image (from zeros for a page past the old page count).
+//! - *Flush*: the pending commits are committed, in sequence order, into an inner
+//!   write-ahead log (`wal::Wal` with `WalSync::Normal`, so no sync each), then ONE
+//!   `sync_log` (fdatasync) makes them durable, and only then the region's watermark slot
+//!   moves to the last flushed seq, releasing its ring space. The WAL is checkpointed into
+//!   the database file as in `wal` mode.
+//!
+//! Invariants, and why they hold:
+//! - *seq is the pager's tid, and tids are consecutive.* The pager commits tid `fcc + 1`
+//!   after an open that reported `fcc` (`recovers_fcc`); `commit` refuses anything else.
+//!   Every flush replays its commits one by one into the WAL with their own tids, so the
+//!   WAL sees exactly the consecutive tids it requires (its generation window,
+//!   `wal::replay_is_stale`) and its recovery keeps a *prefix* of them. This is the answer
+//!   to the "tid problem" of coalescing several logical commits into one physical
+//!   transaction: there is no coalescing of tids, only of syncs. (A DHL counting commit
+//!   cannot carry a batch: DHL pages hold versions tagged by the pager with each logical
+//!   tid, and writing a page changed by two commits of one batch would overwrite the
+//!   version the file's last durable commit still needs; see the design note.)
+//! - *An acknowledged commit is in the region or in the file.* It is persisted in the
+//!   ring before `commit` returns, and its ring space is released only by a watermark
+//!   write that follows the fdatasync covering it in the WAL. So if the region survives
+//!   (always for a process crash; for a power cut only on persistent memory), recovery
+//!   finds every acknowledged commit either in the file (WAL recovery) or as a record
+//!   past the file's FCC.
+//! - *Without the region, the file alone is consistent and holds at least the
+//!   watermark.* The WAL keeps a prefix of whole commits, and everything up to the last
+//!   watermark was synced before the watermark moved. A lost region therefore loses only
+//!   commits after the durable watermark, never half of one, never out of order.
+//! - *Replay applies exactly the records the region vouches for, in order.* Recovery
+//!   starts at the watermark slot's ring position expecting seq `watermark + 1`, and
+//!   stops at the first record whose seq is not the next expected one or whose checksum
+//!   fails (a torn record of a commit that was never acknowledged, or stale bytes of an
+//!   earlier lap). Records at or below the file's FCC are already in it and skipped; each
+//!   later one is rebuilt on the committed image recovery has reached, which is the image
+//!   its diff was computed against. A watermark above the file's FCC means the file lost
+//!   commits the region released: refused as corruption, never papered over.
+//! - *The checksum is xxh3 keyed by the database identity, not crc32c:* payloads embed
+//!   page images whose trailers hold crc32c values of the bytes before them, which a
+//!   crc32c over the record would cancel (`journal::image_checksum`). Keying by the
+//!   identity also makes another database's records fail.
+//! - *A region is replayed only into its database.* The region header carries a random
+//!   id that the database keeps in its side file `<db>-nvlog` (written and synced, with
+//!   its directory, before the region is created); a region with another id is refused
+//!   (`Error::ForeignRegion`) rather than replayed or overwritten.
+//! - *The watermark slot update is atomic.* Two slots, each with a generation and a
+//!   crc32c; an update writes the older slot. A torn slot fails its crc and the other one
+//!   (the previous watermark, still true) wins.
+//! - *A full ring waits, never drops:* a commit that does not fit runs (or waits for) a
+//!   flush first. A record bigger than the whole ring is committed straight into the WAL
+//!   with its own fdatasync, after the pending records, keeping the order.
+//! - *Readers see every acknowledged commit:* the overlay holds each page of a commit
+//!   not yet flushed, and an entry is removed only after the WAL holds that page's image
+//!   of that commit or a newer one.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::util::check_batch;
+use super::wal::Wal;
+use super::{
+    Capabilities, CommitBatch, Journal, JournalCtx, ModeSpec, Mutant, NvlogFlush, Opened,
+    RecoveryReport, WalSync,
+};
+use crate::error::{Error, Pgno, Result};
+use crate::le::{get_u32, get_u64};
+use crate::page::stock::STOCK;
+use crate::page::PageRef;
+use crate::vfs::{OpenOptions, Region};
+
+/// Registry entry of `nvlog`.
+pub(crate) static NVLOG: ModeSpec = ModeSpec {
+    name: "nvlog",
+    code: 23,
+    summary: "xLog: a commit appends a redo record to a memory-mapped region and returns without a sync; a flusher moves batches into the database with one fdatasync each. Survives process crashes always, power loss only if the region is on persistent memory (the default under /dev/shm is not)",
+    layout: &STOCK,
+    caps: Capabilities {
+        atomic: true,
+        embeds_fcc: true,
+        recovers_fcc: true,
+        direct_writes: false,
+        replays_log: true,
+        intent_map: false,
+        side_files: &["wal", "nvlog"],
+        steals: false,
+        durable_at_ack: false,
+        survives_process_crash: true,
+        region_backed: true,
+    },
+    open: |ctx, _| {
+        let (j, recovery, fcc) = NvlogJournal::open(ctx)?;
+        Ok(Opened {
+            fcc: Some(fcc),
+            ..Opened::plain(j, recovery)
+        })
+    },
+};
+
+const REGION_MAGIC: [u8; 8] = *b"inpgNVR\0";
+const REGION_VERSION: u32 = 1;
+const ID_MAGIC: [u8; 8] = *b"inpgNVID";
+/// Region header: magic, version, page size, db id, ring bytes, crc32c (`docs/FORMAT.md`).
+const HDR_LEN: usize = 36;
+/// The two watermark slots.
+const SLOT_AT: [usize; 2] = [64, 96];
+const SLOT_LEN: usize = 28;
+/// Where the ring starts.
+const RING_AT: usize = 128;
+/// Record header: seq u64, payload length u32, checksum u32.
+const REC_HDR: usize = 16;
+const DEFAULT_RING: u32 = 4 << 20;
+const MIN_RING: u32 = 16 << 10;
+/// Background flusher period while records wait.
+const FLUSH_DELAY: Duration = Duration::from_millis(20);
+/// Commits waiting for a flush that trigger one whatever the ring's fill: each holds its
+/// page images in memory (the overlay), which a ring of tiny records would let grow far
+/// past the ring's size.
+const MAX_PENDING: usize = 1024;
+/// Two diff runs closer than this are merged (a run header costs 8 bytes).
+const RUN_GAP: usize = 16;
+
+/// The default region: under `/dev/shm`, named by a hash of the database's absolute path.
+pub(crate) fn default_region_path(db_path: &Path) -> PathBuf {
+    let abs = std::path::absolute(db_path).unwrap_or_else(|_| db_path.to_path_buf());
+    let h = xxhash_rust::xxh3::xxh3_64(abs.as_os_str().as_encoded_bytes());
+    PathBuf::from(format!("/dev/shm/inpage-{h:016x}-nvlog"))
+}
+
+/// The region a journal context uses.
+pub(crate) fn region_path(ctx: &JournalCtx) -> PathBuf {
+    ctx.config.nvlog_region_for(&ctx.db_path)
+}
+
+/// Ring position → region offsets of `len` bytes starting there: (offset, bytes) of the
+/// part before the ring's end and of the part that wraps to its start.
+fn ring_pieces(ring: u64, pos: u64, len: usize) -> [(usize, usize); 2] {
+    let at = (pos % ring) as usize;
+    let first = len.min(ring as usize - at);
+    [(RING_AT + at, first), (RING_AT, len - first)]
+}
+
+fn record_sum(id: u64, hdr: &[u8], payload: &[u8]) -> u32 {
+    super::image_checksum(id, &hdr[..12], payload)
+}
+
+/// One logical commit not yet flushed.
+#[derive(Debug)]
+struct Pending {
+    seq: u64,
+    /// Ring position just past its record.
+    end: u64,
+    pages: Vec<(Pgno, PageRef)>,
+    old_page_count: u32,
+    new_page_count: u32,
+}
+
+/// Ring and commit state, under one mutex.
+#[derive(Debug)]
+struct State {
+    /// Ring position of the first record not yet flushed (the watermark slot's).
+    head: u64,
+    /// Ring position of the next record.
+    tail: u64,
+    /// Seq of the last acknowledged commit.
+    last_seq: u64,
+    /// Generation of the newest watermark slot.
+    gen: u64,
+    /// The newest watermark written: every commit up to it is synced in the file.
+    watermark: u64,
+    pending: VecDeque<Arc<Pending>>,
+    /// A flush failed: the file may hold any prefix of it, so nothing more is accepted.
+    failed: Option<String>,
+    /// The error a background flush failed with, handed to the next caller as is (an
+    /// ENOSPC stays an ENOSPC); later callers get `failed`.
+    failure: Option<Error>,
+    closed: bool,
+    /// The background flusher must exit.
+    stop: bool,
+}
+
+/// Everything the committer and the flusher thread share.
+#[derive(Debug)]
+struct Core {
+    ctx: JournalCtx,
+    inner: Wal,
+    region: Arc<dyn Region>,
+    region_path: PathBuf,
+    id: u64,
+    ring: u64,
+    state: Mutex<State>,
+    /// Wakes the background flusher.
+    wake: Condvar,
+    /// One flush at a time; held across the WAL commits and the sync.
+    flushing: Mutex<()>,
+    /// pgno → (seq, image) of pages committed but not yet flushed.
+    overlay: RwLock<HashMap<Pgno, (u64, PageRef)>>,
+    mode: NvlogFlush,
+}
+
+/// The `nvlog` commit protocol.
+#[derive(Debug)]
+pub(crate) struct NvlogJournal {
+    core: Arc<Core>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn io_err<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> Error + 'p {
+    Error::io(what, path)
+}
+
+/// The decoded region header.
+struct RegionHeader {
+    id: u64,
+    ring: u64,
+    page_size: u32,
+}
+
+fn encode_header(h: &RegionHeader) -> [u8; HDR_LEN] {
+    let mut b = [0u8; HDR_LEN];
+    b[0..8].copy_from_slice(&REGION_MAGIC);
+    b[8..12].copy_from_slice(&REGION_VERSION.to_le_bytes());
+    b[12..16].copy_from_slice(&h.page_size.to_le_bytes());
+    b[16..24].copy_from_slice(&h.id.to_le_bytes());
+    b[24..32].copy_from_slice(&h.ring.to_le_bytes());
+    let crc = crc32c::crc32c(&b[..32]);
+    b[32..36].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn decode_header(b: &[u8]) -> Option<RegionHeader> {
+    if b.len() < HDR_LEN || b[0..8] != REGION_MAGIC || get_u32(b, 8) != REGION_VERSION {
+        return None;
+    }
+    if crc32c::crc32c(&b[..32]) != get_u32(b, 32) {
+        return None;
+    }
+    Some(RegionHeader {
+        page_size: get_u32(b, 12),
+        id: get_u64(b, 16),
+        ring: get_u64(b, 24),
+    })
+}
+
+/// A watermark slot: (watermark seq, ring head, generation).
+fn encode_slot(watermark: u64, head: u64, gen: u64) -> [u8; SLOT_LEN] {
+    let mut b = [0u8; SLOT_LEN];
+    b[0..8].copy_from_slice(&watermark.to_le_bytes());
+    b[8..16].copy_from_slice(&head.to_le_bytes());
+    b[16..24].copy_from_slice(&gen.to_le_bytes());
+    let crc = crc32c::crc32c(&b[..24]);
+    b[24..28].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn decode_slot(b: &[u8]) -> Option<(u64, u64, u64)> {
+    (crc32c::crc32c(&b[..24]) == get_u32(b, 24) && get_u64(b, 16) != 0)
+        .then(|| (get_u64(b, 0), get_u64(b, 8), get_u64(b, 16)))
+}
+
+/// The redo payload of a commit: `old_page_count u32 | new_page_count u32 | pages u32`,
+/// then per page `pgno u32 | runs u32` and per run `offset u32 | len u32 | bytes`.
+fn encode_payload(
+    batch: &CommitBatch<'_>,
+    base_of: &mut dyn FnMut(Pgno) -> Result<Option<PageRef>>,
+) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&batch.old_page_count.to_le_bytes());
+    out.extend_from_slice(&batch.new_page_count.to_le_bytes());
+    out.extend_from_slice(&(batch.pages.len() as u32).to_le_bytes());
+    for (pgno, new) in batch.pages {
+        let base = base_of(*pgno)?;
+        let old: &[u8] = match &base {
+            Some(b) => b,
+            None => &[],
+        };
+        out.extend_from_slice(&pgno.to_le_bytes());
+        let count_at = out.len();
+        out.extend_from_slice(&0u32.to_le_bytes());
+        let mut runs = 0u32;
+        let differs = |i: usize| old.get(i).copied().unwrap_or(0) != new[i];
+        let mut i = 0;
+        while i < new.len() {
+            if !differs(i) {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            let mut end = i + 1;
+            // Extend while the next difference is within RUN_GAP bytes.
+            let mut j = end;
+            while j < new.len() && j < end + RUN_GAP {
+                if differs(j) {
+                    end = j + 1;
+                }
+                j += 1;
+            }
+            out.extend_from_slice(&(start as u32).to_le_bytes());
+            out.extend_from_slice(&((end - start) as u32).to_le_bytes());
+            out.extend_from_slice(&new[start..end]);
+            runs += 1;
+            i = end;
+        }
+        out[count_at..count_at + 4].copy_from_slice(&runs.to_le_bytes());
+    }
+    Ok(out)
+}
+
+/// The byte runs of one page in a record: (offset in the page, new bytes).
+type Runs<'a> = Vec<(usize, &'a [u8])>;
+
+/// A decoded record: page counts and, per page, its runs.
+struct Redo<'a> {
+    old_page_count: u32,
+    new_page_count: u32,
+    pages: Vec<(Pgno, Runs<'a>)>,
+}
+
+fn decode_payload(p: &[u8], page_size: usize) -> std::result::Result<Redo<'_>, String> {
+    let short = || "record payload is truncated".to_string();
+    let u32_at = |o: usize| -> std::result::Result<u32, String> {
+        p.get(o..o + 4).map(|_| get_u32(p, o)).ok_or_else(short)
+    };
+    let old_page_count = u32_at(0)?;
+    let new_page_count = u32_at(4)?;
+    let n = u32_at(8)? as usize;
+    let mut at = 12;
+    let mut pages = Vec::new();
+    for _ in 0..n {
+        let pgno = u32_at(at)?;
+        let runs = u32_at(at + 4)? as usize;
+        at += 8;
+        if pgno >= new_page_count {
+            return Err(format!(
+                "record page {pgno} is past its page count {new_page_count}"
+            ));
+        }
+        let mut v = Vec::new();
+        for _ in 0..runs {
+            let off = u32_at(at)? as usize;
+            let len = u32_at(at + 4)? as usize;
+            at += 8;
+            if off.checked_add(len).is_none_or(|e| e > page_size) {
+                return Err(format!("record run {off}+{len} past the page size"));
+            }
+            let bytes = p.get(at..at + len).ok_or_else(short)?;
+            at += len;
+            v.push((off, bytes));
+        }
+        pages.push((pgno, v));
+    }
+    if at != p.len() {
+        return Err("record payload has trailing bytes".into());
+    }
+    Ok(Redo {
+        old_page_count,
+        new_page_count,
+        pages,
+    })
+}
+
+impl Core {
+    fn lock_state(&self) -> Result<MutexGuard<'_, State>> {
+        let mut s = self
+            .state
+            .lock()
+            .map_err(|_| Error::Poisoned("a thread panicked inside the nvlog journal".into()))?;
+        if let Some(e) = s.failure.take() {
+            return Err(e);
+        }
+        if let Some(why) = &s.failed {
+            return Err(Error::Poisoned(format!("an nvlog flush failed: {why}")));
+        }
+        if s.closed {
+            return Err(Error::InvalidArgument("the nvlog journal is closed".into()));
+        }
+        Ok(s)
+    }
+
+    fn region_err(&self) -> impl FnOnce(io::Error) -> Error + '_ {
+        io_err("region", &self.region_path)
+    }
+
+    fn ring_write(&self, pos: u64, data: &[u8]) -> Result<()> {
+        let mut done = 0;
+        for (off, n) in ring_pieces(self.ring, pos, data.len()) {
+            if n > 0 {
+                self.region
+                    .write(off, &data[done..done + n])
+                    .map_err(self.region_err())?;
+                self.region.persist(off, n).map_err(self.region_err())?;
+                done += n;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the older watermark slot with a new generation, and persist it.
+    fn write_watermark(&self, s: &mut State, watermark: u64, head: u64) -> Result<()> {
+        let gen = s.gen + 1;
+        let at = SLOT_AT[(gen % 2) as usize];
+        self.region
+            .write(at, &encode_slot(watermark, head, gen))
+            .map_err(self.region_err())?;
+        self.region
+            .persist(at, SLOT_LEN)
+            .map_err(self.region_err())?;
+        s.gen = gen;
+        s.watermark = watermark;
+        Ok(())
+    }
+
+    /// Record a failed flush: every later call is refused (`failed`); `keep` hands the
+    /// error itself to the next caller (a background flush has no caller to return it
+    /// to). One lock, so no caller sees the refusal without the error.
+    fn fail(&self, why: String, keep: Option<Error>) {
+        if let Ok(mut s) = self.state.lock() {
+            s.failed.get_or_insert(why);
+            if s.failure.is_none() {
+                s.failure = keep;
+            }
+        }
+    }
+
+    /// Move every pending commit into the file (module docs: flush).
+    fn flush(&self) -> Result<()> {
+        let r = self.flush_pending();
+        if let Err(e) = &r {
+            self.fail(e.to_string(), None);
+        }
+        r
+    }
+
+    fn flush_pending(&self) -> Result<()> {
+        let _one = self
+            .flushing
+            .lock()
+            .map_err(|_| Error::Poisoned("a thread panicked while flushing nvlog".into()))?;
+        let batch: Vec<Arc<Pending>> = self.lock_state()?.pending.iter().cloned().collect();
+        let Some(last) = batch.last().cloned() else {
+            return Ok(());
+        };
+        self.flush_batch(&batch, &last)
+    }
+
+    fn flush_batch(&self, batch: &[Arc<Pending>], last: &Pending) -> Result<()> {
+        for p in batch {
+            self.inner.commit(&CommitBatch {
+                tid: p.seq,
+                pages: &p.pages,
+                originals: &[],
+                old_page_count: p.old_page_count,
+                new_page_count: p.new_page_count,
+                restamp: &[],
+                discard: &[],
+            })?;
+        }
+        let mut s = self.lock_state()?;
+        if self.ctx.config.mutant() == Mutant::WatermarkBeforeSync {
+            self.write_watermark(&mut s, last.seq, last.end)?;
+            drop(s);
+            self.inner.sync_log()?;
+            s = self.lock_state()?;
+        } else {
+            drop(s);
+            self.inner.sync_log()?;
+            s = self.lock_state()?;
+            self.write_watermark(&mut s, last.seq, last.end)?;
+        }
+        s.head = last.end;
+        while s.pending.front().is_some_and(|p| p.seq <= last.seq) {
+            s.pending.pop_front();
+        }
+        drop(s);
+        let mut ov = self.overlay.write().unwrap_or_else(|e| e.into_inner());
+        ov.retain(|_, (seq, _)| *seq > last.seq);
+        Ok(())
+    }
+
+    /// Commit a transaction whose record does not fit the ring: straight into the WAL,
+    /// synced, after the pending ones (module docs).
+    fn commit_direct(&self, batch: &CommitBatch<'_>) -> Result<()> {
+        self.flush()?;
+        let _one = self
+            .flushing
+            .lock()
+            .map_err(|_| Error::Poisoned("a thread panicked while flushing nvlog".into()))?;
+        let r: Result<()> = (|| {
+            self.inner.commit(batch)?;
+            self.inner.sync_log()?;
+            let mut s = self.lock_state()?;
+            let tail = s.tail;
+            self.write_watermark(&mut s, batch.tid, tail)?;
+            s.head = tail;
+            s.last_seq = batch.tid;
+            Ok(())
+        })();
+        if let Err(e) = &r {
+            self.fail(e.to_string(), None);
+        }
+        r
+    }
+}
+
+impl NvlogJournal {
+    /// Open: WAL recovery of the file, then replay of the region's records past it
+    /// (module docs), then a flush of what was replayed.
+    pub(crate) fn open(ctx: JournalCtx) -> Result<(NvlogJournal, RecoveryReport, u64)> {
+        let ps = ctx.db.page_size;
+        let ring_cfg = ctx.config.nvlog_ring_bytes.unwrap_or(DEFAULT_RING);
+        if ring_cfg < MIN_RING {
+            return Err(Error::Config(format!(
+                "nvlog_ring_bytes {ring_cfg} is below the minimum {MIN_RING}"
+            )));
+        }
+        let mut inner_cfg = ctx.config.clone();
+        inner_cfg.wal_sync = WalSync::Normal;
+        let (inner, mut report) = Wal::open(JournalCtx {
+            config: inner_cfg,
+            ..ctx.clone()
+        })?;
+        let file_fcc = inner.fcc();
+        let id = identity(&ctx)?;
+        let rpath = region_path(&ctx);
+        let vfs = ctx.vfs.clone();
+        let mut fcc = file_fcc;
+        let mut tail = 0u64;
+        let mut gen = 0u64;
+        let mut region = match vfs.open_region(&rpath, None) {
+            Ok(r) => Some(r),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err("open region", &rpath)(e)),
+        };
+        if let Some(r) = region.take() {
+            let mut hb = [0u8; RING_AT];
+            let valid = r.len() >= RING_AT && r.read(0, &mut hb).is_ok();
+            match decode_header(&hb).filter(|_| valid) {
+                Some(h) if h.id != id => {
+                    return Err(Error::ForeignRegion {
+                        region: rpath,
+                        reason: format!(
+                            "it names database id {:016x}, {} has {:016x}",
+                            h.id,
+                            side_path_of(&ctx).display(),
+                            id
+                        ),
+                    })
+                }
+                Some(h) => {
+                    if h.page_size as usize != ps || h.ring != (r.len() - RING_AT) as u64 {
+                        return Err(Error::CorruptJournal {
+                            path: rpath,
+                            reason: format!(
+                                "region header says page size {} and ring {} bytes; the \
+                                 database has page size {ps}, the region {} ring bytes",
+                                h.page_size,
+                                h.ring,
+                                r.len() - RING_AT
+                            ),
+                        });
+                    }
+                    let slot = SLOT_AT
+                        .iter()
+                        .filter_map(|&at| decode_slot(&hb[at..at + SLOT_LEN]))
+                        .max_by_key(|s| s.2);
+                    if let Some((watermark, head, g)) = slot {
+                        if watermark > file_fcc {
+                            return Err(Error::CorruptJournal {
+                                path: rpath,
+                                reason: format!(
+                                    "the region's watermark says commits up to {watermark} \
+                                     are in the database, but it holds only up to {file_fcc}"
+                                ),
+                            });
+                        }
+                        let (last, end, replayed) =
+                            replay(&ctx, &inner, &*r, id, h.ring, watermark, head, file_fcc)?;
+                        report.region_records = replayed;
+                        fcc = last.max(file_fcc);
+                        tail = end;
+                        gen = g;
+                    }
+                    if h.ring == ring_cfg as u64 {
+                        region = Some(r);
+                    } else {
+                        // Replayed (and synced below): start a ring of the configured size.
+                        drop(r);
+                        inner.sync_log()?;
+                        vfs.delete_region(&rpath)
+                            .map_err(io_err("delete region", &rpath))?;
+                        tail = 0;
+                        gen = 0;
+                    }
+                }
+                // Never initialized (a cut before its header was persisted): no record
+                // can be in it, and it is all zeros past the header, which is written
+                // first. Anything else is not an nvlog region: refused, not overwritten.
+                None => {
+                    let mut rest = vec![0u8; r.len().saturating_sub(HDR_LEN)];
+                    let ours = r.len() >= RING_AT + MIN_RING as usize
+                        && r.read(HDR_LEN, &mut rest).is_ok()
+                        && rest.iter().all(|&b| b == 0);
+                    if !ours {
+                        return Err(Error::ForeignRegion {
+                            region: rpath,
+                            reason: format!(
+                                "it is not an nvlog region ({} bytes, no valid header, \
+                                 not blank)",
+                                r.len()
+                            ),
+                        });
+                    }
+                    region = Some(r);
+                }
+            }
+        }
+        inner.sync_log()?;
+        if report.region_records > 0 {
+            // As WAL recovery does: the file must hold every page its header counts
+            // before the pager checks its length, and the next session starts with an
+            // empty log.
+            inner.checkpoint()?;
+        }
+        let region = match region {
+            Some(r) => r,
+            None => vfs
+                .open_region(&rpath, Some(RING_AT + ring_cfg as usize))
+                .map_err(io_err("create region", &rpath))?,
+        };
+        let ring = (region.len() - RING_AT) as u64;
+        let mut hb = [0u8; HDR_LEN];
+        region.read(0, &mut hb).map_err(io_err("region", &rpath))?;
+        if decode_header(&hb).is_none() {
+            let h = encode_header(&RegionHeader {
+                id,
+                ring,
+                page_size: ps as u32,
+            });
+            region.write(0, &h).map_err(io_err("region", &rpath))?;
+            region
+                .persist(0, HDR_LEN)
+                .map_err(io_err("region", &rpath))?;
+        }
+        let core = Arc::new(Core {
+            inner,
+            region,
+            region_path: rpath,
+            id,
+            ring,
+            state: Mutex::new(State {
+                head: tail,
+                tail,
+                last_seq: fcc,
+                gen,
+                watermark: fcc,
+                pending: VecDeque::new(),
+                failed: None,
+                failure: None,
+                closed: false,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+            flushing: Mutex::new(()),
+            overlay: RwLock::new(HashMap::new()),
+            mode: ctx.config.nvlog_flush,
+            ctx,
+        });
+        {
+            // Everything up to `fcc` is durable in the file now: say so, so the records
+            // just replayed are never replayed again.
+            let mut s = core.lock_state()?;
+            core.write_watermark(&mut s, fcc, tail)?;
+        }
+        let flusher = match core.mode {
+            NvlogFlush::Inline => None,
+            NvlogFlush::Background => {
+                let c = core.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("inpage-nvlog-flush".into())
+                        .spawn(move || background(&c))
+                        .map_err(Error::io("spawn flusher", Path::new("nvlog")))?,
+                )
+            }
+        };
+        Ok((
+            NvlogJournal {
+                core,
+                flusher: Mutex::new(flusher),
+            },
+            report,
+            fcc,
+        ))
+    }
+
+    fn stop_flusher(&self) {
+        if let Ok(mut s) = self.core.state.lock() {
+            s.stop = true;
+        }
+        self.core.wake.notify_all();
+        let h = self
+            .flusher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = h {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The background flusher: flush when woken (fill threshold) or every `FLUSH_DELAY`
+/// while records wait. A failure is recorded in the state (`Core::fail`), which the next
+/// commit reports.
+fn background(core: &Core) {
+    loop {
+        let s = match core.state.lock() {
+            Ok(s) => s,
+            Err(_) => return,
+        };
+        if s.stop || s.failed.is_some() || s.closed {
+            return;
+        }
+        let (s, _) = match core.wake.wait_timeout(s, FLUSH_DELAY) {
+            Ok(x) => x,
+            Err(_) => return,
+        };
+        if s.stop {
+            return;
+        }
+        let has = !s.pending.is_empty();
+        drop(s);
+        if has {
+            if let Err(e) = core.flush_pending() {
+                core.fail(e.to_string(), Some(e));
+                return;
+            }
+        }
+    }
+}
+
+/// Replay the region's records past `file_fcc` into `inner`, starting at `head` with
+/// seq `watermark + 1`. Returns the last seq seen, the ring position after it, and the
+/// number of commits replayed.
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    ctx: &JournalCtx,
+    inner: &Wal,
+    region: &dyn Region,
+    id: u64,
+    ring: u64,
+    watermark: u64,
+    head: u64,
+    file_fcc: u64,
+) -> Result<(u64, u64, u64)> {
+    let ps = ctx.db.page_size;
+    let rpath = region_path(ctx);
+    let skip_sum = ctx.config.mutant() == Mutant::ReplayPastBadChecksum;
+    let read = |pos: u64, buf: &mut [u8]| -> Result<()> {
+        let mut done = 0;
+        for (off, n) in ring_pieces(ring, pos, buf.len()) {
+            if n > 0 {
+                region
+                    .read(off, &mut buf[done..done + n])
+                    .map_err(io_err("region", &rpath))?;
+                done += n;
+            }
+        }
+        Ok(())
+    };
+    let (mut pos, mut expect, mut replayed) = (head, watermark + 1, 0u64);
+    let mut page = vec![0u8; ps];
+    loop {
+        let used = pos - head;
+        if used + REC_HDR as u64 > ring {
+            break;
+        }
+        let mut hdr = [0u8; REC_HDR];
+        read(pos, &mut hdr)?;
+        let (seq, len) = (get_u64(&hdr, 0), get_u32(&hdr, 8) as u64);
+        if seq != expect || used + REC_HDR as u64 + len > ring {
+            break;
+        }
+        let mut payload = vec![0u8; len as usize];
+        read(pos + REC_HDR as u64, &mut payload)?;
+        if record_sum(id, &hdr, &payload) != get_u32(&hdr, 12) && !skip_sum {
+            break;
+        }
+        if seq > file_fcc {
+            let redo = decode_payload(&payload, ps).map_err(|reason| Error::CorruptJournal {
+                path: rpath.clone(),
+                reason: format!("record {seq}: {reason}"),
+            })?;
+            let mut pages = Vec::with_capacity(redo.pages.len());
+            for (pgno, runs) in &redo.pages {
+                // The same bases as `commit` diffed against (page 0 whole, from zeros).
+                if *pgno < redo.old_page_count && *pgno != 0 {
+                    inner.read_page(*pgno, &mut page)?;
+                } else {
+                    page.fill(0);
+                }
+                for (off, bytes) in runs {
+                    page[*off..*off + bytes.len()].copy_from_slice(bytes);
+                }
+                pages.push((*pgno, PageRef::from(page.clone())));
+            }
+            inner.commit(&CommitBatch {
+                tid: seq,
+                pages: &pages,
+                originals: &[],
+                old_page_count: redo.old_page_count,
+                new_page_count: redo.new_page_count,
+                restamp: &[],
+                discard: &[],
+            })?;
+            replayed += 1;
+        }
+        pos += REC_HDR as u64 + len;
+        expect += 1;
+    }
+    Ok((expect - 1, pos, replayed))
+}
+
+fn side_path_of(ctx: &JournalCtx) -> PathBuf {
+    ctx.side_path("nvlog")
+}
+
+/// The database's identity: read from `<db>-nvlog`, or drawn and written there (synced,
+/// with its directory) before any region uses it.
+fn identity(ctx: &JournalCtx) -> Result<u64> {
+    let path = side_path_of(ctx);
+    let vfs = &ctx.vfs;
+    if vfs.exists(&path).map_err(io_err("stat", &path))? {
+        let f = vfs
+            .open(&path, OpenOptions::default())
+            .map_err(io_err("open", &path))?;
+        let mut b = [0u8; 20];
+        let n = super::util::read_up_to(&*f, &mut b, 0).map_err(io_err("read", &path))?;
+        if n == 20 && b[0..8] == ID_MAGIC && crc32c::crc32c(&b[..16]) == get_u32(&b, 16) {
+            return Ok(get_u64(&b, 8));
+        }
+        // Torn: it was never synced, so no region was created with it.
+    }
+    let id = vfs.nonce(0x4e56_4944).max(1);
+    let mut b = [0u8; 20];
+    b[0..8].copy_from_slice(&ID_MAGIC);
+    b[8..16].copy_from_slice(&id.to_le_bytes());
+    let crc = crc32c::crc32c(&b[..16]);
+    b[16..20].copy_from_slice(&crc.to_le_bytes());
+    let f = vfs
+        .open(
+            &path,
+            OpenOptions {
+                create: true,
+                ..Default::default()
+            },
+        )
+        .map_err(io_err("open", &path))?;
+    f.write_at(&b, 0).map_err(io_err("write", &path))?;
+    f.sync_data().map_err(io_err("fdatasync", &path))?;
+    let dir = ctx.dir();
+    vfs.sync_dir(&dir).map_err(io_err("sync_dir", &dir))?;
+    Ok(id)
+}
+
+impl Journal for NvlogJournal {
+    fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
+        let hit = {
+            let ov = self.core.overlay.read().unwrap_or_else(|e| e.into_inner());
+            ov.get(&pgno).map(|(_, p)| p.clone())
+        };
+        match hit {
+            Some(p) if p.len() == buf.len() => {
+                buf.copy_from_slice(&p);
+                Ok(())
+            }
+            Some(p) => Err(Error::InvalidArgument(format!(
+                "read of page {pgno} into {} bytes, page size {}",
+                buf.len(),
+                p.len()
+            ))),
+            None => self.core.inner.read_page(pgno, buf),
+        }
+    }
+
+    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
+        let core = &*self.core;
+        let ps = core.ctx.db.page_size;
+        check_batch(batch, ps, false)?;
+        {
+            let s = core.lock_state()?;
+            if batch.tid != s.last_seq + 1 {
+                return Err(Error::InvalidArgument(format!(
+                    "nvlog commit of tid {} after {}: tids must be consecutive",
+                    batch.tid, s.last_seq
+                )));
+            }
+        }
+        let payload = encode_payload(batch, &mut |pgno| {
+            // Page 0 is logged whole: the WAL's checkpoint stamps the FCC into the file's
+            // copy, so the file's page 0 may differ from the pager's committed image in
+            // bytes no diff against that image would cover.
+            if pgno >= batch.old_page_count || pgno == 0 {
+                return Ok(None);
+            }
+            // `originals` is sorted by page number; a page missing from it is read (the
+            // overlay or the file holds its committed image).
+            match batch.originals.binary_search_by_key(&pgno, |(p, _)| *p) {
+                Ok(i) => Ok(Some(batch.originals[i].1.clone())),
+                Err(_) => {
+                    let mut b = vec![0u8; ps];
+                    self.read_page(pgno, &mut b)?;
+                    Ok(Some(PageRef::from(b)))
+                }
+            }
+        })?;
+        let rec_len = REC_HDR + payload.len();
+        if rec_len as u64 > core.ring {
+            return core.commit_direct(batch);
+        }
+        let mut hdr = [0u8; REC_HDR];
+        hdr[0..8].copy_from_slice(&batch.tid.to_le_bytes());
+        hdr[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        let sum = record_sum(core.id, &hdr, &payload);
+        hdr[12..16].copy_from_slice(&sum.to_le_bytes());
+        let (fill, waiting) = loop {
+            {
+                let mut s = core.lock_state()?;
+                if core.ring - (s.tail - s.head) >= rec_len as u64 {
+                    let pos = s.tail;
+                    core.ring_write(pos, &hdr)?;
+                    core.ring_write(pos + REC_HDR as u64, &payload)?;
+                    s.tail += rec_len as u64;
+                    s.last_seq = batch.tid;
+                    let end = s.tail;
+                    s.pending.push_back(Arc::new(Pending {
+                        seq: batch.tid,
+                        end,
+                        pages: batch.pages.to_vec(),
+                        old_page_count: batch.old_page_count,
+                        new_page_count: batch.new_page_count,
+                    }));
+                    {
+                        let mut ov = core.overlay.write().unwrap_or_else(|e| e.into_inner());
+                        for (pgno, img) in batch.pages {
+                            ov.insert(*pgno, (batch.tid, img.clone()));
+                        }
+                        // Pages past a shrunken page count are not committed any more.
+                        ov.retain(|p, _| *p < batch.new_page_count);
+                    }
+                    break (s.tail - s.head, s.pending.len());
+                }
+            }
+            // The ring is full: wait for (or be) the flusher.
+            core.flush()?;
+        };
+        if fill >= core.ring / 4 || waiting >= MAX_PENDING {
+            match core.mode {
+                NvlogFlush::Inline => core.flush()?,
+                NvlogFlush::Background => core.wake.notify_all(),
+            }
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&self) -> Result<()> {
+        self.core.flush()?;
+        self.core.inner.checkpoint()
+    }
+
+    fn close(&self) -> Result<()> {
+        self.stop_flusher();
+        {
+            let s = self.core.state.lock().unwrap_or_else(|e| e.into_inner());
+            if s.closed {
+                return Ok(());
+            }
+        }
+        self.core.flush()?;
+        self.core.inner.close()?;
+        self.core
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .closed = true;
+        // Everything is in the file: the region has nothing left to vouch for.
+        match self.core.ctx.vfs.delete_region(&self.core.region_path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_err("delete region", &self.core.region_path)(e)),
+        }
+    }
+
+    fn log_frames(&self) -> u64 {
+        self.core.inner.log_frames()
+    }
+
+    fn durable_tid(&self) -> Option<u64> {
+        let s = self.core.state.lock().unwrap_or_else(|e| e.into_inner());
+        Some(s.watermark)
+    }
+}
+
+impl Drop for NvlogJournal {
+    fn drop(&mut self) {
+        self.stop_flusher();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch_of<'a>(
+        pages: &'a [(Pgno, PageRef)],
+        originals: &'a [(Pgno, PageRef)],
+        old: u32,
+        new: u32,
+    ) -> CommitBatch<'a> {
+        CommitBatch {
+            tid: 7,
+            pages,
+            originals,
+            old_page_count: old,
+            new_page_count: new,
+            restamp: &[],
+            discard: &[],
+        }
+    }
+
+    /// Apply a decoded record to `bases` the way replay does.
+    fn rebuild(payload: &[u8], ps: usize, bases: &HashMap<Pgno, Vec<u8>>) -> Vec<(Pgno, Vec<u8>)> {
+        let redo = decode_payload(payload, ps).unwrap();
+        redo.pages
+            .iter()
+            .map(|(pgno, runs)| {
+                let mut p = if *pgno < redo.old_page_count && *pgno != 0 {
+                    bases[pgno].clone()
+                } else {
+                    vec![0; ps]
+                };
+                for (off, b) in runs {
+                    p[*off..*off + b.len()].copy_from_slice(b);
+                }
+                (*pgno, p)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn redo_rebuilds_every_page_from_its_base() {
+        let ps = 512;
+        let mut x = 0x1234_5678u64;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..50 {
+            let old: Vec<u8> = (0..ps).map(|_| rnd() as u8).collect();
+            let mut new = old.clone();
+            for _ in 0..(round % 7) {
+                let at = rnd() as usize % ps;
+                let len = (rnd() as usize % 40).min(ps - at);
+                for b in &mut new[at..at + len] {
+                    *b = rnd() as u8;
+                }
+            }
+            let fresh: Vec<u8> = (0..ps)
+                .map(|i| if i % 3 == 0 { rnd() as u8 } else { 0 })
+                .collect();
+            let header: Vec<u8> = (0..ps).map(|_| rnd() as u8).collect();
+            let pages: Vec<(Pgno, PageRef)> = vec![
+                (0, PageRef::from(header.clone())),
+                (1, PageRef::from(new.clone())),
+                (3, PageRef::from(fresh.clone())),
+            ];
+            let originals = vec![
+                (0, PageRef::from(vec![9u8; ps])),
+                (1, PageRef::from(old.clone())),
+            ];
+            let b = batch_of(&pages, &originals, 2, 4);
+            let payload = encode_payload(&b, &mut |pgno| {
+                Ok((pgno != 0 && pgno < 2).then(|| PageRef::from(old.clone())))
+            })
+            .unwrap();
+            let bases = HashMap::from([(1, old.clone())]);
+            let got = rebuild(&payload, ps, &bases);
+            assert_eq!(got, vec![(0, header), (1, new.clone()), (3, fresh)]);
+            if new == old {
+                // An unchanged page costs its 8-byte entry and nothing more.
+                assert!(payload.len() < 12 + 8 + ps + 8 + 8 + ps + 8 * 200);
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_payloads_are_refused_not_panicked_on() {
+        let ps = 512;
+        let pages = vec![(1, PageRef::from(vec![7u8; ps]))];
+        let b = batch_of(&pages, &[], 1, 2);
+        let good = encode_payload(&b, &mut |_| Ok(None)).unwrap();
+        assert!(decode_payload(&good, ps).is_ok());
+        for cut in 0..good.len() {
+            assert!(decode_payload(&good[..cut], ps).is_err(), "cut {cut}");
+        }
+        for i in 0..24 {
+            let mut bad = good.clone();
+            bad[i] ^= 0xFF;
+            let _ = decode_payload(&bad, ps); // must not panic
+        }
+        let mut past = good.clone();
+        past[12..16].copy_from_slice(&5u32.to_le_bytes()); // pgno past the page count
+        assert!(decode_payload(&past, ps).is_err());
+    }
+
+    #[test]
+    fn a_torn_watermark_slot_falls_back_to_the_other() {
+        let a = encode_slot(10, 4000, 3);
+        let b = encode_slot(12, 4800, 4);
+        assert_eq!(decode_slot(&a), Some((10, 4000, 3)));
+        let mut torn = b;
+        torn[0..8].copy_from_slice(&99u64.to_le_bytes());
+        assert_eq!(decode_slot(&torn), None);
+        let newest = [a, torn]
+            .iter()
+            .filter_map(|s| decode_slot(s))
+            .max_by_key(|s| s.2);
+        assert_eq!(newest, Some((10, 4000, 3)));
+        assert_eq!(
+            decode_slot(&[0u8; SLOT_LEN]),
+            None,
+            "a zero slot is no slot"
+        );
+    }
+
+    #[test]
+    fn the_region_header_round_trips_and_rejects_damage() {
+        let h = encode_header(&RegionHeader {
+            id: 0xABCD,
+            ring: 1 << 20,
+            page_size: 4096,
+        });
+        let d = decode_header(&h).unwrap();
+        assert_eq!((d.id, d.ring, d.page_size), (0xABCD, 1 << 20, 4096));
+        for i in 0..HDR_LEN {
+            let mut bad = h;
+            bad[i] ^= 1;
+            assert!(decode_header(&bad).is_none(), "byte {i}");
+        }
+    }
+
+    #[test]
+    fn the_default_region_is_under_dev_shm_and_depends_on_the_path() {
+        let a = default_region_path(Path::new("/data/a.db"));
+        let b = default_region_path(Path::new("/data/b.db"));
+        assert!(a.starts_with("/dev/shm") && b.starts_with("/dev/shm"));
+        assert_ne!(a, b);
+        assert_eq!(a, default_region_path(Path::new("/data/a.db")));
+    }
+}
