@@ -571,7 +571,8 @@ pub fn fig6_table(r: &Report, rows: &[Fig6Row], ops: Fig6Ops, warmup: u64) -> St
     out
 }
 
-fn push_cells(out: &mut String, cells: &[Vec<String>]) {
+/// Append `cells` as aligned text rows: the first column left-aligned, the rest right.
+pub(crate) fn push_cells(out: &mut String, cells: &[Vec<String>]) {
     let cols = cells.iter().map(Vec::len).max().unwrap_or(0);
     let width: Vec<usize> = (0..cols)
         .map(|i| {

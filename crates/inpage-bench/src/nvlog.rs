@@ -345,24 +345,7 @@ pub fn table(r: &NvlogReport) -> String {
             cell(x.cpu_us, 0),
         ]);
     }
-    let width: Vec<usize> = (0..head.len())
-        .map(|i| cells.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    for r in &cells {
-        let line: Vec<String> = r
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                if i == 3 || i == 0 || i == 2 {
-                    format!("{c:<w$}", w = width[i])
-                } else {
-                    format!("{c:>w$}", w = width[i])
-                }
-            })
-            .collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
+    crate::mvbt::push_cells(&mut out, &cells);
     out
 }
 
