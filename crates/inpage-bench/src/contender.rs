@@ -51,6 +51,14 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
         c.cache_pages(256).cache_spill(false)
     }),
     ("ips-c256", JournalMode::IPS, |c| c.cache_pages(256)),
+    // nvlog's batch size: a flush starts when a quarter of the ring is filled (or 1,024
+    // commits wait, or 20 ms passed); the default ring is 4 MiB.
+    ("nvlog-ring64k", JournalMode::NVLOG, |c| {
+        c.nvlog_ring_bytes(64 << 10)
+    }),
+    ("nvlog-ring512k", JournalMode::NVLOG, |c| {
+        c.nvlog_ring_bytes(512 << 10)
+    }),
     ("ips-c256-nospill", JournalMode::IPS, |c| {
         c.cache_pages(256).cache_spill(false)
     }),
