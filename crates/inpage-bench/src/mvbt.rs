@@ -141,20 +141,25 @@ impl Fig6Plan {
 }
 
 /// Distinct positive random keys (the full 63-bit range: an 8-byte key).
-struct KeyGen {
-    rng: SplitMix64,
+pub(crate) struct KeyGen {
+    pub(crate) rng: SplitMix64,
     used: HashSet<i64>,
 }
 
 impl KeyGen {
     fn new(seed: u64) -> KeyGen {
+        KeyGen::with_rng(SplitMix64::new(seed ^ 0x6d76_6274_f16e_0006))
+    }
+
+    /// Keys drawn from `rng` (which the caller may go on using through `rng`).
+    pub(crate) fn with_rng(rng: SplitMix64) -> KeyGen {
         KeyGen {
-            rng: SplitMix64::new(seed ^ 0x6d76_6274_f16e_0006),
+            rng,
             used: HashSet::new(),
         }
     }
 
-    fn fresh(&mut self) -> i64 {
+    pub(crate) fn fresh(&mut self) -> i64 {
         loop {
             let k = (self.rng.next_u64() >> 1) as i64;
             if k > 0 && self.used.insert(k) {

@@ -20,7 +20,6 @@
 //! - Rounds rotate the contender order (`runner::rotation`); each trial runs on a fresh
 //!   directory.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::contender::{self, Contender};
 use crate::lab::check_interrupted;
+use crate::mvbt::KeyGen;
 use crate::report::median;
 use crate::runner::{guarded, probe, rotation, sample, Session};
 use crate::workload::{Op, SplitMix64};
@@ -92,22 +92,11 @@ impl Plan {
     }
 }
 
-fn random_keys(rng: &mut SplitMix64, n: u64) -> Vec<i64> {
-    let mut used = HashSet::new();
-    let mut out = Vec::with_capacity(n as usize);
-    while out.len() < n as usize {
-        let k = (rng.next_u64() >> 1) as i64;
-        if k > 0 && used.insert(k) {
-            out.push(k);
-        }
-    }
-    out
-}
-
 /// `txns` records of `size` bytes under sequential (1, 2, …) or random distinct keys.
 pub fn records_plan(size: usize, txns: u64, random: bool, seed: u64) -> Plan {
-    let keys = if random {
-        random_keys(&mut SplitMix64::new(seed ^ 0x6e76_6c6f_6700_0001), txns)
+    let keys: Vec<i64> = if random {
+        let mut g = KeyGen::with_rng(SplitMix64::new(seed ^ 0x6e76_6c6f_6700_0001));
+        (0..txns).map(|_| g.fresh()).collect()
     } else {
         (1..=txns as i64).collect()
     };
@@ -121,11 +110,11 @@ pub fn records_plan(size: usize, txns: u64, random: bool, seed: u64) -> Plan {
 
 /// `txns` puts of 100..=1600-byte records under random distinct keys.
 pub fn kv_plan(txns: u64, seed: u64) -> Plan {
-    let mut rng = SplitMix64::new(seed ^ 0x6e76_6c6f_6700_0002);
-    let keys = random_keys(&mut rng, txns);
+    let mut g = KeyGen::with_rng(SplitMix64::new(seed ^ 0x6e76_6c6f_6700_0002));
+    let keys: Vec<i64> = (0..txns).map(|_| g.fresh()).collect();
     let commits = keys
         .into_iter()
-        .map(|k| (k, 100 + rng.below(1501) as usize))
+        .map(|k| (k, 100 + g.rng.below(1501) as usize))
         .collect();
     Plan {
         workload: "kv",
@@ -410,6 +399,7 @@ pub fn run(a: &NvlogArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     #[test]
     fn plans_are_deterministic_and_every_key_is_new() {
