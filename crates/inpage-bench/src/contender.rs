@@ -62,6 +62,14 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     ("ips-c256-nospill", JournalMode::IPS, |c| {
         c.cache_pages(256).cache_spill(false)
     }),
+    // DHL's ordered commit of large transactions turned off: every transaction counts,
+    // and a crash in a large one is recovered by reading its pages.
+    ("dhl-cc-counting", JournalMode::DHL_CC, |c| {
+        c.dhl_ordered_commit_pages(0)
+    }),
+    ("ls-mvbt-counting", JournalMode::LS_MVBT, |c| {
+        c.dhl_ordered_commit_pages(0)
+    }),
 ];
 
 /// Variants run only when named: settings for one experiment, not for every comparison.
@@ -70,6 +78,8 @@ pub const NAMED_ONLY: &[&str] = &[
     "dhl-cc-c256-nospill",
     "ips-c256",
     "ips-c256-nospill",
+    "dhl-cc-counting",
+    "ls-mvbt-counting",
 ];
 
 /// SQLite journal settings, as Mobibench and the apps use them.

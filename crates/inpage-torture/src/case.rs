@@ -14,11 +14,13 @@
 //!
 //! ```text
 //! mode=dhl-cc;wl=mixed;k=8;txns=24;wseed=17;ps=512;chunk=8;ckpt=40;region=2;spill=3;
-//! steps=27;cut=123,40,9;crash=power:991,power:5,power:77;model=lose+reorder+tear;
+//! ordered=4;steps=27;cut=123,40,9;crash=power:991,power:5,power:77;model=lose+reorder+tear;
 //! rcut=-,7,-;aim=u,t,u;fault=-;mutant=none
 //! ```
 //!
 //! - `spill`: the spill limit of modes that steal (`-`, or absent in older specs: off).
+//! - `ordered`: the DHL ordered-commit threshold in pages (`-`, or absent in older specs:
+//!   the engine's default).
 //! - `steps`: how many workload steps run in all (a prefix of the generated list).
 //! - `cut`: power-cut op index (`-` = none: the stage runs to its end, e.g. fault
 //!   cases). Stage 1 counts from the creating open; later stages from the end of the
@@ -185,7 +187,7 @@ impl Case {
     pub fn spec(&self) -> String {
         let w = &self.workload;
         format!(
-            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};region={};spill={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
+            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};region={};spill={};ordered={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
             self.mode.name(),
             w.kind.name(),
             w.ops_per_txn,
@@ -196,6 +198,7 @@ impl Case {
             self.params.wal_autocheckpoint,
             self.params.intent_region,
             opt(self.params.spill.map(u64::from)),
+            opt(self.params.ordered.map(u64::from)),
             self.steps,
             list(&self.stages, |s| opt(s.cut)),
             list(&self.stages, |s| match s.crash {
@@ -224,9 +227,10 @@ impl Case {
                 return Err(format!("replay spec: {k:?} given twice"));
             }
         }
-        const KNOWN: [&str; 19] = [
-            "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "region", "spill", "steps",
-            "cut", "crash", "model", "rcut", "aim", "fault", "mutant", "broken",
+        const KNOWN: [&str; 20] = [
+            "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "region", "spill",
+            "ordered", "steps", "cut", "crash", "model", "rcut", "aim", "fault", "mutant",
+            "broken",
         ];
         if let Some(k) = fields.keys().find(|k| !KNOWN.contains(k)) {
             return Err(format!(
@@ -354,6 +358,11 @@ impl Case {
                     None | Some("-") => None,
                     Some("0") => return Err("replay spec: spill must be at least 1, or -".into()),
                     Some(_) => Some(small("spill")?),
+                },
+                // Specs from before the field replay with the engine's default.
+                ordered: match fields.get("ordered").copied() {
+                    None | Some("-") => None,
+                    Some(_) => Some(small("ordered")?),
                 },
             },
             steps: num("steps")? as usize,

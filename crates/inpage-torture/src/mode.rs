@@ -50,6 +50,10 @@ pub struct DbParams {
     /// Modes that steal: the spill limit in pages (small, so most multi-page transactions
     /// spill and cuts land inside stealing transactions); None: spilling off.
     pub spill: Option<u32>,
+    /// DHL modes: the ordered-commit threshold in pages (small, so transactions that
+    /// write page 0 often commit in order and cuts land in them); None: the engine's
+    /// default, which the torture's transactions rarely reach.
+    pub ordered: Option<u32>,
 }
 
 impl Mode {
@@ -186,6 +190,9 @@ impl Mode {
             .wal_autocheckpoint(p.wal_autocheckpoint);
         if self.journal.capabilities().intent_map {
             c = c.dhl_intent_region_pages(p.intent_region);
+            if let Some(n) = p.ordered {
+                c = c.dhl_ordered_commit_pages(n);
+            }
         }
         if self.journal.capabilities().region_backed {
             // Flushes at the fill threshold on the committing thread, so a replayed case
@@ -224,6 +231,8 @@ impl DbParams {
             intent_region: [1, 2, 4][r.below(3) as usize],
             // Drawn last, so the parameters above stay what they were for each seed.
             spill: [None, Some(1), Some(3), Some(8)][r.below(4) as usize],
+            // Drawn after `spill`, for the same reason.
+            ordered: [None, Some(2), Some(4)][r.below(3) as usize],
         }
     }
 }

@@ -161,7 +161,8 @@ pub struct ModeReport {
     /// Cases in which an injected fault actually fired (I/O-error runs).
     pub faults_fired: u64,
     /// Cases in which a recovery rolled back versions a stealing transaction spilled
-    /// before its commit: the cut landed inside that transaction.
+    /// before its commit, or a large transaction from page 0 alone (DHL's ordered commit,
+    /// which every stealing transaction takes): the cut landed inside that transaction.
     pub stealing: u64,
     pub violations: Vec<Violation>,
 }
@@ -309,7 +310,7 @@ pub fn run_torture(
                     String::new()
                 },
                 if mode.journal.capabilities().steals {
-                    format!(" in-stealing-txn={}", mr.stealing)
+                    format!(" in-large-txn={}", mr.stealing)
                 } else {
                     String::new()
                 },

@@ -37,10 +37,13 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 16] = [
+const BUDGETS: [Budget; 18] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
-        modes: &["dhl-tc", "delete", "truncate", "persist"],
+        // The counting modes through their ordered commit of large transactions.
+        modes: &[
+            "dhl-tc", "delete", "truncate", "persist", "dhl-cc", "ls-mvbt",
+        ],
         sequences: 100,
         at_least: 1,
         args: plain,
@@ -130,9 +133,11 @@ const BUDGETS: [Budget; 16] = [
     },
     Budget {
         mutant: Mutant::SpillNotRestamped,
-        // Not `dhl-tc`: its commit mark is the header slot, and txn_size never votes.
+        // Not `dhl-tc`: its commit mark is the header slot, and txn_size never votes; the
+        // counting modes' ordered commits do the same, so only their smaller spilling
+        // transactions can show it (hence more sequences).
         modes: &["dhl-cc", "dhl-cc-header", "ips", "ips-header"],
-        sequences: 100,
+        sequences: 300,
         at_least: 1,
         args: plain,
     },
@@ -177,6 +182,22 @@ const BUDGETS: [Budget; 16] = [
         mutant: Mutant::ReplayPastBadChecksum,
         modes: &["nvlog"],
         sequences: 200,
+        at_least: 1,
+        args: plain,
+    },
+    // Found when a counting commit is covered by an ordered area (no marking write),
+    // completes, and a later cut makes recovery read the area again.
+    Budget {
+        mutant: Mutant::OrderedAreaKept,
+        modes: &["dhl-cc", "ls-mvbt", "ips"],
+        sequences: 800,
+        at_least: 1,
+        args: plain,
+    },
+    Budget {
+        mutant: Mutant::DeferredNotInvalidated,
+        modes: &["dhl-cc", "ls-mvbt", "ips", "mvbt"],
+        sequences: 100,
         at_least: 1,
         args: plain,
     },
@@ -348,4 +369,14 @@ fn sequence_violation_shrinks_and_replays() {
     };
     let r = run_torture(&replay, &mut Vec::new(), false).unwrap();
     assert_eq!((r.crashes(), r.violations()), (1, 1));
+}
+
+#[test]
+fn mutant_ordered_area_kept() {
+    find(Mutant::OrderedAreaKept);
+}
+
+#[test]
+fn mutant_deferred_not_invalidated() {
+    find(Mutant::DeferredNotInvalidated);
 }

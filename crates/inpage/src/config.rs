@@ -180,6 +180,16 @@ impl Config {
         self.journal.dhl_intent_region_pages = Some(n);
         self
     }
+    /// DHL counting commit (`dhl-cc`, `ips`, the MVBT modes): a transaction that writes
+    /// at least `n` pages, page 0 among them, commits in order: its other pages, a sync,
+    /// then its header slot in page 0 and a second sync (default 64; 0 never). It pays one
+    /// flush more, and in return a crash is recovered from page 0 alone: an unfinished
+    /// such transaction is rolled back without reading its pages, whose versions are
+    /// invalidated before the next write instead (`docs/DHL-DESIGN.md`).
+    pub fn dhl_ordered_commit_pages(mut self, n: u32) -> Self {
+        self.journal.dhl_ordered_commit_pages = Some(n);
+        self
+    }
     /// nvlog: the region file. Default `/dev/shm/inpage-<hash of the database path>-nvlog`,
     /// which survives a process crash but not a reboot or power cut; a file on a
     /// persistent-memory (DAX) mount makes acknowledged commits survive power loss too.
@@ -261,6 +271,11 @@ impl Config {
         if self.journal.dhl_intent_region_pages.is_some() && !mode.capabilities().intent_map {
             return Err(Error::Config(format!(
                 "dhl_intent_region_pages is set, but journal mode {mode} keeps no write-intent map"
+            )));
+        }
+        if self.journal.dhl_ordered_commit_pages.is_some() && !mode.capabilities().intent_map {
+            return Err(Error::Config(format!(
+                "dhl_ordered_commit_pages is set, but journal mode {mode} keeps no write-intent map"
             )));
         }
         let nvlog_set = self.journal.nvlog_region.is_some()

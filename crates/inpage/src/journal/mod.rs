@@ -367,6 +367,9 @@ pub struct JournalConfig {
     /// 4). Smaller regions bound crash recovery's scan more tightly and cost a marking
     /// flush more often.
     pub dhl_intent_region_pages: Option<u32>,
+    /// DHL counting commit: a transaction writing at least this many pages, page 0 among
+    /// them, commits in order (None: 64; see `Config::dhl_ordered_commit_pages`).
+    pub dhl_ordered_commit_pages: Option<u32>,
     /// nvlog: the region file (None: `/dev/shm/inpage-<hash of the database path>-nvlog`,
     /// which survives the process but not the machine). Name a file on a DAX mount for
     /// commits that survive power loss.
@@ -392,7 +395,8 @@ pub enum Mutant {
     #[default]
     None,
     /// No sync before the commit mark: rollback modes overwrite the database while the
-    /// journal is volatile; `dhl-tc` writes the header slot before its pages are durable.
+    /// journal is volatile; `dhl-tc`, and the ordered commit of the counting modes, write
+    /// the header slot before the other pages are durable.
     NoSyncBeforeMark,
     /// No sync at commit: `dhl-cc`/`dhl-cc-header`/`dhl-tc`, `wal` (FULL) and `waldio` acknowledge
     /// with the commit's writes still volatile.
@@ -440,11 +444,20 @@ pub enum Mutant {
     /// NVLOG: recovery replays region records past one whose checksum fails (a torn
     /// record of an unacknowledged commit), applying garbage.
     ReplayPastBadChecksum,
+    /// DHL: an ordered intent area counts as covering a counting commit (after recovery
+    /// rolled back an ordered transaction from page 0 it also stays the in-memory area), so
+    /// that commit writes no marking write and the area keeps saying its tid never
+    /// committed.
+    OrderedAreaKept,
+    /// DHL: the versions of an ordered transaction recovery rolled back from page 0 are
+    /// never invalidated on disk, to be confused with the next transaction reusing the
+    /// tid.
+    DeferredNotInvalidated,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 16] = [
+    pub const ALL: [Mutant; 18] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -461,6 +474,8 @@ impl Mutant {
         Mutant::UnsyncedCheckpoint,
         Mutant::WatermarkBeforeSync,
         Mutant::ReplayPastBadChecksum,
+        Mutant::OrderedAreaKept,
+        Mutant::DeferredNotInvalidated,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -483,6 +498,8 @@ impl Mutant {
             Mutant::UnsyncedCheckpoint => "unsynced-checkpoint",
             Mutant::WatermarkBeforeSync => "watermark-before-sync",
             Mutant::ReplayPastBadChecksum => "replay-past-bad-checksum",
+            Mutant::OrderedAreaKept => "ordered-area-kept",
+            Mutant::DeferredNotInvalidated => "deferred-not-invalidated",
         }
     }
 
@@ -534,6 +551,7 @@ impl Default for JournalConfig {
             wal_prealloc: false,
             dhl_direct: DirectWrites::Auto,
             dhl_intent_region_pages: None,
+            dhl_ordered_commit_pages: None,
             nvlog_region: None,
             nvlog_ring_bytes: None,
             nvlog_flush: NvlogFlush::default(),
@@ -654,6 +672,10 @@ pub struct RecoveryReport {
     pub spilled_rolled_back: u64,
     /// nvlog: commits replayed from the region's records (past what the file held).
     pub region_records: u64,
+    /// DHL: the rolled-back transaction committed in order and was rolled back from page 0
+    /// alone; its versions are invalidated at the start of the next write (commit, spill
+    /// or clean close), so `rolled_back_pages` is unknown.
+    pub deferred: bool,
 }
 
 impl RecoveryReport {
@@ -673,6 +695,9 @@ impl RecoveryReport {
                 None => "roll back the last transaction".to_string(),
             };
             let how = match self.rolled_back_pages {
+                None if self.deferred => " (a large transaction, rolled back from page 0 alone; \
+                    its versions are invalidated before the next write)"
+                    .to_string(),
                 Some((found, _)) if self.spilled_rolled_back > 0 => format!(
                     " ({found} versions on disk, {} of them spilled before its commit; invalidated)",
                     self.spilled_rolled_back

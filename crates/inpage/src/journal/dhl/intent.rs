@@ -27,6 +27,16 @@
 //!   pages were written), so its claim still holds.
 //! - An area that fails its crc (a file written before areas existed, or damage) claims
 //!   nothing: recovery scans the whole file.
+//! - An *ordered* area (flag byte `ORDERED_AT`) adds a second claim: transaction
+//!   `base + 1` commits in order, its header slot in page 0 written only after its other
+//!   pages are synced. The marking write that sets it is synced before any page of that
+//!   transaction, and the ordered commit gives its own new slot `base = tid` (no version
+//!   lies above it once that slot is on disk). So while an ordered area belongs to the
+//!   newest valid slot, no header slot carries `base + 1`, and that transaction did not
+//!   commit: recovery rolls it back from page 0 alone, and the versions it left lie in
+//!   the marked regions. (A build that predates the flag sees a nonzero reserved byte,
+//!   takes the area as claiming nothing and scans the whole file: still correct, since
+//!   the ordered commit is also a complete counting commit.)
 //!
 //! Cost: a flush when a commit touches a region not yet marked. Marks accumulate (no write
 //! while a working set stays inside marked regions) up to `CAP` regions; past that — or
@@ -42,6 +52,8 @@ pub(super) const AREA_AT: usize = 256;
 /// Bytes of one area; both fit below byte 508 (the trailer of a 512-byte page 0).
 pub(super) const AREA: usize = 124;
 const COUNT_AT: usize = 9;
+/// The ordered flag (0 or 1); the byte after it is reserved (zero).
+const ORDERED_AT: usize = 10;
 const LIST_AT: usize = 12;
 const CRC_AT: usize = AREA - 4;
 /// Regions one area can list.
@@ -70,6 +82,8 @@ pub(super) struct Intent {
     /// Every version above this tid lies in a marked region.
     pub base: u64,
     pub shift: u8,
+    /// Transaction `base + 1` commits in order (module notes).
+    pub ordered: bool,
     /// Marked regions, sorted, without duplicates, at most `ENTRIES`.
     regions: Vec<u32>,
 }
@@ -80,6 +94,7 @@ impl Intent {
         Intent {
             base,
             shift,
+            ordered: false,
             regions: Vec::new(),
         }
     }
@@ -140,7 +155,7 @@ impl Intent {
             return None;
         }
         let (shift, count) = (a[8], a[COUNT_AT] as usize);
-        if shift > 31 || count > ENTRIES || a[COUNT_AT + 1..LIST_AT].iter().any(|&b| b != 0) {
+        if shift > 31 || count > ENTRIES || a[ORDERED_AT] > 1 || a[ORDERED_AT + 1] != 0 {
             return None;
         }
         let regions: Vec<u32> = (0..count).map(|i| get_u32(a, LIST_AT + 4 * i)).collect();
@@ -150,6 +165,7 @@ impl Intent {
         Some(Intent {
             base: get_u64(a, 0),
             shift,
+            ordered: a[ORDERED_AT] == 1,
             regions,
         })
     }
@@ -162,6 +178,7 @@ impl Intent {
         put_u64(a, 0, self.base);
         a[8] = self.shift;
         a[COUNT_AT] = self.regions.len() as u8;
+        a[ORDERED_AT] = u8::from(self.ordered);
         for (i, &r) in self.regions.iter().enumerate() {
             put_u32(a, LIST_AT + 4 * i, r);
         }
@@ -188,6 +205,14 @@ mod tests {
         i.encode(&mut p, 1);
         assert_eq!(Intent::decode(&p, 1), Some(i.clone()));
         assert_eq!(Intent::decode(&p, 0), None);
+        let o = Intent {
+            ordered: true,
+            ..i.clone()
+        };
+        let mut q = p.clone();
+        o.encode(&mut q, 1);
+        assert_eq!(Intent::decode(&q, 1), Some(o));
+        assert_ne!(q, p, "the flag is stored");
         for byte in AREA_AT + AREA..AREA_AT + 2 * AREA {
             let mut q = p.clone();
             q[byte] ^= 0x10;

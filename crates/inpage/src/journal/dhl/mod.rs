@@ -22,6 +22,19 @@
 //!   any of its pages, or a clean close; an open that only reads pays no flush), and
 //!   redoing them is harmless, so a crash before that or during recovery is recovered the
 //!   same way.
+//! - *A large transaction commits in order, and its crash is recovered from page 0.* A
+//!   counting-commit transaction of at least `Config::dhl_ordered_commit_pages` pages,
+//!   page 0 among them, first marks its regions in an *ordered* intent area (synced),
+//!   writes its other pages, syncs, and only then writes page 0 with its header slot,
+//!   and syncs again. Its pages still carry `(tid, txn_size)` and page 0 still votes, so
+//!   the vote reaches the same verdict; but while the ordered area belongs to the newest
+//!   slot, that slot being absent already says the transaction did not commit
+//!   (`intent` notes), and recovery settles the FCC without reading another page. The
+//!   versions it left are invalidated, by a scan of the area's regions, and synced at the
+//!   start of the next commit, spill or clean close, before anything reuses the tid or
+//!   replaces the area; until then `read_page` applies the same invalidation to what it
+//!   returns, so the pager's images are what the file will hold. A crash before that
+//!   finds the same area and defers again.
 //! - *Torn writes need no atomic pages.* A version's checksum covers its descriptor, its
 //!   offset array and every byte it references; a page write torn at any sector boundary
 //!   can only leave the new version invalid, which recovery then counts as missing.
@@ -183,6 +196,14 @@ pub(crate) struct DhlJournal {
     marked: AtomicBool,
     /// Whether recovery's invalidations are written but not yet synced.
     recovery_unsynced: AtomicBool,
+    /// An ordered transaction recovery rolled back from page 0 alone (`Recovered::
+    /// deferred`): the area whose regions hold its versions, invalidated on disk (and
+    /// synced) before the next commit, spill or clean close writes anything.
+    deferred: Mutex<Option<Intent>>,
+    /// That transaction's tid while its versions may still be on disk, else 0. Reads hide
+    /// them, with the same invalidation the disk will get, so a page the pager caches now
+    /// is byte for byte what the file holds afterwards (`CommitBatch::originals`).
+    void_tid: AtomicU64,
     /// The intent area of the slot visible at the FCC, as it is on disk (None: that area
     /// is invalid, and the next commit writes a fresh one).
     intent: Mutex<Option<Intent>>,
@@ -203,6 +224,11 @@ pub(crate) struct DhlJournal {
     /// outgrew the area does not pay a marking flush for each of its regions again.
     recent: Mutex<std::collections::VecDeque<Pgno>>,
 }
+
+/// `Config::dhl_ordered_commit_pages` by default: a transaction this large pays one flush
+/// more than its counting commit, beside dozens of page writes, and a crash in it is
+/// recovered without reading its pages.
+const DEFAULT_ORDERED_PAGES: u32 = 64;
 
 /// Pages `DhlJournal::recent` remembers.
 const RECENT_PAGES: usize = 64;
@@ -235,11 +261,23 @@ impl DhlJournal {
                 "DhlJournal opened for mode {mode}, whose pages keep no versions"
             )));
         }
-        let (fcc, report, marked, needs_sync) = recover(&ctx, mode)?;
+        let Recovered {
+            fcc,
+            report,
+            marked,
+            needs_sync,
+            deferred,
+        } = recover(&ctx, mode)?;
+        // An ordered area must not stay on disk once its tid is reused: kept as the
+        // in-memory area, it would cover the next commit's pages and skip the marking
+        // write that replaces it, and a crash would then roll back a complete counting
+        // commit. None makes that write happen.
         let intent = {
             let mut p0 = vec![0u8; ctx.db.page_size];
             ctx.db.read_page(0, &mut p0)?;
-            visible_slot(&p0, fcc).and_then(|(s, _)| Intent::decode(&p0, s))
+            visible_slot(&p0, fcc)
+                .and_then(|(s, _)| Intent::decode(&p0, s))
+                .filter(|i| !i.ordered || ctx.config.mutant() == Mutant::OrderedAreaKept)
         };
         // After recovery, whose few writes go through the page cache.
         let direct = open_direct(
@@ -258,6 +296,8 @@ impl DhlJournal {
                 last_tid: AtomicU64::new(fcc),
                 marked: AtomicBool::new(marked),
                 recovery_unsynced: AtomicBool::new(needs_sync),
+                void_tid: AtomicU64::new(deferred.as_ref().map_or(0, |_| fcc + 1)),
+                deferred: Mutex::new(deferred),
                 intent: Mutex::new(intent),
                 writer: Mutex::new(()),
                 direct,
@@ -291,7 +331,7 @@ fn trusted_mark(page0: &[u8], file_len: u64, ps: usize) -> Option<u64> {
 /// Recovery: the FCC, what was done, whether a clean-shutdown mark was trusted (then
 /// nothing was scanned and the mark is still on disk, to be voided before the next
 /// commit writes), and whether its invalidations still need a sync.
-fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, bool, bool)> {
+fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
     let db = &ctx.db;
     let ps = db.page_size;
     let usable = ps - PAGE_TRAILER;
@@ -306,7 +346,13 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
         db.read_page(0, &mut buf)?;
         // A clean close left nothing to recover: no scan, O(1) pages read.
         if let Some(fcc) = trusted_mark(&buf, file_len, ps) {
-            return Ok((fcc, RecoveryReport::default(), true, false));
+            return Ok(Recovered {
+                fcc,
+                report: RecoveryReport::default(),
+                marked: true,
+                needs_sync: false,
+                deferred: None,
+            });
         }
         for slot in 0..DHL_SLOTS {
             match decode_slot(&buf, slot) {
@@ -349,7 +395,14 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
         .max();
     let intent = newest.and_then(|(_, s)| Intent::decode(&buf, s));
     let base = intent.as_ref().map_or(0, |i| i.base);
+    // An ordered transaction whose header slot is not on disk did not commit (`intent`
+    // notes): the FCC is the newest slot's, found without reading any other page. Its
+    // versions, which lie in the area's regions, are invalidated before the next write
+    // (`DhlJournal::deferred`); until then reads hide them.
+    let ordered_abort = count_votes
+        && matches!((newest, &intent), (Some((f, _)), Some(i)) if i.ordered && i.base >= f);
     let ranges = match &intent {
+        _ if ordered_abort => Vec::new(),
         Some(i) => i.ranges(pages),
         None => vec![(1, pages)],
     };
@@ -522,7 +575,118 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
             fcc + 1
         );
     }
-    for f in &stale {
+    invalidate_stale(db, versions, fcc, &stale)?;
+    // The invalidations (and a cut tail) are made durable before the first write that
+    // could depend on them, not here: `DhlJournal::sync_recovery` runs at the start of the
+    // next commit (before any of its pages, and before a marking write could drop their
+    // regions from the intent map) and before a clean-shutdown mark. Until then a crash
+    // finds the versions again, in regions the map still marks, and recovery redoes the
+    // invalidation. An open that only reads pays no flush.
+    let needs_sync = !stale.is_empty() || torn_tail;
+    if ordered_abort {
+        // What recovery settled on, checked in release builds: the FCC is the newest
+        // slot's, and nothing was found above it to roll back here.
+        assert!(
+            stale.is_empty() && fcc == base,
+            "DHL recovery of ordered transaction {} settled on FCC {fcc}",
+            base + 1
+        );
+    }
+    Ok(Recovered {
+        fcc,
+        report: RecoveryReport {
+            pages_restored: stale.len() as u64,
+            frames_discarded: stale.len() as u64,
+            rolled_back: !stale.is_empty() || ordered_abort,
+            rolled_back_tid: (!stale.is_empty() || ordered_abort).then_some(fcc + 1),
+            rolled_back_pages,
+            spilled_rolled_back: stale.iter().filter(|f| f.txn_size == 0).count() as u64,
+            deferred: ordered_abort,
+            ..RecoveryReport::default()
+        },
+        marked: false,
+        needs_sync,
+        deferred: intent.filter(|_| ordered_abort),
+    })
+}
+
+/// What `recover` settled on.
+struct Recovered {
+    fcc: u64,
+    report: RecoveryReport,
+    /// A clean-shutdown mark was trusted: nothing was scanned and the mark is still on
+    /// disk, to be voided before the next commit writes.
+    marked: bool,
+    /// Its invalidations still need a sync.
+    needs_sync: bool,
+    /// An ordered transaction (FCC + 1) was rolled back from page 0 alone: the area whose
+    /// regions hold its versions, to be invalidated before the next write.
+    deferred: Option<Intent>,
+}
+
+/// Every version above `fcc` in the pages of `ranges` (valid or not), for the deferred
+/// invalidation of an ordered transaction recovery rolled back. Only `fcc + 1` can be
+/// there (the transaction in flight); any larger tid is damage, refused as at recovery.
+fn scan_newer(
+    db: &super::dbfile::DbFile,
+    versions: &dyn PageVersions,
+    fcc: u64,
+    ranges: &[(u64, u64)],
+) -> Result<Vec<Found>> {
+    let ps = db.page_size;
+    let chunk_pages = (SCAN_CHUNK / ps).max(1) as u64;
+    let mut chunk = vec![0u8; chunk_pages as usize * ps];
+    let mut found = Vec::new();
+    for &(start, end) in ranges {
+        db.prefetch(start as Pgno, end);
+    }
+    for &(start, end) in ranges {
+        let mut pgno = start;
+        while pgno < end {
+            let n = chunk_pages.min(end - pgno);
+            let bytes = &mut chunk[..n as usize * ps];
+            db.read_pages(pgno as Pgno, bytes)?;
+            for (i, page) in bytes.chunks_exact(ps).enumerate() {
+                let at = (pgno + i as u64) as Pgno;
+                let Some(heads) = versions.heads(page) else {
+                    continue;
+                };
+                for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
+                    if tid > fcc + 1 {
+                        return Err(Error::corrupt(
+                            at,
+                            format!(
+                                "version claims transaction {tid} but the last committed one is {fcc}"
+                            ),
+                        ));
+                    }
+                    if tid == fcc + 1 {
+                        found.push(Found {
+                            pgno: at,
+                            slot,
+                            tid,
+                            txn_size,
+                            valid: None,
+                        });
+                    }
+                }
+            }
+            pgno += n;
+        }
+    }
+    Ok(found)
+}
+
+/// Invalidate the versions in `stale` (all of transaction `fcc + 1`), without syncing,
+/// and check each took: they are what makes that tid free for the next transaction.
+fn invalidate_stale(
+    db: &super::dbfile::DbFile,
+    versions: &dyn PageVersions,
+    fcc: u64,
+    stale: &[&Found],
+) -> Result<()> {
+    let mut buf = vec![0u8; db.page_size];
+    for f in stale {
         db.read_page(f.pgno, &mut buf)?;
         if f.pgno == 0 {
             let at = f.slot * HEADER_LEN;
@@ -532,51 +696,27 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<(u64, RecoveryReport, 
         }
         db.write_page(f.pgno, &buf)?;
     }
-    // The invalidations (and a cut tail) are made durable before the first write that
-    // could depend on them, not here: `DhlJournal::sync_recovery` runs at the start of the
-    // next commit (before any of its pages, and before a marking write could drop their
-    // regions from the intent map) and before a clean-shutdown mark. Until then a crash
-    // finds the versions again, in regions the map still marks, and recovery redoes the
-    // invalidation. An open that only reads pays no flush.
-    let needs_sync = !stale.is_empty() || torn_tail;
-    if needs_sync {
-        // The invalidations are what makes tid FCC + 1 free for the next transaction: if
-        // one did not take, that transaction's versions would mix with these.
-        for f in &stale {
-            db.read_page(f.pgno, &mut buf)?;
-            let left = if f.pgno == 0 {
-                decode_slot(&buf, f.slot).is_ok_and(|h| h.fcc > fcc)
-            } else {
-                versions
-                    .heads(&buf)
-                    .is_some_and(|h| h.iter().any(|&(t, _)| t > fcc))
-            };
-            if left {
-                return Err(Error::Io {
-                    op: "recovery invalidation",
-                    path: db.path.clone(),
-                    source: std::io::Error::other(format!(
-                        "page {} still carries a version newer than FCC {fcc} after it was invalidated",
-                        f.pgno
-                    )),
-                });
-            }
+    for f in stale {
+        db.read_page(f.pgno, &mut buf)?;
+        let left = if f.pgno == 0 {
+            decode_slot(&buf, f.slot).is_ok_and(|h| h.fcc > fcc)
+        } else {
+            versions
+                .heads(&buf)
+                .is_some_and(|h| h.iter().any(|&(t, _)| t > fcc))
+        };
+        if left {
+            return Err(Error::Io {
+                op: "recovery invalidation",
+                path: db.path.clone(),
+                source: std::io::Error::other(format!(
+                    "page {} still carries a version newer than FCC {fcc} after it was invalidated",
+                    f.pgno
+                )),
+            });
         }
     }
-    Ok((
-        fcc,
-        RecoveryReport {
-            pages_restored: stale.len() as u64,
-            frames_discarded: stale.len() as u64,
-            rolled_back: !stale.is_empty(),
-            rolled_back_tid: (!stale.is_empty()).then_some(fcc + 1),
-            rolled_back_pages,
-            spilled_rolled_back: stale.iter().filter(|f| f.txn_size == 0).count() as u64,
-            ..RecoveryReport::default()
-        },
-        false,
-        needs_sync,
-    ))
+    Ok(())
 }
 
 impl DhlJournal {
@@ -652,7 +792,15 @@ impl DhlJournal {
 
 impl Journal for DhlJournal {
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
-        self.ctx.db.read_page(pgno, buf)
+        self.ctx.db.read_page(pgno, buf)?;
+        // Checked after the read: the deferred invalidation clears the tid before any
+        // version reusing it is written, so a read that still sees the tid set read the
+        // file before that.
+        let void = self.void_tid.load(Ordering::Acquire);
+        if void != 0 && pgno != 0 {
+            page_versions(self.mode).invalidate(buf, void);
+        }
+        Ok(())
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
@@ -750,7 +898,16 @@ impl Journal for DhlJournal {
         let mut intent = self.intent.lock().map_err(|_| {
             Error::Poisoned("a thread panicked while committing (DHL intent lock)".into())
         })?;
-        self.mark_intent(last, &mut intent, &written, !pending.is_empty())?;
+        // A large transaction commits in order (module notes), after a marking write that
+        // says so; every other one counts.
+        let threshold = self
+            .ctx
+            .config
+            .dhl_ordered_commit_pages
+            .unwrap_or(DEFAULT_ORDERED_PAGES) as usize;
+        let ordered = self.mode != JournalMode::DHL_TC && threshold > 0 && txn_size >= threshold;
+        let coarse_ok = !pending.is_empty() || ordered;
+        self.mark_intent(last, &mut intent, &written, coarse_ok, ordered)?;
         // A commit that writes page 0 gives both slots the durable area (which, after the
         // marking above, covers this commit's regions: a true claim for the new slot too),
         // or, with none, its new slot `tid − 1` plus its own regions. The pager's image of
@@ -769,6 +926,12 @@ impl Journal for DhlJournal {
                 void_mark(&mut img, kept, self.ctx.config.mutant());
             }
             let own = match &*intent {
+                // Its slot reaches the disk only after every other page is durable, so
+                // once it is there no version lies above its tid.
+                Some(i) if ordered => {
+                    i.encode(&mut img, kept);
+                    Intent::empty(batch.tid, self.min_shift())
+                }
                 Some(i) => {
                     i.encode(&mut img, kept);
                     i.clone()
@@ -805,12 +968,14 @@ impl Journal for DhlJournal {
                 db.set_len(need)?;
             }
         }
-        if self.mode == JournalMode::DHL_TC {
-            let Some((_, header)) = batch.pages.iter().find(|(p, _)| *p == 0) else {
+        let mut marked_area = None;
+        if self.mode == JournalMode::DHL_TC || ordered {
+            let header = batch.pages.iter().find(|(p, _)| *p == 0).map(|(_, h)| h);
+            if header.is_none() && !ordered {
                 return Err(Error::InvalidArgument(
                     "dhl-tc commit without the header page (its commit mark)".into(),
                 ));
-            };
+            }
             let single = batch.pages.len() == 2;
             let mut header_span = None;
             for ((pgno, page), span) in batch.pages.iter().zip(&spans) {
@@ -821,14 +986,26 @@ impl Journal for DhlJournal {
                 }
             }
             self.settle_spilled(batch)?;
-            let header = pick(page0_img, 0, header);
             if mutant != Mutant::NoSyncBeforeMark {
                 db.sync()?;
             }
-            let span = header_span.unwrap_or(0..db.page_size);
-            self.write_changed(0, header, span, true)?;
-            if mutant != Mutant::NoSyncAtCommit {
-                db.sync()?;
+            match header {
+                Some(header) => {
+                    let header = pick(page0_img, 0, header);
+                    let span = header_span.unwrap_or(0..db.page_size);
+                    self.write_changed(0, header, span, true)?;
+                    if mutant != Mutant::NoSyncAtCommit {
+                        db.sync()?;
+                    }
+                }
+                None => {
+                    // An ordered transaction that leaves the header alone: its mark is
+                    // the area replaced, in place and synced, by one that claims its tid
+                    // (every page of it is durable now, so no version lies above it).
+                    let own = Intent::empty(batch.tid, self.min_shift());
+                    self.rewrite_page0(last, Some(&own))?;
+                    marked_area = Some(own);
+                }
             }
         } else {
             let single = batch.pages.len() == 1 && batch.restamp.is_empty();
@@ -841,6 +1018,9 @@ impl Journal for DhlJournal {
             }
         }
         if let Some((_, own)) = page0 {
+            *intent = Some(own);
+        }
+        if let Some(own) = marked_area {
             *intent = Some(own);
         }
         pending.clear();
@@ -917,10 +1097,10 @@ impl Journal for DhlJournal {
                 // The bug: a fresh area for this spill's pages alone.
                 let own: Vec<Pgno> = pages.iter().map(|(p, _)| *p).collect();
                 let mut fresh = None;
-                self.mark_intent(last, &mut fresh, &own, true)?;
+                self.mark_intent(last, &mut fresh, &own, true, false)?;
                 *intent = fresh;
             } else {
-                self.mark_intent(last, &mut intent, &written, true)?;
+                self.mark_intent(last, &mut intent, &written, true, false)?;
             }
         }
         if !db.len_at_least(u64::from(end) * db.page_size as u64)? {
@@ -991,27 +1171,43 @@ impl DhlJournal {
     /// touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions —
     /// except while a transaction spills (`coarse_ok`): its area is coarse by nature, and
     /// the first commit after it resets the area anyway.
+    ///
+    /// `ordered`: the area must say that transaction `last + 1` commits in order (base
+    /// `last`, flag set); otherwise it must not say so, since a complete counting commit
+    /// under such an area would be rolled back. Spills mark unordered: whether the
+    /// transaction commits in order is decided at its commit, which marks again if so.
     fn mark_intent(
         &self,
         last: u64,
         intent: &mut Option<Intent>,
         written: &[Pgno],
         coarse_ok: bool,
+        ordered: bool,
     ) -> Result<()> {
         let mutant = self.ctx.config.mutant();
         let min = self.min_shift();
         let fine = |i: &Intent| {
             coarse_ok || (i.marked() <= intent::CAP && i.shift <= min + intent::MAX_DOUBLINGS)
         };
-        let covered = intent
-            .as_ref()
-            .is_some_and(|i| i.covers(written.iter().copied()) && fine(i));
+        let covered = intent.as_ref().is_some_and(|i| {
+            i.covers(written.iter().copied())
+                && fine(i)
+                && (i.ordered == ordered || mutant == Mutant::OrderedAreaKept)
+                && (!ordered || i.base == last)
+        });
         let grown = (!covered && mutant != Mutant::SkipIntent).then(|| {
-            intent
+            let mut n = intent
                 .as_ref()
                 .map(|i| i.with(written.iter().copied()).fit(intent::CAP))
                 .filter(|n| fine(n))
-                .unwrap_or_else(|| self.reset_intent(last, written))
+                .unwrap_or_else(|| self.reset_intent(last, written));
+            // Raising the base only narrows the claim: everything up to `last` is
+            // committed and synced.
+            if ordered {
+                n.base = last;
+            }
+            n.ordered = ordered;
+            n
         });
         let void = self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark;
         if void || grown.is_some() {
@@ -1181,13 +1377,31 @@ impl DhlJournal {
         Ok(p0)
     }
 
-    /// Make recovery's invalidations durable, once, before anything depends on them.
+    /// Make recovery's invalidations durable, once, before anything depends on them:
+    /// first those recovery deferred (an ordered transaction's versions, found by scanning
+    /// the regions its area marks), then the sync.
     fn sync_recovery(&self) -> Result<()> {
+        let mut deferred = self.deferred.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while recovering (DHL deferred lock)".into())
+        })?;
+        if let Some(area) = deferred.as_ref() {
+            let db = &self.ctx.db;
+            let pages = db.file_len()? / db.page_size as u64;
+            let stale = scan_newer(db, page_versions(self.mode), self.fcc, &area.ranges(pages))?;
+            let stale: Vec<&Found> = stale.iter().collect();
+            if self.ctx.config.mutant() != Mutant::DeferredNotInvalidated {
+                invalidate_stale(db, page_versions(self.mode), self.fcc, &stale)?;
+            }
+            self.recovery_unsynced.store(true, Ordering::Release);
+        }
         if self.recovery_unsynced.load(Ordering::Acquire) {
             if self.ctx.config.mutant() != Mutant::UnsyncedRecovery {
                 self.ctx.db.sync()?;
             }
             self.recovery_unsynced.store(false, Ordering::Release);
+        }
+        if deferred.take().is_some() {
+            self.void_tid.store(0, Ordering::Release);
         }
         Ok(())
     }
