@@ -591,10 +591,14 @@ fn dhl_first_write_after_a_clean_close_does_not_walk_the_trees() {
 fn dhl_large_transaction_cut_before_its_header_is_rolled_back_from_page_0() {
     use inpage::vfs::{AccountingVfs, IoKind};
     use inpage::ReadableTxn;
+    // A cache that holds the whole transaction: cuts land in its commit, not in spills
+    // (a spilling transaction's crash before its commit is a counting recovery).
+    let big_cache = |c: inpage::Config| c.cache_pages(4096);
     let read_at_open = |v: &SimVfs, mode: JournalMode| {
         let acct = AccountingVfs::new(Arc::new(v.clone()));
         let stats = acct.stats();
-        let db = Database::open(DB, sim_config(v, mode, 4096).vfs(Arc::new(acct))).unwrap();
+        let db =
+            Database::open(DB, big_cache(sim_config(v, mode, 4096)).vfs(Arc::new(acct))).unwrap();
         (stats.snapshot().get(IoKind::Read).bytes / 4096, db)
     };
     let big = |db: &Database| -> inpage::Result<()> {
@@ -621,7 +625,7 @@ fn dhl_large_transaction_cut_before_its_header_is_rolled_back_from_page_0() {
         let base = vfs.crash(0, CrashModel::none());
         // Reference run: the operations of the large commit.
         let v = base.crash(0, CrashModel::none());
-        let db = Database::open(DB, sim_config(&v, mode, 4096)).unwrap();
+        let db = Database::open(DB, big_cache(sim_config(&v, mode, 4096))).unwrap();
         let before = v.op_count();
         big(&db).unwrap();
         let ops = v.op_count() - before;
@@ -629,7 +633,7 @@ fn dhl_large_transaction_cut_before_its_header_is_rolled_back_from_page_0() {
         for cut in [ops / 4, ops / 2, ops * 3 / 4] {
             let what = format!("{mode} cut {cut}/{ops}");
             let v = base.crash(0, CrashModel::none());
-            let db = Database::open(DB, sim_config(&v, mode, 4096)).unwrap();
+            let db = Database::open(DB, big_cache(sim_config(&v, mode, 4096))).unwrap();
             v.set_power_cut_after(cut);
             assert!(big(&db).is_err(), "{what}: the commit should see the cut");
             drop(db);
@@ -645,13 +649,13 @@ fn dhl_large_transaction_cut_before_its_header_is_rolled_back_from_page_0() {
             let mut cut2 = 0;
             loop {
                 let w = crashed.crash(0, CrashModel::none());
-                let db = Database::open(DB, sim_config(&w, mode, 4096)).unwrap();
+                let db = Database::open(DB, big_cache(sim_config(&w, mode, 4096))).unwrap();
                 w.set_power_cut_after(cut2);
                 let done = db.insert("t", 9_999, b"after").is_ok();
                 let again = w.crash(cut2, CrashModel::full());
                 drop(db);
                 let what = format!("{what}, next commit cut {cut2}");
-                let db = Database::open(DB, sim_config(&again, mode, 4096))
+                let db = Database::open(DB, big_cache(sim_config(&again, mode, 4096)))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 assert_checks(&db);
                 old(&db, &what);
@@ -666,7 +670,7 @@ fn dhl_large_transaction_cut_before_its_header_is_rolled_back_from_page_0() {
                     db.insert("t", 10_000, b"later").unwrap();
                     let last = again.crash(0, CrashModel::none());
                     drop(db);
-                    let db = Database::open(DB, sim_config(&last, mode, 4096)).unwrap();
+                    let db = Database::open(DB, big_cache(sim_config(&last, mode, 4096))).unwrap();
                     assert_checks(&db);
                     old(&db, &what);
                     assert_eq!(db.get("t", 10_000).unwrap().as_deref(), Some(&b"later"[..]));

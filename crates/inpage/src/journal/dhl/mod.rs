@@ -930,7 +930,7 @@ impl Journal for DhlJournal {
                 // once it is there no version lies above its tid.
                 Some(i) if ordered => {
                     i.encode(&mut img, kept);
-                    Intent::empty(batch.tid, self.min_shift())
+                    settled(Some(i), batch.tid, self.min_shift())
                 }
                 Some(i) => {
                     i.encode(&mut img, kept);
@@ -1002,7 +1002,7 @@ impl Journal for DhlJournal {
                     // An ordered transaction that leaves the header alone: its mark is
                     // the area replaced, in place and synced, by one that claims its tid
                     // (every page of it is durable now, so no version lies above it).
-                    let own = Intent::empty(batch.tid, self.min_shift());
+                    let own = settled(intent.as_ref(), batch.tid, self.min_shift());
                     self.rewrite_page0(last, Some(&own))?;
                     marked_area = Some(own);
                 }
@@ -1017,10 +1017,9 @@ impl Journal for DhlJournal {
                 db.sync()?;
             }
         }
-        if let Some((_, own)) = page0 {
-            *intent = Some(own);
-        }
         if let Some(own) = marked_area {
+            *intent = Some(own);
+        } else if let Some((_, own)) = page0 {
             *intent = Some(own);
         }
         pending.clear();
@@ -1446,6 +1445,19 @@ fn void_mark(page0: &mut [u8], slot: usize, mutant: Mutant) {
         _ => None,
     };
     set_clean_mark(page0, slot, 0, keep);
+}
+
+/// The area an ordered commit of `tid` leaves once its pages are durable: `base = tid`,
+/// not ordered, still marking the regions its marking write marked (nothing lies above
+/// `tid`, so any regions make a true claim; keeping them spares the next commits the
+/// marking writes a counting commit's area would have spared them).
+fn settled(marking: Option<&Intent>, tid: u64, min_shift: u8) -> Intent {
+    let mut own = marking
+        .cloned()
+        .unwrap_or_else(|| Intent::empty(tid, min_shift));
+    own.base = tid;
+    own.ordered = false;
+    own
 }
 
 /// An intent area claiming `base` and the regions of `pages`.
