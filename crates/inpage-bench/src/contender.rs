@@ -59,6 +59,11 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     ("nvlog-ring512k", JournalMode::NVLOG, |c| {
         c.nvlog_ring_bytes(512 << 10)
     }),
+    // nvlog's inner log preallocated (`wal_prealloc`): its appends then never grow the
+    // file, so a flush's fdatasync journals no file-system metadata.
+    ("nvlog-prealloc", JournalMode::NVLOG, |c| {
+        c.wal_prealloc(true)
+    }),
     ("ips-c256-nospill", JournalMode::IPS, |c| {
         c.cache_pages(256).cache_spill(false)
     }),
@@ -80,6 +85,7 @@ pub const NAMED_ONLY: &[&str] = &[
     "ips-c256-nospill",
     "dhl-cc-counting",
     "ls-mvbt-counting",
+    "nvlog-prealloc",
 ];
 
 /// SQLite journal settings, as Mobibench and the apps use them.

@@ -37,7 +37,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 18] = [
+const BUDGETS: [Budget; 19] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         // The counting modes through their ordered commit of large transactions.
@@ -197,6 +197,14 @@ const BUDGETS: [Budget; 18] = [
     Budget {
         mutant: Mutant::DeferredNotInvalidated,
         modes: &["dhl-cc", "ls-mvbt", "ips", "mvbt"],
+        sequences: 100,
+        at_least: 1,
+        args: plain,
+    },
+    // Found when a reopen meets a log whose first batch is named by its last tid alone.
+    Budget {
+        mutant: Mutant::BatchPerCommitTids,
+        modes: &["nvlog", "nvlog-region-lost"],
         sequences: 100,
         at_least: 1,
         args: plain,
@@ -379,4 +387,9 @@ fn mutant_ordered_area_kept() {
 #[test]
 fn mutant_deferred_not_invalidated() {
     find(Mutant::DeferredNotInvalidated);
+}
+
+#[test]
+fn mutant_batch_per_commit_tids() {
+    find(Mutant::BatchPerCommitTids);
 }

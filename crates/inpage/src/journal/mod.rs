@@ -453,11 +453,15 @@ pub enum Mutant {
     /// never invalidated on disk, to be confused with the next transaction reusing the
     /// tid.
     DeferredNotInvalidated,
+    /// NVLOG: a flush's single WAL transaction is named by its last commit alone, not
+    /// the range of commits it stands for, so after a checkpoint the next open's window
+    /// check refuses the log (or, cut short, keeps the file behind the watermark).
+    BatchPerCommitTids,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 18] = [
+    pub const ALL: [Mutant; 19] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -476,6 +480,7 @@ impl Mutant {
         Mutant::ReplayPastBadChecksum,
         Mutant::OrderedAreaKept,
         Mutant::DeferredNotInvalidated,
+        Mutant::BatchPerCommitTids,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -500,6 +505,7 @@ impl Mutant {
             Mutant::ReplayPastBadChecksum => "replay-past-bad-checksum",
             Mutant::OrderedAreaKept => "ordered-area-kept",
             Mutant::DeferredNotInvalidated => "deferred-not-invalidated",
+            Mutant::BatchPerCommitTids => "batch-per-commit-tids",
         }
     }
 

@@ -8,21 +8,24 @@
 //!   the new page images enter the in-memory overlay that `read_page` consults first. The
 //!   record is physical redo: for each page, the byte runs where the new image differs
 //!   from its committed image (from zeros for a page past the old page count).
-//! - *Flush*: the pending commits are committed, in sequence order, into an inner
-//!   write-ahead log (`wal::Wal` with `WalSync::Normal`, so no sync each), then ONE
-//!   `sync_log` (fdatasync) makes them durable, and only then the region's watermark slot
-//!   moves to the last flushed seq, releasing its ring space. The WAL is checkpointed into
+//! - *Flush*: the pending commits `a..=b` become ONE transaction of an inner write-ahead
+//!   log (`wal::Wal::commit_range`, standing for the tids `a..=b`): the newest image of
+//!   each page any of them wrote, so a page changed by many commits of the batch is
+//!   logged once. One `sync_log` (fdatasync) makes it durable, and only then the region's
+//!   watermark slot moves to `b`, releasing its ring space. The WAL is checkpointed into
 //!   the database file as in `wal` mode.
 //!
 //! Invariants, and why they hold:
 //! - *seq is the pager's tid, and tids are consecutive.* The pager commits tid `fcc + 1`
 //!   after an open that reported `fcc` (`recovers_fcc`); `commit` refuses anything else.
-//!   Every flush replays its commits one by one into the WAL with their own tids, so the
-//!   WAL sees exactly the consecutive tids it requires (its generation window,
-//!   `wal::replay_is_stale`) and its recovery keeps a *prefix* of them. This is the answer
-//!   to the "tid problem" of coalescing several logical commits into one physical
-//!   transaction: there is no coalescing of tids, only of syncs. (A DHL counting commit
-//!   cannot carry a batch: DHL pages hold versions tagged by the pager with each logical
+//!   A flush's WAL transaction stands for the whole range `a..=b` of its commits (its
+//!   first frame names `a`, its commit frame `b`), and `a` is the previous flush's `b` + 1
+//!   (checked by the WAL in release builds). So the WAL sees the consecutive tids its
+//!   generation window needs (`wal::replay_is_stale`), and its recovery keeps a prefix of
+//!   whole batches: the file is always at some batch's last commit, a state every reader
+//!   saw. The images logged are the ones the pager produced at `b`'s commit or earlier,
+//!   each the page's newest, i.e. exactly the file at `b`. (A DHL counting commit cannot
+//!   carry a batch yet: DHL pages hold versions tagged by the pager with each logical
 //!   tid, and writing a page changed by two commits of one batch would overwrite the
 //!   version the file's last durable commit still needs; see the design note.)
 //! - *An acknowledged commit is in the region or in the file.* It is persisted in the
@@ -455,16 +458,44 @@ impl Core {
     }
 
     fn flush_batch(&self, batch: &[Arc<Pending>], last: &Pending) -> Result<()> {
+        // One WAL transaction for the whole batch: the newest image of every page a
+        // commit of it wrote (a page left past the final page count was freed by a later
+        // commit of the batch and is not part of the file at its end).
+        let mut newest: std::collections::BTreeMap<Pgno, PageRef> = Default::default();
         for p in batch {
+            for (pgno, img) in &p.pages {
+                newest.insert(*pgno, img.clone());
+            }
+        }
+        let pages: Vec<(Pgno, PageRef)> = newest
+            .into_iter()
+            .filter(|(pgno, _)| *pgno < last.new_page_count)
+            .collect();
+        let first = batch.first().expect("a flush has a commit");
+        if self.ctx.config.mutant() == Mutant::BatchPerCommitTids {
+            // The bug: the batch named by its last commit alone.
             self.inner.commit(&CommitBatch {
-                tid: p.seq,
-                pages: &p.pages,
+                tid: last.seq,
+                pages: &pages,
                 originals: &[],
-                old_page_count: p.old_page_count,
-                new_page_count: p.new_page_count,
+                old_page_count: first.old_page_count,
+                new_page_count: last.new_page_count,
                 restamp: &[],
                 discard: &[],
             })?;
+        } else {
+            self.inner.commit_range(
+                &CommitBatch {
+                    tid: last.seq,
+                    pages: &pages,
+                    originals: &[],
+                    old_page_count: first.old_page_count,
+                    new_page_count: last.new_page_count,
+                    restamp: &[],
+                    discard: &[],
+                },
+                first.seq,
+            )?;
         }
         let mut s = self.lock_state()?;
         if self.ctx.config.mutant() == Mutant::WatermarkBeforeSync {

@@ -545,6 +545,9 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
         ..empty
     };
     let mut pending: Vec<(Pgno, u64)> = Vec::new();
+    // The tid field of the first frame of the commit being read: the first tid it stands
+    // for (module docs).
+    let mut commit_first = 0u32;
     let mut i = 0u64;
     loop {
         let off = WAL_HDR as u64 + i * fsize as u64;
@@ -562,11 +565,14 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
         }
         chain = c;
         i += 1;
+        if pending.is_empty() {
+            commit_first = le32(&frame, 20);
+        }
         pending.push((le32(&frame, 0), off));
         let db_size = le32(&frame, 4);
         if db_size != 0 {
             if s.index.frames == 0 {
-                s.first_tid = le32(&frame, 20);
+                s.first_tid = commit_first;
             }
             s.last_tid = le32(&frame, 20);
             for (pgno, off) in pending.drain(..) {
@@ -596,26 +602,31 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
     Ok(s)
 }
 
-impl Journal for Wal {
-    fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
-        // Held across the read so a reset cannot let the frame be overwritten meanwhile.
-        let idx = self.index.read().unwrap_or_else(|e| e.into_inner());
-        match idx.map.get(&pgno) {
-            Some(&off) => self
-                .file
-                .read_exact_at(buf, off + FRAME_HDR as u64)
-                .map_err(Error::io("read", &self.path)),
-            None => self.ctx.db.read_page(pgno, buf),
-        }
+impl Wal {
+    /// Commit `batch` as one transaction standing for the consecutive tids
+    /// `first_tid..=batch.tid` (`nvlog`: a flush of several logical commits, whose pages
+    /// are the newest image of each page any of them wrote). Recovery keeps it whole or
+    /// not at all, like any commit.
+    pub(crate) fn commit_range(&self, batch: &CommitBatch<'_>, first_tid: u64) -> Result<()> {
+        self.commit_frames(batch, first_tid)
     }
 
-    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
+    fn commit_frames(&self, batch: &CommitBatch<'_>, first_tid: u64) -> Result<()> {
         let mut w = self.lock_writer()?;
         if w.closed {
             return Err(closed());
         }
         let ps = self.ctx.db.page_size;
         check_batch(batch, ps, false)?;
+        // Checked in release builds: a range that does not start right after the last
+        // commit would put the next open's window check (`replay_is_stale`) in the wrong
+        // place, and a log could then be skipped as stale or replayed over newer pages.
+        assert!(
+            first_tid <= batch.tid && (first_tid == w.fcc + 1 || first_tid == batch.tid),
+            "WAL commit range {first_tid}..={} does not follow FCC {}",
+            batch.tid,
+            w.fcc
+        );
         if w.header_pending {
             self.start_generation(&mut w)?;
         }
@@ -637,6 +648,18 @@ impl Journal for Wal {
             } else {
                 batch.pages
             };
+        // A ranged commit of one page at the start of a generation: the scan takes the
+        // generation's first tid from the first frame of its first commit, so that frame
+        // must name the range's start, not be the commit frame. Log the page twice (the
+        // later frame wins, as for any page logged twice).
+        let doubled: Vec<(Pgno, PageRef)>;
+        let pages: &[(Pgno, PageRef)] =
+            if w.next_frame == 0 && pages.len() == 1 && first_tid != batch.tid {
+                doubled = vec![pages[0].clone(), pages[0].clone()];
+                &doubled
+            } else {
+                pages
+            };
         let n = pages.len();
         let mut buf = vec![0u8; n * (FRAME_HDR + ps)];
         let mut chain = w.chain;
@@ -650,7 +673,8 @@ impl Journal for Wal {
             f[4..8].copy_from_slice(&db_size.to_le_bytes());
             f[8..12].copy_from_slice(&w.hdr.salt1.to_le_bytes());
             f[12..16].copy_from_slice(&w.hdr.salt2.to_le_bytes());
-            f[20..24].copy_from_slice(&(batch.tid as u32).to_le_bytes());
+            let tid = if i + 1 == n { batch.tid } else { first_tid };
+            f[20..24].copy_from_slice(&(tid as u32).to_le_bytes());
             f[FRAME_HDR..].copy_from_slice(data);
             chain = frame_crc(chain, &f[..FRAME_HDR], &f[FRAME_HDR..]);
             f[16..20].copy_from_slice(&chain.to_le_bytes());
@@ -680,6 +704,24 @@ impl Journal for Wal {
             self.checkpoint_locked(&mut w)?;
         }
         Ok(())
+    }
+}
+
+impl Journal for Wal {
+    fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
+        // Held across the read so a reset cannot let the frame be overwritten meanwhile.
+        let idx = self.index.read().unwrap_or_else(|e| e.into_inner());
+        match idx.map.get(&pgno) {
+            Some(&off) => self
+                .file
+                .read_exact_at(buf, off + FRAME_HDR as u64)
+                .map_err(Error::io("read", &self.path)),
+            None => self.ctx.db.read_page(pgno, buf),
+        }
+    }
+
+    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
+        self.commit_frames(batch, batch.tid)
     }
 
     fn checkpoint(&self) -> Result<()> {
@@ -1129,6 +1171,62 @@ mod tests {
         let (j, rep) = Wal::open(ctx(&vfs, Path::new("/d"), no_auto(), 4)).unwrap();
         assert_eq!(rep, RecoveryReport::default());
         assert_eq!(j.fcc(), base + 5);
+    }
+
+    /// `nvlog`'s flushes: a commit standing for a range of tids names the range's start in
+    /// its first frame, so a reopen places the generation's window right (the database
+    /// is at the start − 1) and settles the FCC at the range's end; a one-page range at
+    /// the start of a generation logs its page twice so that first frame exists.
+    #[test]
+    fn ranged_commits_reopen_at_their_last_tid() {
+        let vfs = mem_vfs();
+        let base = 40u64;
+        let c = ctx(&vfs, Path::new("/d"), no_auto(), 4);
+        c.db.write_page(0, &header_page(base, 3)).unwrap();
+        c.db.write_page(1, &image(1, 0)).unwrap();
+        c.db.write_page(2, &image(2, 0)).unwrap();
+        let (j, _) = Wal::open(c).unwrap();
+        let range = |j: &Wal, first: u64, last: u64, pages: &[(u32, PageRef)]| {
+            j.commit_range(
+                &CommitBatch {
+                    tid: last,
+                    pages,
+                    originals: &[],
+                    old_page_count: 3,
+                    new_page_count: 3,
+                    restamp: &[],
+                    discard: &[],
+                },
+                first,
+            )
+        };
+        // Commits base+1..=base+5 as one: page 0 (logged first, as every generation's
+        // first commit does) and pages 1 and 2.
+        let (p1, p2) = (image(1, 5), image(2, 5));
+        range(&j, base + 1, base + 5, &[(1, p1.clone()), (2, p2.clone())]).unwrap();
+        assert_eq!(j.log_frames(), 3);
+        // Then base+6..=base+8, page 1 only (mid-generation: one frame).
+        let p1 = image(1, 8);
+        range(&j, base + 6, base + 8, &[(1, p1.clone())]).unwrap();
+        assert_eq!((j.log_frames(), j.fcc()), (4, base + 8));
+        drop(j); // a crash
+        let (j, rep) = Wal::open(ctx(&vfs, Path::new("/d"), no_auto(), 4)).unwrap();
+        assert_eq!((rep.frames_kept, rep.stale_frames), (4, 0));
+        assert_eq!(j.fcc(), base + 8);
+        assert!(db_page(&j.ctx.db.file, 1) == p1[..] && db_page(&j.ctx.db.file, 2) == p2[..]);
+        // A new generation whose first commit is a range of page 0 alone: two frames.
+        let h = header_page(base + 8, 3);
+        range(&j, base + 9, base + 12, &[(0, h.clone())]).unwrap();
+        assert_eq!(j.log_frames(), 2);
+        drop(j);
+        let (j, rep) = Wal::open(ctx(&vfs, Path::new("/d"), no_auto(), 4)).unwrap();
+        assert_eq!((rep.frames_kept, rep.stale_frames), (2, 0));
+        assert_eq!(j.fcc(), base + 12);
+        // A range that does not follow the FCC is refused before anything is written.
+        let bad = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            range(&j, base + 14, base + 15, &[(1, image(1, 15))])
+        }));
+        assert!(bad.is_err(), "a gap before the range must be refused");
     }
 
     #[test]
