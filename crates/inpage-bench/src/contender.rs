@@ -64,6 +64,10 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     ("nvlog-prealloc", JournalMode::NVLOG, |c| {
         c.wal_prealloc(true)
     }),
+    // nvlog's database grown in 64-page zero-filled chunks, as the other modes' are (its
+    // default grows it a page at a time: only checkpoints write it, so the zeros would be
+    // a write of their own per page).
+    ("nvlog-chunk64", JournalMode::NVLOG, |c| c.chunk_pages(64)),
     ("ips-c256-nospill", JournalMode::IPS, |c| {
         c.cache_pages(256).cache_spill(false)
     }),
@@ -86,6 +90,7 @@ pub const NAMED_ONLY: &[&str] = &[
     "dhl-cc-counting",
     "ls-mvbt-counting",
     "nvlog-prealloc",
+    "nvlog-chunk64",
 ];
 
 /// SQLite journal settings, as Mobibench and the apps use them.

@@ -325,7 +325,7 @@ impl Pager {
             file,
             path.to_path_buf(),
             page_size,
-            cfg.chunk_pages,
+            cfg.chunk_pages_for(mode),
         ));
         let ctx = JournalCtx {
             vfs: vfs.clone(),
@@ -471,7 +471,7 @@ impl Pager {
             )
             .map_err(Error::io("create", &init))?;
         f.set_len(0).map_err(Error::io("truncate", &init))?;
-        let db = DbFile::new(f, init.clone(), page_size, cfg.chunk_pages);
+        let db = DbFile::new(f, init.clone(), page_size, cfg.chunk_pages_for(mode));
         let blank = vec![0u8; page_size];
         db.write_page(0, &layout.header_image(&blank, 0, &header))?;
         let g = layout.geometry_for(page_size);
