@@ -431,11 +431,12 @@ pub struct EngineStore {
 
 impl EngineStore {
     pub fn config(mode: JournalMode, tweak: Option<ConfigTweak>, vfs: Arc<dyn Vfs>) -> Config {
+        // The engine's own defaults otherwise (its growth chunk among them, which depends
+        // on the mode: `Config::chunk_pages_for`), as a user gets them.
         let c = Config::default()
             .vfs(vfs)
             .journal_mode(mode)
-            .page_size(4096)
-            .chunk_pages(64);
+            .page_size(4096);
         match tweak {
             Some(t) => t(c),
             None => c,
