@@ -472,30 +472,20 @@ impl Core {
             .filter(|(pgno, _)| *pgno < last.new_page_count)
             .collect();
         let first = batch.first().expect("a flush has a commit");
+        let one = CommitBatch {
+            tid: last.seq,
+            pages: &pages,
+            originals: &[],
+            old_page_count: first.old_page_count,
+            new_page_count: last.new_page_count,
+            restamp: &[],
+            discard: &[],
+        };
         if self.ctx.config.mutant() == Mutant::BatchPerCommitTids {
             // The bug: the batch named by its last commit alone.
-            self.inner.commit(&CommitBatch {
-                tid: last.seq,
-                pages: &pages,
-                originals: &[],
-                old_page_count: first.old_page_count,
-                new_page_count: last.new_page_count,
-                restamp: &[],
-                discard: &[],
-            })?;
+            self.inner.commit(&one)?;
         } else {
-            self.inner.commit_range(
-                &CommitBatch {
-                    tid: last.seq,
-                    pages: &pages,
-                    originals: &[],
-                    old_page_count: first.old_page_count,
-                    new_page_count: last.new_page_count,
-                    restamp: &[],
-                    discard: &[],
-                },
-                first.seq,
-            )?;
+            self.inner.commit_range(&one, first.seq)?;
         }
         let mut s = self.lock_state()?;
         if self.ctx.config.mutant() == Mutant::WatermarkBeforeSync {

@@ -407,58 +407,39 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
         None => vec![(1, pages)],
     };
     let mut running_max = found.iter().map(|f| f.tid).max().unwrap_or(0);
-    let chunk_pages = (SCAN_CHUNK / ps).max(1) as u64;
-    let mut chunk = vec![0u8; chunk_pages as usize * ps];
-    // The marked regions lie anywhere in the file: ask for all of them at once, so the
-    // device serves them concurrently rather than one random read after another. (A
-    // whole-file scan is sequential; the OS's readahead already covers it.)
-    if intent.is_some() {
-        for &(start, end) in &ranges {
-            db.prefetch(start as Pgno, end);
-        }
-    }
-    for (start, end) in ranges {
-        let mut pgno = start;
-        while pgno < end {
-            let n = chunk_pages.min(end - pgno);
-            let bytes = &mut chunk[..n as usize * ps];
-            db.read_pages(pgno as Pgno, bytes)?;
-            for (i, page) in bytes.chunks_exact(ps).enumerate() {
-                let Some(heads) = versions.heads(page) else {
-                    continue;
-                };
-                let candidate =
-                    count_votes && heads.iter().any(|&(t, _)| t != 0 && t >= running_max);
-                let slots = candidate.then(|| versions.versions(page, usable));
-                for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
-                    if tid > MAX_TID {
-                        // No commit ever gets this far (the header bounds the FCC the same
-                        // way), and `tid + 1` must not overflow below.
-                        return Err(Error::corrupt(
-                            (pgno + i as u64) as Pgno,
-                            format!(
-                            "version claims transaction {tid}, beyond the largest tid {MAX_TID}"
-                        ),
-                        ));
-                    }
-                    if tid != 0 {
-                        let valid = slots
-                            .filter(|_| tid >= running_max)
-                            .map(|v| v[slot].is_some_and(|d| d.valid || skip_checksum));
-                        found.push(Found {
-                            pgno: (pgno + i as u64) as Pgno,
-                            slot,
-                            tid,
-                            txn_size,
-                            valid,
-                        });
-                    }
-                }
-                running_max = running_max.max(heads[0].0).max(heads[1].0);
+    // The marked regions lie anywhere in the file: `scan_pages` asks for all of them at
+    // once. (A whole-file scan is sequential; the OS's readahead already covers it.)
+    scan_pages(db, &ranges, intent.is_some(), |pgno, page| {
+        let Some(heads) = versions.heads(page) else {
+            return Ok(());
+        };
+        let candidate = count_votes && heads.iter().any(|&(t, _)| t != 0 && t >= running_max);
+        let slots = candidate.then(|| versions.versions(page, usable));
+        for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
+            if tid > MAX_TID {
+                // No commit ever gets this far (the header bounds the FCC the same way),
+                // and `tid + 1` must not overflow below.
+                return Err(Error::corrupt(
+                    pgno,
+                    format!("version claims transaction {tid}, beyond the largest tid {MAX_TID}"),
+                ));
             }
-            pgno += n;
+            if tid != 0 {
+                let valid = slots
+                    .filter(|_| tid >= running_max)
+                    .map(|v| v[slot].is_some_and(|d| d.valid || skip_checksum));
+                found.push(Found {
+                    pgno,
+                    slot,
+                    tid,
+                    txn_size,
+                    valid,
+                });
+            }
         }
-    }
+        running_max = running_max.max(heads[0].0).max(heads[1].0);
+        Ok(())
+    })?;
     let fcc = match mode == JournalMode::DHL_TC {
         true => found
             .iter()
@@ -633,12 +614,49 @@ fn scan_newer(
     fcc: u64,
     ranges: &[(u64, u64)],
 ) -> Result<Vec<Found>> {
+    let mut found = Vec::new();
+    scan_pages(db, ranges, true, |at, page| {
+        let Some(heads) = versions.heads(page) else {
+            return Ok(());
+        };
+        for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
+            if tid > fcc + 1 {
+                return Err(Error::corrupt(
+                    at,
+                    format!("version claims transaction {tid} but the last committed one is {fcc}"),
+                ));
+            }
+            if tid == fcc + 1 {
+                found.push(Found {
+                    pgno: at,
+                    slot,
+                    tid,
+                    txn_size,
+                    valid: None,
+                });
+            }
+        }
+        Ok(())
+    })?;
+    Ok(found)
+}
+
+/// Read the pages of `ranges` in chunks of `SCAN_CHUNK` bytes and hand each to `visit`.
+/// `prefetch`: ask for every range at once first, so the device serves scattered ones
+/// concurrently rather than one random read after another.
+fn scan_pages(
+    db: &super::dbfile::DbFile,
+    ranges: &[(u64, u64)],
+    prefetch: bool,
+    mut visit: impl FnMut(Pgno, &[u8]) -> Result<()>,
+) -> Result<()> {
     let ps = db.page_size;
     let chunk_pages = (SCAN_CHUNK / ps).max(1) as u64;
     let mut chunk = vec![0u8; chunk_pages as usize * ps];
-    let mut found = Vec::new();
-    for &(start, end) in ranges {
-        db.prefetch(start as Pgno, end);
+    if prefetch {
+        for &(start, end) in ranges {
+            db.prefetch(start as Pgno, end);
+        }
     }
     for &(start, end) in ranges {
         let mut pgno = start;
@@ -647,34 +665,12 @@ fn scan_newer(
             let bytes = &mut chunk[..n as usize * ps];
             db.read_pages(pgno as Pgno, bytes)?;
             for (i, page) in bytes.chunks_exact(ps).enumerate() {
-                let at = (pgno + i as u64) as Pgno;
-                let Some(heads) = versions.heads(page) else {
-                    continue;
-                };
-                for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
-                    if tid > fcc + 1 {
-                        return Err(Error::corrupt(
-                            at,
-                            format!(
-                                "version claims transaction {tid} but the last committed one is {fcc}"
-                            ),
-                        ));
-                    }
-                    if tid == fcc + 1 {
-                        found.push(Found {
-                            pgno: at,
-                            slot,
-                            tid,
-                            txn_size,
-                            valid: None,
-                        });
-                    }
-                }
+                visit((pgno + i as u64) as Pgno, page)?;
             }
             pgno += n;
         }
     }
-    Ok(found)
+    Ok(())
 }
 
 /// Invalidate the versions in `stale` (all of transaction `fcc + 1`), without syncing,
