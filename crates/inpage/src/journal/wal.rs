@@ -607,11 +607,8 @@ impl Wal {
     /// `first_tid..=batch.tid` (`nvlog`: a flush of several logical commits, whose pages
     /// are the newest image of each page any of them wrote). Recovery keeps it whole or
     /// not at all, like any commit.
+    /// A plain commit is the range `batch.tid..=batch.tid`.
     pub(crate) fn commit_range(&self, batch: &CommitBatch<'_>, first_tid: u64) -> Result<()> {
-        self.commit_frames(batch, first_tid)
-    }
-
-    fn commit_frames(&self, batch: &CommitBatch<'_>, first_tid: u64) -> Result<()> {
         let mut w = self.lock_writer()?;
         if w.closed {
             return Err(closed());
@@ -721,7 +718,7 @@ impl Journal for Wal {
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        self.commit_frames(batch, batch.tid)
+        self.commit_range(batch, batch.tid)
     }
 
     fn checkpoint(&self) -> Result<()> {

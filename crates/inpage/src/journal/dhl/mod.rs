@@ -23,13 +23,14 @@
 //!   redoing them is harmless, so a crash before that or during recovery is recovered the
 //!   same way.
 //! - *A large transaction commits in order, and its crash is recovered from page 0.* A
-//!   counting-commit transaction of at least `Config::dhl_ordered_commit_pages` pages,
-//!   page 0 among them, first marks its regions in an *ordered* intent area (synced),
-//!   writes its other pages, syncs, and only then writes page 0 with its header slot,
-//!   and syncs again. Its pages still carry `(tid, txn_size)` and page 0 still votes, so
-//!   the vote reaches the same verdict; but while the ordered area belongs to the newest
-//!   slot, that slot being absent already says the transaction did not commit
-//!   (`intent` notes), and recovery settles the FCC without reading another page. The
+//!   counting-commit transaction of at least `Config::dhl_ordered_commit_pages` pages
+//!   first marks its regions in an *ordered* intent area (synced), writes its other
+//!   pages, syncs, and only then writes its mark — page 0 with its header slot, or, if it
+//!   leaves the header alone, the area rewritten to claim its tid — and syncs again. Its
+//!   pages still carry `(tid, txn_size)` and page 0 (if written) still votes, so the vote
+//!   reaches the same verdict; but while the ordered area belongs to the newest slot, the
+//!   mark being absent already says the transaction did not commit (`intent` notes), and
+//!   recovery settles the FCC without reading another page. The
 //!   versions it left are invalidated, by a scan of the area's regions, and synced at the
 //!   start of the next commit, spill or clean close, before anything reuses the tid or
 //!   replaces the area; until then `read_page` applies the same invalidation to what it
@@ -964,7 +965,6 @@ impl Journal for DhlJournal {
                 db.set_len(need)?;
             }
         }
-        let mut marked_area = None;
         if self.mode == JournalMode::DHL_TC || ordered {
             let header = batch.pages.iter().find(|(p, _)| *p == 0).map(|(_, h)| h);
             if header.is_none() && !ordered {
@@ -1000,7 +1000,7 @@ impl Journal for DhlJournal {
                     // (every page of it is durable now, so no version lies above it).
                     let own = settled(intent.as_ref(), batch.tid, self.min_shift());
                     self.rewrite_page0(last, Some(&own))?;
-                    marked_area = Some(own);
+                    *intent = Some(own);
                 }
             }
         } else {
@@ -1013,9 +1013,7 @@ impl Journal for DhlJournal {
                 db.sync()?;
             }
         }
-        if let Some(own) = marked_area {
-            *intent = Some(own);
-        } else if let Some((_, own)) = page0 {
+        if let Some((_, own)) = page0 {
             *intent = Some(own);
         }
         pending.clear();
