@@ -68,6 +68,11 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     // default grows it a page at a time: only checkpoints write it, so the zeros would be
     // a write of their own per page).
     ("nvlog-chunk64", JournalMode::NVLOG, |c| c.chunk_pages(64)),
+    // nvlog's flush logging every page, also the new ones past the database's committed
+    // end (which it otherwise writes once, in place): the ablation of the direct pages.
+    ("nvlog-logged", JournalMode::NVLOG, |c| {
+        c.nvlog_direct_pages(false)
+    }),
     ("ips-c256-nospill", JournalMode::IPS, |c| {
         c.cache_pages(256).cache_spill(false)
     }),
@@ -91,6 +96,7 @@ pub const NAMED_ONLY: &[&str] = &[
     "ls-mvbt-counting",
     "nvlog-prealloc",
     "nvlog-chunk64",
+    "nvlog-logged",
 ];
 
 /// SQLite journal settings, as Mobibench and the apps use them.

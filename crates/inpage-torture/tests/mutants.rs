@@ -37,7 +37,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 19] = [
+const BUDGETS: [Budget; 20] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         // The counting modes through their ordered commit of large transactions.
@@ -204,6 +204,15 @@ const BUDGETS: [Budget; 19] = [
     // Found when a reopen meets a log whose first batch is named by its last tid alone.
     Budget {
         mutant: Mutant::BatchPerCommitTids,
+        modes: &["nvlog", "nvlog-region-lost"],
+        sequences: 100,
+        at_least: 1,
+        args: plain,
+    },
+    // Found when a power cut keeps a flush's WAL transaction and drops the new pages it
+    // links in (about half the sequences).
+    Budget {
+        mutant: Mutant::DirectPagesUnsynced,
         modes: &["nvlog", "nvlog-region-lost"],
         sequences: 100,
         at_least: 1,
@@ -392,4 +401,9 @@ fn mutant_deferred_not_invalidated() {
 #[test]
 fn mutant_batch_per_commit_tids() {
     find(Mutant::BatchPerCommitTids);
+}
+
+#[test]
+fn mutant_direct_pages_unsynced() {
+    find(Mutant::DirectPagesUnsynced);
 }

@@ -157,10 +157,10 @@ impl Config {
     /// The growth chunk a database of `mode` uses. Chunks exist so that a commit's
     /// fdatasync finds the file's size already durable and journals no file-system
     /// metadata; they cost a write of zeros ahead of every page. A region-backed mode
-    /// (`nvlog`) syncs its database only at checkpoints of its inner log, rarely, so there
-    /// the zeros buy nothing and are a whole extra write of the file (measured:
-    /// BENCHMARKS.md, "nvlog": write amplification 3.80 against 2.60 over 10,000 commits
-    /// of 100-byte records).
+    /// (`nvlog`) syncs its database once per batch of many commits (its new pages, at a
+    /// flush) and at checkpoints of its inner log, so there the journaled size change is
+    /// paid rarely and the zeros would be a second write of every new page (the
+    /// variant `nvlog-chunk64` of `inpage bench nvlog` measures chunks there).
     pub fn chunk_pages_for(&self, mode: crate::JournalMode) -> u32 {
         self.chunk_pages
             .unwrap_or(if mode.capabilities().region_backed {
@@ -221,6 +221,15 @@ impl Config {
     /// nvlog: who flushes records into the database (default a background thread).
     pub fn nvlog_flush(mut self, f: crate::journal::NvlogFlush) -> Self {
         self.journal.nvlog_flush = f;
+        self
+    }
+    /// nvlog: whether a flush writes the pages past the database's committed end (the
+    /// pages no committed state references yet: new leaves of appends, large values)
+    /// in place, once, synced before the log transaction that links them in (default
+    /// true). False logs them like every other page, so the checkpoint writes each a
+    /// second time: the ablation `inpage bench nvlog` measures as `nvlog-logged`.
+    pub fn nvlog_direct_pages(mut self, yes: bool) -> Self {
+        self.journal.nvlog_direct_pages = yes;
         self
     }
     /// Torture harness only (`mutants` cargo feature): run a deliberately broken
@@ -296,7 +305,8 @@ impl Config {
         }
         let nvlog_set = self.journal.nvlog_region.is_some()
             || self.journal.nvlog_ring_bytes.is_some()
-            || self.journal.nvlog_flush != crate::journal::NvlogFlush::default();
+            || self.journal.nvlog_flush != crate::journal::NvlogFlush::default()
+            || !self.journal.nvlog_direct_pages;
         if nvlog_set && !mode.capabilities().region_backed {
             return Err(Error::Config(format!(
                 "an nvlog option is set, but journal mode {mode} keeps no nvlog region"

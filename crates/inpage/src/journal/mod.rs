@@ -378,6 +378,9 @@ pub struct JournalConfig {
     pub nvlog_ring_bytes: Option<u32>,
     /// nvlog: who flushes (see [`NvlogFlush`]).
     pub nvlog_flush: NvlogFlush,
+    /// nvlog: a flush writes the pages past the database's committed end in place,
+    /// once, instead of logging them (true; see `Config::nvlog_direct_pages`).
+    pub nvlog_direct_pages: bool,
     /// **Breaks crash safety on purpose** unless `Mutant::None` (the default). Exists only
     /// so the torture harness can show it catches each broken commit/recovery variant;
     /// settable only with the `mutants` cargo feature (`Config::mutant`).
@@ -457,11 +460,15 @@ pub enum Mutant {
     /// the range of commits it stands for, so after a checkpoint the next open's window
     /// check refuses the log (or, cut short, keeps the file behind the watermark).
     BatchPerCommitTids,
+    /// NVLOG: a flush writes the pages past the file's committed end in place but does
+    /// not fdatasync the database before the WAL transaction that links them in, so a
+    /// power cut can keep the transaction and lose the pages.
+    DirectPagesUnsynced,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 20] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -481,6 +488,7 @@ impl Mutant {
         Mutant::OrderedAreaKept,
         Mutant::DeferredNotInvalidated,
         Mutant::BatchPerCommitTids,
+        Mutant::DirectPagesUnsynced,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -506,6 +514,7 @@ impl Mutant {
             Mutant::OrderedAreaKept => "ordered-area-kept",
             Mutant::DeferredNotInvalidated => "deferred-not-invalidated",
             Mutant::BatchPerCommitTids => "batch-per-commit-tids",
+            Mutant::DirectPagesUnsynced => "direct-pages-unsynced",
         }
     }
 
@@ -561,6 +570,7 @@ impl Default for JournalConfig {
             nvlog_region: None,
             nvlog_ring_bytes: None,
             nvlog_flush: NvlogFlush::default(),
+            nvlog_direct_pages: true,
             mutant: Mutant::None,
         }
     }

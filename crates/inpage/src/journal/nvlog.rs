@@ -11,9 +11,12 @@
 //! - *Flush*: the pending commits `a..=b` become ONE transaction of an inner write-ahead
 //!   log (`wal::Wal::commit_range`, standing for the tids `a..=b`): the newest image of
 //!   each page any of them wrote, so a page changed by many commits of the batch is
-//!   logged once. One `sync_log` (fdatasync) makes it durable, and only then the region's
-//!   watermark slot moves to `b`, releasing its ring space. The WAL is checkpointed into
-//!   the database file as in `wal` mode.
+//!   logged once. Pages past the file's committed end (the page count before `a`) are
+//!   not logged: they are written once, in place, and fdatasync'ed before the WAL
+//!   transaction that links them in is written (*direct pages*). One `sync_log`
+//!   (fdatasync) makes the transaction durable, and only then the region's watermark
+//!   slot moves to `b`, releasing its ring space. The WAL is checkpointed into the
+//!   database file as in `wal` mode.
 //!
 //! Invariants, and why they hold:
 //! - *seq is the pager's tid, and tids are consecutive.* The pager commits tid `fcc + 1`
@@ -28,6 +31,16 @@
 //!   carry a batch yet: DHL pages hold versions tagged by the pager with each logical
 //!   tid, and writing a page changed by two commits of one batch would overwrite the
 //!   version the file's last durable commit still needs; see the design note.)
+//! - *Direct pages never disturb a committed state, and are durable before anything
+//!   references them.* A page at or past the page count the file had after the previous
+//!   flush is in no committed state the WAL can recover (its recovery keeps a prefix of
+//!   whole flushes, and the previous one is synced), so writing it in place loses
+//!   nothing a crash could need; and its fdatasync precedes every byte of the WAL
+//!   transaction whose tree points at it, so no recovered transaction links a page that
+//!   is not there. A page the current log generation holds a frame of is logged
+//!   instead: the checkpoint copies that frame, which would overwrite the direct write.
+//!   After a crash inside a flush the file may hold such pages past its committed end;
+//!   they belong to nothing and are written again when the space is next used.
 //! - *An acknowledged commit is in the region or in the file.* It is persisted in the
 //!   ring before `commit` returns, and its ring space is released only by a watermark
 //!   write that follows the fdatasync covering it in the WAL. So if the region survives
@@ -467,11 +480,34 @@ impl Core {
                 newest.insert(*pgno, img.clone());
             }
         }
-        let pages: Vec<(Pgno, PageRef)> = newest
+        let first = batch.first().expect("a flush has a commit");
+        // Pages past the file's committed end (`first.old_page_count`: the page count
+        // after the previous flush, which the WAL holds durably) that the log holds no
+        // frame of are part of no committed state: written once, in place, and synced
+        // before the WAL transaction that links them in is written (module docs). A page
+        // the log holds (the file shrank below it and grew again in this generation)
+        // goes through the log, or the next checkpoint would copy its old frame over it.
+        let (mut direct, mut logged): (Vec<_>, Vec<_>) = newest
             .into_iter()
             .filter(|(pgno, _)| *pgno < last.new_page_count)
-            .collect();
-        let first = batch.first().expect("a flush has a commit");
+            .partition(|(pgno, _)| {
+                self.ctx.config.nvlog_direct_pages
+                    && *pgno >= first.old_page_count
+                    && !self.inner.holds(*pgno)
+            });
+        if logged.is_empty() {
+            // The WAL transaction needs a page to carry its commit frame.
+            logged.extend(direct.pop());
+        }
+        if !direct.is_empty() {
+            // Grown in chunks only if asked (`Config::chunk_pages_for`: 0 by default).
+            self.ctx.db.ensure_capacity(last.new_page_count)?;
+            self.ctx.db.write_pages(&direct)?;
+            if self.ctx.config.mutant() != Mutant::DirectPagesUnsynced {
+                self.ctx.db.sync()?;
+            }
+        }
+        let pages = logged;
         let one = CommitBatch {
             tid: last.seq,
             pages: &pages,

@@ -322,6 +322,13 @@ impl Wal {
         Ok(())
     }
 
+    /// Whether the current generation holds a committed frame of `pgno`: its image then
+    /// comes from the log, and the next checkpoint copies that frame into the database.
+    pub(crate) fn holds(&self, pgno: Pgno) -> bool {
+        let idx = self.index.read().unwrap_or_else(|e| e.into_inner());
+        idx.map.contains_key(&pgno)
+    }
+
     /// The FCC: tid of the last commit, in the log or in the database.
     pub(crate) fn fcc(&self) -> u64 {
         self.writer.lock().unwrap_or_else(|e| e.into_inner()).fcc
