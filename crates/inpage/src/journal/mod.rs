@@ -532,8 +532,8 @@ impl Mutant {
 /// timer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum NvlogFlush {
-    /// A background thread, woken by those thresholds, and every 20 ms while records
-    /// wait (the default).
+    /// A background thread, woken by those thresholds and by the oldest waiting commit
+    /// reaching 20 ms of age, asleep while no commit waits (the default).
     #[default]
     Background,
     /// The committing thread itself, at the fill threshold (no timer): deterministic I/O,

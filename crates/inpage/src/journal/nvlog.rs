@@ -82,7 +82,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::util::check_batch;
 use super::wal::Wal;
@@ -138,7 +138,8 @@ const RING_AT: usize = 128;
 const REC_HDR: usize = 16;
 const DEFAULT_RING: u32 = 4 << 20;
 const MIN_RING: u32 = 16 << 10;
-/// Background flusher period while records wait.
+/// The longest an acknowledged commit waits in the region before the background flusher
+/// starts moving it into the file.
 const FLUSH_DELAY: Duration = Duration::from_millis(20);
 /// Commits waiting for a flush that trigger one whatever the ring's fill: each holds its
 /// page images in memory (the overlay), which a ring of tiny records would let grow far
@@ -177,6 +178,9 @@ struct Pending {
     seq: u64,
     /// Ring position just past its record.
     end: u64,
+    /// When it was acknowledged (the background flusher's deadline is the oldest's plus
+    /// `FLUSH_DELAY`).
+    at: Instant,
     pages: Vec<(Pgno, PageRef)>,
     old_page_count: u32,
     new_page_count: u32,
@@ -204,6 +208,9 @@ struct State {
     closed: bool,
     /// The background flusher must exit.
     stop: bool,
+    /// A fill threshold was reached: the background flusher flushes now, not at the
+    /// oldest commit's deadline.
+    flush_wanted: bool,
 }
 
 /// Everything the committer and the flusher thread share.
@@ -726,6 +733,7 @@ impl NvlogJournal {
                 failure: None,
                 closed: false,
                 stop: false,
+                flush_wanted: false,
             }),
             wake: Condvar::new(),
             flushing: Mutex::new(()),
@@ -777,33 +785,41 @@ impl NvlogJournal {
     }
 }
 
-/// The background flusher: flush when woken (fill threshold) or every `FLUSH_DELAY`
-/// while records wait. A failure is recorded in the state (`Core::fail`), which the next
-/// commit reports.
+/// The background flusher: flush when a fill threshold is reached (`flush_wanted`) or
+/// when the oldest waiting commit has waited `FLUSH_DELAY`, and sleep while none waits.
+/// The deadline is the oldest commit's, not a free-running tick, so a burst's first
+/// batch is not cut short by a tick that happened to fall just after it began, and an
+/// idle database wakes nobody. A failure is recorded in the state (`Core::fail`), which
+/// the next commit reports.
 fn background(core: &Core) {
+    let mut s = match core.state.lock() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
     loop {
-        let s = match core.state.lock() {
-            Ok(s) => s,
-            Err(_) => return,
-        };
         if s.stop || s.failed.is_some() || s.closed {
             return;
         }
-        let (s, _) = match core.wake.wait_timeout(s, FLUSH_DELAY) {
-            Ok(x) => x,
-            Err(_) => return,
-        };
-        if s.stop {
-            return;
-        }
-        let has = !s.pending.is_empty();
-        drop(s);
-        if has {
-            if let Err(e) = core.flush_pending() {
-                core.fail(e.to_string(), Some(e));
-                return;
+        let due = s.pending.front().map(|p| p.at + FLUSH_DELAY);
+        let now = Instant::now();
+        let woke = match due {
+            Some(due) if s.flush_wanted || due <= now => {
+                s.flush_wanted = false;
+                drop(s);
+                if let Err(e) = core.flush_pending() {
+                    core.fail(e.to_string(), Some(e));
+                    return;
+                }
+                core.state.lock().ok()
             }
-        }
+            // A commit that finds nothing pending wakes us (`commit`).
+            None => core.wake.wait(s).ok(),
+            Some(due) => core.wake.wait_timeout(s, due - now).ok().map(|(s, _)| s),
+        };
+        s = match woke {
+            Some(s) => s,
+            None => return,
+        };
     }
 }
 
@@ -1001,9 +1017,14 @@ impl Journal for NvlogJournal {
                     s.tail += rec_len as u64;
                     s.last_seq = batch.tid;
                     let end = s.tail;
+                    if s.pending.is_empty() && core.mode == NvlogFlush::Background {
+                        // The flusher sleeps until a commit waits: start its clock.
+                        core.wake.notify_all();
+                    }
                     s.pending.push_back(Arc::new(Pending {
                         seq: batch.tid,
                         end,
+                        at: Instant::now(),
                         pages: batch.pages.to_vec(),
                         old_page_count: batch.old_page_count,
                         new_page_count: batch.new_page_count,
@@ -1025,7 +1046,10 @@ impl Journal for NvlogJournal {
         if fill >= core.ring / 4 || waiting >= MAX_PENDING {
             match core.mode {
                 NvlogFlush::Inline => core.flush()?,
-                NvlogFlush::Background => core.wake.notify_all(),
+                NvlogFlush::Background => {
+                    core.lock_state()?.flush_wanted = true;
+                    core.wake.notify_all();
+                }
             }
         }
         Ok(())
