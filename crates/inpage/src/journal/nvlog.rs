@@ -208,9 +208,15 @@ struct State {
     closed: bool,
     /// The background flusher must exit.
     stop: bool,
-    /// A fill threshold was reached: the background flusher flushes now, not at the
-    /// oldest commit's deadline.
-    flush_wanted: bool,
+}
+
+impl State {
+    /// Whether the commits waiting reached a flush threshold: a quarter of the ring, or
+    /// `MAX_PENDING` commits. Both count a batch being flushed until its watermark
+    /// moves, so the background flusher asks again after each flush.
+    fn over_threshold(&self, ring: u64) -> bool {
+        self.tail - self.head >= ring / 4 || self.pending.len() >= MAX_PENDING
+    }
 }
 
 /// Everything the committer and the flusher thread share.
@@ -733,7 +739,6 @@ impl NvlogJournal {
                 failure: None,
                 closed: false,
                 stop: false,
-                flush_wanted: false,
             }),
             wake: Condvar::new(),
             flushing: Mutex::new(()),
@@ -785,7 +790,7 @@ impl NvlogJournal {
     }
 }
 
-/// The background flusher: flush when a fill threshold is reached (`flush_wanted`) or
+/// The background flusher: flush when a fill threshold is reached (`over_threshold`) or
 /// when the oldest waiting commit has waited `FLUSH_DELAY`, and sleep while none waits.
 /// The deadline is the oldest commit's, not a free-running tick, so a burst's first
 /// batch is not cut short by a tick that happened to fall just after it began, and an
@@ -803,8 +808,7 @@ fn background(core: &Core) {
         let due = s.pending.front().map(|p| p.at + FLUSH_DELAY);
         let now = Instant::now();
         let woke = match due {
-            Some(due) if s.flush_wanted || due <= now => {
-                s.flush_wanted = false;
+            Some(due) if due <= now || s.over_threshold(core.ring) => {
                 drop(s);
                 if let Err(e) = core.flush_pending() {
                     core.fail(e.to_string(), Some(e));
@@ -1007,7 +1011,7 @@ impl Journal for NvlogJournal {
         hdr[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
         let sum = record_sum(core.id, &hdr, &payload);
         hdr[12..16].copy_from_slice(&sum.to_le_bytes());
-        let (fill, waiting) = loop {
+        let over = loop {
             {
                 let mut s = core.lock_state()?;
                 if core.ring - (s.tail - s.head) >= rec_len as u64 {
@@ -1037,19 +1041,17 @@ impl Journal for NvlogJournal {
                         // Pages past a shrunken page count are not committed any more.
                         ov.retain(|p, _| *p < batch.new_page_count);
                     }
-                    break (s.tail - s.head, s.pending.len());
+                    break s.over_threshold(core.ring);
                 }
             }
             // The ring is full: wait for (or be) the flusher.
             core.flush()?;
         };
-        if fill >= core.ring / 4 || waiting >= MAX_PENDING {
+        if over {
             match core.mode {
                 NvlogFlush::Inline => core.flush()?,
-                NvlogFlush::Background => {
-                    core.lock_state()?.flush_wanted = true;
-                    core.wake.notify_all();
-                }
+                // Asleep, it wakes and checks the threshold; flushing, it checks once done.
+                NvlogFlush::Background => core.wake.notify_all(),
             }
         }
         Ok(())
