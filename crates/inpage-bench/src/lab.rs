@@ -64,9 +64,13 @@ fn unregister(r: &Resource) {
     active().retain(|x| x != r);
 }
 
-/// Install the SIGINT handler once per process. The first Ctrl-C asks the run to stop at
-/// the next transaction boundary (normal cleanup follows); a second one releases every
-/// registered mount and loop device right away and exits with 130.
+/// Install the SIGINT/SIGTERM/SIGHUP handler once per process. The first signal asks the
+/// run to stop at the next transaction boundary (normal cleanup follows); a second one
+/// releases every registered mount and loop device right away and exits with 130.
+/// SIGTERM must be caught too: left to its default it kills the emulated device's FUSE
+/// daemon thread while another thread of the process waits in an fdatasync that the
+/// daemon would have answered, and that thread can then never exit (nor the process
+/// close /dev/fuse), so the mounts stayed until the connection was aborted by hand.
 pub fn install_interrupt_handler() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
