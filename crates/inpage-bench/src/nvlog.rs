@@ -178,8 +178,24 @@ pub fn quantile(v: &[f64], q: f64) -> f64 {
     s[rank - 1]
 }
 
+/// Removes the default nvlog region of the trial's database when the trial ends: a clean
+/// close removes it already, but a trial that fails leaves its database crashed, and its
+/// region (under `/dev/shm`, outside the lab) would outlive the directory the lab deletes.
+struct RegionGuard(std::path::PathBuf);
+
+impl Drop for RegionGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 fn trial(s: &mut Session, c: &Contender, plan: &Plan, value: &[u8]) -> Result<Trial, String> {
     let dir = s.fresh_dir(&c.name)?;
+    let _region = RegionGuard(
+        inpage::Config::default()
+            .journal
+            .nvlog_region_for(&dir.join("test.db")),
+    );
     let stats = Arc::new(IoStats::new());
     let mut st = c.open(&dir, &stats)?;
     // No rows; the floor pre-writes its file here, so its commits are plain overwrites.
