@@ -73,6 +73,9 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     ("nvlog-logged", JournalMode::NVLOG, |c| {
         c.nvlog_direct_pages(false)
     }),
+    ("nvlog-ring64k-logged", JournalMode::NVLOG, |c| {
+        c.nvlog_ring_bytes(64 << 10).nvlog_direct_pages(false)
+    }),
     ("ips-c256-nospill", JournalMode::IPS, |c| {
         c.cache_pages(256).cache_spill(false)
     }),
@@ -97,6 +100,7 @@ pub const NAMED_ONLY: &[&str] = &[
     "nvlog-prealloc",
     "nvlog-chunk64",
     "nvlog-logged",
+    "nvlog-ring64k-logged",
 ];
 
 /// SQLite journal settings, as Mobibench and the apps use them.

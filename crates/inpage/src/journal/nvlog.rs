@@ -208,6 +208,8 @@ struct State {
     closed: bool,
     /// The background flusher must exit.
     stop: bool,
+    /// The page count the last flush left in the file (None before this session's first).
+    flushed_pages: Option<u32>,
 }
 
 impl State {
@@ -494,6 +496,15 @@ impl Core {
             }
         }
         let first = batch.first().expect("a flush has a commit");
+        if let Some(n) = self.lock_state()?.flushed_pages {
+            // Checked in release builds: the pages written in place are chosen by this
+            // count, and a count above the file's would overwrite committed pages.
+            assert_eq!(
+                n, first.old_page_count,
+                "nvlog flush of {}..={} starts from page count {} but the last flush left {n}",
+                first.seq, last.seq, first.old_page_count
+            );
+        }
         // Pages past the file's committed end (`first.old_page_count`: the page count
         // after the previous flush, which the WAL holds durably) that the log holds no
         // frame of are part of no committed state: written once, in place, and synced
@@ -549,6 +560,7 @@ impl Core {
             self.write_watermark(&mut s, last.seq, last.end)?;
         }
         s.head = last.end;
+        s.flushed_pages = Some(last.new_page_count);
         while s.pending.front().is_some_and(|p| p.seq <= last.seq) {
             s.pending.pop_front();
         }
@@ -574,6 +586,7 @@ impl Core {
             self.write_watermark(&mut s, batch.tid, tail)?;
             s.head = tail;
             s.last_seq = batch.tid;
+            s.flushed_pages = Some(batch.new_page_count);
             Ok(())
         })();
         if let Err(e) = &r {
@@ -739,6 +752,7 @@ impl NvlogJournal {
                 failure: None,
                 closed: false,
                 stop: false,
+                flushed_pages: None,
             }),
             wake: Condvar::new(),
             flushing: Mutex::new(()),
