@@ -120,7 +120,7 @@ fn without_the_region_a_power_cut_keeps_a_prefix_through_the_watermark() {
 }
 
 #[test]
-fn a_flush_syncs_once_for_many_commits() {
+fn a_flush_syncs_at_most_twice_for_many_commits() {
     let vfs = SimVfs::new();
     let c = cfg(&vfs, 64 << 10, NvlogFlush::Inline).wal_autocheckpoint(0);
     let db = Database::open(DB, c).unwrap();
