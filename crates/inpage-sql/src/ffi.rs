@@ -60,7 +60,7 @@ pub fn rc_of(e: &Error) -> c_int {
         Error::Full => FULL,
         Error::ReadOnly { .. } => READONLY,
         Error::NotADatabase { .. } => NOTADB,
-        Error::InvalidArgument(_) => MISUSE,
+        Error::InvalidArgument(_) | Error::Forked { .. } => MISUSE,
         _ => ERROR,
     }
 }
@@ -188,34 +188,59 @@ fn file_config() -> Config {
 
 /// Files open in this process: one engine handle per file (the engine refuses a second
 /// read-write handle), shared by every connection to it, with the number of
-/// connections. The entry goes when the last connection closes, which closes the file.
-static OPEN_FILES: Mutex<Vec<(String, Database, usize)>> = Mutex::new(Vec::new());
+/// connections and the `fork()` generation it was opened in. The entry goes when the
+/// last connection closes, which closes the file.
+static OPEN_FILES: Mutex<Vec<OpenFile>> = Mutex::new(Vec::new());
+
+struct OpenFile {
+    path: String,
+    db: Database,
+    conns: usize,
+    fork_gen: u64,
+}
+
+/// The registry, without the entries a parent process made before `fork()`: a new
+/// connection in the child must get its own handle, never the parent's copy (which
+/// refuses all work, `Error::Forked`, and closes without I/O when the child's inherited
+/// connections let go of it).
+fn open_files() -> std::sync::MutexGuard<'static, Vec<OpenFile>> {
+    let mut files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
+    let now = inpage::vfs::fork_generation();
+    files.retain(|e| e.fork_gen == now);
+    files
+}
 
 fn open_shared(path: &str, cfg: Config, forced: Option<JournalMode>) -> Result<Database, Error> {
-    let mut files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(entry) = files.iter_mut().find(|e| e.0 == path) {
+    let mut files = open_files();
+    if let Some(entry) = files.iter_mut().find(|e| e.path == path) {
         if let Some(m) = forced {
-            if entry.1.journal_mode() != m {
+            if entry.db.journal_mode() != m {
                 return Err(Error::ModeMismatch {
                     path: path.into(),
-                    file: entry.1.journal_mode().name().into(),
+                    file: entry.db.journal_mode().name().into(),
                     requested: m.name().into(),
                 });
             }
         }
-        entry.2 += 1;
-        return Ok(entry.1.clone());
+        entry.conns += 1;
+        return Ok(entry.db.clone());
     }
+    let fork_gen = inpage::vfs::fork_generation();
     let db = Database::open(path, cfg)?;
-    files.push((path.to_string(), db.clone(), 1));
+    files.push(OpenFile {
+        path: path.to_string(),
+        db: db.clone(),
+        conns: 1,
+        fork_gen,
+    });
     Ok(db)
 }
 
 fn close_shared(path: &str) {
-    let mut files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(i) = files.iter().position(|e| e.0 == path) {
-        files[i].2 -= 1;
-        if files[i].2 == 0 {
+    let mut files = open_files();
+    if let Some(i) = files.iter().position(|e| e.path == path) {
+        files[i].conns -= 1;
+        if files[i].conns == 0 {
             files.swap_remove(i);
         }
     }
@@ -258,6 +283,8 @@ pub struct Conn {
     errmsg: CString,
     /// What the last `ipg_check` found (read by C right after the call).
     check_msg: CString,
+    /// The `fork()` generation the connection was opened in (`open_files`).
+    fork_gen: u64,
 }
 
 fn name(itable: u32) -> String {
@@ -278,8 +305,12 @@ impl Drop for Conn {
     fn drop(&mut self) {
         // End the transaction before the registry may drop the last handle.
         self.txn = Txn::None;
+        // A connection inherited through fork() holds none of this process's registry
+        // entries (`open_files`): it must not close a connection the child opened itself.
         if let Some(p) = &self.shared_path {
-            close_shared(p);
+            if self.fork_gen == inpage::vfs::fork_generation() {
+                close_shared(p);
+            }
         }
     }
 }
@@ -426,6 +457,7 @@ pub unsafe extern "C" fn ipg_open(
                     write_start_fcc: 0,
                     errmsg: CString::default(),
                     check_msg: CString::default(),
+                    fork_gen: inpage::vfs::fork_generation(),
                 });
                 // SAFETY: `out` is valid for a write (contract).
                 unsafe { *out = Box::into_raw(conn) };
@@ -561,11 +593,11 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
             return Ok(false);
         }
     }
-    let mut files = OPEN_FILES.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(i) = files.iter().position(|e| e.0 == path) else {
+    let mut files = open_files();
+    let Some(i) = files.iter().position(|e| e.path == path) else {
         return Ok(false);
     };
-    if files[i].2 != 1 {
+    if files[i].conns != 1 {
         return Ok(false); // another connection of this process has it open
     }
     let cfg = c.db.config().clone();
@@ -598,12 +630,22 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
         // The empty file is recreated in its old mode; the error is reported.
         Err(e) => {
             let back = Database::open(p, cfg.journal_mode(old_mode))?;
-            files.push((path, back.clone(), 1));
+            files.push(OpenFile {
+                path,
+                db: back.clone(),
+                conns: 1,
+                fork_gen: inpage::vfs::fork_generation(),
+            });
             c.db = back;
             return Err(e);
         }
     };
-    files.push((path, db.clone(), 1));
+    files.push(OpenFile {
+        path,
+        db: db.clone(),
+        conns: 1,
+        fork_gen: inpage::vfs::fork_generation(),
+    });
     c.db = db;
     Ok(switched)
 }

@@ -103,6 +103,11 @@ pub enum Error {
     /// its advisory lock is held. Retry once that handle is closed or its process exits.
     #[error("{}: database is in use by another handle or process (its lock is held); open it read-only to inspect it", path.display())]
     Locked { path: PathBuf },
+    /// The handle was opened by another process: this one is a child of `fork()` that
+    /// inherited it. Using it would write the parent's files from a stale picture of them,
+    /// so it refuses all work (and closes without I/O); open a new handle in this process.
+    #[error("{}: this handle was opened before fork() in the parent process; open the database again in this process", path.display())]
+    Forked { path: PathBuf },
     /// The database was opened read-only (`Config::read_only`); nothing may change it.
     #[error("{}: database is open read-only; {op} refused", path.display())]
     ReadOnly { path: PathBuf, op: &'static str },

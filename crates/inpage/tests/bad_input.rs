@@ -23,7 +23,7 @@ fn make_db(dir: &Path, mode: JournalMode) -> PathBuf {
 }
 
 fn side_files(path: &Path) -> Vec<PathBuf> {
-    ["journal", "wal", "init"]
+    ["journal", "wal", "init", "create"]
         .iter()
         .map(|s| PathBuf::from(format!("{}-{s}", path.display())))
         .filter(|p| p.exists())
@@ -57,17 +57,76 @@ fn foreign_file_is_rejected_unchanged() {
     assert!(side_files(&path).is_empty());
 }
 
+/// A 0-byte file is an empty database, as in stock SQLite (Python's `dbm.sqlite3` and
+/// "create a temporary file, then open it" rely on it): a read-write open lays it out in
+/// the mode asked for, a read-only open sees an empty database and leaves the file
+/// empty.
 #[test]
-fn empty_file_is_rejected_unchanged() {
+fn empty_file_opens_as_an_empty_database() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("empty.db");
-    std::fs::write(&path, b"").unwrap();
-    match Database::open(&path, Config::default()) {
-        Err(Error::NotADatabase { reason, .. }) => assert!(reason.contains("empty"), "{reason}"),
-        other => panic!("expected NotADatabase, got {other:?}"),
+    for mode in JournalMode::all() {
+        let path = dir.path().join(format!("empty-{mode}.db"));
+        std::fs::write(&path, b"").unwrap();
+        let ro = Database::open_read_only(&path, Config::default()).unwrap();
+        assert!(ro.begin_read().unwrap().list_trees().unwrap().is_empty());
+        drop(ro);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "{mode}");
+        assert!(side_files(&path).is_empty(), "{mode}");
+
+        let db = Database::open(&path, Config::default().journal_mode(mode)).unwrap();
+        assert_eq!(db.journal_mode(), mode);
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Int).unwrap();
+        w.insert(&t, 1, b"one").unwrap();
+        w.commit().unwrap();
+        db.close().unwrap();
+        let db = Database::open(&path, Config::default()).unwrap();
+        assert_eq!(db.journal_mode(), mode);
+        assert_eq!(db.get("t", 1).unwrap().as_deref(), Some(&b"one"[..]));
+        assert_checks(&db);
+        drop(db);
+        let marker = PathBuf::from(format!("{}-create", path.display()));
+        assert!(!marker.exists(), "{mode}: the creation marker stayed");
     }
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
-    assert!(side_files(&path).is_empty());
+}
+
+/// A creation marker (`<db>-create`) left beside a file it was not made for (the file
+/// was replaced after a cut creation) is ignored: a foreign file is still refused and
+/// left byte-identical, and so is the marker.
+#[test]
+fn creation_marker_beside_a_foreign_file_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // A real marker: cut a creation on the simulated disk after the marker's sync.
+    let mut marker_bytes = None;
+    for cut in 1..40 {
+        let sim = inpage::vfs::SimVfs::new();
+        let cfg = Config::default().vfs(std::sync::Arc::new(sim.clone()));
+        sim.set_power_cut_after(cut);
+        let _ = Database::open("/d/x.db", cfg);
+        let crashed = sim.crash(0, inpage::vfs::CrashModel::lose_only());
+        if let Some(m) = crashed.read_durable(std::path::Path::new("/d/x.db-create")) {
+            if !m.is_empty() {
+                marker_bytes = Some(m);
+                break;
+            }
+        }
+    }
+    let marker_bytes = marker_bytes.expect("some cut leaves a durable marker");
+    let path = dir.path().join("foreign.db");
+    let content: Vec<u8> = b"not a database, but not empty either".repeat(50);
+    std::fs::write(&path, &content).unwrap();
+    let mpath = PathBuf::from(format!("{}-create", path.display()));
+    std::fs::write(&mpath, &marker_bytes).unwrap();
+    for ro in [true, false] {
+        let r = if ro {
+            Database::open_read_only(&path, Config::default())
+        } else {
+            Database::open(&path, Config::default())
+        };
+        assert!(matches!(r, Err(Error::NotADatabase { .. })), "{r:?}");
+        assert_eq!(file_bytes(&path), content);
+        assert_eq!(file_bytes(&mpath), marker_bytes);
+    }
 }
 
 #[test]

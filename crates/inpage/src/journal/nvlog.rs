@@ -245,6 +245,9 @@ struct Core {
 pub(crate) struct NvlogJournal {
     core: Arc<Core>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// The `vfs::fork` generation it was opened in: a child of `fork()` has no flusher
+    /// thread to stop (module `vfs::fork`).
+    fork_gen: u64,
 }
 
 fn io_err<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> Error + 'p {
@@ -782,6 +785,7 @@ impl NvlogJournal {
             NvlogJournal {
                 core,
                 flusher: Mutex::new(flusher),
+                fork_gen: crate::vfs::fork::generation(),
             },
             report,
             fcc,
@@ -1111,6 +1115,18 @@ impl Journal for NvlogJournal {
 
 impl Drop for NvlogJournal {
     fn drop(&mut self) {
+        if crate::vfs::fork::generation() != self.fork_gen {
+            // Inherited through fork(): the flusher is a thread of the parent (joining
+            // it here would wait forever), and its state's locks may have been held at
+            // the fork. Touch neither; the handle is forgotten.
+            let h = self
+                .flusher
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            std::mem::forget(h);
+            return;
+        }
         self.stop_flusher();
     }
 }

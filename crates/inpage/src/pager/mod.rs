@@ -33,22 +33,23 @@
 pub mod header;
 
 pub(crate) mod cache;
+mod create;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use crate::config::{Config, DEFAULT_JOURNAL_MODE};
+use crate::config::Config;
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{
-    dir_of, recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
+    recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
     RecoveryReport,
 };
-use crate::page::{crc_ok, stamp_crc, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite};
-use crate::vfs::{File, LockKind, OpenOptions};
+use crate::page::{crc_ok, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite};
+use crate::vfs::{fork, File, LockKind, OpenOptions};
 use cache::Cache;
-use header::{Header, HEADER_LEN, META_SLOTS};
+use header::{Header, HEADER_LEN};
 
 struct State {
     header: Header,
@@ -139,6 +140,8 @@ pub(crate) struct Pager {
     direct_writes: bool,
     /// Signalled when pages leave `State::in_flight`.
     settled: Condvar,
+    /// The `vfs::fork` generation this handle was opened in.
+    fork_gen: u64,
 }
 
 /// Steal: what a committing transaction left in the file before its commit (see
@@ -234,10 +237,31 @@ impl Pager {
     /// Open (or create) the database at `path`.
     pub fn open(path: &Path, cfg: &Config) -> Result<Pager> {
         cfg.validate()?;
+        // Read before anything is opened: a fork during the open leaves the child a
+        // handle of the older generation, which it then refuses to use.
+        let fork_gen = fork::generation();
         let vfs = &cfg.vfs;
-        let exists = vfs.exists(path).map_err(Error::io("stat", path))?;
-        if !exists {
-            if !cfg.create {
+        // Opened with O_CREAT, never exclusively and never renamed into place: every
+        // process opening the path meets the same inode, and the first to lock it lays it
+        // out (`create.rs`).
+        let create = cfg.create && !cfg.read_only;
+        if create && !vfs.exists(path).map_err(Error::io("stat", path))? {
+            // Refuse a configuration the new file's mode would refuse before the file
+            // exists: a refused open leaves nothing behind.
+            cfg.check_against(
+                cfg.journal_mode
+                    .unwrap_or(crate::config::DEFAULT_JOURNAL_MODE),
+            )?;
+        }
+        let file = match vfs.open(
+            path,
+            OpenOptions {
+                create,
+                ..Default::default()
+            },
+        ) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => {
                 return Err(Error::Io {
                     op: "open",
                     path: path.to_path_buf(),
@@ -245,13 +269,10 @@ impl Pager {
                         std::io::ErrorKind::NotFound,
                         "database file does not exist (and create is off)",
                     ),
-                });
+                })
             }
-            Self::create_file(path, cfg)?;
-        }
-        let file = vfs
-            .open(path, OpenOptions::default())
-            .map_err(Error::io("open", path))?;
+            Err(e) => return Err(Error::io("open", path)(e)),
+        };
         // One read-write handle per file, taken before recovery writes anything. A
         // read-only open (an overlay whose files lock nothing) may look at a file in use.
         if !cfg.read_only
@@ -263,6 +284,9 @@ impl Pager {
                 path: path.to_path_buf(),
             });
         }
+        // An empty file is an empty database: lay it out (or finish a layout an earlier
+        // open was cut in) before anything reads it.
+        create::settle(path, &file, cfg)?;
 
         // A hot rollback journal goes first: until it is rolled back, even page 0 may be
         // a half-written image.
@@ -395,6 +419,7 @@ impl Pager {
             }),
             recovery,
             settled: Condvar::new(),
+            fork_gen,
         })
     }
 
@@ -413,84 +438,10 @@ impl Pager {
 
     fn read_raw_header(path: &Path, file: &Arc<dyn File>) -> Result<Vec<u8>> {
         let len = file.len().map_err(Error::io("stat", path))?;
-        if len == 0 {
-            return Err(Error::NotADatabase {
-                path: path.to_path_buf(),
-                reason: "file is empty (0 bytes)".into(),
-            });
-        }
         let mut raw = vec![0u8; (2 * HEADER_LEN).min(len as usize)];
         file.read_exact_at(&mut raw, 0)
             .map_err(Error::io("read", path))?;
         Ok(raw)
-    }
-
-    /// Lay out a new database next to `path` and move it into place atomically, so a
-    /// crash never leaves a half-initialised file under the real name.
-    fn create_file(path: &Path, cfg: &Config) -> Result<()> {
-        let vfs = &cfg.vfs;
-        let page_size = cfg.new_file_page_size() as usize;
-        let mode = cfg.journal_mode.unwrap_or(DEFAULT_JOURNAL_MODE);
-        cfg.check_against(mode)?;
-        let layout = mode.layout();
-        let mut store = InitStore {
-            page_size,
-            layout,
-            pages: BTreeMap::new(),
-            next: 1,
-        };
-        let catalog_root = crate::tree::create(&mut store)?;
-        // A layout whose pages carry tids is born as committed transaction `create_tid`
-        // (header slot + catalog root, both tagged with it and txn_size 2), so
-        // counting-commit recovery accepts it.
-        let fcc = layout.create_tid();
-        let txn_size = if fcc == 0 {
-            0
-        } else {
-            store.pages.len() as u32 + 1
-        };
-        let header = Header {
-            page_size: cfg.new_file_page_size(),
-            journal_mode: mode,
-            page_count: store.next,
-            fcc,
-            last_txn_size: txn_size,
-            freelist_head: 0,
-            freelist_count: 0,
-            catalog_root,
-            meta: [0; META_SLOTS],
-        };
-        let init = side_path(path, "init");
-        let f = vfs
-            .open(
-                &init,
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
-            .map_err(Error::io("create", &init))?;
-        f.set_len(0).map_err(Error::io("truncate", &init))?;
-        let db = DbFile::new(f, init.clone(), page_size, cfg.chunk_pages_for(mode));
-        let blank = vec![0u8; page_size];
-        db.write_page(0, &layout.header_image(&blank, 0, &header))?;
-        let g = layout.geometry_for(page_size);
-        for (pgno, img) in store.pages {
-            let mut img = layout
-                .finalize(pgno, PageRef::from(img), g, fcc, fcc, txn_size)?
-                .to_vec();
-            stamp_crc(&mut img);
-            db.write_page(pgno, &img)?;
-        }
-        db.ensure_capacity(header.page_count)?;
-        db.sync()?;
-        drop(db);
-        vfs.rename(&init, path)
-            .map_err(Error::io("rename", &init))?;
-        let dir = dir_of(path);
-        vfs.sync_dir(&dir)
-            .map_err(Error::io("sync directory", &dir))?;
-        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -555,10 +506,28 @@ impl Pager {
 
     /// Err(Poisoned) after a failed commit.
     pub fn check_usable(&self) -> Result<()> {
-        match &lock(&self.state).poisoned {
+        self.usable(&lock(&self.state))
+    }
+
+    /// Whether this handle may work: not inherited through `fork()` (`vfs::fork`), not
+    /// poisoned by an earlier failure.
+    fn usable(&self, st: &State) -> Result<()> {
+        self.not_forked()?;
+        match &st.poisoned {
             Some(why) => Err(Error::Poisoned(why.clone())),
             None => Ok(()),
         }
+    }
+
+    /// `Error::Forked` in a child of `fork()` that inherited this handle: the parent may
+    /// have changed the file since, so nothing read or written from here would be sound.
+    pub fn not_forked(&self) -> Result<()> {
+        if fork::generation() != self.fork_gen {
+            return Err(Error::Forked {
+                path: self.path.clone(),
+            });
+        }
+        Ok(())
     }
 
     fn past_end(st: &State, pgno: Pgno) -> Result<()> {
@@ -577,6 +546,7 @@ impl Pager {
     /// The committed image of a page from the journal, checked. Called with or without
     /// the lock; without it only through `read_page_unlocked`.
     fn read_from_journal(&self, pgno: Pgno) -> Result<PageRef> {
+        self.not_forked()?;
         let mut buf = vec![0u8; self.page_size];
         self.journal.read_page(pgno, &mut buf)?;
         // Some layouts verify their pages per version instead (`trailer_checked`).
@@ -684,9 +654,7 @@ impl Pager {
     /// journal writes them, as a commit's are.
     pub fn spill(&self, tid: u64, dirty: &[(Pgno, PageRef)]) -> Result<()> {
         let mut st = lock(&self.state);
-        if let Some(why) = &st.poisoned {
-            return Err(Error::Poisoned(why.clone()));
-        }
+        self.usable(&st)?;
         assert_eq!(
             tid,
             st.header.fcc + 1,
@@ -744,9 +712,7 @@ impl Pager {
             return Ok(());
         }
         let mut st = lock(&self.state);
-        if let Some(why) = &st.poisoned {
-            return Err(Error::Poisoned(why.clone()));
-        }
+        self.usable(&st)?;
         for &p in pages {
             st.cache.remove(p);
             st.in_flight.insert(p);
@@ -789,9 +755,7 @@ impl Pager {
     /// catalog generation of that state.
     pub fn begin_snapshot(&self) -> Result<(Header, u64)> {
         let mut st = lock(&self.state);
-        if let Some(why) = &st.poisoned {
-            return Err(Error::Poisoned(why.clone()));
-        }
+        self.usable(&st)?;
         let h = st.header.clone();
         *st.readers.entry(h.fcc).or_insert(0) += 1;
         Ok((h, st.catalog_gen))
@@ -911,9 +875,7 @@ impl Pager {
     ) -> Result<()> {
         debug_assert!(!dirty.contains_key(&0));
         let mut st = lock(&self.state);
-        if let Some(why) = &st.poisoned {
-            return Err(Error::Poisoned(why.clone()));
-        }
+        self.usable(&st)?;
         // Metadata embedding: a header that differs only in the commit counter is not
         // written (the journal has said it does not need the counter on disk).
         let counter_only = Header {

@@ -78,6 +78,9 @@ impl Shared {
     /// Take the writer flag (waiting for it if `wait`, else `Error::Busy`) and start the
     /// write transaction; the flag is released again if starting fails.
     pub(crate) fn begin_write(self: &Arc<Self>, wait: bool) -> Result<WriteTxn> {
+        // Before the writer flag: in a child of fork() it may be held by a transaction
+        // of the parent's that will never end here.
+        self.pager.not_forked()?;
         if self.occ.is_some() {
             let ts = self.vto.as_ref().map(|v| v.draw());
             return self.begin_concurrent(ts);

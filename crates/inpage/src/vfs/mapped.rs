@@ -29,6 +29,9 @@ pub(crate) struct MappedRegion {
     /// Kept open for the life of the mapping (not required by POSIX, but it keeps the
     /// file's identity tied to the handle for debugging tools such as `lsof`).
     _file: fs::File,
+    /// The `vfs::fork` generation it was mapped in: a child of `fork()` shares the
+    /// parent's mapping (`MAP_SHARED`) and must not write its parent's records.
+    fork_gen: u64,
 }
 
 impl std::fmt::Debug for MappedRegion {
@@ -95,6 +98,7 @@ impl MappedRegion {
             bytes: Mutex::new(bytes),
             len,
             _file: file,
+            fork_gen: super::fork::generation(),
         }))
     }
 
@@ -119,6 +123,11 @@ impl Region for MappedRegion {
 
     fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
         check_range(self.len, offset, data.len())?;
+        if super::fork::generation() != self.fork_gen {
+            return Err(io::Error::other(
+                "region mapped by the parent process before fork(): refused in the child",
+            ));
+        }
         let mut b = self.lock();
         b[offset..offset + data.len()].copy_from_slice(data);
         Ok(())

@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 mod accounting;
 mod fault;
+pub(crate) mod fork;
 mod mapped;
 mod mem;
 mod os;
@@ -35,6 +36,7 @@ mod sim;
 
 pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, KindStats};
 pub use fault::{FaultPlan, FaultVfs};
+pub use fork::generation as fork_generation;
 pub use mem::{MemFile, MemVfs};
 pub use os::OsVfs;
 pub use overlay::OverlayVfs;

@@ -79,7 +79,7 @@ impl Vfs for OsVfs {
             o.custom_flags(direct_flag()?);
         }
         let file = retry_eintr(|| o.open(path))?;
-        Ok(Arc::new(OsFile { file }))
+        Ok(Arc::new(OsFile::new(file)))
     }
 
     fn delete(&self, path: &Path) -> io::Result<()> {
@@ -105,7 +105,7 @@ impl Vfs for OsVfs {
 
     fn open_read_only(&self, path: &Path) -> io::Result<Arc<dyn File>> {
         let file = retry_eintr(|| fs::OpenOptions::new().read(true).open(path))?;
-        Ok(Arc::new(OsFile { file }))
+        Ok(Arc::new(OsFile::new(file)))
     }
 
     /// A file mapped into memory (`vfs::mapped`): it survives the process, and power loss
@@ -123,6 +123,28 @@ impl Vfs for OsVfs {
 #[derive(Debug)]
 pub struct OsFile {
     file: fs::File,
+    /// The `vfs::fork` slot of this descriptor once it holds a lock (a child of `fork()`
+    /// must let go of it).
+    lock_slot: std::sync::Mutex<Option<usize>>,
+}
+
+impl OsFile {
+    fn new(file: fs::File) -> OsFile {
+        OsFile {
+            file,
+            lock_slot: std::sync::Mutex::new(None),
+        }
+    }
+}
+
+impl Drop for OsFile {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        let slot = self.lock_slot.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = slot.take() {
+            super::fork::unregister_locked(s, self.file.as_raw_fd());
+        }
+    }
 }
 
 fn end_offset(offset: u64, len: u64) -> io::Result<u64> {
@@ -187,8 +209,17 @@ impl File for OsFile {
             LockKind::Shared => FlockOperation::NonBlockingLockShared,
             LockKind::Exclusive => FlockOperation::NonBlockingLockExclusive,
         };
+        // The handler must be in place before the lock exists (`vfs::fork`).
+        super::fork::install();
         match retry_eintr(|| rustix::fs::flock(&self.file, op).map_err(io::Error::from)) {
-            Ok(()) => Ok(true),
+            Ok(()) => {
+                use std::os::fd::AsRawFd;
+                let mut slot = self.lock_slot.lock().unwrap_or_else(|e| e.into_inner());
+                if slot.is_none() {
+                    *slot = super::fork::register_locked(self.file.as_raw_fd());
+                }
+                Ok(true)
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
             Err(e) => Err(e),
         }

@@ -1,0 +1,164 @@
+//! `fork()` with databases open: a child's new handles are its own, an inherited handle
+//! refuses all work with `Error::Forked` and closes without I/O, and a child holds none
+//! of its parent's locks (module `vfs::fork`). Every registry mode, with the parent
+//! holding a reader, an uncommitted writer and committed data across the fork.
+//!
+//! The child does as little as it can (no allocation-heavy work, `_exit`): it runs in a
+//! copy of a multi-threaded test process.
+
+use std::path::Path;
+
+use inpage::{Config, Database, Error, JournalMode, KeyKind, ReadableTxn};
+
+/// Fork; in the child run `f` and `_exit` with its code; in the parent return the
+/// child's exit code.
+fn in_child(f: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child only runs `f`, then `_exit`s without unwinding or running
+    // destructors of the parent's state.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(99);
+        // SAFETY: ends the child at once.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(r, pid);
+    assert!(libc::WIFEXITED(status), "child did not exit normally");
+    libc::WEXITSTATUS(status)
+}
+
+fn config(mode: JournalMode, dir: &Path) -> Config {
+    let mut c = Config::default().journal_mode(mode);
+    if mode.capabilities().region_backed {
+        c = c.nvlog_region(dir.join("region"));
+    }
+    c
+}
+
+#[test]
+fn a_child_cannot_use_what_it_inherited_and_its_own_opens_are_independent() {
+    for mode in JournalMode::all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.db");
+        let db = Database::open(&path, config(mode, dir.path())).unwrap();
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", KeyKind::Int).unwrap();
+        for k in 0..50 {
+            w.insert(&t, k, b"before fork").unwrap();
+        }
+        w.commit().unwrap();
+        // Across the fork: a reader on the committed state and an uncommitted writer.
+        let r = db.begin_read().unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.insert(&t, 1000, b"parent, uncommitted at the fork")
+            .unwrap();
+
+        let code = in_child(|| {
+            // The inherited handle refuses, with the typed error.
+            if !matches!(db.begin_read(), Err(Error::Forked { .. })) {
+                return 1;
+            }
+            if !matches!(db.try_begin_write(), Err(Error::Forked { .. })) {
+                return 2;
+            }
+            // A new handle is the child's own: the parent's lock keeps it out, and
+            // says so.
+            match Database::open(&path, config(mode, dir.path())) {
+                Err(Error::Locked { .. }) => {}
+                _ => return 3,
+            }
+            // Drop the inherited handles, as a child that lets go of them does: no
+            // checkpoint, clean-close mark or removal of side files may reach the
+            // parent's files (the parent's checks below would see it).
+            // SAFETY: bitwise copies in the child's own memory; the originals are never
+            // used or dropped in the child (it `_exit`s right after).
+            unsafe {
+                drop(std::ptr::read(&w));
+                drop(std::ptr::read(&r));
+                drop(std::ptr::read(&db));
+            }
+            0
+        });
+        assert_eq!(code, 0, "{mode}: child check {code} failed");
+        // The inherited copies in the child went without touching the files: the
+        // parent's transactions go on as if there had been no fork.
+        w.commit().unwrap();
+        assert_eq!(r.get(&t, 1000).unwrap(), None, "{mode}: snapshot moved");
+        drop(r);
+        let mut w = db.begin_write().unwrap();
+        w.insert(&t, 1001, b"parent, after the fork").unwrap();
+        w.commit().unwrap();
+        db.close().unwrap();
+        let db = Database::open(&path, config(mode, dir.path())).unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.open_tree("t").unwrap();
+        assert_eq!(r.iter(&t).unwrap().count(), 52, "{mode}");
+        assert!(r.get(&t, 1001).unwrap().is_some(), "{mode}");
+        inpage::check::check(&r, &Default::default()).unwrap();
+    }
+}
+
+/// A child that still holds the descriptors it inherited does not keep its parent's
+/// lock alive: the parent closes the database and opens it again while the child lives,
+/// and the child, once the parent has closed, opens it itself.
+#[test]
+fn a_child_holds_none_of_its_parents_locks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let db = Database::open(&path, Config::default()).unwrap();
+    db.write(|w| {
+        let t = w.create_tree("t", KeyKind::Int)?;
+        w.insert(&t, 1, b"x").map(|_| ())
+    })
+    .unwrap();
+    let (from_parent, mut to_child) = std::io::pipe().unwrap();
+    let (from_child, mut to_parent) = std::io::pipe().unwrap();
+    // SAFETY: as in `in_child`; the child waits on a pipe, opens, reports, `_exit`s.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        use std::io::{Read, Write};
+        let mut from_parent = from_parent;
+        let mut b = [0u8; 1];
+        let _ = from_parent.read_exact(&mut b); // the parent has closed and reopened
+        let _ = from_parent.read_exact(&mut b); // the parent has closed for good
+        let ok = match Database::open(&path, Config::default()) {
+            Ok(mine) => mine.get("t", 1).ok().flatten().as_deref() == Some(&b"x"[..]),
+            Err(_) => false,
+        };
+        let _ = to_parent.write_all(&[ok as u8]);
+        // SAFETY: ends the child.
+        unsafe { libc::_exit(0) };
+    }
+    use std::io::{Read, Write};
+    // A failing assertion below must not leave the child waiting on its pipe (it holds
+    // the test's output open): kill it on the way out.
+    struct Reap(libc::pid_t);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            // SAFETY: signals and reaps the child forked above (harmless if it is gone).
+            unsafe {
+                libc::kill(self.0, libc::SIGKILL);
+                libc::waitpid(self.0, std::ptr::null_mut(), 0);
+            }
+        }
+    }
+    let reap = Reap(pid);
+    db.close().unwrap();
+    let again = Database::open(&path, Config::default())
+        .expect("the child's inherited descriptor kept the lock");
+    to_child.write_all(&[1]).unwrap();
+    again.close().unwrap();
+    to_child.write_all(&[2]).unwrap();
+    let mut b = [0u8; 1];
+    let mut from_child = from_child;
+    from_child.read_exact(&mut b).unwrap();
+    drop(reap);
+    assert_eq!(
+        b[0], 1,
+        "the child could not open the database after its parent closed it"
+    );
+}
