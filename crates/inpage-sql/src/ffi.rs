@@ -353,6 +353,16 @@ impl Conn {
     fn txn_open(&self) -> bool {
         !matches!(self.txn, Txn::None)
     }
+    /// `Error::Forked` for a connection a child of `fork()` inherited.
+    fn not_forked(&self) -> Result<(), Error> {
+        // In-memory databases are the child's own copy.
+        if !self.mem && self.fork_gen != inpage::vfs::fork_generation() {
+            return Err(Error::Forked {
+                path: self.db.path().to_path_buf(),
+            });
+        }
+        Ok(())
+    }
     fn fail(&mut self, e: &Error) -> c_int {
         self.errmsg = CString::new(e.to_string().replace('\0', " ")).unwrap_or_default();
         rc_of(e)
@@ -674,6 +684,11 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         let Some(c) = (unsafe { self::conn(conn) }) else {
             return MISUSE;
         };
+        // A connection inherited through fork(): every statement fails at its start,
+        // even one inside a transaction the parent had open.
+        if let Err(e) = c.not_forked() {
+            return c.fail(&e);
+        }
         match (&c.txn, write != 0) {
             (Txn::Write(_), _) | (Txn::Read(_), false) => return OK,
             (Txn::None, false) => {
@@ -1196,6 +1211,9 @@ fn with_cur(cur: *mut Cur, f: impl FnOnce(&mut Cur) -> Result<c_int, Error>) -> 
             return MISUSE;
         };
         if let Some(e) = c.lost.take() {
+            return c.conn().fail(&e);
+        }
+        if let Err(e) = c.conn().not_forked() {
             return c.conn().fail(&e);
         }
         match f(c) {

@@ -140,8 +140,9 @@ pub(crate) struct Pager {
     direct_writes: bool,
     /// Signalled when pages leave `State::in_flight`.
     settled: Condvar,
-    /// The `vfs::fork` generation this handle was opened in.
-    fork_gen: u64,
+    /// The `vfs::fork` generation this handle was opened in; None for files in process
+    /// memory, which a child of `fork()` gets a copy of.
+    fork_gen: Option<u64>,
 }
 
 /// Steal: what a committing transaction left in the file before its commit (see
@@ -239,8 +240,8 @@ impl Pager {
         cfg.validate()?;
         // Read before anything is opened: a fork during the open leaves the child a
         // handle of the older generation, which it then refuses to use.
-        let fork_gen = fork::generation();
         let vfs = &cfg.vfs;
+        let fork_gen = (!vfs.in_process_memory()).then(fork::generation);
         // Opened with O_CREAT, never exclusively and never renamed into place: every
         // process opening the path meets the same inode, and the first to lock it lays it
         // out (`create.rs`).
@@ -522,7 +523,7 @@ impl Pager {
     /// `Error::Forked` in a child of `fork()` that inherited this handle: the parent may
     /// have changed the file since, so nothing read or written from here would be sound.
     pub fn not_forked(&self) -> Result<()> {
-        if fork::generation() != self.fork_gen {
+        if self.fork_gen.is_some_and(|g| g != fork::generation()) {
             return Err(Error::Forked {
                 path: self.path.clone(),
             });

@@ -234,6 +234,10 @@ impl Vfs for FaultVfs {
         self.inner.nonce(salt)
     }
 
+    fn in_process_memory(&self) -> bool {
+        self.inner.in_process_memory()
+    }
+
     /// Memory regions are not file I/O: neither counted nor faulted.
     fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
         self.inner.open_region(path, create)

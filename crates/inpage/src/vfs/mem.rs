@@ -47,6 +47,10 @@ fn not_found(path: &Path) -> io::Error {
 }
 
 impl Vfs for MemVfs {
+    fn in_process_memory(&self) -> bool {
+        true
+    }
+
     fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Arc<dyn File>> {
         let mut files = self.lock();
         if let Some(f) = files.get(path) {

@@ -82,6 +82,14 @@ pub trait Vfs: Send + Sync + fmt::Debug {
         system_nonce(salt)
     }
 
+    /// Whether the files live in this process's memory (`MemVfs`, `SimVfs`): a child of
+    /// `fork()` then gets its own copy of them, so a handle on them stays usable there.
+    /// False for real files, which parent and child share (`vfs::fork`); wrappers
+    /// forward to the VFS they wrap.
+    fn in_process_memory(&self) -> bool {
+        false
+    }
+
     /// Open the memory region at `path` (`vfs::Region`): an existing one at its own size;
     /// else, with `create: Some(len)`, a new zero-filled one of `len` bytes; else
     /// `NotFound`. Regions live beside the files, not in them: on real files a region is

@@ -165,6 +165,10 @@ impl Vfs for OverlayVfs {
         self.inner.nonce(salt)
     }
 
+    fn in_process_memory(&self) -> bool {
+        self.inner.in_process_memory()
+    }
+
     /// A private copy of the inner region (never written back), or a new one in memory.
     fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
         let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());

@@ -716,6 +716,10 @@ impl SimVfs {
 }
 
 impl Vfs for SimVfs {
+    fn in_process_memory(&self) -> bool {
+        true
+    }
+
     /// `opts.direct` is accepted and ignored: the simulated disk has no page cache to
     /// bypass and no alignment rules, and durability is governed by syncs either way.
     /// `create_new` implies `create`, as with `std::fs::OpenOptions`. Counted as a
