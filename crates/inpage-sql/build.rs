@@ -34,7 +34,14 @@ const PINNED: &[(&str, &str)] = &[
 
 /// Top-level sections replaced by the glue. Nested headers go with their parent
 /// (`wal.h` is inside `pager.c`, `btreeInt.h` inside `btmutex.c`).
-const CUT: &[&str] = &["pager.c", "wal.c", "btmutex.c", "btree.c", "backup.c"];
+const CUT: &[&str] = &[
+    "pager.c",
+    "wal.c",
+    "btmutex.c",
+    "btree.c",
+    "backup.c",
+    "memdb.c",
+];
 
 /// Source patches: (why, unique text, replacement).
 const PATCHES: &[(&str, &str, &str)] = &[
@@ -57,21 +64,32 @@ const PATCHES: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Compile flags: libsqlite3-sys's bundled set minus DBSTAT (it reads pages through the
-/// pager), plus the OMITs of the storage layer the glue replaces (SQLPLAN §2).
+/// Compile flags. What an application can observe is stock SQLite's: no `DEFAULT_*`
+/// override, so every pragma default is upstream's (foreign keys off, recursive triggers
+/// off, secure_delete off, auto_vacuum none, ...). Features switched on are the ones
+/// common builds carry (Debian's and Android's `libsqlite3`, CPython's): FTS3/4/5, R*Tree,
+/// JSON, math functions, column metadata, the pre-update hook and sessions, `sqlite_stmt`,
+/// soundex, URI file names and loadable extensions. The storage layer the glue replaces
+/// is cut out instead of omitted where the rest of SQLite still calls it (WAL pragmas,
+/// auto_vacuum, serialize), so those APIs and pragmas answer as stock does. The
+/// deliberate differences, with the reason for each, are listed in this crate's
+/// README ("Compile options") and checked by `tests/defaults.rs`.
 const DEFINES: &[(&str, Option<&str>)] = &[
     ("SQLITE_CORE", None),
-    ("SQLITE_DEFAULT_FOREIGN_KEYS", Some("1")),
     ("SQLITE_ENABLE_API_ARMOR", None),
     ("SQLITE_ENABLE_COLUMN_METADATA", None),
     ("SQLITE_ENABLE_FTS3", None),
     ("SQLITE_ENABLE_FTS3_PARENTHESIS", None),
+    ("SQLITE_ENABLE_FTS4", None),
     ("SQLITE_ENABLE_FTS5", None),
     ("SQLITE_ENABLE_JSON1", None),
     ("SQLITE_ENABLE_LOAD_EXTENSION", Some("1")),
+    ("SQLITE_ENABLE_MATH_FUNCTIONS", None),
     ("SQLITE_ENABLE_MEMORY_MANAGEMENT", None),
+    ("SQLITE_ENABLE_PREUPDATE_HOOK", None),
     ("SQLITE_ENABLE_RTREE", None),
-    ("SQLITE_ENABLE_STAT4", None),
+    ("SQLITE_ENABLE_SESSION", None),
+    ("SQLITE_ENABLE_STMTVTAB", None),
     ("SQLITE_SOUNDEX", None),
     ("SQLITE_THREADSAFE", Some("1")),
     ("SQLITE_USE_URI", None),
@@ -79,10 +97,7 @@ const DEFINES: &[(&str, Option<&str>)] = &[
     ("HAVE_ISNAN", None),
     ("HAVE_LOCALTIME_R", None),
     ("_POSIX_THREAD_SAFE_FUNCTIONS", None),
-    ("SQLITE_OMIT_WAL", None),
     ("SQLITE_OMIT_SHARED_CACHE", None),
-    ("SQLITE_OMIT_AUTOVACUUM", None),
-    ("SQLITE_OMIT_DESERIALIZE", None),
 ];
 
 fn main() {
@@ -161,6 +176,18 @@ fn main() {
     }
     b.compile("sqlite3_inpage");
     let defined = defined_symbols(&out.join("libsqlite3_inpage.a"));
+    // SQLite's internal functions are `static` (SQLITE_PRIVATE): one the rest of SQLite
+    // still calls but the cut-out storage layer defined, and the glue does not, would
+    // only fail when the shared library is loaded (or, lazily, when first called).
+    if let Some(missing) = undefined_symbols(&out.join("libsqlite3_inpage.a"))
+        .iter()
+        .find(|n| n.starts_with("sqlite3"))
+    {
+        fail(&format!(
+            "`{missing}` is used but defined nowhere: the storage layer build.rs cuts out \
+             defined it; add it to csrc/glue.c"
+        ));
+    }
     if let Some(bad) = defined
         .iter()
         .find(|n| n.starts_with("sqlite3") || n.starts_with("sqlite_"))
@@ -226,8 +253,16 @@ fn parse_api(header: &str) -> Vec<ApiFn> {
             continue;
         };
         let name = head[name_at + 1..].trim();
-        if !name.starts_with("sqlite3_") {
-            continue; // session extension etc. (not compiled in)
+        // The core API and the session extension's (compiled in: DEFINES).
+        const PREFIXES: [&str; 5] = [
+            "sqlite3_",
+            "sqlite3session_",
+            "sqlite3changeset_",
+            "sqlite3changegroup_",
+            "sqlite3rebaser_",
+        ];
+        if !PREFIXES.iter().any(|p| name.starts_with(p)) {
+            continue;
         }
         let ret_txt = &head[..=name_at];
         if ret_txt.contains('(') {
@@ -376,9 +411,18 @@ fn strip_comments(s: &str) -> String {
 
 /// Global symbols the compiled archive defines (`nm`): the renamed API and the glue.
 fn defined_symbols(archive: &Path) -> Vec<String> {
+    nm_symbols(archive, "--defined-only")
+}
+
+/// The symbols the archive uses but does not define.
+fn undefined_symbols(archive: &Path) -> Vec<String> {
+    nm_symbols(archive, "--undefined-only")
+}
+
+fn nm_symbols(archive: &Path, which: &str) -> Vec<String> {
     let nm = env::var("NM").unwrap_or_else(|_| "nm".into());
     let o = std::process::Command::new(&nm)
-        .arg("--defined-only")
+        .arg(which)
         .arg(archive)
         .output()
         .unwrap_or_else(|e| fail(&format!("run {nm} (binutils) on {archive:?}: {e}")));
@@ -391,9 +435,13 @@ fn defined_symbols(archive: &Path) -> Vec<String> {
     String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let (_, kind, name) = (w.next()?, w.next()?, w.next()?);
-            // Upper-case kinds are global definitions (T text, R read-only, B bss, D data).
+            let w: Vec<&str> = l.split_whitespace().collect();
+            // `addr kind name` for definitions, `kind name` for undefined symbols.
+            let (kind, name) = match w.as_slice() {
+                [_, k, n] | [k, n] => (*k, *n),
+                _ => return None,
+            };
+            // Upper-case kinds are global (T text, R read-only, B bss, D data, U undefined).
             (kind.len() == 1 && kind.chars().all(|c| c.is_ascii_uppercase()))
                 .then(|| name.to_string())
         })

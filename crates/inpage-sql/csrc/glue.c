@@ -22,7 +22,7 @@
 
 typedef struct Conn Conn;
 typedef struct Cur Cur;
-extern int ipg_open(const char*, int, const char*, Conn**);
+extern int ipg_open(const char*, int, const char*, int, Conn**);
 extern void ipg_close(Conn*);
 extern int ipg_txn_state(Conn*);
 extern int ipg_begin(Conn*, int);
@@ -63,6 +63,14 @@ extern u32 ipg_page_count(Conn*);
 extern int ipg_mode_code(Conn*);
 extern int ipg_set_mode(Conn*, int);
 extern int ipg_copy(Conn*, Conn*);
+typedef struct Backup Backup;
+extern Backup *ipg_backup_new(void);
+extern void ipg_backup_free(Backup*);
+extern int ipg_backup_step(Backup*, Conn*, Conn*, int, int*, int*);
+extern int ipg_serialize(Conn*, const u8**, i64*);
+extern int ipg_deserialize(Conn*, const u8*, i64, int);
+extern int ipg_checkpoint(Conn*, int*, int*);
+extern int ipg_read_only(Conn*);
 extern u32 ipg_data_version(Conn*);
 extern const char *ipg_open_errmsg(void);
 extern const char *ipg_errmsg(Conn*);
@@ -137,8 +145,11 @@ SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sq
   if( !p->zFilename ){ sqlite3_free(p); return SQLITE_NOMEM; }
   /* file:app.db?journal_mode=wal: the journal mode of a new file (INPAGE_JOURNAL_MODE,
   ** the deployment switch, takes precedence; an existing file keeps its own). */
+  /* ipg_open's flags (ffi.rs OPEN_*): read-only, create. */
   rc = ipg_open(p->zFilename, isMem,
-                isMem ? 0 : sqlite3_uri_parameter(zFilename, "journal_mode"), &p->pConn);
+                isMem ? 0 : sqlite3_uri_parameter(zFilename, "journal_mode"),
+                ((vfsFlags & SQLITE_OPEN_READONLY) ? 1 : 0) | ((vfsFlags & SQLITE_OPEN_CREATE) ? 2 : 0),
+                &p->pConn);
   if( rc ){
     /* openDatabase() replaces the message by the code's generic one: log the reason. */
     sqlite3_log(rc, "inpage: cannot open %s: %s", p->zFilename, ipg_open_errmsg()); sqlite3_free(p->zFilename); sqlite3_free(p); return rc; }
@@ -276,7 +287,30 @@ SQLITE_PRIVATE int sqlite3BtreeSetCacheSize(Btree *p, int n){ (void)p; (void)n; 
 SQLITE_PRIVATE int sqlite3BtreeSetSpillSize(Btree *p, int n){ (void)p; (void)n; return SQLITE_OK; }
 SQLITE_PRIVATE int sqlite3BtreeSetMmapLimit(Btree *p, sqlite3_int64 n){ (void)p; (void)n; return SQLITE_OK; }
 SQLITE_PRIVATE int sqlite3BtreeSetPagerFlags(Btree *p, unsigned f){ (void)p; (void)f; return SQLITE_OK; }
-SQLITE_PRIVATE int sqlite3BtreeIsReadonly(Btree *p){ (void)p; return 0; }
+SQLITE_PRIVATE int sqlite3BtreeIsReadonly(Btree *p){ return p ? ipg_read_only(p->pConn) : 0; }
+/* auto_vacuum is not supported yet: the pragma reads NONE (0), as on a stock database
+** created without it, and a request to change it is refused the way SQLite refuses one
+** it cannot honour (the pragma ignores SQLITE_READONLY); incremental_vacuum has nothing
+** to do. */
+SQLITE_PRIVATE int sqlite3BtreeGetAutoVacuum(Btree *p){ (void)p; return BTREE_AUTOVACUUM_NONE; }
+SQLITE_PRIVATE int sqlite3BtreeSetAutoVacuum(Btree *p, int a){ (void)p; return a==BTREE_AUTOVACUUM_NONE ? SQLITE_OK : SQLITE_READONLY; }
+SQLITE_PRIVATE int sqlite3BtreeIncrVacuum(Btree *p){ (void)p; return SQLITE_DONE; }
+/* The file format version bytes (18-19) of a stock file: inpage's header has none. */
+SQLITE_PRIVATE int sqlite3BtreeSetVersion(Btree *p, int v){ (void)p; (void)v; return SQLITE_OK; }
+/* PRAGMA wal_checkpoint, sqlite3_wal_checkpoint_v2: the engine's checkpoint in a mode
+** with a log (ffi/copy.rs ipg_checkpoint); pnLog/pnCkpt stay as the caller set them
+** otherwise, as SQLite leaves them for a database not in WAL mode. */
+SQLITE_PRIVATE int sqlite3BtreeCheckpoint(Btree *p, int eMode, int *pnLog, int *pnCkpt){
+  int nLog = -1, nCkpt = -1, rc;
+  (void)eMode;
+  if( !p ) return SQLITE_OK;
+  rc = ipg_checkpoint(p->pConn, &nLog, &nCkpt);
+  if( rc==SQLITE_OK && nLog>=0 ){
+    if( pnLog ) *pnLog = nLog;
+    if( pnCkpt ) *pnCkpt = nCkpt;
+  }
+  return rc;
+}
 SQLITE_PRIVATE int sqlite3BtreeIsInBackup(Btree *p){ (void)p; return 0; }
 SQLITE_PRIVATE void sqlite3BtreeClearCache(Btree *p){ (void)p; }
 SQLITE_PRIVATE struct Pager *sqlite3BtreePager(Btree *p){ return &p->pager; }
@@ -479,6 +513,7 @@ SQLITE_PRIVATE void sqlite3BtreeIncrblobCursor(BtCursor *c){ (void)c; }
 SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *c, u32 offset, u32 amt, void *z){
   u32 n; const u8 *p; u8 *buf; int rc;
   FAULT_CHECK(c);
+  if( !c->wrFlag ) return SQLITE_READONLY;   /* a blob opened read-only */
   if( ipg_has_moved(c->pCur) ) return SQLITE_ABORT;
   p = gluePayload(c, &n);
   FAULT_CHECK(c);
@@ -514,16 +549,36 @@ SQLITE_PRIVATE int sqlite3PagerLockingMode(Pager *p, int e){ (void)p; (void)e; r
 SQLITE_PRIVATE int sqlite3PagerMemUsed(Pager *p){ (void)p; return 0; }
 SQLITE_PRIVATE void sqlite3PagerShrink(Pager *p){ (void)p; }
 SQLITE_PRIVATE sqlite3_vfs *sqlite3PagerVfs(Pager *p){ return p->pVfs; }
+SQLITE_PRIVATE const char *sqlite3PagerFilename(const Pager *p, int nullIfMemDb){
+  if( p->pBt->isMem ) return nullIfMemDb ? 0 : "";
+  return p->pBt->zFilename;
+}
+/* The engine checkpoints its own log (Config::wal_autocheckpoint); SQLite's WAL hook
+** sees no frames, so its default hook never checkpoints on top. */
+SQLITE_PRIVATE int sqlite3PagerWalCallback(Pager *p){ (void)p; return 0; }
+/* Every file database can be switched to the engine's wal mode (while empty). */
+SQLITE_PRIVATE int sqlite3PagerWalSupported(Pager *p){ return !p->pBt->isMem; }
+/* Leaving WAL mode: nothing to close here (the engine's mode is the file's). */
+SQLITE_PRIVATE int sqlite3PagerCloseWal(Pager *p, sqlite3 *db){ (void)p; (void)db; return SQLITE_OK; }
+/* memdb.c (the "memdb" VFS behind stock deserialize) is cut: deserialize opens an
+** in-memory engine database instead (sqlite3_deserialize below). */
+SQLITE_PRIVATE int sqlite3MemdbInit(void){ return SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3IsMemdb(const sqlite3_vfs *p){ (void)p; return 0; }
 
 /* ---- public shims ---- */
-/* The online backup API as one tree copy (ipg_copy) in the first step: the copy is
-** atomic (one write transaction on the destination), so there are no partial steps;
-** remaining() is 0 once done. Both connections' mutexes are held during each call. */
+/* The online backup API in steps (ffi/copy.rs Backup): each step copies whole trees
+** (sqlite_schema, each table and index) into one write transaction on the destination,
+** begun by the first step and committed by the one that copies the last tree; a step
+** that finds the source changed since the previous one starts the copy over (as SQLite
+** restarts when another connection writes the source). Progress counts trees.
+** Both connections' mutexes are held during each call. */
 struct sqlite3_backup {
   sqlite3 *pDestDb; Btree *pDest;
   sqlite3 *pSrcDb; Btree *pSrc;
-  int rc;            /* SQLITE_OK until the copy ran; then SQLITE_DONE or the error */
-  u32 nPage;         /* source page count, for pagecount()/remaining() */
+  Backup *pState;
+  int rc;            /* SQLITE_OK while more may be copied; then SQLITE_DONE or the error */
+  int nRemaining, nPagecount;
+  int bDestLocked;   /* this backup began the destination's write transaction */
 };
 static void glueBackupEnter(sqlite3_backup *p){
   sqlite3_mutex_enter(p->pSrcDb->mutex);
@@ -533,64 +588,96 @@ static void glueBackupLeave(sqlite3_backup *p){
   sqlite3_mutex_leave(p->pDestDb->mutex);
   sqlite3_mutex_leave(p->pSrcDb->mutex);
 }
+/* The b-tree of database zDb of pDb, opening TEMP if that is the one asked for (it is
+** opened lazily); errors go to pErrorDb. */
+static Btree *glueFindBtree(sqlite3 *pErrorDb, sqlite3 *pDb, const char *zDb){
+  int i = sqlite3FindDbName(pDb, zDb);
+  if( i==1 ){
+    Parse sParse; int bad;
+    sqlite3ParseObjectInit(&sParse, pDb);
+    bad = sqlite3OpenTempDatabase(&sParse);
+    if( bad ) sqlite3ErrorWithMsg(pErrorDb, sParse.rc, "%s", sParse.zErrMsg);
+    sqlite3DbFree(pErrorDb, sParse.zErrMsg);
+    sqlite3ParseObjectReset(&sParse);
+    if( bad ) return 0;
+  }
+  if( i<0 ){
+    sqlite3ErrorWithMsg(pErrorDb, SQLITE_ERROR, "unknown database %s", zDb);
+    return 0;
+  }
+  return pDb->aDb[i].pBt;
+}
 SQLITE_API sqlite3_backup *sqlite3_backup_init(sqlite3 *pDest, const char *zDestName, sqlite3 *pSource, const char *zSourceName){
   sqlite3_backup *p = 0;
-  Btree *pS, *pD;
+  Btree *pS = 0, *pD = 0;
   if( !sqlite3SafetyCheckOk(pSource) || !sqlite3SafetyCheckOk(pDest) ){
     (void)SQLITE_MISUSE_BKPT;
     return 0;
   }
   sqlite3_mutex_enter(pSource->mutex);
   sqlite3_mutex_enter(pDest->mutex);
-  pS = sqlite3DbNameToBtree(pSource, zSourceName);
-  pD = sqlite3DbNameToBtree(pDest, zDestName);
   if( pSource==pDest ){
     sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "source and destination must be distinct");
-  }else if( !pS ){
-    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "unknown database %s", zSourceName);
-  }else if( !pD ){
-    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "unknown database %s", zDestName);
-  }else if( sqlite3BtreeTxnState(pD)!=SQLITE_TXN_NONE ){
-    sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "destination database is in use");
-  }else{
-    p = sqlite3_malloc64(sizeof(*p));
-    if( !p ){
-      sqlite3Error(pDest, SQLITE_NOMEM);
+  }else if( (pS = glueFindBtree(pDest, pSource, zSourceName))!=0
+         && (pD = glueFindBtree(pDest, pDest, zDestName))!=0 ){
+    if( sqlite3BtreeTxnState(pD)!=SQLITE_TXN_NONE ){
+      sqlite3ErrorWithMsg(pDest, SQLITE_ERROR, "destination database is in use");
+    }else if( ipg_read_only(pD->pConn) ){
+      sqlite3ErrorWithMsg(pDest, SQLITE_READONLY, "destination database is read-only");
     }else{
-      memset(p, 0, sizeof(*p));
-      p->pDestDb = pDest; p->pDest = pD; p->pSrcDb = pSource; p->pSrc = pS;
-      p->nPage = ipg_page_count(pS->pConn);
+      p = sqlite3_malloc64(sizeof(*p));
+      if( !p ){
+        sqlite3Error(pDest, SQLITE_NOMEM);
+      }else{
+        memset(p, 0, sizeof(*p));
+        p->pDestDb = pDest; p->pDest = pD; p->pSrcDb = pSource; p->pSrc = pS;
+        p->pState = ipg_backup_new();
+        p->nRemaining = p->nPagecount = -1;
+      }
     }
   }
   sqlite3_mutex_leave(pDest->mutex);
   sqlite3_mutex_leave(pSource->mutex);
   return p;
 }
+/* End the destination's transaction this backup began (commit or roll back). */
+static int glueBackupEndDest(sqlite3_backup *p, int commit){
+  int rc = SQLITE_OK;
+  if( !p->bDestLocked ) return SQLITE_OK;
+  p->bDestLocked = 0;
+  if( commit ){
+    rc = sqlite3BtreeCommitPhaseOne(p->pDest, 0);
+    if( rc==SQLITE_OK ) rc = sqlite3BtreeCommitPhaseTwo(p->pDest, 0);
+  }
+  if( !commit || rc!=SQLITE_OK ) sqlite3BtreeRollback(p->pDest, SQLITE_OK, 0);
+  return rc;
+}
 SQLITE_API int sqlite3_backup_step(sqlite3_backup *p, int nPage){
-  int rc, srcOwn;
-  (void)nPage;
+  int rc;
   if( !p ) return SQLITE_MISUSE_BKPT;
   glueBackupEnter(p);
   if( p->rc!=SQLITE_OK ){ rc = p->rc; glueBackupLeave(p); return rc; }
-  srcOwn = sqlite3BtreeTxnState(p->pSrc)==SQLITE_TXN_NONE;
-  rc = srcOwn ? sqlite3BtreeBeginTrans(p->pSrc, 0, 0) : SQLITE_OK;
-  if( rc==SQLITE_OK ){
+  rc = SQLITE_OK;
+  if( !p->bDestLocked ){
     rc = sqlite3BtreeBeginTrans(p->pDest, 2, 0);
-    if( rc==SQLITE_OK ){
-      rc = ipg_copy(p->pDest->pConn, p->pSrc->pConn);
-      if( rc==SQLITE_OK ) rc = sqlite3BtreeCommitPhaseOne(p->pDest, 0);
-      if( rc==SQLITE_OK ) rc = sqlite3BtreeCommitPhaseTwo(p->pDest, 0);
-      if( rc!=SQLITE_OK ) sqlite3BtreeRollback(p->pDest, SQLITE_OK, 0);
-    }
-    if( srcOwn ) sqlite3BtreeCommitPhaseTwo(p->pSrc, 0);
+    if( rc==SQLITE_OK ) p->bDestLocked = 1;
   }
   if( rc==SQLITE_OK ){
-    /* The destination's schema changed under its connection: reparse on next use. */
-    sqlite3ResetAllSchemasOfConnection(p->pDestDb);
-    rc = SQLITE_DONE;
+    rc = ipg_backup_step(p->pState, p->pDest->pConn, p->pSrc->pConn, nPage==0 ? 1 : nPage,
+                         &p->nRemaining, &p->nPagecount);
+  }
+  if( rc==SQLITE_DONE ){
+    rc = glueBackupEndDest(p, 1);
+    if( rc==SQLITE_OK ){
+      /* The destination's schema changed under its connection: reparse on next use. */
+      sqlite3ResetAllSchemasOfConnection(p->pDestDb);
+      rc = SQLITE_DONE;
+    }
+  }else if( rc!=SQLITE_OK && rc!=SQLITE_BUSY && rc!=SQLITE_LOCKED ){
+    glueBackupEndDest(p, 0);
   }
   /* BUSY and LOCKED leave the backup retryable, as in SQLite. */
-  if( rc!=SQLITE_BUSY && rc!=SQLITE_LOCKED ) p->rc = rc;
+  if( rc!=SQLITE_OK && rc!=SQLITE_BUSY && rc!=SQLITE_LOCKED ) p->rc = rc;
   glueBackupLeave(p);
   return rc;
 }
@@ -598,20 +685,85 @@ SQLITE_API int sqlite3_backup_finish(sqlite3_backup *p){
   sqlite3 *pDest; int rc;
   if( !p ) return SQLITE_OK;
   pDest = p->pDestDb;
+  glueBackupEnter(p);
+  glueBackupEndDest(p, 0);   /* an unfinished backup leaves the destination as it was */
   rc = (p->rc==SQLITE_DONE) ? SQLITE_OK : p->rc;
-  sqlite3_mutex_enter(pDest->mutex);
   sqlite3Error(pDest, rc);
-  sqlite3_mutex_leave(pDest->mutex);
+  glueBackupLeave(p);
+  ipg_backup_free(p->pState);
   sqlite3_free(p);
   return rc;
 }
-SQLITE_API int sqlite3_backup_remaining(sqlite3_backup *p){ return (p && p->rc!=SQLITE_DONE) ? (int)p->nPage : 0; }
-SQLITE_API int sqlite3_backup_pagecount(sqlite3_backup *p){ return p ? (int)p->nPage : 0; }
+SQLITE_API int sqlite3_backup_remaining(sqlite3_backup *p){ return p && p->nRemaining>=0 ? p->nRemaining : 0; }
+SQLITE_API int sqlite3_backup_pagecount(sqlite3_backup *p){ return p && p->nPagecount>=0 ? p->nPagecount : 0; }
 SQLITE_API sqlite3_file *sqlite3_database_file_object(const char *z){ (void)z; return 0; }
 SQLITE_API int sqlite3_enable_shared_cache(int e){ (void)e; return SQLITE_OK; }
+/* An image of a database: an inpage file holding a copy of it (ffi/copy.rs). NOCOPY has
+** no buffer to hand out (there is no in-memory file image to point into): NULL, as
+** SQLite answers for a database that is not an in-memory one. */
 SQLITE_API unsigned char *sqlite3_serialize(sqlite3 *db, const char *zSchema, sqlite3_int64 *piSize, unsigned int mFlags){
-  (void)db; (void)zSchema; (void)mFlags; if( piSize ) *piSize = -1; return 0;
+  int iDb, rc; Btree *p; const u8 *a = 0; i64 n = 0; unsigned char *out = 0;
+  if( piSize ) *piSize = -1;
+  if( !sqlite3SafetyCheckOk(db) ){ (void)SQLITE_MISUSE_BKPT; return 0; }
+  if( zSchema==0 ) zSchema = db->aDb[0].zDbSName;
+  sqlite3_mutex_enter(db->mutex);
+  iDb = sqlite3FindDbName(db, zSchema);
+  p = iDb<0 ? 0 : db->aDb[iDb].pBt;
+  if( p && !(mFlags & SQLITE_SERIALIZE_NOCOPY) ){
+    rc = ipg_serialize(p->pConn, &a, &n);
+    if( rc==SQLITE_OK ){
+      out = sqlite3_malloc64(n>0 ? n : 1);
+      if( out ){
+        memcpy(out, a, (size_t)n);
+        if( piSize ) *piSize = n;
+      }else{
+        sqlite3Error(db, SQLITE_NOMEM);
+      }
+    }else{
+      sqlite3ErrorWithMsg(db, rc, "%s", ipg_errmsg(p->pConn));
+    }
+  }
+  sqlite3_mutex_leave(db->mutex);
+  return out;
 }
+/* Replace database zSchema by the image pData[0..szDb) (from sqlite3_serialize), as a
+** private in-memory database. TEMP cannot be replaced, nor a database in a transaction
+** or with statements running; an image that is not a database is SQLITE_NOTADB ("file
+** is not a database") and changes nothing. The bytes are copied, so FREEONCLOSE frees
+** them at once. */
 SQLITE_API int sqlite3_deserialize(sqlite3 *db, const char *zSchema, unsigned char *pData, sqlite3_int64 szDb, sqlite3_int64 szBuf, unsigned mFlags){
-  (void)db; (void)zSchema; (void)pData; (void)szDb; (void)szBuf; (void)mFlags; return SQLITE_ERROR;
+  int iDb, rc = SQLITE_OK; Btree *p = 0;
+  (void)szBuf;
+  if( !sqlite3SafetyCheckOk(db) ) return SQLITE_MISUSE_BKPT;
+  if( szDb<0 ) return SQLITE_MISUSE_BKPT;
+  if( zSchema==0 ) zSchema = db->aDb[0].zDbSName;
+  sqlite3_mutex_enter(db->mutex);
+  iDb = sqlite3FindDbName(db, zSchema);
+  if( iDb<2 && iDb!=0 ){
+    rc = SQLITE_ERROR;
+  }else{
+    p = db->aDb[iDb].pBt;
+    if( !p ) rc = SQLITE_ERROR;
+    else if( db->nVdbeActive>0 || sqlite3BtreeTxnState(p)!=SQLITE_TXN_NONE ) rc = SQLITE_BUSY;
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3Error(db, rc);
+  }else{
+    BtCursor *c;
+    while( (c = p->pCursor)!=0 ) sqlite3BtreeCloseCursor(c);
+    rc = ipg_deserialize(p->pConn, pData, szDb, (mFlags & SQLITE_DESERIALIZE_READONLY)!=0);
+    if( rc==SQLITE_OK ){
+      p->isMem = 1;
+      sqlite3ResetAllSchemasOfConnection(db);
+      sqlite3Error(db, SQLITE_OK);
+    }else if( rc==SQLITE_NOTADB ){
+      sqlite3ErrorWithMsg(db, rc, "file is not a database");
+    }else{
+      sqlite3ErrorWithMsg(db, rc, "%s", ipg_errmsg(p->pConn));
+    }
+  }
+  if( pData && (mFlags & SQLITE_DESERIALIZE_FREEONCLOSE)!=0 ) sqlite3_free(pData);
+  sqlite3_mutex_leave(db->mutex);
+  return rc;
 }
+

@@ -35,7 +35,9 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use inpage::{
@@ -193,7 +195,7 @@ fn file_config() -> Config {
 static OPEN_FILES: Mutex<Vec<OpenFile>> = Mutex::new(Vec::new());
 
 struct OpenFile {
-    path: String,
+    path: PathBuf,
     db: Database,
     conns: usize,
     fork_gen: u64,
@@ -210,7 +212,7 @@ fn open_files() -> std::sync::MutexGuard<'static, Vec<OpenFile>> {
     files
 }
 
-fn open_shared(path: &str, cfg: Config, forced: Option<JournalMode>) -> Result<Database, Error> {
+fn open_shared(path: &Path, cfg: Config, forced: Option<JournalMode>) -> Result<Database, Error> {
     let mut files = open_files();
     if let Some(entry) = files.iter_mut().find(|e| e.path == path) {
         if let Some(m) = forced {
@@ -228,7 +230,7 @@ fn open_shared(path: &str, cfg: Config, forced: Option<JournalMode>) -> Result<D
     let fork_gen = inpage::vfs::fork_generation();
     let db = Database::open(path, cfg)?;
     files.push(OpenFile {
-        path: path.to_string(),
+        path: path.to_path_buf(),
         db: db.clone(),
         conns: 1,
         fork_gen,
@@ -236,7 +238,7 @@ fn open_shared(path: &str, cfg: Config, forced: Option<JournalMode>) -> Result<D
     Ok(db)
 }
 
-fn close_shared(path: &str) {
+fn close_shared(path: &Path) {
     let mut files = open_files();
     if let Some(i) = files.iter().position(|e| e.path == path) {
         files[i].conns -= 1;
@@ -264,7 +266,7 @@ pub struct Conn {
     db: Database,
     mem: bool,
     /// The registry key of a file database (None in memory).
-    shared_path: Option<String>,
+    shared_path: Option<PathBuf>,
     txn: Txn,
     /// SQLite's savepoint level i = `sps[i]`.
     sps: Vec<Savepoint>,
@@ -285,6 +287,11 @@ pub struct Conn {
     check_msg: CString,
     /// The `fork()` generation the connection was opened in (`open_files`).
     fork_gen: u64,
+    /// Opened read-only (`SQLITE_OPEN_READONLY`, `mode=ro`, a deserialized read-only
+    /// image): write transactions are refused with SQLITE_READONLY.
+    read_only: bool,
+    /// The last `sqlite3_serialize` image (read by C right after the call).
+    image: Vec<u8>,
 }
 
 fn name(itable: u32) -> String {
@@ -387,7 +394,17 @@ unsafe fn cur<'a>(p: *mut Cur) -> Option<&'a mut Cur> {
     Some(c)
 }
 
-/// Open the database `path` (`memory` != 0: a private in-memory one).
+/// `ipg_open` flags: the connection may not write (`SQLITE_OPEN_READONLY`, `mode=ro`).
+pub const OPEN_READ_ONLY: c_int = 1;
+/// `ipg_open` flags: a missing file is created (`SQLITE_OPEN_CREATE`).
+pub const OPEN_CREATE: c_int = 2;
+
+/// Open the database `path` (`memory` != 0: a private in-memory one) with `OPEN_*`
+/// `flags`. The path is bytes, as the OS takes it (it need not be UTF-8).
+///
+/// A read-only connection shares the file's handle like any other and is refused write
+/// transactions (SQLITE_READONLY); only if the file cannot be opened for writing at all
+/// (permissions, a read-only file system) is it opened read-only underneath.
 ///
 /// # Safety
 /// `path` is null or NUL-terminated; `out` and `errmsg` are valid for a write.
@@ -396,23 +413,23 @@ pub unsafe extern "C" fn ipg_open(
     path: *const c_char,
     memory: c_int,
     uri_mode: *const c_char,
+    flags: c_int,
     out: *mut *mut Conn,
 ) -> c_int {
     guard(INTERNAL, || {
-        let path = if path.is_null() {
-            String::new()
+        let path: PathBuf = if path.is_null() {
+            PathBuf::new()
         } else {
             // SAFETY: SQLite passes a NUL-terminated file name.
-            unsafe { CStr::from_ptr(path) }
-                .to_string_lossy()
-                .into_owned()
+            std::ffi::OsStr::from_bytes(unsafe { CStr::from_ptr(path) }.to_bytes()).into()
         };
-        let mem = memory != 0 || path.is_empty();
+        let mem = memory != 0 || path.as_os_str().is_empty();
+        let read_only = flags & OPEN_READ_ONLY != 0;
         let mut forced = None;
-        let (path, cfg) = if mem {
-            ("memory".to_string(), Config::default())
+        let cfg = if mem {
+            Config::default()
         } else {
-            let mut c = file_config();
+            let mut c = file_config().create(flags & OPEN_CREATE != 0 && !read_only);
             match mode_from_env() {
                 Ok(Some(m)) => {
                     c = c.journal_mode(m);
@@ -427,7 +444,7 @@ pub unsafe extern "C" fn ipg_open(
                             // A file that exists keeps its mode: only a new file takes
                             // the URI's (asking for another mode is not an error, as
                             // PRAGMA journal_mode answers with the mode in use).
-                            if !c.vfs.exists(std::path::Path::new(&path)).unwrap_or(true) {
+                            if !c.vfs.exists(&path).unwrap_or(true) {
                                 c = c.journal_mode(m);
                             }
                         }
@@ -446,19 +463,36 @@ pub unsafe extern "C" fn ipg_open(
                     return CANTOPEN;
                 }
             }
-            (path, c)
+            c
         };
+        let mut shared = !mem;
         let opened = if mem {
             Database::open_memory(cfg)
         } else {
-            open_shared(&path, cfg, forced)
+            match open_shared(&path, cfg.clone(), forced) {
+                // A file this process may not write (permissions, a read-only mount): a
+                // read-only connection still reads it, through the engine's read-only
+                // open (no lock, nothing written).
+                Err(Error::Io { source, .. })
+                    if read_only
+                        && matches!(
+                            source.kind(),
+                            std::io::ErrorKind::PermissionDenied
+                                | std::io::ErrorKind::ReadOnlyFilesystem
+                        ) =>
+                {
+                    shared = false;
+                    Database::open_read_only(&path, cfg)
+                }
+                r => r,
+            }
         };
         match opened {
             Ok(db) => {
                 let conn = Box::new(Conn {
                     db,
                     mem,
-                    shared_path: (!mem).then(|| path.clone()),
+                    shared_path: shared.then(|| path.clone()),
                     txn: Txn::None,
                     sps: Vec::new(),
                     trees: HashMap::new(),
@@ -468,6 +502,8 @@ pub unsafe extern "C" fn ipg_open(
                     errmsg: CString::default(),
                     check_msg: CString::default(),
                     fork_gen: inpage::vfs::fork_generation(),
+                    read_only,
+                    image: Vec::new(),
                 });
                 // SAFETY: `out` is valid for a write (contract).
                 unsafe { *out = Box::into_raw(conn) };
@@ -475,9 +511,16 @@ pub unsafe extern "C" fn ipg_open(
             }
             Err(e) => {
                 set_open_error(&e.to_string());
-                match rc_of(&e) {
-                    ERROR | MISUSE => CANTOPEN,
-                    rc => rc,
+                match (&e, rc_of(&e)) {
+                    // What stock SQLite calls "unable to open database file": a missing
+                    // file without SQLITE_OPEN_CREATE, a directory, no permission.
+                    (Error::Io { op, .. }, _)
+                        if ["open", "stat", "create", "lock"].contains(op) =>
+                    {
+                        CANTOPEN
+                    }
+                    (_, ERROR | MISUSE) => CANTOPEN,
+                    (_, rc) => rc,
                 }
             }
         }
@@ -619,7 +662,7 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
     let old = std::mem::replace(&mut c.db, Database::open_memory(Config::default())?);
     let old_mode = old.journal_mode();
     old.close()?;
-    let p = std::path::Path::new(&path);
+    let p = path.as_path();
     // Through the database's own VFS (the OS, or a simulated disk under test).
     let vfs = cfg.vfs.clone();
     let remove = |f: &std::path::Path| match vfs.delete(f) {
@@ -630,16 +673,19 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
         }),
         _ => Ok(()),
     };
-    for suffix in ["wal", "journal"] {
-        remove(std::path::Path::new(&format!("{path}-{suffix}")))?;
+    for suffix in old_mode.capabilities().side_files {
+        let mut side = path.as_os_str().to_owned();
+        side.push("-");
+        side.push(suffix);
+        remove(Path::new(&side))?;
     }
     remove(p)?;
-    let opened = Database::open(p, cfg.clone().journal_mode(target));
+    let opened = Database::open(p, cfg.clone().create(true).journal_mode(target));
     let (db, switched) = match opened {
         Ok(db) => (db, true),
         // The empty file is recreated in its old mode; the error is reported.
         Err(e) => {
-            let back = Database::open(p, cfg.journal_mode(old_mode))?;
+            let back = Database::open(p, cfg.create(true).journal_mode(old_mode))?;
             files.push(OpenFile {
                 path,
                 db: back.clone(),
@@ -658,6 +704,18 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
     });
     c.db = db;
     Ok(switched)
+}
+
+/// Whether the connection may not write (read-only open, read-only image).
+///
+/// # Safety
+/// `conn` as in [`conn`].
+#[no_mangle]
+pub unsafe extern "C" fn ipg_read_only(conn: *mut Conn) -> c_int {
+    guard(0, || {
+        // SAFETY: contract.
+        unsafe { self::conn(conn) }.map_or(0, |c| (c.read_only || c.db.is_read_only()) as c_int)
+    })
 }
 
 /// # Safety
@@ -706,6 +764,9 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
             }
             (Txn::Read(r), true) if r.snapshot_fcc() != c.db.fcc() => return BUSY_SNAPSHOT,
             _ => {}
+        }
+        if c.read_only || c.db.is_read_only() {
+            return READONLY;
         }
         let w = match c.db.try_begin_write() {
             Ok(w) => w,
@@ -1661,90 +1722,9 @@ pub unsafe extern "C" fn ipg_page_count(conn: *mut Conn) -> u32 {
     })
 }
 
-/// Replace everything in `to` (in a write transaction) by a copy of `from` (in any
-/// transaction): every `sqlite/<n>` tree, same names and kinds, and the eight meta
-/// values. SQLite's `sqlite3BtreeCopyFile` (VACUUM) and the backup API.
-///
-/// Index trees are filled in the source's order, each entry after the ones before it,
-/// so no `KeyInfo` is needed.
-///
-/// # Safety
-/// `to`, `from` as in [`conn`], distinct.
-#[no_mangle]
-pub unsafe extern "C" fn ipg_copy(to: *mut Conn, from: *mut Conn) -> c_int {
-    guard(INTERNAL, || {
-        if std::ptr::eq(to, from) {
-            return MISUSE;
-        }
-        // SAFETY: contract (distinct, live connections).
-        let (Some(t), Some(f)) = (unsafe { self::conn(to) }, unsafe { self::conn(from) }) else {
-            return MISUSE;
-        };
-        match copy_all(t, f) {
-            Ok(()) => OK,
-            Err(e) => t.fail(&e),
-        }
-    })
-}
-
-fn copy_all(t: &mut Conn, f: &mut Conn) -> Result<(), Error> {
-    let ours = |i: &inpage::TreeInfo| i.name.starts_with("sqlite/");
-    let src_trees: Vec<inpage::TreeInfo> = with_txn!(f, tx => tx.list_trees())?
-        .into_iter()
-        .filter(ours)
-        .collect();
-    let mut meta = [0u32; 8];
-    for (i, m) in meta.iter_mut().enumerate() {
-        *m = with_txn!(f, tx => tx.meta(i))?;
-    }
-    t.trees.clear();
-    let Txn::Write(w) = &mut t.txn else {
-        return Err(Error::InvalidArgument(
-            "copy into a database without a write transaction".into(),
-        ));
-    };
-    for old in w.list_trees()?.into_iter().filter(ours) {
-        w.drop_tree(&old.name)?;
-    }
-    for info in &src_trees {
-        let indexed = info.external_order;
-        let src = if indexed {
-            with_txn!(f, tx => tx.open_probe_tree(&info.name, record_order::no_order()))?
-        } else {
-            with_txn!(f, tx => tx.open_tree(&info.name))?
-        };
-        let dst = if indexed {
-            w.create_probe_tree(&info.name, record_order::no_order())?
-        } else {
-            w.create_tree(&info.name, info.kind)?
-        };
-        // Stream the entries in the source's order (a fresh cursor on an unchanged tree
-        // steps without comparing). An index entry goes after every entry copied so far,
-        // so the copy needs no KeyInfo; a rowid row goes by its key.
-        with_txn!(f, tx => {
-            let mut c = tx.open_cursor(&src)?;
-            let mut ok = tx.cursor_first(&mut c)?;
-            while ok {
-                let v = tx.cursor_value(&c)?.unwrap_or_default();
-                if let Some(k) = c.key() {
-                    if indexed {
-                        w.insert_by(&dst, &mut |_: &[u8]| std::cmp::Ordering::Less, k, &v)?;
-                    } else if let Some(i) = c.int_key().filter(|_| info.kind == inpage::KeyKind::Int) {
-                        w.insert(&dst, Key::Int(i), &v)?;
-                    } else {
-                        w.insert(&dst, Key::Bytes(k), &v)?;
-                    }
-                }
-                ok = tx.cursor_next(&mut c)?;
-            }
-            Ok::<(), Error>(())
-        })?;
-    }
-    for (i, m) in meta.iter().enumerate() {
-        w.set_meta(i, *m)?;
-    }
-    Ok(())
-}
+// After `with_txn!`, which it uses (macros are in scope from their definition on).
+mod copy;
+pub use copy::Backup;
 
 #[cfg(test)]
 mod tests {

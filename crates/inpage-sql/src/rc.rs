@@ -7,6 +7,7 @@ pub const OK: c_int = 0;
 pub const ERROR: c_int = 1;
 pub const INTERNAL: c_int = 2;
 pub const BUSY: c_int = 5;
+pub const LOCKED: c_int = 6;
 pub const NOMEM: c_int = 7;
 pub const READONLY: c_int = 8;
 pub const IOERR: c_int = 10;

@@ -265,6 +265,16 @@ impl Database {
         r
     }
 
+    /// [`Database::checkpoint`], or `Error::Busy` at once if a write transaction is
+    /// active (instead of waiting for it).
+    pub fn try_checkpoint(&self) -> Result<()> {
+        self.refuse_read_only("checkpoint")?;
+        let w = self.try_begin_write()?;
+        let r = self.shared.pager.checkpoint();
+        w.rollback()?;
+        r
+    }
+
     /// Close cleanly, reporting errors (WAL: final checkpoint). Fails if transactions or
     /// clones of this handle are still alive.
     pub fn close(self) -> Result<()> {
