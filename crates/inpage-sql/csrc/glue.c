@@ -103,7 +103,10 @@ int ipg_c_cmp_records(void *ki, int nOrder, int n1, const void *k1, int n2, cons
 void ipg_c_keyinfo_ref(void *ki){ (void)sqlite3KeyInfoRef((KeyInfo*)ki); }
 void ipg_c_keyinfo_unref(void *ki){ sqlite3KeyInfoUnref((KeyInfo*)ki); }
 
-struct Pager { int eMode; sqlite3_vfs *pVfs; Btree *pBt; };
+/* What SQLite's pager kept and the pragmas still ask for: the journal size limit and
+** the locking mode are remembered and answered (the engine has its own log limits and
+** one lock per file), so PRAGMA journal_size_limit / locking_mode read back as stock. */
+struct Pager { int eMode; sqlite3_vfs *pVfs; Btree *pBt; i64 journalSizeLimit; int eLock; };
 
 struct BtCursor {
   u8 eState;            /* 1 = the static fake valid cursor; otherwise unused */
@@ -137,6 +140,8 @@ SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sq
   if( !p ) return SQLITE_NOMEM;
   memset(p, 0, sizeof(*p));
   p->db = db; p->pager.pVfs = pVfs; p->pager.pBt = p; p->isMem = isMem;
+  p->pager.journalSizeLimit = SQLITE_DEFAULT_JOURNAL_SIZE_LIMIT;
+  p->pager.eLock = PAGER_LOCKINGMODE_NORMAL;
   if( !isMem && sqlite3OsFullPathname(pVfs, zFilename, sizeof(zFull), zFull)==SQLITE_OK ){
     p->zFilename = sqlite3_mprintf("%s", zFull);
   }else{
@@ -527,7 +532,31 @@ SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *c, u32 offset, u32 amt, void *z
 }
 
 /* ---- pager ---- */
-static sqlite3_file glueNoFile;
+/* The database's sqlite3_file as sqlite3_file_control sees it: there is no SQLite file
+** underneath (the engine owns the files), so file-level opcodes answer SQLITE_NOTFOUND,
+** except the ones pragmas read: SQLITE_FCNTL_MMAP_SIZE answers 0 (no memory-mapped I/O,
+** as a build with mmap off does). Any I/O through it fails. */
+static int glueFileClose(sqlite3_file *f){ (void)f; return SQLITE_OK; }
+static int glueFileRead(sqlite3_file *f, void *b, int n, sqlite3_int64 o){ (void)f; (void)b; (void)n; (void)o; return SQLITE_IOERR_READ; }
+static int glueFileWrite(sqlite3_file *f, const void *b, int n, sqlite3_int64 o){ (void)f; (void)b; (void)n; (void)o; return SQLITE_IOERR_WRITE; }
+static int glueFileTruncate(sqlite3_file *f, sqlite3_int64 n){ (void)f; (void)n; return SQLITE_IOERR_TRUNCATE; }
+static int glueFileSync(sqlite3_file *f, int fl){ (void)f; (void)fl; return SQLITE_OK; }
+static int glueFileSize(sqlite3_file *f, sqlite3_int64 *p){ (void)f; *p = 0; return SQLITE_OK; }
+static int glueFileLock(sqlite3_file *f, int l){ (void)f; (void)l; return SQLITE_OK; }
+static int glueFileReserved(sqlite3_file *f, int *pRes){ (void)f; *pRes = 0; return SQLITE_OK; }
+static int glueFileControl(sqlite3_file *f, int op, void *pArg){
+  (void)f;
+  if( op==SQLITE_FCNTL_MMAP_SIZE ){ *(sqlite3_int64*)pArg = 0; return SQLITE_OK; }
+  return SQLITE_NOTFOUND;
+}
+static int glueFileSectorSize(sqlite3_file *f){ (void)f; return 4096; }
+static int glueFileDevChar(sqlite3_file *f){ (void)f; return 0; }
+static const sqlite3_io_methods glueNoFileMethods = {
+  1, glueFileClose, glueFileRead, glueFileWrite, glueFileTruncate, glueFileSync,
+  glueFileSize, glueFileLock, glueFileLock, glueFileReserved, glueFileControl,
+  glueFileSectorSize, glueFileDevChar
+};
+static sqlite3_file glueNoFile = { &glueNoFileMethods };
 SQLITE_PRIVATE void sqlite3PagerCacheStat(Pager *p, int e, int r, u64 *pn){ (void)p; (void)e; (void)r; *pn = 0; }
 SQLITE_PRIVATE u32 sqlite3PagerDataVersion(Pager *p){ return ipg_data_version(p->pBt->pConn); }
 SQLITE_PRIVATE int sqlite3PagerExclusiveLock(Pager *p){ (void)p; return SQLITE_OK; }
@@ -544,8 +573,14 @@ SQLITE_PRIVATE int sqlite3PagerSetJournalMode(Pager *p, int e){
 }
 SQLITE_PRIVATE int sqlite3PagerOkToChangeJournalMode(Pager *p){ (void)p; return 1; /* ipg_set_mode decides */ }
 SQLITE_PRIVATE int sqlite3PagerIsMemdb(Pager *p){ return p->pBt->isMem; }
-SQLITE_PRIVATE i64 sqlite3PagerJournalSizeLimit(Pager *p, i64 n){ (void)p; return n; }
-SQLITE_PRIVATE int sqlite3PagerLockingMode(Pager *p, int e){ (void)p; (void)e; return PAGER_LOCKINGMODE_EXCLUSIVE; }
+SQLITE_PRIVATE i64 sqlite3PagerJournalSizeLimit(Pager *p, i64 n){
+  if( n>=-1 ) p->journalSizeLimit = n;   /* -2: a query */
+  return p->journalSizeLimit;
+}
+SQLITE_PRIVATE int sqlite3PagerLockingMode(Pager *p, int e){
+  if( e==PAGER_LOCKINGMODE_NORMAL || e==PAGER_LOCKINGMODE_EXCLUSIVE ) p->eLock = e;
+  return p->eLock;
+}
 SQLITE_PRIVATE int sqlite3PagerMemUsed(Pager *p){ (void)p; return 0; }
 SQLITE_PRIVATE void sqlite3PagerShrink(Pager *p){ (void)p; }
 SQLITE_PRIVATE sqlite3_vfs *sqlite3PagerVfs(Pager *p){ return p->pVfs; }

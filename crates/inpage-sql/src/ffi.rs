@@ -1740,7 +1740,13 @@ mod tests {
         unsafe {
             let mut conn: *mut Conn = std::ptr::null_mut();
             assert_eq!(
-                ipg_open(std::ptr::null(), 1, std::ptr::null(), &mut conn),
+                ipg_open(
+                    std::ptr::null(),
+                    1,
+                    std::ptr::null(),
+                    OPEN_CREATE,
+                    &mut conn
+                ),
                 OK
             );
             assert_eq!(ipg_begin(conn, 1), OK);
