@@ -46,6 +46,15 @@ const CUT: &[&str] = &[
 /// Source patches: (why, unique text, replacement).
 const PATCHES: &[(&str, &str, &str)] = &[
     (
+        // vdbeCommit's simple case (the only one: aMJNeeded below is all zeros) commits
+        // each database's b-tree on its own; inpage commits every database the
+        // transaction wrote together, atomically (glue.c sqlite3GlueCommitPhaseOneAll,
+        // the engine's super-journal: `inpage::commit_all`).
+        "vdbeaux.c vdbeCommit phase one",
+        "    if( needXcommit ){\n      for(i=0; rc==SQLITE_OK && i<db->nDb; i++){\n        Btree *pBt = db->aDb[i].pBt;\n        if( sqlite3BtreeTxnState(pBt)>=SQLITE_TXN_WRITE ){\n          rc = sqlite3BtreeCommitPhaseOne(pBt, 0);\n        }\n      }\n    }",
+        "    if( needXcommit ){\n      rc = sqlite3GlueCommitPhaseOneAll(db, p); /* inpage: every database together */\n    }",
+    ),
+    (
         // vdbeCommit indexes a 6-entry table by journal mode; inpage's modes go beyond
         // SQLite's six. No mode takes part in a super-journal (each database commits
         // atomically on its own, as SQLite documents for WAL), so the table is all zeros,

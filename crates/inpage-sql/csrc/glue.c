@@ -71,6 +71,7 @@ extern int ipg_serialize(Conn*, const u8**, i64*);
 extern int ipg_deserialize(Conn*, const u8*, i64, int);
 extern int ipg_checkpoint(Conn*, int*, int*);
 extern int ipg_read_only(Conn*);
+extern int ipg_commit_group(Conn**, int, int);
 extern u32 ipg_data_version(Conn*);
 extern const char *ipg_open_errmsg(void);
 extern const char *ipg_errmsg(Conn*);
@@ -208,6 +209,32 @@ static int glueEnd(Btree *p, int commit){
   return ipg_end(p->pConn, commit, p->db->nVdbeRead>1);
 }
 SQLITE_PRIVATE int sqlite3BtreeCommitPhaseOne(Btree *p, const char *z){ (void)p; (void)z; return SQLITE_OK; }
+/* vdbeCommit's phase one (build.rs patches the call in): a transaction that wrote
+** several databases (ATTACH) commits them all at once, atomically, through the engine's
+** super-journal (ffi.rs ipg_commit_group, `inpage::commit_all`); phase two then finds
+** nothing left to commit. A transaction that wrote one database commits in phase two,
+** as before. A database that cannot take part (its journal mode keeps commits outside
+** its files until a later flush) fails the commit with the reason, and the VDBE rolls
+** the transaction back. */
+SQLITE_PRIVATE int sqlite3GlueCommitPhaseOneAll(sqlite3 *db, Vdbe *pVdbe){
+  Conn *a[SQLITE_MAX_ATTACHED+2];
+  Btree *w[SQLITE_MAX_ATTACHED+2];
+  int i, n = 0, rc;
+  for(i=0; i<db->nDb && n<(int)ArraySize(a); i++){
+    Btree *p = db->aDb[i].pBt;
+    if( p && ipg_txn_state(p->pConn)==SQLITE_TXN_WRITE ){ w[n] = p; a[n++] = p->pConn; }
+  }
+  if( n<2 ) return SQLITE_OK;
+  for(i=0; i<n; i++) glueEndRuns(w[i]);
+  rc = ipg_commit_group(a, n, db->nVdbeRead>1);
+  if( rc!=SQLITE_OK ){
+    for(i=0; i<n; i++){
+      const char *z = ipg_errmsg(a[i]);
+      if( z && z[0] ){ sqlite3VdbeError(pVdbe, "%s", z); break; }
+    }
+  }
+  return rc;
+}
 SQLITE_PRIVATE int sqlite3BtreeCommitPhaseTwo(Btree *p, int bCleanup){
   (void)bCleanup;
   if( ipg_txn_state(p->pConn)==SQLITE_TXN_NONE ) return SQLITE_OK;

@@ -446,6 +446,8 @@ pub unsafe extern "C" fn ipg_open(
                             // PRAGMA journal_mode answers with the mode in use).
                             if !c.vfs.exists(&path).unwrap_or(true) {
                                 c = c.journal_mode(m);
+                            } else {
+                                c.journal_mode = None;
                             }
                         }
                         None => {
@@ -826,6 +828,65 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
         if keep_read != 0 && rc == OK {
             if let Ok(r) = c.db.begin_read() {
                 c.txn = Txn::Read(r);
+            }
+        }
+        rc
+    })
+}
+
+/// Commit the write transactions of `n` connections (distinct databases) together,
+/// atomically (`inpage::commit_all`): a transaction that wrote several attached
+/// databases. Each connection ends up as after `ipg_end(commit)`; on an error the
+/// message goes to the first connection's `errmsg`.
+///
+/// # Safety
+/// `conns` points to `n` live, distinct connections as in [`conn`].
+#[no_mangle]
+pub unsafe extern "C" fn ipg_commit_group(
+    conns: *const *mut Conn,
+    n: c_int,
+    keep_read: c_int,
+) -> c_int {
+    guard(INTERNAL, || {
+        if conns.is_null() || n < 1 {
+            return MISUSE;
+        }
+        // SAFETY: contract.
+        let ptrs = unsafe { std::slice::from_raw_parts(conns, n as usize) };
+        let mut cs: Vec<&mut Conn> = Vec::with_capacity(ptrs.len());
+        for &p in ptrs {
+            // SAFETY: contract (distinct live connections).
+            match unsafe { self::conn(p) } {
+                Some(c) => cs.push(c),
+                None => return MISUSE,
+            }
+        }
+        let mut txns = Vec::with_capacity(cs.len());
+        for c in cs.iter_mut() {
+            c.sps.clear();
+            if c.trees_fcc.is_none() {
+                c.trees.clear();
+            }
+            match std::mem::replace(&mut c.txn, Txn::None) {
+                Txn::Write(w) => txns.push(w),
+                other => c.txn = other,
+            }
+        }
+        let r = inpage::commit_all(txns);
+        let mut rc = OK;
+        match r {
+            Ok(()) => {
+                for c in cs.iter_mut() {
+                    c.own_fcc += c.db.fcc().saturating_sub(c.write_start_fcc);
+                }
+            }
+            Err(e) => rc = cs[0].fail(&e),
+        }
+        if keep_read != 0 && rc == OK {
+            for c in cs.iter_mut() {
+                if let Ok(r) = c.db.begin_read() {
+                    c.txn = Txn::Read(r);
+                }
             }
         }
         rc

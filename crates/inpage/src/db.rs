@@ -24,6 +24,7 @@ use crate::pager::header::Header;
 use crate::pager::{CacheStats, Pager};
 use crate::txn::key::Key;
 use crate::txn::{ReadTxn, ReadableTxn, Shared, WriteTxn};
+use crate::vfs::undo::UndoVfs;
 use crate::vfs::OverlayVfs;
 
 /// How many times [`Database::write`] runs a transaction again after a conflict before
@@ -50,18 +51,26 @@ impl Database {
     /// Fails with `Error::Locked` while another read-write handle (in this process or
     /// another) has the file open; clone a `Database` to share it instead.
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Database> {
-        let (config, overlay) = if config.read_only {
+        Database::open_as(path.as_ref(), config, false)
+    }
+
+    fn open_as(path: &Path, config: Config, ephemeral: bool) -> Result<Database> {
+        let (config, overlay, undo, pager_cfg) = if config.read_only {
             let overlay = Arc::new(OverlayVfs::new(config.vfs.clone()));
             // The overlay lives in memory: O_DIRECT has nothing to bypass there.
             let mut c = config.vfs(overlay.clone()).create(false);
             c.journal.dhl_direct = crate::journal::DirectWrites::Off;
-            (c, Some(overlay))
+            (c.clone(), Some(overlay), None, c)
         } else {
-            (config, None)
+            // The pager's files go through the recorder a transaction across databases
+            // needs (`txn::multi`); the handle keeps the configuration it was given.
+            let undo = Arc::new(UndoVfs::new(config.vfs.clone()));
+            let pager_cfg = config.clone().vfs(undo.clone());
+            (config, None, Some(undo), pager_cfg)
         };
-        let pager = Pager::open(path.as_ref(), &config)?;
+        let pager = Pager::open(path, &pager_cfg)?;
         Ok(Database {
-            shared: Arc::new(Shared::new(pager, config, overlay)),
+            shared: Arc::new(Shared::new(pager, config, overlay, undo, ephemeral)),
         })
     }
 
@@ -79,7 +88,7 @@ impl Database {
             .read_only(false);
         // Memory has nothing for O_DIRECT to bypass.
         c.journal.dhl_direct = crate::journal::DirectWrites::Off;
-        Database::open("/memory.db", c)
+        Database::open_as(Path::new("/memory.db"), c, true)
     }
 
     /// Open an existing database without writing anything (`Config::read_only`): what

@@ -108,6 +108,11 @@ pub enum Error {
     /// so it refuses all work (and closes without I/O); open a new handle in this process.
     #[error("{}: this handle was opened before fork() in the parent process; open the database again in this process", path.display())]
     Forked { path: PathBuf },
+    /// A transaction across several databases (`inpage::commit_all`, SQL `ATTACH`) cannot
+    /// be committed atomically because this database cannot take part; nothing of the
+    /// transaction was written. Commit the databases separately, or change the mode.
+    #[error("{}: cannot take part in a transaction across databases: {reason}", path.display())]
+    AcrossDatabases { path: PathBuf, reason: String },
     /// The database was opened read-only (`Config::read_only`); nothing may change it.
     #[error("{}: database is open read-only; {op} refused", path.display())]
     ReadOnly { path: PathBuf, op: &'static str },

@@ -51,6 +51,7 @@ pub use tree::TreeStats;
 pub use txn::catalog::TreeInfo;
 pub use txn::group::GroupStats;
 pub use txn::key::{Comparator, Key, KeyKind, OwnedKey};
+pub use txn::multi::commit_all;
 pub use txn::{
     Cursor, CursorOps, Probe, Range, ReadTxn, ReadableTxn, Restored, Savepoint, SeekResult, Tree,
     TreeCursor, WriteTxn,

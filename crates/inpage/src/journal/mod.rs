@@ -464,11 +464,15 @@ pub enum Mutant {
     /// not fdatasync the database before the WAL transaction that links them in, so a
     /// power cut can keep the transaction and lose the pages.
     DirectPagesUnsynced,
+    /// A transaction across databases (`txn::multi`): the undo log's records of a
+    /// database's originals are not synced before the changes they undo are issued, so a
+    /// power cut can keep a change whose original is lost.
+    UndoUnsynced,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 20] = [
+    pub const ALL: [Mutant; 21] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -489,6 +493,7 @@ impl Mutant {
         Mutant::DeferredNotInvalidated,
         Mutant::BatchPerCommitTids,
         Mutant::DirectPagesUnsynced,
+        Mutant::UndoUnsynced,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -515,6 +520,7 @@ impl Mutant {
             Mutant::DeferredNotInvalidated => "deferred-not-invalidated",
             Mutant::BatchPerCommitTids => "batch-per-commit-tids",
             Mutant::DirectPagesUnsynced => "direct-pages-unsynced",
+            Mutant::UndoUnsynced => "undo-unsynced",
         }
     }
 
@@ -692,6 +698,9 @@ pub struct RecoveryReport {
     /// alone; its versions are invalidated at the start of the next write (commit, spill
     /// or clean close), so `rolled_back_pages` is unknown.
     pub deferred: bool,
+    /// A transaction across several databases had not committed when the last session
+    /// ended: this database's part of it was undone from its undo log (`<db>-undo`).
+    pub cross_database_undone: bool,
 }
 
 impl RecoveryReport {
@@ -705,6 +714,13 @@ impl RecoveryReport {
     /// prefixes "recovery would" (read-only) or "recovery did".
     pub fn actions(&self) -> Vec<String> {
         let mut v = Vec::new();
+        if self.cross_database_undone {
+            v.push(
+                "undo this database's part of a transaction across databases that did not \
+                 commit (from its undo log)"
+                    .to_string(),
+            );
+        }
         if self.rolled_back {
             let what = match self.rolled_back_tid {
                 Some(t) => format!("roll back tid {t}"),

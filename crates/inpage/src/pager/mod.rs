@@ -285,6 +285,9 @@ impl Pager {
                 path: path.to_path_buf(),
             });
         }
+        // A transaction across databases that did not commit: undo this database's part
+        // before anything reads the files (`vfs::undo`, `txn::multi`).
+        let undone = crate::vfs::undo::recover(vfs, path).map_err(Error::io("undo", path))?;
         // An empty file is an empty database: lay it out (or finish a layout an earlier
         // open was cut in) before anything reads it.
         create::settle(path, &file, cfg)?;
@@ -367,6 +370,7 @@ impl Pager {
             mode.capabilities().recovers_fcc,
             "journal mode {mode} broke its declared FCC recovery"
         );
+        recovery.cross_database_undone = undone == crate::vfs::undo::Undone::RolledBack;
         if let Some(h) = hot {
             recovery.rolled_back = h.rolled_back;
             recovery.rolled_back_tid = recovery.rolled_back_tid.or(h.rolled_back_tid);
@@ -502,6 +506,16 @@ impl Pager {
             hits: st.cache.hits,
             misses: st.cache.misses,
             pages: st.cache.len(),
+        }
+    }
+
+    /// Refuse every later transaction until the database is reopened: what the file
+    /// holds is not what memory says (a transaction across databases failed after this
+    /// database committed its part, which recovery undoes).
+    pub fn poison(&self, why: String) {
+        let mut st = lock(&self.state);
+        if st.poisoned.is_none() {
+            st.poisoned = Some(why);
         }
     }
 

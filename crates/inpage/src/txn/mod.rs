@@ -36,6 +36,7 @@ mod cursor;
 pub(crate) mod free;
 pub(crate) mod group;
 pub mod key;
+pub(crate) mod multi;
 mod occ;
 mod shared;
 mod vto;
@@ -979,10 +980,54 @@ impl WriteTxn {
             self.end_occ();
             return result;
         }
-        let result = if self.st.dirty.is_empty()
+        let result = self.write_commit();
+        let next_writers = self.shared.release_writer();
+        // A journal that shares flushes (`waldio-gc`) makes the commit durable only now,
+        // with the next writer already in: its commit joins the same fdatasync.
+        match result {
+            Ok(Some(tid)) => self.shared.pager.wait_durable(tid, next_writers),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Commit, keeping the writer flag (`Concurrency::Serial` only) until the returned
+    /// hold is dropped: no other write transaction of this database starts before the
+    /// caller lets it (a transaction across databases decides its outcome after every
+    /// database committed its part, `txn::multi`).
+    pub(crate) fn commit_holding_writer(mut self) -> Result<WriterHold> {
+        assert!(
+            self.occ.is_none(),
+            "a held commit needs the serial writer flag"
+        );
+        self.finished = true;
+        let hold = WriterHold {
+            shared: self.shared.clone(),
+        };
+        match self.write_commit()? {
+            Some(tid) => self.shared.pager.wait_durable(tid, 0)?,
+            None => {}
+        }
+        Ok(hold)
+    }
+
+    /// Whether committing would write anything.
+    pub(crate) fn has_changes(&self) -> bool {
+        !(self.st.dirty.is_empty()
             && self.st.spilled.is_empty()
-            && self.st.header == self.base
-        {
+            && self.on_disk.is_empty()
+            && self.st.header == self.base)
+    }
+
+    /// The database this transaction writes.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The serial commit's write: Ok(Some(tid)) once written, Ok(None) if there was
+    /// nothing to write. The writer flag is still held.
+    fn write_commit(&mut self) -> Result<Option<u64>> {
+        if self.st.dirty.is_empty() && self.st.spilled.is_empty() && self.st.header == self.base {
             // Nothing to commit; spilled versions a savepoint rollback left are dropped.
             let gone: Vec<Pgno> = std::mem::take(&mut self.on_disk).into_iter().collect();
             self.discard(gone).map(|()| None)
@@ -1021,14 +1066,6 @@ impl WriteTxn {
                     &spilled,
                 )
                 .map(|()| Some(tid))
-        };
-        let next_writers = self.shared.release_writer();
-        // A journal that shares flushes (`waldio-gc`) makes the commit durable only now,
-        // with the next writer already in: its commit joins the same fdatasync.
-        match result {
-            Ok(Some(tid)) => self.shared.pager.wait_durable(tid, next_writers),
-            Ok(None) => Ok(()),
-            Err(e) => Err(e),
         }
     }
 
@@ -1203,6 +1240,18 @@ impl WriteTxn {
         let dropped: Vec<Pgno> = t.ever_grown.into_iter().collect();
         occ.release(&self.shared.pager, &t.ever_taken, &dropped);
         self.shared.pager.end_snapshot(self.base.fcc);
+    }
+}
+
+/// The writer flag of a committed transaction, released when dropped
+/// (`WriteTxn::commit_holding_writer`).
+pub(crate) struct WriterHold {
+    shared: Arc<Shared>,
+}
+
+impl Drop for WriterHold {
+    fn drop(&mut self) {
+        self.shared.release_writer();
     }
 }
 

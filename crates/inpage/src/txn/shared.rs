@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use crate::config::{Concurrency, Config};
 use crate::error::{Error, Result};
 use crate::pager::Pager;
+use crate::vfs::undo::UndoVfs;
 use crate::vfs::OverlayVfs;
 
 use super::group::GroupCommit;
@@ -40,6 +41,11 @@ pub(crate) struct Shared {
     pub(crate) vto: Option<Vto>,
     /// `Concurrency::Occ` and `TwoVto`: the queue of validated commits (group commit).
     pub(crate) group: Option<GroupCommit>,
+    /// Read-write handles: the VFS wrapper that records a commit's undo when it is part
+    /// of a transaction across databases (`txn::multi`).
+    pub(crate) undo: Option<Arc<UndoVfs>>,
+    /// An in-memory database (`Database::open_memory`): nothing to make durable.
+    pub(crate) ephemeral: bool,
 }
 
 /// The writer flag and how many `begin_write` calls wait for it.
@@ -50,7 +56,13 @@ struct WriterFlag {
 }
 
 impl Shared {
-    pub(crate) fn new(pager: Pager, config: Config, overlay: Option<Arc<OverlayVfs>>) -> Shared {
+    pub(crate) fn new(
+        pager: Pager,
+        config: Config,
+        overlay: Option<Arc<OverlayVfs>>,
+        undo: Option<Arc<UndoVfs>>,
+        ephemeral: bool,
+    ) -> Shared {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Shared {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -72,6 +84,8 @@ impl Shared {
                 )
             }),
             config,
+            undo,
+            ephemeral,
         }
     }
 

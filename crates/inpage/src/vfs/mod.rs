@@ -33,6 +33,7 @@ mod os;
 mod overlay;
 mod region;
 mod sim;
+pub(crate) mod undo;
 
 pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, KindStats};
 pub use fault::{FaultPlan, FaultVfs};
