@@ -47,7 +47,7 @@ fn rows(db: &Database) -> Vec<i64> {
 fn read_only_open_recovers_in_memory_and_refuses_writes() {
     for mode in JournalMode::all().filter(|m| m.promises_atomicity()) {
         let mut saw_recovery = false;
-        for cut_frac in 1u64..8 {
+        for cut_frac in 1u64..16 {
             let sim = SimVfs::new();
             // A region-backed mode recovers by replaying its region: keep it through the
             // cut (persistent memory), so the read-only open has a replay to show.
@@ -58,7 +58,7 @@ fn read_only_open_recovers_in_memory_and_refuses_writes() {
                 commit_rows(&db, 0, 10);
                 probe.op_count()
             };
-            sim.set_power_cut_after(full * cut_frac / 8);
+            sim.set_power_cut_after(full * cut_frac / 16);
             if let Ok(db) = Database::open(DB, sim_config(&sim, mode, 4096)) {
                 for k in 0..10 {
                     let Ok(mut w) = db.begin_write() else { break };

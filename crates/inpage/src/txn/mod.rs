@@ -1004,9 +1004,8 @@ impl WriteTxn {
         let hold = WriterHold {
             shared: self.shared.clone(),
         };
-        match self.write_commit()? {
-            Some(tid) => self.shared.pager.wait_durable(tid, 0)?,
-            None => {}
+        if let Some(tid) = self.write_commit()? {
+            self.shared.pager.wait_durable(tid, 0)?;
         }
         Ok(hold)
     }

@@ -687,12 +687,15 @@ fn encode_header(nonce: u64, super_path: &Path) -> Vec<u8> {
     h
 }
 
+/// One undo record: kind, path, `a` (length or offset), data.
+type Record = (u8, PathBuf, u64, Vec<u8>);
+
 /// A decoded undo log.
 #[derive(Debug)]
 pub(crate) struct UndoLog {
     pub nonce: u64,
     pub super_path: PathBuf,
-    records: Vec<(u8, PathBuf, u64, Vec<u8>)>,
+    records: Vec<Record>,
 }
 
 fn le_u32(b: &[u8], at: usize) -> Option<u32> {
@@ -720,7 +723,7 @@ pub(crate) fn decode(b: &[u8]) -> Option<UndoLog> {
     let mut at = hend + 8;
     let mut records = Vec::new();
     let mut seq = 0u64;
-    let next = |at: usize| -> Option<((u8, PathBuf, u64, Vec<u8>), usize, u64)> {
+    let next = |at: usize| -> Option<(Record, usize, u64)> {
         let kind = *b.get(at)?;
         let plen = le_u32(b, at + 1)? as usize;
         let p = b.get(at + 5..at + 5 + plen)?;
