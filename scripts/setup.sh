@@ -25,6 +25,16 @@ command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 # The stock sqlite3 shell: the CLI test migrates a stock database into `inpage sql` and
 # back through `.dump`, as the README shows.
 command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
+# CPython's own test_sqlite3 suite, run against the drop-in (crates/inpage-libsqlite3/tests/
+# cpython.rs): CPython builds ship it; Debian's python3 needs libpython3.X-testsuite.
+if command -v python3 >/dev/null 2>&1 \
+  && ! python3 -c 'import test.test_sqlite3' >/dev/null 2>&1 \
+  && ! { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import test.test_sqlite3' >/dev/null 2>&1; }; then
+  pybin=python3
+  [ -x /usr/bin/python3 ] && pybin=/usr/bin/python3
+  pyver=$("$pybin" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true)
+  [ -n "$pyver" ] && need_apt+=("libpython${pyver}-testsuite")
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"

@@ -263,7 +263,13 @@ enum Txn {
 
 /// One SQLite `Btree`: an inpage database and its open transaction.
 pub struct Conn {
-    db: Database,
+    /// The engine handle; None while another process held the file when the connection
+    /// opened: the connection attaches at its first transaction that finds the file free
+    /// (`Conn::db`), and until then every transaction is SQLITE_BUSY, as a stock
+    /// connection's is while another process holds a conflicting lock.
+    db: Option<Database>,
+    /// How to attach a detached connection: the configuration and the forced mode.
+    pending: Option<(Config, Option<JournalMode>)>,
     mem: bool,
     /// The registry key of a file database (None in memory).
     shared_path: Option<PathBuf>,
@@ -314,8 +320,9 @@ impl Drop for Conn {
         self.txn = Txn::None;
         // A connection inherited through fork() holds none of this process's registry
         // entries (`open_files`): it must not close a connection the child opened itself.
+        // A detached one never took an entry.
         if let Some(p) = &self.shared_path {
-            if self.fork_gen == inpage::vfs::fork_generation() {
+            if self.db.is_some() && self.fork_gen == inpage::vfs::fork_generation() {
                 close_shared(p);
             }
         }
@@ -344,6 +351,41 @@ impl Conn {
         }
         Ok(r)
     }
+    /// The engine handle, attaching it first if another process held the file when
+    /// this connection opened (`Error::Locked` while it still does).
+    fn db(&mut self) -> Result<&Database, Error> {
+        if self.db.is_none() {
+            let (cfg, forced) = self
+                .pending
+                .clone()
+                .expect("a detached connection knows how to attach");
+            let path = self
+                .shared_path
+                .clone()
+                .expect("only file databases are detached");
+            self.db = Some(open_shared(&path, cfg, forced)?);
+            self.pending = None;
+        }
+        Ok(self.db.as_ref().expect("attached above"))
+    }
+    /// The engine handle of a connection known to be attached (it has or had a
+    /// transaction).
+    fn held(&self) -> &Database {
+        self.db
+            .as_ref()
+            .expect("a connection with a transaction is attached")
+    }
+    /// A read-only look at a detached connection's file (what it would attach to): its
+    /// journal mode and page size while another process holds it.
+    fn peek(&self) -> Option<(JournalMode, usize)> {
+        if let Some(d) = &self.db {
+            return Some((d.journal_mode(), d.page_size()));
+        }
+        let (mut cfg, _) = self.pending.clone()?;
+        cfg.journal_mode = None;
+        let d = Database::open_read_only(self.shared_path.as_ref()?, cfg).ok()?;
+        Some((d.journal_mode(), d.page_size()))
+    }
     fn write(&mut self) -> Result<&mut WriteTxn, c_int> {
         match &mut self.txn {
             Txn::Write(w) => Ok(w),
@@ -354,7 +396,7 @@ impl Conn {
     fn view_fcc(&self) -> u64 {
         match &self.txn {
             Txn::Read(r) => r.snapshot_fcc(),
-            _ => self.db.fcc(),
+            _ => self.db.as_ref().map_or(0, |d| d.fcc()),
         }
     }
     fn txn_open(&self) -> bool {
@@ -365,7 +407,7 @@ impl Conn {
         // In-memory databases are the child's own copy.
         if !self.mem && self.fork_gen != inpage::vfs::fork_generation() {
             return Err(Error::Forked {
-                path: self.db.path().to_path_buf(),
+                path: self.shared_path.clone().unwrap_or_default(),
             });
         }
         Ok(())
@@ -468,10 +510,19 @@ pub unsafe extern "C" fn ipg_open(
             c
         };
         let mut shared = !mem;
+        let mut pending = None;
         let opened = if mem {
-            Database::open_memory(cfg)
+            Database::open_memory(cfg).map(Some)
         } else {
-            match open_shared(&path, cfg.clone(), forced) {
+            match open_shared(&path, cfg.clone(), forced).map(Some) {
+                // Another process holds the file: the connection opens detached and
+                // attaches at its first transaction that finds the file free (`Conn::db`);
+                // until then its transactions are SQLITE_BUSY, as stock SQLite's are while
+                // another process holds a conflicting lock (busy_timeout applies).
+                Err(Error::Locked { .. }) => {
+                    pending = Some((cfg.clone(), forced));
+                    Ok(None)
+                }
                 // A file this process may not write (permissions, a read-only mount): a
                 // read-only connection still reads it, through the engine's read-only
                 // open (no lock, nothing written).
@@ -484,7 +535,7 @@ pub unsafe extern "C" fn ipg_open(
                         ) =>
                 {
                     shared = false;
-                    Database::open_read_only(&path, cfg)
+                    Database::open_read_only(&path, cfg).map(Some)
                 }
                 r => r,
             }
@@ -493,6 +544,7 @@ pub unsafe extern "C" fn ipg_open(
             Ok(db) => {
                 let conn = Box::new(Conn {
                     db,
+                    pending,
                     mem,
                     shared_path: shared.then(|| path.clone()),
                     txn: Txn::None,
@@ -579,7 +631,10 @@ pub unsafe extern "C" fn ipg_mode_code(conn: *mut Conn) -> c_int {
         // SAFETY: contract.
         match unsafe { self::conn(conn) } {
             Some(c) if c.mem => 4,
-            Some(c) => mode_code(c.db.journal_mode()),
+            Some(c) => match c.db() {
+                Ok(d) => mode_code(d.journal_mode()),
+                Err(_) => c.peek().map_or(2, |(m, _)| mode_code(m)),
+            },
             None => 2,
         }
     })
@@ -608,7 +663,11 @@ pub unsafe extern "C" fn ipg_set_mode(conn: *mut Conn, code: c_int) -> c_int {
         if c.mem {
             return 4;
         }
-        let current = c.db.journal_mode();
+        let current = match c.db() {
+            Ok(d) => d.journal_mode(),
+            // Another process holds the file: nothing can change; answer its mode.
+            Err(_) => return c.peek().map_or(2, |(m, _)| mode_code(m)),
+        };
         let Some(target) = mode_of_code(code) else {
             return mode_code(current);
         };
@@ -621,7 +680,7 @@ pub unsafe extern "C" fn ipg_set_mode(conn: *mut Conn, code: c_int) -> c_int {
             Ok(false) => mode_code(current),
             Err(e) => {
                 c.fail(&e);
-                mode_code(c.db.journal_mode())
+                c.peek().map_or(2, |(m, _)| mode_code(m))
             }
         }
     })
@@ -633,7 +692,7 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
         return Ok(false);
     };
     {
-        let r = c.db.begin_read()?;
+        let r = c.db()?.begin_read()?;
         let trees = r.list_trees()?;
         let schema_only = trees.iter().all(|t| t.name == name(1));
         let schema_empty = match trees.first() {
@@ -655,13 +714,13 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
     if files[i].conns != 1 {
         return Ok(false); // another connection of this process has it open
     }
-    let cfg = c.db.config().clone();
+    let cfg = c.db()?.config().clone();
     // Every handle goes (the registry's and this connection's), which closes the file
     // and releases its lock.
     files.swap_remove(i);
     c.trees.clear();
     c.trees_fcc = None;
-    let old = std::mem::replace(&mut c.db, Database::open_memory(Config::default())?);
+    let old = c.db.take().expect("attached above");
     let old_mode = old.journal_mode();
     old.close()?;
     let p = path.as_path();
@@ -694,7 +753,7 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
                 conns: 1,
                 fork_gen: inpage::vfs::fork_generation(),
             });
-            c.db = back;
+            c.db = Some(back);
             return Err(e);
         }
     };
@@ -704,7 +763,7 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
         conns: 1,
         fork_gen: inpage::vfs::fork_generation(),
     });
-    c.db = db;
+    c.db = Some(db);
     Ok(switched)
 }
 
@@ -716,7 +775,9 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
 pub unsafe extern "C" fn ipg_read_only(conn: *mut Conn) -> c_int {
     guard(0, || {
         // SAFETY: contract.
-        unsafe { self::conn(conn) }.map_or(0, |c| (c.read_only || c.db.is_read_only()) as c_int)
+        unsafe { self::conn(conn) }.map_or(0, |c| {
+            (c.read_only || c.db.as_ref().is_some_and(|d| d.is_read_only())) as c_int
+        })
     })
 }
 
@@ -752,7 +813,7 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         match (&c.txn, write != 0) {
             (Txn::Write(_), _) | (Txn::Read(_), false) => return OK,
             (Txn::None, false) => {
-                return match c.db.begin_read() {
+                return match c.db().and_then(|d| d.begin_read()) {
                     Ok(r) => {
                         if c.trees_fcc != Some(r.snapshot_fcc()) {
                             c.trees.clear();
@@ -764,18 +825,18 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
                     Err(e) => c.fail(&e),
                 }
             }
-            (Txn::Read(r), true) if r.snapshot_fcc() != c.db.fcc() => return BUSY_SNAPSHOT,
+            (Txn::Read(r), true) if r.snapshot_fcc() != c.held().fcc() => return BUSY_SNAPSHOT,
             _ => {}
         }
-        if c.read_only || c.db.is_read_only() {
+        if c.read_only || c.db.as_ref().is_some_and(|d| d.is_read_only()) {
             return READONLY;
         }
-        let w = match c.db.try_begin_write() {
+        let w = match c.db().and_then(|d| d.try_begin_write()) {
             Ok(w) => w,
             Err(e) => return c.fail(&e),
         };
         c.sps.clear();
-        c.write_start_fcc = c.db.fcc();
+        c.write_start_fcc = c.held().fcc();
         if c.trees_fcc != Some(c.write_start_fcc) {
             c.trees.clear();
         }
@@ -816,7 +877,7 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
             Txn::Write(w) => {
                 if commit != 0 {
                     match w.commit() {
-                        Ok(_) => c.own_fcc += c.db.fcc().saturating_sub(c.write_start_fcc),
+                        Ok(_) => c.own_fcc += c.held().fcc().saturating_sub(c.write_start_fcc),
                         Err(e) => rc = c.fail(&e),
                     }
                 } else if let Err(e) = w.rollback() {
@@ -826,7 +887,7 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
             Txn::Read(_) | Txn::None => {}
         }
         if keep_read != 0 && rc == OK {
-            if let Ok(r) = c.db.begin_read() {
+            if let Ok(r) = c.held().begin_read() {
                 c.txn = Txn::Read(r);
             }
         }
@@ -877,14 +938,14 @@ pub unsafe extern "C" fn ipg_commit_group(
         match r {
             Ok(()) => {
                 for c in cs.iter_mut() {
-                    c.own_fcc += c.db.fcc().saturating_sub(c.write_start_fcc);
+                    c.own_fcc += c.held().fcc().saturating_sub(c.write_start_fcc);
                 }
             }
             Err(e) => rc = cs[0].fail(&e),
         }
         if keep_read != 0 && rc == OK {
             for c in cs.iter_mut() {
-                if let Ok(r) = c.db.begin_read() {
+                if let Ok(r) = c.held().begin_read() {
                     c.txn = Txn::Read(r);
                 }
             }
@@ -1770,7 +1831,7 @@ pub unsafe extern "C" fn ipg_table_count(conn: *mut Conn, itable: u32, out: *mut
 #[no_mangle]
 pub unsafe extern "C" fn ipg_page_size(conn: *mut Conn) -> c_int {
     // SAFETY: contract.
-    unsafe { self::conn(conn) }.map_or(4096, |c| c.db.page_size() as c_int)
+    unsafe { self::conn(conn) }.map_or(4096, |c| c.peek().map_or(4096, |(_, ps)| ps as c_int))
 }
 
 /// # Safety
@@ -1779,7 +1840,8 @@ pub unsafe extern "C" fn ipg_page_size(conn: *mut Conn) -> c_int {
 pub unsafe extern "C" fn ipg_page_count(conn: *mut Conn) -> u32 {
     guard(0, || {
         // SAFETY: contract.
-        unsafe { self::conn(conn) }.map_or(0, |c| c.db.header().page_count)
+        unsafe { self::conn(conn) }
+            .map_or(0, |c| c.db.as_ref().map_or(0, |d| d.header().page_count))
     })
 }
 

@@ -222,7 +222,7 @@ pub unsafe extern "C" fn ipg_backup_step(
         let r = match &f.txn {
             Txn::Read(tx) => b.step(tx, w, n),
             Txn::Write(tx) => b.step(tx, w, n),
-            Txn::None => match f.db.begin_read() {
+            Txn::None => match f.db().and_then(|d| d.begin_read()) {
                 Ok(tx) => b.step(&tx, w, n),
                 Err(e) => Err(e),
             },
@@ -262,12 +262,11 @@ pub unsafe extern "C" fn ipg_serialize(
             return MISUSE;
         };
         let image = match &c.txn {
-            Txn::Read(tx) => serialize(tx, c.db.page_size()),
-            Txn::Write(tx) => serialize(tx, c.db.page_size()),
-            Txn::None => {
-                c.db.begin_read()
-                    .and_then(|tx| serialize(&tx, c.db.page_size()))
-            }
+            Txn::Read(tx) => serialize(tx, c.held().page_size()),
+            Txn::Write(tx) => serialize(tx, c.held().page_size()),
+            Txn::None => c
+                .db()
+                .and_then(|d| d.begin_read().and_then(|tx| serialize(&tx, d.page_size()))),
         };
         match image {
             Ok(bytes) => {
@@ -362,9 +361,10 @@ pub unsafe extern "C" fn ipg_deserialize(
         })();
         match opened {
             Ok(db) => {
-                let old = std::mem::replace(&mut c.db, db);
+                let old = c.db.replace(db);
+                c.pending = None;
                 if let Some(p) = c.shared_path.take() {
-                    if c.fork_gen == inpage::vfs::fork_generation() {
+                    if old.is_some() && c.fork_gen == inpage::vfs::fork_generation() {
                         close_shared(&p);
                     }
                 }
@@ -406,11 +406,18 @@ pub unsafe extern "C" fn ipg_checkpoint(
         if c.txn_open() {
             return LOCKED;
         }
-        if c.mem || c.read_only || !c.db.journal_mode().capabilities().replays_log {
+        if c.mem || c.read_only {
             return OK;
         }
-        let frames = c.db.log_frames();
-        match c.db.try_checkpoint() {
+        let d = match c.db() {
+            Ok(d) => d,
+            Err(e) => return c.fail(&e),
+        };
+        if !d.journal_mode().capabilities().replays_log {
+            return OK;
+        }
+        let frames = d.log_frames();
+        match d.try_checkpoint() {
             Ok(()) => {
                 let n = c_int::try_from(frames).unwrap_or(c_int::MAX);
                 // SAFETY: contract.
