@@ -32,6 +32,8 @@ pub struct Files {
     pub shadow: Option<Vec<u8>>,
     /// `waldio`'s preallocated log.
     pub waldio: Option<Vec<u8>>,
+    /// The creation marker a cut layout leaves (`pager/create.rs`).
+    pub create: Option<Vec<u8>>,
 }
 
 /// Which file of a [`Files`] a mutation targets.
@@ -42,19 +44,21 @@ pub enum Target {
     Wal,
     Shadow,
     Waldio,
+    Create,
 }
 
 impl Target {
-    pub const ALL: [Target; 5] = [
+    pub const ALL: [Target; 6] = [
         Target::Db,
         Target::Journal,
         Target::Wal,
         Target::Shadow,
         Target::Waldio,
+        Target::Create,
     ];
     /// The targets the mutation table draws from by index (`mutate`): the files of the
     /// modes the fuzzer was written for, so the seeded input streams stay as they were.
-    /// Side files added later (`Shadow`, `Waldio`) are reached through `pick_target`,
+    /// Side files added later (`Shadow`, `Waldio`, `Create`) are reached through `pick_target`,
     /// which draws among the files an input has.
     pub const DRAWN: [Target; 3] = [Target::Db, Target::Journal, Target::Wal];
 
@@ -66,6 +70,7 @@ impl Target {
             Target::Wal => "fuzz.db-wal",
             Target::Shadow => "fuzz.db-dash",
             Target::Waldio => "fuzz.db-waldio",
+            Target::Create => "fuzz.db-create",
         }
     }
 }
@@ -78,6 +83,7 @@ impl Files {
             Target::Wal => self.wal.as_ref(),
             Target::Shadow => self.shadow.as_ref(),
             Target::Waldio => self.waldio.as_ref(),
+            Target::Create => self.create.as_ref(),
         }
     }
 
@@ -88,6 +94,7 @@ impl Files {
             Target::Wal => &mut self.wal,
             Target::Shadow => &mut self.shadow,
             Target::Waldio => &mut self.waldio,
+            Target::Create => &mut self.create,
         }
     }
 

@@ -128,9 +128,40 @@ struct Btree {
   BtCursor *pCursor;
   void *pSchema; void (*xFreeSchema)(void*);
   struct Pager pager;
-  char *zFilename;
+  char *zFilename;      /* in SQLite's filename layout (glueFilename); free glueFreeFilename */
   int isMem;
+  int nBackup;          /* backups in progress that use this b-tree (source or destination) */
 };
+
+/* The database's name in the layout stock SQLite's pager gives it, which
+** sqlite3_db_filename() callers and sqlite3_uri_parameter(), sqlite3_filename_journal()
+** and kin walk: four zero bytes, the path, NUL, the URI parameters of zIn (key NUL value
+** NUL ..., then NUL), the journal path, NUL, the WAL path, NUL, and three NULs more. The
+** pointer returned is the path's start. */
+static char *glueFilename(const char *zPath, const char *zIn){
+  size_t nPath = strlen(zPath), nUri = 1, nIn;
+  char *z, *p;
+  if( zIn && zIn[0] ){
+    const char *q;
+    nIn = strlen(zIn);
+    q = zIn + nIn + 1;
+    while( *q ){ q += strlen(q) + 1; q += strlen(q) + 1; }
+    nUri = (size_t)(q - (zIn + nIn + 1)) + 1;
+  }
+  z = sqlite3_malloc64(4 + nPath + 1 + nUri + nPath + 9 + nPath + 5 + 3);
+  if( !z ) return 0;
+  memset(z, 0, 4 + nPath + 1 + nUri + nPath + 9 + nPath + 5 + 3);
+  p = z + 4;
+  memcpy(p, zPath, nPath); p += nPath + 1;
+  if( nUri>1 ) memcpy(p, zIn + strlen(zIn) + 1, nUri - 1);
+  p += nUri;
+  if( nPath ){
+    memcpy(p, zPath, nPath); memcpy(p + nPath, "-journal", 8); p += nPath + 9;
+    memcpy(p, zPath, nPath); memcpy(p + nPath, "-wal", 4);
+  }
+  return z + 4;
+}
+static void glueFreeFilename(char *z){ if( z ) sqlite3_free(z - 4); }
 
 SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sqlite3 *db,
                                     Btree **ppBtree, int flags, int vfsFlags){
@@ -144,9 +175,9 @@ SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sq
   p->pager.journalSizeLimit = SQLITE_DEFAULT_JOURNAL_SIZE_LIMIT;
   p->pager.eLock = PAGER_LOCKINGMODE_NORMAL;
   if( !isMem && sqlite3OsFullPathname(pVfs, zFilename, sizeof(zFull), zFull)==SQLITE_OK ){
-    p->zFilename = sqlite3_mprintf("%s", zFull);
+    p->zFilename = glueFilename(zFull, zFilename);
   }else{
-    p->zFilename = sqlite3_mprintf("%s", isMem ? "" : zFilename);
+    p->zFilename = glueFilename(isMem ? "" : zFilename, isMem ? 0 : zFilename);
   }
   if( !p->zFilename ){ sqlite3_free(p); return SQLITE_NOMEM; }
   /* file:app.db?journal_mode=wal: the journal mode of a new file (INPAGE_JOURNAL_MODE,
@@ -158,7 +189,7 @@ SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sq
                 &p->pConn);
   if( rc ){
     /* openDatabase() replaces the message by the code's generic one: log the reason. */
-    sqlite3_log(rc, "inpage: cannot open %s: %s", p->zFilename, ipg_open_errmsg()); sqlite3_free(p->zFilename); sqlite3_free(p); return rc; }
+    sqlite3_log(rc, "inpage: cannot open %s: %s", p->zFilename, ipg_open_errmsg()); glueFreeFilename(p->zFilename); sqlite3_free(p); return rc; }
   *ppBtree = p;
   return SQLITE_OK;
 }
@@ -168,7 +199,7 @@ SQLITE_PRIVATE int sqlite3BtreeClose(Btree *p){
   if( p->pSchema ){ if( p->xFreeSchema ) p->xFreeSchema(p->pSchema); sqlite3DbFree(0, p->pSchema); }
   ipg_end(p->pConn, 0, 0);
   ipg_close(p->pConn);
-  sqlite3_free(p->zFilename);
+  glueFreeFilename(p->zFilename);
   sqlite3_free(p);
   return SQLITE_OK;
 }
@@ -343,7 +374,8 @@ SQLITE_PRIVATE int sqlite3BtreeCheckpoint(Btree *p, int eMode, int *pnLog, int *
   }
   return rc;
 }
-SQLITE_PRIVATE int sqlite3BtreeIsInBackup(Btree *p){ (void)p; return 0; }
+/* sqlite3_close and DETACH refuse a database a backup is using (stock's check). */
+SQLITE_PRIVATE int sqlite3BtreeIsInBackup(Btree *p){ return p && p->nBackup>0; }
 SQLITE_PRIVATE void sqlite3BtreeClearCache(Btree *p){ (void)p; }
 SQLITE_PRIVATE struct Pager *sqlite3BtreePager(Btree *p){ return &p->pager; }
 SQLITE_PRIVATE int sqlite3HeaderSizeBtree(void){ return 0; }
@@ -695,6 +727,7 @@ SQLITE_API sqlite3_backup *sqlite3_backup_init(sqlite3 *pDest, const char *zDest
         p->pDestDb = pDest; p->pDest = pD; p->pSrcDb = pSource; p->pSrc = pS;
         p->pState = ipg_backup_new();
         p->nRemaining = p->nPagecount = -1;
+        pS->nBackup++; pD->nBackup++;
       }
     }
   }
@@ -725,7 +758,7 @@ SQLITE_API int sqlite3_backup_step(sqlite3_backup *p, int nPage){
     if( rc==SQLITE_OK ) p->bDestLocked = 1;
   }
   if( rc==SQLITE_OK ){
-    rc = ipg_backup_step(p->pState, p->pDest->pConn, p->pSrc->pConn, nPage==0 ? 1 : nPage,
+    rc = ipg_backup_step(p->pState, p->pDest->pConn, p->pSrc->pConn, nPage,
                          &p->nRemaining, &p->nPagecount);
   }
   if( rc==SQLITE_DONE ){
@@ -749,6 +782,7 @@ SQLITE_API int sqlite3_backup_finish(sqlite3_backup *p){
   pDest = p->pDestDb;
   glueBackupEnter(p);
   glueBackupEndDest(p, 0);   /* an unfinished backup leaves the destination as it was */
+  p->pSrc->nBackup--; p->pDest->nBackup--;
   rc = (p->rc==SQLITE_DONE) ? SQLITE_OK : p->rc;
   sqlite3Error(pDest, rc);
   glueBackupLeave(p);

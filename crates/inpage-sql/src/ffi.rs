@@ -511,8 +511,21 @@ pub unsafe extern "C" fn ipg_open(
         };
         let mut shared = !mem;
         let mut pending = None;
+        let mut read_only = read_only;
+        // A read-only connection never writes: an empty (0-byte) file is an empty
+        // database to it without being laid out on disk, as in stock SQLite.
+        let empty_file = !mem
+            && read_only
+            && cfg
+                .vfs
+                .open_read_only(&path)
+                .and_then(|f| f.len())
+                .is_ok_and(|n| n == 0);
         let opened = if mem {
             Database::open_memory(cfg).map(Some)
+        } else if empty_file {
+            shared = false;
+            Database::open_read_only(&path, cfg).map(Some)
         } else {
             match open_shared(&path, cfg.clone(), forced).map(Some) {
                 // Another process holds the file: the connection opens detached and
@@ -523,18 +536,19 @@ pub unsafe extern "C" fn ipg_open(
                     pending = Some((cfg.clone(), forced));
                     Ok(None)
                 }
-                // A file this process may not write (permissions, a read-only mount): a
-                // read-only connection still reads it, through the engine's read-only
-                // open (no lock, nothing written).
+                // A file this process may not write (permissions, a read-only mount): the
+                // connection reads it through the engine's read-only open (no lock,
+                // nothing written) and refuses writes with SQLITE_READONLY, as stock
+                // SQLite falls back to a read-only open.
                 Err(Error::Io { source, .. })
-                    if read_only
-                        && matches!(
-                            source.kind(),
-                            std::io::ErrorKind::PermissionDenied
-                                | std::io::ErrorKind::ReadOnlyFilesystem
-                        ) =>
+                    if matches!(
+                        source.kind(),
+                        std::io::ErrorKind::PermissionDenied
+                            | std::io::ErrorKind::ReadOnlyFilesystem
+                    ) && cfg.vfs.exists(&path).unwrap_or(false) =>
                 {
                     shared = false;
+                    read_only = true;
                     Database::open_read_only(&path, cfg).map(Some)
                 }
                 r => r,
@@ -715,6 +729,8 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
         return Ok(false); // another connection of this process has it open
     }
     let cfg = c.db()?.config().clone();
+    // If anything below fails, the connection attaches again at its next transaction.
+    c.pending = Some((cfg.clone(), None));
     // Every handle goes (the registry's and this connection's), which closes the file
     // and releases its lock.
     files.swap_remove(i);
@@ -887,7 +903,7 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
             Txn::Read(_) | Txn::None => {}
         }
         if keep_read != 0 && rc == OK {
-            if let Ok(r) = c.held().begin_read() {
+            if let Ok(r) = c.db().and_then(|d| d.begin_read()) {
                 c.txn = Txn::Read(r);
             }
         }
@@ -1830,8 +1846,10 @@ pub unsafe extern "C" fn ipg_table_count(conn: *mut Conn, itable: u32, out: *mut
 /// `conn` as in [`conn`].
 #[no_mangle]
 pub unsafe extern "C" fn ipg_page_size(conn: *mut Conn) -> c_int {
-    // SAFETY: contract.
-    unsafe { self::conn(conn) }.map_or(4096, |c| c.peek().map_or(4096, |(_, ps)| ps as c_int))
+    guard(4096, || {
+        // SAFETY: contract.
+        unsafe { self::conn(conn) }.map_or(4096, |c| c.peek().map_or(4096, |(_, ps)| ps as c_int))
+    })
 }
 
 /// # Safety

@@ -170,10 +170,11 @@ impl Backup {
             drop_ours(w)?;
             self.from_fcc = Some(fcc);
         }
+        // n = 0 copies nothing (the step still notices a changed source), as SQLite's.
         let take = if n < 0 {
             self.todo.len()
         } else {
-            (n.max(1) as usize).min(self.todo.len())
+            (n as usize).min(self.todo.len())
         };
         for info in self.todo.drain(..take).collect::<Vec<_>>() {
             copy_tree(tx, w, &info)?;

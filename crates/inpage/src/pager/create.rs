@@ -140,8 +140,18 @@ enum Marker {
 }
 
 fn decode(b: &[u8]) -> Marker {
-    if b.len() < 16 || b[..16] != MAGIC {
+    // What a cut leaves of our own marker before its sync: nothing written yet (empty),
+    // a prefix of it, or sectors still zero.
+    let head = &b[..b.len().min(16)];
+    if MAGIC.starts_with(head) || head.iter().all(|&x| x == 0) {
+        if b.len() < 16 {
+            return Marker::Torn;
+        }
+    } else {
         return Marker::Foreign;
+    }
+    if b[..16] != MAGIC {
+        return Marker::Torn;
     }
     if b.len() < FIXED + 8 {
         return Marker::Torn;
@@ -245,8 +255,20 @@ pub(super) fn settle(db_path: &Path, file: &Arc<dyn File>, cfg: &Config) -> Resu
             .map_err(Error::io("read", &marker))?;
         drop(m);
         match decode(&bytes) {
-            // Someone else's file that happens to have this name.
-            Marker::Foreign => {}
+            // Someone else's file that happens to have this name: never overwritten. An
+            // empty database cannot be laid out beside it (the layout needs the name).
+            Marker::Foreign => {
+                if file.len().map_err(Error::io("stat", db_path))? == 0 {
+                    return Err(Error::NotADatabase {
+                        path: db_path.to_path_buf(),
+                        reason: format!(
+                            "the file is empty and {} (not inpage's) is in the way of \
+                             laying it out",
+                            marker.display()
+                        ),
+                    });
+                }
+            }
             // Cut before its sync: the database file got no byte of the layout.
             Marker::Torn => remove_marker(vfs, &marker, &dir)?,
             Marker::Valid(img) => {
@@ -298,17 +320,13 @@ mod tests {
             Marker::Valid(back) => assert_eq!(back, img),
             _ => panic!("a whole marker decodes"),
         }
+        // Cut anywhere before its sync: ours, torn (an empty file included).
         for cut in [0, 10, 16, 40, b.len() / 2, b.len() - 1] {
-            let m = decode(&b[..cut]);
-            let want_foreign = cut < 16;
-            assert!(
-                matches!(
-                    (m, want_foreign),
-                    (Marker::Foreign, true) | (Marker::Torn, false)
-                ),
-                "cut at {cut}"
-            );
+            assert!(matches!(decode(&b[..cut]), Marker::Torn), "cut at {cut}");
         }
+        let mut zeroed = b.clone();
+        zeroed[..512].fill(0);
+        assert!(matches!(decode(&zeroed), Marker::Torn));
         let mut flipped = b.clone();
         flipped[FIXED + 100] ^= 1;
         assert!(matches!(decode(&flipped), Marker::Torn));

@@ -521,7 +521,17 @@ impl Pager {
 
     /// Err(Poisoned) after a failed commit.
     pub fn check_usable(&self) -> Result<()> {
+        // Before the lock: in a child of fork() it may be held by a thread of the parent
+        // that does not exist here.
+        self.not_forked()?;
         self.usable(&lock(&self.state))
+    }
+
+    /// Whether this handle was inherited through `fork()`: then it must not even take
+    /// its locks (a thread of the parent may have held one at the fork), and its drop
+    /// does nothing.
+    pub fn forked(&self) -> bool {
+        self.not_forked().is_err()
     }
 
     /// Whether this handle may work: not inherited through `fork()` (`vfs::fork`), not

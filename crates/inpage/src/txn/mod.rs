@@ -522,6 +522,11 @@ impl ReadTxn {
 
 impl Drop for ReadTxn {
     fn drop(&mut self) {
+        // Inherited through fork(): the registry of readers is the parent's (its lock may
+        // have been held at the fork); nothing to release here.
+        if self.shared.pager.forked() {
+            return;
+        }
         self.shared.pager.end_snapshot(self.header.fcc);
     }
 }
@@ -1256,6 +1261,12 @@ impl Drop for WriterHold {
 
 impl Drop for WriteTxn {
     fn drop(&mut self) {
+        // Inherited through fork(): the writer flag and the pager are the parent's;
+        // touching them could wait on a lock a thread of the parent held at the fork.
+        if !self.finished && self.shared.pager.forked() {
+            self.finished = true;
+            return;
+        }
         if !self.finished {
             // An error poisons the pager, which every later transaction then reports.
             let _ = self.finish_rolled_back();

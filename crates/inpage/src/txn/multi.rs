@@ -71,9 +71,7 @@ fn refusal(shared: &Shared) -> Option<String> {
     None
 }
 
-fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
-}
+use crate::vfs::undo::absolute;
 
 fn dir_of(p: &Path) -> PathBuf {
     crate::journal::dir_of(p)
@@ -187,6 +185,7 @@ pub fn commit_all(txns: Vec<WriteTxn>) -> Result<()> {
     }
     // The transactions never reached (after a failure) roll back when `files` drops.
     drop(files);
+    let mut undecided = false;
     if failure.is_none() {
         // The commit point.
         let dir = dir_of(&super_path);
@@ -195,15 +194,25 @@ pub fn commit_all(txns: Vec<WriteTxn>) -> Result<()> {
             .and_then(|()| vfs.sync_dir(&dir))
             .map_err(Error::io("remove the super-journal", &super_path));
         if let Err(e) = r {
+            // The removal may or may not be durable: the outcome is whatever the next
+            // open finds.
+            undecided = true;
             failure = Some(e);
         }
     }
     if let Some(e) = failure {
         for s in &committed {
-            s.pager.poison(format!(
-                "a transaction across databases failed after this database committed its \
-                 part ({e}); reopen it to undo that part"
-            ));
+            s.pager.poison(if undecided {
+                format!(
+                    "a transaction across databases could not record its outcome ({e}): \
+                     reopen the databases to find it (all of it committed, or none)"
+                )
+            } else {
+                format!(
+                    "a transaction across databases failed after this database committed \
+                     its part ({e}); reopen it to undo that part"
+                )
+            });
         }
         drop(holds);
         return Err(e);

@@ -147,6 +147,8 @@ impl Shared {
     }
 
     pub(crate) fn close(&self) -> Result<()> {
+        // Inherited through fork(): no clean shutdown of the parent's files from here.
+        self.pager.not_forked()?;
         if self.closed.swap(true, Ordering::SeqCst) || self.config.read_only {
             // Read-only: a clean shutdown (WAL checkpoint) would only change the overlay.
             return Ok(());

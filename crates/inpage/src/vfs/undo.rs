@@ -88,44 +88,20 @@ impl Op {
     }
 }
 
-/// What the recording knows of one path.
-struct PathRec {
-    /// Created during the recording: undo removes it, nothing else to keep.
-    created: bool,
-    /// The length before the recording (set at the first change).
-    orig_len: Option<u64>,
-    /// Ranges of the original bytes already in the log (sorted, disjoint).
-    saved: Vec<(u64, u64)>,
-    /// Held-back operations, in order, with the handle each came through.
-    pending: Vec<(Op, Arc<dyn File>)>,
-    /// A handle whose writes were issued and not yet synced.
-    unsynced: Option<Arc<dyn File>>,
-    /// The `LEN` record is in the log.
-    len_logged: bool,
-}
+/// Disjoint, merged byte ranges (start → end), for what the log already holds.
+#[derive(Default, Debug, PartialEq, Eq)]
+struct Ranges(std::collections::BTreeMap<u64, u64>);
 
-impl PathRec {
-    fn new(created: bool) -> PathRec {
-        PathRec {
-            created,
-            orig_len: None,
-            saved: Vec::new(),
-            pending: Vec::new(),
-            unsynced: None,
-            len_logged: false,
-        }
-    }
-
-    /// Sub-ranges of `[a, b)` not yet saved.
-    fn unsaved(&self, a: u64, b: u64) -> Vec<(u64, u64)> {
+impl Ranges {
+    /// Sub-ranges of `[a, b)` not covered.
+    fn missing(&self, a: u64, b: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         let mut at = a;
-        for &(s, e) in &self.saved {
+        // The range starting at or before `a` may cover its start.
+        let from = self.0.range(..=a).next_back().map_or(a, |(s, _)| *s);
+        for (&s, &e) in self.0.range(from..b) {
             if e <= at {
                 continue;
-            }
-            if s >= b {
-                break;
             }
             if s > at {
                 out.push((at, s.min(b)));
@@ -141,17 +117,52 @@ impl PathRec {
         out
     }
 
-    fn mark_saved(&mut self, a: u64, b: u64) {
-        self.saved.push((a, b));
-        self.saved.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.saved.len());
-        for &(s, e) in &self.saved {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
+    /// Cover `[a, b)`, merging with touching or overlapping ranges.
+    fn insert(&mut self, mut a: u64, mut b: u64) {
+        if a >= b {
+            return;
+        }
+        if let Some((&s, &e)) = self.0.range(..=a).next_back() {
+            if e >= a {
+                a = s;
+                b = b.max(e);
             }
         }
-        self.saved = merged;
+        let inside: Vec<u64> = self.0.range(a..=b).map(|(s, _)| *s).collect();
+        for s in inside {
+            let e = self.0.remove(&s).expect("listed");
+            b = b.max(e);
+        }
+        self.0.insert(a, b);
+    }
+}
+
+/// What the recording knows of one path.
+struct PathRec {
+    /// Created during the recording: undo removes it, nothing else to keep.
+    created: bool,
+    /// The length before the recording (set at the first change).
+    orig_len: Option<u64>,
+    /// Ranges of the original bytes already in the log.
+    saved: Ranges,
+    /// Held-back operations, in order, with the handle each came through.
+    pending: Vec<(Op, Arc<dyn File>)>,
+    /// A handle whose writes were issued and not yet synced.
+    unsynced: Option<Arc<dyn File>>,
+    /// The `LEN` record is in the log.
+    len_logged: bool,
+}
+
+impl PathRec {
+    fn new(created: bool) -> PathRec {
+        PathRec {
+            created,
+            orig_len: None,
+            saved: Ranges::default(),
+            pending: Vec::new(),
+            unsynced: None,
+            len_logged: false,
+        }
     }
 }
 
@@ -166,6 +177,9 @@ struct Recording {
     nonce: u64,
     seq: u64,
     paths: HashMap<PathBuf, PathRec>,
+    /// Directories whose entries the recording changed (files created or removed):
+    /// synced by `finish`, so the commit is durable before its outcome is decided.
+    dirs: Vec<PathBuf>,
 }
 
 fn record_checksum(nonce: u64, seq: u64, body: &[u8]) -> u64 {
@@ -195,8 +209,25 @@ impl Recording {
         self.log.sync_data()
     }
 
-    /// Log the originals the pending operations of `path` would destroy, sync the log,
-    /// issue the operations.
+    /// Log the original bytes of `[s, e)` of `path`, read through `reader`, in records of
+    /// at most 1 MiB (read one at a time: a commit that truncates a large file does not
+    /// hold it in memory).
+    fn log_originals(&mut self, reader: &dyn File, path: &Path, s: u64, e: u64) -> io::Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let mut buf = Vec::new();
+        let mut at = s;
+        while at < e {
+            let n = (e - at).min(CHUNK) as usize;
+            buf.resize(n, 0);
+            reader.read_exact_at(&mut buf, at)?;
+            self.append(BYTES, path, at, &buf)?;
+            at += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Log the originals the pending operations of `path` would destroy, sync the log
+    /// (if anything was logged), issue the operations.
     fn flush(&mut self, inner: &Arc<dyn Vfs>, path: &Path) -> io::Result<()> {
         let Some(rec) = self.paths.get_mut(path) else {
             return Ok(());
@@ -205,9 +236,7 @@ impl Recording {
             return Ok(());
         }
         let pending = std::mem::take(&mut rec.pending);
-        let created = rec.created;
-        let mut logged = false;
-        if !created {
+        if !rec.created {
             let orig = match rec.orig_len {
                 Some(n) => n,
                 None => {
@@ -217,40 +246,38 @@ impl Recording {
                 }
             };
             let mut to_save = Vec::new();
+            let mut covered = Ranges(rec.saved.0.clone());
             for (op, _) in &pending {
                 if let Some((a, b)) = op.destroys(orig) {
-                    for (s, e) in rec.unsaved(a, b) {
-                        rec.mark_saved(s, e);
+                    for (s, e) in covered.missing(a, b) {
+                        covered.insert(s, e);
                         to_save.push((s, e));
                     }
                 }
             }
-            // Originals are read through a buffered handle: an O_DIRECT one would need
-            // aligned ranges.
-            let reader = if to_save.is_empty() {
-                None
-            } else {
-                Some(inner.open_read_only(path)?)
-            };
-            if !self.paths[path].len_logged {
+            let mut appended = false;
+            if !rec.len_logged {
                 self.append(LEN, path, orig, &[])?;
-                self.paths.get_mut(path).expect("present").len_logged = true;
+                appended = true;
             }
-            for (s, e) in to_save {
-                let mut buf = vec![0u8; (e - s) as usize];
-                let r = reader.as_ref().expect("a reader for the originals");
-                r.read_exact_at(&mut buf, s)?;
-                // Large ranges are split so one record's length fits its u32 field.
-                for (i, chunk) in buf.chunks(1 << 20).enumerate() {
-                    self.append(BYTES, path, s + (i as u64) * (1 << 20), chunk)?;
+            if !to_save.is_empty() {
+                // Originals are read through a buffered handle: an O_DIRECT one would
+                // need aligned ranges.
+                let reader = inner.open_read_only(path)?;
+                for (s, e) in to_save {
+                    self.log_originals(&*reader, path, s, e)?;
                 }
+                appended = true;
             }
-            logged = true;
+            if appended && !self.unsynced {
+                self.sync_log()?;
+            }
+            // Only now, with the originals durable, do they count as saved.
+            let rec = self.paths.get_mut(path).expect("present");
+            rec.len_logged = true;
+            rec.saved = covered;
         }
-        if logged && !self.unsynced {
-            self.sync_log()?;
-        }
-        let rec = self.paths.get_mut(path).expect("path recorded above");
+        let rec = self.paths.get_mut(path).expect("present");
         for (op, via) in &pending {
             match op {
                 Op::Write(off, d) => via.write_at(d.bytes(), *off)?,
@@ -335,6 +362,7 @@ impl UndoVfs {
             nonce,
             seq: 0,
             paths: HashMap::new(),
+            dirs: Vec::new(),
         });
         self.state.on.store(true, Ordering::Release);
         Ok(())
@@ -358,6 +386,11 @@ impl UndoVfs {
                     h.sync_data()?;
                 }
             }
+            rec.dirs.sort();
+            rec.dirs.dedup();
+            for d in &rec.dirs {
+                self.inner.sync_dir(d)?;
+            }
             Ok(())
         })();
         self.state.on.store(false, Ordering::Release);
@@ -378,6 +411,12 @@ impl UndoVfs {
     }
 }
 
+/// `path` made absolute against the current directory (files of the simulated and
+/// in-memory file systems are absolute already).
+pub(crate) fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 fn dir_of(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -394,20 +433,23 @@ fn unsupported(what: &str) -> io::Error {
 
 impl Vfs for UndoVfs {
     fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Arc<dyn File>> {
+        // The log names files by absolute path: recovery may run in another directory.
+        let abs = absolute(path);
         if self.recording() && (opts.create || opts.create_new) && !self.inner.exists(path)? {
             let mut g = self.state.lock();
             if let Some(rec) = g.as_mut() {
-                if rec.log_path != path {
-                    rec.append(CREATED, path, 0, &[])?;
+                if rec.log_path != abs {
+                    rec.append(CREATED, &abs, 0, &[])?;
                     rec.sync_log()?;
-                    rec.paths.insert(path.to_path_buf(), PathRec::new(true));
+                    rec.paths.insert(abs.clone(), PathRec::new(true));
+                    rec.dirs.push(dir_of(&abs));
                 }
             }
         }
         let inner = self.inner.open(path, opts)?;
         Ok(Arc::new(UndoFile {
             inner,
-            path: path.to_path_buf(),
+            path: abs,
             vfs: self.inner.clone(),
             state: self.state.clone(),
         }))
@@ -415,6 +457,8 @@ impl Vfs for UndoVfs {
 
     fn delete(&self, path: &Path) -> io::Result<()> {
         if self.recording() {
+            let original = path;
+            let path = &absolute(original);
             let mut g = self.state.lock();
             if let Some(rec) = g.as_mut() {
                 let known_created = rec.paths.get(path).is_some_and(|p| p.created);
@@ -433,7 +477,7 @@ impl Vfs for UndoVfs {
                             n
                         }
                     };
-                    let missing = pr.unsaved(0, orig);
+                    let missing = pr.saved.missing(0, orig);
                     pr.pending.clear();
                     pr.unsynced = None;
                     if !pr.len_logged {
@@ -441,22 +485,22 @@ impl Vfs for UndoVfs {
                         rec.append(LEN, path, orig, &[])?;
                     }
                     for (s, e) in missing {
-                        let mut buf = vec![0u8; (e - s) as usize];
-                        f.read_exact_at(&mut buf, s)?;
-                        for (i, chunk) in buf.chunks(1 << 20).enumerate() {
-                            rec.append(BYTES, path, s + (i as u64) * (1 << 20), chunk)?;
-                        }
+                        rec.log_originals(&*f, path, s, e)?;
                     }
                     rec.append(DELETED, path, 0, &[])?;
                     rec.sync_log()?;
+                    rec.dirs.push(dir_of(path));
                     if let Some(pr) = rec.paths.get_mut(path) {
-                        pr.saved = vec![(0, orig)];
+                        pr.saved.insert(0, orig);
                     }
                 } else if let Some(pr) = rec.paths.get_mut(path) {
                     pr.pending.clear();
                     pr.unsynced = None;
+                    rec.dirs.push(dir_of(path));
                 }
             }
+            drop(g);
+            return self.inner.delete(original);
         }
         self.inner.delete(path)
     }
@@ -868,6 +912,25 @@ fn decode_super(b: &[u8]) -> Option<(u64, Vec<PathBuf>)> {
     Some((nonce, out))
 }
 
+/// The nonce in the header of the undo log at `path`, if it has a whole one (only the
+/// header is read).
+fn log_nonce(vfs: &Arc<dyn Vfs>, path: &Path) -> io::Result<Option<u64>> {
+    let f = match vfs.open(path, OpenOptions::default()) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut head = vec![0u8; 32];
+    let n = f.read_at(&mut head, 0)?;
+    let Some(plen) = le_u32(&head[..n], 28) else {
+        return Ok(None);
+    };
+    let mut h = vec![0u8; 32 + plen as usize + 8];
+    let n = f.read_at(&mut h, 0)?;
+    h.truncate(n);
+    Ok(decode(&h).map(|l| l.nonce))
+}
+
 fn read_all(vfs: &Arc<dyn Vfs>, path: &Path) -> io::Result<Option<Vec<u8>>> {
     let f = match vfs.open(path, OpenOptions::default()) {
         Ok(f) => f,
@@ -896,7 +959,7 @@ pub(crate) enum Undone {
 /// part is undone; the log is then removed, and the super-journal too once no other
 /// database's log refers to it.
 pub(crate) fn recover(vfs: &Arc<dyn Vfs>, db: &Path) -> io::Result<Undone> {
-    let path = log_path(db);
+    let path = log_path(&absolute(db));
     let Some(bytes) = read_all(vfs, &path)? else {
         return Ok(Undone::Nothing);
     };
@@ -915,17 +978,17 @@ pub(crate) fn recover(vfs: &Arc<dyn Vfs>, db: &Path) -> io::Result<Undone> {
     }
     log.apply(vfs)?;
     // The super-journal goes once no other database still has to undo its part — before
-    // this log, so that a cut in between leaves a stale log (removed by the next open),
-    // never a super-journal no log refers to.
+    // this log, so that a cut in between leaves a stale log (removed by the next open)
+    // rather than a super-journal no log refers to. (Two databases of one transaction
+    // recovering at once in two processes can each see the other's log and both keep it:
+    // a leftover file, harmless since a nonce is never reused.)
     if let Some(sb) = read_all(vfs, &log.super_path)? {
         let others_pending = match decode_super(&sb) {
             Some((nonce, parts)) if nonce == log.nonce => {
                 let mut pending = false;
                 for p in parts.iter().filter(|p| log_path(p) != path) {
-                    if let Some(ob) = read_all(vfs, &log_path(p))? {
-                        if decode(&ob).is_some_and(|o| o.nonce == log.nonce) {
-                            pending = true;
-                        }
+                    if log_nonce(vfs, &log_path(p))? == Some(log.nonce) {
+                        pending = true;
                     }
                 }
                 pending
@@ -948,16 +1011,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unsaved_ranges() {
-        let mut p = PathRec::new(false);
-        assert_eq!(p.unsaved(0, 10), vec![(0, 10)]);
-        p.mark_saved(2, 4);
-        p.mark_saved(6, 8);
-        assert_eq!(p.unsaved(0, 10), vec![(0, 2), (4, 6), (8, 10)]);
-        assert_eq!(p.unsaved(3, 7), vec![(4, 6)]);
-        p.mark_saved(4, 6);
-        assert_eq!(p.saved, vec![(2, 8)]);
-        assert_eq!(p.unsaved(2, 8), Vec::<(u64, u64)>::new());
+    fn ranges_cover_and_merge() {
+        let mut p = Ranges::default();
+        assert_eq!(p.missing(0, 10), vec![(0, 10)]);
+        p.insert(2, 4);
+        p.insert(6, 8);
+        assert_eq!(p.missing(0, 10), vec![(0, 2), (4, 6), (8, 10)]);
+        assert_eq!(p.missing(3, 7), vec![(4, 6)]);
+        p.insert(4, 6);
+        assert_eq!(
+            p.0.iter().map(|(a, b)| (*a, *b)).collect::<Vec<_>>(),
+            vec![(2, 8)]
+        );
+        assert_eq!(p.missing(2, 8), Vec::<(u64, u64)>::new());
+        p.insert(0, 1);
+        p.insert(9, 12);
+        p.insert(1, 9);
+        assert_eq!(
+            p.0.iter().map(|(a, b)| (*a, *b)).collect::<Vec<_>>(),
+            vec![(0, 12)]
+        );
+        assert_eq!(p.missing(5, 20), vec![(12, 20)]);
     }
 
     /// Record a few writes, truncations and a created file on the simulated disk; cut
