@@ -89,6 +89,10 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     }),
 ];
 
+/// The test-only contender whose recovery crash child fails (feature `test-contenders`).
+#[cfg(feature = "test-contenders")]
+pub const BROKEN_CRASH: &str = "test-broken-crash";
+
 /// Variants run only when named: settings for one experiment, not for every comparison.
 pub const NAMED_ONLY: &[&str] = &[
     "dhl-cc-c256",
@@ -229,6 +233,14 @@ pub fn all_contenders() -> Vec<Contender> {
             },
         });
     }
+    #[cfg(feature = "test-contenders")]
+    v.push(Contender {
+        name: BROKEN_CRASH.into(),
+        kind: Kind::Engine {
+            mode: JournalMode::DHL_CC,
+            tweak: Some(|c| c),
+        },
+    });
     v.push(Contender {
         name: "floor".into(),
         kind: Kind::Floor,
@@ -260,20 +272,32 @@ pub fn all_contenders() -> Vec<Contender> {
 /// lists the valid ones.
 pub fn select(names: &[String]) -> Result<Vec<Contender>, String> {
     let all = all_contenders();
-    if names.is_empty() {
-        // The default set: every contender except the SQL front end on the non-default
-        // modes (the engine's own rows cover those; `mobibench-sql` runs them all).
-        let sql_default = crate::sql::contender_name(inpage::DEFAULT_JOURNAL_MODE);
-        return Ok(all
-            .into_iter()
+    // The default set: every contender except the SQL front end on the non-default modes
+    // (the engine's own rows cover those; `mobibench-sql` runs them all) and the variants
+    // run only when named.
+    let sql_default = crate::sql::contender_name(inpage::DEFAULT_JOURNAL_MODE);
+    let default_set = || {
+        all.iter()
             .filter(|c| !matches!(c.kind, Kind::Sql(_)) || c.name == sql_default)
-            .filter(|c| !NAMED_ONLY.contains(&c.name.as_str()))
-            .collect());
+            .filter(|c| !NAMED_ONLY.contains(&c.name.as_str()) && !c.name.starts_with("test-"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    if names.is_empty() {
+        return Ok(default_set());
     }
     let mut out: Vec<Contender> = Vec::new();
     for n in names {
         let n = n.trim();
         if n.is_empty() {
+            continue;
+        }
+        if n.eq_ignore_ascii_case("default") {
+            for c in default_set() {
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
             continue;
         }
         match all.iter().find(|c| c.name.eq_ignore_ascii_case(n)) {
@@ -323,6 +347,47 @@ impl Contender {
             Kind::Sqlite(f) => f != SqliteFlavor::Off,
             Kind::Redb | Kind::Lmdb => true,
             Kind::Floor | Kind::Sql(_) => false,
+        }
+    }
+
+    /// Why the recovery bench cannot time an open after a crash in the middle of one of
+    /// its transactions (None: it can): shown as "n/a" with this reason.
+    pub fn crash_na(&self) -> Option<&'static str> {
+        match self.kind {
+            Kind::Floor => Some("no transaction to interrupt"),
+            Kind::Sql(_) => Some(
+                "no crash child through the SQL layer (the stop hooks sit below it, in the \
+                 engine's VFS)",
+            ),
+            Kind::Engine { mode, .. } => {
+                let c = mode.capabilities();
+                if !c.atomic {
+                    Some("no atomicity promised: an interrupted commit may leave a corrupt file")
+                } else if c.region_backed {
+                    Some(
+                        "a commit goes to a memory-mapped region, not through file writes: no \
+                         write to stop it at",
+                    )
+                } else if !c.survives_process_crash {
+                    Some(
+                        "a commit is buffered in process memory and written by a later one: no \
+                         write to stop it at",
+                    )
+                } else {
+                    None
+                }
+            }
+            Kind::Sqlite(SqliteFlavor::Off) => Some("journal_mode=OFF promises no atomicity"),
+            Kind::Sqlite(_) | Kind::Redb | Kind::Lmdb => None,
+        }
+    }
+
+    /// Why the recovery bench cannot time a reopen after a clean close (None: it can).
+    pub fn reopen_na(&self) -> Option<&'static str> {
+        match self.kind {
+            Kind::Floor => Some("no database to reopen"),
+            Kind::Sql(_) => Some("no reopen trial through the SQL layer yet"),
+            _ => None,
         }
     }
 
@@ -1242,10 +1307,15 @@ mod tests {
             JournalMode::all().count(),
             "one sql-<mode> per mode"
         );
+        // Test-only contenders (feature `test-contenders`) are named-only too.
+        let test_only = names.iter().filter(|n| n.starts_with("test-")).count();
         assert_eq!(
             default.len(),
-            names.len() - sql.len() + 1 - NAMED_ONLY.len()
+            names.len() - sql.len() + 1 - NAMED_ONLY.len() - test_only
         );
+        // `default` in a list stands for that set.
+        let with = select(&["default".into(), "dhl-cc-counting".into()]).unwrap();
+        assert_eq!(with.len(), default.len() + 1);
         assert!(default
             .iter()
             .all(|c| !NAMED_ONLY.contains(&c.name.as_str())));

@@ -926,6 +926,7 @@ mod tests {
             model_note: crate::report::model_note("emmc"),
             sqlite: SqliteBuild::default(),
             results: rows,
+            not_applicable: Vec::new(),
         }
     }
 

@@ -192,6 +192,27 @@ impl Vfs for StopVfs {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.inner.sync_dir(dir)
     }
+    fn open_read_only(&self, path: &Path) -> io::Result<Arc<dyn File>> {
+        self.inner.open_read_only(path)
+    }
+    fn nonce(&self, salt: u64) -> u64 {
+        self.inner.nonce(salt)
+    }
+    fn in_process_memory(&self) -> bool {
+        self.inner.in_process_memory()
+    }
+    // A memory region is not file I/O: nothing to count or stop; the mode that keeps
+    // commits there (`nvlog`) has no write to stop its commit at (`Contender::crash_na`).
+    fn open_region(
+        &self,
+        path: &Path,
+        create: Option<usize>,
+    ) -> io::Result<Arc<dyn inpage::vfs::Region>> {
+        self.inner.open_region(path, create)
+    }
+    fn delete_region(&self, path: &Path) -> io::Result<()> {
+        self.inner.delete_region(path)
+    }
 }
 
 #[derive(Debug)]
@@ -232,6 +253,15 @@ impl File for StopFile {
             return Err((self.plan.on_stop)(n));
         }
         self.inner.allocate(offset, len)
+    }
+    fn try_lock(&self, kind: inpage::vfs::LockKind) -> io::Result<bool> {
+        self.inner.try_lock(kind)
+    }
+    fn prefetch(&self, offset: u64, len: u64) {
+        self.inner.prefetch(offset, len)
+    }
+    fn direct_alignment(&self) -> Option<usize> {
+        self.inner.direct_alignment()
     }
 }
 
@@ -337,6 +367,14 @@ fn apply_pre_updates(st: &mut dyn Store, ups: &[(i64, Vec<u8>)]) -> Result<(), S
 /// The child's body. Returns only on failure (the success path blocks until killed).
 pub fn child_main(spec: &ChildSpec) -> Result<(), String> {
     let c = contender::select(std::slice::from_ref(&spec.contender))?.remove(0);
+    #[cfg(feature = "test-contenders")]
+    if c.name == contender::BROKEN_CRASH {
+        return Err(format!(
+            "{}: planted failure: this test contender's crash child never reaches its stop \
+             point",
+            c.name
+        ));
+    }
     let keys = spec.keys();
     let v = mobibench_value(spec.value_size, false);
     let ups = spec.pre_update_txns();
@@ -474,6 +512,9 @@ pub fn calibrate_writes(
         ));
     }
     copy_dir(dir, scratch)?;
+    // From a clean open, as every crash trial's child (`runner::open_trial`).
+    c.open(scratch, &Arc::new(inpage::vfs::IoStats::new()))?
+        .close()?;
     let n = match c.kind {
         Kind::Engine { mode, tweak } => {
             let plan = StopPlan::new(None, Box::new(|_| io::Error::other("unreachable")));
@@ -558,6 +599,55 @@ mod tests {
         f.write_at(&[3], 1).unwrap();
     }
 
+    /// Real files whose handles take no lock: a store "killed" by `mem::forget` in a test
+    /// must not keep its lock, as a killed process does not.
+    #[derive(Debug)]
+    struct NoLockVfs(OsVfs);
+    #[derive(Debug)]
+    struct NoLockFile(Arc<dyn File>);
+
+    impl Vfs for NoLockVfs {
+        fn open(&self, path: &Path, opts: OpenOptions) -> io::Result<Arc<dyn File>> {
+            Ok(Arc::new(NoLockFile(self.0.open(path, opts)?)))
+        }
+        fn delete(&self, path: &Path) -> io::Result<()> {
+            self.0.delete(path)
+        }
+        fn exists(&self, path: &Path) -> io::Result<bool> {
+            self.0.exists(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+            self.0.rename(from, to)
+        }
+        fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+            self.0.sync_dir(dir)
+        }
+    }
+
+    impl File for NoLockFile {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            self.0.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.0.write_at(buf, offset)
+        }
+        fn sync_data(&self) -> io::Result<()> {
+            self.0.sync_data()
+        }
+        fn sync_all(&self) -> io::Result<()> {
+            self.0.sync_all()
+        }
+        fn len(&self) -> io::Result<u64> {
+            self.0.len()
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            self.0.set_len(len)
+        }
+        fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+            self.0.allocate(offset, len)
+        }
+    }
+
     /// A multi-page stop write passes its leading whole pages up to the kept bytes.
     #[test]
     fn a_multi_page_stop_write_is_torn_at_a_page() {
@@ -613,7 +703,12 @@ mod tests {
         );
         let plan = StopPlan::new(Some(n), Box::new(|_| io::Error::other("stopped")));
         plan.keep_of_stop_write(keep);
-        let vfs = Arc::new(StopVfs::new(Arc::new(OsVfs::new()), plan.clone()));
+        // The killed process's lock dies with it; this one's would outlive the forget
+        // below, so the stopped store takes none.
+        let vfs = Arc::new(StopVfs::new(
+            Arc::new(NoLockVfs(OsVfs::new())),
+            plan.clone(),
+        ));
         let st = EngineStore::open(dir.path(), mode, tweak, vfs).unwrap();
         let w = st.begin_insert(&keys, &v).unwrap();
         plan.arm();

@@ -35,6 +35,20 @@ pub struct Report {
     #[serde(default)]
     pub sqlite: SqliteBuild,
     pub results: Vec<ResultRow>,
+    /// Contenders that cannot take part in a section, and why ("n/a" in the table).
+    #[serde(default)]
+    pub not_applicable: Vec<NotApplicable>,
+}
+
+/// A contender that cannot take part in one section of a run, and why: shown as "n/a"
+/// with the reason instead of rows (it is not an error).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotApplicable {
+    /// The section's workload name (e.g. `recovery-crash`).
+    pub workload: String,
+    pub contender: String,
+    pub reason: String,
 }
 
 /// The bundled SQLite the peers run on: version, the extra compiler flags the project's
@@ -245,6 +259,8 @@ pub struct Collector {
     builds: BTreeMap<(String, u64), f64>,
     /// Extra per-row data for the table only.
     pub notes: Vec<String>,
+    /// Contenders a section could not run, with the reason.
+    pub not_applicable: Vec<NotApplicable>,
 }
 
 impl Collector {
@@ -253,6 +269,18 @@ impl Collector {
         match e.iter_mut().find(|(c, _, _)| c == contender) {
             Some((_, v, _)) => v.push(s),
             None => e.push((contender.to_string(), vec![s], txns)),
+        }
+    }
+
+    /// Record that `contender` cannot take part in `workload`, and why (once).
+    pub fn add_na(&mut self, workload: &str, contender: &str, reason: &str) {
+        let na = NotApplicable {
+            workload: workload.to_string(),
+            contender: contender.to_string(),
+            reason: reason.to_string(),
+        };
+        if !self.not_applicable.contains(&na) {
+            self.not_applicable.push(na);
         }
     }
 
@@ -472,7 +500,87 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
         prev = Some(key);
         let _ = writeln!(out, "{}", table_line(row, &w, 4));
     }
+    if !r.not_applicable.is_empty() {
+        let _ = writeln!(out, "\nn/a (contenders a section does not run, and why):");
+        for na in &r.not_applicable {
+            let _ = writeln!(
+                out,
+                "  {:<16} {:<20} n/a: {}",
+                na.workload, na.contender, na.reason
+            );
+        }
+    }
     out
+}
+
+/// The main job's headline, readable in ten seconds: the default mode's one-row
+/// Mobibench transactions against SQLite as apps configure it (`sqlite-wal-r`: WAL,
+/// fdatasync, the apps' checkpoint and size settings, warmed up) and against the device
+/// floor — throughput ratios (modeled on the run's device profile where the lab counts
+/// the device, else measured), device KiB and flushes per transaction — and where the
+/// full report is.
+pub fn headline(r: &Report, default_mode: &str, out: &std::path::Path) -> String {
+    const PEER: &str = "sqlite-wal-r";
+    const FLOOR: &str = "floor";
+    let modeled = r.lab != "none";
+    let row = |c: &str, op: &str| {
+        r.results.iter().find(|x| {
+            x.workload == "mobibench" && x.op == op && x.ops_per_txn == 1 && x.contender == c
+        })
+    };
+    let rate = |x: &ResultRow| {
+        if modeled {
+            x.model_tx_per_s
+        } else {
+            Some(x.tx_per_s_median)
+        }
+    };
+    let kib = |x: &ResultRow| match (x.data_kib_per_txn, x.journal_kib_per_txn) {
+        (Some(d), j) => Some(d + j.unwrap_or(0.0)),
+        _ => None,
+    };
+    let num = |v: Option<f64>, d: usize| v.map_or("-".to_string(), |v| format!("{v:.d$}"));
+    let mut h = String::new();
+    let _ =
+        writeln!(
+        h,
+        "Headline: one-row transactions (Mobibench), {default_mode} (inpage's default) against \
+         SQLite's WAL as apps configure it ({PEER}: fdatasync, warmed up) and the device floor \
+         (one 4 KiB overwrite + fdatasync); lab {}, {}:",
+        r.lab,
+        if modeled {
+            format!("throughput modeled on device profile '{}'", r.device_profile)
+        } else {
+            "measured throughput (no device counters)".to_string()
+        }
+    );
+    for op in ["insert", "update", "delete"] {
+        let (Some(d), p, f) = (row(default_mode, op), row(PEER, op), row(FLOOR, op)) else {
+            let _ = writeln!(h, "  {op:<7} no {default_mode} row");
+            continue;
+        };
+        let ratio = |o: Option<&ResultRow>| match (rate(d), o.and_then(rate)) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            h,
+            "  {op:<7} {} {PEER}, {} the floor; {} KiB and {} flushes per transaction \
+             ({PEER}: {} KiB, {} flushes)",
+            ratio(p),
+            ratio(f),
+            num(kib(d), 1),
+            num(d.flushes_per_txn, 2),
+            num(p.and_then(kib), 1),
+            num(p.and_then(|x| x.flushes_per_txn), 2),
+        );
+    }
+    let _ = writeln!(
+        h,
+        "Full report: {} (table.txt, results.json, plots/)",
+        out.join("index.html").display()
+    );
+    h
 }
 
 /// The size axis of recovery and reopen rows as pivots, one column per contender:
@@ -690,6 +798,7 @@ mod tests {
                 compile_options: vec!["THREADSAFE=1".into()],
             },
             results: vec![row()],
+            not_applicable: Vec::new(),
         };
         let s = serde_json::to_string_pretty(&r).unwrap();
         let back: Report = serde_json::from_str(&s).unwrap();
@@ -707,6 +816,7 @@ mod tests {
                 "device_profile",
                 "lab",
                 "model_note",
+                "not_applicable",
                 "results",
                 "rounds",
                 "sqlite"
@@ -821,6 +931,7 @@ mod tests {
                 model_note: String::new(),
                 sqlite: SqliteBuild::default(),
                 results: rows,
+                not_applicable: Vec::new(),
             },
             &[],
         );
@@ -857,6 +968,7 @@ mod tests {
                 model_note: String::new(),
                 sqlite: SqliteBuild::default(),
                 results: vec![mobi, rec.clone(), warm],
+                not_applicable: Vec::new(),
             },
             &[],
         );
@@ -912,6 +1024,7 @@ mod tests {
             model_note: String::new(),
             sqlite: SqliteBuild::default(),
             results: rows,
+            not_applicable: Vec::new(),
         };
         let t = size_table(&r);
         let line = |start: &str| {

@@ -675,9 +675,6 @@ fn open_workload(crash: bool, cold: bool) -> &'static str {
 /// A contender's table of one size, built once and reused by every round.
 struct Table {
     dir: PathBuf,
-    /// The commit write the crash child stops at, and (engine) the bytes of it that
-    /// reach the file first, per interrupted size.
-    stop_at: Vec<(u64, u64)>,
 }
 
 /// The recovery workload over the contenders that have a transaction to interrupt.
@@ -691,6 +688,18 @@ struct Table {
 /// A crash trial leaves the table recovered and closed again (the interrupted insert is
 /// rolled back), so the next trial sees the same rows; the tables are deleted at the end.
 pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Result<(), String> {
+    for c in cs {
+        if p.reopen {
+            if let Some(why) = c.reopen_na() {
+                s.collector.add_na("reopen", &c.name, why);
+            }
+        }
+        if p.crash {
+            if let Some(why) = c.crash_na() {
+                s.collector.add_na("recovery", &c.name, why);
+            }
+        }
+    }
     let cs: Vec<&Contender> = cs.iter().filter(|c| c.recoverable()).collect();
     let mut kinds: Vec<(bool, u32)> = Vec::new();
     if p.reopen {
@@ -737,8 +746,8 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
             for (cold, crash, k, pt) in pts {
                 for ci in rotation(cs.len(), round) {
                     let c = cs[ci];
-                    if *crash && !c.crash_safe() {
-                        // No promise to time: its crash rows stay empty ("-").
+                    if *crash && c.crash_na().is_some() {
+                        // No crash to stage: "n/a" with the reason (`crash_na`).
                         s.pb.inc(1);
                         continue;
                     }
@@ -753,7 +762,6 @@ pub fn run_recovery(s: &mut Session, cs: &[Contender], p: &RecoveryParams) -> Re
                     let copy = match p.fresh_copy {
                         true => Some(Table {
                             dir: s.fresh_dir(&format!("{}-trial", c.name))?,
-                            stop_at: built.stop_at.clone(),
                         }),
                         false => None,
                     };
@@ -813,24 +821,7 @@ fn build_table(
     }
     s.collector
         .add_build(&c.name, n, t0.elapsed().as_secs_f64() * 1000.0);
-    let mut stop_at = Vec::new();
-    if p.crash && c.crash_safe() {
-        for &k in &p.records {
-            let keys = interrupted_keys(n, k);
-            stop_at.push(match (c.kind, p.stop_at_write) {
-                (Kind::Engine { .. } | Kind::Sqlite(_), Some(w)) => (w.max(1), 0),
-                (Kind::Engine { .. } | Kind::Sqlite(_), None) => {
-                    let scratch = dir.with_extension("calib");
-                    let ups = pre_updates(p.pre_updates, n, 0, p.value_size);
-                    let sizes = calibrate_writes(c, &dir, &scratch, &keys, &v, &ups)?;
-                    crate::recovery::half_bytes(&sizes)
-                        .ok_or("commit did no writes; nothing to interrupt")?
-                }
-                _ => (0, 0),
-            });
-        }
-    }
-    Ok(Table { dir, stop_at })
+    Ok(Table { dir })
 }
 
 /// The keys of the interrupted insert into a table of `n` records: the next `k`.
@@ -858,17 +849,38 @@ fn open_trial(
         let ki = p.records.iter().position(|&x| x == k).unwrap_or(0);
         s.seq += 1;
         s.settle();
+        let _ = ki;
+        // The stop point: the given write, or the write at half the commit's bytes,
+        // calibrated on a copy of the table as this trial finds it, with the child's own
+        // updates. What a commit writes can depend on the sessions before it (`dash`
+        // rewrites the pages of the last commit, which a crash and its recovery change),
+        // so a calibration made once after the build could name a write the commit never
+        // reaches.
+        let (stop_at_write, stop_keep) = match (c.kind, p.stop_at_write) {
+            (Kind::Engine { .. } | Kind::Sqlite(_), Some(w)) => (w.max(1), 0),
+            (Kind::Engine { .. } | Kind::Sqlite(_), None) => {
+                let scratch = t.dir.with_extension("calib");
+                let v = mobibench_value(p.value_size, false);
+                let ups = pre_updates(p.pre_updates, n, s.seq, p.value_size);
+                let sizes = calibrate_writes(c, &t.dir, &scratch, keys, &v, &ups)?;
+                crate::recovery::half_bytes(&sizes).ok_or(
+                    "the commit did no writes; nothing to interrupt (a mode that buffers its \
+                     commits must say so: Contender::crash_na)",
+                )?
+            }
+            _ => (0, 0),
+        };
         let spec = ChildSpec {
             contender: c.name.clone(),
             dir: t.dir.clone(),
             first_key: keys[0],
             records: k,
             value_size: p.value_size,
-            stop_at_write: t.stop_at.get(ki).map_or(0, |s| s.0),
-            stop_keep: t.stop_at.get(ki).map_or(0, |s| s.1),
+            stop_at_write,
+            stop_keep,
             pre_updates: p.pre_updates,
             table_records: n,
-            // Fresh values every trial (the calibration used seed 0; seq is past it).
+            // Fresh values every trial.
             update_seed: s.seq,
         };
         crash_child(&s.exe, &spec, CHILD_TIMEOUT)?;

@@ -177,10 +177,16 @@ fn device_profile_is_checked_and_reported() {
 }
 
 /// Determinism of the model: two runs of the same small Mobibench on the ext4 lab give
-/// every contender's `model_tx_per_s` within ±2 %, whatever the measured tx/s do. Needs
-/// root and loop devices (skipped with the reason otherwise).
+/// the engine's contenders exactly the same calls per transaction (writes and syncs, the
+/// engine's own I/O, counted at the VFS), and every contender the same modeled *device*
+/// time (the device profile applied to the lab's counters: requests, KiB, flushes)
+/// within 2 % — the block layer merges adjacent requests depending on timing, which
+/// moved SQLite's requests per transaction by 0.7 % between two runs here. The modeled
+/// total adds measured CPU time, which varies from run to run like any timing; it
+/// belongs to the benchmark, not to a test. Needs root and loop devices (skipped with
+/// the reason otherwise).
 #[test]
-fn modeled_throughput_repeats_within_two_percent() {
+fn modeled_device_time_repeats_exactly() {
     let _serial = serial();
     if let Err(why) = inpage_bench::lab::ext4_available() {
         eprintln!("skipped: {why}");
@@ -217,25 +223,51 @@ fn modeled_throughput_repeats_within_two_percent() {
     };
     let (a, b) = (run(1), run(2));
     assert_eq!(a.results.len(), 5);
+    // The device part of the model from the row's (median) counters: the same profile
+    // function the bench applies, on the counters alone.
+    let emmc = inpage_bench::device::profile("emmc").unwrap();
+    let device_us = |x: &inpage_bench::report::ResultRow| {
+        emmc.device_us(&inpage_bench::device::DeviceCounters {
+            write_reqs: x.write_reqs_per_txn.unwrap(),
+            write_kib: x.data_kib_per_txn.unwrap() + x.journal_kib_per_txn.unwrap_or(0.0),
+            flushes: x.flushes_per_txn.unwrap(),
+            read_reqs: x.read_reqs_per_txn.unwrap_or(0.0),
+            read_kib: x.read_kib_per_txn.unwrap_or(0.0),
+        })
+    };
     for (x, y) in a.results.iter().zip(&b.results) {
         assert_eq!(x.contender, y.contender);
-        let (mx, my) = (x.model_tx_per_s.unwrap(), y.model_tx_per_s.unwrap());
-        let dev = (mx / my - 1.0).abs();
+        let (dx, dy) = (device_us(x), device_us(y));
         eprintln!(
-            "{}: modeled {mx:.1} vs {my:.1} ({:.2} %), measured {:.1} vs {:.1}; \
-             cpu {:?} vs {:?} us, write reqs {:?} vs {:?}, flushes {:?} vs {:?}",
+            "{}: device {dx:.1} vs {dy:.1} us; write reqs {:?} vs {:?}, flushes {:?} vs {:?}, \
+             KiB {:?} vs {:?}; cpu {:?} vs {:?} us (not compared)",
             x.contender,
-            dev * 100.0,
-            x.tx_per_s_median,
-            y.tx_per_s_median,
-            x.cpu_us_per_txn.map(|c| c.round()),
-            y.cpu_us_per_txn.map(|c| c.round()),
             x.write_reqs_per_txn,
             y.write_reqs_per_txn,
             x.flushes_per_txn,
-            y.flushes_per_txn
+            y.flushes_per_txn,
+            x.data_kib_per_txn,
+            y.data_kib_per_txn,
+            x.cpu_us_per_txn.map(|c| c.round()),
+            y.cpu_us_per_txn.map(|c| c.round()),
         );
-        assert!(dev <= 0.02, "{}: {mx} vs {my}", x.contender);
+        assert!(
+            (dx / dy - 1.0).abs() <= 0.02,
+            "{}: device time from the counters {dx} vs {dy} us",
+            x.contender
+        );
+        if ["dhl-cc", "wal", "floor"].contains(&x.contender.as_str()) {
+            assert_eq!(
+                x.write_calls_per_txn, y.write_calls_per_txn,
+                "{}",
+                x.contender
+            );
+            assert_eq!(
+                x.sync_calls_per_txn, y.sync_calls_per_txn,
+                "{}",
+                x.contender
+            );
+        }
         // Every update changes its row: exactly one flush each for the single-sync ones.
         if ["dhl-cc", "floor", "sqlite-off"].contains(&x.contender.as_str()) {
             let f = x.flushes_per_txn.unwrap();

@@ -332,6 +332,7 @@ impl Case {
             (None, Some("1")) => Mutant::NoSyncBeforeMark,
             (None, Some(b)) => return Err(format!("replay spec: broken={b:?} must be 0 or 1")),
         };
+        let mutant = crate::planted(mutant)?;
         let small = |k: &str| -> Result<u32, String> {
             u32::try_from(num(k)?).map_err(|_| format!("replay spec: {k} too large"))
         };

@@ -27,3 +27,19 @@ pub use case::{Case, Crash, Fault, Stage};
 pub use mode::{DbParams, Mode};
 pub use real::{verify, workload, VerifyArgs, WorkloadArgs};
 pub use torture::{run_torture, shrink, torture, Report, TortureArgs};
+
+/// `m` if this build can run it: the planted bugs (`inpage::Mutant`) are compiled only
+/// into the test builds and the development binary (`--features mutants`), never into the
+/// `inpage` CLI, so asking for one there is an error, not a silent run of the engine as
+/// written.
+pub fn planted(m: inpage::Mutant) -> Result<inpage::Mutant, String> {
+    if m != inpage::Mutant::None && !cfg!(feature = "mutants") {
+        return Err(format!(
+            "mutant {}: this build has no planted bugs (they are compiled only into the test \
+             builds and the development binary: cargo run -p inpage-torture --features \
+             mutants --bin inpage-torture-dev -- torture ...)",
+            m.name()
+        ));
+    }
+    Ok(m)
+}

@@ -210,7 +210,17 @@ impl Mode {
             Variant::Normal => c = c.wal_sync(WalSync::Normal),
             Variant::RegionLost => {}
         }
-        c.mutant(mutant)
+        // Checked at parse time (`crate::planted`): a build without the planted bugs
+        // never gets here with one.
+        #[cfg(feature = "mutants")]
+        let c = c.mutant(mutant);
+        #[cfg(not(feature = "mutants"))]
+        debug_assert_eq!(
+            mutant,
+            inpage::Mutant::None,
+            "no planted bugs in this build"
+        );
+        c
     }
 }
 

@@ -99,12 +99,13 @@ pub struct TortureArgs {
 }
 
 fn parse_mutant(s: &str) -> Result<Mutant, String> {
-    Mutant::from_name(s).ok_or_else(|| {
+    let m = Mutant::from_name(s).ok_or_else(|| {
         format!(
             "unknown mutant {s:?}; valid: none, {}",
             Mutant::ALL.map(|m| m.name()).join(", ")
         )
-    })
+    })?;
+    crate::planted(m)
 }
 
 impl TortureArgs {
@@ -275,6 +276,7 @@ pub fn run_torture(
     if let Some(spec) = &args.replay {
         return replay(spec, out);
     }
+    crate::planted(args.effective_mutant())?;
     let (modes, kind) = validate(args)?;
     let bar = if progress {
         let b = ProgressBar::with_draw_target(
