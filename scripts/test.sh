@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, unit, property, recovery, bad-input and CLI
-# tests. This is what CI runs (.ci/run).
+# The whole test suite: formatting, lints, and every test of the workspace — unit,
+# property, recovery, bad-input, CLI, fork and multi-database crash tests, the torture and
+# mutation tests, CPython's test_sqlite3 on the drop-in, and the main job in its short
+# form (crates/inpage-cli/tests/main_job.rs runs scripts/main.sh). This is what CI runs
+# (.ci/run). Prints how long each part took.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/setup.sh
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --locked
+step() {
+  local name=$1
+  shift
+  local t0=$SECONDS
+  "$@"
+  echo "test.sh: $name took $((SECONDS - t0)) s" >&2
+}
+step "set-up" source scripts/setup.sh
+step "cargo fmt --check" cargo fmt --all -- --check
+step "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+step "cargo test (build and run)" cargo test --workspace --locked
+echo "test.sh: all green in $SECONDS s" >&2
