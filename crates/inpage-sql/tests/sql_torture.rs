@@ -1140,8 +1140,8 @@ fn a_damaged_overflow_page_is_an_error_not_a_crash() {
         };
         let pgno = (1..bytes.len() / 1024)
             .find(|&p| {
-                inpage::inspect::classify_page(mode, &bytes[p * 1024..(p + 1) * 1024], fcc)
-                    == "overflow"
+                let page = &bytes[p * 1024..(p + 1) * 1024];
+                inpage::inspect::classify_page(mode, p as u32, page, fcc) == "overflow"
             })
             .unwrap_or_else(|| panic!("{mode}: no overflow page"));
         flip(&disk, pgno as u32, 1024);

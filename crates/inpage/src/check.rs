@@ -26,6 +26,37 @@ pub struct CheckReport {
     /// The catalog tree's own statistics.
     pub catalog: TreeStats,
     pub trees: Vec<(TreeInfo, TreeStats)>,
+    /// Who owns each page `0..page_count` (indexed by page number).
+    pub owners: Vec<PageOwner>,
+}
+
+/// What a page belongs to, as the check found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PageOwner {
+    /// Page 0.
+    Header,
+    /// The catalog tree (names and roots of the other trees).
+    Catalog,
+    /// Tree `i` of [`CheckReport::trees`] (its nodes and overflow chains).
+    Tree(usize),
+    /// A page of the free list (a chain: every free page holds the next one's number,
+    /// and the check reads each).
+    FreeList,
+    /// A free page of a layout without a free list (`FreeSpace::TreeWalk`): owned by no
+    /// tree, read by nothing.
+    Free,
+}
+
+impl std::fmt::Display for PageOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PageOwner::Header => "the header",
+            PageOwner::Catalog => "catalog",
+            PageOwner::Tree(_) => "a tree",
+            PageOwner::FreeList => "the free list",
+            PageOwner::Free => "free space",
+        })
+    }
 }
 
 /// Run the full check on a snapshot. Trees with a custom comparator need it in
@@ -36,9 +67,9 @@ pub fn check<T: ReadableTxn>(
     comparators: &HashMap<String, Comparator>,
 ) -> Result<CheckReport> {
     let h = txn.snapshot_header().clone();
-    let mut owner: Vec<Option<&'static str>> = vec![None; h.page_count as usize];
-    owner[0] = Some("header");
-    let mut claim = |pgno: Pgno, what: &'static str| -> Result<()> {
+    let mut owner: Vec<Option<PageOwner>> = vec![None; h.page_count as usize];
+    owner[0] = Some(PageOwner::Header);
+    let mut claim = |pgno: Pgno, what: PageOwner| -> Result<()> {
         match owner.get_mut(pgno as usize) {
             None => Err(Error::corrupt(
                 pgno,
@@ -58,19 +89,23 @@ pub fn check<T: ReadableTxn>(
         }
     };
 
-    let catalog = tree::check(txn, h.catalog_root, &memcmp, &mut |p| claim(p, "catalog"))?;
+    let catalog = tree::check(txn, h.catalog_root, &memcmp, &mut |p| {
+        claim(p, PageOwner::Catalog)
+    })?;
     let mut trees = Vec::new();
     for info in txn.list_trees()? {
         let cmp: &tree::CmpFn = if info.external_order {
             // Probe-ordered: structure and ownership only (the order is the caller's).
-            let stats = tree::check_unordered(txn, info.root, &mut |p| claim(p, "a tree"))
-                .map_err(|e| match e {
+            let me = PageOwner::Tree(trees.len());
+            let stats = tree::check_unordered(txn, info.root, &mut |p| claim(p, me)).map_err(
+                |e| match e {
                     Error::Corrupt { pgno, reason } => Error::Corrupt {
                         pgno,
                         reason: format!("in tree {:?}: {reason}", info.name),
                     },
                     other => other,
-                })?;
+                },
+            )?;
             trees.push((info, stats));
             continue;
         } else if info.custom_comparator {
@@ -86,8 +121,9 @@ pub fn check<T: ReadableTxn>(
         } else {
             &memcmp
         };
+        let me = PageOwner::Tree(trees.len());
         let stats =
-            tree::check(txn, info.root, cmp, &mut |p| claim(p, "a tree")).map_err(|e| match e {
+            tree::check(txn, info.root, cmp, &mut |p| claim(p, me)).map_err(|e| match e {
                 Error::Corrupt { pgno, reason } => Error::Corrupt {
                     pgno,
                     reason: format!("in tree {:?}: {reason}", info.name),
@@ -133,7 +169,7 @@ pub fn check<T: ReadableTxn>(
         }
         owner.iter().filter(|o| o.is_none()).count() as u32
     } else {
-        free::walk_free_list(txn, &h, &mut |p| claim(p, "the free list"))?;
+        free::walk_free_list(txn, &h, &mut |p| claim(p, PageOwner::FreeList))?;
         if let Some(p) = owner.iter().position(|o| o.is_none()) {
             return Err(Error::corrupt(
                 p as Pgno,
@@ -148,6 +184,10 @@ pub fn check<T: ReadableTxn>(
         free_pages,
         catalog,
         trees,
+        owners: owner
+            .into_iter()
+            .map(|o| o.unwrap_or(PageOwner::Free))
+            .collect(),
     })
 }
 
@@ -190,7 +230,7 @@ pub fn census<T: ReadableTxn>(txn: &T) -> PageCensus {
         match txn.read(pgno) {
             Ok(p) => {
                 *c.by_type
-                    .entry(layout.classify(&p, g, txn.visible_tid()))
+                    .entry(layout.classify(pgno, &p, g, txn.visible_tid()))
                     .or_insert(0) += 1
             }
             Err(e) => c.unreadable.push((pgno, e.to_string())),

@@ -20,10 +20,10 @@ pub fn describe_page(mode: JournalMode, pgno: Pgno, page: &[u8], fcc: u64) -> Ve
 }
 
 /// What kind of page this is (`leaf`, `interior`, `overflow`, `free`, `unused`,
-/// `unknown`) for a reader at `fcc`.
-pub fn classify_page(mode: JournalMode, page: &[u8], fcc: u64) -> &'static str {
+/// `unknown`) for a reader at `fcc`, read from page `pgno` (checksums are bound to it).
+pub fn classify_page(mode: JournalMode, pgno: Pgno, page: &[u8], fcc: u64) -> &'static str {
     match geometry(mode, page.len()) {
-        Some(g) => mode.layout().classify(page, g, fcc),
+        Some(g) => mode.layout().classify(pgno, page, g, fcc),
         None => "unknown",
     }
 }

@@ -442,7 +442,7 @@ fn a_tid_beyond_the_largest_is_an_error_and_changes_nothing() {
             let mut h = decode_slot(&good, slot).unwrap();
             h.fcc = fcc;
             h.encode(&mut bad[slot * HEADER_LEN..]);
-            inpage::internals::stamp_crc(&mut bad[..4096]);
+            inpage::internals::stamp_crc(&mut bad[..4096], 0);
             crafted.push((format!("header fcc {fcc}"), bad));
         }
         if dhl {

@@ -185,7 +185,7 @@ fn header_table_matches_page_0() {
                 &s[magic.offset..magic.offset + magic.size],
                 b"inpage format 1\0"
             );
-            assert_eq!(uint(s, get(&t, "version")), 1);
+            assert_eq!(uint(s, get(&t, "version")), 2);
             assert_eq!(uint(s, get(&t, "page_size")), h.page_size as u64);
             assert_eq!(uint(s, get(&t, "page_count")), h.page_count as u64);
             assert_eq!(uint(s, get(&t, "fcc")), h.fcc);
@@ -221,7 +221,7 @@ fn stock_pages_match_their_tables() {
         let trailer = uint(p, get(&table("### Page trailer"), "crc")) as u32;
         assert_eq!(
             trailer,
-            crc32c::crc32c(&p[..USABLE]),
+            crc32c::crc32c_append(crc32c::crc32c(&(pgno as u32).to_le_bytes()), &p[..USABLE]),
             "trailer of page {pgno}"
         );
         if pgno == 0 {
@@ -320,7 +320,7 @@ fn dhl_pages_match_their_tables() {
                 covered.extend_from_slice(&p[data..data + len]);
                 assert_eq!(
                     stored,
-                    fold(xxhash_rust::xxh3::xxh3_64(&covered)),
+                    fold(xxhash_rust::xxh3::xxh3_64_with_seed(&covered, pgno as u64)),
                     "page {pgno}"
                 );
                 overflows += 1;
@@ -336,7 +336,7 @@ fn dhl_pages_match_their_tables() {
             }
             assert_eq!(
                 stored,
-                fold(xxhash_rust::xxh3::xxh3_64(&covered)),
+                fold(xxhash_rust::xxh3::xxh3_64_with_seed(&covered, pgno as u64)),
                 "page {pgno}"
             );
             assert!(

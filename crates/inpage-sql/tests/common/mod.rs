@@ -249,6 +249,25 @@ impl Statement<'_> {
             _ => Err(self.db.err()),
         }
     }
+
+    /// The next row, every column as text; Ok(None) when done.
+    pub fn next_row(&mut self) -> Result<Option<Vec<Option<String>>>, SqlError> {
+        // SAFETY: `st` is live until drop.
+        match unsafe { sqlite3_step(self.st) } {
+            SQLITE_ROW => {
+                // SAFETY: a row is current.
+                let n = unsafe { sqlite3_column_count(self.st) };
+                // SAFETY: every index is below the column count.
+                Ok(Some(
+                    (0..n)
+                        .map(|i| unsafe { column(self.st, i, Col::Text) })
+                        .collect(),
+                ))
+            }
+            SQLITE_DONE => Ok(None),
+            _ => Err(self.db.err()),
+        }
+    }
 }
 
 impl Drop for Statement<'_> {

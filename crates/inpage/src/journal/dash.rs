@@ -251,7 +251,7 @@ fn fits_inline(ps: usize, n: usize) -> bool {
 fn strip(page0: &mut [u8]) {
     let end = rec_end(page0.len());
     page0[REC_AT..end].fill(0);
-    stamp_crc(page0);
+    stamp_crc(page0, 0);
 }
 
 /// Grow `f` to hold at least `pages` pages: zeros past its end, in whole chunks, synced.
@@ -566,7 +566,7 @@ impl DashJournal {
         h.update(&page0[..rec_end(ps)]);
         head.checksum = h.digest();
         head.encode(&mut page0);
-        stamp_crc(&mut page0);
+        stamp_crc(&mut page0, 0);
         target.write_page(0, &page0)?;
         if list_pages > 0 {
             for (i, chunk) in list.chunks(ps).enumerate() {
@@ -684,7 +684,11 @@ fn pages_verify(f: &DbFile, page_count: u32) -> Result<bool> {
         let n = CHUNK.min(page_count - p);
         let bytes = &mut buf[..n as usize * ps];
         f.read_pages(p, bytes)?;
-        if !bytes.chunks_exact(ps).all(crate::page::crc_ok) {
+        if !bytes
+            .chunks_exact(ps)
+            .zip(p..)
+            .all(|(page, pgno)| crate::page::crc_ok(page, pgno))
+        {
             return Ok(false);
         }
         p += n;
@@ -718,7 +722,7 @@ fn void_record(f: &DbFile) -> Result<()> {
     let mut page0 = vec![0u8; f.page_size];
     f.read_page(0, &mut page0)?;
     page0[REC_AT..REC_AT + 8].copy_from_slice(&VOID);
-    stamp_crc(&mut page0);
+    stamp_crc(&mut page0, 0);
     f.write_page(0, &page0)?;
     f.sync()
 }
@@ -779,7 +783,7 @@ mod tests {
     fn page0(version: u32) -> PageRef {
         let mut v = image(0, version).to_vec();
         v[REC_AT..rec_end(PS)].fill(0);
-        stamp_crc(&mut v);
+        stamp_crc(&mut v, 0);
         v.into()
     }
 
@@ -954,7 +958,7 @@ mod tests {
         j.current().unwrap().file.read_page(0, &mut raw).unwrap();
         assert_eq!(&raw[REC_AT..REC_AT + 8], &MAGIC, "record on disk");
         assert!(
-            crate::page::crc_ok(&raw),
+            crate::page::crc_ok(&raw, 0),
             "trailer covers the record on disk"
         );
         let mut seen = vec![0u8; PS];

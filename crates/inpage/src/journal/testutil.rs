@@ -32,7 +32,7 @@ pub fn image(pgno: u32, version: u32) -> PageRef {
     }
     v[0] = pgno as u8;
     v[1] = version as u8;
-    stamp_crc(&mut v);
+    stamp_crc(&mut v, pgno);
     v.into()
 }
 

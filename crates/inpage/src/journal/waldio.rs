@@ -1010,9 +1010,10 @@ mod tests {
             assert_eq!((le32(f, t + 8), le32(f, t + 12)), (hdr.salt1, hdr.salt2));
             chain = frame_chain(chain, f);
             assert_eq!(le32(f, t + 24), chain, "frame {i}");
+            let pgno = le32(f, t);
             let mut page = f.to_vec();
             page[tail(ps)].fill(0);
-            assert!(crate::page::crc_ok(&page), "frame {i}");
+            assert!(crate::page::crc_ok(&page, pgno), "frame {i}");
         }
         let sim = sim.crash(1, CrashModel::full());
         let db = Database::open(DB, cfg(Arc::new(sim.clone()), 0)).unwrap();

@@ -78,7 +78,9 @@ pub trait PageVersions: Send + Sync {
 
     /// Both slots with their validity: None for a slot with tid 0 (or a buffer that
     /// cannot be such a page of `usable` bytes). A torn version shows up as `valid: false`.
-    fn versions(&self, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2];
+    /// Checksums are bound to the page number (`versioned::page_seed`), so `pgno` must be
+    /// where `buf` was read from.
+    fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2];
 
     /// Make every version with this `tid` absent (tid 0); whether anything changed. Only
     /// sector 0 changes, so the write doing it is atomic on a torn-write device, and
@@ -183,8 +185,16 @@ pub trait PageLayout: Send + Sync + Debug {
     /// Value bytes per overflow page.
     fn overflow_data(&self, g: Geometry) -> usize;
 
-    /// An overflow page of transaction `tid` holding `chunk` and linking to `next`.
-    fn overflow_image(&self, g: Geometry, tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>>;
+    /// Overflow page `pgno` of transaction `tid` holding `chunk` and linking to `next`
+    /// (its checksum binds it to `pgno`: the image verifies nowhere else).
+    fn overflow_image(
+        &self,
+        pgno: Pgno,
+        g: Geometry,
+        tid: u64,
+        next: Pgno,
+        chunk: &[u8],
+    ) -> Result<Vec<u8>>;
 
     /// The data (`take` bytes) and next pointer of overflow page `pgno`, part of a chain
     /// referenced from page `owner`, as a reader at `visible_tid` must see it.
@@ -275,7 +285,7 @@ pub trait PageLayout: Send + Sync + Debug {
 
     /// What kind of page this is (`leaf`, `interior`, `overflow`, `free`, `unknown`), for
     /// the census.
-    fn classify(&self, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str;
+    fn classify(&self, pgno: Pgno, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str;
 
     /// Human-readable lines about page `pgno` as stored in the file (`inspect --page`).
     fn describe(&self, pgno: Pgno, page: &[u8], g: Geometry, fcc: u64) -> Vec<String>;

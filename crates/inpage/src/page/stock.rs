@@ -104,7 +104,15 @@ impl PageLayout for Stock {
         slotted::overflow_data(g.usable)
     }
 
-    fn overflow_image(&self, g: Geometry, _tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>> {
+    fn overflow_image(
+        &self,
+        _pgno: Pgno,
+        g: Geometry,
+        _tid: u64,
+        next: Pgno,
+        chunk: &[u8],
+    ) -> Result<Vec<u8>> {
+        // Bound to its page number by the trailer, which the pager stamps.
         debug_assert!(chunk.len() <= self.overflow_data(g));
         let mut buf = vec![0u8; g.page_size];
         buf[0] = page_type::OVERFLOW;
@@ -166,7 +174,7 @@ impl PageLayout for Stock {
     }
 
     fn read_header(&self, page0: &[u8], _fcc: u64) -> std::result::Result<Header, String> {
-        if !crc_ok(page0) {
+        if !crc_ok(page0, 0) {
             return Err("header page checksum mismatch".into());
         }
         Header::decode(page0)
@@ -175,7 +183,7 @@ impl PageLayout for Stock {
     fn header_image(&self, _committed: &[u8], _committed_fcc: u64, h: &Header) -> PageRef {
         let mut p = vec![0u8; h.page_size as usize];
         h.encode(&mut p);
-        stamp_crc(&mut p);
+        stamp_crc(&mut p, 0);
         PageRef::from(p)
     }
 
@@ -192,7 +200,7 @@ impl PageLayout for Stock {
         Ok(image)
     }
 
-    fn classify(&self, page: &[u8], _: Geometry, _: u64) -> &'static str {
+    fn classify(&self, _: Pgno, page: &[u8], _: Geometry, _: u64) -> &'static str {
         page_type::name(page.first().copied().unwrap_or(0))
     }
 
@@ -215,7 +223,7 @@ impl PageLayout for Stock {
         let mut v = vec![format!(
             "type {t} ({}), trailer crc {}",
             page_type::name(t),
-            if crc_ok(page) { "ok" } else { "MISMATCH" }
+            if crc_ok(page, pgno) { "ok" } else { "MISMATCH" }
         )];
         if let Ok(p) = slotted::Page::open(pgno, page, g.usable) {
             v.push(format!(

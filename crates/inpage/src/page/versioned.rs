@@ -108,7 +108,7 @@ pub(crate) fn two_slot_header_image(
     h: &crate::pager::header::Header,
 ) -> PageRef {
     let mut p = crate::pager::header::two_slot_image(committed, committed_fcc, h);
-    crate::page::stamp_crc(&mut p);
+    crate::page::stamp_crc(&mut p, 0);
     PageRef::from(p)
 }
 
@@ -252,6 +252,15 @@ pub(crate) fn fold(x: u64) -> u32 {
     (x ^ (x >> 32)) as u32
 }
 
+/// The xxh3 seed of every checksum over a version or overflow page stored at page `pgno`:
+/// the page number, so that a page image verifies only where it was written. Two pages
+/// swapped or copied over each other (a misdirected write, a bug) then fail their checks
+/// instead of handing out each other's rows, in every layout that keeps versions (the
+/// stock layout binds its trailer the same way, `page::page_crc`).
+pub(crate) fn page_seed(pgno: Pgno) -> u64 {
+    u64::from(pgno)
+}
+
 /// Entries of an [`ImageMemo`] (direct-mapped by page number).
 const MEMO_WAYS: usize = 1024;
 
@@ -359,10 +368,10 @@ pub fn overflow_data(usable: usize) -> usize {
     usable.saturating_sub(VERSION_HEADS)
 }
 
-/// Checksum of an overflow page holding `len` data bytes: xxh3 folded, over descriptor
-/// bytes `0..28` and the data.
-pub(crate) fn overflow_crc(buf: &[u8], len: usize) -> u32 {
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
+/// Checksum of overflow page `pgno` holding `len` data bytes: xxh3 seeded with the page
+/// number ([`page_seed`]), folded, over descriptor bytes `0..28` and the data.
+pub(crate) fn overflow_crc(pgno: Pgno, buf: &[u8], len: usize) -> u32 {
+    let mut h = xxhash_rust::xxh3::Xxh3::with_seed(page_seed(pgno));
     h.update(&buf[..O_CRC]);
     h.update(&buf[VERSION_HEADS..VERSION_HEADS + len]);
     fold(h.digest())
@@ -393,6 +402,7 @@ impl OverflowFormat {
     /// more data than a page carries.
     pub(crate) fn image(
         &self,
+        pgno: Pgno,
         page_size: usize,
         usable: usize,
         tid: u64,
@@ -413,7 +423,7 @@ impl OverflowFormat {
         out[self.type_at] = page_type::OVERFLOW;
         put_u32(&mut out, self.next_at, next);
         out[VERSION_HEADS..VERSION_HEADS + data.len()].copy_from_slice(data);
-        let crc = overflow_crc(&out, data.len());
+        let crc = overflow_crc(pgno, &out, data.len());
         put_u32(&mut out, O_CRC, crc);
         Ok(out)
     }
@@ -450,7 +460,7 @@ impl OverflowFormat {
                 overflow_data(usable)
             ));
         }
-        if overflow_crc(buf, len) != get_u32(buf, O_CRC) {
+        if overflow_crc(pgno, buf, len) != get_u32(buf, O_CRC) {
             return bad(format!("overflow page (tid {tid}) fails its checksum"));
         }
         Ok(Overflow {

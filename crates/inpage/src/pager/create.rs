@@ -98,7 +98,7 @@ fn build_image(cfg: &Config) -> Result<Image> {
         let mut img = layout
             .finalize(pgno, PageRef::from(img), g, fcc, fcc, txn_size)?
             .to_vec();
-        stamp_crc(&mut img);
+        stamp_crc(&mut img, pgno);
         pages.push((pgno, img));
     }
     let bytes = header.page_count as u64 * page_size as u64;

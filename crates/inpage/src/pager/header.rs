@@ -21,7 +21,7 @@ pub const HEADER_LEN: usize = 128;
 /// Magic string at offset 0.
 pub const MAGIC: &[u8; 16] = b"inpage format 1\0";
 /// On-disk format version.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// Number of user meta values.
 pub const META_SLOTS: usize = 8;
 /// Smallest and largest page sizes.
@@ -98,9 +98,18 @@ impl Header {
         let u32_at = |o: usize| crate::le::get_u32(b, o);
         let version = u32_at(16);
         if version != FORMAT_VERSION {
-            return Err(format!(
-                "unsupported format version {version} (this build reads {FORMAT_VERSION})"
-            ));
+            return Err(if version < FORMAT_VERSION {
+                format!(
+                    "format version {version}, written by an older inpage (this build reads \
+                     version {FORMAT_VERSION}, whose page checksums are bound to page numbers); \
+                     copy the data out with the build that wrote it"
+                )
+            } else {
+                format!(
+                    "format version {version}, written by a newer inpage (this build reads \
+                     version {FORMAT_VERSION})"
+                )
+            });
         }
         let stored = u32_at(CRC_OFFSET);
         if stored != crc32c::crc32c(&b[..CRC_OFFSET]) {

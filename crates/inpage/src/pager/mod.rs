@@ -575,7 +575,7 @@ impl Pager {
         let mut buf = vec![0u8; self.page_size];
         self.journal.read_page(pgno, &mut buf)?;
         // Some layouts verify their pages per version instead (`trailer_checked`).
-        if self.layout.trailer_checked() && !crc_ok(&buf) {
+        if self.layout.trailer_checked() && !crc_ok(&buf, pgno) {
             return Err(Error::corrupt(pgno, "page checksum mismatch"));
         }
         Ok(PageRef::from(buf))

@@ -40,7 +40,9 @@ pub(crate) fn write(store: &mut dyn PageWrite, value: &[u8]) -> Result<Pgno> {
     let tid = store.tid();
     for (k, chunk) in value.chunks(per).enumerate() {
         let next = pages.get(k + 1).copied().unwrap_or(0);
-        let buf = f.layout.overflow_image(f.geometry, tid, next, chunk)?;
+        let buf = f
+            .layout
+            .overflow_image(pages[k], f.geometry, tid, next, chunk)?;
         store.write(pages[k], buf.into())?;
     }
     Ok(pages[0])

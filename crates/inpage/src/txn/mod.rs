@@ -1319,7 +1319,7 @@ impl PageWrite for WriteTxn {
         // Only layouts that check the page trailer get one: DHL and IPS pages are checked
         // per version, and their commits never write the trailer's sector span for it.
         if self.layout.trailer_checked() {
-            stamp_crc(Arc::make_mut(&mut data));
+            stamp_crc(Arc::make_mut(&mut data), pgno);
         }
         self.st.dirty.insert(pgno, data);
         self.st.spilled.remove(&pgno);

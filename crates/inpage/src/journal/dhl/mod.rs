@@ -415,7 +415,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
             return Ok(());
         };
         let candidate = count_votes && heads.iter().any(|&(t, _)| t != 0 && t >= running_max);
-        let slots = candidate.then(|| versions.versions(page, usable));
+        let slots = candidate.then(|| versions.versions(pgno, page, usable));
         for (slot, (tid, txn_size)) in heads.into_iter().enumerate() {
             if tid > MAX_TID {
                 // No commit ever gets this far (the header bounds the FCC the same way),
@@ -464,7 +464,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
                 for f in &mut found[at..end] {
                     if f.valid.is_none() {
                         db.read_page(f.pgno, &mut buf)?;
-                        let v = versions.versions(&buf, usable)[f.slot];
+                        let v = versions.versions(f.pgno, &buf, usable)[f.slot];
                         f.valid = Some(v.is_some_and(|d| d.valid || skip_checksum));
                     }
                 }
@@ -943,7 +943,7 @@ impl Journal for DhlJournal {
                 }
             };
             own.encode(&mut img, new_slot);
-            crate::page::stamp_crc(&mut img);
+            crate::page::stamp_crc(&mut img, 0);
             spans[i] = 0..spans[i].end.max(SECTOR);
             page0 = Some((img, own));
         }

@@ -146,6 +146,7 @@ fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()>
 /// Write the descriptor for `v` into `slot` of `out` (whose array and cells are already in
 /// place at `array_off` / `offs`) and stamp its crc.
 fn write_descriptor(
+    pgno: Pgno,
     out: &mut [u8],
     slot: usize,
     v: &Version<'_>,
@@ -179,7 +180,7 @@ fn write_descriptor(
         for c in v.cells {
             s.covered.extend_from_slice(c);
         }
-        covered_crc(&s.covered)
+        covered_crc(pgno, &s.covered)
     });
     put_u32(out, d + D_CRC, crc);
 }
@@ -187,7 +188,7 @@ fn write_descriptor(
 /// Image of a page holding only `v`, laid out compactly (array at the bottom of the
 /// record area, cells packed down from the top in key order, one hole between), in slot
 /// 0 with slot 1 INV. None if it does not fit.
-fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
+fn build_fresh(pgno: Pgno, page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
     let array_len = PTR_SIZE * v.cells.len();
     let bytes: usize = v.cells.iter().map(Vec::len).sum();
     if array_len + bytes > usable - RECORD_START {
@@ -201,7 +202,7 @@ fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u
         out[top..top + c.len()].copy_from_slice(c);
         offs.push(top);
     }
-    write_descriptor(&mut out, 0, v, RECORD_START, &offs);
+    write_descriptor(pgno, &mut out, 0, v, RECORD_START, &offs);
     Some(out)
 }
 
@@ -267,7 +268,7 @@ pub fn build(
         }
     };
     let Some((p, holes)) = protected else {
-        return Ok(build_fresh(page_size, usable, version));
+        return Ok(build_fresh(pgno, page_size, usable, version));
     };
     if version.tid < p.tid {
         return Err(Error::InvalidArgument(format!(
@@ -329,11 +330,11 @@ pub fn build(
         out[off..off + c.len()].copy_from_slice(c);
         offs[i] = off;
     }
-    write_descriptor(&mut out, 1 - p.slot, version, plan.array_off, &offs);
+    write_descriptor(pgno, &mut out, 1 - p.slot, version, plan.array_off, &offs);
     Ok(Some(out))
 }
 
-/// An empty leaf written by transaction `tid` (txn_size 0), laid out as a fresh page. A
+/// An empty leaf written by transaction `tid` (txn_size 0), laid out as a fresh page 1. A
 /// geometry `build` rejects, or tid 0, gives an all-zero page (no valid version), which
 /// every reader reports as corrupt.
 #[cfg(test)]
@@ -345,7 +346,7 @@ pub fn empty_leaf(page_size: usize, usable: usize, tid: u64) -> Vec<u8> {
         right: 0,
         cells: &[],
     };
-    build(0, page_size, usable, None, 0, &v)
+    build(1, page_size, usable, None, 0, &v)
         .ok()
         .flatten()
         .unwrap_or_else(|| vec![0u8; page_size])

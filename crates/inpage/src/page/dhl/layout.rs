@@ -100,8 +100,15 @@ impl PageLayout for Dhl {
         dhl::overflow_data(g.usable)
     }
 
-    fn overflow_image(&self, g: Geometry, tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>> {
-        dhl::overflow_page(g.page_size, g.usable, tid, next, chunk)
+    fn overflow_image(
+        &self,
+        pgno: Pgno,
+        g: Geometry,
+        tid: u64,
+        next: Pgno,
+        chunk: &[u8],
+    ) -> Result<Vec<u8>> {
+        dhl::overflow_page(pgno, g.page_size, g.usable, tid, next, chunk)
     }
 
     fn overflow_read<'p>(
@@ -154,7 +161,7 @@ impl PageLayout for Dhl {
         // still shared (a reader's, a spill's) is copied here, once.
         let mut page = image;
         let buf = std::sync::Arc::make_mut(&mut page);
-        if !dhl::restamp_as(buf, g.usable, written, tid, txn_size) {
+        if !dhl::restamp_as(pgno, buf, g.usable, written, tid, txn_size) {
             return Err(Error::corrupt(
                 pgno,
                 format!("dirty page has no version of transaction {written}"),
@@ -174,11 +181,11 @@ impl PageLayout for Dhl {
         Some(self)
     }
 
-    fn classify(&self, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
-        if let Ok(v) = dhl::visible(0, page, g.usable, visible_tid) {
+    fn classify(&self, pgno: Pgno, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
+        if let Ok(v) = dhl::visible(pgno, page, g.usable, visible_tid) {
             return if v.is_leaf() { "leaf" } else { "interior" };
         }
-        match dhl::open_overflow(0, page, g.usable) {
+        match dhl::open_overflow(pgno, page, g.usable) {
             Ok(o) if o.tid <= visible_tid => page_type::name(page_type::OVERFLOW),
             _ => "unused",
         }
@@ -189,7 +196,7 @@ impl PageLayout for Dhl {
             return versioned::describe_header_slots(page);
         }
         let mut v = Vec::new();
-        for (slot, d) in dhl::page_versions(page, g.usable).iter().enumerate() {
+        for (slot, d) in dhl::page_versions(pgno, page, g.usable).iter().enumerate() {
             v.push(match d {
                 None => format!("slot header {slot}: empty (tid 0)"),
                 Some(d) => format!(
@@ -242,8 +249,8 @@ impl PageVersions for Dhl {
         dhl::descriptor_heads(buf)
     }
 
-    fn versions(&self, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-        dhl::page_versions(buf, usable)
+    fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+        dhl::page_versions(pgno, buf, usable)
     }
 
     fn invalidate(&self, buf: &mut [u8], tid: u64) -> bool {

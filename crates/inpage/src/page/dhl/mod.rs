@@ -134,7 +134,7 @@ mod reference;
 #[cfg(test)]
 mod tests;
 
-use crate::page::versioned::overflow_crc;
+use crate::page::versioned::{overflow_crc, page_seed};
 pub use build::build;
 pub(crate) use layout::DHL;
 pub use overflow::{open_overflow, overflow_data, overflow_page};
@@ -200,13 +200,14 @@ fn geometry_ok(usable: usize, len: usize) -> bool {
 /// updates); it stays for versions whose cells overlap, where the covered bytes are not
 /// bounded by the page size.
 fn version_crc(
+    pgno: Pgno,
     buf: &[u8],
     slot: usize,
     array: (usize, usize),
     cells: impl Iterator<Item = (usize, usize)>,
 ) -> u32 {
     let d = slot * DESC_SIZE;
-    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut h = xxhash_rust::xxh3::Xxh3::with_seed(page_seed(pgno));
     h.update(&buf[d..d + D_CRC]);
     h.update(&buf[array.0..array.1]);
     for (off, size) in cells {
@@ -215,10 +216,13 @@ fn version_crc(
     fold(h.digest())
 }
 
-/// [`version_crc`] of a version whose covered bytes (descriptor head, array, cells in array
-/// order) are `covered`, concatenated.
-fn covered_crc(covered: &[u8]) -> u32 {
-    fold(xxhash_rust::xxh3::xxh3_64(covered))
+/// [`version_crc`] of a version of page `pgno` whose covered bytes (descriptor head,
+/// array, cells in array order) are `covered`, concatenated.
+fn covered_crc(pgno: Pgno, covered: &[u8]) -> u32 {
+    fold(xxhash_rust::xxh3::xxh3_64_with_seed(
+        covered,
+        page_seed(pgno),
+    ))
 }
 
 /// Per-thread buffers reused by validation and checksumming, so that the per-operation
@@ -366,9 +370,9 @@ fn check_slot_in<'b>(
         }
     }
     if overlap {
-        return Err(overlap_reason(buf, usable, slot, leaf, tid));
+        return Err(overlap_reason(pgno, buf, usable, slot, leaf, tid));
     }
-    if covered_crc(&s.covered) != get_u32(buf, d + D_CRC) {
+    if covered_crc(pgno, &s.covered) != get_u32(buf, d + D_CRC) {
         return Err(format!("descriptor {slot} (tid {tid}) fails its crc"));
     }
     Ok(View {
@@ -392,7 +396,14 @@ fn check_slot_in<'b>(
 /// Why descriptor `slot`, whose array and cells are in bounds but overlap, is invalid:
 /// its crc if that fails (checked first, as for any version), else the first overlapping
 /// pair in address order. Rare (only damaged pages), so it is allowed to be slow.
-fn overlap_reason(buf: &[u8], usable: usize, slot: usize, leaf: bool, tid: u64) -> String {
+fn overlap_reason(
+    pgno: Pgno,
+    buf: &[u8],
+    usable: usize,
+    slot: usize,
+    leaf: bool,
+    tid: u64,
+) -> String {
     let d = slot * DESC_SIZE;
     let ncells = get_u16(buf, d + D_NCELLS);
     let array = get_u16(buf, d + D_ARRAY);
@@ -403,7 +414,7 @@ fn overlap_reason(buf: &[u8], usable: usize, slot: usize, leaf: bool, tid: u64) 
             (off, cell_size(leaf, usable, &buf[off..usable]).unwrap_or(0))
         })
         .collect();
-    if version_crc(buf, slot, array, cells.iter().copied()) != get_u32(buf, d + D_CRC) {
+    if version_crc(pgno, buf, slot, array, cells.iter().copied()) != get_u32(buf, d + D_CRC) {
         return format!("descriptor {slot} (tid {tid}) fails its crc");
     }
     let mut ranges: Vec<(usize, usize)> = cells.iter().map(|&(o, n)| (o, o + n)).collect();
@@ -582,9 +593,9 @@ pub use crate::page::layout::DescInfo;
 ///
 /// Only tree versions count as valid here: an overflow page's descriptor shows up as
 /// `valid: false`. Recovery, which must count overflow pages too, uses [`page_versions`].
-pub fn descriptors(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+pub fn descriptors(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
     crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
-        check_slot(0, buf, usable, slot).is_ok()
+        check_slot(pgno, buf, usable, slot).is_ok()
     })
 }
 
@@ -592,9 +603,9 @@ pub fn descriptors(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
 /// slot is also `valid` when it is a valid overflow-page descriptor (slot 0 only, exactly
 /// what [`open_overflow`] accepts). `None` for an INV (tid 0) slot or a buffer too small
 /// to be a DHL page of size `usable`. For tree pages the result equals [`descriptors`].
-pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-    let overflow_ok = open_overflow(0, buf, usable).is_ok();
-    let mut d = descriptors(buf, usable);
+pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+    let overflow_ok = open_overflow(pgno, buf, usable).is_ok();
+    let mut d = descriptors(pgno, buf, usable);
     if let Some(info) = d[0].as_mut() {
         info.valid |= overflow_ok;
     }
@@ -611,14 +622,21 @@ pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
 /// The commit path calls it (as [`restamp_as`]) on each dirty page image before writing it, once the pager
 /// knows how many pages the transaction writes (module notes, counting commit).
 #[cfg(test)]
-pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
-    restamp_as(buf, usable, tid, tid, txn_size)
+pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+    restamp_as(pgno, buf, usable, tid, tid, txn_size)
 }
 
 /// [`restamp`] of the versions a transaction wrote as `written` (its working tid) that
 /// commits as `tid`: the tag is rewritten too, inside the same checksum. A concurrent
 /// writer builds its versions before it knows the commit counter it will commit at.
-pub fn restamp_as(buf: &mut [u8], usable: usize, written: u64, tid: u64, txn_size: u32) -> bool {
+pub fn restamp_as(
+    pgno: Pgno,
+    buf: &mut [u8],
+    usable: usize,
+    written: u64,
+    tid: u64,
+    txn_size: u32,
+) -> bool {
     /// How to get a valid descriptor's new checksum.
     enum Covered {
         /// Tree version: the checksum itself, of its covered bytes with the new txn_size
@@ -639,14 +657,14 @@ pub fn restamp_as(buf: &mut [u8], usable: usize, written: u64, tid: u64, txn_siz
         }
         // What the checksum covers, found before writing.
         let tree = with_scratch(|s| {
-            check_slot_in(s, 0, buf, usable, slot).ok()?;
+            check_slot_in(s, pgno, buf, usable, slot).ok()?;
             put_u64(&mut s.covered, D_TID, tid);
             put_u32(&mut s.covered, D_TXN_SIZE, txn_size);
-            Some(Covered::Tree(covered_crc(&s.covered)))
+            Some(Covered::Tree(covered_crc(pgno, &s.covered)))
         });
         let covered = tree.or_else(|| {
             (slot == 0)
-                .then(|| open_overflow(0, buf, usable).ok())
+                .then(|| open_overflow(pgno, buf, usable).ok())
                 .flatten()
                 .map(|o| Covered::Overflow(o.data.len()))
         });
@@ -657,7 +675,7 @@ pub fn restamp_as(buf: &mut [u8], usable: usize, written: u64, tid: u64, txn_siz
         put_u32(buf, d + D_TXN_SIZE, txn_size);
         let crc = match covered {
             Covered::Tree(crc) => crc,
-            Covered::Overflow(len) => overflow_crc(buf, len),
+            Covered::Overflow(len) => overflow_crc(pgno, buf, len),
         };
         put_u32(buf, d + D_CRC, crc);
         stamped = true;

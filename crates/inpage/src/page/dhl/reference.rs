@@ -69,6 +69,7 @@ pub fn check_slot(
         ranges.push((off, off + size));
     }
     let crc = version_crc(
+        pgno,
         buf,
         slot,
         (array_off, array_end),
@@ -162,7 +163,7 @@ pub fn free_holes(v: &View<'_>) -> Result<Vec<(usize, usize)>> {
     Ok(holes)
 }
 
-pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
     enum Covered {
         Tree((usize, usize), Vec<(usize, usize)>),
         Overflow(usize),
@@ -176,7 +177,7 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         if get_u64(buf, d + D_TID) != tid {
             continue;
         }
-        let tree = check_slot(0, buf, usable, slot).ok().and_then(|v| {
+        let tree = check_slot(pgno, buf, usable, slot).ok().and_then(|v| {
             let array = (v.array_off, v.array_off + PTR_SIZE * v.ncells);
             let cells: Option<Vec<(usize, usize)>> =
                 (0..v.ncells).map(|i| v.cell_range(i).ok()).collect();
@@ -184,7 +185,7 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         });
         let covered = tree.or_else(|| {
             (slot == 0)
-                .then(|| open_overflow(0, buf, usable).ok())
+                .then(|| open_overflow(pgno, buf, usable).ok())
                 .flatten()
                 .map(|o| Covered::Overflow(o.data.len()))
         });
@@ -193,8 +194,8 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         };
         buf[d + D_TXN_SIZE..d + D_TXN_SIZE + 4].copy_from_slice(&txn_size.to_le_bytes());
         let crc = match covered {
-            Covered::Tree(array, cells) => version_crc(buf, slot, array, cells.into_iter()),
-            Covered::Overflow(len) => overflow_crc(buf, len),
+            Covered::Tree(array, cells) => version_crc(pgno, buf, slot, array, cells.into_iter()),
+            Covered::Overflow(len) => overflow_crc(pgno, buf, len),
         };
         buf[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
         stamped = true;
@@ -204,6 +205,7 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
 
 /// Descriptor of `v` in `slot`, array at `array_off`, cells at `offs`, crc stamped.
 fn write_descriptor(
+    pgno: Pgno,
     out: &mut [u8],
     slot: usize,
     v: &Version<'_>,
@@ -230,6 +232,7 @@ fn write_descriptor(
     }
     let array = (array_off, array_off + PTR_SIZE * offs.len());
     let crc = version_crc(
+        pgno,
         out,
         slot,
         array,
@@ -240,7 +243,7 @@ fn write_descriptor(
 
 /// A fresh page as the format defines it: slot 0 only, array at the bottom of the record
 /// area, cells packed down from the top in key order. None if they do not fit.
-fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
+fn build_fresh(pgno: Pgno, page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u8>> {
     let array_len = PTR_SIZE * v.cells.len();
     let bytes: usize = v.cells.iter().map(Vec::len).sum();
     if array_len + bytes > usable - RECORD_START {
@@ -254,7 +257,7 @@ fn build_fresh(page_size: usize, usable: usize, v: &Version<'_>) -> Option<Vec<u
         out[top..top + c.len()].copy_from_slice(c);
         offs.push(top);
     }
-    write_descriptor(&mut out, 0, v, RECORD_START, &offs);
+    write_descriptor(pgno, &mut out, 0, v, RECORD_START, &offs);
     Some(out)
 }
 
@@ -272,9 +275,15 @@ fn bad_arguments(usable: usize, page_size: usize, base: Option<&[u8]>, v: &Versi
 
 /// The protected version of `base`: of the valid slots with `tid <= keep_max_tid` and a
 /// tid other than `replaced`, the one with the largest tid, slot 0 on a tie.
-fn protected(base: &[u8], usable: usize, keep_max_tid: u64, replaced: u64) -> Option<View<'_>> {
+fn protected(
+    pgno: Pgno,
+    base: &[u8],
+    usable: usize,
+    keep_max_tid: u64,
+    replaced: u64,
+) -> Option<View<'_>> {
     (0..2)
-        .filter_map(|slot| check_slot(1, base, usable, slot).ok())
+        .filter_map(|slot| check_slot(pgno, base, usable, slot).ok())
         .filter(|v| v.tid <= keep_max_tid && v.tid != replaced)
         .max_by_key(|v| (v.tid, std::cmp::Reverse(v.slot)))
 }
@@ -332,9 +341,9 @@ pub fn check_build(
     if bad_arguments(usable, page_size, base, version) {
         return invalid(got, "bad arguments");
     }
-    let p = base.and_then(|b| protected(b, usable, keep_max_tid, version.tid));
+    let p = base.and_then(|b| protected(pgno, b, usable, keep_max_tid, version.tid));
     let Some(p) = p else {
-        let want = build_fresh(page_size, usable, version);
+        let want = build_fresh(pgno, page_size, usable, version);
         return match got {
             Ok(g) if g == want => Ok(()),
             Ok(_) => Err("fresh page: image differs from the compact layout".into()),

@@ -122,7 +122,7 @@ fn recrc(buf: &mut [u8], usable: usize, slot: usize) {
         .filter(|&off| (RECORD_START..usable).contains(&off))
         .filter_map(|off| cell_size(leaf, usable, &buf[off..usable]).map(|s| (off, s)))
         .collect();
-    let crc = version_crc(buf, slot, (a.min(a_end), a_end), cells.into_iter());
+    let crc = version_crc(1, buf, slot, (a.min(a_end), a_end), cells.into_iter());
     buf[d + D_CRC..d + D_CRC + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
@@ -293,7 +293,7 @@ fn descriptors_and_invalidate() {
     let mut n = build(1, PS, US, Some(&p), 4, &ver(5, true, 0, &c2))
         .unwrap()
         .unwrap();
-    let d = descriptors(&n, US);
+    let d = descriptors(1, &n, US);
     assert_eq!(
         d[0],
         Some(DescInfo {
@@ -315,20 +315,20 @@ fn descriptors_and_invalidate() {
     // A torn descriptor is reported, but not valid.
     let mut torn = n.clone();
     torn[US - 1] ^= 0xff;
-    assert_eq!(descriptors(&torn, US)[1].map(|d| d.valid), Some(false));
+    assert_eq!(descriptors(1, &torn, US)[1].map(|d| d.valid), Some(false));
     assert!(!invalidate(&mut n, 9));
     assert!(!invalidate(&mut n, 0));
     let before = n.clone();
     assert!(invalidate(&mut n, 5));
     assert!(!invalidate(&mut n, 5), "idempotent");
-    assert_eq!(descriptors(&n, US)[1], None);
+    assert_eq!(descriptors(1, &n, US)[1], None);
     assert_eq!(visible_cells(&n, US, u64::MAX), c1);
     let changed: Vec<usize> = (0..PS).filter(|&i| n[i] != before[i]).collect();
     assert!(
         changed.iter().all(|&i| (32..40).contains(&i)),
         "only the tid changed"
     );
-    assert_eq!(descriptors(&[0u8; 10], US), [None, None]);
+    assert_eq!(descriptors(1, &[0u8; 10], US), [None, None]);
 }
 
 /// (old image, new image, P's cells, N's cells).
@@ -562,7 +562,7 @@ fn same_transaction_rebuild_replaces_its_own_version() {
     assert_eq!(&second[..DESC_SIZE], &p[..DESC_SIZE]);
     assert_eq!(visible_cells(&second, US, 1), p_cells);
     assert_eq!(visible_cells(&second, US, 2), b);
-    let d = descriptors(&second, US);
+    let d = descriptors(1, &second, US);
     assert_eq!((d[0].unwrap().tid, d[1].unwrap().tid), (1, 2));
     // Nothing of the first build survives outside what the second references.
     let r2 = referenced(&second, 2);
@@ -573,9 +573,11 @@ fn same_transaction_rebuild_replaces_its_own_version() {
 fn overflow_pages_round_trip_and_reject_damage() {
     let data: Vec<u8> = (0..overflow_data(US)).map(|i| (i * 7) as u8).collect();
     for len in [1, 100, data.len()] {
-        let p = overflow_page(PS, US, 9, 42, &data[..len]).unwrap();
+        let p = overflow_page(3, PS, US, 9, 42, &data[..len]).unwrap();
         assert!(p[DESC_SIZE..RECORD_START].iter().all(|&b| b == 0));
         let o = open_overflow(3, &p, US).unwrap();
+        // Bound to page 3 (its checksum is seeded with the page number).
+        assert!(open_overflow(2, &p, US).is_err());
         assert_eq!(
             (o.tid, o.txn_size, o.next, o.data),
             (9, 0, 42, &data[..len])
@@ -593,8 +595,8 @@ fn overflow_pages_round_trip_and_reject_damage() {
         assert!(visible(3, &p, US, u64::MAX).is_err());
     }
     assert!(open_overflow(3, &empty_leaf(PS, US, 1), US).is_err());
-    assert!(overflow_page(PS, US, 0, 0, b"x").is_err());
-    assert!(overflow_page(PS, US, 1, 0, &vec![0; overflow_data(US) + 1]).is_err());
+    assert!(overflow_page(1, PS, US, 0, 0, b"x").is_err());
+    assert!(overflow_page(1, PS, US, 1, 0, &vec![0; overflow_data(US) + 1]).is_err());
 }
 
 /// Version `ver` would give, but built with txn_size 0 as the tree builds it.
@@ -623,9 +625,9 @@ fn stamp_field(slot: usize, i: usize) -> bool {
 /// reads as before, and no byte outside the stamped slots' two fields changes. Returns
 /// the stamped image.
 fn check_restamp(buf: &[u8], usable: usize, tid: u64, txn_size: u32) -> Vec<u8> {
-    let before = page_versions(buf, usable);
+    let before = page_versions(1, buf, usable);
     let mut b = buf.to_vec();
-    let stamped = restamp(&mut b, usable, tid, txn_size);
+    let stamped = restamp(1, &mut b, usable, tid, txn_size);
     let hit = |s: usize| before[s].is_some_and(|d| d.valid && d.tid == tid);
     assert_eq!(stamped, hit(0) || hit(1));
     for i in diff(buf, &b) {
@@ -634,7 +636,7 @@ fn check_restamp(buf: &[u8], usable: usize, tid: u64, txn_size: u32) -> Vec<u8> 
             "byte {i} changed outside a stamped descriptor's fields"
         );
     }
-    let after = page_versions(&b, usable);
+    let after = page_versions(1, &b, usable);
     for s in 0..2 {
         let want = if hit(s) {
             before[s].map(|d| DescInfo { txn_size, ..d })
@@ -685,7 +687,7 @@ fn restamp_keeps_tree_versions_valid_with_the_new_txn_size() {
     .unwrap();
     assert_eq!(s, direct);
     assert_eq!(check_restamp(&s, US, 5, 0), n);
-    assert_eq!(page_versions(&s, US), descriptors(&s, US));
+    assert_eq!(page_versions(1, &s, US), descriptors(1, &s, US));
     // The committed version can be stamped too; only slot 0's fields change.
     let s4 = check_restamp(&s, US, 4, 0xdead_beef);
     assert!(diff(&s, &s4).iter().all(|&i| stamp_field(0, i)));
@@ -715,11 +717,11 @@ fn restamp_keeps_tree_versions_valid_with_the_new_txn_size() {
 fn restamp_keeps_overflow_pages_valid_with_the_new_txn_size() {
     let data: Vec<u8> = (0..overflow_data(US)).map(|i| (i * 13) as u8).collect();
     for len in [0, 1, 100, data.len()] {
-        let p = overflow_page(PS, US, 9, 42, &data[..len]).unwrap();
+        let p = overflow_page(1, PS, US, 9, 42, &data[..len]).unwrap();
         let s = check_restamp(&p, US, 9, 77);
         let changed = diff(&p, &s);
         assert!(!changed.is_empty() && changed.iter().all(|&i| stamp_field(0, i)));
-        let o = open_overflow(3, &s, US).unwrap();
+        let o = open_overflow(1, &s, US).unwrap();
         assert_eq!(
             (o.tid, o.txn_size, o.next, o.data),
             (9, 77, 42, &data[..len])
@@ -737,7 +739,7 @@ fn restamp_of_an_absent_or_invalid_version_changes_nothing() {
     let n = build(1, PS, US, Some(&p), 4, &ver0(5, true, 0, &[rec(7, 50)]))
         .unwrap()
         .unwrap();
-    let ovfl = overflow_page(PS, US, 9, 0, b"data").unwrap();
+    let ovfl = overflow_page(1, PS, US, 9, 0, b"data").unwrap();
     let mut torn = n.clone();
     let last = get_u16(&torn, get_u16(&torn, DESC_SIZE + D_ARRAY));
     torn[last + 12] ^= 1; // a data byte of slot 1's only cell (not shared with slot 0)
@@ -754,7 +756,7 @@ fn restamp_of_an_absent_or_invalid_version_changes_nothing() {
         (&inv, 5),
     ] {
         let mut b = img.clone();
-        assert!(!restamp(&mut b, US, tid, 1), "tid {tid}");
+        assert!(!restamp(1, &mut b, US, tid, 1), "tid {tid}");
         assert_eq!(&b, img, "tid {tid}: buffer changed");
         check_restamp(img, US, tid, 1);
     }
@@ -769,28 +771,28 @@ fn restamp_of_an_absent_or_invalid_version_changes_nothing() {
     let mut all_bad = torn.clone();
     all_bad[..8].copy_from_slice(&5u64.to_le_bytes());
     let mut b = all_bad.clone();
-    assert!(!restamp(&mut b, US, 5, 1));
+    assert!(!restamp(1, &mut b, US, 5, 1));
     assert_eq!(b, all_bad);
     // Bad geometry: nothing to stamp, no panic.
     for (len, usable) in [(10, US), (PS, 10), (PS, PS + 1), (PS, 70_000)] {
         let mut b = n[..len.min(PS)].to_vec();
-        assert!(!restamp(&mut b, usable, 5, 1));
+        assert!(!restamp(1, &mut b, usable, 5, 1));
         assert_eq!(b, &n[..len.min(PS)]);
     }
 }
 
 #[test]
 fn page_versions_counts_overflow_pages() {
-    let p = overflow_page(PS, US, 9, 42, b"some value bytes").unwrap();
+    let p = overflow_page(1, PS, US, 9, 42, b"some value bytes").unwrap();
     let ok = DescInfo {
         slot: 0,
         tid: 9,
         txn_size: 0,
         valid: true,
     };
-    assert_eq!(page_versions(&p, US), [Some(ok), None]);
+    assert_eq!(page_versions(1, &p, US), [Some(ok), None]);
     assert_eq!(
-        descriptors(&p, US)[0].map(|d| d.valid),
+        descriptors(1, &p, US)[0].map(|d| d.valid),
         Some(false),
         "descriptors sees tree versions only"
     );
@@ -798,16 +800,16 @@ fn page_versions_counts_overflow_pages() {
     let mut d = p.clone();
     d[RECORD_START + 3] ^= 0x40;
     assert_eq!(
-        page_versions(&d, US),
+        page_versions(1, &d, US),
         [Some(DescInfo { valid: false, ..ok }), None]
     );
     let mut d = p.clone();
     d[D_RIGHT] ^= 1;
-    assert_eq!(page_versions(&d, US)[0].map(|d| d.valid), Some(false));
+    assert_eq!(page_versions(1, &d, US)[0].map(|d| d.valid), Some(false));
     let mut d = p.clone();
     d[DESC_SIZE..DESC_SIZE + 8].copy_from_slice(&9u64.to_le_bytes());
     d[DESC_SIZE + D_TYPE] = page_type::OVERFLOW;
-    let pv = page_versions(&d, US);
+    let pv = page_versions(1, &d, US);
     assert_eq!(pv[0], Some(ok), "slot 1 does not cover slot 0's checksum");
     assert_eq!(
         pv[1].map(|d| (d.tid, d.valid)),
@@ -818,10 +820,10 @@ fn page_versions_counts_overflow_pages() {
     let t = build(1, PS, US, None, 0, &ver(3, true, 0, &[rec(1, 30)]))
         .unwrap()
         .unwrap();
-    assert_eq!(page_versions(&t, US), descriptors(&t, US));
-    assert_eq!(page_versions(&t, US)[0].map(|d| d.valid), Some(true));
-    assert_eq!(page_versions(&p[..40], US), [None, None]);
-    assert_eq!(page_versions(&p, 10), [None, None]);
+    assert_eq!(page_versions(1, &t, US), descriptors(1, &t, US));
+    assert_eq!(page_versions(1, &t, US)[0].map(|d| d.valid), Some(true));
+    assert_eq!(page_versions(1, &p[..40], US), [None, None]);
+    assert_eq!(page_versions(1, &p, 10), [None, None]);
 }
 
 #[test]
@@ -1139,12 +1141,12 @@ proptest! {
         usable in prop_oneof![Just(US), Just(0usize), Just(70_000), any::<usize>()],
     ) {
         let _ = visible(1, &bytes, usable, max_tid);
-        let _ = descriptors(&bytes, usable);
+        let _ = descriptors(1, &bytes, usable);
         let _ = open_slot(1, &bytes, usable, 1);
         let mut m = bytes.clone();
         let _ = invalidate(&mut m, max_tid);
-        let _ = page_versions(&bytes, usable);
-        let _ = restamp(&mut m, usable, max_tid, max_tid as u32);
+        let _ = page_versions(1, &bytes, usable);
+        let _ = restamp(1, &mut m, usable, max_tid, max_tid as u32);
         let cells = vec![rec(1, 20)];
         let _ = build(1, PS, usable, Some(&bytes), max_tid, &ver(max_tid | 1, true, 0, &cells));
     }
@@ -1176,7 +1178,7 @@ proptest! {
                     let _ = v.free_holes();
                 }
             }
-            let d = descriptors(&b, US);
+            let d = descriptors(1, &b, US);
             prop_assert!(d.iter().flatten().all(|d| d.slot < 2));
             for tid in [1, 2, 3] {
                 check_restamp(&b, US, tid, 5);
@@ -1201,7 +1203,7 @@ proptest! {
         let mut b = bytes.clone();
         if let Some((tid, next, len)) = ovfl {
             let len = len.min(bytes.len()).min(overflow_data(US));
-            b = overflow_page(PS, US, tid, next, &bytes[..len]).unwrap();
+            b = overflow_page(1, PS, US, tid, next, &bytes[..len]).unwrap();
             for i in (DESC_SIZE..RECORD_START).chain(RECORD_START + len..PS) {
                 b[i] = bytes.get(i).copied().unwrap_or(b[i]);
             }
@@ -1275,8 +1277,8 @@ fn check_against_reference(buf: &[u8], usable: usize, new_cells: &[Vec<u8>]) {
     for tid in [1, 2, 3, 4] {
         let (mut got, mut want) = (buf.to_vec(), buf.to_vec());
         assert_eq!(
-            restamp(&mut got, usable, tid, 77),
-            reference::restamp(&mut want, usable, tid, 77)
+            restamp(1, &mut got, usable, tid, 77),
+            reference::restamp(1, &mut want, usable, tid, 77)
         );
         assert!(got == want, "restamp {tid}");
     }
@@ -1325,8 +1327,8 @@ fn one_shot_checksum_equals_the_streaming_one() {
             covered.extend_from_slice(&buf[off..off + n]);
         }
         assert_eq!(
-            covered_crc(&covered),
-            version_crc(&buf, slot, array, cells.into_iter()),
+            covered_crc(1, &covered),
+            version_crc(1, &buf, slot, array, cells.into_iter()),
             "round {round}"
         );
     }
@@ -1516,7 +1518,7 @@ fn restamp_as_retags_a_working_version_for_its_commit_tid() {
         .unwrap()
         .unwrap();
     let mut s = w.clone();
-    assert!(restamp_as(&mut s, US, 9, 5, 2));
+    assert!(restamp_as(1, &mut s, US, 9, 5, 2));
     // Only the new version's descriptor changed: its tag, txn_size and checksum.
     for i in diff(&w, &s) {
         assert!(
@@ -1531,18 +1533,18 @@ fn restamp_as_retags_a_working_version_for_its_commit_tid() {
     // gone, so a second re-tag from it finds nothing.
     assert_eq!(visible(1, &s, US, 4).unwrap().cells().unwrap(), c1);
     assert_eq!(visible(1, &s, US, 100).unwrap().tid(), 5);
-    assert!(!restamp_as(&mut s.clone(), US, 9, 6, 2));
+    assert!(!restamp_as(1, &mut s.clone(), US, 9, 6, 2));
     // The result is the image a serial writer committing as 5 would have built.
     let serial = build(1, PS, US, Some(&p), 4, &ver0(5, true, 0, &c2))
         .unwrap()
         .unwrap();
     let mut serial = serial;
-    assert!(restamp(&mut serial, US, 5, 2));
+    assert!(restamp(1, &mut serial, US, 5, 2));
     assert_eq!(s, serial);
     // Overflow pages are re-tagged too.
-    let o = overflow_page(PS, US, 9, 0, b"chunk of a value").unwrap();
+    let o = overflow_page(1, PS, US, 9, 0, b"chunk of a value").unwrap();
     let mut o2 = o.clone();
-    assert!(restamp_as(&mut o2, US, 9, 5, 2));
+    assert!(restamp_as(1, &mut o2, US, 9, 5, 2));
     let r = open_overflow(1, &o2, US).unwrap();
     assert_eq!((r.tid, r.data), (5, &b"chunk of a value"[..]));
 }

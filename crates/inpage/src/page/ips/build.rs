@@ -180,8 +180,9 @@ impl Draft {
         Some(i)
     }
 
-    /// Write the descriptor and its crc; the finished image and its descriptor.
-    fn seal(mut self) -> (PageRef, Head) {
+    /// Write the descriptor and its crc (bound to page `pgno`); the finished image and
+    /// its descriptor.
+    fn seal(mut self, pgno: Pgno) -> (PageRef, Head) {
         let d = self.slot * DESC_SIZE;
         let h = &self.h;
         let out = Arc::get_mut(&mut self.out).expect("a draft's image is not shared before seal");
@@ -196,7 +197,7 @@ impl Draft {
         out[d + D_FLAGS] = h.flags;
         put_u16(out, d + D_NLIVE, h.nlive);
         put_u32(out, d + D_RIGHT, h.right);
-        let crc = version_crc(out, self.usable, self.slot, h);
+        let crc = version_crc(pgno, out, self.usable, self.slot, h);
         put_u32(out, d + D_CRC, crc);
         self.h.crc = crc;
         (self.out, self.h)
@@ -206,7 +207,7 @@ impl Draft {
     /// slots in key order are `order`, its cells use `used`.
     fn seal_for(self, pgno: Pgno, order: Vec<u16>, used: usize) -> PageRef {
         let (usable, slot) = (self.usable, self.slot);
-        let (out, head) = self.seal();
+        let (out, head) = self.seal(pgno);
         sealed_put(pgno, &out, usable, slot, head, order, used);
         out
     }

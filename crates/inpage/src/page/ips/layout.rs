@@ -116,8 +116,15 @@ impl PageLayout for Ips {
         ips::overflow_data(g.usable)
     }
 
-    fn overflow_image(&self, g: Geometry, tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>> {
-        ips::overflow_page(g.page_size, g.usable, tid, next, chunk)
+    fn overflow_image(
+        &self,
+        pgno: Pgno,
+        g: Geometry,
+        tid: u64,
+        next: Pgno,
+        chunk: &[u8],
+    ) -> Result<Vec<u8>> {
+        ips::overflow_page(pgno, g.page_size, g.usable, tid, next, chunk)
     }
 
     fn overflow_read<'p>(
@@ -202,11 +209,11 @@ impl PageLayout for Ips {
         Some(self)
     }
 
-    fn classify(&self, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
-        if let Ok(v) = ips::visible(0, page, g.usable, visible_tid) {
+    fn classify(&self, pgno: Pgno, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
+        if let Ok(v) = ips::visible(pgno, page, g.usable, visible_tid) {
             return if v.is_leaf() { "leaf" } else { "interior" };
         }
-        match ips::open_overflow(0, page, g.usable) {
+        match ips::open_overflow(pgno, page, g.usable) {
             Ok(o) if o.tid <= visible_tid => page_type::name(page_type::OVERFLOW),
             _ => "unused",
         }
@@ -217,7 +224,7 @@ impl PageLayout for Ips {
             return versioned::describe_header_slots(page);
         }
         let mut v = Vec::new();
-        for (slot, d) in ips::page_versions(page, g.usable).iter().enumerate() {
+        for (slot, d) in ips::page_versions(pgno, page, g.usable).iter().enumerate() {
             v.push(match d {
                 None => format!("descriptor {slot}: empty (tid 0)"),
                 Some(d) => {
@@ -282,8 +289,8 @@ impl PageVersions for Ips {
         ips::descriptor_heads(buf)
     }
 
-    fn versions(&self, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-        ips::page_versions(buf, usable)
+    fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+        ips::page_versions(pgno, buf, usable)
     }
 
     fn invalidate(&self, buf: &mut [u8], tid: u64) -> bool {

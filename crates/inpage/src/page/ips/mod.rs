@@ -220,11 +220,11 @@ pub(crate) mod plant {
 ///
 /// xxh3, not crc32c, for the reason DHL gives (`dhl::version_crc`): a record may end with
 /// the crc32c of its own bytes, to which a crc32c over it would be blind.
-fn version_crc(buf: &[u8], usable: usize, slot: usize, h: &Head) -> u32 {
+fn version_crc(pgno: Pgno, buf: &[u8], usable: usize, slot: usize, h: &Head) -> u32 {
     let d = slot * DESC_SIZE;
     let s = slots_start(usable);
     let tb = tb_off(usable, slot);
-    let mut x = xxhash_rust::xxh3::Xxh3::new();
+    let mut x = xxhash_rust::xxh3::Xxh3::with_seed(crate::page::versioned::page_seed(pgno));
     x.update(&buf[d..d + D_CRC]);
     #[cfg(test)]
     let bug = plant::get();
@@ -606,7 +606,7 @@ fn check_slot_in<'b>(
             h.nlive
         ));
     }
-    if version_crc(buf, usable, slot, &h) != h.crc {
+    if version_crc(pgno, buf, usable, slot, &h) != h.crc {
         return Err(format!("descriptor {slot} (tid {}) fails its crc", h.tid));
     }
     Ok(View {
@@ -822,25 +822,25 @@ fn sealed_take(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Option<Ope
     if !geometry_ok(usable, buf.len()) || Head::read(buf, slot) != s.head {
         return None;
     }
-    (version_crc(buf, usable, slot, &s.head) == s.head.crc).then_some(s.node)
+    (version_crc(pgno, buf, usable, slot, &s.head) == s.head.crc).then_some(s.node)
 }
 
 // ---- Recovery's views and commit-time edits ------------------------------------------
 
 /// Both slots with their validity, a slot-0 overflow page counting as valid. None for a
 /// tid-0 slot or a buffer that cannot be an IPS page of `usable` bytes.
-pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
     crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
-        check_slot(0, buf, usable, slot).is_ok()
-            || (slot == 0 && open_overflow(0, buf, usable).is_ok())
+        check_slot(pgno, buf, usable, slot).is_ok()
+            || (slot == 0 && open_overflow(pgno, buf, usable).is_ok())
     })
 }
 
 /// Set `txn_size` in every valid descriptor with this `tid` (tree version or overflow
 /// page) and recompute its crc; only those fields change. Whether any was stamped.
 #[cfg(test)]
-pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
-    restamp_node(0, buf, usable, tid, tid, txn_size).0
+pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+    restamp_node(pgno, buf, usable, tid, tid, txn_size).0
 }
 
 /// [`restamp`] of the versions a transaction wrote as `written` (its working tid) and
@@ -883,14 +883,14 @@ pub(crate) fn restamp_node(
             h.txn_size = txn_size;
             put_u64(buf, d + D_TID, tid);
             put_u32(buf, d + D_TXN_SIZE, txn_size);
-            let crc = version_crc(buf, usable, slot, &h);
+            let crc = version_crc(pgno, buf, usable, slot, &h);
             put_u32(buf, d + D_CRC, crc);
             stamped = true;
         } else if slot == 0 {
-            if let Ok(len) = open_overflow(0, buf, usable).map(|o| o.data.len()) {
+            if let Ok(len) = open_overflow(pgno, buf, usable).map(|o| o.data.len()) {
                 put_u64(buf, d + D_TID, tid);
                 put_u32(buf, d + D_TXN_SIZE, txn_size);
-                let crc = crate::page::versioned::overflow_crc(buf, len);
+                let crc = crate::page::versioned::overflow_crc(pgno, buf, len);
                 put_u32(buf, d + D_CRC, crc);
                 stamped = true;
             }

@@ -30,16 +30,17 @@ const FORMAT: OverflowFormat = OverflowFormat {
     geometry_ok,
 };
 
-/// Image of an overflow page of transaction `tid` (txn_size 0 until commit) holding
+/// Image of overflow page `pgno` of transaction `tid` (txn_size 0 until commit) holding
 /// `data`. Errors: `InvalidArgument` for a bad geometry, tid 0 or too much data.
 pub fn overflow_page(
+    pgno: Pgno,
     page_size: usize,
     usable: usize,
     tid: u64,
     next: Pgno,
     data: &[u8],
 ) -> Result<Vec<u8>> {
-    FORMAT.image(page_size, usable, tid, next, data)
+    FORMAT.image(pgno, page_size, usable, tid, next, data)
 }
 
 /// Decode and verify an overflow page. Errors: `Corrupt` if slot 0 is not a valid

@@ -633,7 +633,7 @@ fn planted_crc_bugs_are_caught() {
 fn restamp_sets_txn_size_and_nothing_else() {
     let (b, _, v) = versioned_page();
     let mut s = b.clone();
-    assert!(restamp(&mut s, US, 2, 9));
+    assert!(restamp(1, &mut s, US, 2, 9));
     let changed: Vec<usize> = (0..PS).filter(|&i| b[i] != s[i]).collect();
     let d = DESC_SIZE;
     assert!(changed
@@ -646,9 +646,9 @@ fn restamp_sets_txn_size_and_nothing_else() {
     // The committed version is untouched; a page without a tid-5 version is refused.
     assert_eq!(s[..DESC_SIZE], b[..DESC_SIZE]);
     let mut t = s.clone();
-    assert!(!restamp(&mut t, US, 5, 1));
+    assert!(!restamp(1, &mut t, US, 5, 1));
     assert_eq!(t, s);
-    assert!(!restamp(&mut t, US, 0, 1));
+    assert!(!restamp(1, &mut t, US, 0, 1));
     // The layout's finalize refuses it with an error.
     use crate::page::layout::{Geometry, PageLayout};
     let g = Geometry {
@@ -713,7 +713,7 @@ fn finalize_retags_a_working_version_for_its_commit_tid() {
     assert_eq!(f, serial);
     // Nothing is tagged 9 any more; overflow pages re-tag too.
     assert!(IPS.finalize(1, f.clone(), g, 9, 3, 3).is_err());
-    let o = overflow_page(PS, US, 9, 0, b"chunk of a value").unwrap();
+    let o = overflow_page(4, PS, US, 9, 0, b"chunk of a value").unwrap();
     let o = IPS.finalize(4, PageRef::from(o), g, 9, 2, 3).unwrap();
     let r = open_overflow(4, &o, US).unwrap();
     assert_eq!((r.tid, r.data), (2, &b"chunk of a value"[..]));
@@ -725,11 +725,11 @@ fn finalize_retags_a_working_version_for_its_commit_tid() {
 #[test]
 fn overflow_pages_and_recovery_views() {
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
-    let mut o = overflow_page(PS, US, 6, 42, &data).unwrap();
+    let mut o = overflow_page(3, PS, US, 6, 42, &data).unwrap();
     let v = open_overflow(3, &o, US).unwrap();
     assert_eq!((v.tid, v.txn_size, v.next, v.data), (6, 0, 42, &data[..]));
     assert_eq!(
-        page_versions(&o, US),
+        page_versions(3, &o, US),
         [
             Some(DescInfo {
                 slot: 0,
@@ -741,8 +741,12 @@ fn overflow_pages_and_recovery_views() {
         ]
     );
     // Not a tree page.
-    assert!(visible(1, &o, US, 10).is_err());
-    assert!(restamp(&mut o, US, 6, 3));
+    assert!(visible(3, &o, US, 10).is_err());
+    // Bound to page 3: nowhere else does it verify.
+    assert_eq!(page_versions(4, &o, US)[0].map(|d| d.valid), Some(false));
+    assert!(open_overflow(4, &o, US).is_err());
+    assert!(!restamp(4, &mut o.clone(), US, 6, 3));
+    assert!(restamp(3, &mut o, US, 6, 3));
     assert_eq!(open_overflow(3, &o, US).unwrap().txn_size, 3);
     assert_eq!(descriptor_heads(&o).unwrap(), [(6, 3), (0, 0)]);
     for i in (0..D_CRC + 4).chain(VERSION_HEADS..VERSION_HEADS + data.len()) {
@@ -750,31 +754,31 @@ fn overflow_pages_and_recovery_views() {
         d[i] ^= 1;
         assert!(open_overflow(3, &d, US).is_err(), "byte {i}");
     }
-    assert!(overflow_page(PS, US, 0, 1, &data).is_err());
-    assert!(overflow_page(PS, US, 1, 1, &vec![0; overflow_data(US) + 1]).is_err());
+    assert!(overflow_page(1, PS, US, 0, 1, &data).is_err());
+    assert!(overflow_page(1, PS, US, 1, 1, &vec![0; overflow_data(US) + 1]).is_err());
 
     // Tree pages: both versions, a torn one shows as invalid; invalidate drops one.
     let (b, _, _) = versioned_page();
-    let pv = page_versions(&b, US);
+    let pv = page_versions(1, &b, US);
     assert_eq!(pv[0].map(|d| (d.tid, d.valid)), Some((1, true)));
     assert_eq!(pv[1].map(|d| (d.tid, d.valid)), Some((2, true)));
     let mut t = b.clone();
     let last_rec = visible(1, &t, US, 2).unwrap().rec_lo();
     t[last_rec] ^= 1;
-    assert_eq!(page_versions(&t, US)[1].map(|d| d.valid), Some(false));
-    assert_eq!(page_versions(&t, US)[0].map(|d| d.valid), Some(true));
+    assert_eq!(page_versions(1, &t, US)[1].map(|d| d.valid), Some(false));
+    assert_eq!(page_versions(1, &t, US)[0].map(|d| d.valid), Some(true));
     assert!(invalidate(&mut t, 2));
     assert!(!invalidate(&mut t, 2));
-    assert_eq!(page_versions(&t, US)[1], None);
-    assert!(page_versions(&b[..100], US) == [None, None]);
+    assert_eq!(page_versions(1, &t, US)[1], None);
+    assert!(page_versions(1, &b[..100], US) == [None, None]);
     // The same through the layout's PageVersions, as the counting commit calls it.
     use crate::page::layout::{PageLayout, PageVersions};
     let pv: &dyn PageVersions =
         PageLayout::versions(&IPS).expect("IPS keeps versions side by side");
     assert_eq!(pv.heads(&b), Some([(1, 0), (2, 0)]));
-    assert_eq!(pv.versions(&b, US), page_versions(&b, US));
+    assert_eq!(pv.versions(1, &b, US), page_versions(1, &b, US));
     assert_eq!(
-        pv.versions(&o, US)[0].map(|d| (d.tid, d.valid)),
+        pv.versions(3, &o, US)[0].map(|d| (d.tid, d.valid)),
         Some((6, true))
     );
     let mut c = b.clone();
@@ -869,14 +873,13 @@ fn the_commit_takes_what_the_builder_sealed_only_if_the_bytes_are_the_sealed_one
     let (e, _) = edit(7, &b1, US, 2, 0, true, None).unwrap().unwrap();
     let mut other = e.clone();
     let (ok, node) = restamp_node(8, &mut other, US, 2, 2, 3);
-    assert!(ok && sealed_holds(7));
+    // Nor is the image: its checksum is bound to page 7, so as page 8 it does not
+    // validate, and nothing is stamped.
+    assert!(!ok && node.is_none() && sealed_holds(7));
+    assert_eq!(other, e);
+    let (ok, node) = restamp_node(7, &mut other, US, 2, 2, 3);
+    assert!(ok && !sealed_holds(7));
     assert_eq!(node.unwrap().1.order.len(), 19);
-    assert_eq!(other, {
-        let mut s = e.clone();
-        sealed_forget();
-        restamp_node(7, &mut s, US, 2, 2, 3);
-        s
-    });
 }
 
 #[test]
@@ -914,10 +917,10 @@ fn layout_describe_and_classify() {
         lines[2].contains(&format!("{} cells", v.len())),
         "{lines:?}"
     );
-    assert_eq!(IPS.classify(&b, g, 2), "leaf");
-    let o = overflow_page(PS, US, 1, 0, b"xy").unwrap();
-    assert_eq!(IPS.classify(&o, g, 2), "overflow");
-    assert_eq!(IPS.classify(&vec![0; PS], g, 2), "unused");
+    assert_eq!(IPS.classify(1, &b, g, 2), "leaf");
+    let o = overflow_page(1, PS, US, 1, 0, b"xy").unwrap();
+    assert_eq!(IPS.classify(1, &o, g, 2), "overflow");
+    assert_eq!(IPS.classify(1, &vec![0; PS], g, 2), "unused");
 }
 
 proptest! {
@@ -1177,15 +1180,15 @@ proptest! {
         use crate::page::layout::{Geometry, PageLayout};
         let g = Geometry { page_size: PS, usable: US };
         let _ = visible(1, &bytes, US, tid);
-        let _ = page_versions(&bytes, US);
+        let _ = page_versions(1, &bytes, US);
         let _ = descriptor_heads(&bytes);
         let _ = open_overflow(1, &bytes, US);
         let mut b = bytes.clone();
         let _ = invalidate(&mut b, tid);
-        let _ = restamp(&mut b, US, tid, 3);
+        let _ = restamp(1, &mut b, US, tid, 3);
         if bytes.len() >= PS {
             let _ = IPS.describe(1, &bytes, g, tid);
-            let _ = IPS.classify(&bytes, g, tid);
+            let _ = IPS.classify(1, &bytes, g, tid);
             let _ = edit(1, &bytes, US, tid.max(1), i, i % 2 == 0, Some(&rec(1, 20)));
             let _ = build(1, PS, US, Some(&bytes), tid, &ver(tid + 1, true, 0, &[rec(1, 20)]));
         }
@@ -1203,11 +1206,11 @@ proptest! {
         for (at, x) in hits {
             d[at as usize % PS] ^= x | 1;
         }
-        let _ = page_versions(&d, US);
+        let _ = page_versions(1, &d, US);
         let _ = edit(1, &d, US, 3, 0, true, None);
         let _ = build(1, PS, US, Some(&d), 2, &ver(3, true, 0, &v));
         let mut r = d.clone();
-        let _ = restamp(&mut r, US, 2, 5);
+        let _ = restamp(1, &mut r, US, 2, 5);
         for t in 1..=2 {
             if let Ok(w) = visible(1, &d, US, t) {
                 let cells = w.cells();

@@ -223,7 +223,7 @@ pub fn build(
         .iter()
         .map(|&off| cell::cell_size(v.leaf, usable, &out[off + SPAN..usable]).unwrap_or(0))
         .collect();
-    let crc = version_crc(&out, slot, &h, &sizes);
+    let crc = version_crc(pgno, &out, slot, &h, &sizes);
     put_u32(&mut out, slot * DESC_SIZE + D_CRC, crc);
     debug_assert!(
         check_slot(pgno, &out, usable, slot).is_ok(),

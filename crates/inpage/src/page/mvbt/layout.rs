@@ -164,8 +164,15 @@ impl PageLayout for Mvbt {
         mvbt::overflow_data(g.usable)
     }
 
-    fn overflow_image(&self, g: Geometry, tid: u64, next: Pgno, chunk: &[u8]) -> Result<Vec<u8>> {
-        mvbt::overflow_page(g.page_size, g.usable, tid, next, chunk)
+    fn overflow_image(
+        &self,
+        pgno: Pgno,
+        g: Geometry,
+        tid: u64,
+        next: Pgno,
+        chunk: &[u8],
+    ) -> Result<Vec<u8>> {
+        mvbt::overflow_page(pgno, g.page_size, g.usable, tid, next, chunk)
     }
 
     fn overflow_read<'p>(
@@ -218,7 +225,7 @@ impl PageLayout for Mvbt {
         crate::page::layout::refuse_retag(pgno, written, tid)?;
         let mut page = image;
         let buf = std::sync::Arc::make_mut(&mut page);
-        if !mvbt::restamp(buf, g.usable, tid, txn_size) {
+        if !mvbt::restamp(pgno, buf, g.usable, tid, txn_size) {
             return Err(Error::corrupt(
                 pgno,
                 format!("dirty page has no version of transaction {tid}"),
@@ -232,11 +239,11 @@ impl PageLayout for Mvbt {
         Some(self)
     }
 
-    fn classify(&self, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
-        if let Ok(v) = mvbt::visible(0, page, g.usable, visible_tid) {
+    fn classify(&self, pgno: Pgno, page: &[u8], g: Geometry, visible_tid: u64) -> &'static str {
+        if let Ok(v) = mvbt::visible(pgno, page, g.usable, visible_tid) {
             return if v.is_leaf() { "leaf" } else { "interior" };
         }
-        match mvbt::open_overflow(0, page, g.usable) {
+        match mvbt::open_overflow(pgno, page, g.usable) {
             Ok(o) if o.tid <= visible_tid => page_type::name(page_type::OVERFLOW),
             _ => "unused",
         }
@@ -247,7 +254,7 @@ impl PageLayout for Mvbt {
             return versioned::describe_header_slots(page);
         }
         let mut v = Vec::new();
-        for (slot, d) in mvbt::page_versions(page, g.usable).iter().enumerate() {
+        for (slot, d) in mvbt::page_versions(pgno, page, g.usable).iter().enumerate() {
             v.push(match d {
                 None => format!("descriptor {slot}: empty (tid 0)"),
                 Some(d) => {
@@ -310,8 +317,8 @@ impl PageVersions for Mvbt {
         mvbt::descriptor_heads(buf)
     }
 
-    fn versions(&self, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-        mvbt::page_versions(buf, usable)
+    fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+        mvbt::page_versions(pgno, buf, usable)
     }
 
     fn invalidate(&self, buf: &mut [u8], tid: u64) -> bool {

@@ -181,15 +181,16 @@ const OVERFLOW: OverflowFormat = OverflowFormat {
     geometry_ok,
 };
 
-/// Image of an overflow page of transaction `tid` holding `data`.
+/// Image of overflow page `pgno` of transaction `tid` holding `data`.
 pub fn overflow_page(
+    pgno: Pgno,
     page_size: usize,
     usable: usize,
     tid: u64,
     next: Pgno,
     data: &[u8],
 ) -> Result<Vec<u8>> {
-    OVERFLOW.image(page_size, usable, tid, next, data)
+    OVERFLOW.image(pgno, page_size, usable, tid, next, data)
 }
 
 /// Decode and verify an overflow page.
@@ -297,10 +298,10 @@ fn entry(buf: &[u8], rec_lo: usize, k: usize) -> usize {
 /// the descriptor, the array, and per entry its start, normalized end and cell.
 /// xxh3 rather than crc32c for DHL's reason: a record may end with the crc32c of its own
 /// bytes, to which a crc32c over it would be blind.
-fn version_crc(buf: &[u8], slot: usize, h: &Head, sizes: &[usize]) -> u32 {
+fn version_crc(pgno: Pgno, buf: &[u8], slot: usize, h: &Head, sizes: &[usize]) -> u32 {
     let d = slot * DESC_SIZE;
     let a = h.rec_lo;
-    let mut x = xxhash_rust::xxh3::Xxh3::new();
+    let mut x = xxhash_rust::xxh3::Xxh3::with_seed(crate::page::versioned::page_seed(pgno));
     x.update(&buf[d..d + D_CRC]);
     x.update(&buf[a..a + 2 * h.ncells]);
     for (k, &size) in sizes.iter().enumerate() {
@@ -530,7 +531,7 @@ pub(crate) fn check_slot(
             h.nlive
         ));
     }
-    if version_crc(buf, slot, &h, &sizes) != h.crc {
+    if version_crc(pgno, buf, slot, &h, &sizes) != h.crc {
         return Err(format!("descriptor {slot} (tid {}) fails its crc", h.tid));
     }
     Ok(View {
@@ -610,16 +611,16 @@ pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -
 
 /// Both slots with their validity, a slot-0 overflow page counting as valid. None for a
 /// tid-0 slot or a buffer that cannot be an MVBT page of `usable` bytes.
-pub fn page_versions(buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
     crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
-        check_slot(0, buf, usable, slot).is_ok()
-            || (slot == 0 && open_overflow(0, buf, usable).is_ok())
+        check_slot(pgno, buf, usable, slot).is_ok()
+            || (slot == 0 && open_overflow(pgno, buf, usable).is_ok())
     })
 }
 
 /// Set `txn_size` in every valid descriptor with this `tid` (tree version or overflow
 /// page) and recompute its crc; only those fields change. Whether any was stamped.
-pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
+pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
     if tid == 0 || !geometry_ok(usable, buf.len()) {
         return false;
     }
@@ -629,19 +630,19 @@ pub fn restamp(buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
         if get_u64(buf, d + D_TID) != tid {
             continue;
         }
-        let known = check_slot(0, buf, usable, slot)
+        let known = check_slot(pgno, buf, usable, slot)
             .ok()
             .map(|v| (v.head, v.sizes));
         if let Some((mut h, sizes)) = known {
             h.txn_size = txn_size;
             put_u32(buf, d + D_TXN_SIZE, txn_size);
-            let crc = version_crc(buf, slot, &h, &sizes);
+            let crc = version_crc(pgno, buf, slot, &h, &sizes);
             put_u32(buf, d + D_CRC, crc);
             stamped = true;
         } else if slot == 0 {
-            if let Ok(len) = open_overflow(0, buf, usable).map(|o| o.data.len()) {
+            if let Ok(len) = open_overflow(pgno, buf, usable).map(|o| o.data.len()) {
                 put_u32(buf, d + D_TXN_SIZE, txn_size);
-                let crc = crate::page::versioned::overflow_crc(buf, len);
+                let crc = crate::page::versioned::overflow_crc(pgno, buf, len);
                 put_u32(buf, d + D_CRC, crc);
                 stamped = true;
             }

@@ -51,7 +51,7 @@ fn write(base: Option<&[u8]>, tid: u64, cells: &[Vec<u8>], lazy_gc: bool) -> Vec
     let mut out = build(1, PS, US, base, tid - 1, &ver(tid, cells, lazy_gc))
         .unwrap()
         .expect("fits");
-    assert!(restamp(&mut out, US, tid, 1));
+    assert!(restamp(1, &mut out, US, tid, 1));
     out
 }
 
@@ -226,7 +226,7 @@ fn lazy_gc_reuses_dead_records_in_place_and_plain_mvbt_runs_out() {
             let protect = tid - 1;
             match build(1, PS, US, Some(&img), protect, &ver(tid, &cells, gc)).unwrap() {
                 Some(mut out) => {
-                    assert!(restamp(&mut out, US, tid, 1));
+                    assert!(restamp(1, &mut out, US, tid, 1));
                     // The protected version reads the same from the new image.
                     assert_eq!(
                         seen(&out, US, protect).unwrap(),
@@ -294,27 +294,27 @@ fn restamp_and_recovery_views() {
     let mut v = build(1, PS, US, Some(&p), 1, &ver(2, &keys(6, 20), true))
         .unwrap()
         .unwrap();
-    let vs = page_versions(&v, US);
+    let vs = page_versions(1, &v, US);
     let infos: Vec<_> = vs
         .iter()
         .flatten()
         .map(|d| (d.tid, d.txn_size, d.valid))
         .collect();
     assert!(infos.contains(&(1, 1, true)) && infos.contains(&(2, 0, true)));
-    assert!(restamp(&mut v, US, 2, 7));
-    assert!(!restamp(&mut v, US, 3, 7), "no version of transaction 3");
+    assert!(restamp(1, &mut v, US, 2, 7));
+    assert!(!restamp(1, &mut v, US, 3, 7), "no version of transaction 3");
     let heads = descriptor_heads(&v).unwrap();
     assert!(heads.contains(&(2, 7)) && heads.contains(&(1, 1)));
     assert_eq!(seen(&v, US, 2).unwrap(), keys(6, 20));
     // Overflow pages: written once, valid in slot 0, restamped like a version.
-    let mut o = overflow_page(PS, US, 4, 9, b"chunk").unwrap();
-    assert!(restamp(&mut o, US, 4, 3));
+    let mut o = overflow_page(1, PS, US, 4, 9, b"chunk").unwrap();
+    assert!(restamp(1, &mut o, US, 4, 3));
     let ov = open_overflow(1, &o, US).unwrap();
     assert_eq!(
         (ov.tid, ov.txn_size, ov.next, ov.data),
         (4, 3, 9, &b"chunk"[..])
     );
-    assert!(page_versions(&o, US)[0].is_some_and(|d| d.valid));
+    assert!(page_versions(1, &o, US)[0].is_some_and(|d| d.valid));
     o[VERSION_HEADS + 2] ^= 1;
     assert!(open_overflow(1, &o, US).is_err());
 }
@@ -403,7 +403,7 @@ fn a_version_in_reused_bytes_tears_without_touching_the_committed_one() {
         let v3 = build(1, PS, US, Some(&v2), 2, &ver(3, &v3_cells, true));
         plant::set_wrong_holes(false);
         let mut v3 = v3.unwrap().expect("fits in the freed bytes");
-        assert!(restamp(&mut v3, US, 3, 1));
+        assert!(restamp(1, &mut v3, US, 3, 1));
         let p = visible(1, &v2, US, 2).unwrap();
         let broken = mixes(&v2, &v3).any(|m| seen(&m, US, 2).ok() != Some(v2_cells.clone()));
         if planted {
@@ -517,7 +517,7 @@ proptest! {
                 None => (build(1, PS, US, None, tid - 1, &ver(tid, &cells, gc)).unwrap().unwrap(), true),
             };
             if commit {
-                prop_assert!(restamp(&mut next, US, tid, 1));
+                prop_assert!(restamp(1, &mut next, US, tid, 1));
                 prop_assert_eq!(seen(&next, US, tid).unwrap(), cells.clone());
                 if !copied {
                     let (t, prev) = committed.last().unwrap();
@@ -543,10 +543,10 @@ proptest! {
         tid in any::<u64>(),
     ) {
         let _ = visible(1, &bytes, US, tid);
-        let _ = page_versions(&bytes, US);
+        let _ = page_versions(1, &bytes, US);
         let _ = open_overflow(1, &bytes, US);
         let mut b = bytes.clone();
-        let _ = restamp(&mut b, US, tid, 1);
+        let _ = restamp(1, &mut b, US, tid, 1);
         let _ = build(1, PS, US, Some(&bytes), tid.saturating_sub(1), &ver(tid.max(1), &[], true));
     }
 
@@ -585,7 +585,7 @@ fn a_node_that_changes_type_carries_nothing_over() {
     };
     let p = build(1, PS, US, None, 0, &as_interior(1)).unwrap().unwrap();
     let mut p = p;
-    assert!(restamp(&mut p, US, 1, 1));
+    assert!(restamp(1, &mut p, US, 1, 1));
     for gc in [true, false] {
         let leaves = keys(8, 30);
         let v = write(Some(&p), 2, &leaves, gc);
@@ -636,7 +636,7 @@ fn an_empty_version_always_fits_beside_a_full_one() {
             build(1, PS, US, Some(&img), tid - 1, &ver(tid, &cells, gc)).unwrap()
         } {
             img = b;
-            assert!(restamp(&mut img, US, tid, 1));
+            assert!(restamp(1, &mut img, US, tid, 1));
             tid += 1;
         }
         let empty = build(1, PS, US, Some(&img), tid - 1, &ver(tid, &[], gc)).unwrap();
