@@ -81,6 +81,22 @@ enum Cmd {
     },
     /// List the seed corpus (entry, file sizes) and how each entry opens.
     Corpus,
+    /// Save the files of one corpus entry (by the name `corpus` lists), to damage by
+    /// hand into a regression input (for example after a format change).
+    Base { name: String, save: PathBuf },
+}
+
+fn save_base(name: &str, dir: &std::path::Path) -> Result<bool, String> {
+    let corpus = corpus::build();
+    let base = corpus
+        .iter()
+        .find(|b| b.name == name)
+        .ok_or_else(|| format!("no corpus entry named {name:?} (see `inpage-fuzz corpus`)"))?;
+    base.files
+        .save(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    println!("saved {name} to {}", dir.display());
+    Ok(true)
 }
 
 static INFLIGHT: OnceLock<std::fs::File> = OnceLock::new();
@@ -333,6 +349,7 @@ fn main() -> ExitCode {
         } => worker(&args, start, inflight),
         Cmd::Replay { dir } => replay(&dir),
         Cmd::Corpus => list_corpus(),
+        Cmd::Base { name, save } => save_base(&name, &save),
         Cmd::Input {
             seed,
             index,
