@@ -7,7 +7,9 @@
 //! `inspect` and `check` never write: they open the database read-only
 //! (`Database::open_read_only`: O_RDONLY, no lock, recovery run on an in-memory copy), so
 //! they may look at a damaged database, or one in use, and report what recovery *would*
-//! do without doing it. Their output goes through `Out`, which turns a closed pipe
+//! do without doing it. A database in use is looked at through a copy of one instant of
+//! its files (`look`), and damage seen only in reads that mixed two commits is never
+//! reported. Their output goes through `Out`, which turns a closed pipe
 //! (`inpage inspect | head`) into a quiet exit instead of a panic.
 
 use std::collections::HashMap;
@@ -44,7 +46,9 @@ enum Cmd {
         #[arg(long)]
         page: Option<u32>,
     },
-    /// Full integrity check; exits 1 with a precise message on the first problem.
+    /// Full integrity check; exits 1 with a precise message on the first problem. May be
+    /// run beside a process writing the database: it checks copies of its files and
+    /// reports damage only if copies of one instant show it, never a torn read.
     Check {
         /// Database file.
         file: PathBuf,
@@ -146,6 +150,105 @@ fn open_read_only(file: &PathBuf) -> Result<Database, String> {
     Database::open_read_only(file, Config::default()).map_err(|e| e.to_string())
 }
 
+/// Files up to this size (the database) are looked at through copies in memory.
+const SNAPSHOT_MAX_BYTES: u64 = 1 << 30;
+/// How long `look` keeps copying a database whose copies fail while it changes.
+const SNAPSHOT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How many copies of one instant must fail before `look` reports the failure: a mode
+/// without atomicity (`off`) may show a half-written commit even then, and a commit in
+/// progress does not stay in progress, while a damaged file fails every time.
+const FAILED_INSTANTS: u32 = 3;
+
+/// One copy of the database's files, opened (`copy_once`).
+struct Copied {
+    opened: inpage::Result<Database>,
+    /// Whether the copy is one instant of the files (else it may mix two commits).
+    one_instant: bool,
+    /// The paths the open read: (files, regions).
+    paths: (Vec<PathBuf>, Vec<PathBuf>),
+}
+
+/// Copy the database's files into memory (`vfs::SnapshotVfs`) and open the copy
+/// read-only. `known` (the paths an earlier copy's open read) are copied up front, all at
+/// once, and read again at once, so the copy is one instant however long the open takes;
+/// paths the open reads beyond them are checked with a second read afterwards.
+fn copy_once(file: &PathBuf, known: &(Vec<PathBuf>, Vec<PathBuf>)) -> Result<Copied, String> {
+    let io = |e: std::io::Error| format!("{}: {e}", file.display());
+    let base = Config::default();
+    let snap = std::sync::Arc::new(inpage::vfs::SnapshotVfs::new(base.vfs.clone()));
+    let steady = snap.capture(&known.0, &known.1).map_err(io)?;
+    let opened = Database::open_read_only(file, base.vfs(snap.clone()));
+    let paths = snap.paths();
+    let one_instant = steady && (paths == *known || snap.unchanged().map_err(io)?);
+    Ok(Copied {
+        opened,
+        one_instant,
+        paths,
+    })
+}
+
+/// Open the database read-only and run `look_at` on it, beside a process that may be
+/// writing it, never reporting damage that a torn read made up (`check`, `inspect`).
+///
+/// Each attempt reads a copy of the files (`copy_once`). A copy that opens and passes
+/// `look_at` is the answer: what it shows is a consistent database. A failure counts
+/// only on a copy of one instant, a state a crash of the writer at that instant would
+/// leave, which recovery must handle, and only once `FAILED_INSTANTS` such copies
+/// failed; a failure on a copy taken while the files changed may be the copy's own
+/// making (a header of one commit, a page of the next) and is thrown away. If nothing
+/// conclusive turns up within `SNAPSHOT_PATIENCE`, that is the error, and it says so.
+/// Returns the handle, `look_at`'s value and how many copies were thrown away.
+///
+/// A database over `SNAPSHOT_MAX_BYTES` is read in place (a copy would need as much
+/// memory): then the result is only trustworthy while no process writes it.
+fn look<T>(
+    file: &PathBuf,
+    look_at: impl Fn(&Database) -> Result<T, String>,
+) -> Result<(Database, T, u32), Stop> {
+    let len = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    if len > SNAPSHOT_MAX_BYTES {
+        let db = open_read_only(file)?;
+        let t = look_at(&db)?;
+        return Ok((db, t, 0));
+    }
+    let started = std::time::Instant::now();
+    let mut known = Default::default();
+    let (mut torn, mut failed) = (0u32, 0u32);
+    loop {
+        let c = copy_once(file, &known)?;
+        known = c.paths;
+        let err = match c.opened {
+            Ok(db) => match look_at(&db) {
+                Ok(t) => return Ok((db, t, torn)),
+                Err(e) => e,
+            },
+            Err(e) => e.to_string(),
+        };
+        if c.one_instant {
+            failed += 1;
+            if failed >= FAILED_INSTANTS {
+                return Err(Stop::Error(err));
+            }
+        } else {
+            torn += 1;
+            if started.elapsed() >= SNAPSHOT_PATIENCE {
+                return Err(Stop::Error(format!(
+                    "{}: nothing conclusive: another process kept writing the database, and \
+                     each of {torn} copies taken while it changed failed (the last: {err}); \
+                     run the check again, or when the writer is idle",
+                    file.display()
+                )));
+            }
+        }
+        // Back off a little, so that a writer's quiet moment is met.
+        std::thread::sleep(std::time::Duration::from_millis(if c.one_instant {
+            20
+        } else {
+            u64::from(torn.min(5))
+        }));
+    }
+}
+
 /// "recovery would ..." lines for a read-only handle, with the files it would change.
 fn recovery_lines(db: &Database) -> Vec<String> {
     let actions = db.recovery_report().actions();
@@ -171,7 +274,7 @@ fn recovery_lines(db: &Database) -> Vec<String> {
 }
 
 fn inspect(file: &PathBuf) -> Result<(), Stop> {
-    let db = open_read_only(file)?;
+    let (db, (), _) = look(file, |_| Ok(()))?;
     let mut o = Out::new();
     let h = db.header();
     out!(o, "file            {}", file.display());
@@ -305,10 +408,11 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
 }
 
 fn run_check(file: &PathBuf) -> Result<(), Stop> {
-    let db = open_read_only(file)?;
+    let (db, rep, discarded) = look(file, |db| {
+        let r = db.begin_read().map_err(|e| e.to_string())?;
+        check(&r, &HashMap::new()).map_err(|e| e.to_string())
+    })?;
     let mut o = Out::new();
-    let r = db.begin_read().map_err(|e| e.to_string())?;
-    let rep = check(&r, &HashMap::new()).map_err(|e| e.to_string())?;
     let entries: u64 = rep.trees.iter().map(|(_, s)| s.entries).sum();
     out!(
         o,
@@ -321,6 +425,12 @@ fn run_check(file: &PathBuf) -> Result<(), Stop> {
     );
     for line in recovery_lines(&db) {
         out!(o, "{line}");
+    }
+    if discarded > 0 {
+        out!(
+            o,
+            "(another process was writing: {discarded} copies of the files taken while they changed were set aside)"
+        );
     }
     o.flush()
 }

@@ -54,6 +54,11 @@ pub const JOURNAL_MODE_ENV: &str = "INPAGE_JOURNAL_MODE";
 
 /// SQLite's result code for an engine error.
 pub fn rc_of(e: &Error) -> c_int {
+    // A full file system is SQLITE_FULL ("database or disk is full") whichever layer
+    // met it, as stock SQLite reports ENOSPC, not an I/O error.
+    if e.is_no_space() {
+        return FULL;
+    }
     match e {
         Error::Busy | Error::Locked { .. } => BUSY,
         Error::KeyTooLarge { .. } | Error::ValueTooLarge { .. } => TOOBIG,

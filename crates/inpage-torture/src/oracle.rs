@@ -31,10 +31,22 @@
 //! `states` restart at each stage from the matched state, which is durable: it is what a
 //! crashed disk, whose every byte is on the medium, holds.
 //!
+//! **Readers.** While a stage runs, a third of the steps open a read transaction that is
+//! held for one to four steps: across commits, the spills inside them, rollbacks and
+//! checkpoints (a clean close ends them). Each reader's full scan must equal the
+//! acknowledged state it started on, checked right before every commit it spans (the
+//! transaction's changes made, spilled ones in the file) and when it is let go. A read
+//! error counts only on a healthy handle (no power cut yet). Cases with an injected I/O
+//! error hold no readers: a reader's read would meet the fault meant for the workload.
+//!
 //! Error-path rules (any case): a call during which an injected fault fired must not
 //! return Ok (the engine must report it, never acknowledge a commit it could not make
-//! durable); after a commit or checkpoint failed having written to the disk, the handle must refuse new reads and
-//! writes (poisoned) until it is reopened. Engine panics are violations too.
+//! durable), except ENOSPC, which an open or commit may absorb by deferring a checkpoint
+//! or flush (the judged state shows whether anything acknowledged was lost); after a commit or checkpoint failed having written to the disk, the handle
+//! must refuse new reads and writes (poisoned) until it is reopened, unless it failed
+//! with `Error::NoSpace`, which promises that nothing of it took effect: then the commit
+//! did not happen (no in-flight state is allowed) and the handle stays usable. Engine
+//! panics are violations too.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -46,7 +58,7 @@ use inpage::{Database, ReadableTxn};
 use std::path::PathBuf;
 
 use crate::case::{Case, Crash, Fault, Stage};
-use crate::rng::mix;
+use crate::rng::{mix, Rng};
 use crate::workload::{
     apply_txn, describe_diff, dump, exec_txn_with, generate, show_key, Model, Step, TxnError,
     TxnOutcome, TREES,
@@ -142,17 +154,60 @@ pub fn run_case_disk(case: &Case) -> (CaseRun, Vec<(PathBuf, Vec<u8>)>) {
     }
 }
 
+/// Percent of steps that open a reader, and how many steps one is held at most.
+const READER_PCT: u64 = 35;
+const MAX_HOLD: u64 = 4;
+
+/// A read transaction the oracle holds across later steps (commits, spills inside them,
+/// checkpoints), and the state it must go on seeing.
+struct HeldReader {
+    txn: inpage::ReadTxn,
+    /// Index into the segment's `states` of the commit its snapshot is.
+    state: usize,
+    /// Workload step it was opened at (for messages).
+    opened_at: usize,
+    /// Segment step before which it is verified and dropped.
+    until: usize,
+}
+
+impl HeldReader {
+    /// The reader's full scan must be its snapshot's state. A read error is a violation
+    /// only on a `healthy` handle (no injected fault fired, no power cut yet): a fault
+    /// may leave the handle refusing reads, never answering them wrong.
+    fn verify(&self, states: &[Model], healthy: bool, when: &str, v: &mut Vec<String>) {
+        let want = &states[self.state];
+        match dump(&self.txn) {
+            Ok(got) if got == *want => {}
+            Ok(got) => v.push(format!(
+                "a reader opened at step {} on acknowledged commit {} read another state {when}: {}",
+                self.opened_at,
+                self.state,
+                describe_diff(&got, want)
+            )),
+            Err(e) if healthy => v.push(format!(
+                "a reader opened at step {} on acknowledged commit {} failed {when}: {e}",
+                self.opened_at, self.state
+            )),
+            Err(_) => {}
+        }
+    }
+}
+
 /// Ensures a fault that fired during a call made that call fail.
 struct FaultWatch {
     plan: Arc<FaultPlan>,
     seen: u64,
+    /// A full file system may be absorbed: an open or commit may succeed with its
+    /// checkpoint or flush deferred (the log keeps the pages), so a call that met ENOSPC
+    /// may return Ok; whether it kept what it acknowledged is judged after the crash.
+    absorbs: bool,
 }
 
 impl FaultWatch {
     /// Call after an API call returned Ok: a fault injected during it was swallowed.
     fn ok(&mut self, what: &str, out: &mut Vec<String>) {
         let now = self.plan.injected();
-        if now > self.seen {
+        if now > self.seen && !self.absorbs {
             out.push(format!(
                 "{what} returned Ok although an injected I/O error fired during it"
             ));
@@ -161,6 +216,10 @@ impl FaultWatch {
     }
     fn err(&mut self) {
         self.seen = self.plan.injected();
+    }
+    /// Whether any injected fault fired so far.
+    fn fired(&self) -> bool {
+        self.plan.injected() > 0
     }
 }
 
@@ -235,6 +294,7 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
         let mut watch = FaultWatch {
             plan: plan.clone(),
             seen: 0,
+            absorbs: matches!(case.fault, Some(Fault::Enospc { .. })),
         };
         let ops_start = disk.op_count();
         let syncs_start = disk.sync_points().len();
@@ -274,6 +334,7 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
         };
         let seg = run_segment(
             case,
+            bounds[k],
             &all_steps[bounds[k]..bounds[k + 1]],
             &base,
             &disk,
@@ -375,6 +436,7 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
 #[allow(clippy::too_many_arguments)]
 fn run_segment(
     case: &Case,
+    first_step: usize,
     steps: &[Step],
     base: &Model,
     disk: &SimVfs,
@@ -398,12 +460,44 @@ fn run_segment(
     let mut expect_poison = false;
     let mut ops_before = 0u64;
     let mut stopped = db.is_none();
+    // Readers held across steps (module docs), drawn from the case and the segment's
+    // place in the workload, never from the disk, so every run of a case holds the same.
+    let mut rr = Rng::new(mix(&[case.workload.seed, 0x5245_4144, first_step as u64]));
+    let mut readers: Vec<HeldReader> = Vec::new();
     for (i, step) in steps.iter().enumerate() {
         if stopped {
             break;
         }
         let Some(d) = db.as_ref() else { break };
         let last = states.len() - 1;
+        let healthy = !disk.is_cut() && !watch.fired();
+        readers.retain(|h| {
+            let keep = h.until > i;
+            if !keep {
+                h.verify(&states, healthy, &format!("at step {}", first_step + i), v);
+            }
+            keep
+        });
+        if matches!(step, Step::Reopen) {
+            // A clean close ends every transaction of the handle.
+            for h in readers.drain(..) {
+                h.verify(&states, healthy, "before a close", v);
+            }
+        } else if case.fault.is_none() && rr.pct(READER_PCT) {
+            match d.begin_read() {
+                Ok(txn) => readers.push(HeldReader {
+                    txn,
+                    state: last,
+                    opened_at: first_step + i,
+                    until: i + 1 + rr.below(MAX_HOLD) as usize,
+                }),
+                Err(e) if healthy => v.push(format!(
+                    "begin_read at step {} failed on a healthy handle: {e}",
+                    first_step + i
+                )),
+                Err(_) => {}
+            }
+        }
         if trace {
             let what = match step {
                 Step::Txn(t) => format!("txn {:?} of {} ops", t.end, t.ops.len()),
@@ -412,33 +506,58 @@ fn run_segment(
             eprintln!("step {i}: {what} (disk ops so far {})", disk.op_count());
         }
         match step {
-            Step::Txn(t) => match exec_txn_with(d, t, || ops_before = disk.op_count()) {
-                Ok(TxnOutcome::Committed) => {
-                    watch.ok(&format!("commit {}", last + 1), v);
-                    let next = apply_txn(&states[last], t);
-                    states.push(next);
-                    tids.push(d.fcc());
-                    if durable {
-                        floor = states.len() - 1;
-                    }
-                    if let Some(w) = d.durable_tid() {
-                        while floor + 1 < states.len() && tids[floor + 1] <= w {
-                            floor += 1;
+            Step::Txn(t) => {
+                let outcome = {
+                    let fired = watch.fired();
+                    exec_txn_with(d, t, || {
+                        // The transaction's changes are made (spilled ones are in the file):
+                        // the readers must still see their snapshots.
+                        let healthy = !disk.is_cut() && !fired;
+                        for h in &readers {
+                            h.verify(
+                                &states,
+                                healthy,
+                                "while a transaction was about to commit",
+                                v,
+                            );
+                        }
+                        ops_before = disk.op_count();
+                    })
+                };
+                match outcome {
+                    Ok(TxnOutcome::Committed) => {
+                        watch.ok(&format!("commit {}", last + 1), v);
+                        let next = apply_txn(&states[last], t);
+                        states.push(next);
+                        tids.push(d.fcc());
+                        if durable {
+                            floor = states.len() - 1;
+                        }
+                        if let Some(w) = d.durable_tid() {
+                            while floor + 1 < states.len() && tids[floor + 1] <= w {
+                                floor += 1;
+                            }
                         }
                     }
+                    Ok(TxnOutcome::RolledBack) => watch.ok("a rolled-back transaction", v),
+                    Err(TxnError::Body(_)) => {
+                        watch.err();
+                        stopped = true;
+                    }
+                    // A full file system before anything became visible: the commit did not
+                    // happen (its outcome is known) and the handle stays usable.
+                    Err(TxnError::Commit(inpage::Error::NoSpace { .. })) => {
+                        watch.err();
+                        stopped = true;
+                    }
+                    Err(TxnError::Commit(_)) => {
+                        watch.err();
+                        inflight = Some(apply_txn(&states[last], t));
+                        expect_poison = disk.op_count() > ops_before;
+                        stopped = true;
+                    }
                 }
-                Ok(TxnOutcome::RolledBack) => watch.ok("a rolled-back transaction", v),
-                Err(TxnError::Body(_)) => {
-                    watch.err();
-                    stopped = true;
-                }
-                Err(TxnError::Commit(_)) => {
-                    watch.err();
-                    inflight = Some(apply_txn(&states[last], t));
-                    expect_poison = disk.op_count() > ops_before;
-                    stopped = true;
-                }
-            },
+            }
             Step::Checkpoint => {
                 ops_before = disk.op_count();
                 match d.checkpoint() {
@@ -446,9 +565,11 @@ fn run_segment(
                         watch.ok("checkpoint", v);
                         floor = last;
                     }
-                    Err(_) => {
+                    Err(e) => {
                         watch.err();
-                        expect_poison = disk.op_count() > ops_before;
+                        // `NoSpace`: the log keeps what the checkpoint did not copy.
+                        expect_poison = disk.op_count() > ops_before
+                            && !matches!(e, inpage::Error::NoSpace { .. });
                         stopped = true;
                     }
                 }
@@ -478,6 +599,10 @@ fn run_segment(
                 }
             }
         }
+    }
+    let healthy = !stopped && !disk.is_cut() && !watch.fired();
+    for h in readers.drain(..) {
+        h.verify(&states, healthy, "at the end of the stage", v);
     }
     if expect_poison {
         if let Some(d) = db.as_ref() {

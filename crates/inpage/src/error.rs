@@ -113,6 +113,17 @@ pub enum Error {
     /// transaction was written. Commit the databases separately, or change the mode.
     #[error("{}: cannot take part in a transaction across databases: {reason}", path.display())]
     AcrossDatabases { path: PathBuf, reason: String },
+    /// The file system is full (`ENOSPC`, or a quota) and a commit or checkpoint could
+    /// not get the room it needed. Nothing of it took effect: the database holds what it
+    /// held before and the handle stays usable; retry once there is room (SQLite's
+    /// `SQLITE_FULL`).
+    #[error("{}: the file system is full ({op}: {source}); nothing was changed, retry once there is room", path.display())]
+    NoSpace {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     /// The database was opened read-only (`Config::read_only`); nothing may change it.
     #[error("{}: database is open read-only; {op} refused", path.display())]
     ReadOnly { path: PathBuf, op: &'static str },
@@ -141,4 +152,35 @@ impl Error {
             reason: reason.into(),
         }
     }
+
+    /// Whether this is the file system running out of room (`ENOSPC`, or a quota):
+    /// SQLite's "database or disk is full", as opposed to a failing device.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            Error::Full | Error::NoSpace { .. } => true,
+            Error::Io { source, .. } => io_is_no_space(source),
+            _ => false,
+        }
+    }
+}
+
+/// A failure that left nothing changed, as [`Error::NoSpace`] when it is the file system
+/// running out of room, else unchanged. For the steps of a commit or checkpoint before
+/// anything becomes visible (a log write that no commit record ends, a preallocation):
+/// the caller promises that by calling it.
+pub fn clean_failure(e: Error) -> Error {
+    match e {
+        Error::Io { op, path, source } if io_is_no_space(&source) => {
+            Error::NoSpace { op, path, source }
+        }
+        e => e,
+    }
+}
+
+/// Whether an I/O error is the file system running out of room (`ENOSPC`, `EDQUOT`).
+pub fn io_is_no_space(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+    )
 }

@@ -327,6 +327,28 @@ pub enum WalSync {
     Normal,
 }
 
+/// What a database of `mode` at `db_path` keeps beside its file: the side files
+/// (`Capabilities::side_files`) and, for a region-backed mode using the default region
+/// (whose name comes from `db_path`), that region. A new database must start without them:
+/// left by an earlier database at this path, they would be replayed into the new one or
+/// make it refuse to open. A configured region is not listed: it may be shared by
+/// mistake, and is judged by the identity it carries instead.
+pub(crate) fn stale_state(
+    mode: JournalMode,
+    db_path: &Path,
+    config: &JournalConfig,
+) -> (Vec<PathBuf>, Option<PathBuf>) {
+    let caps = mode.capabilities();
+    let files = caps
+        .side_files
+        .iter()
+        .map(|s| side_path(db_path, s))
+        .collect();
+    let region = (caps.region_backed && config.nvlog_region.is_none())
+        .then(|| config.nvlog_region_for(db_path));
+    (files, region)
+}
+
 impl JournalConfig {
     /// nvlog: the region a database at `db_path` uses with these settings (`nvlog_region`,
     /// or the default under `/dev/shm`).
@@ -468,11 +490,20 @@ pub enum Mutant {
     /// database's originals are not synced before the changes they undo are issued, so a
     /// power cut can keep a change whose original is lost.
     UndoUnsynced,
+    /// Pager: a reader whose snapshot is older than a commit is not given the pre-image
+    /// that commit kept of a page it replaced, but the current image: an old reader
+    /// reads rows of a later commit (or a tree it cannot walk).
+    StaleReaderGetsNewest,
+    /// Pager: the pre-images commits kept are pruned up to the newest commit, ignoring
+    /// the readers still registered at older snapshots, so such a reader falls back to
+    /// the file's (newer) image: wrong rows, or `Corrupt` where the layout finds no
+    /// version old enough.
+    PruneUnderReaders,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 21] = [
+    pub const ALL: [Mutant; 23] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -494,6 +525,8 @@ impl Mutant {
         Mutant::BatchPerCommitTids,
         Mutant::DirectPagesUnsynced,
         Mutant::UndoUnsynced,
+        Mutant::StaleReaderGetsNewest,
+        Mutant::PruneUnderReaders,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -521,6 +554,8 @@ impl Mutant {
             Mutant::BatchPerCommitTids => "batch-per-commit-tids",
             Mutant::DirectPagesUnsynced => "direct-pages-unsynced",
             Mutant::UndoUnsynced => "undo-unsynced",
+            Mutant::StaleReaderGetsNewest => "stale-reader-gets-newest",
+            Mutant::PruneUnderReaders => "prune-under-readers",
         }
     }
 
@@ -694,6 +729,14 @@ pub struct RecoveryReport {
     pub spilled_rolled_back: u64,
     /// nvlog: commits replayed from the region's records (past what the file held).
     pub region_records: u64,
+    /// nvlog: the region found could not hold a record of this database (empty or too
+    /// small, as a creation cut before it was sized leaves it; or left at the default
+    /// path by an earlier database there, before this one committed) and was replaced.
+    pub region_replaced: bool,
+    /// WAL modes: the committed frames stay in the log, read from there, because the file
+    /// system had no room to copy them into the database (`ENOSPC` in the open's
+    /// checkpoint); a later checkpoint copies them once there is.
+    pub checkpoint_deferred: bool,
     /// DHL: the rolled-back transaction committed in order and was rolled back from page 0
     /// alone; its versions are invalidated at the start of the next write (commit, spill
     /// or clean close), so `rolled_back_pages` is unknown.
@@ -761,6 +804,20 @@ impl RecoveryReport {
                 "replay {} acknowledged commits from the nvlog region into the database",
                 self.region_records
             ));
+        }
+        if self.checkpoint_deferred {
+            v.push(
+                "leave the log's committed frames where they are, read from there: no room \
+                 on the file system to copy them into the database (a later checkpoint will)"
+                    .to_string(),
+            );
+        }
+        if self.region_replaced {
+            v.push(
+                "replace an nvlog region that holds no record of this database (empty, too \
+                 small, or left by an earlier database at this path)"
+                    .to_string(),
+            );
         }
         if self.stale_frames > 0 {
             v.push(format!(

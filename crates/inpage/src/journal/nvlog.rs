@@ -148,6 +148,17 @@ const MAX_PENDING: usize = 1024;
 /// Two diff runs closer than this are merged (a run header costs 8 bytes).
 const RUN_GAP: usize = 16;
 
+/// How long the background flusher waits before it tries again after a flush found no
+/// room in the file system.
+const RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// Why a flush failed: `Retry`, the file system had no room and nothing that counts was
+/// changed; `Fatal`, anything else (the session ends).
+enum Flush {
+    Retry(Error),
+    Fatal(Error),
+}
+
 /// The default region: under `/dev/shm`, named by a hash of the database's absolute path.
 pub(crate) fn default_region_path(db_path: &Path) -> PathBuf {
     let abs = std::path::absolute(db_path).unwrap_or_else(|_| db_path.to_path_buf());
@@ -467,28 +478,55 @@ impl Core {
         }
     }
 
-    /// Move every pending commit into the file (module docs: flush).
+    /// Move every pending commit into the file (module docs: flush). A flush that found
+    /// no room (`Flush::Retry`) changed nothing that counts and is tried again later; any
+    /// other failure ends the session.
     fn flush(&self) -> Result<()> {
-        let r = self.flush_pending();
-        if let Err(e) = &r {
-            self.fail(e.to_string(), None);
+        match self.flush_pending() {
+            Ok(()) => Ok(()),
+            Err(Flush::Retry(e)) => Err(crate::error::clean_failure(e)),
+            Err(Flush::Fatal(e)) => {
+                self.fail(e.to_string(), None);
+                Err(e)
+            }
         }
-        r
     }
 
-    fn flush_pending(&self) -> Result<()> {
-        let _one = self
-            .flushing
-            .lock()
-            .map_err(|_| Error::Poisoned("a thread panicked while flushing nvlog".into()))?;
-        let batch: Vec<Arc<Pending>> = self.lock_state()?.pending.iter().cloned().collect();
+    fn flush_pending(&self) -> std::result::Result<(), Flush> {
+        let _one = self.flushing.lock().map_err(|_| {
+            Flush::Fatal(Error::Poisoned(
+                "a thread panicked while flushing nvlog".into(),
+            ))
+        })?;
+        let batch: Vec<Arc<Pending>> = self
+            .lock_state()
+            .map_err(Flush::Fatal)?
+            .pending
+            .iter()
+            .cloned()
+            .collect();
         let Some(last) = batch.last().cloned() else {
             return Ok(());
         };
-        self.flush_batch(&batch, &last)
+        // Up to the WAL transaction's write nothing is committed or synced: a full file
+        // system leaves the log as it was (its writer state moves only after a whole
+        // write) and the pages written in place past the committed end belong to no
+        // committed state, so the batch stays pending and a later flush writes it again.
+        // From the sync on, a failure may have lost written pages (a failed fdatasync
+        // forgets them): fatal.
+        self.write_batch(&batch, &last).map_err(|e| {
+            if e.is_no_space() {
+                Flush::Retry(e)
+            } else {
+                Flush::Fatal(e)
+            }
+        })?;
+        self.settle_batch(&last).map_err(Flush::Fatal)
     }
 
-    fn flush_batch(&self, batch: &[Arc<Pending>], last: &Pending) -> Result<()> {
+    /// The writes of a flush, up to and including the WAL transaction (see
+    /// `flush_pending`).
+    fn write_batch(&self, batch: &[Arc<Pending>], last: &Pending) -> Result<()> {
         // One WAL transaction for the whole batch: the newest image of every page a
         // commit of it wrote (a page left past the final page count was freed by a later
         // commit of the batch and is not part of the file at its end).
@@ -546,10 +584,15 @@ impl Core {
         };
         if self.ctx.config.mutant() == Mutant::BatchPerCommitTids {
             // The bug: the batch named by its last commit alone.
-            self.inner.commit(&one)?;
+            self.inner.commit(&one)
         } else {
-            self.inner.commit_range(&one, first.seq)?;
+            self.inner.commit_range(&one, first.seq)
         }
+    }
+
+    /// The rest of a flush once its WAL transaction is written: sync, watermark, and
+    /// the flushed commits leave `pending` and the overlay.
+    fn settle_batch(&self, last: &Pending) -> Result<()> {
         let mut s = self.lock_state()?;
         if self.ctx.config.mutant() == Mutant::WatermarkBeforeSync {
             self.write_watermark(&mut s, last.seq, last.end)?;
@@ -623,23 +666,45 @@ impl NvlogJournal {
         let mut fcc = file_fcc;
         let mut tail = 0u64;
         let mut gen = 0u64;
+        // Commits rebuilt from the region that found no room in the WAL (see below), and
+        // the watermark slot they stay behind.
+        let mut unflushed: Vec<Rebuilt> = Vec::new();
+        let (mut kept_head, mut kept_watermark) = (0u64, 0u64);
         let mut region = match vfs.open_region(&rpath, None) {
             Ok(r) => Some(r),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(io_err("open region", &rpath)(e)),
         };
+        // The default region's name is derived from this database's path, so anything
+        // there was left by a database at this path; a configured one may be shared by
+        // mistake, and is never replaced.
+        let default_path = ctx.config.nvlog_region.is_none();
         if let Some(r) = region.take() {
             let mut hb = [0u8; RING_AT];
             let valid = r.len() >= RING_AT && r.read(0, &mut hb).is_ok();
             match decode_header(&hb).filter(|_| valid) {
+                // Left by an earlier database at this path (deleted with its identity
+                // file): this one has never committed, so nothing of it is there.
+                Some(h) if h.id != id && default_path && file_fcc == 0 => {
+                    drop(r);
+                    vfs.delete_region(&rpath)
+                        .map_err(io_err("delete region", &rpath))?;
+                    report.region_replaced = true;
+                }
                 Some(h) if h.id != id => {
                     return Err(Error::ForeignRegion {
                         region: rpath,
                         reason: format!(
-                            "it names database id {:016x}, {} has {:016x}",
+                            "it names database id {:016x}, {} has {:016x}{}",
                             h.id,
                             side_path_of(&ctx).display(),
-                            id
+                            id,
+                            if default_path {
+                                " (the identity file was replaced after this database \
+                                 committed; the region's records cannot be told to be its)"
+                            } else {
+                                " (a configured region: it may belong to another database)"
+                            }
                         ),
                     })
                 }
@@ -670,14 +735,39 @@ impl NvlogJournal {
                                 ),
                             });
                         }
-                        let (last, end, replayed) =
+                        let (last, end, rebuilt) =
                             replay(&ctx, &inner, &*r, id, h.ring, watermark, head, file_fcc)?;
-                        report.region_records = replayed;
+                        report.region_records = rebuilt.len() as u64;
+                        // Into the WAL, in order. Without room for one, it and the rest
+                        // stay in the region (which keeps vouching for them: the
+                        // watermark does not move) and become this session's pending
+                        // commits, read from the overlay and flushed once there is room.
+                        for c in rebuilt {
+                            if !unflushed.is_empty() {
+                                unflushed.push(c);
+                                continue;
+                            }
+                            match inner.commit(&CommitBatch {
+                                tid: c.seq,
+                                pages: &c.pages,
+                                originals: &[],
+                                old_page_count: c.old_page_count,
+                                new_page_count: c.new_page_count,
+                                restamp: &[],
+                                discard: &[],
+                            }) {
+                                Ok(()) => {}
+                                Err(e) if e.is_no_space() => unflushed.push(c),
+                                Err(e) => return Err(e),
+                            }
+                        }
                         fcc = last.max(file_fcc);
                         tail = end;
                         gen = g;
+                        kept_head = head;
+                        kept_watermark = watermark;
                     }
-                    if h.ring == ring_cfg as u64 {
+                    if h.ring == ring_cfg as u64 || !unflushed.is_empty() {
                         region = Some(r);
                     } else {
                         // Replayed (and synced below): start a ring of the configured size.
@@ -691,7 +781,17 @@ impl NvlogJournal {
                 }
                 // Never initialized (a cut before its header was persisted): no record
                 // can be in it, and it is all zeros past the header, which is written
-                // first. Anything else is not an nvlog region: refused, not overwritten.
+                // first. Too small to hold a header and a ring (empty: a creation cut
+                // before it was sized, by a build that did not create atomically): no
+                // record either; recreated where that cannot destroy anyone's data (an
+                // empty file, or the default path). Anything else is not an nvlog
+                // region: refused, not overwritten.
+                None if r.len() < RING_AT + MIN_RING as usize && (r.len() == 0 || default_path) => {
+                    drop(r);
+                    vfs.delete_region(&rpath)
+                        .map_err(io_err("delete region", &rpath))?;
+                    report.region_replaced = true;
+                }
                 None => {
                     let mut rest = vec![0u8; r.len().saturating_sub(HDR_LEN)];
                     let ours = r.len() >= RING_AT + MIN_RING as usize
@@ -715,9 +815,14 @@ impl NvlogJournal {
         if report.region_records > 0 {
             // As WAL recovery does: the file must hold every page its header counts
             // before the pager checks its length, and the next session starts with an
-            // empty log.
-            inner.checkpoint()?;
+            // empty log — when there is room for it (else the log is read in place, as
+            // the WAL's own open does).
+            match inner.checkpoint() {
+                Err(e) if e.is_no_space() => report.checkpoint_deferred = true,
+                r => r?,
+            }
         }
+        report.checkpoint_deferred |= !unflushed.is_empty();
         let region = match region {
             Some(r) => r,
             None => vfs
@@ -738,6 +843,31 @@ impl NvlogJournal {
                 .persist(0, HDR_LEN)
                 .map_err(io_err("region", &rpath))?;
         }
+        // Everything up to `durable` is in the file (synced above); the unflushed commits
+        // follow it in the ring, from `head`.
+        let (durable, head) = match unflushed.first() {
+            Some(c) => (c.seq - 1, c.start),
+            None => (fcc, tail),
+        };
+        debug_assert!(unflushed.is_empty() || durable >= kept_watermark.max(file_fcc));
+        debug_assert!(unflushed.is_empty() || head >= kept_head);
+        let mut overlay = HashMap::new();
+        let mut pending = VecDeque::new();
+        let now = Instant::now();
+        for c in unflushed {
+            for (pgno, img) in &c.pages {
+                overlay.insert(*pgno, (c.seq, img.clone()));
+            }
+            overlay.retain(|p, _| *p < c.new_page_count);
+            pending.push_back(Arc::new(Pending {
+                seq: c.seq,
+                end: c.end,
+                at: now,
+                pages: c.pages,
+                old_page_count: c.old_page_count,
+                new_page_count: c.new_page_count,
+            }));
+        }
         let core = Arc::new(Core {
             inner,
             region,
@@ -745,12 +875,12 @@ impl NvlogJournal {
             id,
             ring,
             state: Mutex::new(State {
-                head: tail,
+                head,
                 tail,
                 last_seq: fcc,
                 gen,
-                watermark: fcc,
-                pending: VecDeque::new(),
+                watermark: durable,
+                pending,
                 failed: None,
                 failure: None,
                 closed: false,
@@ -759,15 +889,15 @@ impl NvlogJournal {
             }),
             wake: Condvar::new(),
             flushing: Mutex::new(()),
-            overlay: RwLock::new(HashMap::new()),
+            overlay: RwLock::new(overlay),
             mode: ctx.config.nvlog_flush,
             ctx,
         });
         {
-            // Everything up to `fcc` is durable in the file now: say so, so the records
-            // just replayed are never replayed again.
+            // Everything up to `durable` is durable in the file now: say so, so the
+            // records just replayed into it are never replayed again.
             let mut s = core.lock_state()?;
-            core.write_watermark(&mut s, fcc, tail)?;
+            core.write_watermark(&mut s, durable, head)?;
         }
         let flusher = match core.mode {
             NvlogFlush::Inline => None,
@@ -828,11 +958,21 @@ fn background(core: &Core) {
         let woke = match due {
             Some(due) if due <= now || s.over_threshold(core.ring) => {
                 drop(s);
-                if let Err(e) = core.flush_pending() {
-                    core.fail(e.to_string(), Some(e));
-                    return;
+                match core.flush_pending() {
+                    Ok(()) => core.state.lock().ok(),
+                    Err(Flush::Fatal(e)) => {
+                        core.fail(e.to_string(), Some(e));
+                        return;
+                    }
+                    // No room in the file system: the commits stay in the region (where
+                    // they are safe) and the flush is tried again a little later.
+                    Err(Flush::Retry(_)) => core
+                        .state
+                        .lock()
+                        .ok()
+                        .and_then(|s| core.wake.wait_timeout(s, RETRY_DELAY).ok())
+                        .map(|(s, _)| s),
                 }
-                core.state.lock().ok()
             }
             // A commit that finds nothing pending wakes us (`commit`).
             None => core.wake.wait(s).ok(),
@@ -845,9 +985,21 @@ fn background(core: &Core) {
     }
 }
 
-/// Replay the region's records past `file_fcc` into `inner`, starting at `head` with
-/// seq `watermark + 1`. Returns the last seq seen, the ring position after it, and the
-/// number of commits replayed.
+/// A commit rebuilt from its record in the region (what recovery replays).
+struct Rebuilt {
+    seq: u64,
+    /// Ring positions of its record and just past it.
+    start: u64,
+    end: u64,
+    pages: Vec<(Pgno, PageRef)>,
+    old_page_count: u32,
+    new_page_count: u32,
+}
+
+/// Read the region's records past `file_fcc`, starting at `head` with seq
+/// `watermark + 1`, and rebuild each commit's pages on the committed images before it
+/// (the file's, through `inner`, and the commits rebuilt before it). Returns the last seq
+/// seen, the ring position after it, and the commits past `file_fcc` in order.
 #[allow(clippy::too_many_arguments)]
 fn replay(
     ctx: &JournalCtx,
@@ -858,7 +1010,7 @@ fn replay(
     watermark: u64,
     head: u64,
     file_fcc: u64,
-) -> Result<(u64, u64, u64)> {
+) -> Result<(u64, u64, Vec<Rebuilt>)> {
     let ps = ctx.db.page_size;
     let rpath = region_path(ctx);
     let skip_sum = ctx.config.mutant() == Mutant::ReplayPastBadChecksum;
@@ -874,7 +1026,10 @@ fn replay(
         }
         Ok(())
     };
-    let (mut pos, mut expect, mut replayed) = (head, watermark + 1, 0u64);
+    let (mut pos, mut expect) = (head, watermark + 1);
+    let mut rebuilt: Vec<Rebuilt> = Vec::new();
+    // The newest image of each page the commits rebuilt so far wrote.
+    let mut newest: HashMap<Pgno, PageRef> = HashMap::new();
     let mut page = vec![0u8; ps];
     loop {
         let used = pos - head;
@@ -892,39 +1047,46 @@ fn replay(
         if record_sum(id, &hdr, &payload) != get_u32(&hdr, 12) && !skip_sum {
             break;
         }
-        if seq > file_fcc {
-            let redo = decode_payload(&payload, ps).map_err(|reason| Error::CorruptJournal {
-                path: rpath.clone(),
-                reason: format!("record {seq}: {reason}"),
-            })?;
-            let mut pages = Vec::with_capacity(redo.pages.len());
-            for (pgno, runs) in &redo.pages {
-                // The same bases as `commit` diffed against (page 0 whole, from zeros).
-                if *pgno < redo.old_page_count && *pgno != 0 {
-                    inner.read_page(*pgno, &mut page)?;
-                } else {
-                    page.fill(0);
-                }
-                for (off, bytes) in runs {
-                    page[*off..*off + bytes.len()].copy_from_slice(bytes);
-                }
-                pages.push((*pgno, PageRef::from(page.clone())));
-            }
-            inner.commit(&CommitBatch {
-                tid: seq,
-                pages: &pages,
-                originals: &[],
-                old_page_count: redo.old_page_count,
-                new_page_count: redo.new_page_count,
-                restamp: &[],
-                discard: &[],
-            })?;
-            replayed += 1;
-        }
+        let start = pos;
         pos += REC_HDR as u64 + len;
         expect += 1;
+        if seq <= file_fcc {
+            continue;
+        }
+        let redo = decode_payload(&payload, ps).map_err(|reason| Error::CorruptJournal {
+            path: rpath.clone(),
+            reason: format!("record {seq}: {reason}"),
+        })?;
+        let mut pages = Vec::with_capacity(redo.pages.len());
+        for (pgno, runs) in &redo.pages {
+            // The same bases as `commit` diffed against (page 0 whole, from zeros).
+            if *pgno < redo.old_page_count && *pgno != 0 {
+                match newest.get(pgno) {
+                    Some(img) => page.copy_from_slice(img),
+                    None => inner.read_page(*pgno, &mut page)?,
+                }
+            } else {
+                page.fill(0);
+            }
+            for (off, bytes) in runs {
+                page[*off..*off + bytes.len()].copy_from_slice(bytes);
+            }
+            pages.push((*pgno, PageRef::from(page.clone())));
+        }
+        for (pgno, img) in &pages {
+            newest.insert(*pgno, img.clone());
+        }
+        newest.retain(|p, _| *p < redo.new_page_count);
+        rebuilt.push(Rebuilt {
+            seq,
+            start,
+            end: pos,
+            pages,
+            old_page_count: redo.old_page_count,
+            new_page_count: redo.new_page_count,
+        });
     }
-    Ok((expect - 1, pos, replayed))
+    Ok((expect - 1, pos, rebuilt))
 }
 
 fn side_path_of(ctx: &JournalCtx) -> PathBuf {
@@ -1067,7 +1229,12 @@ impl Journal for NvlogJournal {
         };
         if over {
             match core.mode {
-                NvlogFlush::Inline => core.flush()?,
+                // The commit is in the ring already (acknowledged): a flush that found
+                // no room is tried again by a later commit, and does not fail this one.
+                NvlogFlush::Inline => match core.flush() {
+                    Err(e) if !e.is_no_space() => return Err(e),
+                    _ => {}
+                },
                 // Asleep, it wakes and checks the threshold; flushing, it checks once done.
                 NvlogFlush::Background => core.wake.notify_all(),
             }

@@ -243,7 +243,7 @@ impl Wal {
             }
         }
         let fcc = settle_fcc(&*file, &scan, disk_fcc, ps, &path)?;
-        let report = RecoveryReport {
+        let mut report = RecoveryReport {
             pages_restored: scan.index.map.len() as u64,
             frames_kept: scan.index.frames,
             frames_discarded: scan.discarded,
@@ -278,7 +278,26 @@ impl Wal {
         {
             let mut w = wal.lock_writer()?;
             if kept > 0 {
-                wal.checkpoint_locked(&mut w)?;
+                match wal.checkpoint_locked(&mut w) {
+                    Ok(()) => {}
+                    // A full file system: the kept frames stay where they are and are
+                    // read from there (the index holds them, the writer continues their
+                    // generation), as in a session that has not checkpointed yet. The
+                    // checkpoint may have written some of them into the database already:
+                    // those pages are read from the log until a checkpoint finishes, so
+                    // the copies there are never seen half-made. ENOSPC is an error of
+                    // the checkpoint, not of the open (SQLite reads its WAL in place).
+                    Err(e) if e.is_no_space() => {
+                        // Made durable all the same: a crashed process may have left them
+                        // in the OS cache only, and they are now the committed state.
+                        if w.wal_dirty {
+                            wal.sync_wal()?;
+                            w.wal_dirty = false;
+                        }
+                        report.checkpoint_deferred = true;
+                    }
+                    Err(e) => return Err(e),
+                }
             } else {
                 // Even with nothing to keep, the next commit must start a new generation:
                 // appending after discarded frames could splice old and new frames.
@@ -288,12 +307,16 @@ impl Wal {
         if prealloc_len > 0 {
             let len = wal.file.len().map_err(Error::io("stat", &wal.path))?;
             if len < prealloc_len {
-                wal.file
-                    .allocate(len, prealloc_len - len)
-                    .map_err(Error::io("allocate", &wal.path))?;
-                wal.file
-                    .sync_data()
-                    .map_err(Error::io("fdatasync", &wal.path))?;
+                // Without room the log simply grows as commits need it (each of which
+                // then fails on its own while there is none).
+                match wal.file.allocate(len, prealloc_len - len) {
+                    Ok(()) => wal
+                        .file
+                        .sync_data()
+                        .map_err(Error::io("fdatasync", &wal.path))?,
+                    Err(e) if crate::error::io_is_no_space(&e) => {}
+                    Err(e) => return Err(Error::io("allocate", &wal.path)(e)),
+                }
             }
         }
         Ok((wal, report))
@@ -365,8 +388,12 @@ impl Wal {
             self.sync_wal()?;
             w.wal_dirty = false;
         }
+        // Until `reset`, every page written here is still read from the log (the index
+        // is untouched), and a crash replays the log over them: a full file system while
+        // growing or writing the database leaves the checkpoint undone, nothing lost.
         let db = &self.ctx.db;
-        db.ensure_capacity(w.db_size)?;
+        db.ensure_capacity(w.db_size)
+            .map_err(crate::error::clean_failure)?;
         let mut buf = vec![0u8; db.page_size];
         for (pgno, off) in pages {
             // Only the writer writes the log, and it is us: no lock needed to read it.
@@ -380,7 +407,8 @@ impl Wal {
                 // repaired by replaying it, and recovery stamps the FCC again.
                 stamp_fcc(&mut buf, w.fcc);
             }
-            db.write_page(pgno, &buf)?;
+            db.write_page(pgno, &buf)
+                .map_err(crate::error::clean_failure)?;
         }
         db.sync()?;
         self.reset(w)
@@ -631,8 +659,13 @@ impl Wal {
             batch.tid,
             w.fcc
         );
+        // A full file system before the commit frame is durable leaves nothing
+        // committed: the header write names a generation with no frames yet, and a
+        // prefix of this commit's frames has no commit frame, so the next commit writes
+        // over it (`Error::NoSpace`, the handle stays usable).
         if w.header_pending {
-            self.start_generation(&mut w)?;
+            self.start_generation(&mut w)
+                .map_err(crate::error::clean_failure)?;
         }
         // The first commit of a generation logs page 0 even when the pager left it out
         // (metadata embedding), so that the checkpoint's rewrite of page 0 with the FCC
@@ -686,7 +719,8 @@ impl Wal {
         let first = self.frame_offset(w.next_frame);
         self.file
             .write_at(&buf, first)
-            .map_err(Error::io("write", &self.path))?;
+            .map_err(Error::io("write", &self.path))
+            .map_err(crate::error::clean_failure)?;
         match self.ctx.config.wal_sync {
             WalSync::Full if self.ctx.config.mutant() == Mutant::NoSyncAtCommit => {}
             WalSync::Full => self.sync_wal()?,
@@ -705,7 +739,13 @@ impl Wal {
         w.fcc = batch.tid;
         let auto = self.ctx.config.wal_autocheckpoint as u64;
         if auto > 0 && w.next_frame >= auto {
-            self.checkpoint_locked(&mut w)?;
+            match self.checkpoint_locked(&mut w) {
+                // The commit is in the log and indexed: a full file system is an error of
+                // this checkpoint, not of the commit (as SQLite's automatic checkpoint
+                // is); the next one tries again.
+                Err(e) if e.is_no_space() => {}
+                r => r?,
+            }
         }
         Ok(())
     }

@@ -292,6 +292,9 @@ struct Writer {
     buf: Vec<u8>,
     buf_first: u64,
     buf_since: Option<std::time::Instant>,
+    /// The log has no generation on disk yet (the open's checkpoint found no room to
+    /// write its header): the next commit starts one before it writes a frame.
+    generation_pending: bool,
     closed: bool,
 }
 
@@ -322,6 +325,8 @@ pub(crate) struct Waldio {
 struct Scan {
     hdr: Option<LogHeader>,
     index: Index,
+    /// Chain value of the last kept frame (the header's crc if none).
+    chain: u32,
     db_size: u32,
     discarded: u64,
     first_tid: u64,
@@ -373,7 +378,7 @@ impl Waldio {
             0 => disk_fcc.unwrap_or(0),
             _ => scan.last_tid.max(disk_fcc.unwrap_or(0)),
         };
-        let report = RecoveryReport {
+        let mut report = RecoveryReport {
             pages_restored: scan.index.map.len() as u64,
             frames_kept: scan.index.frames,
             frames_discarded: scan.discarded,
@@ -404,15 +409,17 @@ impl Waldio {
             writer: Mutex::new(Writer {
                 hdr,
                 next_frame: scan.index.frames,
-                chain: 0,
+                chain: scan.chain,
                 db_size: scan.db_size,
                 fcc,
-                capacity,
+                // What `preallocate` (below) makes durable.
+                capacity: 0,
                 scratch: Vec::new(),
                 log_dirty: false,
                 buf: Vec::new(),
                 buf_first: 0,
                 buf_since: None,
+                generation_pending: scan.hdr.is_none(),
                 closed: false,
             }),
             index: RwLock::new(scan.index),
@@ -425,8 +432,21 @@ impl Waldio {
             if w.next_frame > 0 {
                 j.sync_log()?;
             }
-            j.preallocate(&mut w, capacity)?;
-            j.checkpoint_locked(&mut w, true)?;
+            // A full file system: the log keeps its length and its committed frames,
+            // read from there as in a session that has not checkpointed yet (the writer
+            // continues their generation), and a later checkpoint copies them. ENOSPC
+            // is an error of the checkpoint, not of the open; a checkpoint cut by it
+            // clears nothing (the index goes only after the database is synced), so
+            // pages it copied already are still read from the log.
+            let defer = |r: Result<()>| match r {
+                Err(e) if e.is_no_space() => Ok(true),
+                other => other.map(|()| false),
+            };
+            // A fill cut short leaves the capacity at what it made durable.
+            let no_room = defer(j.preallocate(&mut w, capacity))?;
+            let no_room = defer(j.checkpoint_locked(&mut w, true))? || no_room;
+            w.capacity = w.capacity.max(w.next_frame);
+            report.checkpoint_deferred = no_room && w.next_frame > 0;
         }
         Ok((j, report))
     }
@@ -462,7 +482,12 @@ impl Waldio {
         let mut scratch = std::mem::take(&mut w.scratch);
         let wrote = self.write_pages(&mut scratch, &buf, at);
         w.scratch = scratch;
-        wrote?;
+        if let Err(e) = wrote {
+            // Acknowledged frames: kept for the next try (a full file system may have
+            // room again), never dropped.
+            w.buf = buf;
+            return Err(e);
+        }
         self.sync_log()?;
         let end = at + buf.len() as u64;
         let mut idx = self.index.write().unwrap_or_else(|e| e.into_inner());
@@ -515,19 +540,35 @@ impl Waldio {
         // From the page boundary at or below the old end, so a partial page is filled.
         let mut at = len / ps * ps;
         let zeros = vec![0u8; FILL_PAGES * ps as usize];
+        let mut failed = None;
         while at < want {
             let n = (want - at).min(zeros.len() as u64) as usize;
-            self.write_pages(&mut w.scratch, &zeros[..n], at)?;
+            if let Err(e) = self.write_pages(&mut w.scratch, &zeros[..n], at) {
+                // A full file system stops the fill part way; the part before it is
+                // still room for frames, once it is durable like the rest.
+                failed = Some(e);
+                break;
+            }
             at += n as u64;
         }
+        // The frames a commit writes here are acknowledged after one fdatasync of the
+        // log: its length and its name must be durable before (explicit journaling).
         self.sync_log()?;
         let dir = self.ctx.dir();
         self.ctx
             .vfs
             .sync_dir(&dir)
             .map_err(Error::io("sync_dir", &dir))?;
-        w.capacity = frames.max(w.capacity);
-        Ok(())
+        match failed {
+            None => {
+                w.capacity = frames.max(w.capacity);
+                Ok(())
+            }
+            Some(e) => {
+                w.capacity = w.capacity.max((at / ps).saturating_sub(1));
+                Err(e)
+            }
+        }
     }
 
     /// Copy the newest committed frame of every page into the database, sync it, then
@@ -547,8 +588,9 @@ impl Waldio {
         let db = &self.ctx.db;
         let ps = self.ps();
         // `waldio-gs`: the checkpoint reads frames from the file, and a new generation
-        // must not start with frames of this one still to write.
-        self.flush_buffer(w)?;
+        // must not start with frames of this one still to write (a full file system
+        // keeps them buffered: nothing changed).
+        self.flush_buffer(w).map_err(crate::error::clean_failure)?;
         if !pages.is_empty() {
             if w.log_dirty {
                 // `waldio-ns`: the frames must be durable before the database is written
@@ -558,7 +600,11 @@ impl Waldio {
                 w.log_dirty = false;
                 self.note_durable(w.fcc);
             }
-            db.ensure_capacity(w.db_size)?;
+            // Until the index is cleared below, every page written here is still read
+            // from the log and a crash replays the log over it: a full file system while
+            // growing or writing the database leaves the checkpoint undone, nothing lost.
+            db.ensure_capacity(w.db_size)
+                .map_err(crate::error::clean_failure)?;
             let mut buf = vec![0u8; ps];
             for (pgno, off) in pages {
                 self.file
@@ -568,7 +614,8 @@ impl Waldio {
                 if pgno == 0 {
                     stamp_fcc(&mut buf, w.fcc);
                 }
-                db.write_page(pgno, &buf)?;
+                db.write_page(pgno, &buf)
+                    .map_err(crate::error::clean_failure)?;
             }
             if self.ctx.config.mutant() != Mutant::UnsyncedCheckpoint {
                 db.sync()?;
@@ -588,6 +635,7 @@ impl Waldio {
         self.sync_log()?;
         w.next_frame = 0;
         w.chain = w.hdr.crc();
+        w.generation_pending = false;
         Ok(())
     }
 }
@@ -623,6 +671,7 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
     let mut s = Scan {
         hdr: None,
         index: Index::default(),
+        chain: 0,
         db_size: 0,
         discarded: 0,
         first_tid: 0,
@@ -644,6 +693,7 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
         });
     }
     s.hdr = Some(hdr);
+    s.chain = hdr.crc();
     let t = tail(ps).start;
     let mut frame = vec![0u8; ps];
     let mut chain = hdr.crc();
@@ -685,12 +735,14 @@ fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> R
                 s.index.map.insert(pgno, off);
             }
             s.index.frames = i;
+            s.chain = chain;
             s.db_size = db_size;
         }
     }
     if mutant == Mutant::WalPastCommit && !pending.is_empty() {
         s.index.map.extend(pending.drain(..));
         s.index.frames = i;
+        s.chain = chain;
     }
     s.discarded += pending.len() as u64;
     Ok(s)
@@ -730,13 +782,20 @@ impl Journal for Waldio {
                 "page {pgno} has data in its reserved tail, which waldio's layout keeps zero"
             )));
         }
+        // Until this commit's frames are written, a full file system (a checkpoint
+        // growing the database, the log growing) fails the commit with nothing of it
+        // written: `Error::NoSpace`, and the handle stays usable.
+        if w.generation_pending {
+            self.checkpoint_locked(&mut w, true)?;
+        }
         // Page 0 joins the first commit of a generation (module docs), which may need one
         // frame more than the batch.
         let need = batch.pages.len() as u64 + 1;
         if w.next_frame + need > w.capacity {
             self.checkpoint_locked(&mut w, false)?;
             if need > w.capacity {
-                self.preallocate(&mut w, need)?;
+                self.preallocate(&mut w, need)
+                    .map_err(crate::error::clean_failure)?;
             }
         }
         let with_p0: Vec<(Pgno, PageRef)>;
@@ -779,7 +838,8 @@ impl Journal for Waldio {
             let mut scratch = std::mem::take(&mut w.scratch);
             let wrote = self.write_pages(&mut scratch, &buf, first);
             w.scratch = scratch;
-            wrote?;
+            // A prefix of the frames, no commit frame: the next commit writes over it.
+            wrote.map_err(crate::error::clean_failure)?;
         }
         match self.sync_at {
             SyncAt::Commit if self.ctx.config.mutant() != Mutant::NoSyncAtCommit => {
@@ -814,11 +874,20 @@ impl Journal for Waldio {
             self.synced.notify_all();
         }
         if w.buf.len() >= GS_BYTES || w.buf_since.is_some_and(|t| t.elapsed() >= GS_AGE) {
-            self.flush_buffer(&mut w)?;
+            match self.flush_buffer(&mut w) {
+                // Acknowledged from the buffer, which keeps the frames for the next try.
+                Err(e) if e.is_no_space() => {}
+                r => r?,
+            }
         }
         let auto = self.ctx.config.wal_autocheckpoint as u64;
         if auto > 0 && w.next_frame >= auto {
-            self.checkpoint_locked(&mut w, false)?;
+            match self.checkpoint_locked(&mut w, false) {
+                // The commit is in the log: a full file system fails this checkpoint,
+                // not the commit; the next one tries again.
+                Err(e) if e.is_no_space() => {}
+                r => r?,
+            }
         }
         Ok(())
     }

@@ -24,6 +24,12 @@
 //!   commit.
 //! - A torn marker (its checksum fails) was cut before its sync, so no byte of the layout
 //!   reached the database file: it is removed, and an empty file is laid out afresh.
+//! - *A new database starts without a journal.* Side files of its mode and its default
+//!   nvlog region found when the file is laid out were left by an earlier database at
+//!   this path (deleted without them): they are removed before the marker is written
+//!   (`journal::stale_state`), so they are never replayed into the new file and never
+//!   make it refuse to open. A layout happens only on an empty file under its lock, and
+//!   no commit of that file can precede its layout, so nothing of this database is lost.
 //! - Everything goes through the open's VFS: on a read-only open that is the in-memory
 //!   overlay, so looking at an empty or half-created file changes nothing on disk.
 
@@ -286,6 +292,32 @@ pub(super) fn settle(db_path: &Path, file: &Arc<dyn File>, cfg: &Config) -> Resu
         return Ok(());
     }
     let img = build_image(cfg)?;
+    // A new database has no journal yet: whatever sits at its side files' names (and
+    // its default region) was left by an earlier database at this path, and would be
+    // replayed into this one or make it refuse to open. Removed before the marker, whose
+    // directory sync below makes the removals durable before any byte of the layout.
+    let (stale, region) = crate::journal::stale_state(mode, db_path, &cfg.journal);
+    for f in stale {
+        match vfs.delete(&f) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("delete stale", &f)(e))
+            }
+            _ => {}
+        }
+    }
+    if let Some(r) = region {
+        match vfs.delete_region(&r) {
+            Err(e)
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::Unsupported
+                ) =>
+            {
+                return Err(Error::io("delete stale region", &r)(e))
+            }
+            _ => {}
+        }
+    }
     let m = vfs
         .open(
             &marker,

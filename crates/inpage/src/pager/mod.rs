@@ -78,6 +78,9 @@ struct State {
     /// that misses the cache on one waits (`Pager::settled`) instead of reading a page
     /// that may be half-written.
     in_flight: HashSet<Pgno, BuildHasherDefault<PgnoHasher>>,
+    /// The planted bug in force (`Mutant::None` outside test builds): the reader
+    /// mutants break `pre_image` and `prune`, which see only the state.
+    mutant: crate::journal::Mutant,
 }
 
 /// Hash map keyed by page number, hashed with [`PgnoHasher`].
@@ -400,7 +403,11 @@ impl Pager {
                 reason: "header in the journal disagrees with the file".into(),
             });
         }
-        Self::check_length(path, &db.file, &header)?;
+        // A log whose checkpoint was deferred for lack of room holds the pages the file
+        // does not have yet (a page past the end that it does not hold fails its read).
+        if !recovery.checkpoint_deferred {
+            Self::check_length(path, &db.file, &header)?;
+        }
         let mut cache = Cache::new(cfg.cache_pages);
         cache.insert(0, PageRef::from(p0), false);
         Ok(Pager {
@@ -416,6 +423,7 @@ impl Pager {
                 versions: BTreeMap::new(),
                 freed_by: BTreeMap::new(),
                 readers: BTreeMap::new(),
+                mutant: cfg.journal.mutant(),
                 poisoned: None,
                 free: BTreeSet::new(),
                 write_epoch: 0,
@@ -766,6 +774,9 @@ impl Pager {
     /// the pre-image kept by the oldest commit after the snapshot that replaced it.
     fn pre_image(st: &State, snapshot: Option<u64>, pgno: Pgno) -> Option<PageRef> {
         let s = snapshot?;
+        if st.mutant == crate::journal::Mutant::StaleReaderGetsNewest {
+            return None;
+        }
         st.versions
             .range(s + 1..)
             .find_map(|(_, replaced)| replaced.get(&pgno).cloned())
@@ -816,6 +827,7 @@ impl Pager {
             .readers
             .keys()
             .next()
+            .filter(|_| st.mutant != crate::journal::Mutant::PruneUnderReaders)
             .map_or(published, |&r| r.min(published));
         st.versions = st.versions.split_off(&(oldest + 1));
         st.freed_by = st.freed_by.split_off(&(oldest + 1));
@@ -1022,7 +1034,14 @@ impl Pager {
                     st.cache.insert(*pgno, img.clone(), true);
                 }
                 st.versions.remove(&header.fcc);
-                st.poisoned = Some(e.to_string());
+                // `NoSpace`: the journal promises that nothing of the commit was written
+                // where a reader or recovery would find it, so the committed state is
+                // the one in memory and the handle stays usable (SQLite's SQLITE_FULL).
+                // Spilled pages were rewritten in the file: no such promise covers them.
+                let clean = matches!(e, Error::NoSpace { .. }) && !any_unpinned;
+                if !clean {
+                    st.poisoned = Some(e.to_string());
+                }
                 Err(e)
             }
         }
@@ -1049,8 +1068,10 @@ impl Pager {
     pub fn checkpoint(&self) -> Result<()> {
         self.check_usable()?;
         let r = self.journal.checkpoint();
-        if let Err(e) = &r {
-            lock(&self.state).poisoned = Some(e.to_string());
+        match &r {
+            // The log keeps every page the checkpoint did not get to (`NoSpace`).
+            Err(Error::NoSpace { .. }) | Ok(()) => {}
+            Err(e) => lock(&self.state).poisoned = Some(e.to_string()),
         }
         r
     }

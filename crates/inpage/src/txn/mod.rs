@@ -860,6 +860,32 @@ impl WriteTxn {
         Ok(Tree::new(name, cmp))
     }
 
+    /// Test-only seam: swap the root pages of two trees' catalog records, the state a
+    /// catalog written wrong (or two root pages swapped and resealed) leaves. The check
+    /// must refuse it (`check.rs`).
+    #[cfg(test)]
+    pub(crate) fn swap_catalog_roots(&mut self, a: &str, b: &str) -> Result<()> {
+        let catalog_root = self.st.header.catalog_root;
+        let mut ia = lookup_tree(self, catalog_root, a)?;
+        let mut ib = lookup_tree(self, catalog_root, b)?;
+        std::mem::swap(&mut ia.root, &mut ib.root);
+        let opts = self.opts;
+        for info in [&ia, &ib] {
+            tree::insert(
+                self,
+                catalog_root,
+                &memcmp,
+                opts,
+                info.name.as_bytes(),
+                &info.encode(),
+            )?;
+        }
+        self.catalog_changed = true;
+        self.bump_gen(ia.root);
+        self.bump_gen(ib.root);
+        Ok(())
+    }
+
     /// Delete a tree and free all its pages.
     pub fn drop_tree(&mut self, name: &str) -> Result<()> {
         self.catalog_changed = true;

@@ -44,7 +44,15 @@ impl std::fmt::Debug for MappedRegion {
 
 impl MappedRegion {
     /// Map `path`: an existing file at its length; else, with `create: Some(len)`, a new
-    /// zero-filled file of `len` bytes.
+    /// zero-filled file of `len` bytes. An existing empty file is an empty region (a
+    /// region of 0 bytes, which holds nothing and cannot be mapped).
+    ///
+    /// Creation is atomic: the file is made and sized under a temporary name of this
+    /// process and then linked into place without replacing anything
+    /// (`renameat2(RENAME_NOREPLACE)`, or `link` where that is not supported). So a kill
+    /// at any point leaves either no region or one of its full size, never an empty or
+    /// short one at `path` (a temporary file it leaves is removed by the next creation);
+    /// and if another process created the region meanwhile, that one is opened.
     pub(crate) fn open(path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
         let file = match fs::OpenOptions::new().read(true).write(true).open(path) {
             Ok(f) => f,
@@ -56,24 +64,18 @@ impl MappedRegion {
                         "a region needs at least one byte",
                     ));
                 }
-                let f = fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(path)?;
-                f.set_len(len as u64)?;
-                f
+                match create_sized(path, len)? {
+                    Some(f) => f,
+                    // Someone else's creation won: use theirs.
+                    None => fs::OpenOptions::new().read(true).write(true).open(path)?,
+                }
             }
             Err(e) => return Err(e),
         };
         let len = usize::try_from(file.metadata()?.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "region too large"))?;
         if len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: region file is empty", path.display()),
-            ));
+            return Ok(Arc::new(super::region::MemRegion::new(Vec::new())));
         }
         use rustix::mm::{mmap, MapFlags, ProtFlags};
         // SAFETY: a fresh mapping (null hint, no MAP_FIXED) cannot alias any memory Rust
@@ -106,6 +108,82 @@ impl MappedRegion {
         // Every mutation is one copy: a panic cannot leave the slice half-updated in a
         // way the next access could not read.
         self.bytes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Create `path` as a zero-filled file of `len` bytes, atomically (see
+/// [`MappedRegion::open`]); None if a file appeared at `path` meanwhile.
+fn create_sized(path: &Path, len: usize) -> io::Result<Option<fs::File>> {
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a region path needs a file name",
+        )
+    })?;
+    remove_abandoned(path, name);
+    let mut tmp_name = name.to_os_string();
+    tmp_name.push(format!(
+        ".{}-{:x}{CREATING}",
+        std::process::id(),
+        super::system_nonce(0x5245_4749)
+    ));
+    let tmp = path.with_file_name(tmp_name);
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&tmp)?;
+    let placed = f
+        .set_len(len as u64)
+        .and_then(|()| link_into_place(&tmp, path));
+    // The temporary name goes in every case (after a rename there is nothing to remove).
+    let _ = fs::remove_file(&tmp);
+    match placed {
+        Ok(()) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Suffix of a region being created under its temporary name.
+const CREATING: &str = ".creating";
+
+/// Remove temporary files of earlier creations of the region `name` in `path`'s
+/// directory: a creator killed before it linked its file into place leaves one. Only
+/// the process holding the database's lock creates its region, and that is the caller,
+/// so every such file is abandoned. Best effort: one that cannot be removed is left.
+fn remove_abandoned(path: &Path, name: &std::ffi::OsStr) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = name.as_encoded_bytes();
+    for e in entries.flatten() {
+        let n = e.file_name();
+        let b = n.as_encoded_bytes();
+        if b.len() > prefix.len() + 1
+            && b.starts_with(prefix)
+            && b[prefix.len()] == b'.'
+            && b.ends_with(CREATING.as_bytes())
+        {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Give the file at `tmp` the name `path` unless `path` exists (`AlreadyExists` then).
+fn link_into_place(tmp: &Path, path: &Path) -> io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, tmp, CWD, path, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        // A file system without RENAME_NOREPLACE: a hard link also refuses to replace.
+        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+            fs::hard_link(tmp, path)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -33,6 +33,7 @@ mod os;
 mod overlay;
 mod region;
 mod sim;
+mod snapshot;
 pub(crate) mod undo;
 
 pub use accounting::{AccountingVfs, IoKind, IoStats, IoStatsSnapshot, KindStats};
@@ -43,6 +44,7 @@ pub use os::OsVfs;
 pub use overlay::OverlayVfs;
 pub use region::{MemRegion, Region};
 pub use sim::{Aim, CrashModel, CrashReport, SimVfs};
+pub use snapshot::SnapshotVfs;
 
 /// How to open a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
