@@ -220,11 +220,7 @@ fn rows(db: &Path, cfg: Config) -> Result<Vec<i64>, String> {
 
 /// One race: two children (each under `wrap`, if given) create `db` at once. Returns how
 /// many of them were refused at least once.
-fn race(
-    mode: JournalMode,
-    wrap: Option<&Wrap>,
-    seed: u64,
-) -> Result<u64, String> {
+fn race(mode: JournalMode, wrap: Option<&Wrap>, seed: u64) -> Result<u64, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let db = dir.path().join("new.db");
     let kids: Vec<_> = (1..=2)
