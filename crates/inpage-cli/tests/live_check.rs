@@ -5,7 +5,8 @@
 //! copies of one instant of the files show it (`look`), so a torn read can never raise
 //! an alarm. The copies it set aside because they failed while the files changed are
 //! counted (they show the torn reads happened); a check that found nothing conclusive is
-//! not a false alarm, but it is counted and must not happen either.
+//! not a false alarm, but it is counted and must not happen either, except in a mode
+//! without atomicity (`off`), where every copy taken mid-commit is half-written.
 //!
 //! CI runs `INPAGE_LIVE_CHECKS` (default 6) checks per mode; the evidence run is
 //! `INPAGE_LIVE_CHECKS=440 cargo test -p inpage-cli --test live_check -- --nocapture`
@@ -139,6 +140,7 @@ fn check_beside_a_writer_never_raises_a_false_alarm() {
     let mut unsteady = Vec::new();
     let mut total = 0;
     let mut discarded = 0u64;
+    let mut unatomic = 0;
     for mode in JournalMode::all() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("live.db");
@@ -158,7 +160,13 @@ fn check_beside_a_writer_never_raises_a_false_alarm() {
                     fcc_seen.push(f.split_whitespace().next().unwrap_or("").to_string());
                 }
             } else if stderr.contains("nothing conclusive") {
-                unsteady.push(format!("{mode}: {}", stderr.trim()));
+                // A mode without atomicity leaves a half-written commit in every copy
+                // taken while it writes (as a crash would): no check can say more then.
+                if mode.promises_atomicity() {
+                    unsteady.push(format!("{mode}: {}", stderr.trim()));
+                } else {
+                    unatomic += 1;
+                }
             } else {
                 alarms.push(format!("{mode}: {}{}", stdout.trim(), stderr.trim()));
             }
@@ -173,7 +181,7 @@ fn check_beside_a_writer_never_raises_a_false_alarm() {
         let _ = std::fs::remove_file(Config::default().journal.nvlog_region_for(&path));
     }
     eprintln!(
-        "{total} checks: {} false alarms, {} inconclusive; {discarded} copies that failed while the files changed were set aside",
+        "{total} checks: {} false alarms, {} inconclusive ({unatomic} more in modes without atomicity); {discarded} copies that failed while the files changed were set aside",
         alarms.len(),
         unsteady.len()
     );

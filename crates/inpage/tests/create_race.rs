@@ -37,6 +37,17 @@ const CHILD_ENV: &str = "INPAGE_CREATE_CHILD";
 /// Turns a child command into the one to run (e.g. under strace): (command, race, db).
 type Wrap = dyn Fn(&Command, u64, &Path) -> Command;
 
+/// The tests of this file run one at a time. They fork children while they hold
+/// databases open, and a child forked while another test's handle is open shares that
+/// handle's `flock` until it execs: the other test, reopening its database right then,
+/// would be refused (`Locked`) by its own earlier handle's lock, a race of the harness,
+/// not of the engine.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -267,6 +278,7 @@ fn creation_races_lose_no_commit() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
+    let _serial = serial();
     let n = env_u64("INPAGE_CREATE_RACES", 96);
     let modes: Vec<JournalMode> = JournalMode::all().collect();
     let mut losers = 0;
@@ -282,6 +294,7 @@ fn creation_races_with_injected_delays() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
+    let _serial = serial();
     if let Some(why) = strace_unusable() {
         eprintln!("skipped: {why}");
         return;
@@ -339,9 +352,11 @@ fn traced_calls(db: &Path, trace: &str) -> Vec<(String, usize)> {
     for l in text.lines() {
         // "<pid> <name>(<args>" or "<pid> <name>(<args> <unfinished ...>"; resumptions
         // ("<... name resumed>") and signals are not calls.
+        // strace pads the pid to five columns: "123   name(".
         let Some((pid, rest)) = l.split_once(' ') else {
             continue;
         };
+        let rest = rest.trim_start();
         let Some((name, _)) = rest.split_once('(') else {
             continue;
         };
@@ -362,6 +377,7 @@ fn nvlog_kill_at_every_step_of_creation() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
+    let _serial = serial();
     if let Some(why) = strace_unusable() {
         eprintln!("skipped: {why}");
         return;
@@ -409,6 +425,7 @@ fn nvlog_killed_reopens_never_brick_the_database() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
+    let _serial = serial();
     let kills = env_u64("INPAGE_NVLOG_KILLS", 40);
     // tmpfs, as the audit found it: the database beside its region in memory.
     let base = if Path::new("/dev/shm").is_dir() {
@@ -452,6 +469,7 @@ fn leftover_regions_do_not_block_an_open() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let commit = |db: &Path, k: i64| {
         let d = Database::open(db, config(JournalMode::NVLOG, dir.path(), true)).unwrap();

@@ -180,9 +180,20 @@ fn commit(db: &Database, k: i64) -> inpage::Result<()> {
     w.commit()
 }
 
+/// Removes a region-backed mode's region (in `/dev/shm`) when the case ends, also when
+/// it fails.
+struct RemoveRegion(PathBuf);
+
+impl Drop for RemoveRegion {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 fn fill_and_reopen(mode: JournalMode) -> Result<String, String> {
     let fs = SmallFs::mount("3m")?;
     let dir = fs.path();
+    let _region = RemoveRegion(region_of(dir));
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_fill", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, format!("{}|{}", dir.display(), mode.name()))
@@ -258,7 +269,6 @@ fn fill_and_reopen(mode: JournalMode) -> Result<String, String> {
         ));
     }
     drop(db);
-    let _ = std::fs::remove_file(region_of(dir));
     Ok(format!(
         "{mode}: {acked} commits filled it; opened read-only and read-write (checkpoint deferred: {deferred}); a full commit refused: {}",
         refused > 0

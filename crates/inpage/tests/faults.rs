@@ -140,7 +140,13 @@ fn enospc_on_growth_fails_cleanly() {
                 Err(e) => panic!("{mode}: unexpected {e}"),
             }
         }
-        assert!(failed, "{mode}: never ran out of space");
+        // A region-backed mode acknowledges commits in its region and retries the flush
+        // into the full file later: it may never fail within the budget, and then the
+        // reopen below must hold every commit.
+        assert!(
+            failed || mode.capabilities().region_backed,
+            "{mode}: never ran out of space"
+        );
         drop(db);
         let db = Database::open(DB, sim_config(&vfs.process_crash(), mode, 4096)).unwrap();
         if mode.promises_atomicity() {
