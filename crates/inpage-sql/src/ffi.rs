@@ -63,7 +63,9 @@ pub fn rc_of(e: &Error) -> c_int {
         Error::Busy | Error::Locked { .. } => BUSY,
         Error::KeyTooLarge { .. } | Error::ValueTooLarge { .. } => TOOBIG,
         Error::Corrupt { .. } | Error::CorruptJournal { .. } | Error::Truncated { .. } => CORRUPT,
-        Error::Io { .. } => IOERR,
+        // A handle an earlier failed commit left unusable (one that other connections
+        // share, so it could not be recovered yet): the I/O error it stands for.
+        Error::Io { .. } | Error::Poisoned(_) => IOERR,
         Error::Full => FULL,
         Error::ReadOnly { .. } => READONLY,
         Error::NotADatabase { .. } => NOTADB,
@@ -243,6 +245,36 @@ fn open_shared(path: &Path, cfg: Config, forced: Option<JournalMode>) -> Result<
     Ok(db)
 }
 
+/// Replace the handle of `path`, poisoned by a failed commit or checkpoint
+/// (`Error::Poisoned`), by a new open of the file, which runs recovery: what SQLite's
+/// pager does when it leaves its error state once no page is in use (rolling back a hot
+/// journal). Only while `conn` is the handle's one connection in this process: others
+/// may still hold its transactions, and get the error until every one of them let go.
+/// Ok(false) when it could not.
+fn recover_shared(path: &Path, conn: &mut Option<Database>) -> Result<bool, Error> {
+    let mut files = open_files();
+    let Some(i) = files.iter().position(|e| e.path == path) else {
+        return Ok(false);
+    };
+    if files[i].conns != 1 {
+        return Ok(false);
+    }
+    let cfg = files[i].db.config().clone();
+    // The last references: dropping them closes the handle and lets go of its lock.
+    *conn = None;
+    let old = files.swap_remove(i);
+    drop(old);
+    let db = Database::open(path, cfg)?;
+    files.push(OpenFile {
+        path: path.to_path_buf(),
+        db: db.clone(),
+        conns: 1,
+        fork_gen: inpage::vfs::fork_generation(),
+    });
+    *conn = Some(db);
+    Ok(true)
+}
+
 fn close_shared(path: &Path) {
     let mut files = open_files();
     if let Some(i) = files.iter().position(|e| e.path == path) {
@@ -372,6 +404,26 @@ impl Conn {
             self.pending = None;
         }
         Ok(self.db.as_ref().expect("attached above"))
+    }
+    /// Start a transaction with `begin`; if the handle was poisoned by an earlier failed
+    /// commit, recover it first (`recover_shared`) and try once more, so that the
+    /// connection goes on after the error, as a stock connection does.
+    fn begin_with<T>(&mut self, begin: impl Fn(&Database) -> Result<T, Error>) -> Result<T, Error> {
+        match self.db().and_then(&begin) {
+            Err(Error::Poisoned(why)) if !self.txn_open() => {
+                let Some(path) = self.shared_path.clone() else {
+                    return Err(Error::Poisoned(why));
+                };
+                if recover_shared(&path, &mut self.db)? {
+                    self.trees.clear();
+                    self.trees_fcc = None;
+                    self.db().and_then(&begin)
+                } else {
+                    Err(Error::Poisoned(why))
+                }
+            }
+            r => r,
+        }
     }
     /// The engine handle of a connection known to be attached (it has or had a
     /// transaction).
@@ -834,7 +886,7 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         match (&c.txn, write != 0) {
             (Txn::Write(_), _) | (Txn::Read(_), false) => return OK,
             (Txn::None, false) => {
-                return match c.db().and_then(|d| d.begin_read()) {
+                return match c.begin_with(|d| d.begin_read()) {
                     Ok(r) => {
                         if c.trees_fcc != Some(r.snapshot_fcc()) {
                             c.trees.clear();
@@ -852,7 +904,7 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         if c.read_only || c.db.as_ref().is_some_and(|d| d.is_read_only()) {
             return READONLY;
         }
-        let w = match c.db().and_then(|d| d.try_begin_write()) {
+        let w = match c.begin_with(|d| d.try_begin_write()) {
             Ok(w) => w,
             Err(e) => return c.fail(&e),
         };
