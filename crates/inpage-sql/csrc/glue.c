@@ -62,6 +62,7 @@ extern int ipg_page_size(Conn*);
 extern u32 ipg_page_count(Conn*);
 extern int ipg_mode_code(Conn*);
 extern int ipg_set_mode(Conn*, int);
+extern int ipg_set_page_size(Conn*, int);
 extern int ipg_copy(Conn*, Conn*);
 typedef struct Backup Backup;
 extern Backup *ipg_backup_new(void);
@@ -336,7 +337,13 @@ SQLITE_PRIVATE int sqlite3BtreeCopyFile(Btree *pTo, Btree *pFrom){
 SQLITE_PRIVATE const char *sqlite3BtreeGetFilename(Btree *p){ return p->zFilename; }
 SQLITE_PRIVATE const char *sqlite3BtreeGetJournalname(Btree *p){ (void)p; return 0; }
 SQLITE_PRIVATE int sqlite3BtreeGetPageSize(Btree *p){ return ipg_page_size(p->pConn); }
-SQLITE_PRIVATE int sqlite3BtreeSetPageSize(Btree *p, int n, int nReserve, int eFix){ (void)p; (void)n; (void)nReserve; (void)eFix; return SQLITE_OK; }
+/* PRAGMA page_size: takes effect while nothing has been written (ipg_set_page_size
+** recreates the empty file), ignored after that, as in stock SQLite. */
+SQLITE_PRIVATE int sqlite3BtreeSetPageSize(Btree *p, int n, int nReserve, int eFix){
+  (void)nReserve; (void)eFix;
+  if( p && n>0 ) ipg_set_page_size(p->pConn, n);
+  return SQLITE_OK;
+}
 SQLITE_PRIVATE int sqlite3BtreeGetRequestedReserve(Btree *p){ (void)p; return 0; }
 SQLITE_PRIVATE Pgno sqlite3BtreeMaxPageCount(Btree *p, Pgno mx){ (void)p; (void)mx; return 0xfffffffe; }
 /* SQLite rejects a schema rootpage > LastPage ("invalid rootpage"): table numbers come

@@ -746,7 +746,7 @@ pub unsafe extern "C" fn ipg_set_mode(conn: *mut Conn, code: c_int) -> c_int {
         {
             return mode_code(current);
         }
-        match switch_empty(c, target) {
+        match switch_empty(c, |cfg| cfg.journal_mode(target)) {
             Ok(true) => mode_code(target),
             Ok(false) => mode_code(current),
             Err(e) => {
@@ -757,8 +757,39 @@ pub unsafe extern "C" fn ipg_set_mode(conn: *mut Conn, code: c_int) -> c_int {
     })
 }
 
-/// [`ipg_set_mode`]'s switch; Ok(false) when the database is not empty or shared.
-fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
+/// `PRAGMA page_size = n`: as in stock SQLite, it takes effect on a database nothing has
+/// been written to yet (recreated with pages of `n` bytes), and is otherwise ignored.
+/// Returns the page size in force afterwards.
+///
+/// # Safety
+/// `conn` as in [`conn`].
+#[no_mangle]
+pub unsafe extern "C" fn ipg_set_page_size(conn: *mut Conn, n: c_int) -> c_int {
+    guard(4096, || {
+        // SAFETY: contract.
+        let Some(c) = (unsafe { self::conn(conn) }) else {
+            return 4096;
+        };
+        let current = c.peek().map_or(4096, |(_, ps)| ps as c_int);
+        // SQLite's own rule: a power of two from 512 to 65536, else ignored.
+        let valid = (512..=65536).contains(&n) && (n & (n - 1)) == 0;
+        if c.mem || !valid || n == current || c.txn_open() || c.db().is_err() {
+            return current;
+        }
+        match switch_empty(c, |cfg| cfg.page_size(n as u32)) {
+            Ok(true) => n,
+            Ok(false) => current,
+            // A size the mode cannot use: the file stays as it was, as stock SQLite
+            // ignores a size it cannot take.
+            Err(_) => c.peek().map_or(4096, |(_, ps)| ps as c_int),
+        }
+    })
+}
+
+/// Recreate the empty database of `c` with its configuration changed by `change` (a
+/// journal mode for [`ipg_set_mode`], a page size for [`ipg_set_page_size`]); Ok(false)
+/// when the database is not empty or shared.
+fn switch_empty(c: &mut Conn, change: impl Fn(Config) -> Config) -> Result<bool, Error> {
     let Some(path) = c.shared_path.clone() else {
         return Ok(false);
     };
@@ -814,7 +845,8 @@ fn switch_empty(c: &mut Conn, target: JournalMode) -> Result<bool, Error> {
         remove(Path::new(&side))?;
     }
     remove(p)?;
-    let opened = Database::open(p, cfg.clone().create(true).journal_mode(target));
+    // The mode stays the file's unless `change` sets another.
+    let opened = Database::open(p, change(cfg.clone().create(true).journal_mode(old_mode)));
     let (db, switched) = match opened {
         Ok(db) => (db, true),
         // The empty file is recreated in its old mode; the error is reported.

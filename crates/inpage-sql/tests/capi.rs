@@ -177,6 +177,71 @@ fn journal_mode_is_set_on_an_empty_database() {
     assert_eq!(fresh.one("PRAGMA journal_mode=wal").as_deref(), Some("wal"));
 }
 
+/// `PRAGMA page_size = n` as in stock SQLite: it takes effect on a database nothing has
+/// been written to (in every journal mode, registry order), survives a journal-mode
+/// switch and a reopen, and is ignored once there are tables, or for a size that is not
+/// a power of two from 512 to 65536.
+#[test]
+fn page_size_is_set_on_an_empty_database() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in inpage::JournalMode::all() {
+        let path = dir.path().join(format!("{}.db", mode.name()));
+        {
+            let db = Db::open_path(&path);
+            db.exec(&format!("PRAGMA journal_mode='{}'", mode.name()))
+                .unwrap();
+            assert_eq!(
+                db.one("PRAGMA page_size").as_deref(),
+                Some("4096"),
+                "{mode}"
+            );
+            db.exec("PRAGMA page_size=8192").unwrap();
+            assert_eq!(
+                db.one("PRAGMA page_size").as_deref(),
+                Some("8192"),
+                "{mode}"
+            );
+            db.exec("PRAGMA page_size=3000").unwrap();
+            assert_eq!(
+                db.one("PRAGMA page_size").as_deref(),
+                Some("8192"),
+                "{mode}"
+            );
+            assert_eq!(
+                db.one("PRAGMA journal_mode").as_deref(),
+                Some(mode.name()),
+                "{mode}: the size changed the mode"
+            );
+            db.exec("CREATE TABLE t(a); INSERT INTO t VALUES(zeroblob(20000))")
+                .unwrap();
+            db.exec("PRAGMA page_size=1024").unwrap();
+            assert_eq!(
+                db.one("PRAGMA page_size").as_deref(),
+                Some("8192"),
+                "{mode}"
+            );
+        }
+        let db = Db::open_path(&path);
+        assert_eq!(
+            db.one("PRAGMA page_size").as_deref(),
+            Some("8192"),
+            "{mode}"
+        );
+        assert_eq!(
+            db.one("SELECT length(a) FROM t").as_deref(),
+            Some("20000"),
+            "{mode}"
+        );
+        assert_eq!(
+            db.one("PRAGMA integrity_check").as_deref(),
+            Some("ok"),
+            "{mode}"
+        );
+        drop(db);
+        let _ = std::fs::remove_file(inpage::Config::default().journal.nvlog_region_for(&path));
+    }
+}
+
 /// Trap 1: SAVEPOINT only bumps db->nSavepoint; the b-tree must open the savepoints on
 /// the next write BeginTrans, or ROLLBACK TO undoes nothing. Also covers trap 3
 /// (Savepoint/TripAllCursors called with the temp slot's NULL Btree).
