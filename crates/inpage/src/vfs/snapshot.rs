@@ -32,9 +32,9 @@ use std::sync::Mutex;
 pub struct SnapshotVfs {
     inner: Arc<dyn Vfs>,
     /// Path → its bytes when first used, `None` if it did not exist then.
-    files: Mutex<BTreeMap<PathBuf, Option<Arc<Vec<u8>>>>>,
+    files: Mutex<Copies>,
     /// The same for memory regions.
-    regions: Mutex<BTreeMap<PathBuf, Option<Arc<Vec<u8>>>>>,
+    regions: Mutex<Copies>,
 }
 
 fn refused(what: &str, path: &Path) -> io::Error {
@@ -80,6 +80,20 @@ fn read_region(inner: &dyn Vfs, path: &Path) -> io::Result<Option<Vec<u8>>> {
     }
 }
 
+type Copies = BTreeMap<PathBuf, Option<Arc<Vec<u8>>>>;
+/// Reads a whole file or region (`read_file`, `read_region`).
+type Reader = fn(&dyn Vfs, &Path) -> io::Result<Option<Vec<u8>>>;
+
+/// Whether every path of `copies` still reads (with `read`) as its copy.
+fn all_unchanged(inner: &dyn Vfs, copies: &Copies, read: Reader) -> io::Result<bool> {
+    for (path, copy) in copies {
+        if read(inner, path)?.as_deref() != copy.as_deref().map(|v| &v[..]) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 impl SnapshotVfs {
     /// A snapshot of `inner`, empty until the first open.
     pub fn new(inner: Arc<dyn Vfs>) -> SnapshotVfs {
@@ -105,18 +119,9 @@ impl SnapshotVfs {
     /// files (module docs).
     pub fn unchanged(&self) -> io::Result<bool> {
         let files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        for (path, copy) in files.iter() {
-            if read_file(&*self.inner, path)?.as_deref() != copy.as_deref().map(|v| &v[..]) {
-                return Ok(false);
-            }
-        }
         let regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
-        for (path, copy) in regions.iter() {
-            if read_region(&*self.inner, path)?.as_deref() != copy.as_deref().map(|v| &v[..]) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        Ok(all_unchanged(&*self.inner, &files, read_file)?
+            && all_unchanged(&*self.inner, &regions, read_region)?)
     }
 
     /// The paths copied so far: (files, regions), each sorted.
@@ -139,23 +144,20 @@ impl SnapshotVfs {
     pub fn capture(&self, files: &[PathBuf], regions: &[PathBuf]) -> io::Result<bool> {
         let mut fm = self.files.lock().unwrap_or_else(|e| e.into_inner());
         let mut rm = self.regions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut now = (Copies::new(), Copies::new());
         for p in files {
-            fm.insert(p.clone(), read_file(&*self.inner, p)?.map(Arc::new));
+            now.0
+                .insert(p.clone(), read_file(&*self.inner, p)?.map(Arc::new));
         }
         for p in regions {
-            rm.insert(p.clone(), read_region(&*self.inner, p)?.map(Arc::new));
+            now.1
+                .insert(p.clone(), read_region(&*self.inner, p)?.map(Arc::new));
         }
-        for p in files {
-            if read_file(&*self.inner, p)?.as_deref() != fm[p].as_deref().map(|v| &v[..]) {
-                return Ok(false);
-            }
-        }
-        for p in regions {
-            if read_region(&*self.inner, p)?.as_deref() != rm[p].as_deref().map(|v| &v[..]) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        let steady = all_unchanged(&*self.inner, &now.0, read_file)?
+            && all_unchanged(&*self.inner, &now.1, read_region)?;
+        fm.extend(now.0);
+        rm.extend(now.1);
+        Ok(steady)
     }
 }
 
