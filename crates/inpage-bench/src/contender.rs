@@ -21,10 +21,12 @@ use std::sync::Arc;
 use inpage::vfs::{AccountingVfs, File, IoStats, OpenOptions, OsVfs, Vfs};
 use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
 
+pub(crate) use crate::store::{
+    ascii, es, CREATION_DATE, LOAD_BATCH, SQL_DELETE, SQL_GET, SQL_INSERT, SQL_UPDATE,
+};
+pub use crate::store::{ReadKind, Store, WalCommit};
 use crate::workload::Op;
 
-/// Rows written per transaction while preloading or warming a table (not measured).
-pub(crate) const LOAD_BATCH: usize = 1000;
 /// The table (tree) every contender uses; Mobibench's name.
 pub const TABLE: &str = "tblMyList";
 /// Pages in the floor's zero-filled file (overwrites cycle through them).
@@ -425,75 +427,6 @@ impl Contender {
     }
 }
 
-/// One open store.
-pub trait Store: Send {
-    /// Insert `keys` with `value` in transactions of up to `LOAD_BATCH` rows (setup; the
-    /// floor zero-fills its file instead).
-    fn preload(&mut self, keys: &[i64], value: &[u8]) -> Result<(), String>;
-    /// One durable transaction applying `op` to every key in `keys`.
-    fn txn(&mut self, op: Op, keys: &[i64], value: &[u8]) -> Result<(), String>;
-    /// Point read; `Ok(true)` if the key exists (recovery's "first access").
-    fn get(&mut self, key: i64) -> Result<bool, String>;
-    /// Start a transaction inserting `keys` and leave it uncommitted, then call `stop`,
-    /// which is expected not to return (the recovery child blocks there until killed).
-    /// Engine stores do not use this: their child stops inside the commit's page writes.
-    fn stage_crash(&mut self, keys: &[i64], value: &[u8], stop: &dyn Fn()) -> Result<(), String>;
-    /// SQL stores: create and fill the read table (`sql::READ_SCHEMA`) with `rows` rows.
-    fn reads_setup(&mut self, _rows: u64, _value: &[u8]) -> Result<(), String> {
-        Err("not an SQL store: no read queries".into())
-    }
-    /// SQL stores: run read query `kind` for row `id` (autocommit), reading every column
-    /// of every row; the number of rows.
-    fn read(&mut self, _kind: crate::sql::ReadKind, _id: i64) -> Result<u64, String> {
-        Err("not an SQL store: no read queries".into())
-    }
-    /// One durable transaction applying each `(op, key)` in order (`bench mvbt --pair`:
-    /// an insert and a delete in one commit). Stores without it refuse a mixed list.
-    fn txn_ops(&mut self, ops: &[(Op, i64)], value: &[u8]) -> Result<(), String> {
-        match ops.first() {
-            Some(&(op, _)) if ops.iter().all(|&(o, _)| o == op) => {
-                let keys: Vec<i64> = ops.iter().map(|&(_, k)| k).collect();
-                self.txn(op, &keys, value)
-            }
-            Some(_) => Err("this store has no mixed-operation transaction".into()),
-            None => Ok(()),
-        }
-    }
-    /// Frames in the write-ahead log (`None`: no log, or one this store cannot see).
-    fn log_frames(&self) -> Option<u64> {
-        None
-    }
-    /// What the last `txn` / `txn_ops` commit did to the write-ahead log (`None`: no log
-    /// this store can see).
-    fn last_commit(&self) -> Option<WalCommit> {
-        None
-    }
-    /// Move a write-ahead log into the database file (no-op without one).
-    fn checkpoint(&mut self) -> Result<(), String> {
-        Ok(())
-    }
-    /// Close cleanly (WAL checkpoints etc. happen here, outside any measurement).
-    fn close(self: Box<Self>) -> Result<(), String>;
-}
-
-/// One commit's effect on a write-ahead log (`bench mvbt`: frames per transaction and the
-/// share of time the automatic checkpoints take).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WalCommit {
-    /// Frames the commit appended (`None` when a checkpoint in the same commit reset the
-    /// log, so the count is gone).
-    pub frames: Option<u64>,
-    /// Whether the commit ran an automatic checkpoint.
-    pub checkpointed: bool,
-    /// That checkpoint's own time, when the store could time it apart (SQLite's WAL
-    /// hook); `None` leaves it to be estimated from the commit's excess time.
-    pub checkpoint_nanos: Option<u64>,
-}
-
-pub(crate) fn es(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 // ---------------------------------------------------------------------------- engine
 
 /// The engine: one `KeyKind::Int` tree, value = the Mobibench string.
@@ -724,14 +657,6 @@ impl Store for FloorStore {
 
 // ---------------------------------------------------------------------------- sqlite
 
-pub(crate) const SQL_INSERT: &str =
-    "INSERT INTO tblMyList(id, Value, creation_date) VALUES(?1, ?2, ?3)";
-pub(crate) const SQL_UPDATE: &str = "UPDATE tblMyList SET Value = ?2 WHERE id = ?1";
-pub(crate) const SQL_DELETE: &str = "DELETE FROM tblMyList WHERE id = ?1";
-pub(crate) const SQL_GET: &str = "SELECT 1 FROM tblMyList WHERE id = ?1";
-/// A fixed creation date, so every row has the same size in every run.
-pub(crate) const CREATION_DATE: i64 = 1_700_000_000;
-
 /// SQLite through rusqlite's bundled build, with Mobibench's schema and PRAGMAs.
 pub struct SqliteStore {
     conn: rusqlite::Connection,
@@ -961,10 +886,6 @@ impl SqliteStore {
     }
 }
 
-pub(crate) fn ascii(value: &[u8]) -> Result<&str, String> {
-    std::str::from_utf8(value).map_err(|_| "value is not ASCII".to_string())
-}
-
 impl Store for SqliteStore {
     fn preload(&mut self, keys: &[i64], value: &[u8]) -> Result<(), String> {
         for chunk in keys.chunks(LOAD_BATCH) {
@@ -1053,11 +974,11 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn read(&mut self, kind: crate::sql::ReadKind, id: i64) -> Result<u64, String> {
+    fn read(&mut self, kind: ReadKind, id: i64) -> Result<u64, String> {
         use rusqlite::types::ValueRef;
         let mut st = self.conn.prepare_cached(kind.sql()).map_err(es)?;
         let arg: rusqlite::types::Value = match kind {
-            crate::sql::ReadKind::Index => crate::sql::read_name(id).into(),
+            ReadKind::Index => crate::sql::read_name(id).into(),
             _ => id.into(),
         };
         let mut rows = st.query([arg]).map_err(es)?;

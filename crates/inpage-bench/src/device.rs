@@ -58,11 +58,7 @@ impl DeviceCounters {
     /// journal device as pre/post flushes of the commit block, which field 5 does not
     /// count), so data-carrying write requests are `data writes - data flushes +
     /// journal writes`. Without that correction every flush would be charged twice.
-    pub fn from_lab(
-        data: &crate::lab::DevStat,
-        journal: &crate::lab::DevStat,
-        n: f64,
-    ) -> Option<Self> {
+    pub fn from_lab(data: &DevStat, journal: &DevStat, n: f64) -> Option<Self> {
         let n = n.max(1.0);
         let df = data.flushes?;
         let jf = journal.flushes?;
@@ -176,10 +172,53 @@ pub fn profile(name: &str) -> Result<Profile, String> {
     })
 }
 
+/// The counters of `/sys/block/<dev>/stat` the lab uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DevStat {
+    /// Field 1: read requests completed (the device model's read side).
+    pub reads: u64,
+    /// Field 3: sectors read.
+    pub sectors_read: u64,
+    /// Field 5 (1-based, Documentation/block/stat.rst): write requests completed.
+    pub writes: u64,
+    /// Field 7: sectors written (512 bytes each, whatever the device's block size).
+    pub sectors_written: u64,
+    /// Field 16: flush requests completed (kernels ≥ 5.5; `None` before).
+    pub flushes: Option<u64>,
+}
+
+impl DevStat {
+    pub fn delta(&self, earlier: &DevStat) -> DevStat {
+        DevStat {
+            reads: self.reads.saturating_sub(earlier.reads),
+            sectors_read: self.sectors_read.saturating_sub(earlier.sectors_read),
+            writes: self.writes.saturating_sub(earlier.writes),
+            sectors_written: self.sectors_written.saturating_sub(earlier.sectors_written),
+            flushes: match (self.flushes, earlier.flushes) {
+                (Some(a), Some(b)) => Some(a.saturating_sub(b)),
+                _ => None,
+            },
+        }
+    }
+    pub fn kib(&self) -> f64 {
+        self.sectors_written as f64 * 512.0 / 1024.0
+    }
+}
+
+/// Whether `p` is a mount point in `/proc/mounts`.
+pub fn is_mounted(p: &std::path::Path) -> bool {
+    let want = p.to_string_lossy();
+    std::fs::read_to_string("/proc/mounts")
+        .map(|m| {
+            m.lines()
+                .any(|l| l.split_whitespace().nth(1) == Some(&want))
+        })
+        .unwrap_or(false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::DevStat;
 
     #[test]
     fn every_profile_is_named_sourced_and_positive() {

@@ -839,7 +839,7 @@ impl Emulator {
             let p = self.mnt.to_string_lossy().to_string();
             let mut ok = false;
             for _ in 0..10 {
-                if run("umount", &[&p]).is_ok() || !crate::lab::is_mounted(&self.mnt) {
+                if run("umount", &[&p]).is_ok() || !crate::device::is_mounted(&self.mnt) {
                     ok = true;
                     break;
                 }

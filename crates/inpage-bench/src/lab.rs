@@ -159,38 +159,7 @@ pub fn ext4_available() -> Result<(), String> {
 
 // ------------------------------------------------------------------- block device stats
 
-/// The counters of `/sys/block/<dev>/stat` the lab uses.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct DevStat {
-    /// Field 1: read requests completed (the device model's read side).
-    pub reads: u64,
-    /// Field 3: sectors read.
-    pub sectors_read: u64,
-    /// Field 5 (1-based, Documentation/block/stat.rst): write requests completed.
-    pub writes: u64,
-    /// Field 7: sectors written (512 bytes each, whatever the device's block size).
-    pub sectors_written: u64,
-    /// Field 16: flush requests completed (kernels ≥ 5.5; `None` before).
-    pub flushes: Option<u64>,
-}
-
-impl DevStat {
-    pub fn delta(&self, earlier: &DevStat) -> DevStat {
-        DevStat {
-            reads: self.reads.saturating_sub(earlier.reads),
-            sectors_read: self.sectors_read.saturating_sub(earlier.sectors_read),
-            writes: self.writes.saturating_sub(earlier.writes),
-            sectors_written: self.sectors_written.saturating_sub(earlier.sectors_written),
-            flushes: match (self.flushes, earlier.flushes) {
-                (Some(a), Some(b)) => Some(a.saturating_sub(b)),
-                _ => None,
-            },
-        }
-    }
-    pub fn kib(&self) -> f64 {
-        self.sectors_written as f64 * 512.0 / 1024.0
-    }
-}
+pub use crate::device::DevStat;
 
 /// Parse the one line of `/sys/block/<dev>/stat`.
 pub fn parse_block_stat(s: &str) -> Result<DevStat, String> {
@@ -672,16 +641,7 @@ fn detach(dev: &str) -> Result<(), String> {
     Err(last)
 }
 
-/// Whether `p` is a mount point in `/proc/mounts`.
-pub fn is_mounted(p: &Path) -> bool {
-    let want = p.to_string_lossy();
-    fs::read_to_string("/proc/mounts")
-        .map(|m| {
-            m.lines()
-                .any(|l| l.split_whitespace().nth(1) == Some(&want))
-        })
-        .unwrap_or(false)
-}
+pub use crate::device::is_mounted;
 
 // ------------------------------------------------------------------------- lab choice
 

@@ -33,6 +33,7 @@ pub mod report;
 pub mod runner;
 pub mod sql;
 pub mod sqlite_stop;
+pub mod store;
 pub mod workload;
 
 use std::path::{Path, PathBuf};

@@ -25,7 +25,6 @@
 //! - A row's checkpoint interval reaches the store itself: the engine's
 //!   `Config::wal_autocheckpoint`, SQLite's `PRAGMA wal_autocheckpoint` (read back).
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,7 +40,7 @@ use crate::contender::{
 use crate::lab::check_interrupted;
 use crate::report::{median, Report, ResultRow, Sample};
 use crate::runner::{guarded, probe, rotation, sample, Session};
-use crate::workload::{mobibench_value, update_value, Op, SplitMix64};
+use crate::workload::{mobibench_value, update_value, KeyGen, Op};
 use crate::LabArgs;
 
 /// The workload name of the Fig. 6 rows.
@@ -137,41 +136,6 @@ impl Fig6Plan {
     /// The transactions of the measured window.
     pub fn measured(&self) -> &[Vec<(Op, i64)>] {
         &self.txns[self.warmup.min(self.txns.len())..]
-    }
-}
-
-/// Distinct positive random keys (the full 63-bit range: an 8-byte key).
-pub(crate) struct KeyGen {
-    pub(crate) rng: SplitMix64,
-    used: HashSet<i64>,
-}
-
-impl KeyGen {
-    fn new(seed: u64) -> KeyGen {
-        KeyGen::with_rng(SplitMix64::new(seed ^ 0x6d76_6274_f16e_0006))
-    }
-
-    /// Keys drawn from `rng` (which the caller may go on using through `rng`).
-    pub(crate) fn with_rng(rng: SplitMix64) -> KeyGen {
-        KeyGen {
-            rng,
-            used: HashSet::new(),
-        }
-    }
-
-    pub(crate) fn fresh(&mut self) -> i64 {
-        loop {
-            let k = (self.rng.next_u64() >> 1) as i64;
-            if k > 0 && self.used.insert(k) {
-                return k;
-            }
-        }
-    }
-
-    /// Take a random element out of `live`.
-    fn take(&mut self, live: &mut Vec<i64>) -> i64 {
-        let i = self.rng.below(live.len() as u64) as usize;
-        live.swap_remove(i)
     }
 }
 
@@ -865,6 +829,7 @@ pub fn run(a: &MvbtArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     #[test]
     fn one_op_plan_keeps_the_table_size_and_every_op_changes_it() {

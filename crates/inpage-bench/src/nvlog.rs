@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::contender::{self, Contender};
 use crate::lab::check_interrupted;
-use crate::mvbt::KeyGen;
 use crate::report::median;
 use crate::runner::{guarded, probe, rotation, sample, Session};
+use crate::workload::KeyGen;
 use crate::workload::{Op, SplitMix64};
 use crate::LabArgs;
 

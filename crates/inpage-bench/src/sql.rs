@@ -18,9 +18,10 @@ use inpage::JournalMode;
 use inpage_sql::conn::CachedStatement;
 use inpage_sql::{Connection, Value};
 
-use crate::contender::{
-    ascii, es, Store, CREATION_DATE, SQL_DELETE, SQL_GET, SQL_INSERT, SQL_UPDATE,
+use crate::store::{
+    ascii, es, Store, CREATION_DATE, LOAD_BATCH, SQL_DELETE, SQL_GET, SQL_INSERT, SQL_UPDATE,
 };
+pub use crate::store::{ReadKind, READ_INDEX, READ_RANGE, READ_ROWID};
 use crate::workload::Op;
 
 /// Prefix of the SQL contenders' names.
@@ -36,12 +37,6 @@ pub const READ_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS tblRead \
     (id INTEGER PRIMARY KEY, name TEXT NOT NULL, Value TEXT NOT NULL); \
     CREATE INDEX IF NOT EXISTS tblRead_name ON tblRead(name);";
 pub const READ_INSERT: &str = "INSERT INTO tblRead(id, name, Value) VALUES(?1, ?2, ?3)";
-/// Point SELECT by rowid.
-pub const READ_ROWID: &str = "SELECT Value FROM tblRead WHERE id = ?1";
-/// Point SELECT through the index.
-pub const READ_INDEX: &str = "SELECT id, Value FROM tblRead WHERE name = ?1";
-/// A range scan of `RANGE_ROWS` rows by rowid.
-pub const READ_RANGE: &str = "SELECT id, Value FROM tblRead WHERE id >= ?1 AND id < ?1 + 1000";
 /// Rows a range scan returns.
 pub const RANGE_ROWS: u64 = 1000;
 
@@ -52,41 +47,6 @@ pub fn read_name(id: i64) -> String {
         "name-{:016x}",
         (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
     )
-}
-
-/// Which read query.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReadKind {
-    Rowid,
-    Index,
-    Range,
-}
-
-impl ReadKind {
-    pub const ALL: [ReadKind; 3] = [ReadKind::Rowid, ReadKind::Index, ReadKind::Range];
-    pub fn name(self) -> &'static str {
-        match self {
-            ReadKind::Rowid => "select-rowid",
-            ReadKind::Index => "select-index",
-            ReadKind::Range => "scan-1000",
-        }
-    }
-    pub fn parse(n: &str) -> Result<ReadKind, String> {
-        ReadKind::ALL
-            .into_iter()
-            .find(|k| k.name().eq_ignore_ascii_case(n.trim()))
-            .ok_or_else(|| {
-                let names: Vec<_> = ReadKind::ALL.iter().map(|k| k.name()).collect();
-                format!("unknown read query '{n}' (valid: {})", names.join(", "))
-            })
-    }
-    pub fn sql(self) -> &'static str {
-        match self {
-            ReadKind::Rowid => READ_ROWID,
-            ReadKind::Index => READ_INDEX,
-            ReadKind::Range => READ_RANGE,
-        }
-    }
 }
 
 /// inpage's SQL on one journal mode.
@@ -157,7 +117,7 @@ impl SqlStore {
 
 impl Store for SqlStore {
     fn preload(&mut self, keys: &[i64], value: &[u8]) -> Result<(), String> {
-        for chunk in keys.chunks(crate::contender::LOAD_BATCH) {
+        for chunk in keys.chunks(LOAD_BATCH) {
             self.txn(Op::Insert, chunk, value)?;
         }
         Ok(())
@@ -189,7 +149,7 @@ impl Store for SqlStore {
         let v = ascii(value)?;
         self.conn.execute_batch(READ_SCHEMA).map_err(es)?;
         let ids: Vec<i64> = (1..=rows as i64).collect();
-        for chunk in ids.chunks(crate::contender::LOAD_BATCH) {
+        for chunk in ids.chunks(LOAD_BATCH) {
             self.conn.execute_batch("BEGIN").map_err(es)?;
             for &id in chunk {
                 self.run(

@@ -15,6 +15,7 @@
 //!   it runs, so each operation really changes the table; an update writes a value that
 //!   carries its transaction number (`update_value`), so it changes the row's bytes too.
 
+use std::collections::HashSet;
 use std::fmt;
 
 /// Mobibench preloads at least this many rows before update and delete runs.
@@ -226,6 +227,41 @@ pub fn parse_counts(v: &[u32], what: &str, max: u32) -> Result<Vec<u32>, String>
         }
     }
     Ok(out)
+}
+
+/// Distinct positive random keys (the full 63-bit range: an 8-byte key).
+pub(crate) struct KeyGen {
+    pub(crate) rng: SplitMix64,
+    used: HashSet<i64>,
+}
+
+impl KeyGen {
+    pub(crate) fn new(seed: u64) -> KeyGen {
+        KeyGen::with_rng(SplitMix64::new(seed ^ 0x6d76_6274_f16e_0006))
+    }
+
+    /// Keys drawn from `rng` (which the caller may go on using through `rng`).
+    pub(crate) fn with_rng(rng: SplitMix64) -> KeyGen {
+        KeyGen {
+            rng,
+            used: HashSet::new(),
+        }
+    }
+
+    pub(crate) fn fresh(&mut self) -> i64 {
+        loop {
+            let k = (self.rng.next_u64() >> 1) as i64;
+            if k > 0 && self.used.insert(k) {
+                return k;
+            }
+        }
+    }
+
+    /// Take a random element out of `live`.
+    pub(crate) fn take(&mut self, live: &mut Vec<i64>) -> i64 {
+        let i = self.rng.below(live.len() as u64) as usize;
+        live.swap_remove(i)
+    }
 }
 
 #[cfg(test)]

@@ -277,10 +277,11 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
     let (db, (), _) = look(file, |_| Ok(()))?;
     let mut o = Out::new();
     let h = db.header();
+    let mode = db.journal_mode();
     out!(o, "file            {}", file.display());
-    out!(o, "journal mode    {}", h.journal_mode);
-    out!(o, "  (what it is)  {}", h.journal_mode.summary());
-    let caps = h.journal_mode.capabilities();
+    out!(o, "journal mode    {}", mode);
+    out!(o, "  (what it is)  {}", mode.summary());
+    let caps = mode.capabilities();
     out!(
         o,
         "  (promises)    {}",
@@ -328,13 +329,13 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
     out!(
         o,
         "page writes     {}",
-        if h.journal_mode.capabilities().direct_writes {
+        if mode.capabilities().direct_writes {
             "O_DIRECT where the file system accepts it, else through the page cache (the same format either way)"
         } else {
             "through the page cache"
         }
     );
-    let tail = h.journal_mode.reserved_tail();
+    let tail = mode.reserved_tail();
     if tail > 0 {
         out!(
             o,
@@ -382,6 +383,7 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
     let db = open_read_only(file)?;
     let mut o = Out::new();
     let h = db.header();
+    let mode = db.journal_mode();
     if pgno >= h.page_count {
         return Err(Stop::Error(format!(
             "page {pgno} is past the end of the database ({} pages)",
@@ -397,11 +399,11 @@ fn inspect_page(file: &PathBuf, pgno: u32) -> Result<(), Stop> {
         o,
         "page {pgno} of {} ({} mode, {} layout, FCC {})",
         file.display(),
-        h.journal_mode,
-        h.journal_mode.layout_name(),
+        mode,
+        mode.layout_name(),
         h.fcc
     );
-    for line in inpage::inspect::describe_page(h.journal_mode, pgno, &buf, h.fcc) {
+    for line in inpage::inspect::describe_page(mode, pgno, &buf, h.fcc) {
         out!(o, "  {line}");
     }
     o.flush()

@@ -19,7 +19,7 @@ use inpage::check::check;
 use inpage::vfs::Vfs;
 use inpage::{Config, Database, JournalMode, KeyKind, OwnedKey, ReadableTxn};
 
-use crate::corpus::{db_path, Files};
+use crate::files::{db_path, Files};
 
 /// Per-tree bound on entries read by one iteration.
 pub const MAX_ENTRIES: usize = 100_000;

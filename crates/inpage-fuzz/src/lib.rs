@@ -17,6 +17,7 @@
 
 pub mod corpus;
 pub mod exec;
+pub mod files;
 pub mod mutate;
 pub mod rng;
 

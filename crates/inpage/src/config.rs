@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::format::header::{valid_page_size, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use crate::journal::{DirectWrites, JournalConfig, JournalMode, WalSync};
-use crate::pager::header::{valid_page_size, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use crate::vfs::{OsVfs, Vfs};
 
 /// The mode a new database gets when none is asked for: counting-commit doubleheader

@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::format::header::Header;
 use crate::journal::{JournalMode, RecoveryReport};
-use crate::pager::header::Header;
 use crate::pager::{CacheStats, Pager};
 use crate::txn::key::Key;
 use crate::txn::{ReadTxn, ReadableTxn, Shared, WriteTxn};
@@ -68,7 +68,7 @@ impl Database {
             let pager_cfg = config.clone().vfs(undo.clone());
             (config, None, Some(undo), pager_cfg)
         };
-        let pager = Pager::open(path, &pager_cfg)?;
+        let pager = Pager::open(path, &pager_cfg, crate::tree::create)?;
         Ok(Database {
             shared: Arc::new(Shared::new(pager, config, overlay, undo, ephemeral)),
         })

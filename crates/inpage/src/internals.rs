@@ -2,7 +2,7 @@
 //! bytes against (header slot layout, the page trailer). No stability promise; anything a
 //! user needs is in the documented modules.
 
-pub use crate::page::{stamp_crc, PAGE_TRAILER};
-pub use crate::pager::header::{
+pub use crate::format::header::{
     decode_slot, free_snapshot_ref, DHL_SLOTS, FREE_SNAPSHOT, HEADER_LEN, MAX_TID,
 };
+pub use crate::page::{stamp_crc, PAGE_TRAILER};

@@ -27,6 +27,7 @@ pub mod check;
 mod config;
 mod db;
 mod error;
+mod format;
 pub mod inspect;
 #[doc(hidden)]
 pub mod internals;
@@ -41,15 +42,14 @@ pub mod vfs;
 pub use config::{Concurrency, Config, DEFAULT_JOURNAL_MODE, DEFAULT_PAGE_SIZE};
 pub use db::{Database, MAX_REPLAYS};
 pub use error::{Error, Pgno, Result};
+pub use format::header::{Header, ModeId};
 pub use journal::{
-    Capabilities, DirectWrites, JournalConfig, JournalMode, Mutant, NvlogFlush, RecoveryReport,
-    WalSync,
+    Capabilities, DirectWrites, GroupStats, JournalConfig, JournalMode, Mutant, NvlogFlush,
+    RecoveryReport, WalSync,
 };
-pub use pager::header::Header;
 pub use pager::CacheStats;
 pub use tree::TreeStats;
 pub use txn::catalog::TreeInfo;
-pub use txn::group::GroupStats;
 pub use txn::key::{Comparator, Key, KeyKind, OwnedKey};
 pub use txn::multi::commit_all;
 pub use txn::{

@@ -77,10 +77,10 @@ use super::{
     RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::HEADER_LEN;
 use crate::le::{get_u32, get_u64, put_u32, put_u64};
 use crate::page::stock::STOCK;
 use crate::page::{stamp_crc, PageRef, PAGE_TRAILER};
-use crate::pager::header::HEADER_LEN;
 use crate::vfs::OpenOptions;
 
 /// Registry entry of `dash`.

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Pgno, Result};
+use crate::format::header::{Header, ModeId};
 use crate::page::{Layout, PageRef};
 use crate::vfs::Vfs;
 
@@ -114,6 +115,18 @@ pub struct Capabilities {
     /// default under `/dev/shm` does not). `durable_at_ack` is false for such a mode
     /// because the engine cannot tell what the region's medium is.
     pub region_backed: bool,
+}
+
+/// Counters of group commit, for the bench and the tests: kept by the transaction layer's
+/// commit queue (`txn::group`) or by a journal that groups commits itself (`waldio-gc`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupStats {
+    /// Flushes (groups committed).
+    pub groups: u64,
+    /// Transactions committed in them.
+    pub members: u64,
+    /// The most transactions one group held.
+    pub largest: u64,
 }
 
 /// A journal as opened: the protocol, what its recovery did, and what it established.
@@ -252,6 +265,21 @@ impl JournalMode {
     /// Inverse of `code`.
     pub fn from_code(c: u8) -> Option<JournalMode> {
         JournalMode::all().find(|m| m.code() == c)
+    }
+
+    /// The id a file header stores for this mode.
+    pub fn id(self) -> ModeId {
+        ModeId(self.0.code)
+    }
+
+    /// The mode a file header names, if this build has it.
+    pub fn from_id(id: ModeId) -> Option<JournalMode> {
+        JournalMode::from_code(id.0)
+    }
+
+    /// [`JournalMode::from_id`], or the error a file naming an unknown mode gets.
+    pub fn of_header(h: &Header) -> std::result::Result<JournalMode, String> {
+        JournalMode::from_id(h.mode).ok_or_else(|| format!("unknown {}", h.mode))
     }
 
     /// What the mode can do.
@@ -847,8 +875,8 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
         Ok(())
     }
     /// Flushes shared by commits (`wait_durable`), if the journal groups them.
-    fn group_stats(&self) -> crate::GroupStats {
-        crate::GroupStats::default()
+    fn group_stats(&self) -> GroupStats {
+        GroupStats::default()
     }
     /// Move logged pages into the database file (WAL); a no-op for other modes.
     fn checkpoint(&self) -> Result<()>;

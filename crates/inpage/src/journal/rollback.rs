@@ -55,9 +55,9 @@ use super::{
     Opened, RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::valid_page_size;
 use crate::le::{get_u32 as le32, get_u64 as le64};
 use crate::page::stock::STOCK;
-use crate::pager::header::valid_page_size;
 
 const ROLLBACK_CAPS: Capabilities = Capabilities {
     atomic: true,

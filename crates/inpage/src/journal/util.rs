@@ -10,9 +10,9 @@ use std::io;
 
 use super::{CommitBatch, JournalCtx};
 use crate::error::{Error, Result};
+use crate::format::header::Header;
 use crate::page::layout::PageLayout;
 use crate::page::stock::STOCK;
-use crate::pager::header::Header;
 use crate::vfs::File;
 
 /// The sector size of the torn-write model: the smallest `O_DIRECT` alignment tried.

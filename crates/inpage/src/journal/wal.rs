@@ -115,7 +115,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         })
     },
 };
-use crate::pager::header::{Header, MAX_TID};
+use crate::format::header::{Header, MAX_TID};
 use crate::vfs::{File, OpenOptions};
 
 const MAGIC: [u8; 8] = *b"inpgWAL\0";
@@ -1134,14 +1134,14 @@ mod tests {
     fn header_page(fcc: u64, page_count: u32) -> PageRef {
         let h = Header {
             page_size: PS as u32,
-            journal_mode: crate::journal::JournalMode::WAL,
+            mode: crate::journal::JournalMode::WAL.id(),
             page_count,
             fcc,
             last_txn_size: 0,
             freelist_head: 0,
             freelist_count: 0,
             catalog_root: 1,
-            meta: [0; crate::pager::header::META_SLOTS],
+            meta: [0; crate::format::header::META_SLOTS],
         };
         STOCK.header_image(&[], 0, &h)
     }

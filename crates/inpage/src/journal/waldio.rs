@@ -99,10 +99,10 @@ use super::{
     RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::MAX_TID;
 use crate::le::{get_u32 as le32, get_u64 as le64};
 use crate::page::stock::{RESERVED_TAIL, STOCK_RESERVED};
 use crate::page::{PageRef, PAGE_TRAILER};
-use crate::pager::header::MAX_TID;
 use crate::vfs::{File, OpenOptions};
 
 /// Registry entry of `waldio`.
@@ -254,7 +254,7 @@ struct GroupSync {
     failed: Option<String>,
     /// Syncs made by waiting commits, the commits they made durable, and the most
     /// one covered (`Database::group_stats`).
-    stats: crate::GroupStats,
+    stats: super::GroupStats,
 }
 
 /// Which frame holds the newest committed image of each page of the generation.
@@ -963,7 +963,7 @@ impl Journal for Waldio {
         }
     }
 
-    fn group_stats(&self) -> crate::GroupStats {
+    fn group_stats(&self) -> super::GroupStats {
         self.group.lock().unwrap_or_else(|e| e.into_inner()).stats
     }
 
@@ -1272,9 +1272,9 @@ mod tests {
     /// Three threads commit through `waldio-gc` until a power cut: after the crash every
     /// acknowledged transaction is there and every transaction is whole (its row in its
     /// thread's tree and in the shared one). Lost acknowledged commits over `seeds`.
-    fn gc_cuts(seeds: std::ops::Range<u64>, mutant: Mutant) -> (u64, crate::GroupStats) {
+    fn gc_cuts(seeds: std::ops::Range<u64>, mutant: Mutant) -> (u64, crate::journal::GroupStats) {
         let mut lost = 0;
-        let mut stats = crate::GroupStats::default();
+        let mut stats = crate::journal::GroupStats::default();
         let cfg = |v: &SimVfs, m: Mutant| {
             let c = cfg(Arc::new(v.clone()), 40).journal_mode(JournalMode::WALDIO_GC);
             #[cfg(feature = "mutants")]

@@ -24,9 +24,9 @@
 use std::fmt::Debug;
 
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::Header;
 use crate::page::cells::Detached;
 use crate::page::{PageRef, PageWrite};
-use crate::pager::header::Header;
 
 /// A page layout, as the registry hands it out.
 pub type Layout = &'static dyn PageLayout;

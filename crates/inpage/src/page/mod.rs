@@ -28,6 +28,7 @@ pub(crate) mod versioned;
 use std::sync::Arc;
 
 use crate::error::{Pgno, Result};
+pub use crate::format::trailer::{crc_ok, stamp_crc, PAGE_TRAILER};
 pub use layout::{FreeSpace, Geometry, Layout, PageVersions};
 
 /// An immutable page image.
@@ -36,13 +37,10 @@ pub type PageRef = Arc<[u8]>;
 /// A zeroed page image of `len` bytes (at most the largest page size) that a builder can
 /// fill through `Arc::get_mut` and hand to [`PageWrite::write`] without another copy.
 pub(crate) fn zeroed_image(len: usize) -> PageRef {
-    static ZEROS: [u8; crate::pager::header::MAX_PAGE_SIZE as usize] =
-        [0; crate::pager::header::MAX_PAGE_SIZE as usize];
+    static ZEROS: [u8; crate::format::header::MAX_PAGE_SIZE as usize] =
+        [0; crate::format::header::MAX_PAGE_SIZE as usize];
     Arc::from(&ZEROS[..len])
 }
-
-/// Bytes at the end of every page reserved for the pager's crc32c.
-pub const PAGE_TRAILER: usize = 4;
 
 /// Page type tags (byte 0 of a page).
 pub mod page_type {
@@ -123,54 +121,5 @@ pub trait PageWrite: PageRead {
     /// version that a write must keep (it is laid out compactly instead).
     fn is_fresh(&self, _pgno: Pgno) -> bool {
         false
-    }
-}
-
-/// The trailer checksum of page `pgno`: crc32c over the page number (u32, little-endian)
-/// and then the page's bytes before the trailer.
-///
-/// The page number is part of it so that a page image is valid only where it belongs: a
-/// page written to the wrong place, or two pages swapped or copied over each other (a
-/// misdirected write, a bug), fail their checksums when read, instead of handing out
-/// another page's rows. CRC detects every error confined to 32 consecutive bits, and two
-/// page numbers differ only in the first 32 bits of the stream, so the check can never
-/// miss such a move.
-pub fn page_crc(page: &[u8], pgno: Pgno) -> u32 {
-    let seed = crc32c::crc32c(&pgno.to_le_bytes());
-    crc32c::crc32c_append(seed, &page[..page.len() - PAGE_TRAILER])
-}
-
-/// Stamp the trailer crc of page `pgno` into `page`.
-pub fn stamp_crc(page: &mut [u8], pgno: Pgno) {
-    let n = page.len();
-    let crc = page_crc(page, pgno);
-    crate::le::put_u32(page, n - PAGE_TRAILER, crc);
-}
-
-/// Whether the trailer crc matches page `pgno`.
-pub fn crc_ok(page: &[u8], pgno: Pgno) -> bool {
-    let n = page.len();
-    let stored = crate::le::get_u32(page, n - PAGE_TRAILER);
-    stored == page_crc(page, pgno)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_trailer_verifies_only_at_its_own_page_number() {
-        let mut page = vec![0u8; 4096];
-        for (i, b) in page.iter_mut().enumerate() {
-            *b = (i * 31 % 251) as u8;
-        }
-        for pgno in [0, 1, 2, 3, 255, 256, 65_537, u32::MAX] {
-            let mut p = page.clone();
-            stamp_crc(&mut p, pgno);
-            assert!(crc_ok(&p, pgno));
-            for other in [0, 1, 2, 3, 255, 256, 65_537, u32::MAX] {
-                assert_eq!(crc_ok(&p, other), other == pgno, "{pgno} read as {other}");
-            }
-        }
     }
 }

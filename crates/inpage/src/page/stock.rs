@@ -9,13 +9,13 @@
 //! within the first `g.usable` bytes, and `g.usable` excludes the tail.
 
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::{self, Header};
 use crate::le::{get_u32, put_u32};
 use crate::page::cell::PTR_SIZE;
 use crate::page::cells::Detached;
 use crate::page::layout::{FreeSpace, Geometry, PageLayout};
 use crate::page::slotted;
 use crate::page::{crc_ok, page_type, stamp_crc, PageRef, PageWrite};
-use crate::pager::header::{self, Header};
 
 /// The stock layout; `tail` is its reserved tail (a format option, SQLite's reserved
 /// bytes), zero except for the modes that embed a log frame header in it.

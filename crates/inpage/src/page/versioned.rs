@@ -105,16 +105,16 @@ pub(crate) fn descriptor_infos(
 pub(crate) fn two_slot_header_image(
     committed: &[u8],
     committed_fcc: u64,
-    h: &crate::pager::header::Header,
+    h: &crate::format::header::Header,
 ) -> PageRef {
-    let mut p = crate::pager::header::two_slot_image(committed, committed_fcc, h);
+    let mut p = crate::format::header::two_slot_image(committed, committed_fcc, h);
     crate::page::stamp_crc(&mut p, 0);
     PageRef::from(p)
 }
 
 /// What `PageLayout::describe` says of page 0 in the layouts with two header slots.
 pub(crate) fn describe_header_slots(page: &[u8]) -> Vec<String> {
-    use crate::pager::header::{decode_slot, DHL_SLOTS};
+    use crate::format::header::{decode_slot, DHL_SLOTS};
     (0..DHL_SLOTS)
         .map(|slot| match decode_slot(page, slot) {
             Ok(s) => format!(

@@ -44,8 +44,8 @@ use crate::le::{get_u32, get_u64};
 use crate::page::{stamp_crc, PageRef};
 use crate::vfs::{File, OpenOptions, Vfs};
 
-use super::header::{Header, META_SLOTS};
-use super::InitStore;
+use super::{FirstPages, InitStore};
+use crate::format::header::{Header, META_SLOTS};
 
 /// The marker's suffix (`<db>-create`).
 pub(crate) const MARKER_SUFFIX: &str = "create";
@@ -65,7 +65,7 @@ struct Image {
 }
 
 /// What a layout of a new file in `cfg`'s mode and page size writes.
-fn build_image(cfg: &Config) -> Result<Image> {
+fn build_image(cfg: &Config, first: FirstPages) -> Result<Image> {
     let page_size = cfg.new_file_page_size() as usize;
     let mode = cfg.journal_mode.unwrap_or(DEFAULT_JOURNAL_MODE);
     cfg.check_against(mode)?;
@@ -76,7 +76,7 @@ fn build_image(cfg: &Config) -> Result<Image> {
         pages: BTreeMap::new(),
         next: 1,
     };
-    let catalog_root = crate::tree::create(&mut store)?;
+    let catalog_root = first(&mut store)?;
     // A layout whose pages carry tids is born as committed transaction `create_tid`
     // (header slot + catalog root, both tagged with it and txn_size 2), so
     // counting-commit recovery accepts it.
@@ -88,7 +88,7 @@ fn build_image(cfg: &Config) -> Result<Image> {
     };
     let header = Header {
         page_size: cfg.new_file_page_size(),
-        journal_mode: mode,
+        mode: mode.id(),
         page_count: store.next,
         fcc,
         last_txn_size: txn_size,
@@ -246,7 +246,12 @@ fn remove_marker(vfs: &Arc<dyn Vfs>, marker: &Path, dir: &Path) -> Result<()> {
 /// Under the database file's lock (or in a read-only open's overlay): finish a layout an
 /// earlier open was cut in, then lay out the file if it is empty. Afterwards the file is
 /// either a laid-out database or a non-empty file for the open to judge.
-pub(super) fn settle(db_path: &Path, file: &Arc<dyn File>, cfg: &Config) -> Result<()> {
+pub(super) fn settle(
+    db_path: &Path,
+    file: &Arc<dyn File>,
+    cfg: &Config,
+    first: FirstPages,
+) -> Result<()> {
     let vfs = &cfg.vfs;
     let marker = side_path(db_path, MARKER_SUFFIX);
     let dir = dir_of(db_path);
@@ -291,7 +296,7 @@ pub(super) fn settle(db_path: &Path, file: &Arc<dyn File>, cfg: &Config) -> Resu
     if file.len().map_err(Error::io("stat", db_path))? != 0 {
         return Ok(());
     }
-    let img = build_image(cfg)?;
+    let img = build_image(cfg, first)?;
     // A new database has no journal yet: whatever sits at its side files' names (and
     // its default region) was left by an earlier database at this path, and would be
     // replayed into this one or make it refuse to open. Removed before the marker, whose
@@ -346,7 +351,7 @@ mod tests {
 
     #[test]
     fn marker_round_trips_and_detects_tears() {
-        let img = build_image(&Config::default()).unwrap();
+        let img = build_image(&Config::default(), crate::tree::create).unwrap();
         let b = encode(&img);
         match decode(&b) {
             Marker::Valid(back) => assert_eq!(back, img),

@@ -30,8 +30,6 @@
 //!   with its checksum, then the journal mode's own recovery runs, then the header is read
 //!   again through the journal (a log may hold a newer one).
 
-pub mod header;
-
 pub(crate) mod cache;
 mod create;
 
@@ -42,6 +40,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::config::Config;
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::{self, Header, HEADER_LEN};
 use crate::journal::{
     recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
     RecoveryReport,
@@ -49,7 +48,6 @@ use crate::journal::{
 use crate::page::{crc_ok, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite};
 use crate::vfs::{fork, File, LockKind, OpenOptions};
 use cache::Cache;
-use header::{Header, HEADER_LEN};
 
 struct State {
     header: Header,
@@ -237,9 +235,15 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     }
 }
 
+/// What a new database holds besides its header, laid out by the layer above the pager
+/// (`db` passes `tree::create`: the empty catalog): it writes the pages through the store
+/// it is given and returns the catalog root.
+pub(crate) type FirstPages = fn(&mut dyn PageWrite) -> Result<Pgno>;
+
 impl Pager {
-    /// Open (or create) the database at `path`.
-    pub fn open(path: &Path, cfg: &Config) -> Result<Pager> {
+    /// Open (or create) the database at `path`; a new file's first pages besides its
+    /// header are what `first` lays out (the layer above decides what a new file holds).
+    pub fn open(path: &Path, cfg: &Config, first: FirstPages) -> Result<Pager> {
         cfg.validate()?;
         // Read before anything is opened: a fork during the open leaves the child a
         // handle of the older generation, which it then refuses to use.
@@ -293,7 +297,7 @@ impl Pager {
         let undone = crate::vfs::undo::recover(vfs, path).map_err(Error::io("undo", path))?;
         // An empty file is an empty database: lay it out (or finish a layout an earlier
         // open was cut in) before anything reads it.
-        create::settle(path, &file, cfg)?;
+        create::settle(path, &file, cfg, first)?;
 
         // A hot rollback journal goes first: until it is rolled back, even page 0 may be
         // a half-written image.
@@ -304,7 +308,12 @@ impl Pager {
         let disk_header = match Header::decode(&raw) {
             Ok(h) => h,
             Err(reason) => match header::decode_slot(&raw, 1) {
-                Ok(h) if h.journal_mode.layout().header_slots() > 1 => h,
+                Ok(h)
+                    if JournalMode::from_id(h.mode)
+                        .is_some_and(|m| m.layout().header_slots() > 1) =>
+                {
+                    h
+                }
                 _ => {
                     return Err(Error::NotADatabase {
                         path: path.to_path_buf(),
@@ -313,7 +322,10 @@ impl Pager {
                 }
             },
         };
-        let mode = disk_header.journal_mode;
+        let mode = JournalMode::of_header(&disk_header).map_err(|reason| Error::NotADatabase {
+            path: path.to_path_buf(),
+            reason,
+        })?;
         if let Some(want) = cfg.journal_mode {
             if want != mode {
                 return Err(Error::ModeMismatch {
@@ -397,7 +409,7 @@ impl Pager {
             // pages, not the slot's.
             header.fcc = fcc;
         }
-        if header.page_size as usize != page_size || header.journal_mode != mode {
+        if header.page_size as usize != page_size || header.mode != mode.id() {
             return Err(Error::NotADatabase {
                 path: path.to_path_buf(),
                 reason: "header in the journal disagrees with the file".into(),
@@ -1110,7 +1122,7 @@ mod tests {
             .vfs(Arc::new(sim.clone()))
             .journal_mode(JournalMode::DHL_CC);
         let path = Path::new("/db/p.db");
-        let pager = Arc::new(Pager::open(path, &cfg).unwrap());
+        let pager = Arc::new(Pager::open(path, &cfg, crate::tree::create).unwrap());
         pager.check_usable().unwrap();
         let p = pager.clone();
         let r = std::thread::spawn(move || {
@@ -1126,7 +1138,7 @@ mod tests {
         assert!(matches!(pager.begin_snapshot(), Err(Error::Poisoned(_))));
         assert!(matches!(pager.close(false), Err(Error::Poisoned(_))));
         drop(pager);
-        let again = Pager::open(path, &cfg).unwrap();
+        let again = Pager::open(path, &cfg, crate::tree::create).unwrap();
         again.check_usable().unwrap();
     }
 }

@@ -20,9 +20,9 @@ use std::sync::atomic::Ordering;
 
 use super::{ReadTxn, ReadableTxn, Shared, WriteTxn};
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::Header;
 use crate::le::{get_u32, put_u32};
 use crate::page::{page_type, FreeSpace, PageRead, PageWrite};
-use crate::pager::header::Header;
 use crate::tree;
 
 /// Where a free-list page keeps the next page's number.

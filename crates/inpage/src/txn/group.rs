@@ -32,8 +32,9 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::Header;
+use crate::journal::GroupStats;
 use crate::page::PageRef;
-use crate::pager::header::Header;
 use crate::pager::{AllocDelta, Pager, Spilled};
 
 /// One validated transaction waiting for its group's flush.
@@ -73,17 +74,6 @@ struct State {
     /// A group whose flush failed, and why (its members fail with this).
     failed: Option<(u64, String)>,
     stats: GroupStats,
-}
-
-/// Counters for the bench and the tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GroupStats {
-    /// Flushes (groups committed).
-    pub groups: u64,
-    /// Transactions committed in them.
-    pub members: u64,
-    /// The most transactions one group held.
-    pub largest: u64,
 }
 
 /// The queue of one database's concurrent commits.

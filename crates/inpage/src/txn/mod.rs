@@ -47,8 +47,8 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::{Header, META_SLOTS};
 use crate::page::{stamp_crc, Layout, PageRead, PageRef, PageWrite};
-use crate::pager::header::{Header, META_SLOTS};
 use crate::pager::{AllocDelta, PgnoHasher, PgnoMap, Spilled};
 use crate::tree::{self, CmpFn, TreeOptions};
 

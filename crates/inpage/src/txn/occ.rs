@@ -34,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Pgno, Result};
-use crate::pager::header::{Header, META_SLOTS};
+use crate::format::header::{Header, META_SLOTS};
 use crate::pager::Pager;
 
 /// What the write transactions of one `Concurrency::Occ` database share.

@@ -28,11 +28,11 @@
 use std::collections::BTreeSet;
 
 use crate::error::{Pgno, Result};
+use crate::format::header::FreeSnapshotRef;
 use crate::journal::dbfile::DbFile;
 use crate::le::{get_u32, put_u32};
 use crate::page::dhl::RECORD_START;
 use crate::page::PAGE_TRAILER;
-use crate::pager::header::FreeSnapshotRef;
 
 /// "FRSP": marks a snapshot page.
 const SNAP_MAGIC: u32 = 0x5053_5246;

@@ -83,12 +83,12 @@ use super::{
     RecoveryReport,
 };
 use crate::error::{Error, Pgno, Result};
-use crate::page::dhl::DHL;
-use crate::page::{Layout, PageRef, PageVersions, PAGE_TRAILER};
-use crate::pager::header::{
+use crate::format::header::{
     clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, DHL_SLOTS,
     HEADER_LEN, MAX_TID,
 };
+use crate::page::dhl::DHL;
+use crate::page::{Layout, PageRef, PageVersions, PAGE_TRAILER};
 use crate::vfs::File;
 use intent::Intent;
 

@@ -15,12 +15,12 @@
 //!   commit can never count a page it did not write.
 
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::{self, Header, DHL_SLOTS};
 use crate::page::cells::Detached;
 use crate::page::dhl::{self, Version};
 use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
 use crate::page::versioned;
 use crate::page::{page_type, PageRef, PageWrite};
-use crate::pager::header::{self, Header, DHL_SLOTS};
 
 /// The DHL layout.
 #[derive(Debug)]

@@ -17,12 +17,12 @@
 //!   of a page that existed.
 
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::{self, Header, DHL_SLOTS};
 use crate::page::cells::Detached;
 use crate::page::ips::{self, Version};
 use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
 use crate::page::versioned;
 use crate::page::{page_type, PageRef, PageWrite};
-use crate::pager::header::{self, Header, DHL_SLOTS};
 
 /// The IPS layout.
 #[derive(Debug)]

@@ -24,12 +24,12 @@
 //!   carrying no version of the transaction.
 
 use crate::error::{Error, Pgno, Result};
+use crate::format::header::{self, Header, DHL_SLOTS};
 use crate::page::cells::Detached;
 use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
 use crate::page::mvbt::{self, Version};
 use crate::page::versioned;
 use crate::page::{page_type, PageRef, PageWrite};
-use crate::pager::header::{self, Header, DHL_SLOTS};
 
 /// An MVBT layout: the format of `page::mvbt` with the switches of one mode. Every one
 /// is named `mvbt` (the page format); the modes' names tell them apart.

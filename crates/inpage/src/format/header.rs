@@ -14,7 +14,6 @@
 //! - Decoding never panics: every field is range-checked and reported by name.
 
 use crate::error::Pgno;
-use crate::journal::JournalMode;
 
 /// Bytes of page 0 used by the header.
 pub const HEADER_LEN: usize = 128;
@@ -36,11 +35,24 @@ const CRC_OFFSET: usize = HEADER_LEN - 4;
 /// more is damage, reported as such.
 pub const MAX_TID: u64 = 1 << 62;
 
+/// The journal mode a file was written by, as its header stores it: the mode's permanent
+/// code in the registry. The format only carries it; the pager resolves it to a mode
+/// (`JournalMode::from_id`) and refuses a code no mode has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModeId(pub u8);
+
+impl std::fmt::Display for ModeId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "journal mode code {}", self.0)
+    }
+}
+
 /// Decoded header fields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
     pub page_size: u32,
-    pub journal_mode: JournalMode,
+    /// The mode that wrote the file.
+    pub mode: ModeId,
     /// Pages in the database, including page 0.
     pub page_count: u32,
     /// File change counter: id of the last committed write transaction.
@@ -66,7 +78,7 @@ impl Header {
         b[0..16].copy_from_slice(MAGIC);
         b[16..20].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
         b[20..24].copy_from_slice(&self.page_size.to_le_bytes());
-        b[24] = self.journal_mode.code();
+        b[24] = self.mode.0;
         b[28..32].copy_from_slice(&self.page_count.to_le_bytes());
         b[32..40].copy_from_slice(&self.fcc.to_le_bytes());
         b[40..44].copy_from_slice(&self.last_txn_size.to_le_bytes());
@@ -119,8 +131,7 @@ impl Header {
         if !valid_page_size(page_size) {
             return Err(format!("invalid page size {page_size}"));
         }
-        let journal_mode = JournalMode::from_code(b[24])
-            .ok_or_else(|| format!("unknown journal mode code {}", b[24]))?;
+        let mode = ModeId(b[24]);
         let page_count = u32_at(28);
         let freelist_head = u32_at(44);
         let freelist_count = u32_at(48);
@@ -155,7 +166,7 @@ impl Header {
         }
         Ok(Header {
             page_size,
-            journal_mode,
+            mode,
             page_count,
             fcc,
             last_txn_size: u32_at(40),
@@ -286,7 +297,7 @@ mod tests {
     fn sample() -> Header {
         Header {
             page_size: 4096,
-            journal_mode: JournalMode::WAL,
+            mode: ModeId(3),
             page_count: 10,
             fcc: 77,
             last_txn_size: 3,
