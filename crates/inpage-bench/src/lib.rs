@@ -296,7 +296,7 @@ pub struct RecoveryArgs {
     /// (copy j starts with the j-th contender, as rounds rotate); round r opens copy
     /// r mod N. Where a table lies in the file system sways a cold open: with two
     /// contenders, the one built first opened up to 1.5x faster on the ext4 lab
-    /// (`docs/bench/ips-recovery-fig7*.txt`). 1 builds one set, in the order given.
+    /// (`bench-results/ips-recovery-fig7*.txt`). 1 builds one set, in the order given.
     #[arg(long, default_value_t = 1)]
     pub build_orders: u32,
     /// Run every trial on a fresh copy of the table as built (removed after it), so each

@@ -23,6 +23,7 @@ pub mod mvbt;
 mod occupancy;
 pub mod slotted;
 pub(crate) mod stock;
+pub(crate) mod two_version;
 pub(crate) mod versioned;
 
 use std::sync::Arc;

@@ -137,9 +137,12 @@ mod tests;
 use crate::page::versioned::{overflow_crc, page_seed};
 pub use build::build;
 pub(crate) use layout::DHL;
-pub use overflow::{open_overflow, overflow_data, overflow_page};
+pub use overflow::open_overflow;
+pub(crate) use overflow::OVERFLOW;
 
-pub use crate::page::versioned::{descriptor_heads, invalidate, DESC_SIZE};
+#[cfg(test)]
+pub use crate::page::versioned::invalidate;
+pub use crate::page::versioned::DESC_SIZE;
 /// Start of the record area (both descriptor slots precede it, inside sector 0).
 pub const RECORD_START: usize = 2 * DESC_SIZE;
 const _: () = assert!(RECORD_START == crate::page::layout::VERSION_HEADS);

@@ -10,16 +10,19 @@
 //! ```
 
 use super::*;
+#[cfg(test)]
+pub use crate::page::versioned::overflow_data;
+pub use crate::page::versioned::Overflow;
 use crate::page::versioned::OverflowFormat;
-pub use crate::page::versioned::{overflow_data, Overflow};
 
-const FORMAT: OverflowFormat = OverflowFormat {
+pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     layout: "DHL",
     type_at: D_TYPE,
     next_at: D_RIGHT,
     geometry_ok,
 };
 
+#[cfg(test)]
 /// Image of overflow page `pgno` written by transaction `tid` (txn_size 0, for [`restamp`] to
 /// set at commit) holding `data`.
 /// Errors: `InvalidArgument` for a bad geometry, tid 0 or more data than a page carries.
@@ -31,11 +34,11 @@ pub fn overflow_page(
     next: Pgno,
     data: &[u8],
 ) -> Result<Vec<u8>> {
-    FORMAT.image(pgno, page_size, usable, tid, next, data)
+    OVERFLOW.image(pgno, page_size, usable, tid, next, data)
 }
 
 /// Decode and verify an overflow page. Errors: `Corrupt` if slot 0 is not a valid
 /// overflow descriptor (INV, another type, a length past the page, a bad checksum).
 pub fn open_overflow(pgno: Pgno, buf: &[u8], usable: usize) -> Result<Overflow<'_>> {
-    FORMAT.open(pgno, buf, usable)
+    OVERFLOW.open(pgno, buf, usable)
 }

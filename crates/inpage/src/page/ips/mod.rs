@@ -123,9 +123,14 @@ mod tests;
 
 pub use build::{build, edit, Version};
 pub(crate) use layout::IPS;
-pub use overflow::{open_overflow, overflow_data, overflow_page};
+pub use overflow::open_overflow;
+pub(crate) use overflow::OVERFLOW;
+#[cfg(test)]
+pub use overflow::{overflow_data, overflow_page};
 
-pub use crate::page::versioned::{descriptor_heads, invalidate, DESC_SIZE};
+pub use crate::page::versioned::DESC_SIZE;
+#[cfg(test)]
+pub use crate::page::versioned::{descriptor_heads, invalidate};
 /// Bytes of one slot entry (off u16, pred u16).
 pub const SLOT_SIZE: usize = 4;
 /// `pred` of a slot inserted at the head of the list.

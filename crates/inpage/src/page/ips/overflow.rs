@@ -18,18 +18,21 @@
 //! torn write shows it whole or fails its crc, and recovery counts it in `txn_size`.
 
 use super::*;
+#[cfg(test)]
+pub use crate::page::versioned::overflow_data;
+pub use crate::page::versioned::Overflow;
 use crate::page::versioned::OverflowFormat;
-pub use crate::page::versioned::{overflow_data, Overflow};
 
 /// The shared side-by-side overflow format (`page::versioned::OverflowFormat`) with IPS's
 /// descriptor field positions.
-const FORMAT: OverflowFormat = OverflowFormat {
+pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     layout: "IPS",
     type_at: D_TYPE,
     next_at: D_RIGHT,
     geometry_ok,
 };
 
+#[cfg(test)]
 /// Image of overflow page `pgno` of transaction `tid` (txn_size 0 until commit) holding
 /// `data`. Errors: `InvalidArgument` for a bad geometry, tid 0 or too much data.
 pub fn overflow_page(
@@ -40,11 +43,11 @@ pub fn overflow_page(
     next: Pgno,
     data: &[u8],
 ) -> Result<Vec<u8>> {
-    FORMAT.image(pgno, page_size, usable, tid, next, data)
+    OVERFLOW.image(pgno, page_size, usable, tid, next, data)
 }
 
 /// Decode and verify an overflow page. Errors: `Corrupt` if slot 0 is not a valid
 /// overflow descriptor (INV, another type, a length past the page, a bad crc).
 pub fn open_overflow(pgno: Pgno, buf: &[u8], usable: usize) -> Result<Overflow<'_>> {
-    FORMAT.open(pgno, buf, usable)
+    OVERFLOW.open(pgno, buf, usable)
 }

@@ -103,9 +103,9 @@ mod layout;
 #[cfg(test)]
 mod tests;
 
-pub use crate::page::versioned::{
-    descriptor_heads, invalidate, overflow_data, Overflow, DESC_SIZE,
-};
+#[cfg(test)]
+pub use crate::page::versioned::{descriptor_heads, invalidate};
+pub use crate::page::versioned::{Overflow, DESC_SIZE};
 pub use build::{build, Version};
 pub(crate) use layout::{LS_MVBT, LS_MVBT_NO_GC, LS_MVBT_NO_RESERVE, LS_MVBT_NO_SPLIT, MVBT};
 
@@ -174,13 +174,14 @@ fn geometry_ok(usable: usize, len: usize) -> bool {
 }
 
 /// The shared side-by-side overflow format with MVBT's descriptor field positions.
-const OVERFLOW: OverflowFormat = OverflowFormat {
+pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     layout: "MVBT",
     type_at: D_TYPE,
     next_at: D_RIGHT,
     geometry_ok,
 };
 
+#[cfg(test)]
 /// Image of overflow page `pgno` of transaction `tid` holding `data`.
 pub fn overflow_page(
     pgno: Pgno,
