@@ -17,4 +17,8 @@ step "set-up" source scripts/setup.sh
 step "cargo fmt --check" cargo fmt --all -- --check
 step "cargo clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (build and run)" cargo test --workspace --locked
+# docs/ADDING-A-MODE.md's walk-through: the registry matrices again with the `toy` mode
+# registered (its own file plus one registry line), which they must pick up by themselves.
+step "new-mode walk-through (toy-mode)" cargo test --locked -p inpage --features toy-mode \
+  --test toy_mode --test model --test format_doc --test bad_input --test read_only --test api
 echo "test.sh: all green in $SECONDS s" >&2

@@ -36,6 +36,8 @@ mod off;
 mod rollback;
 #[cfg(test)]
 pub(crate) mod testutil;
+#[cfg(any(test, feature = "toy-mode"))]
+mod toy;
 mod util;
 mod wal;
 mod waldio;
@@ -180,6 +182,8 @@ impl JournalMode {
         JournalMode::WALDIO_GC,
         JournalMode::WALDIO_GS,
         JournalMode::NVLOG,
+        #[cfg(any(test, feature = "toy-mode"))]
+        JournalMode::TOY,
     ];
     /// Write pages in place, one fdatasync, no atomicity promised.
     pub const OFF: JournalMode = JournalMode(&off::OFF);
@@ -234,6 +238,9 @@ impl JournalMode {
     /// returns without a sync; a flusher moves batches into the database with one
     /// fdatasync each. Survives process crashes; power loss only on a persistent region.
     pub const NVLOG: JournalMode = JournalMode(&nvlog::NVLOG);
+    /// The `docs/ADDING-A-MODE.md` walk-through (test builds and `toy-mode` only).
+    #[cfg(any(test, feature = "toy-mode"))]
+    pub const TOY: JournalMode = JournalMode(&toy::TOY);
 }
 
 impl JournalMode {
