@@ -24,7 +24,9 @@
 //! - **Fail-stop on I/O errors.** If a commit fails, the on-disk state is unknown (a
 //!   failed fsync may have dropped any write since the last good one), so the pager
 //!   restores the old images in memory, pins them, and refuses new transactions until the
-//!   database is reopened and recovered. Existing readers keep their snapshots.
+//!   database is reopened and recovered. Existing readers keep their snapshots. The
+//!   handle's phase (`Phase`: ready, writing, poisoned) is one enum with its transition
+//!   diagram, checked on every transition in debug builds.
 //! - **Opening never trusts a byte before checking it**: a hot rollback journal is rolled
 //!   back first (the header page itself may be half-written), then the header is decoded
 //!   with its checksum, then the journal mode's own recovery runs, then the header is read
@@ -60,13 +62,14 @@ struct State {
     freed_by: BTreeMap<u64, Vec<Pgno>>,
     /// Snapshot tid -> number of readers on it.
     readers: BTreeMap<u64, usize>,
-    poisoned: Option<String>,
+    /// Whether the file is being written, and whether this handle may still work.
+    phase: Phase,
     /// `FreeSpace::TreeWalk` layouts: pages no committed tree owns (see `txn::free`).
     /// Empty under `PageList`, whose free list lives in the pages.
     free: BTreeSet<Pgno>,
-    /// Bumped when a commit starts writing and again when it ends: a page read from the
-    /// file without the lock is only cached (and returned) if no commit started or ended
-    /// meanwhile (see `read_page_unlocked`).
+    /// Bumped when a commit starts writing and again when it ends (`State::begin_io`,
+    /// `State::end_io`): a page read from the file without the lock is only cached (and
+    /// returned) if no commit started or ended meanwhile (see `read_page_unlocked`).
     write_epoch: u64,
     /// Number of commits that changed the catalog (created or dropped a tree), as of the
     /// committed header: what `Tree` handles key their cached catalog record on.
@@ -79,6 +82,85 @@ struct State {
     /// The planted bug in force (`Mutant::None` outside test builds): the reader
     /// mutants break `pre_image` and `prune`, which see only the state.
     mutant: crate::journal::Mutant,
+}
+
+/// The pager's phase: whether the journal is writing the file on the writer's behalf, and
+/// whether the handle may still be trusted.
+///
+/// ```text
+///            begin_io: commit, spill, discard
+///   Ready ─────────────────────────────────────▶ Writing
+///     ▲                                            │
+///     └──── end_io(Ok), or a clean NoSpace ─────────┤
+///                                                  │ end_io(Err): the file may hold
+///     │ poison: a panic under the lock, a failed   ▼ anything for the pages written
+///     │ wait_durable or checkpoint, a failed ───▶ Poisoned(why)
+///     │ transaction across databases               (until the database is reopened)
+/// ```
+///
+/// `Writing` may also become `Poisoned` (a panic elsewhere while the journal writes);
+/// the write's end then leaves it poisoned. Checked on every transition in debug builds
+/// (`State::check_phase`): `write_epoch` is odd exactly while `Writing`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Usable, and no write of the writer's is under way.
+    Ready,
+    /// A commit, spill or discard is writing pages the cache does not pin (or pins).
+    Writing,
+    /// Every later transaction fails with `Error::Poisoned(why)`.
+    Poisoned(String),
+}
+
+impl State {
+    /// Ready → Writing: the journal is about to write the file (the caller holds the
+    /// lock and has checked the handle is usable).
+    fn begin_io(&mut self) {
+        debug_assert_eq!(self.phase, Phase::Ready, "an I/O began while not ready");
+        self.phase = Phase::Writing;
+        self.write_epoch += 1;
+        self.check_phase();
+    }
+
+    /// Writing → Ready (`failure` None), or → Poisoned(failure): the write ended.
+    fn end_io(&mut self, failure: Option<String>) {
+        debug_assert!(
+            matches!(self.phase, Phase::Writing | Phase::Poisoned(_)),
+            "an I/O ended that had not begun: {:?}",
+            self.phase
+        );
+        self.write_epoch += 1;
+        match failure {
+            Some(why) => self.phase = Phase::Poisoned(why),
+            None if self.phase == Phase::Writing => self.phase = Phase::Ready,
+            None => {}
+        }
+        self.check_phase();
+    }
+
+    /// Any phase → Poisoned: a failure after which memory may not match the file. The
+    /// first reason is kept when `first_only` (a later failure follows from it), else
+    /// the newest reason replaces it.
+    fn poison(&mut self, why: String, first_only: bool) {
+        if !(first_only && matches!(self.phase, Phase::Poisoned(_))) {
+            self.phase = Phase::Poisoned(why);
+        }
+        self.check_phase();
+    }
+
+    /// The phase invariant: an odd epoch means a write is under way, and only `Writing`
+    /// (or a handle poisoned during the write) has one.
+    fn check_phase(&self) {
+        debug_assert!(
+            match self.phase {
+                Phase::Ready => self.write_epoch % 2 == 0,
+                Phase::Writing => self.write_epoch % 2 == 1,
+                Phase::Poisoned(_) => true,
+            },
+            "phase {:?} with write epoch {}",
+            self.phase,
+            self.write_epoch
+        );
+    }
 }
 
 /// Hash map keyed by page number, hashed with [`PgnoHasher`].
@@ -223,13 +305,12 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
         Ok(g) => g,
         Err(e) => {
             let mut g = e.into_inner();
-            if g.poisoned.is_none() {
-                g.poisoned = Some(
-                    "a thread panicked while holding the pager's lock; its in-memory state \
-                     may be half-updated"
-                        .into(),
-                );
-            }
+            g.poison(
+                "a thread panicked while holding the pager's lock; its in-memory state \
+                 may be half-updated"
+                    .into(),
+                true,
+            );
             g
         }
     }
@@ -436,7 +517,7 @@ impl Pager {
                 freed_by: BTreeMap::new(),
                 readers: BTreeMap::new(),
                 mutant: cfg.journal.mutant(),
-                poisoned: None,
+                phase: Phase::Ready,
                 free: BTreeSet::new(),
                 write_epoch: 0,
                 catalog_gen: 0,
@@ -533,10 +614,7 @@ impl Pager {
     /// holds is not what memory says (a transaction across databases failed after this
     /// database committed its part, which recovery undoes).
     pub fn poison(&self, why: String) {
-        let mut st = lock(&self.state);
-        if st.poisoned.is_none() {
-            st.poisoned = Some(why);
-        }
+        lock(&self.state).poison(why, true);
     }
 
     /// Err(Poisoned) after a failed commit.
@@ -558,9 +636,9 @@ impl Pager {
     /// poisoned by an earlier failure.
     fn usable(&self, st: &State) -> Result<()> {
         self.not_forked()?;
-        match &st.poisoned {
-            Some(why) => Err(Error::Poisoned(why.clone())),
-            None => Ok(()),
+        match &st.phase {
+            Phase::Poisoned(why) => Err(Error::Poisoned(why.clone())),
+            Phase::Ready | Phase::Writing => Ok(()),
         }
     }
 
@@ -730,20 +808,17 @@ impl Pager {
         for (pgno, img) in &pages {
             st.cache.insert(*pgno, img.clone(), true);
         }
-        st.write_epoch += 1;
+        st.begin_io();
         drop(st);
         let result = self.journal.spill(tid, &pages, &originals);
         let mut st = lock(&self.state);
-        st.write_epoch += 1;
+        st.end_io(result.as_ref().err().map(|e| e.to_string()));
         for (pgno, _) in &pages {
             match &result {
                 Ok(()) => st.cache.unpin(*pgno),
                 // The file may hold anything for these pages now.
                 Err(_) => st.cache.remove(*pgno),
             }
-        }
-        if let Err(e) = &result {
-            st.poisoned = Some(e.to_string());
         }
         result
     }
@@ -762,16 +837,13 @@ impl Pager {
             st.cache.remove(p);
             st.in_flight.insert(p);
         }
-        st.write_epoch += 1;
+        st.begin_io();
         drop(st);
         let result = self.journal.discard(tid, pages);
         let mut st = lock(&self.state);
-        st.write_epoch += 1;
+        st.end_io(result.as_ref().err().map(|e| e.to_string()));
         for p in pages {
             st.in_flight.remove(p);
-        }
-        if let Err(e) = &result {
-            st.poisoned = Some(e.to_string());
         }
         drop(st);
         self.settled.notify_all();
@@ -996,7 +1068,7 @@ impl Pager {
             st.cache.remove(p);
             st.in_flight.insert(p);
         }
-        st.write_epoch += 1;
+        st.begin_io();
         drop(st);
 
         let batch = CommitBatch {
@@ -1011,7 +1083,16 @@ impl Pager {
         let result = self.journal.commit(&batch);
 
         let mut st = lock(&self.state);
-        st.write_epoch += 1;
+        // `NoSpace`: the journal promises that nothing of the commit was written where a
+        // reader or recovery would find it, so the committed state is the one in memory
+        // and the handle stays usable (SQLite's SQLITE_FULL). Spilled pages were
+        // rewritten in the file: no such promise covers them.
+        let failure = match &result {
+            Err(Error::NoSpace { .. }) if !any_unpinned => None,
+            Err(e) => Some(e.to_string()),
+            Ok(()) => None,
+        };
+        st.end_io(failure);
         if any_unpinned {
             for p in unpinned {
                 st.in_flight.remove(p);
@@ -1046,14 +1127,6 @@ impl Pager {
                     st.cache.insert(*pgno, img.clone(), true);
                 }
                 st.versions.remove(&header.fcc);
-                // `NoSpace`: the journal promises that nothing of the commit was written
-                // where a reader or recovery would find it, so the committed state is
-                // the one in memory and the handle stays usable (SQLite's SQLITE_FULL).
-                // Spilled pages were rewritten in the file: no such promise covers them.
-                let clean = matches!(e, Error::NoSpace { .. }) && !any_unpinned;
-                if !clean {
-                    st.poisoned = Some(e.to_string());
-                }
                 Err(e)
             }
         }
@@ -1066,7 +1139,7 @@ impl Pager {
     pub fn wait_durable(&self, tid: u64, next_writers: usize) -> Result<()> {
         let r = self.journal.wait_durable(tid, next_writers);
         if let Err(e) = &r {
-            lock(&self.state).poisoned = Some(e.to_string());
+            lock(&self.state).poison(e.to_string(), false);
         }
         r
     }
@@ -1083,7 +1156,7 @@ impl Pager {
         match &r {
             // The log keeps every page the checkpoint did not get to (`NoSpace`).
             Err(Error::NoSpace { .. }) | Ok(()) => {}
-            Err(e) => lock(&self.state).poisoned = Some(e.to_string()),
+            Err(e) => lock(&self.state).poison(e.to_string(), false),
         }
         r
     }
