@@ -29,19 +29,7 @@ pub(crate) static OFF: ModeSpec = ModeSpec {
     code: 1,
     summary: "pages written in place, one fdatasync, no atomicity promised",
     layout: &STOCK,
-    caps: Capabilities {
-        atomic: false,
-        embeds_fcc: false,
-        recovers_fcc: false,
-        direct_writes: false,
-        replays_log: false,
-        intent_map: false,
-        side_files: &[],
-        steals: false,
-        durable_at_ack: true,
-        survives_process_crash: true,
-        region_backed: false,
-    },
+    caps: in_place_caps(false),
     open: open_off,
 };
 
@@ -51,9 +39,16 @@ pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
     code: 6,
     summary: "off with metadata embedding: the header page only when more than the counter changed",
     layout: &STOCK,
-    caps: Capabilities {
+    caps: in_place_caps(true),
+    open: open_off,
+};
+
+/// What a mode that writes pages in place with no journal can do: no atomicity, every
+/// acknowledged commit durable; `embeds_fcc` as the mode says.
+pub(crate) const fn in_place_caps(embeds_fcc: bool) -> Capabilities {
+    Capabilities {
         atomic: false,
-        embeds_fcc: true,
+        embeds_fcc,
         recovers_fcc: false,
         direct_writes: false,
         replays_log: false,
@@ -63,9 +58,27 @@ pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
         durable_at_ack: true,
         survives_process_crash: true,
         region_backed: false,
-    },
-    open: open_off,
-};
+    }
+}
+
+/// The commit of a mode without atomicity: `pages` (the batch's, in the order the mode
+/// writes them) in place, after any growth was made durable, then one fdatasync. The
+/// writer lock keeps a second caller's writes and sync from interleaving.
+pub(crate) fn commit_in_place(
+    ctx: &JournalCtx,
+    writer: &Mutex<()>,
+    batch: &CommitBatch<'_>,
+    pages: &[(Pgno, crate::page::PageRef)],
+) -> Result<()> {
+    let _w = writer
+        .lock()
+        .map_err(|_| Error::Poisoned("a thread panicked while committing (writer lock)".into()))?;
+    let db = &ctx.db;
+    check_batch(batch, db.page_size, false)?;
+    db.ensure_capacity(batch.new_page_count)?;
+    db.write_pages(pages)?;
+    db.sync()
+}
 
 fn open_off(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
     let (j, r) = OffJournal::open(ctx, mode)?;
@@ -103,14 +116,7 @@ impl Journal for OffJournal {
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        let _w = self.writer.lock().map_err(|_| {
-            Error::Poisoned("a thread panicked while committing (writer lock)".into())
-        })?;
-        let db = &self.ctx.db;
-        check_batch(batch, db.page_size, false)?;
-        db.ensure_capacity(batch.new_page_count)?;
-        db.write_pages(batch.pages)?;
-        db.sync()
+        commit_in_place(&self.ctx, &self.writer, batch, batch.pages)
     }
 
     fn checkpoint(&self) -> Result<()> {

@@ -10,9 +10,9 @@
 
 use std::sync::Mutex;
 
-use super::util::check_batch;
-use super::{Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec, Opened};
-use crate::error::{Error, Pgno, Result};
+use super::off::{commit_in_place, in_place_caps};
+use super::{CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec, Opened};
+use crate::error::{Pgno, Result};
 use crate::page::stock::STOCK;
 
 /// Registry entry of `toy`. Code 200: reserved for it (`docs/FORMAT.md`), never a file a
@@ -23,19 +23,7 @@ pub(crate) static TOY: ModeSpec = ModeSpec {
     summary:
         "test builds only: the ADDING-A-MODE walk-through (in place, header last, no atomicity)",
     layout: &STOCK,
-    caps: Capabilities {
-        atomic: false,
-        embeds_fcc: false,
-        recovers_fcc: false,
-        direct_writes: false,
-        replays_log: false,
-        intent_map: false,
-        side_files: &[],
-        steals: false,
-        durable_at_ack: true,
-        survives_process_crash: true,
-        region_backed: false,
-    },
+    caps: in_place_caps(false),
     open: open_toy,
 };
 
@@ -61,16 +49,9 @@ impl Journal for ToyJournal {
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        let _w = self.writer.lock().map_err(|_| {
-            Error::Poisoned("a thread panicked while committing (writer lock)".into())
-        })?;
-        let db = &self.ctx.db;
-        check_batch(batch, db.page_size, false)?;
-        db.ensure_capacity(batch.new_page_count)?;
         let mut pages = batch.pages.to_vec();
         pages.sort_by_key(|(pgno, _)| std::cmp::Reverse(*pgno));
-        db.write_pages(&pages)?;
-        db.sync()
+        commit_in_place(&self.ctx, &self.writer, batch, &pages)
     }
 
     fn checkpoint(&self) -> Result<()> {

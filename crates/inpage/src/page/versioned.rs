@@ -140,10 +140,13 @@ pub(crate) fn pick_visible<V>(
     pgno: Pgno,
     buf: &[u8],
     max_tid: u64,
-    first: Option<usize>,
+    geometry_ok: bool,
     check: impl Fn(usize) -> std::result::Result<V, String>,
     tid_of: impl Fn(&V) -> u64,
 ) -> Result<V> {
+    let first = geometry_ok
+        .then(|| newest_candidate(buf, |tid| tid <= max_tid))
+        .flatten();
     if let Some(v) = first.and_then(|slot| check(slot).ok()) {
         return Ok(v);
     }
@@ -195,6 +198,23 @@ pub(crate) fn pick_visible<V>(
 /// current image, which holds the committed version (tid below the writer's, kept) and
 /// possibly the transaction's own earlier version (replaced); None for a page this
 /// transaction allocated. A tid of 0 (no transaction) is refused.
+/// The version in descriptor `slot` of page `pgno` of a `label` layout, validated by
+/// `check`. Errors: `InvalidArgument` for a slot other than 0 or 1, `Corrupt` saying why
+/// the version is not valid.
+pub(crate) fn open_slot<V>(
+    pgno: Pgno,
+    slot: usize,
+    label: &str,
+    check: impl FnOnce() -> std::result::Result<V, String>,
+) -> Result<V> {
+    if slot > 1 {
+        return Err(Error::InvalidArgument(format!(
+            "descriptor slot {slot} (a {label} page has slots 0 and 1)"
+        )));
+    }
+    check().map_err(|r| Error::corrupt(pgno, r))
+}
+
 pub(crate) fn write_base(
     store: &dyn PageWrite,
     pgno: Pgno,

@@ -187,7 +187,7 @@ impl PageWrite for DhlStore {
         } else if t.fresh.contains(&pgno) {
             let written = dhl::visible(pgno, &data, usable, tid)
                 .map(|v| v.tid())
-                .or_else(|_| dhl::open_overflow(pgno, &data, usable).map(|o| o.tid));
+                .or_else(|_| dhl::OVERFLOW.open(pgno, &data, usable).map(|o| o.tid));
             assert_eq!(
                 written.ok(),
                 Some(tid),

@@ -309,22 +309,7 @@ impl Vfs for AccountingVfs {
         }))
     }
 
-    fn nonce(&self, salt: u64) -> u64 {
-        self.inner.nonce(salt)
-    }
-
-    fn in_process_memory(&self) -> bool {
-        self.inner.in_process_memory()
-    }
-
-    /// Memory regions are not file I/O: neither counted nor faulted.
-    fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
-        self.inner.open_region(path, create)
-    }
-
-    fn delete_region(&self, path: &Path) -> io::Result<()> {
-        self.inner.delete_region(path)
-    }
+    super::vfs_pass_through!(nonce, in_process_memory, regions);
 }
 
 /// A file opened through [`AccountingVfs`].

@@ -58,6 +58,37 @@ pub struct OpenOptions {
     pub direct: bool,
 }
 
+/// The methods of [`Vfs`] a wrapper that counts, faults or records file I/O passes to its
+/// `inner` VFS unchanged: the nonce, whether files live in process memory, and memory
+/// regions (not file I/O: neither counted, faulted nor recorded). Expands inside an
+/// `impl Vfs for` block whose type has an `inner: Arc<dyn Vfs>` field.
+macro_rules! vfs_pass_through {
+    (nonce, in_process_memory $(, $regions:ident)?) => {
+        fn nonce(&self, salt: u64) -> u64 {
+            self.inner.nonce(salt)
+        }
+
+        fn in_process_memory(&self) -> bool {
+            self.inner.in_process_memory()
+        }
+        $(crate::vfs::vfs_pass_through!(@$regions);)?
+    };
+    (@regions) => {
+        fn open_region(
+            &self,
+            path: &std::path::Path,
+            create: Option<usize>,
+        ) -> std::io::Result<std::sync::Arc<dyn crate::vfs::Region>> {
+            self.inner.open_region(path, create)
+        }
+
+        fn delete_region(&self, path: &std::path::Path) -> std::io::Result<()> {
+            self.inner.delete_region(path)
+        }
+    };
+}
+pub(crate) use vfs_pass_through;
+
 /// A file system.
 pub trait Vfs: Send + Sync + fmt::Debug {
     /// Open (or create) a file.

@@ -161,13 +161,7 @@ impl Vfs for OverlayVfs {
         Ok(())
     }
 
-    fn nonce(&self, salt: u64) -> u64 {
-        self.inner.nonce(salt)
-    }
-
-    fn in_process_memory(&self) -> bool {
-        self.inner.in_process_memory()
-    }
+    super::vfs_pass_through!(nonce, in_process_memory);
 
     /// A private copy of the inner region (never written back), or a new one in memory.
     fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {

@@ -198,13 +198,7 @@ impl Vfs for SnapshotVfs {
         Err(refused("sync_dir", dir))
     }
 
-    fn nonce(&self, salt: u64) -> u64 {
-        self.inner.nonce(salt)
-    }
-
-    fn in_process_memory(&self) -> bool {
-        self.inner.in_process_memory()
-    }
+    super::vfs_pass_through!(nonce, in_process_memory);
 
     fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
         if create.is_some() {

@@ -137,7 +137,6 @@ mod tests;
 use crate::page::versioned::{overflow_crc, page_seed};
 pub use build::build;
 pub(crate) use layout::DHL;
-pub use overflow::open_overflow;
 pub(crate) use overflow::OVERFLOW;
 
 #[cfg(test)]
@@ -436,12 +435,7 @@ fn overlap_reason(
 /// why it is not.
 #[cfg(test)]
 pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
-    if slot > 1 {
-        return Err(Error::InvalidArgument(format!(
-            "descriptor slot {slot} (a DHL page has slots 0 and 1)"
-        )));
-    }
-    check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
+    crate::page::versioned::open_slot(pgno, slot, "DHL", || check_slot(pgno, buf, usable, slot))
 }
 
 thread_local! {
@@ -513,14 +507,11 @@ pub fn visible_page(pgno: Pgno, page: &PageRef, usable: usize, max_tid: u64) -> 
 /// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
 /// `tid <= max_tid`. Errors: `Corrupt` if there is none.
 pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
-    let first = geometry_ok(usable, buf.len())
-        .then(|| newest_candidate(buf, |tid| tid <= max_tid))
-        .flatten();
     crate::page::versioned::pick_visible(
         pgno,
         buf,
         max_tid,
-        first,
+        geometry_ok(usable, buf.len()),
         |slot| check_slot(pgno, buf, usable, slot),
         |v: &View<'_>| v.tid,
     )
@@ -604,10 +595,10 @@ pub fn descriptors(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 
 
 /// Both descriptor slots of any DHL page, for recovery's scan: like [`descriptors`], but a
 /// slot is also `valid` when it is a valid overflow-page descriptor (slot 0 only, exactly
-/// what [`open_overflow`] accepts). `None` for an INV (tid 0) slot or a buffer too small
+/// what [`OVERFLOW`] accepts). `None` for an INV (tid 0) slot or a buffer too small
 /// to be a DHL page of size `usable`. For tree pages the result equals [`descriptors`].
 pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-    let overflow_ok = open_overflow(pgno, buf, usable).is_ok();
+    let overflow_ok = OVERFLOW.open(pgno, buf, usable).is_ok();
     let mut d = descriptors(pgno, buf, usable);
     if let Some(info) = d[0].as_mut() {
         info.valid |= overflow_ok;
@@ -616,7 +607,7 @@ pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>
 }
 
 /// Set `txn_size` in every valid descriptor with this `tid` (a tree version as [`visible`]
-/// accepts it, or an overflow page as [`open_overflow`] accepts it) and recompute its
+/// accepts it, or an overflow page as [`OVERFLOW`] accepts it) and recompute its
 /// checksum so that it stays valid. Only those descriptors' `txn_size` and checksum bytes
 /// change; nothing else in `buf` does, and invalid, INV or other-tid slots are left alone.
 /// Returns whether any descriptor was stamped (false for tid 0 or a buffer too small to
@@ -667,7 +658,7 @@ pub fn restamp_as(
         });
         let covered = tree.or_else(|| {
             (slot == 0)
-                .then(|| open_overflow(pgno, buf, usable).ok())
+                .then(|| OVERFLOW.open(pgno, buf, usable).ok())
                 .flatten()
                 .map(|o| Covered::Overflow(o.data.len()))
         });

@@ -12,7 +12,7 @@
 use super::*;
 #[cfg(test)]
 pub use crate::page::versioned::overflow_data;
-pub use crate::page::versioned::Overflow;
+
 use crate::page::versioned::OverflowFormat;
 
 pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
@@ -21,24 +21,3 @@ pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     next_at: D_RIGHT,
     geometry_ok,
 };
-
-#[cfg(test)]
-/// Image of overflow page `pgno` written by transaction `tid` (txn_size 0, for [`restamp`] to
-/// set at commit) holding `data`.
-/// Errors: `InvalidArgument` for a bad geometry, tid 0 or more data than a page carries.
-pub fn overflow_page(
-    pgno: Pgno,
-    page_size: usize,
-    usable: usize,
-    tid: u64,
-    next: Pgno,
-    data: &[u8],
-) -> Result<Vec<u8>> {
-    OVERFLOW.image(pgno, page_size, usable, tid, next, data)
-}
-
-/// Decode and verify an overflow page. Errors: `Corrupt` if slot 0 is not a valid
-/// overflow descriptor (INV, another type, a length past the page, a bad checksum).
-pub fn open_overflow(pgno: Pgno, buf: &[u8], usable: usize) -> Result<Overflow<'_>> {
-    OVERFLOW.open(pgno, buf, usable)
-}

@@ -185,7 +185,7 @@ pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u3
         });
         let covered = tree.or_else(|| {
             (slot == 0)
-                .then(|| open_overflow(pgno, buf, usable).ok())
+                .then(|| OVERFLOW.open(pgno, buf, usable).ok())
                 .flatten()
                 .map(|o| Covered::Overflow(o.data.len()))
         });

@@ -573,11 +573,11 @@ fn same_transaction_rebuild_replaces_its_own_version() {
 fn overflow_pages_round_trip_and_reject_damage() {
     let data: Vec<u8> = (0..overflow_data(US)).map(|i| (i * 7) as u8).collect();
     for len in [1, 100, data.len()] {
-        let p = overflow_page(3, PS, US, 9, 42, &data[..len]).unwrap();
+        let p = OVERFLOW.image(3, PS, US, 9, 42, &data[..len]).unwrap();
         assert!(p[DESC_SIZE..RECORD_START].iter().all(|&b| b == 0));
-        let o = open_overflow(3, &p, US).unwrap();
+        let o = OVERFLOW.open(3, &p, US).unwrap();
         // Bound to page 3 (its checksum is seeded with the page number).
-        assert!(open_overflow(2, &p, US).is_err());
+        assert!(OVERFLOW.open(2, &p, US).is_err());
         assert_eq!(
             (o.tid, o.txn_size, o.next, o.data),
             (9, 0, 42, &data[..len])
@@ -589,14 +589,16 @@ fn overflow_pages_round_trip_and_reject_damage() {
         {
             let mut b = p.clone();
             b[at] ^= 0x10;
-            assert!(open_overflow(3, &b, US).is_err(), "byte {at}");
+            assert!(OVERFLOW.open(3, &b, US).is_err(), "byte {at}");
         }
         // Not a tree version, and a tree page is not an overflow page.
         assert!(visible(3, &p, US, u64::MAX).is_err());
     }
-    assert!(open_overflow(3, &empty_leaf(PS, US, 1), US).is_err());
-    assert!(overflow_page(1, PS, US, 0, 0, b"x").is_err());
-    assert!(overflow_page(1, PS, US, 1, 0, &vec![0; overflow_data(US) + 1]).is_err());
+    assert!(OVERFLOW.open(3, &empty_leaf(PS, US, 1), US).is_err());
+    assert!(OVERFLOW.image(1, PS, US, 0, 0, b"x").is_err());
+    assert!(OVERFLOW
+        .image(1, PS, US, 1, 0, &vec![0; overflow_data(US) + 1])
+        .is_err());
 }
 
 /// Version `ver` would give, but built with txn_size 0 as the tree builds it.
@@ -717,11 +719,11 @@ fn restamp_keeps_tree_versions_valid_with_the_new_txn_size() {
 fn restamp_keeps_overflow_pages_valid_with_the_new_txn_size() {
     let data: Vec<u8> = (0..overflow_data(US)).map(|i| (i * 13) as u8).collect();
     for len in [0, 1, 100, data.len()] {
-        let p = overflow_page(1, PS, US, 9, 42, &data[..len]).unwrap();
+        let p = OVERFLOW.image(1, PS, US, 9, 42, &data[..len]).unwrap();
         let s = check_restamp(&p, US, 9, 77);
         let changed = diff(&p, &s);
         assert!(!changed.is_empty() && changed.iter().all(|&i| stamp_field(0, i)));
-        let o = open_overflow(1, &s, US).unwrap();
+        let o = OVERFLOW.open(1, &s, US).unwrap();
         assert_eq!(
             (o.tid, o.txn_size, o.next, o.data),
             (9, 77, 42, &data[..len])
@@ -739,7 +741,7 @@ fn restamp_of_an_absent_or_invalid_version_changes_nothing() {
     let n = build(1, PS, US, Some(&p), 4, &ver0(5, true, 0, &[rec(7, 50)]))
         .unwrap()
         .unwrap();
-    let ovfl = overflow_page(1, PS, US, 9, 0, b"data").unwrap();
+    let ovfl = OVERFLOW.image(1, PS, US, 9, 0, b"data").unwrap();
     let mut torn = n.clone();
     let last = get_u16(&torn, get_u16(&torn, DESC_SIZE + D_ARRAY));
     torn[last + 12] ^= 1; // a data byte of slot 1's only cell (not shared with slot 0)
@@ -783,7 +785,9 @@ fn restamp_of_an_absent_or_invalid_version_changes_nothing() {
 
 #[test]
 fn page_versions_counts_overflow_pages() {
-    let p = overflow_page(1, PS, US, 9, 42, b"some value bytes").unwrap();
+    let p = OVERFLOW
+        .image(1, PS, US, 9, 42, b"some value bytes")
+        .unwrap();
     let ok = DescInfo {
         slot: 0,
         tid: 9,
@@ -1203,7 +1207,7 @@ proptest! {
         let mut b = bytes.clone();
         if let Some((tid, next, len)) = ovfl {
             let len = len.min(bytes.len()).min(overflow_data(US));
-            b = overflow_page(1, PS, US, tid, next, &bytes[..len]).unwrap();
+            b = OVERFLOW.image(1, PS, US, tid, next, &bytes[..len]).unwrap();
             for i in (DESC_SIZE..RECORD_START).chain(RECORD_START + len..PS) {
                 b[i] = bytes.get(i).copied().unwrap_or(b[i]);
             }
@@ -1542,9 +1546,11 @@ fn restamp_as_retags_a_working_version_for_its_commit_tid() {
     assert!(restamp(1, &mut serial, US, 5, 2));
     assert_eq!(s, serial);
     // Overflow pages are re-tagged too.
-    let o = overflow_page(1, PS, US, 9, 0, b"chunk of a value").unwrap();
+    let o = OVERFLOW
+        .image(1, PS, US, 9, 0, b"chunk of a value")
+        .unwrap();
     let mut o2 = o.clone();
     assert!(restamp_as(1, &mut o2, US, 9, 5, 2));
-    let r = open_overflow(1, &o2, US).unwrap();
+    let r = OVERFLOW.open(1, &o2, US).unwrap();
     assert_eq!((r.tid, r.data), (5, &b"chunk of a value"[..]));
 }

@@ -123,10 +123,9 @@ mod tests;
 
 pub use build::{build, edit, Version};
 pub(crate) use layout::IPS;
-pub use overflow::open_overflow;
-pub(crate) use overflow::OVERFLOW;
 #[cfg(test)]
-pub use overflow::{overflow_data, overflow_page};
+pub use overflow::overflow_data;
+pub(crate) use overflow::OVERFLOW;
 
 pub use crate::page::versioned::DESC_SIZE;
 #[cfg(test)]
@@ -626,12 +625,7 @@ fn check_slot_in<'b>(
 
 /// The version in descriptor `slot`, if valid. Errors: `Corrupt` saying why not.
 pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
-    if slot > 1 {
-        return Err(Error::InvalidArgument(format!(
-            "descriptor slot {slot} (an IPS page has slots 0 and 1)"
-        )));
-    }
-    check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
+    crate::page::versioned::open_slot(pgno, slot, "IPS", || check_slot(pgno, buf, usable, slot))
 }
 
 /// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
@@ -639,14 +633,11 @@ pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<V
 /// than the one it would read (a damaged newest committed version is corruption, not a
 /// torn write: recovery zeroes the tid of every version that did not complete).
 pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
-    let first = geometry_ok(usable, buf.len())
-        .then(|| newest_candidate(buf, |tid| tid <= max_tid))
-        .flatten();
     crate::page::versioned::pick_visible(
         pgno,
         buf,
         max_tid,
-        first,
+        geometry_ok(usable, buf.len()),
         |slot| check_slot(pgno, buf, usable, slot),
         |v: &View<'_>| v.tid(),
     )
@@ -837,7 +828,7 @@ fn sealed_take(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Option<Ope
 pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
     crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
         check_slot(pgno, buf, usable, slot).is_ok()
-            || (slot == 0 && open_overflow(pgno, buf, usable).is_ok())
+            || (slot == 0 && OVERFLOW.open(pgno, buf, usable).is_ok())
     })
 }
 
@@ -892,7 +883,7 @@ pub(crate) fn restamp_node(
             put_u32(buf, d + D_CRC, crc);
             stamped = true;
         } else if slot == 0 {
-            if let Ok(len) = open_overflow(pgno, buf, usable).map(|o| o.data.len()) {
+            if let Ok(len) = OVERFLOW.open(pgno, buf, usable).map(|o| o.data.len()) {
                 put_u64(buf, d + D_TID, tid);
                 put_u32(buf, d + D_TXN_SIZE, txn_size);
                 let crc = crate::page::versioned::overflow_crc(pgno, buf, len);

@@ -20,7 +20,7 @@
 use super::*;
 #[cfg(test)]
 pub use crate::page::versioned::overflow_data;
-pub use crate::page::versioned::Overflow;
+
 use crate::page::versioned::OverflowFormat;
 
 /// The shared side-by-side overflow format (`page::versioned::OverflowFormat`) with IPS's
@@ -31,23 +31,3 @@ pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     next_at: D_RIGHT,
     geometry_ok,
 };
-
-#[cfg(test)]
-/// Image of overflow page `pgno` of transaction `tid` (txn_size 0 until commit) holding
-/// `data`. Errors: `InvalidArgument` for a bad geometry, tid 0 or too much data.
-pub fn overflow_page(
-    pgno: Pgno,
-    page_size: usize,
-    usable: usize,
-    tid: u64,
-    next: Pgno,
-    data: &[u8],
-) -> Result<Vec<u8>> {
-    OVERFLOW.image(pgno, page_size, usable, tid, next, data)
-}
-
-/// Decode and verify an overflow page. Errors: `Corrupt` if slot 0 is not a valid
-/// overflow descriptor (INV, another type, a length past the page, a bad crc).
-pub fn open_overflow(pgno: Pgno, buf: &[u8], usable: usize) -> Result<Overflow<'_>> {
-    OVERFLOW.open(pgno, buf, usable)
-}

@@ -713,9 +713,11 @@ fn finalize_retags_a_working_version_for_its_commit_tid() {
     assert_eq!(f, serial);
     // Nothing is tagged 9 any more; overflow pages re-tag too.
     assert!(IPS.finalize(1, f.clone(), g, 9, 3, 3).is_err());
-    let o = overflow_page(4, PS, US, 9, 0, b"chunk of a value").unwrap();
+    let o = OVERFLOW
+        .image(4, PS, US, 9, 0, b"chunk of a value")
+        .unwrap();
     let o = IPS.finalize(4, PageRef::from(o), g, 9, 2, 3).unwrap();
-    let r = open_overflow(4, &o, US).unwrap();
+    let r = OVERFLOW.open(4, &o, US).unwrap();
     assert_eq!((r.tid, r.data), (2, &b"chunk of a value"[..]));
     // A layout that keeps tids in its cells refuses to re-tag.
     assert!(!crate::page::mvbt::LS_MVBT.retags());
@@ -725,8 +727,8 @@ fn finalize_retags_a_working_version_for_its_commit_tid() {
 #[test]
 fn overflow_pages_and_recovery_views() {
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
-    let mut o = overflow_page(3, PS, US, 6, 42, &data).unwrap();
-    let v = open_overflow(3, &o, US).unwrap();
+    let mut o = OVERFLOW.image(3, PS, US, 6, 42, &data).unwrap();
+    let v = OVERFLOW.open(3, &o, US).unwrap();
     assert_eq!((v.tid, v.txn_size, v.next, v.data), (6, 0, 42, &data[..]));
     assert_eq!(
         page_versions(3, &o, US),
@@ -744,18 +746,20 @@ fn overflow_pages_and_recovery_views() {
     assert!(visible(3, &o, US, 10).is_err());
     // Bound to page 3: nowhere else does it verify.
     assert_eq!(page_versions(4, &o, US)[0].map(|d| d.valid), Some(false));
-    assert!(open_overflow(4, &o, US).is_err());
+    assert!(OVERFLOW.open(4, &o, US).is_err());
     assert!(!restamp(4, &mut o.clone(), US, 6, 3));
     assert!(restamp(3, &mut o, US, 6, 3));
-    assert_eq!(open_overflow(3, &o, US).unwrap().txn_size, 3);
+    assert_eq!(OVERFLOW.open(3, &o, US).unwrap().txn_size, 3);
     assert_eq!(descriptor_heads(&o).unwrap(), [(6, 3), (0, 0)]);
     for i in (0..D_CRC + 4).chain(VERSION_HEADS..VERSION_HEADS + data.len()) {
         let mut d = o.clone();
         d[i] ^= 1;
-        assert!(open_overflow(3, &d, US).is_err(), "byte {i}");
+        assert!(OVERFLOW.open(3, &d, US).is_err(), "byte {i}");
     }
-    assert!(overflow_page(1, PS, US, 0, 1, &data).is_err());
-    assert!(overflow_page(1, PS, US, 1, 1, &vec![0; overflow_data(US) + 1]).is_err());
+    assert!(OVERFLOW.image(1, PS, US, 0, 1, &data).is_err());
+    assert!(OVERFLOW
+        .image(1, PS, US, 1, 1, &vec![0; overflow_data(US) + 1])
+        .is_err());
 
     // Tree pages: both versions, a torn one shows as invalid; invalidate drops one.
     let (b, _, _) = versioned_page();
@@ -918,7 +922,7 @@ fn layout_describe_and_classify() {
         "{lines:?}"
     );
     assert_eq!(IPS.classify(1, &b, g, 2), "leaf");
-    let o = overflow_page(1, PS, US, 1, 0, b"xy").unwrap();
+    let o = OVERFLOW.image(1, PS, US, 1, 0, b"xy").unwrap();
     assert_eq!(IPS.classify(1, &o, g, 2), "overflow");
     assert_eq!(IPS.classify(1, &vec![0; PS], g, 2), "unused");
 }
@@ -1182,7 +1186,7 @@ proptest! {
         let _ = visible(1, &bytes, US, tid);
         let _ = page_versions(1, &bytes, US);
         let _ = descriptor_heads(&bytes);
-        let _ = open_overflow(1, &bytes, US);
+        let _ = OVERFLOW.open(1, &bytes, US);
         let mut b = bytes.clone();
         let _ = invalidate(&mut b, tid);
         let _ = restamp(1, &mut b, US, tid, 3);

@@ -103,9 +103,9 @@ mod layout;
 #[cfg(test)]
 mod tests;
 
+pub use crate::page::versioned::DESC_SIZE;
 #[cfg(test)]
 pub use crate::page::versioned::{descriptor_heads, invalidate};
-pub use crate::page::versioned::{Overflow, DESC_SIZE};
 pub use build::{build, Version};
 pub(crate) use layout::{LS_MVBT, LS_MVBT_NO_GC, LS_MVBT_NO_RESERVE, LS_MVBT_NO_SPLIT, MVBT};
 
@@ -180,24 +180,6 @@ pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     next_at: D_RIGHT,
     geometry_ok,
 };
-
-#[cfg(test)]
-/// Image of overflow page `pgno` of transaction `tid` holding `data`.
-pub fn overflow_page(
-    pgno: Pgno,
-    page_size: usize,
-    usable: usize,
-    tid: u64,
-    next: Pgno,
-    data: &[u8],
-) -> Result<Vec<u8>> {
-    OVERFLOW.image(pgno, page_size, usable, tid, next, data)
-}
-
-/// Decode and verify an overflow page.
-pub fn open_overflow(pgno: Pgno, buf: &[u8], usable: usize) -> Result<Overflow<'_>> {
-    OVERFLOW.open(pgno, buf, usable)
-}
 
 /// Whether a record with this life span is live in the version with tid `d`.
 #[inline]
@@ -547,12 +529,7 @@ pub(crate) fn check_slot(
 
 /// The version in descriptor `slot`, if valid. Errors: `Corrupt` saying why not.
 pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
-    if slot > 1 {
-        return Err(Error::InvalidArgument(format!(
-            "descriptor slot {slot} (an MVBT page has slots 0 and 1)"
-        )));
-    }
-    check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
+    crate::page::versioned::open_slot(pgno, slot, "MVBT", || check_slot(pgno, buf, usable, slot))
 }
 
 /// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
@@ -560,14 +537,11 @@ pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<V
 /// than the one it would read (recovery zeroes the tid of every version that did not
 /// complete, so a damaged committed version is corruption, not a torn write).
 pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
-    let first = geometry_ok(usable, buf.len())
-        .then(|| newest_candidate(buf, |tid| tid <= max_tid))
-        .flatten();
     crate::page::versioned::pick_visible(
         pgno,
         buf,
         max_tid,
-        first,
+        geometry_ok(usable, buf.len()),
         |slot| check_slot(pgno, buf, usable, slot),
         |v: &View<'_>| v.tid(),
     )
@@ -615,7 +589,7 @@ pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -
 pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
     crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
         check_slot(pgno, buf, usable, slot).is_ok()
-            || (slot == 0 && open_overflow(pgno, buf, usable).is_ok())
+            || (slot == 0 && OVERFLOW.open(pgno, buf, usable).is_ok())
     })
 }
 
@@ -641,7 +615,7 @@ pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u3
             put_u32(buf, d + D_CRC, crc);
             stamped = true;
         } else if slot == 0 {
-            if let Ok(len) = open_overflow(pgno, buf, usable).map(|o| o.data.len()) {
+            if let Ok(len) = OVERFLOW.open(pgno, buf, usable).map(|o| o.data.len()) {
                 put_u32(buf, d + D_TXN_SIZE, txn_size);
                 let crc = crate::page::versioned::overflow_crc(pgno, buf, len);
                 put_u32(buf, d + D_CRC, crc);

@@ -307,16 +307,16 @@ fn restamp_and_recovery_views() {
     assert!(heads.contains(&(2, 7)) && heads.contains(&(1, 1)));
     assert_eq!(seen(&v, US, 2).unwrap(), keys(6, 20));
     // Overflow pages: written once, valid in slot 0, restamped like a version.
-    let mut o = overflow_page(1, PS, US, 4, 9, b"chunk").unwrap();
+    let mut o = OVERFLOW.image(1, PS, US, 4, 9, b"chunk").unwrap();
     assert!(restamp(1, &mut o, US, 4, 3));
-    let ov = open_overflow(1, &o, US).unwrap();
+    let ov = OVERFLOW.open(1, &o, US).unwrap();
     assert_eq!(
         (ov.tid, ov.txn_size, ov.next, ov.data),
         (4, 3, 9, &b"chunk"[..])
     );
     assert!(page_versions(1, &o, US)[0].is_some_and(|d| d.valid));
     o[VERSION_HEADS + 2] ^= 1;
-    assert!(open_overflow(1, &o, US).is_err());
+    assert!(OVERFLOW.open(1, &o, US).is_err());
 }
 
 /// Every mix of `old` and `new` images, sector by sector.
@@ -544,7 +544,7 @@ proptest! {
     ) {
         let _ = visible(1, &bytes, US, tid);
         let _ = page_versions(1, &bytes, US);
-        let _ = open_overflow(1, &bytes, US);
+        let _ = OVERFLOW.open(1, &bytes, US);
         let mut b = bytes.clone();
         let _ = restamp(1, &mut b, US, tid, 1);
         let _ = build(1, PS, US, Some(&bytes), tid.saturating_sub(1), &ver(tid.max(1), &[], true));
