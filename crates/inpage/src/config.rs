@@ -2,8 +2,10 @@
 //!
 //! Format settings are stored in the file. `page_size: None` and `journal_mode: None` mean
 //! "the file's" (or `DEFAULT_PAGE_SIZE` / `DEFAULT_JOURNAL_MODE` for a new file); `Some`
-//! on a file that has another value is refused (`Error::PageSizeMismatch`,
-//! `Error::ModeMismatch`) rather than ignored or converted behind the user's back. An
+//! on a file that has another page size, or a mode of another format
+//! (`JournalMode::same_format`: modes of one format differ only in policies and open each
+//! other's files), is refused (`Error::PageSizeMismatch`, `Error::ModeMismatch`) rather
+//! than ignored or converted behind the user's back. An
 //! option the file's journal mode cannot honour (`dhl_direct(On)` without direct writes,
 //! `wal_prealloc` outside `wal`) is refused with `Error::Config` for the same reason.
 

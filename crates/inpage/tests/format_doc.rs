@@ -172,6 +172,45 @@ fn mode_codes_are_the_documented_ones() {
     );
 }
 
+/// The formats table: each row names a format by its first mode and lists exactly the
+/// registered modes of that format (`JournalMode::same_format`), every mode in one row.
+#[test]
+fn formats_are_the_documented_ones() {
+    let start = DOC
+        .find("| format (its first mode's code) | modes |")
+        .expect("formats table");
+    let mut seen = Vec::new();
+    for row in DOC[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+    {
+        let cols: Vec<&str> = row.split('|').map(str::trim).collect();
+        let names = |c: &str| -> Vec<String> {
+            c.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect()
+        };
+        let first = JournalMode::from_name(&names(cols[1])[0]).expect("a mode");
+        assert_eq!(first.format(), first, "{first} heads a format row");
+        let modes = names(cols[2]);
+        let want: Vec<String> = JournalMode::all()
+            .filter(|m| m.same_format(first))
+            .map(|m| m.name().to_string())
+            .collect();
+        let mut got = modes.clone();
+        got.sort();
+        let mut want_sorted = want.clone();
+        want_sorted.sort();
+        assert_eq!(got, want_sorted, "format {first}");
+        seen.extend(modes);
+    }
+    let registered = JournalMode::all().filter(|m| m.code() < 200).count();
+    assert_eq!(seen.len(), registered, "every mode in one row: {seen:?}");
+}
+
 /// Page-0 header table, both slots, against `Header::decode`.
 #[test]
 fn header_table_matches_page_0() {

@@ -210,9 +210,9 @@ impl<'ast> Visit<'ast> for Uses<'_> {
         // Only qualified paths name modules; a bare identifier is a local or an import.
         if p.segments.len() > 1 {
             let s: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
-            if matches!(s[0].as_str(), "crate" | "super" | "self") {
-                self.push(s, "path".into());
-            } else if s[0].chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+            // `crate::`/`super::`/`self::`, or a lowercase first segment (a module, maybe
+            // a child of this one); `Type::method` is not a module path.
+            if s[0].chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
                 self.push(s, "path".into());
             }
         }

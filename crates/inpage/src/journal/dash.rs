@@ -87,6 +87,7 @@ use crate::vfs::OpenOptions;
 pub(crate) static DASH: ModeSpec = ModeSpec {
     name: "dash",
     code: 18,
+    format: 18,
     summary: "database shadowing: two files alternate, a commit rewrites its pages and the previous one's into the older file, one fdatasync",
     layout: &STOCK,
     caps: Capabilities {

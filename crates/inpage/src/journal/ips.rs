@@ -16,6 +16,7 @@ use crate::page::ips::IPS as IPS_LAYOUT;
 pub(crate) static IPS: ModeSpec = dhl_spec(
     "ips",
     10,
+    10,
     "in-page shadowing: append-only pages (records never move), counting commit with metadata embedding",
     true,
     &IPS_LAYOUT,
@@ -25,6 +26,7 @@ pub(crate) static IPS: ModeSpec = dhl_spec(
 pub(crate) static IPS_HEADER: ModeSpec = dhl_spec(
     "ips-header",
     11,
+    10,
     "in-page shadowing, the FCC in the header page with every commit (no metadata embedding)",
     false,
     &IPS_LAYOUT,

@@ -60,8 +60,14 @@ pub struct JournalMode(&'static ModeSpec);
 pub(crate) struct ModeSpec {
     /// The name used on the command line, in reports and in `PRAGMA`-like settings.
     pub name: &'static str,
-    /// Byte stored in the file header (`docs/FORMAT.md`); never reused.
+    /// Byte stored in the header of a file this mode creates (`docs/FORMAT.md`): the
+    /// mode the file opens in when none is asked for. Unique; never reused.
     pub code: u8,
+    /// The code of the first mode of this mode's format. Modes of one format (a commit
+    /// protocol over a page layout) differ only in policies — when the header page is
+    /// written, how a log is synced, how a version is built — and open each other's
+    /// files; the header's code is then a default, not a gate (`docs/FORMAT.md`).
+    pub format: u8,
     /// One line for `--help` and `inspect`.
     pub summary: &'static str,
     /// The page layout of the mode's tree and overflow pages.
@@ -274,9 +280,22 @@ impl JournalMode {
         JournalMode::all().find(|m| m.code() == c)
     }
 
-    /// The id a file header stores for this mode.
+    /// The id a file header stores for this mode (the mode that created the file: what it
+    /// opens in when no mode is asked for).
     pub fn id(self) -> ModeId {
         ModeId(self.0.code)
+    }
+
+    /// The first mode of this mode's format. Modes of one format (a commit protocol over a
+    /// page layout) differ only in policies — when the header page is written, how the
+    /// log is synced, how a version is built — so each opens the others' files.
+    pub fn format(self) -> JournalMode {
+        JournalMode::from_code(self.0.format).expect("a mode's format is a registered mode")
+    }
+
+    /// Whether files of `self` and `other` are in one format (each opens the other's).
+    pub fn same_format(self, other: JournalMode) -> bool {
+        self.0.format == other.0.format
     }
 
     /// The mode a file header names, if this build has it.

@@ -22,6 +22,7 @@ use crate::page::mvbt as layouts;
 pub(crate) static MVBT: ModeSpec = dhl_spec(
     "mvbt",
     12,
+    12,
     "multi-version B-tree: records with life spans, version splits, dead entries kept until a node is copied, FCC in the header page",
     false,
     &layouts::MVBT,
@@ -30,6 +31,7 @@ pub(crate) static MVBT: ModeSpec = dhl_spec(
 /// Registry entry of `ls-mvbt`.
 pub(crate) static LS_MVBT: ModeSpec = dhl_spec(
     "ls-mvbt",
+    13,
     13,
     "lazy-split multi-version B-tree: lazy split, reserved space, FCC embedded, deferred merges, lazy garbage collection",
     true,
@@ -40,6 +42,7 @@ pub(crate) static LS_MVBT: ModeSpec = dhl_spec(
 pub(crate) static LS_MVBT_NO_SPLIT: ModeSpec = dhl_spec(
     "ls-mvbt-no-split",
     14,
+    13,
     "ls-mvbt with version splits instead of lazy splits (ablation)",
     true,
     &layouts::LS_MVBT_NO_SPLIT,
@@ -49,6 +52,7 @@ pub(crate) static LS_MVBT_NO_SPLIT: ModeSpec = dhl_spec(
 pub(crate) static LS_MVBT_NO_RESERVE: ModeSpec = dhl_spec(
     "ls-mvbt-no-reserve",
     15,
+    12,
     "ls-mvbt without reserved buffer space in nodes (ablation)",
     true,
     &layouts::LS_MVBT_NO_RESERVE,
@@ -58,6 +62,7 @@ pub(crate) static LS_MVBT_NO_RESERVE: ModeSpec = dhl_spec(
 pub(crate) static LS_MVBT_NO_GC: ModeSpec = dhl_spec(
     "ls-mvbt-no-gc",
     16,
+    13,
     "ls-mvbt keeping dead entries until a node is copied, no lazy garbage collection (ablation)",
     true,
     &layouts::LS_MVBT_NO_GC,
@@ -67,6 +72,7 @@ pub(crate) static LS_MVBT_NO_GC: ModeSpec = dhl_spec(
 pub(crate) static LS_MVBT_HEADER: ModeSpec = dhl_spec(
     "ls-mvbt-header",
     17,
+    13,
     "ls-mvbt with the FCC in the header page with every commit, no metadata embedding (ablation)",
     false,
     &layouts::LS_MVBT,

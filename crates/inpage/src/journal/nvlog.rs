@@ -100,6 +100,7 @@ use crate::vfs::{OpenOptions, Region};
 pub(crate) static NVLOG: ModeSpec = ModeSpec {
     name: "nvlog",
     code: 23,
+    format: 23,
     summary: "xLog: a commit appends a redo record to a memory-mapped region and returns without a sync; a flusher moves batches into the database with one fdatasync each. Survives process crashes always, power loss only if the region is on persistent memory (the default under /dev/shm is not)",
     layout: &STOCK,
     caps: Capabilities {

@@ -27,6 +27,7 @@ use crate::page::stock::STOCK;
 pub(crate) static OFF: ModeSpec = ModeSpec {
     name: "off",
     code: 1,
+    format: 1,
     summary: "pages written in place, one fdatasync, no atomicity promised",
     layout: &STOCK,
     caps: in_place_caps(false),
@@ -37,6 +38,7 @@ pub(crate) static OFF: ModeSpec = ModeSpec {
 pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
     name: "off-opt",
     code: 6,
+    format: 1,
     summary: "off with metadata embedding: the header page only when more than the counter changed",
     layout: &STOCK,
     caps: in_place_caps(true),

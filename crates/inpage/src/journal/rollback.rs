@@ -77,6 +77,7 @@ const ROLLBACK_CAPS: Capabilities = Capabilities {
 pub(crate) static DELETE: ModeSpec = ModeSpec {
     name: "delete",
     code: 2,
+    format: 2,
     summary: "rollback journal, deleted at commit (SQLite DELETE)",
     layout: &STOCK,
     caps: ROLLBACK_CAPS,
@@ -87,6 +88,7 @@ pub(crate) static DELETE: ModeSpec = ModeSpec {
 pub(crate) static TRUNCATE: ModeSpec = ModeSpec {
     name: "truncate",
     code: 3,
+    format: 2,
     summary: "rollback journal, truncated at commit (SQLite TRUNCATE)",
     layout: &STOCK,
     caps: ROLLBACK_CAPS,
@@ -97,6 +99,7 @@ pub(crate) static TRUNCATE: ModeSpec = ModeSpec {
 pub(crate) static PERSIST: ModeSpec = ModeSpec {
     name: "persist",
     code: 4,
+    format: 2,
     summary: "rollback journal, header zeroed at commit (SQLite PERSIST)",
     layout: &STOCK,
     caps: ROLLBACK_CAPS,

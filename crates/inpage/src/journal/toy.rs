@@ -20,6 +20,7 @@ use crate::page::stock::STOCK;
 pub(crate) static TOY: ModeSpec = ModeSpec {
     name: "toy",
     code: 200,
+    format: 200,
     summary:
         "test builds only: the ADDING-A-MODE walk-through (in place, header last, no atomicity)",
     layout: &STOCK,

@@ -91,6 +91,7 @@ use crate::page::PageRef;
 pub(crate) static WAL: ModeSpec = ModeSpec {
     name: "wal",
     code: 5,
+    format: 5,
     summary: "write-ahead log (SQLite WAL), checkpointed into the database",
     layout: &STOCK,
     caps: Capabilities {

@@ -109,6 +109,7 @@ use crate::vfs::{File, OpenOptions};
 pub(crate) static WALDIO: ModeSpec = ModeSpec {
     name: "waldio",
     code: 19,
+    format: 19,
     summary: "write-ahead log for direct I/O (WALDIO): preallocated log, frame header in the page's reserved tail, one aligned write and one fdatasync per commit",
     layout: &STOCK_RESERVED,
     caps: Capabilities {
@@ -131,6 +132,7 @@ pub(crate) static WALDIO: ModeSpec = ModeSpec {
 pub(crate) static WALDIO_GC: ModeSpec = ModeSpec {
     name: "waldio-gc",
     code: 21,
+    format: 19,
     summary: "waldio with group commit: a commit writes its frames, lets the next writer in, and returns once an fdatasync shared with the commits written meanwhile covers it",
     layout: &STOCK_RESERVED,
     caps: WALDIO.caps,
@@ -141,6 +143,7 @@ pub(crate) static WALDIO_GC: ModeSpec = ModeSpec {
 pub(crate) static WALDIO_GS: ModeSpec = ModeSpec {
     name: "waldio-gs",
     code: 22,
+    format: 19,
     summary: "waldio with group sync: commits are acknowledged from a 16 KiB frame buffer, which is written and synced when it fills (or by a commit 2 ms after the oldest buffered one, a checkpoint or a close): atomic, but a power cut or a crash may lose the buffered commits, a prefix of the newest",
     layout: &STOCK_RESERVED,
     caps: Capabilities {
@@ -156,6 +159,7 @@ pub(crate) static WALDIO_GS: ModeSpec = ModeSpec {
 pub(crate) static WALDIO_NS: ModeSpec = ModeSpec {
     name: "waldio-ns",
     code: 20,
+    format: 19,
     summary: "waldio without the fdatasync at commit (no sync): atomic, but a commit is durable when acknowledged only on a device without a volatile write cache (eMMC reliable write); elsewhere a power cut keeps a prefix of the commits",
     layout: &STOCK_RESERVED,
     caps: Capabilities {

@@ -403,19 +403,24 @@ impl Pager {
                 }
             },
         };
-        let mode = JournalMode::of_header(&disk_header).map_err(|reason| Error::NotADatabase {
-            path: path.to_path_buf(),
-            reason,
-        })?;
-        if let Some(want) = cfg.journal_mode {
-            if want != mode {
+        let file_mode =
+            JournalMode::of_header(&disk_header).map_err(|reason| Error::NotADatabase {
+                path: path.to_path_buf(),
+                reason,
+            })?;
+        // Any mode of the file's format opens it (the modes of a format differ only in
+        // policies); none asked for means the mode that created it.
+        let mode = match cfg.journal_mode {
+            Some(want) if want.same_format(file_mode) => want,
+            Some(want) => {
                 return Err(Error::ModeMismatch {
                     path: path.to_path_buf(),
-                    file: mode.name().into(),
+                    file: file_mode.name().into(),
                     requested: want.name().into(),
-                });
+                })
             }
-        }
+            None => file_mode,
+        };
         if let Some(want) = cfg.page_size {
             if want != disk_header.page_size {
                 return Err(Error::PageSizeMismatch {
@@ -490,7 +495,9 @@ impl Pager {
             // pages, not the slot's.
             header.fcc = fcc;
         }
-        if header.page_size as usize != page_size || header.mode != mode.id() {
+        if header.page_size as usize != page_size
+            || JournalMode::from_id(header.mode).map(JournalMode::id) != Some(mode.id())
+        {
             return Err(Error::NotADatabase {
                 path: path.to_path_buf(),
                 reason: "header in the journal disagrees with the file".into(),

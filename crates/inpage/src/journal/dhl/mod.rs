@@ -99,6 +99,7 @@ use intent::Intent;
 pub(crate) const fn dhl_spec(
     name: &'static str,
     code: u8,
+    format: u8,
     summary: &'static str,
     embeds_fcc: bool,
     layout: Layout,
@@ -106,6 +107,7 @@ pub(crate) const fn dhl_spec(
     ModeSpec {
         name,
         code,
+        format,
         summary,
         layout,
         caps: Capabilities {
@@ -129,6 +131,7 @@ pub(crate) const fn dhl_spec(
 pub(crate) static DHL_TC: ModeSpec = dhl_spec(
     "dhl-tc",
     7,
+    7,
     "doubleheader logging, traditional commit: pages, fdatasync, header slot, fdatasync",
     false,
     &DHL,
@@ -137,6 +140,7 @@ pub(crate) static DHL_TC: ModeSpec = dhl_spec(
 /// Registry entry of `dhl-cc`.
 pub(crate) static DHL_CC: ModeSpec = dhl_spec(
     "dhl-cc",
+    8,
     8,
     "doubleheader logging, counting commit with metadata embedding: one fdatasync",
     true,
@@ -147,6 +151,7 @@ pub(crate) static DHL_CC: ModeSpec = dhl_spec(
 pub(crate) static DHL_CC_HEADER: ModeSpec = dhl_spec(
     "dhl-cc-header",
     9,
+    8,
     "counting commit without metadata embedding: the header page in every commit",
     false,
     &DHL,
