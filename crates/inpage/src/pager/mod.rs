@@ -496,7 +496,7 @@ impl Pager {
             header.fcc = fcc;
         }
         if header.page_size as usize != page_size
-            || JournalMode::from_id(header.mode).map(JournalMode::id) != Some(mode.id())
+            || !JournalMode::from_id(header.mode).is_some_and(|m| m.same_format(mode))
         {
             return Err(Error::NotADatabase {
                 path: path.to_path_buf(),
