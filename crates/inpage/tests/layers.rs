@@ -92,12 +92,11 @@ fn is_test_cfg(attrs: &[syn::Attribute]) -> bool {
 
 /// Collects the paths one module's items use, skipping test-only items and nested
 /// inline modules (parsed as modules of their own).
-struct Uses<'a> {
-    here: &'a ModPath,
+struct Uses {
     out: Vec<(ModPath, String)>,
 }
 
-impl Uses<'_> {
+impl Uses {
     fn push(&mut self, segments: Vec<String>, what: String) {
         let first = segments.first().map(String::as_str);
         if matches!(first, Some("crate" | "super" | "self")) {
@@ -142,7 +141,7 @@ impl Uses<'_> {
     }
 }
 
-impl<'ast> Visit<'ast> for Uses<'_> {
+impl<'ast> Visit<'ast> for Uses {
     fn visit_item(&mut self, i: &'ast syn::Item) {
         let attrs = match i {
             syn::Item::Mod(_) => return, // a module of its own
@@ -293,15 +292,11 @@ impl Crate {
     /// Module `here`, whose items are `items` (from `file`); `dir` is where its child
     /// modules' files are.
     fn module(&mut self, here: ModPath, file: &Path, dir: &Path, items: &[syn::Item]) {
-        let mut v = Uses {
-            here: &here,
-            out: Vec::new(),
-        };
+        let mut v = Uses { out: Vec::new() };
         for i in items {
             v.visit_item(i);
         }
         let uses = v.out;
-        let _ = v.here;
         self.modules.insert(
             here.clone(),
             Module {
