@@ -29,6 +29,7 @@ use crate::vfs::Vfs;
 mod dash;
 mod dbfile;
 mod dhl;
+mod frame_log;
 mod ips;
 mod mvbt;
 mod nvlog;

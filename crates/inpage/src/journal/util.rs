@@ -3,8 +3,8 @@
 //!
 //! Invariant: nothing here knows one mode's on-disk format; these are checks on what the
 //! pager hands a journal, plain file reading, `O_DIRECT` probing, reading or stamping
-//! the stock header in page 0 (the database file's format, shared by the log modes), and
-//! the log header the write-ahead logs share (each with its own magic).
+//! the stock header in page 0 (the database file's format, shared by the log modes). The
+//! write-ahead logs' shared format and scan are `frame_log`.
 
 use std::io;
 
@@ -183,87 +183,6 @@ pub(crate) fn stamp_fcc(page0: &mut [u8], fcc: u64) -> bool {
     h.fcc = fcc;
     page0.copy_from_slice(&STOCK.header_image(page0, 0, &h));
     true
-}
-
-/// Which log a [`LogHeader`] belongs to: its magic and format version (`wal`, `waldio`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LogFormat {
-    pub magic: [u8; 8],
-    pub version: u32,
-}
-
-/// Bytes of a [`LogHeader`] on disk.
-pub(crate) const LOG_HDR_LEN: usize = 32;
-
-/// The header of one generation of a write-ahead log (between two resets): magic,
-/// version, page size, checkpoint sequence and two salts, sealed by a crc32c. Frames
-/// carry the salts, so frames of an earlier generation (or a preallocated log's zeros)
-/// never pass for this one's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LogHeader {
-    pub format: LogFormat,
-    pub page_size: u32,
-    pub ckpt_seq: u32,
-    pub salt1: u32,
-    pub salt2: u32,
-}
-
-impl LogHeader {
-    /// The first generation of a new log, with salts fresh from the VFS.
-    pub(crate) fn first(format: LogFormat, page_size: u32, vfs: &dyn crate::vfs::Vfs) -> LogHeader {
-        LogHeader {
-            format,
-            page_size,
-            ckpt_seq: 0,
-            salt1: fresh_salt(vfs),
-            salt2: fresh_salt(vfs),
-        }
-    }
-
-    pub(crate) fn encode(&self) -> [u8; LOG_HDR_LEN] {
-        let mut b = [0u8; LOG_HDR_LEN];
-        b[0..8].copy_from_slice(&self.format.magic);
-        b[8..12].copy_from_slice(&self.format.version.to_le_bytes());
-        b[12..16].copy_from_slice(&self.page_size.to_le_bytes());
-        b[16..20].copy_from_slice(&self.ckpt_seq.to_le_bytes());
-        b[20..24].copy_from_slice(&self.salt1.to_le_bytes());
-        b[24..28].copy_from_slice(&self.salt2.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..28]);
-        b[28..32].copy_from_slice(&crc.to_le_bytes());
-        b
-    }
-
-    pub(crate) fn crc(&self) -> u32 {
-        crate::le::get_u32(&self.encode(), 28)
-    }
-
-    /// A header of `format` in `b`, or None (short, foreign, other version, bad crc).
-    pub(crate) fn decode(format: LogFormat, b: &[u8]) -> Option<LogHeader> {
-        use crate::le::get_u32 as le32;
-        if b.len() < LOG_HDR_LEN || b[0..8] != format.magic || le32(b, 8) != format.version {
-            return None;
-        }
-        if le32(b, 28) != crc32c::crc32c(&b[..28]) {
-            return None;
-        }
-        Some(LogHeader {
-            format,
-            page_size: le32(b, 12),
-            ckpt_seq: le32(b, 16),
-            salt1: le32(b, 20),
-            salt2: le32(b, 24),
-        })
-    }
-
-    /// The header of the generation after this one (`salt2` fresh from the VFS).
-    pub(crate) fn next(&self, salt2: u32) -> LogHeader {
-        LogHeader {
-            ckpt_seq: self.ckpt_seq.wrapping_add(1),
-            salt1: nonzero(self.salt1.wrapping_add(1)),
-            salt2,
-            ..*self
-        }
-    }
 }
 
 /// A second handle on `path` opened with `O_DIRECT`, and the alignment its writes need;

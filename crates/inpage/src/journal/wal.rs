@@ -39,7 +39,7 @@
 //!   since: its frames are skipped (`RecoveryReport::stale_frames`), which is what keeps
 //!   an old generation cut to a prefix (by `journal_size_limit`, or by hand) from putting
 //!   old images over newer pages. An FCC below `first - 1` is refused as a corrupt
-//!   journal (`replay_is_stale`).
+//!   journal (`frame_log::replay_is_stale`).
 //! - *Metadata embedding: the FCC lives in the commit frames, not in a page-0 frame per
 //!   commit* (`embeds_fcc`, `recovers_fcc`). A commit that changes nothing in the header
 //!   but the counter leaves page 0 out, so a one-row commit logs as many frames as SQLite's
@@ -69,15 +69,12 @@
 //! frames only rewrite the images the database holds); otherwise every reopen would copy
 //! all of the last generation's frames into the database again.
 
-use std::collections::HashMap;
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::util::{
-    check_batch, check_db_length, db_fcc, fresh_salt, read_up_to, stamp_fcc, LogFormat, LogHeader,
-    LOG_HDR_LEN,
-};
+use super::frame_log::{self, Frame, FrameCodec, Index, LogFormat, LogHeader, Scan, LOG_HDR_LEN};
+use super::util::{check_batch, db_fcc, fresh_salt};
 use super::{
     Capabilities, CommitBatch, Journal, JournalCtx, ModeSpec, Mutant, Opened, RecoveryReport,
     WalSync,
@@ -117,7 +114,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
     },
 };
 use crate::format::header::{Header, MAX_TID};
-use crate::vfs::{File, OpenOptions};
+use crate::vfs::File;
 
 const MAGIC: [u8; 8] = *b"inpgWAL\0";
 const VERSION: u32 = 1;
@@ -127,28 +124,60 @@ const FRAME_HDR: usize = 24;
 const PREALLOC_DEFAULT_FRAMES: u64 = 1000;
 
 /// This log's header format (`util::LogHeader`).
-const FORMAT: LogFormat = LogFormat {
-    magic: MAGIC,
-    version: VERSION,
-};
-
 /// The log header of one generation (between two resets).
 type WalHeader = LogHeader;
 
-fn frame_crc(prev: u32, fhdr: &[u8], data: &[u8]) -> u32 {
-    let mut tag = [0u8; 20];
-    tag[..16].copy_from_slice(&fhdr[0..16]);
-    tag[16..].copy_from_slice(&fhdr[20..24]);
-    super::image_checksum(prev as u64, &tag, data)
-}
+/// `wal`'s frames: a 24-byte header before each page image (module docs).
+struct WalFrames;
 
-/// Which frame holds the newest committed image of each page of the current generation.
-#[derive(Debug, Default)]
-struct Index {
-    /// pgno → byte offset of the frame (its 24-byte header).
-    map: HashMap<Pgno, u64>,
-    /// Committed frames in the log since the last reset.
-    frames: u64,
+impl FrameCodec for WalFrames {
+    const FORMAT: LogFormat = LogFormat {
+        magic: MAGIC,
+        version: VERSION,
+    };
+    const TID_BITS: u32 = 32;
+
+    fn frame_len(ps: usize) -> usize {
+        FRAME_HDR + ps
+    }
+
+    fn frame_offset(ps: usize, i: u64) -> u64 {
+        WAL_HDR as u64 + i * Self::frame_len(ps) as u64
+    }
+
+    fn image_at(off: u64) -> u64 {
+        off + FRAME_HDR as u64
+    }
+
+    fn fields(f: &[u8]) -> Frame {
+        Frame {
+            pgno: le32(f, 0),
+            db_size: le32(f, 4),
+            salt1: le32(f, 8),
+            salt2: le32(f, 12),
+            tid: u64::from(le32(f, 20)),
+            chain: le32(f, 16),
+        }
+    }
+
+    fn seal(frame: &mut [u8], f: &Frame, prev: u32) -> u32 {
+        frame[0..4].copy_from_slice(&f.pgno.to_le_bytes());
+        frame[4..8].copy_from_slice(&f.db_size.to_le_bytes());
+        frame[8..12].copy_from_slice(&f.salt1.to_le_bytes());
+        frame[12..16].copy_from_slice(&f.salt2.to_le_bytes());
+        frame[20..24].copy_from_slice(&(f.tid as u32).to_le_bytes());
+        let chain = Self::chain(prev, frame);
+        frame[16..20].copy_from_slice(&chain.to_le_bytes());
+        chain
+    }
+
+    /// The chain covers the frame header but its chain field, then the image.
+    fn chain(prev: u32, frame: &[u8]) -> u32 {
+        let mut tag = [0u8; 20];
+        tag[..16].copy_from_slice(&frame[0..16]);
+        tag[16..].copy_from_slice(&frame[20..24]);
+        super::image_checksum(prev as u64, &tag, &frame[FRAME_HDR..])
+    }
 }
 
 /// State only the writer (commit, checkpoint, close) touches.
@@ -184,76 +213,29 @@ pub(crate) struct Wal {
     index: RwLock<Index>,
 }
 
-/// What the recovery scan found.
-struct Scan {
-    hdr: Option<WalHeader>,
-    index: Index,
-    next_frame: u64,
-    chain: u32,
-    db_size: u32,
-    discarded: u64,
-    /// Low 32 bits of the tids of the first and the last commit kept.
-    first_tid: u32,
-    last_tid: u32,
-}
-
 impl Wal {
     /// Open the log: scan it, keep every frame up to the last valid commit frame,
     /// checkpoint them into the database and reset the log (module docs).
     pub(crate) fn open(ctx: JournalCtx) -> Result<(Wal, RecoveryReport)> {
-        let path = ctx.side_path("wal");
-        // The pager leaves the length check to a mode that recovers the FCC, which must
-        // make it before writing anything. Without a log the header on disk is the
-        // committed one, so a file shorter than it says is refused before the log is
-        // created; with a log, replaying it may be what restores the length.
-        if !ctx.vfs.exists(&path).map_err(Error::io("stat", &path))? {
-            check_db_length(&ctx)?;
-        }
-        let file = ctx
-            .vfs
-            .open(
-                &path,
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
-            .map_err(Error::io("open", &path))?;
+        let (path, file) = frame_log::open_log(&ctx, "wal")?;
         let ps = ctx.db.page_size;
-        let scan = scan(&*file, ps, &path, ctx.config.mutant())?;
+        let mut scan = frame_log::scan::<WalFrames>(&*file, ps, &path, ctx.config.mutant())?;
         let prealloc_len = if ctx.config.wal_prealloc {
             let frames = match ctx.config.wal_autocheckpoint {
                 0 => PREALLOC_DEFAULT_FRAMES,
                 n => n as u64,
             };
-            WAL_HDR as u64 + (frames + 1) * (FRAME_HDR + ps) as u64
+            WalFrames::frame_offset(ps, frames + 1)
         } else {
             0
         };
-        let mut scan = scan;
-        let mut stale_frames = 0;
         let disk_fcc = db_fcc(&ctx)?;
-        if scan.index.frames > 0 {
-            if let Some(db_fcc) = disk_fcc {
-                if replay_is_stale(&scan, db_fcc, &path)? {
-                    // Everything in it is already in the database, which has moved on:
-                    // replaying it would put older images over newer pages.
-                    stale_frames = scan.index.frames;
-                    scan.index = Index::default();
-                }
-            }
-        }
+        let stale_frames = frame_log::drop_stale::<WalFrames>(&mut scan, disk_fcc, &path)?;
         let fcc = settle_fcc(&*file, &scan, disk_fcc, ps, &path)?;
-        let mut report = RecoveryReport {
-            pages_restored: scan.index.map.len() as u64,
-            frames_kept: scan.index.frames,
-            frames_discarded: scan.discarded,
-            stale_frames,
-            ..RecoveryReport::default()
-        };
+        let mut report = scan.report(stale_frames);
         let hdr = match scan.hdr {
             Some(h) => h,
-            None => WalHeader::first(FORMAT, ps as u32, &*ctx.vfs),
+            None => WalHeader::first(WalFrames::FORMAT, ps as u32, &*ctx.vfs),
         };
         let kept = scan.index.frames;
         let wal = Wal {
@@ -263,7 +245,7 @@ impl Wal {
             writer: Mutex::new(Writer {
                 hdr,
                 header_pending: scan.hdr.is_none(),
-                next_frame: scan.next_frame,
+                next_frame: scan.index.frames,
                 chain: scan.chain,
                 db_size: scan.db_size,
                 fcc,
@@ -358,12 +340,8 @@ impl Wal {
         self.writer.lock().unwrap_or_else(|e| e.into_inner()).fcc
     }
 
-    fn frame_size(&self) -> u64 {
-        (FRAME_HDR + self.ctx.db.page_size) as u64
-    }
-
     fn frame_offset(&self, i: u64) -> u64 {
-        WAL_HDR as u64 + i * self.frame_size()
+        WalFrames::frame_offset(self.ctx.db.page_size, i)
     }
 
     fn sync_wal(&self) -> Result<()> {
@@ -377,14 +355,13 @@ impl Wal {
         if w.closed {
             return Err(closed());
         }
-        let mut pages: Vec<(Pgno, u64)> = {
+        let pages = {
             let idx = self.index.read().unwrap_or_else(|e| e.into_inner());
             if idx.frames == 0 {
                 return Ok(());
             }
-            idx.map.iter().map(|(&p, &o)| (p, o)).collect()
+            idx.sorted()
         };
-        pages.sort_unstable();
         if w.wal_dirty {
             self.sync_wal()?;
             w.wal_dirty = false;
@@ -392,26 +369,9 @@ impl Wal {
         // Until `reset`, every page written here is still read from the log (the index
         // is untouched), and a crash replays the log over them: a full file system while
         // growing or writing the database leaves the checkpoint undone, nothing lost.
-        let db = &self.ctx.db;
-        db.ensure_capacity(w.db_size)
-            .map_err(crate::error::clean_failure)?;
-        let mut buf = vec![0u8; db.page_size];
-        for (pgno, off) in pages {
-            // Only the writer writes the log, and it is us: no lock needed to read it.
-            self.file
-                .read_exact_at(&mut buf, off + FRAME_HDR as u64)
-                .map_err(Error::io("read", &self.path))?;
-            if pgno == 0 {
-                // Commits that changed only the counter left page 0 out of the log, so
-                // its newest frame may name an older FCC. The log holds that frame (the
-                // first commit of every generation logs page 0), so a torn write here is
-                // repaired by replaying it, and recovery stamps the FCC again.
-                stamp_fcc(&mut buf, w.fcc);
-            }
-            db.write_page(pgno, &buf)
-                .map_err(crate::error::clean_failure)?;
-        }
-        db.sync()?;
+        let at = (w.db_size, w.fcc);
+        frame_log::copy_to_db::<WalFrames>(&self.ctx, &*self.file, &self.path, &pages, at, |_| {})?;
+        self.ctx.db.sync()?;
         self.reset(w)
     }
 
@@ -420,8 +380,7 @@ impl Wal {
     fn reset(&self, w: &mut Writer) -> Result<()> {
         {
             let mut idx = self.index.write().unwrap_or_else(|e| e.into_inner());
-            idx.map.clear();
-            idx.frames = 0;
+            idx.clear();
         }
         w.hdr = w.hdr.next(fresh_salt(&*self.ctx.vfs));
         w.header_pending = true;
@@ -470,46 +429,15 @@ impl Wal {
     }
 }
 
-/// Whether the committed frames the scan kept are older than the database (`Ok(true)`:
-/// skip them), belong to it (`Ok(false)`: replay), or cannot belong to it (an error).
-///
-/// A generation's commits have the consecutive tids `first..=last` (the frames carry
-/// their low 32 bits), and it was begun on a database at `first - 1`. A checkpoint
-/// writes the database up to `last`, page 0 (with the FCC) among them, so while the log
-/// is needed the database's FCC is in `first - 1..=last`. Below that, the log is from a
-/// later life of the database than the file (another copy's log, or a restored backup):
-/// refused, since neither replaying nor ignoring it gives a committed state. Above it,
-/// the log was checkpointed and the database has committed since: the file holds an
-/// older generation, e.g. a log cut short by `journal_size_limit` or by hand after its
-/// checkpoint, whose prefix would put old images over newer pages.
-fn replay_is_stale(scan: &Scan, db_fcc: u64, path: &std::path::Path) -> Result<bool> {
-    let (first, last) = (scan.first_tid, scan.last_tid);
-    let base = first.wrapping_sub(1);
-    let db = db_fcc as u32;
-    if db.wrapping_sub(base) <= last.wrapping_sub(base) {
-        return Ok(false);
-    }
-    // Outside the window: which side? Tids are compared modulo 2^32, within half a range.
-    if (base.wrapping_sub(db) as i32) > 0 {
-        return Err(Error::CorruptJournal {
-            path: path.to_path_buf(),
-            reason: format!(
-                "log holds transactions {first}..={last} (low 32 bits) but the database is \
-                 at {db_fcc}: the log belongs to a later state of this database than the file"
-            ),
-        });
-    }
-    Ok(true)
-}
-
 /// The FCC recovery settles on: the newer of the database header's and the last kept
 /// commit's.
 ///
 /// A commit frame carries only the low 32 bits of its tid; the high bits come from a full
 /// FCC known to lie in the generation's window `first - 1..=last`: the header in the
 /// newest kept frame of page 0 (the first commit of every generation logs page 0), or the
-/// database header's (`replay_is_stale` has checked it lies in the window). A generation
-/// holds far fewer than 2^31 commits, so the low bits' distance from that base is exact.
+/// database header's (`frame_log::replay_is_stale` has checked it lies in the window).
+/// A generation holds far fewer than 2^31 commits, so the low bits' distance from that
+/// base is exact.
 fn settle_fcc(
     file: &dyn File,
     scan: &Scan,
@@ -524,14 +452,14 @@ fn settle_fcc(
     let logged = match scan.index.map.get(&0) {
         Some(&off) => {
             let mut p0 = vec![0u8; ps];
-            file.read_exact_at(&mut p0, off + FRAME_HDR as u64)
+            file.read_exact_at(&mut p0, WalFrames::image_at(off))
                 .map_err(Error::io("read", path))?;
             Header::decode(&p0).ok().map(|h| h.fcc)
         }
         None => None,
     };
     let base = logged.unwrap_or(disk);
-    let last = base + u64::from(scan.last_tid.wrapping_sub(base as u32));
+    let last = base + u64::from((scan.last_tid as u32).wrapping_sub(base as u32));
     if last > MAX_TID {
         return Err(Error::CorruptJournal {
             path: path.to_path_buf(),
@@ -543,99 +471,6 @@ fn settle_fcc(
 
 fn closed() -> Error {
     Error::InvalidArgument("the WAL journal is closed".into())
-}
-
-/// Read the log and index every frame up to the last valid commit frame.
-fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> Result<Scan> {
-    let mut hb = [0u8; WAL_HDR];
-    let n = read_up_to(file, &mut hb, 0).map_err(Error::io("read", path))?;
-    let empty = Scan {
-        hdr: None,
-        index: Index::default(),
-        next_frame: 0,
-        chain: 0,
-        db_size: 0,
-        discarded: 0,
-        first_tid: 0,
-        last_tid: 0,
-    };
-    // An invalid header means it was never synced, so no frame after it was committed.
-    let Some(hdr) = WalHeader::decode(FORMAT, &hb[..n]) else {
-        return Ok(empty);
-    };
-    if hdr.page_size as usize != ps {
-        return Err(Error::CorruptJournal {
-            path: path.to_path_buf(),
-            reason: format!(
-                "log page size {} differs from the database's {ps}",
-                hdr.page_size
-            ),
-        });
-    }
-    let fsize = FRAME_HDR + ps;
-    let mut frame = vec![0u8; fsize];
-    let mut chain = hdr.crc();
-    let mut s = Scan {
-        hdr: Some(hdr),
-        chain,
-        ..empty
-    };
-    let mut pending: Vec<(Pgno, u64)> = Vec::new();
-    // The tid field of the first frame of the commit being read: the first tid it stands
-    // for (module docs).
-    let mut commit_first = 0u32;
-    let mut i = 0u64;
-    loop {
-        let off = WAL_HDR as u64 + i * fsize as u64;
-        let got = read_up_to(file, &mut frame, off).map_err(Error::io("read", path))?;
-        if got < fsize {
-            break;
-        }
-        if le32(&frame, 8) != hdr.salt1 || le32(&frame, 12) != hdr.salt2 {
-            break;
-        }
-        let c = frame_crc(chain, &frame[..FRAME_HDR], &frame[FRAME_HDR..]);
-        if c != le32(&frame, 16) && mutant != Mutant::SkipChecksum {
-            s.discarded += 1; // torn or lost write inside this generation
-            break;
-        }
-        chain = c;
-        i += 1;
-        if pending.is_empty() {
-            commit_first = le32(&frame, 20);
-        }
-        pending.push((le32(&frame, 0), off));
-        let db_size = le32(&frame, 4);
-        if db_size != 0 {
-            if s.index.frames == 0 {
-                s.first_tid = commit_first;
-            }
-            s.last_tid = le32(&frame, 20);
-            for (pgno, off) in pending.drain(..) {
-                if pgno >= db_size {
-                    return Err(Error::CorruptJournal {
-                        path: path.to_path_buf(),
-                        reason: format!(
-                            "committed frame for page {pgno} past the page count {db_size}"
-                        ),
-                    });
-                }
-                s.index.map.insert(pgno, off);
-            }
-            s.index.frames = i;
-            s.next_frame = i;
-            s.chain = chain;
-            s.db_size = db_size;
-        }
-    }
-    if mutant == Mutant::WalPastCommit && !pending.is_empty() {
-        s.index.map.extend(pending.drain(..));
-        s.index.frames = i;
-        s.next_frame = i;
-        s.chain = chain;
-    }
-    s.discarded += pending.len() as u64;
-    Ok(s)
 }
 
 impl Wal {
@@ -699,24 +534,20 @@ impl Wal {
                 pages
             };
         let n = pages.len();
-        let mut buf = vec![0u8; n * (FRAME_HDR + ps)];
-        let mut chain = w.chain;
-        for (i, ((pgno, data), f)) in pages
-            .iter()
-            .zip(buf.chunks_exact_mut(FRAME_HDR + ps))
-            .enumerate()
-        {
-            let db_size = if i + 1 == n { batch.new_page_count } else { 0 };
-            f[0..4].copy_from_slice(&pgno.to_le_bytes());
-            f[4..8].copy_from_slice(&db_size.to_le_bytes());
-            f[8..12].copy_from_slice(&w.hdr.salt1.to_le_bytes());
-            f[12..16].copy_from_slice(&w.hdr.salt2.to_le_bytes());
-            let tid = if i + 1 == n { batch.tid } else { first_tid };
-            f[20..24].copy_from_slice(&(tid as u32).to_le_bytes());
+        let flen = WalFrames::frame_len(ps);
+        let mut buf = vec![0u8; n * flen];
+        for ((_, data), f) in pages.iter().zip(buf.chunks_exact_mut(flen)) {
             f[FRAME_HDR..].copy_from_slice(data);
-            chain = frame_crc(chain, &f[..FRAME_HDR], &f[FRAME_HDR..]);
-            f[16..20].copy_from_slice(&chain.to_le_bytes());
         }
+        let chain = frame_log::seal_commit::<WalFrames>(
+            &mut buf,
+            ps,
+            pages.iter().map(|p| p.0),
+            &w.hdr,
+            (first_tid, batch.tid),
+            batch.new_page_count,
+            w.chain,
+        );
         let first = self.frame_offset(w.next_frame);
         self.file
             .write_at(&buf, first)
@@ -730,7 +561,8 @@ impl Wal {
         {
             let mut idx = self.index.write().unwrap_or_else(|e| e.into_inner());
             for (i, (pgno, _)) in pages.iter().enumerate() {
-                idx.map.insert(*pgno, first + i as u64 * self.frame_size());
+                idx.map
+                    .insert(*pgno, self.frame_offset(w.next_frame + i as u64));
             }
             idx.frames = w.next_frame + n as u64;
         }
@@ -759,7 +591,7 @@ impl Journal for Wal {
         match idx.map.get(&pgno) {
             Some(&off) => self
                 .file
-                .read_exact_at(buf, off + FRAME_HDR as u64)
+                .read_exact_at(buf, WalFrames::image_at(off))
                 .map_err(Error::io("read", &self.path)),
             None => self.ctx.db.read_page(pgno, buf),
         }
@@ -815,9 +647,10 @@ impl Journal for Wal {
 mod tests {
     use super::*;
     use crate::journal::testutil::*;
+    use crate::journal::util::stamp_fcc;
     use crate::journal::JournalConfig;
     use crate::page::layout::PageLayout;
-    use crate::vfs::Vfs;
+    use crate::vfs::{OpenOptions, Vfs};
     use std::path::Path;
 
     fn open(vfs: &Arc<dyn Vfs>, cfg: JournalConfig) -> (Wal, RecoveryReport) {
@@ -1022,7 +855,7 @@ mod tests {
         run(&j, &TXNS[..1]);
         drop(j);
         let hdr = WalHeader {
-            format: FORMAT,
+            format: WalFrames::FORMAT,
             page_size: 2048,
             ckpt_seq: 0,
             salt1: 1,

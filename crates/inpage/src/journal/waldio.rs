@@ -85,15 +85,14 @@
 //!   index under its write lock.
 
 use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 use xxhash_rust::xxh3::Xxh3;
 
-use super::util::{
-    aligned_into, check_batch, check_db_length, db_fcc, fresh_salt, open_direct, read_up_to,
-    stamp_fcc, LogFormat, LogHeader, LOG_HDR_LEN,
-};
+use super::frame_log::{self, Frame, FrameCodec, LogFormat, LogHeader, LOG_HDR_LEN};
+use super::util::{aligned_into, check_batch, db_fcc, fresh_salt, open_direct};
 use super::{
     Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec, Mutant, Opened,
     RecoveryReport,
@@ -103,7 +102,7 @@ use crate::format::header::MAX_TID;
 use crate::le::{get_u32 as le32, get_u64 as le64};
 use crate::page::stock::{RESERVED_TAIL, STOCK_RESERVED};
 use crate::page::{PageRef, PAGE_TRAILER};
-use crate::vfs::{File, OpenOptions};
+use crate::vfs::File;
 
 /// Registry entry of `waldio`.
 pub(crate) static WALDIO: ModeSpec = ModeSpec {
@@ -203,21 +202,65 @@ fn tail(ps: usize) -> std::ops::Range<usize> {
     ps - PAGE_TRAILER - RESERVED_TAIL..ps - PAGE_TRAILER
 }
 
-/// This log's header format (`util::LogHeader`, as `wal`'s with its own magic).
-const FORMAT: LogFormat = LogFormat {
-    magic: MAGIC,
-    version: VERSION,
-};
+/// `waldio`'s frames: whole pages, the fields in the reserved tail (module docs).
+struct WaldioFrames;
 
-/// Chain value of a frame (`frame` is the whole page with the frame header in its tail).
-fn frame_chain(prev: u32, frame: &[u8]) -> u32 {
-    let t = tail(frame.len());
-    let mut h = Xxh3::with_seed(prev as u64);
-    h.update(&frame[t.start..t.start + 24]);
-    h.update(&frame[..t.start]);
-    h.update(&frame[t.end..]);
-    let d = h.digest();
-    (d ^ (d >> 32)) as u32
+impl FrameCodec for WaldioFrames {
+    const FORMAT: LogFormat = LogFormat {
+        magic: MAGIC,
+        version: VERSION,
+    };
+    const TID_BITS: u32 = 64;
+
+    fn frame_len(ps: usize) -> usize {
+        ps
+    }
+
+    /// Frame `i` is page `i + 1` of the log (the header takes page 0).
+    fn frame_offset(ps: usize, i: u64) -> u64 {
+        (i + 1) * ps as u64
+    }
+
+    fn image_at(off: u64) -> u64 {
+        off
+    }
+
+    fn fields(frame: &[u8]) -> Frame {
+        let t = tail(frame.len()).start;
+        Frame {
+            pgno: le32(frame, t),
+            db_size: le32(frame, t + 4),
+            salt1: le32(frame, t + 8),
+            salt2: le32(frame, t + 12),
+            tid: le64(frame, t + 16),
+            chain: le32(frame, t + 24),
+        }
+    }
+
+    fn seal(frame: &mut [u8], f: &Frame, prev: u32) -> u32 {
+        let t = tail(frame.len());
+        let h = &mut frame[t.clone()];
+        h[0..4].copy_from_slice(&f.pgno.to_le_bytes());
+        h[4..8].copy_from_slice(&f.db_size.to_le_bytes());
+        h[8..12].copy_from_slice(&f.salt1.to_le_bytes());
+        h[12..16].copy_from_slice(&f.salt2.to_le_bytes());
+        h[16..24].copy_from_slice(&f.tid.to_le_bytes());
+        h[28..32].fill(0);
+        let chain = Self::chain(prev, frame);
+        frame[t.start + 24..t.start + 28].copy_from_slice(&chain.to_le_bytes());
+        chain
+    }
+
+    /// The chain covers the tail's first 24 bytes, then the page without its tail.
+    fn chain(prev: u32, frame: &[u8]) -> u32 {
+        let t = tail(frame.len());
+        let mut h = Xxh3::with_seed(prev as u64);
+        h.update(&frame[t.start..t.start + 24]);
+        h.update(&frame[..t.start]);
+        h.update(&frame[t.end..]);
+        let d = h.digest();
+        (d ^ (d >> 32)) as u32
+    }
 }
 
 /// How long a commit whose writer handed over to a waiting one waits for that writer's
@@ -261,16 +304,26 @@ struct GroupSync {
     stats: super::GroupStats,
 }
 
-/// Which frame holds the newest committed image of each page of the generation.
+/// The frame log's index, and the committed frames not yet written.
 #[derive(Debug, Default)]
 struct Index {
-    /// pgno → byte offset of the frame.
-    map: HashMap<Pgno, u64>,
-    /// Committed frames in the generation.
-    frames: u64,
+    log: frame_log::Index,
     /// `waldio-gs`: images of committed frames still in the buffer (not yet written),
     /// by frame offset.
     pending: HashMap<u64, PageRef>,
+}
+
+impl Deref for Index {
+    type Target = frame_log::Index;
+    fn deref(&self) -> &frame_log::Index {
+        &self.log
+    }
+}
+
+impl DerefMut for Index {
+    fn deref_mut(&mut self) -> &mut frame_log::Index {
+        &mut self.log
+    }
 }
 
 /// State only the writer (commit, checkpoint, close) touches.
@@ -325,53 +378,20 @@ pub(crate) struct Waldio {
     index: RwLock<Index>,
 }
 
-/// What the recovery scan found.
-struct Scan {
-    hdr: Option<LogHeader>,
-    index: Index,
-    /// Chain value of the last kept frame (the header's crc if none).
-    chain: u32,
-    db_size: u32,
-    discarded: u64,
-    first_tid: u64,
-    last_tid: u64,
-}
-
 impl Waldio {
     /// Open the log: scan it, keep every frame up to the last valid commit frame,
     /// checkpoint them, and start a new generation in a log of full size.
     pub(crate) fn open(ctx: JournalCtx, sync_at: SyncAt) -> Result<(Waldio, RecoveryReport)> {
-        let path = ctx.side_path(SIDE);
-        if !ctx.vfs.exists(&path).map_err(Error::io("stat", &path))? {
-            check_db_length(&ctx)?;
-        }
-        let file = ctx
-            .vfs
-            .open(
-                &path,
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
-            .map_err(Error::io("open", &path))?;
+        let (path, file) = frame_log::open_log(&ctx, SIDE)?;
         let ps = ctx.db.page_size;
         if ps < 512 || !ps.is_power_of_two() {
             return Err(Error::Config(format!(
                 "waldio needs pages of at least 512 bytes, not {ps}"
             )));
         }
-        let mut scan = scan(&*file, ps, &path, ctx.config.mutant())?;
+        let mut scan = frame_log::scan::<WaldioFrames>(&*file, ps, &path, ctx.config.mutant())?;
         let disk_fcc = db_fcc(&ctx)?;
-        let mut stale_frames = 0;
-        if scan.index.frames > 0 {
-            if let Some(db) = disk_fcc {
-                if replay_is_stale(&scan, db, &path)? {
-                    stale_frames = scan.index.frames;
-                    scan.index = Index::default();
-                }
-            }
-        }
+        let stale_frames = frame_log::drop_stale::<WaldioFrames>(&mut scan, disk_fcc, &path)?;
         if scan.last_tid > MAX_TID {
             return Err(Error::CorruptJournal {
                 path: path.clone(),
@@ -382,13 +402,7 @@ impl Waldio {
             0 => disk_fcc.unwrap_or(0),
             _ => scan.last_tid.max(disk_fcc.unwrap_or(0)),
         };
-        let mut report = RecoveryReport {
-            pages_restored: scan.index.map.len() as u64,
-            frames_kept: scan.index.frames,
-            frames_discarded: scan.discarded,
-            stale_frames,
-            ..RecoveryReport::default()
-        };
+        let mut report = scan.report(stale_frames);
         let capacity = match ctx.config.wal_autocheckpoint {
             0 => DEFAULT_FRAMES,
             n => n as u64,
@@ -397,7 +411,7 @@ impl Waldio {
         let align = direct.as_ref().map_or(ps, |(_, a)| *a);
         let hdr = scan
             .hdr
-            .unwrap_or_else(|| LogHeader::first(FORMAT, ps as u32, &*ctx.vfs));
+            .unwrap_or_else(|| LogHeader::first(WaldioFrames::FORMAT, ps as u32, &*ctx.vfs));
         let j = Waldio {
             path,
             file,
@@ -426,7 +440,10 @@ impl Waldio {
                 generation_pending: scan.hdr.is_none(),
                 closed: false,
             }),
-            index: RwLock::new(scan.index),
+            index: RwLock::new(Index {
+                log: scan.index,
+                pending: HashMap::new(),
+            }),
             ctx,
         };
         {
@@ -471,7 +488,7 @@ impl Waldio {
     }
 
     fn frame_offset(&self, i: u64) -> u64 {
-        (i + 1) * self.ps() as u64
+        WaldioFrames::frame_offset(self.ps(), i)
     }
 
     /// `waldio-gs`: write the buffered frames (one write at their place in the log) and
@@ -581,14 +598,14 @@ impl Waldio {
         if w.closed {
             return Err(closed());
         }
-        let mut pages: Vec<(Pgno, u64)> = {
-            let idx = self.index.read().unwrap_or_else(|e| e.into_inner());
-            idx.map.iter().map(|(&p, &o)| (p, o)).collect()
-        };
+        let pages = self
+            .index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .sorted();
         if pages.is_empty() && !force {
             return Ok(());
         }
-        pages.sort_unstable();
         let db = &self.ctx.db;
         let ps = self.ps();
         // `waldio-gs`: the checkpoint reads frames from the file, and a new generation
@@ -607,20 +624,16 @@ impl Waldio {
             // Until the index is cleared below, every page written here is still read
             // from the log and a crash replays the log over it: a full file system while
             // growing or writing the database leaves the checkpoint undone, nothing lost.
-            db.ensure_capacity(w.db_size)
-                .map_err(crate::error::clean_failure)?;
-            let mut buf = vec![0u8; ps];
-            for (pgno, off) in pages {
-                self.file
-                    .read_exact_at(&mut buf, off)
-                    .map_err(Error::io("read", &self.path))?;
-                buf[tail(ps)].fill(0);
-                if pgno == 0 {
-                    stamp_fcc(&mut buf, w.fcc);
-                }
-                db.write_page(pgno, &buf)
-                    .map_err(crate::error::clean_failure)?;
-            }
+            let at = (w.db_size, w.fcc);
+            let clear_tail = |page: &mut [u8]| page[tail(ps)].fill(0);
+            frame_log::copy_to_db::<WaldioFrames>(
+                &self.ctx,
+                &*self.file,
+                &self.path,
+                &pages,
+                at,
+                clear_tail,
+            )?;
             if self.ctx.config.mutant() != Mutant::UnsyncedCheckpoint {
                 db.sync()?;
             }
@@ -628,8 +641,7 @@ impl Waldio {
         // The database holds every committed page now: retire the generation.
         {
             let mut idx = self.index.write().unwrap_or_else(|e| e.into_inner());
-            idx.map.clear();
-            idx.frames = 0;
+            idx.clear();
         }
         w.hdr = w.hdr.next(fresh_salt(&*self.ctx.vfs));
         w.hdr.page_size = ps as u32;
@@ -644,112 +656,8 @@ impl Waldio {
     }
 }
 
-/// Whether the kept frames are older than the database (skip them), belong to it
-/// (replay), or cannot belong to it (an error); see `wal::replay_is_stale`, here with
-/// full tids.
-fn replay_is_stale(scan: &Scan, db_fcc: u64, path: &std::path::Path) -> Result<bool> {
-    let base = scan.first_tid.saturating_sub(1);
-    if (base..=scan.last_tid).contains(&db_fcc) {
-        return Ok(false);
-    }
-    if db_fcc < base {
-        return Err(Error::CorruptJournal {
-            path: path.to_path_buf(),
-            reason: format!(
-                "log holds transactions {}..={} but the database is at {db_fcc}: the log \
-                 belongs to a later state of this database than the file",
-                scan.first_tid, scan.last_tid
-            ),
-        });
-    }
-    Ok(true)
-}
-
 fn closed() -> Error {
     Error::InvalidArgument("the WALDIO journal is closed".into())
-}
-
-/// Read the log and index every frame of the header's generation up to the last valid
-/// commit frame.
-fn scan(file: &dyn File, ps: usize, path: &std::path::Path, mutant: Mutant) -> Result<Scan> {
-    let mut s = Scan {
-        hdr: None,
-        index: Index::default(),
-        chain: 0,
-        db_size: 0,
-        discarded: 0,
-        first_tid: 0,
-        last_tid: 0,
-    };
-    let mut hb = [0u8; HDR_LEN];
-    let n = read_up_to(file, &mut hb, 0).map_err(Error::io("read", path))?;
-    // An invalid header was never synced, so no frame after it was committed.
-    let Some(hdr) = LogHeader::decode(FORMAT, &hb[..n]) else {
-        return Ok(s);
-    };
-    if hdr.page_size as usize != ps {
-        return Err(Error::CorruptJournal {
-            path: path.to_path_buf(),
-            reason: format!(
-                "log page size {} differs from the database's {ps}",
-                hdr.page_size
-            ),
-        });
-    }
-    s.hdr = Some(hdr);
-    s.chain = hdr.crc();
-    let t = tail(ps).start;
-    let mut frame = vec![0u8; ps];
-    let mut chain = hdr.crc();
-    let mut pending: Vec<(Pgno, u64)> = Vec::new();
-    let mut i = 0u64;
-    loop {
-        let off = (i + 1) * ps as u64;
-        if read_up_to(file, &mut frame, off).map_err(Error::io("read", path))? < ps {
-            break;
-        }
-        let salted = le32(&frame, t + 8) == hdr.salt1 && le32(&frame, t + 12) == hdr.salt2;
-        if !salted {
-            break; // zeros, or a frame of an earlier generation
-        }
-        let c = frame_chain(chain, &frame);
-        if c != le32(&frame, t + 24) && mutant != Mutant::SkipChecksum {
-            s.discarded += 1;
-            break;
-        }
-        chain = c;
-        i += 1;
-        pending.push((le32(&frame, t), off));
-        let db_size = le32(&frame, t + 4);
-        if db_size != 0 {
-            let tid = le64(&frame, t + 16);
-            if s.index.frames == 0 {
-                s.first_tid = tid;
-            }
-            s.last_tid = tid;
-            for (pgno, off) in pending.drain(..) {
-                if pgno >= db_size {
-                    return Err(Error::CorruptJournal {
-                        path: path.to_path_buf(),
-                        reason: format!(
-                            "committed frame for page {pgno} past the page count {db_size}"
-                        ),
-                    });
-                }
-                s.index.map.insert(pgno, off);
-            }
-            s.index.frames = i;
-            s.chain = chain;
-            s.db_size = db_size;
-        }
-    }
-    if mutant == Mutant::WalPastCommit && !pending.is_empty() {
-        s.index.map.extend(pending.drain(..));
-        s.index.frames = i;
-        s.chain = chain;
-    }
-    s.discarded += pending.len() as u64;
-    Ok(s)
 }
 
 impl Journal for Waldio {
@@ -816,20 +724,18 @@ impl Journal for Waldio {
             };
         let n = pages.len();
         let mut buf = vec![0u8; n * ps];
-        let mut chain = w.chain;
-        for (i, ((pgno, data), f)) in pages.iter().zip(buf.chunks_exact_mut(ps)).enumerate() {
-            let db_size = if i + 1 == n { batch.new_page_count } else { 0 };
+        for ((_, data), f) in pages.iter().zip(buf.chunks_exact_mut(ps)) {
             f.copy_from_slice(data);
-            let h = &mut f[t.clone()];
-            h[0..4].copy_from_slice(&pgno.to_le_bytes());
-            h[4..8].copy_from_slice(&db_size.to_le_bytes());
-            h[8..12].copy_from_slice(&w.hdr.salt1.to_le_bytes());
-            h[12..16].copy_from_slice(&w.hdr.salt2.to_le_bytes());
-            h[16..24].copy_from_slice(&batch.tid.to_le_bytes());
-            h[28..32].fill(0);
-            chain = frame_chain(chain, f);
-            f[t.start + 24..t.start + 28].copy_from_slice(&chain.to_le_bytes());
         }
+        let chain = frame_log::seal_commit::<WaldioFrames>(
+            &mut buf,
+            ps,
+            pages.iter().map(|p| p.0),
+            &w.hdr,
+            (batch.tid, batch.tid),
+            batch.new_page_count,
+            w.chain,
+        );
         let first = self.frame_offset(w.next_frame);
         if self.sync_at == SyncAt::Buffered {
             // Group sync: acknowledged from the buffer; written with the group.
@@ -1073,7 +979,7 @@ mod tests {
         let frames = db.log_frames();
         std::mem::forget(db); // a crash: no close
         let log = sim.read_file(Path::new("/d/w.db-waldio")).unwrap();
-        let hdr = LogHeader::decode(FORMAT, &log).unwrap();
+        let hdr = LogHeader::decode(WaldioFrames::FORMAT, &log).unwrap();
         let t = tail(ps).start;
         // Every frame of the generation is one page: salts and chain in its tail, and
         // the image with the tail zeroed is a page whose trailer crc verifies.
@@ -1081,7 +987,7 @@ mod tests {
         for i in 0..frames as usize {
             let f = &log[(i + 1) * ps..(i + 2) * ps];
             assert_eq!((le32(f, t + 8), le32(f, t + 12)), (hdr.salt1, hdr.salt2));
-            chain = frame_chain(chain, f);
+            chain = WaldioFrames::chain(chain, f);
             assert_eq!(le32(f, t + 24), chain, "frame {i}");
             let pgno = le32(f, t);
             let mut page = f.to_vec();
