@@ -884,79 +884,103 @@ impl RecoveryReport {
     }
 }
 
-/// A commit protocol.
+/// A commit protocol: the four operations every mode has, and its optional powers.
+///
+/// A power is a part of the journal that exists or does not (`steal()` and the like
+/// return it or `None`), never a default method that quietly does nothing: the caller
+/// asks for the part and decides what its absence means. Each part answers to one
+/// capability of the registry (`Capabilities`), which says so before a journal is open
+/// (config validation, the test matrices); the test
+/// `pager::tests::every_mode_has_exactly_the_parts_its_capabilities_name` keeps the two
+/// in agreement for every registered mode.
 pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// Read the latest committed image of `pgno` into `buf` (`buf.len() == page_size`).
     /// The trailer crc is *not* verified here; the pager does that.
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()>;
     /// Make `batch` durable (and atomic, if the mode promises it) — or, for a journal
-    /// whose commits share their flush (`waldio-gc`), write it so that `wait_durable`
-    /// can make it durable: the pager publishes the commit in between, and the writer
-    /// releases its flag before it waits.
+    /// whose commits share their flush (`shared_flush`), write it so that
+    /// `SharedFlush::wait_durable` can make it durable: the pager publishes the commit in
+    /// between, and the writer releases its flag before it waits.
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()>;
-    /// Return once commit `tid` is durable. A commit that synced already is (default).
-    /// `next_writers`: writers were waiting when this one let go, so that many commits
-    /// follow shortly (a journal that shares flushes may wait for them).
-    fn wait_durable(&self, tid: u64, next_writers: usize) -> Result<()> {
-        let _ = (tid, next_writers);
-        Ok(())
-    }
-    /// Flushes shared by commits (`wait_durable`), if the journal groups them.
-    fn group_stats(&self) -> GroupStats {
-        GroupStats::default()
-    }
     /// Move logged pages into the database file (WAL); a no-op for other modes.
     fn checkpoint(&self) -> Result<()>;
     /// Called once when the database is closed cleanly (WAL checkpoints and removes its
     /// file as SQLite does).
     fn close(&self) -> Result<()>;
-    /// As `close`, for a layout that finds its free pages by walking the trees
-    /// (`FreeSpace::TreeWalk`) and knows them now: `free` is every page below the page
-    /// count that no committed tree owns. A journal that can keep them for the next
-    /// open (`kept_free_pages`) does so; the default just closes.
-    fn close_keeping_free(&self, free: &BTreeSet<Pgno>) -> Result<()> {
-        let _ = free;
-        self.close()
-    }
-    /// The free pages a clean close kept (`close_keeping_free`), if this open may trust
-    /// them: the file is still exactly as that close left it. `None` means walk.
-    fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>> {
-        Ok(None)
-    }
-    /// The last commit that is durable without any memory region (in the file and
-    /// synced), for a mode whose acknowledged commits may live only in one
-    /// (`Capabilities::region_backed`); None for the others.
-    fn durable_tid(&self) -> Option<u64> {
+
+    /// Steal (`Capabilities::steals`).
+    fn steal(&self) -> Option<&dyn Steal> {
         None
     }
-    /// Number of frames currently in the log (0 for non-log modes); for inspect/tests.
-    fn log_frames(&self) -> u64 {
-        0
+    /// Commits that share their flush (`waldio-gc`); no capability flag: it changes when
+    /// a commit is durable, not what survives.
+    fn shared_flush(&self) -> Option<&dyn SharedFlush> {
+        None
     }
-    /// Steal (`Capabilities::steals`): write `pages`, versions of the uncommitted
-    /// transaction `tid` stamped with `txn_size` 0, into the file without syncing;
-    /// `originals` are what the file holds for them (as in a commit batch). Until the
-    /// commit restamps them, recovery rolls such versions back, and readers never see
-    /// them (their tid is above every snapshot).
+    /// Free pages kept across a clean close (`Capabilities::intent_map`).
+    fn keeps_free(&self) -> Option<&dyn KeepsFree> {
+        None
+    }
+    /// Acknowledged commits in a memory region (`Capabilities::region_backed`).
+    fn region(&self) -> Option<&dyn RegionBacked> {
+        None
+    }
+    /// Committed pages in a log replayed into the database (`Capabilities::replays_log`).
+    fn log(&self) -> Option<&dyn Log> {
+        None
+    }
+}
+
+/// Steal: a transaction may write its uncommitted pages into the database file before it
+/// commits, so one bigger than the page cache runs in bounded memory.
+pub(crate) trait Steal {
+    /// Write `pages`, versions of the uncommitted transaction `tid` stamped with
+    /// `txn_size` 0, into the file without syncing; `originals` are what the file holds
+    /// for them (as in a commit batch). Until the commit restamps them, recovery rolls
+    /// such versions back, and readers never see them (their tid is above every
+    /// snapshot).
     fn spill(
         &self,
         tid: u64,
         pages: &[(Pgno, PageRef)],
         originals: &[(Pgno, PageRef)],
-    ) -> Result<()> {
-        let _ = (tid, pages, originals);
-        Err(crate::error::Error::InvalidArgument(
-            "this journal mode does not steal (spill uncommitted pages)".into(),
-        ))
-    }
-    /// Steal: invalidate the versions of transaction `tid` that `spill` wrote into
-    /// `pages` (the transaction rolled back, or a savepoint rolled back past them). They
-    /// are made durable before anything could confuse them with a later transaction
-    /// reusing the tid.
-    fn discard(&self, tid: u64, pages: &[Pgno]) -> Result<()> {
-        let _ = (tid, pages);
-        Err(crate::error::Error::InvalidArgument(
-            "this journal mode does not steal (spill uncommitted pages)".into(),
-        ))
-    }
+    ) -> Result<()>;
+    /// Invalidate the versions of transaction `tid` that `spill` wrote into `pages` (the
+    /// transaction rolled back, or a savepoint rolled back past them). They are made
+    /// durable before anything could confuse them with a later transaction reusing the
+    /// tid.
+    fn discard(&self, tid: u64, pages: &[Pgno]) -> Result<()>;
+}
+
+/// Commits that share one flush: `commit` writes, `wait_durable` makes durable.
+pub(crate) trait SharedFlush {
+    /// Return once commit `tid` is durable. `next_writers`: writers were waiting when
+    /// this one let go, so that many commits follow shortly (the flush may wait for
+    /// them).
+    fn wait_durable(&self, tid: u64, next_writers: usize) -> Result<()>;
+    /// Flushes shared by commits so far.
+    fn group_stats(&self) -> GroupStats;
+}
+
+/// A layout that finds its free pages by walking the trees (`FreeSpace::TreeWalk`) keeps
+/// them across a clean close, so the next open need not walk.
+pub(crate) trait KeepsFree {
+    /// As `Journal::close`, keeping `free`: every page below the page count that no
+    /// committed tree owns.
+    fn close_keeping_free(&self, free: &BTreeSet<Pgno>) -> Result<()>;
+    /// The free pages a clean close kept, if this open may trust them: the file is still
+    /// exactly as that close left it. `None` means walk.
+    fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>>;
+}
+
+/// Acknowledged commits that may live only in a memory region until a flush.
+pub(crate) trait RegionBacked {
+    /// The last commit that is durable without the region (in the file and synced).
+    fn durable_tid(&self) -> u64;
+}
+
+/// Committed pages that live in a log until a checkpoint.
+pub(crate) trait Log {
+    /// Committed frames in the log now (for inspect and the tests).
+    fn log_frames(&self) -> u64;
 }

@@ -87,8 +87,8 @@ use std::time::{Duration, Instant};
 use super::util::check_batch;
 use super::wal::Wal;
 use super::{
-    Capabilities, CommitBatch, Journal, JournalCtx, ModeSpec, Mutant, NvlogFlush, Opened,
-    RecoveryReport, WalSync,
+    Capabilities, CommitBatch, Journal, JournalCtx, Log, ModeSpec, Mutant, NvlogFlush, Opened,
+    RecoveryReport, RegionBacked, WalSync,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32, get_u64};
@@ -1271,13 +1271,25 @@ impl Journal for NvlogJournal {
         }
     }
 
-    fn log_frames(&self) -> u64 {
-        self.core.inner.log_frames()
+    fn log(&self) -> Option<&dyn Log> {
+        Some(self)
     }
 
-    fn durable_tid(&self) -> Option<u64> {
+    fn region(&self) -> Option<&dyn RegionBacked> {
+        Some(self)
+    }
+}
+
+impl Log for NvlogJournal {
+    fn log_frames(&self) -> u64 {
+        Log::log_frames(&self.core.inner)
+    }
+}
+
+impl RegionBacked for NvlogJournal {
+    fn durable_tid(&self) -> u64 {
         let s = self.core.state.lock().unwrap_or_else(|e| e.into_inner());
-        Some(s.watermark)
+        s.watermark
     }
 }
 

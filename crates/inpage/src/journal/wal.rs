@@ -76,7 +76,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::frame_log::{self, Frame, FrameCodec, Index, LogFormat, LogHeader, Scan, LOG_HDR_LEN};
 use super::util::{check_batch, db_fcc, fresh_salt};
 use super::{
-    Capabilities, CommitBatch, Journal, JournalCtx, ModeSpec, Mutant, Opened, RecoveryReport,
+    Capabilities, CommitBatch, Journal, JournalCtx, Log, ModeSpec, Mutant, Opened, RecoveryReport,
     WalSync,
 };
 use crate::error::{Error, Pgno, Result};
@@ -638,6 +638,12 @@ impl Journal for Wal {
         Ok(())
     }
 
+    fn log(&self) -> Option<&dyn Log> {
+        Some(self)
+    }
+}
+
+impl Log for Wal {
     fn log_frames(&self) -> u64 {
         self.index.read().unwrap_or_else(|e| e.into_inner()).frames
     }

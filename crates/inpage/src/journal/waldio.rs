@@ -94,8 +94,8 @@ use xxhash_rust::xxh3::Xxh3;
 use super::frame_log::{self, Frame, FrameCodec, LogFormat, LogHeader, LOG_HDR_LEN};
 use super::util::{aligned_into, check_batch, db_fcc, fresh_salt, open_direct};
 use super::{
-    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec, Mutant, Opened,
-    RecoveryReport,
+    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, Log, ModeSpec, Mutant, Opened,
+    RecoveryReport, SharedFlush,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::MAX_TID;
@@ -802,6 +802,33 @@ impl Journal for Waldio {
         Ok(())
     }
 
+    fn checkpoint(&self) -> Result<()> {
+        let mut w = self.lock_writer()?;
+        self.checkpoint_locked(&mut w, false)
+    }
+
+    fn close(&self) -> Result<()> {
+        let mut w = self.lock_writer()?;
+        if w.closed {
+            return Ok(());
+        }
+        // The log stays (it is preallocated once); its frames go to the database and a
+        // new generation's header makes the next open find none to replay.
+        self.checkpoint_locked(&mut w, false)?;
+        w.closed = true;
+        Ok(())
+    }
+
+    fn shared_flush(&self) -> Option<&dyn SharedFlush> {
+        (self.sync_at == SyncAt::Group).then_some(self as &dyn SharedFlush)
+    }
+
+    fn log(&self) -> Option<&dyn Log> {
+        Some(self)
+    }
+}
+
+impl SharedFlush for Waldio {
     fn wait_durable(&self, tid: u64, next_writers: usize) -> Result<()> {
         if self.sync_at != SyncAt::Group {
             return Ok(());
@@ -876,24 +903,9 @@ impl Journal for Waldio {
     fn group_stats(&self) -> super::GroupStats {
         self.group.lock().unwrap_or_else(|e| e.into_inner()).stats
     }
+}
 
-    fn checkpoint(&self) -> Result<()> {
-        let mut w = self.lock_writer()?;
-        self.checkpoint_locked(&mut w, false)
-    }
-
-    fn close(&self) -> Result<()> {
-        let mut w = self.lock_writer()?;
-        if w.closed {
-            return Ok(());
-        }
-        // The log stays (it is preallocated once); its frames go to the database and a
-        // new generation's header makes the next open find none to replay.
-        self.checkpoint_locked(&mut w, false)?;
-        w.closed = true;
-        Ok(())
-    }
-
+impl Log for Waldio {
     fn log_frames(&self) -> u64 {
         self.index.read().unwrap_or_else(|e| e.into_inner()).frames
     }

@@ -296,6 +296,13 @@ impl PageWrite for InitStore {
     }
 }
 
+/// A spill or discard reached a journal without the steal part: the transaction layer
+/// spills only where `Capabilities::steals` says the mode can, so this is a bug, reported
+/// as an error rather than a write the journal cannot take.
+fn not_stealing() -> Error {
+    Error::InvalidArgument("this journal mode does not steal (spill uncommitted pages)".into())
+}
+
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     // A panic while holding the lock (a bug) may have left the cache, the pre-images or
     // the header half-updated: the handle is poisoned, so every later transaction fails
@@ -579,12 +586,12 @@ impl Pager {
     }
 
     pub fn log_frames(&self) -> u64 {
-        self.journal.log_frames()
+        self.journal.log().map_or(0, |l| l.log_frames())
     }
 
     /// See `Journal::durable_tid`.
     pub fn durable_tid(&self) -> Option<u64> {
-        self.journal.durable_tid()
+        self.journal.region().map(|r| r.durable_tid())
     }
 
     /// Node layout of this database's trees.
@@ -817,7 +824,10 @@ impl Pager {
         }
         st.begin_io();
         drop(st);
-        let result = self.journal.spill(tid, &pages, &originals);
+        let result = match self.journal.steal() {
+            Some(steal) => steal.spill(tid, &pages, &originals),
+            None => Err(not_stealing()),
+        };
         let mut st = lock(&self.state);
         st.end_io(result.as_ref().err().map(|e| e.to_string()));
         for (pgno, _) in &pages {
@@ -846,7 +856,10 @@ impl Pager {
         }
         st.begin_io();
         drop(st);
-        let result = self.journal.discard(tid, pages);
+        let result = match self.journal.steal() {
+            Some(steal) => steal.discard(tid, pages),
+            None => Err(not_stealing()),
+        };
         let mut st = lock(&self.state);
         st.end_io(result.as_ref().err().map(|e| e.to_string()));
         for p in pages {
@@ -1144,16 +1157,22 @@ impl Pager {
     /// `next_writers`: writers that were waiting when this one let go, and will commit
     /// shortly.
     pub fn wait_durable(&self, tid: u64, next_writers: usize) -> Result<()> {
-        let r = self.journal.wait_durable(tid, next_writers);
+        let r = match self.journal.shared_flush() {
+            Some(flush) => flush.wait_durable(tid, next_writers),
+            // Each commit synced its own: it is durable already.
+            None => Ok(()),
+        };
         if let Err(e) = &r {
             lock(&self.state).poison(e.to_string(), false);
         }
         r
     }
 
-    /// Flushes the journal shared between commits (`Journal::group_stats`).
+    /// Flushes the journal shared between commits (`SharedFlush::group_stats`).
     pub fn journal_group_stats(&self) -> crate::GroupStats {
-        self.journal.group_stats()
+        self.journal
+            .shared_flush()
+            .map_or_else(Default::default, |f| f.group_stats())
     }
 
     /// Move logged pages into the database file.
@@ -1175,16 +1194,21 @@ impl Pager {
     /// every commit since kept it), so the journal may keep it for the next open.
     pub fn close(&self, free_known: bool) -> Result<()> {
         self.check_usable()?;
-        if free_known && self.layout.free_space() == FreeSpace::TreeWalk {
-            let free = lock(&self.state).free.clone();
-            return self.journal.close_keeping_free(&free);
+        if let Some(keeper) = self.journal.keeps_free() {
+            if free_known && self.layout.free_space() == FreeSpace::TreeWalk {
+                let free = lock(&self.state).free.clone();
+                return keeper.close_keeping_free(&free);
+            }
         }
         self.journal.close()
     }
 
     /// The free pages the last clean close kept, if the file is still as it left them.
     pub fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>> {
-        self.journal.kept_free_pages()
+        match self.journal.keeps_free() {
+            Some(keeper) => keeper.kept_free_pages(),
+            None => Ok(None),
+        }
     }
 }
 
@@ -1220,5 +1244,31 @@ mod tests {
         drop(pager);
         let again = Pager::open(path, &cfg, crate::tree::create).unwrap();
         again.check_usable().unwrap();
+    }
+
+    /// A mode's registry capabilities (known before any open) and the parts its opened
+    /// journal has say the same thing, so config validation and the test matrices, which
+    /// read the first, never disagree with what the pager finds.
+    #[test]
+    fn every_mode_has_exactly_the_parts_its_capabilities_name() {
+        for mode in JournalMode::all() {
+            let sim = SimVfs::new();
+            let cfg = Config::default()
+                .vfs(Arc::new(sim.clone()))
+                .journal_mode(mode);
+            let pager = Pager::open(Path::new("/db/p.db"), &cfg, crate::tree::create)
+                .unwrap_or_else(|e| panic!("{mode}: {e}"));
+            let (caps, j) = (mode.capabilities(), &pager.journal);
+            assert_eq!(caps.steals, j.steal().is_some(), "{mode}: steal");
+            assert_eq!(caps.intent_map, j.keeps_free().is_some(), "{mode}: keeps_free");
+            assert_eq!(caps.region_backed, j.region().is_some(), "{mode}: region");
+            assert_eq!(caps.replays_log, j.log().is_some(), "{mode}: log");
+            // A shared flush makes a commit durable after `commit` returns, which only a
+            // mode that still promises durability at acknowledgement may do.
+            if j.shared_flush().is_some() {
+                assert!(caps.durable_at_ack, "{mode}: shared flush");
+            }
+            pager.close(false).unwrap();
+        }
     }
 }

@@ -79,8 +79,8 @@ use std::sync::{Arc, Mutex};
 
 use super::util::{aligned_into, check_batch, open_direct};
 use super::{
-    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec, Mutant, Opened,
-    RecoveryReport,
+    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, KeepsFree, ModeSpec, Mutant,
+    Opened, RecoveryReport, Steal,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::{
@@ -1031,6 +1031,24 @@ impl Journal for DhlJournal {
         Ok(())
     }
 
+    fn checkpoint(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn close(&self) -> Result<()> {
+        self.close_with(None)
+    }
+
+    fn steal(&self) -> Option<&dyn Steal> {
+        Some(self)
+    }
+
+    fn keeps_free(&self) -> Option<&dyn KeepsFree> {
+        Some(self)
+    }
+}
+
+impl Steal for DhlJournal {
     fn spill(
         &self,
         tid: u64,
@@ -1128,15 +1146,9 @@ impl Journal for DhlJournal {
         self.recovery_unsynced.store(true, Ordering::Release);
         Ok(())
     }
+}
 
-    fn checkpoint(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn close(&self) -> Result<()> {
-        self.close_with(None)
-    }
-
+impl KeepsFree for DhlJournal {
     fn close_keeping_free(&self, free: &BTreeSet<Pgno>) -> Result<()> {
         self.close_with(Some(free))
     }
