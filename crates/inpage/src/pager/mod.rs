@@ -1260,7 +1260,11 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{mode}: {e}"));
             let (caps, j) = (mode.capabilities(), &pager.journal);
             assert_eq!(caps.steals, j.steal().is_some(), "{mode}: steal");
-            assert_eq!(caps.intent_map, j.keeps_free().is_some(), "{mode}: keeps_free");
+            assert_eq!(
+                caps.intent_map,
+                j.keeps_free().is_some(),
+                "{mode}: keeps_free"
+            );
             assert_eq!(caps.region_backed, j.region().is_some(), "{mode}: region");
             assert_eq!(caps.replays_log, j.log().is_some(), "{mode}: log");
             // A shared flush makes a commit durable after `commit` returns, which only a

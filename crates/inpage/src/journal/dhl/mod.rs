@@ -74,7 +74,7 @@ mod freesnap;
 mod intent;
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::util::{aligned_into, check_batch, open_direct};
@@ -197,18 +197,12 @@ pub(crate) struct DhlJournal {
     /// The FCC recovery settled on; `last_tid` follows the commits after it.
     fcc: u64,
     last_tid: AtomicU64,
-    /// Whether page 0 on disk carries a clean-shutdown mark recovery trusted (or close
-    /// wrote): it must be voided, durably, before the next commit writes anything.
-    marked: AtomicBool,
-    /// Whether recovery's invalidations are written but not yet synced.
-    recovery_unsynced: AtomicBool,
-    /// An ordered transaction recovery rolled back from page 0 alone (`Recovered::
-    /// deferred`): the area whose regions hold its versions, invalidated on disk (and
-    /// synced) before the next commit, spill or clean close writes anything.
-    deferred: Mutex<Option<Intent>>,
-    /// That transaction's tid while its versions may still be on disk, else 0. Reads hide
-    /// them, with the same invalidation the disk will get, so a page the pager caches now
-    /// is byte for byte what the file holds afterwards (`CommitBatch::originals`).
+    /// What the file owes before the next write (`Debt`, with its transitions).
+    debt: Mutex<Debt>,
+    /// The tid of a `Debt::Deferred` transaction while its versions may still be on disk,
+    /// else 0: published beside `debt` so reads need no lock. Reads hide those versions,
+    /// with the same invalidation the disk will get, so a page the pager caches now is
+    /// byte for byte what the file holds afterwards (`CommitBatch::originals`).
     void_tid: AtomicU64,
     /// The intent area of the slot visible at the FCC, as it is on disk (None: that area
     /// is invalid, and the next commit writes a fresh one).
@@ -229,6 +223,60 @@ pub(crate) struct DhlJournal {
     /// area keeps their regions marked too (up to half its room), so a working set that
     /// outgrew the area does not pay a marking flush for each of its regions again.
     recent: Mutex<std::collections::VecDeque<Pgno>>,
+}
+
+/// What the file owes before the journal writes anything of a new transaction: the
+/// counting journal's lifecycle between writes, one state at a time.
+///
+/// ```text
+///   open ── recover ──► Marked | Settled | Unsynced | Deferred(area)
+///
+///   Deferred(area) ── sync_recovery: invalidate its versions, fdatasync ──► Settled
+///   Unsynced ──────── sync_recovery: fdatasync ───────────────────────────► Settled
+///   Marked ────────── rewrite_page0: void the mark in sector 0, fdatasync ─► Settled
+///   Settled ───────── discard: invalidate spilled versions, no sync ──────► Unsynced
+///   Settled ───────── close_with: mark page 0 clean at the FCC, fdatasync ─► Marked
+/// ```
+///
+/// Every write (commit, spill, discard, clean close) first calls `sync_recovery`, so it
+/// starts from `Marked` or `Settled`; the first marking write of a commit or spill leaves
+/// `Marked`. `DhlJournal::transition` checks each arrow against this table in debug
+/// builds, and keeps `void_tid` equal to the deferred transaction's tid exactly while in
+/// `Deferred`.
+#[derive(Debug)]
+enum Debt {
+    /// Nothing owed: every write is synced and no clean-shutdown mark vouches for the FCC.
+    Settled,
+    /// Page 0 carries a clean-shutdown mark at the FCC (trusted by recovery, or written
+    /// by a clean close): it must be voided, durably, before a transaction writes a page,
+    /// or a crash in that transaction would find the mark and skip recovery.
+    Marked,
+    /// Invalidations (recovery's, or a discard's) are written but not synced: they must
+    /// be durable before the tid is reused or a marking write drops their regions.
+    Unsynced,
+    /// An ordered transaction (FCC + 1) was rolled back from page 0 alone
+    /// (`Recovered::debt`): the area whose regions hold its versions, which are
+    /// invalidated and synced before the next write.
+    Deferred(Intent),
+}
+
+impl Debt {
+    /// The arrows of the diagram (staying put is always allowed: a sync with nothing
+    /// owed, a close with the mark already in place).
+    fn may_become(&self, next: &Debt) -> bool {
+        use Debt::*;
+        matches!(
+            (self, next),
+            (Settled, Settled)
+                | (Marked, Marked)
+                | (Unsynced, Unsynced)
+                | (Deferred(_) | Unsynced | Marked, Settled)
+                | (Settled, Unsynced | Marked)
+                // A spill under the `KeepCleanMark` mutant leaves the mark, and its
+                // discard then owes a sync too; the mark is what that mutant keeps.
+                | (Marked, Unsynced)
+        )
+    }
 }
 
 /// `Config::dhl_ordered_commit_pages` by default: a transaction this large pays one flush
@@ -267,13 +315,7 @@ impl DhlJournal {
                 "DhlJournal opened for mode {mode}, whose pages keep no versions"
             )));
         }
-        let Recovered {
-            fcc,
-            report,
-            marked,
-            needs_sync,
-            deferred,
-        } = recover(&ctx, mode)?;
+        let Recovered { fcc, report, debt } = recover(&ctx, mode)?;
         // An ordered area must not stay on disk once its tid is reused: kept as the
         // in-memory area, it would cover the next commit's pages and skip the marking
         // write that replaces it, and a crash would then roll back a complete counting
@@ -300,10 +342,11 @@ impl DhlJournal {
                 mode,
                 fcc,
                 last_tid: AtomicU64::new(fcc),
-                marked: AtomicBool::new(marked),
-                recovery_unsynced: AtomicBool::new(needs_sync),
-                void_tid: AtomicU64::new(deferred.as_ref().map_or(0, |_| fcc + 1)),
-                deferred: Mutex::new(deferred),
+                void_tid: AtomicU64::new(match debt {
+                    Debt::Deferred(_) => fcc + 1,
+                    _ => 0,
+                }),
+                debt: Mutex::new(debt),
                 intent: Mutex::new(intent),
                 writer: Mutex::new(()),
                 direct,
@@ -355,9 +398,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
             return Ok(Recovered {
                 fcc,
                 report: RecoveryReport::default(),
-                marked: true,
-                needs_sync: false,
-                deferred: None,
+                debt: Debt::Marked,
             });
         }
         for slot in 0..DHL_SLOTS {
@@ -404,7 +445,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
     // An ordered transaction whose header slot is not on disk did not commit (`intent`
     // notes): the FCC is the newest slot's, found without reading any other page. Its
     // versions, which lie in the area's regions, are invalidated before the next write
-    // (`DhlJournal::deferred`); until then reads hide them.
+    // (`Debt::Deferred`); until then reads hide them.
     let ordered_abort = count_votes
         && matches!((newest, &intent), (Some((f, _)), Some(i)) if i.ordered && i.base >= f);
     let ranges = match &intent {
@@ -591,9 +632,13 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
             deferred: ordered_abort,
             ..RecoveryReport::default()
         },
-        marked: false,
-        needs_sync,
-        deferred: intent.filter(|_| ordered_abort),
+        debt: match intent.filter(|_| ordered_abort) {
+            // Paying a deferred invalidation ends with a sync, which covers recovery's
+            // own unsynced writes too.
+            Some(area) => Debt::Deferred(area),
+            None if needs_sync => Debt::Unsynced,
+            None => Debt::Settled,
+        },
     })
 }
 
@@ -601,14 +646,10 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
 struct Recovered {
     fcc: u64,
     report: RecoveryReport,
-    /// A clean-shutdown mark was trusted: nothing was scanned and the mark is still on
-    /// disk, to be voided before the next commit writes.
-    marked: bool,
-    /// Its invalidations still need a sync.
-    needs_sync: bool,
-    /// An ordered transaction (FCC + 1) was rolled back from page 0 alone: the area whose
-    /// regions hold its versions, to be invalidated before the next write.
-    deferred: Option<Intent>,
+    /// What the file owes before the next write: `Marked` if a clean-shutdown mark was
+    /// trusted (nothing was scanned), `Unsynced` if its invalidations need a sync,
+    /// `Deferred` if an ordered transaction (FCC + 1) was rolled back from page 0 alone.
+    debt: Debt,
 }
 
 /// Every version above `fcc` in the pages of `ranges` (valid or not), for the deferred
@@ -1143,7 +1184,8 @@ impl Steal for DhlJournal {
         // The invalidations must be durable before the tid is reused and before a
         // marking write may drop their regions from the intent map: the next commit,
         // spill or clean close syncs them first (`sync_recovery`), exactly as recovery's.
-        self.recovery_unsynced.store(true, Ordering::Release);
+        let mut debt = self.debt()?;
+        self.transition(&mut debt, Debt::Unsynced);
         Ok(())
     }
 }
@@ -1155,7 +1197,7 @@ impl KeepsFree for DhlJournal {
 
     fn kept_free_pages(&self) -> Result<Option<BTreeSet<Pgno>>> {
         let stale = self.ctx.config.mutant() == Mutant::StaleFreeSnapshot;
-        if !self.marked.load(Ordering::Acquire) && !stale {
+        if !matches!(*self.debt()?, Debt::Marked) && !stale {
             return Ok(None);
         }
         let fcc = self.last_tid.load(Ordering::Acquire);
@@ -1219,7 +1261,7 @@ impl DhlJournal {
             n.ordered = ordered;
             n
         });
-        let void = self.marked.load(Ordering::Acquire) && mutant != Mutant::KeepCleanMark;
+        let void = matches!(*self.debt()?, Debt::Marked) && mutant != Mutant::KeepCleanMark;
         if void || grown.is_some() {
             self.rewrite_page0(last, grown.as_ref())?;
             if grown.is_some() {
@@ -1373,7 +1415,8 @@ impl DhlJournal {
         *self.intent.lock().map_err(|_| {
             Error::Poisoned("a thread panicked while committing (DHL intent lock)".into())
         })? = Intent::decode(&p0, slot);
-        self.marked.store(true, Ordering::Release);
+        let mut debt = self.debt()?;
+        self.transition(&mut debt, Debt::Marked);
         Ok(())
     }
 }
@@ -1391,10 +1434,8 @@ impl DhlJournal {
     /// first those recovery deferred (an ordered transaction's versions, found by scanning
     /// the regions its area marks), then the sync.
     fn sync_recovery(&self) -> Result<()> {
-        let mut deferred = self.deferred.lock().map_err(|_| {
-            Error::Poisoned("a thread panicked while recovering (DHL deferred lock)".into())
-        })?;
-        if let Some(area) = deferred.as_ref() {
+        let mut debt = self.debt()?;
+        if let Debt::Deferred(area) = &*debt {
             let db = &self.ctx.db;
             let pages = db.file_len()? / db.page_size as u64;
             let stale = scan_newer(db, page_versions(self.mode), self.fcc, &area.ranges(pages))?;
@@ -1402,18 +1443,36 @@ impl DhlJournal {
             if self.ctx.config.mutant() != Mutant::DeferredNotInvalidated {
                 invalidate_stale(db, page_versions(self.mode), self.fcc, &stale)?;
             }
-            self.recovery_unsynced.store(true, Ordering::Release);
         }
-        if self.recovery_unsynced.load(Ordering::Acquire) {
+        if matches!(*debt, Debt::Deferred(_) | Debt::Unsynced) {
             if self.ctx.config.mutant() != Mutant::UnsyncedRecovery {
                 self.ctx.db.sync()?;
             }
-            self.recovery_unsynced.store(false, Ordering::Release);
-        }
-        if deferred.take().is_some() {
-            self.void_tid.store(0, Ordering::Release);
+            self.transition(&mut debt, Debt::Settled);
         }
         Ok(())
+    }
+
+    /// The debt, under its lock (only writers change it, under the writer lock too).
+    fn debt(&self) -> Result<std::sync::MutexGuard<'_, Debt>> {
+        self.debt.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while recovering (DHL debt lock)".into())
+        })
+    }
+
+    /// Move `debt` to `next`: an arrow of the `Debt` diagram (checked in debug builds),
+    /// with `void_tid` published to match.
+    fn transition(&self, debt: &mut Debt, next: Debt) {
+        debug_assert!(
+            debt.may_become(&next),
+            "DHL debt {debt:?} cannot become {next:?}"
+        );
+        let void = match next {
+            Debt::Deferred(_) => self.fcc + 1,
+            _ => 0,
+        };
+        self.void_tid.store(void, Ordering::Release);
+        *debt = next;
     }
 
     fn min_shift(&self) -> u8 {
@@ -1443,7 +1502,12 @@ impl DhlJournal {
         }
         db.write_page(0, &p0)?;
         db.sync()?;
-        self.marked.store(false, Ordering::Release);
+        let mut debt = self.debt()?;
+        debug_assert!(
+            matches!(*debt, Debt::Marked | Debt::Settled),
+            "a marking write before sync_recovery paid {debt:?}"
+        );
+        self.transition(&mut debt, Debt::Settled);
         Ok(())
     }
 }
