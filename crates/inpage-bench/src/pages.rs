@@ -34,8 +34,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use inpage::vfs::SimVfs;
 use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
+use inpage_sim::SimVfs;
 
 use crate::workload::{mobibench_value, permutation, update_value};
 

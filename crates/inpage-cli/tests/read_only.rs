@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use inpage::vfs::{CrashModel, SimVfs, Vfs};
+use inpage::vfs::Vfs;
 use inpage::{Config, Database, JournalMode, KeyKind};
+use inpage_sim::{CrashModel, SimVfs};
 
 fn inpage(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_inpage"))

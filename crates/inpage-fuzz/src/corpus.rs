@@ -12,8 +12,9 @@
 
 use std::sync::Arc;
 
-use inpage::vfs::{CrashModel, SimVfs, Vfs};
+use inpage::vfs::Vfs;
 use inpage::{Config, Database, JournalMode, KeyKind};
+use inpage_sim::{CrashModel, SimVfs};
 
 use crate::exec::{read_all, State};
 use crate::rng::Rng;

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use inpage::vfs::SimVfs;
+use inpage_sim::SimVfs;
 
 /// Name of the database file on the simulated disk.
 pub const DB_NAME: &str = "fuzz.db";

@@ -33,8 +33,8 @@ use std::sync::{Arc, Mutex};
 
 use common::Db;
 use inpage::check::PageOwner;
-use inpage::vfs::{CrashModel, SimVfs};
 use inpage::{Config, Database, JournalMode, KeyKind};
+use inpage_sim::{CrashModel, SimVfs};
 
 const PATH: &str = "/misplaced/t.db";
 const PS: usize = 1024;

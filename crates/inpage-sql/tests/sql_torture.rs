@@ -1,5 +1,5 @@
 //! Crash torture through SQL (issue 13): seeded transactions on a table with two
-//! indexes, run through the C API on a simulated disk (`inpage::vfs::SimVfs`), a power
+//! indexes, run through the C API on a simulated disk (`inpage_sim::SimVfs`), a power
 //! cut at a chosen I/O op, a crash under `CrashModel::full()` (writes lost, reordered,
 //! torn; no atomic pages), then a reopen through SQL and the checks:
 //! - `PRAGMA integrity_check` answers exactly `ok` (the engine's structural check of the
@@ -46,8 +46,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use common::{Col, Db};
-use inpage::vfs::{Aim, CrashModel, SimVfs};
 use inpage::{Config, Database, JournalMode, Mutant, ReadableTxn};
+use inpage_sim::{Aim, CrashModel, SimVfs};
 
 const PATH: &str = "/sqltort/t.db";
 const AUX_PATH: &str = "/sqltort/aux/a.db";

@@ -31,15 +31,15 @@
 //!   crash and reopen. Optional (default none).
 //! - `aim`: `u` (each pending write as the model says) or `t` (the newest multi-sector
 //!   write of each file torn: its first sector kept, a later one dropped; see
-//!   `inpage::vfs::Aim`). Optional (default `u`).
+//!   `inpage_sim::Aim`). Optional (default `u`).
 //! - `fault` (stage 1 only): `-`, `eio@N` (the Nth counted VFS op fails once), `eio@N!`
 //!   (and every later op), `sync@N` / `write@N` (the Nth sync_data / write_at),
 //!   `enospc@BYTES`.
 //! - `mutant`: `none` or a deliberately broken engine variant (`inpage::Mutant`);
 //!   `broken=1` (older specs) means `no-sync-before-mark`.
 
-use inpage::vfs::{Aim, CrashModel};
 use inpage::Mutant;
+use inpage_sim::{Aim, CrashModel};
 
 use crate::mode::{DbParams, Mode};
 use crate::workload::{WorkloadKind, WorkloadSpec};

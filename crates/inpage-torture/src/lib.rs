@@ -1,6 +1,6 @@
 //! Crash-torture harness for `inpage`.
 //!
-//! It runs deterministic workloads on the simulated disk (`inpage::vfs::SimVfs`) as crash
+//! It runs deterministic workloads on the simulated disk (`inpage_sim::SimVfs`) as crash
 //! sequences: cut the power at any I/O operation (also inside recovery), recover, judge
 //! the result against a model of acknowledged commits (see [`oracle`] for the exact
 //! rule), continue the workload on the recovered database, cut again, and so on. Cuts

@@ -53,8 +53,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use inpage::check::check;
-use inpage::vfs::{AccountingVfs, FaultPlan, FaultVfs, IoKind, IoStats, SimVfs, Vfs};
+use inpage::vfs::{AccountingVfs, IoKind, IoStats, Vfs};
 use inpage::{Database, ReadableTxn};
+use inpage_sim::{FaultPlan, FaultVfs, SimVfs};
 use std::path::PathBuf;
 
 use crate::case::{Case, Crash, Fault, Stage};
@@ -283,7 +284,7 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
         cut: None,
         crash: Crash::Process,
         rcut: None,
-        aim: inpage::vfs::Aim::Uniform,
+        aim: inpage_sim::Aim::Uniform,
     };
     for k in 0..depth {
         let stage = case.stages.get(k).copied().unwrap_or(default_stage);

@@ -33,8 +33,8 @@ use std::sync::Mutex;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use inpage::vfs::Aim;
 use inpage::Mutant;
+use inpage_sim::Aim;
 
 use crate::case::{parse_model, Case, Crash, Fault, Stage};
 use crate::mode::{DbParams, Mode};

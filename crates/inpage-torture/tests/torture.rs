@@ -327,8 +327,8 @@ fn bad_arguments_are_clear_errors() {
 /// commits of a DHL database on a `SimVfs` are direct writes.
 #[test]
 fn dhl_uses_direct_writes_on_the_simulated_disk() {
-    use inpage::vfs::SimVfs;
     use inpage::{Config, Database, DirectWrites};
+    use inpage_sim::SimVfs;
     let disk = SimVfs::with_seed(1);
     let cfg = Config::default()
         .vfs(std::sync::Arc::new(disk.clone()))

@@ -9,8 +9,8 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 
 use common::*;
-use inpage::vfs::SimVfs;
 use inpage::{Comparator, Config, Database, Error, JournalMode, Key, KeyKind, ReadableTxn};
+use inpage_sim::SimVfs;
 
 fn sim_db(mode: JournalMode) -> (SimVfs, Database) {
     let vfs = SimVfs::new();

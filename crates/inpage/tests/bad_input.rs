@@ -99,11 +99,11 @@ fn creation_marker_beside_a_foreign_file_changes_nothing() {
     // A real marker: cut a creation on the simulated disk after the marker's sync.
     let mut marker_bytes = None;
     for cut in 1..40 {
-        let sim = inpage::vfs::SimVfs::new();
+        let sim = inpage_sim::SimVfs::new();
         let cfg = Config::default().vfs(std::sync::Arc::new(sim.clone()));
         sim.set_power_cut_after(cut);
         let _ = Database::open("/d/x.db", cfg);
-        let crashed = sim.crash(0, inpage::vfs::CrashModel::lose_only());
+        let crashed = sim.crash(0, inpage_sim::CrashModel::lose_only());
         if let Some(m) = crashed.read_durable(std::path::Path::new("/d/x.db-create")) {
             if !m.is_empty() {
                 marker_bytes = Some(m);

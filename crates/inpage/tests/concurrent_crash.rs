@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 
 use common::concurrency::*;
 use common::*;
-use inpage::vfs::{CrashModel, SimVfs};
 use inpage::{Concurrency, Database, Error, JournalMode, KeyKind, ReadableTxn, WriteTxn};
+use inpage_sim::{CrashModel, SimVfs};
 
 const PROTOCOLS: [Concurrency; 2] = [Concurrency::Occ, Concurrency::TwoVto { forced_sleep: true }];
 

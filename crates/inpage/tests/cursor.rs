@@ -18,11 +18,11 @@ use std::sync::Arc;
 use common::*;
 use inpage::check::check;
 use inpage::inspect::max_inline_value_in;
-use inpage::vfs::SimVfs;
 use inpage::{
     Comparator, Cursor, CursorOps, Database, Error, JournalMode, KeyKind, ReadableTxn, Restored,
     SeekResult, Tree, WriteTxn,
 };
+use inpage_sim::SimVfs;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 
@@ -845,7 +845,8 @@ fn a_scan_needs_no_order_calls_while_other_leaves_change() {
 /// answers every later call (no panic); once the disk reads again the cursor works.
 #[test]
 fn read_errors_leave_cursors_usable() {
-    use inpage::vfs::{FaultPlan, FaultVfs, IoKind};
+    use inpage::vfs::IoKind;
+    use inpage_sim::{FaultPlan, FaultVfs};
     let vfs = SimVfs::new();
     let plan = Arc::new(FaultPlan::new());
     let cfg = || {

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use common::*;
 use inpage::check::check;
-use inpage::vfs::SimVfs;
 use inpage::{Database, JournalMode, KeyKind};
+use inpage_sim::SimVfs;
 
 /// Leaves after loading 600 rows and deleting 540 of them one per transaction; the tree
 /// is checked against the model.

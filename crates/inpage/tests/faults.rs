@@ -9,8 +9,8 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use inpage::vfs::{CrashModel, FaultPlan, FaultVfs, SimVfs};
 use inpage::{Config, Database, Error, JournalMode, ReadableTxn};
+use inpage_sim::{CrashModel, FaultPlan, FaultVfs, SimVfs};
 
 fn fault_config(vfs: &SimVfs, plan: &Arc<FaultPlan>, mode: JournalMode) -> Config {
     let fv = FaultVfs::new(Arc::new(vfs.clone()), plan.clone());

@@ -13,9 +13,9 @@ use std::path::Path;
 
 use common::*;
 use inpage::internals::decode_slot;
-use inpage::vfs::SimVfs;
 use inpage::Header;
 use inpage::{Database, JournalMode, KeyKind};
+use inpage_sim::SimVfs;
 
 const DOC: &str = include_str!("../../../docs/FORMAT.md");
 const PS: usize = 1024;

@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use common::*;
-use inpage::vfs::SimVfs;
 use inpage::{Database, JournalMode, Key, KeyKind, ReadableTxn, WriteTxn};
+use inpage_sim::SimVfs;
 use proptest::prelude::*;
 use proptest::test_runner::TestRunner;
 

@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use inpage::vfs::{CrashModel, SimVfs};
 use inpage::{Config, Database, Error, JournalMode, KeyKind};
+use inpage_sim::{CrashModel, SimVfs};
 
 type Txn = Vec<(i64, Option<Vec<u8>>)>;
 

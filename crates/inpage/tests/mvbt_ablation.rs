@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::*;
-use inpage::vfs::{AccountingVfs, IoKind, SimVfs};
+use inpage::vfs::{AccountingVfs, IoKind};
 use inpage::{Config, Database, JournalMode, KeyKind};
+use inpage_sim::SimVfs;
 
 const ROWS: i64 = 2000;
 const TXNS: usize = 300;

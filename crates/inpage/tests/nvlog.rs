@@ -11,8 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::*;
-use inpage::vfs::{CrashModel, SimVfs, Vfs};
+use inpage::vfs::Vfs;
 use inpage::{Config, Database, Error, JournalMode, NvlogFlush};
+use inpage_sim::{CrashModel, SimVfs};
 
 const REGION: &str = "/shm/test-region";
 

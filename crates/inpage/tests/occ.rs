@@ -13,8 +13,8 @@ use std::sync::{Arc, Barrier};
 
 use common::concurrency::*;
 use common::*;
-use inpage::vfs::SimVfs;
 use inpage::{Concurrency, Database, Error, JournalMode, ReadableTxn, WriteTxn};
+use inpage_sim::SimVfs;
 
 /// The modes that accept `Occ` (every registry mode tried; the rest must refuse it).
 fn occ_modes() -> Vec<JournalMode> {

@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::*;
-use inpage::vfs::SimVfs;
 use inpage::{Config, Database, Error, JournalMode, KeyKind};
+use inpage_sim::SimVfs;
 
 /// Three transactions of inserts, overflowing values and deletes in tree `t`.
 fn write_some(db: &Database, model: &mut BTreeMap<i64, Vec<u8>>, round: u32) {

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::*;
-use inpage::vfs::{CrashModel, OpenOptions, SimVfs, Vfs};
+use inpage::vfs::{OpenOptions, Vfs};
 use inpage::{Config, Database, Error, JournalMode, KeyKind, ReadableTxn};
+use inpage_sim::{CrashModel, SimVfs};
 
 /// Every file of the simulated disk with its bytes.
 fn files(sim: &SimVfs) -> BTreeMap<PathBuf, Vec<u8>> {

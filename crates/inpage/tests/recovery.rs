@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::*;
-use inpage::vfs::{CrashModel, SimVfs};
 use inpage::{Database, JournalMode, WalSync};
+use inpage_sim::{CrashModel, SimVfs};
 
 type Txn = Vec<(i64, Option<Vec<u8>>)>;
 

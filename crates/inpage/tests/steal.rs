@@ -13,8 +13,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use inpage::vfs::{CrashModel, SimVfs};
 use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
+use inpage_sim::{CrashModel, SimVfs};
 
 /// The modes that steal, from the registry.
 fn steal_modes() -> Vec<JournalMode> {

@@ -13,8 +13,8 @@ use std::sync::{Arc, Barrier};
 
 use common::concurrency::*;
 use common::*;
-use inpage::vfs::SimVfs;
 use inpage::{Concurrency, Database, Error, JournalMode, ReadableTxn, WriteTxn};
+use inpage_sim::SimVfs;
 
 const VTO: Concurrency = Concurrency::TwoVto { forced_sleep: true };
 

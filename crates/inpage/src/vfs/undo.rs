@@ -31,8 +31,11 @@
 
 use super::*;
 use std::collections::HashMap;
+use std::io;
+use std::path::Path;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 
 const MAGIC: [u8; 16] = *b"inpage-undo-log\0";
@@ -524,7 +527,7 @@ impl Vfs for UndoVfs {
         self.inner.open_read_only(path)
     }
 
-    super::vfs_pass_through!(nonce, in_process_memory, regions);
+    inpage_vfs::vfs_pass_through!(nonce, in_process_memory, regions);
 }
 
 /// A file of an `UndoVfs`.

@@ -3,8 +3,8 @@
 //! numbered rows, and a seeded generator.
 #![allow(dead_code)]
 
-use inpage::vfs::SimVfs;
 use inpage::{Concurrency, Database, Error, JournalMode, KeyKind, ReadableTxn, WriteTxn};
+use inpage_sim::SimVfs;
 
 use super::{sim_config, DB};
 

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use inpage::check::check;
-use inpage::vfs::SimVfs;
 use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
+use inpage_sim::SimVfs;
 
 pub const DB: &str = "/db/test.db";
 

@@ -37,7 +37,7 @@ pub trait Region: Send + Sync + fmt::Debug {
 }
 
 /// `[offset, offset + len)` inside a region of `size` bytes, or `InvalidInput`.
-pub(crate) fn check_range(size: usize, offset: usize, len: usize) -> io::Result<()> {
+pub fn check_range(size: usize, offset: usize, len: usize) -> io::Result<()> {
     match offset.checked_add(len) {
         Some(end) if end <= size => Ok(()),
         _ => Err(io::Error::new(

@@ -17,7 +17,10 @@
 //!   the reservation if the inner call fails, so concurrent writers cannot both squeeze
 //!   past the limit and a failed write does not use up space.
 
-use super::*;
+use inpage_vfs::*;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
 
 /// EIO as an `io::Error`, as the kernel would report it.
@@ -230,7 +233,7 @@ impl Vfs for FaultVfs {
         }))
     }
 
-    super::vfs_pass_through!(nonce, in_process_memory, regions);
+    inpage_vfs::vfs_pass_through!(nonce, in_process_memory, regions);
 }
 
 /// A file opened through [`FaultVfs`].
@@ -318,7 +321,7 @@ impl File for FaultFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vfs::SimVfs;
+    use crate::SimVfs;
 
     fn create() -> OpenOptions {
         OpenOptions {

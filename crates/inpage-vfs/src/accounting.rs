@@ -393,7 +393,7 @@ impl File for AccountingFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vfs::SimVfs;
+    use crate::MemVfs;
 
     fn create() -> OpenOptions {
         OpenOptions {
@@ -404,7 +404,7 @@ mod tests {
 
     #[test]
     fn writes_of_whole_4k_blocks_at_4k_offsets_are_the_aligned_ones() {
-        let vfs = AccountingVfs::new(Arc::new(SimVfs::new()));
+        let vfs = AccountingVfs::new(Arc::new(MemVfs::new()));
         let stats = vfs.stats();
         let f = vfs.open(Path::new("c"), create()).unwrap();
         f.write_at(&[0u8; 8192], 4096).unwrap();
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn counts_known_sequence() {
-        let vfs = AccountingVfs::new(Arc::new(SimVfs::new()));
+        let vfs = AccountingVfs::new(Arc::new(MemVfs::new()));
         let stats = vfs.stats();
         let a = Path::new("a");
         let f = vfs.open(a, create()).unwrap();
@@ -480,7 +480,7 @@ mod tests {
     #[test]
     fn time_is_measured() {
         let dir = tempfile::tempdir().unwrap();
-        let vfs = AccountingVfs::new(Arc::new(crate::vfs::OsVfs::new()));
+        let vfs = AccountingVfs::new(Arc::new(crate::OsVfs::new()));
         let f = vfs.open(&dir.path().join("t"), create()).unwrap();
         f.write_at(&[0u8; 65536], 0).unwrap();
         f.sync_data().unwrap();

@@ -49,9 +49,12 @@
 //!   and the disk is `Send + Sync`. A poisoned lock is recovered rather than propagated:
 //!   no code path panics while holding it, and tests must not cascade panics.
 
-use super::*;
+use inpage_vfs::*;
 use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
 
 /// Sector size: the smallest unit a device writes atomically.
@@ -881,7 +884,7 @@ impl Region for SimRegion {
 
     fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
         self.with(false, |r| {
-            super::region::check_range(r.volatile.len(), offset, buf.len())?;
+            inpage_vfs::check_range(r.volatile.len(), offset, buf.len())?;
             buf.copy_from_slice(&r.volatile[offset..offset + buf.len()]);
             Ok(())
         })
@@ -889,7 +892,7 @@ impl Region for SimRegion {
 
     fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
         self.with(true, |r| {
-            super::region::check_range(r.volatile.len(), offset, data.len())?;
+            inpage_vfs::check_range(r.volatile.len(), offset, data.len())?;
             r.volatile[offset..offset + data.len()].copy_from_slice(data);
             r.pending.push((offset, offset + data.len()));
             Ok(())
@@ -898,7 +901,7 @@ impl Region for SimRegion {
 
     fn persist(&self, offset: usize, len: usize) -> io::Result<()> {
         self.with(true, |r| {
-            super::region::check_range(r.volatile.len(), offset, len)?;
+            inpage_vfs::check_range(r.volatile.len(), offset, len)?;
             let end = offset + len;
             r.durable[offset..end].copy_from_slice(&r.volatile[offset..end]);
             // A range partly outside stays pending; its persisted part now reads the
