@@ -383,17 +383,12 @@ fn trusted_mark(page0: &[u8], file_len: u64, ps: usize) -> Option<u64> {
 fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
     let db = &ctx.db;
     let ps = db.page_size;
-    let usable = ps - PAGE_TRAILER;
-    let mutant = ctx.config.mutant();
-    let skip_checksum = mutant == Mutant::SkipChecksum;
-    let versions = page_versions(mode);
     let file_len = db.file_len()?;
     let pages = file_len / ps as u64;
-    let mut found = Vec::new();
     let mut buf = vec![0u8; ps];
+    // Phase 1: page 0. A clean close left nothing to recover: no scan, O(1) pages read.
     if pages > 0 {
         db.read_page(0, &mut buf)?;
-        // A clean close left nothing to recover: no scan, O(1) pages read.
         if let Some(fcc) = trusted_mark(&buf, file_len, ps) {
             return Ok(Recovered {
                 fcc,
@@ -401,41 +396,15 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
                 debt: Debt::Marked,
             });
         }
-        for slot in 0..DHL_SLOTS {
-            match decode_slot(&buf, slot) {
-                Ok(h) => found.push(Found {
-                    pgno: 0,
-                    slot,
-                    tid: h.fcc,
-                    txn_size: h.last_txn_size,
-                    valid: Some(true),
-                }),
-                Err(reason)
-                    if buf[slot * HEADER_LEN..(slot + 1) * HEADER_LEN]
-                        .iter()
-                        .any(|&b| b != 0) =>
-                {
-                    // Both slots live in sector 0, which a crash writes whole: a damaged
-                    // slot is corruption, not a torn commit.
-                    return Err(Error::corrupt(
-                        0,
-                        format!("header slot {slot} is damaged: {reason}"),
-                    ));
-                }
-                Err(_) => {}
-            }
-        }
     }
-    // The scan reads the file in chunks and keeps only the descriptor heads; a version is
-    // validated (checksums over its cells) only where the vote may need it: while its page
-    // is in memory if its tid is at least the largest seen so far (which covers every
-    // version of the largest tid), and later, by a re-read, only if the largest tids turn
-    // out to have no valid version (torn writes). That gives exactly the FCC a full
-    // validation would, reading the file once in the common case.
-    //
-    // Only the regions the newest valid header slot's intent area marks are scanned
-    // (`intent`): every version above its `base` lies there. Without a valid area, the
-    // whole file.
+    let mut found = if pages > 0 {
+        header_votes(&buf)?
+    } else {
+        Vec::new()
+    };
+    // Phase 2: what to scan. Only the regions the newest valid header slot's intent area
+    // marks (`intent`): every version above its `base` lies there. Without a valid area,
+    // the whole file.
     let count_votes = mode != JournalMode::DHL_TC;
     let newest = (0..DHL_SLOTS)
         .filter_map(|s| decode_slot(&buf, s).ok().map(|h| (h.fcc, s)))
@@ -453,10 +422,118 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
         Some(i) => i.ranges(pages),
         None => vec![(1, pages)],
     };
+    // Phase 3: the scan, and phase 4: the FCC it settles on.
+    scan_heads(ctx, mode, &ranges, intent.is_some(), &mut found)?;
+    let fcc = match count_votes {
+        false => found
+            .iter()
+            .filter(|f| f.pgno == 0 && f.valid == Some(true))
+            .map(|f| f.tid)
+            .max()
+            .unwrap_or(0),
+        true => vote(ctx, mode, &mut found, base)?,
+    };
+    // Phase 5: the file's length at that FCC (before anything is written: bad input
+    // changes nothing).
+    let torn_tail = pages > 0 && cut_torn_tail(db, fcc, pages)?;
+    // Phase 6: roll back what lies above the FCC.
+    let (stale, rolled_back_pages) = roll_back(ctx, mode, &found, fcc)?;
+    // The invalidations (and a cut tail) are made durable before the first write that
+    // could depend on them, not here: `DhlJournal::sync_recovery` runs at the start of the
+    // next commit (before any of its pages, and before a marking write could drop their
+    // regions from the intent map) and before a clean-shutdown mark. Until then a crash
+    // finds the versions again, in regions the map still marks, and recovery redoes the
+    // invalidation. An open that only reads pays no flush.
+    let needs_sync = stale > 0 || torn_tail;
+    if ordered_abort {
+        // What recovery settled on, checked in release builds: the FCC is the newest
+        // slot's, and nothing was found above it to roll back here.
+        assert!(
+            stale == 0 && fcc == base,
+            "DHL recovery of ordered transaction {} settled on FCC {fcc}",
+            base + 1
+        );
+    }
+    Ok(Recovered {
+        fcc,
+        report: RecoveryReport {
+            pages_restored: stale,
+            frames_discarded: stale,
+            rolled_back: stale > 0 || ordered_abort,
+            rolled_back_tid: (stale > 0 || ordered_abort).then_some(fcc + 1),
+            rolled_back_pages,
+            spilled_rolled_back: found
+                .iter()
+                .filter(|f| f.tid > fcc && f.txn_size == 0)
+                .count() as u64,
+            deferred: ordered_abort,
+            ..RecoveryReport::default()
+        },
+        debt: match intent.filter(|_| ordered_abort) {
+            // Paying a deferred invalidation ends with a sync, which covers recovery's
+            // own unsynced writes too.
+            Some(area) => Debt::Deferred(area),
+            None if needs_sync => Debt::Unsynced,
+            None => Debt::Settled,
+        },
+    })
+}
+
+/// Recovery, phase 1: the valid header slots of `page0` as votes (`dhl-tc`'s commit
+/// marks, and page 0's version under counting commit). Errors: a damaged slot (both live
+/// in sector 0, which a crash writes whole, so damage there is corruption, not a torn
+/// commit).
+fn header_votes(page0: &[u8]) -> Result<Vec<Found>> {
+    let mut found = Vec::new();
+    for slot in 0..DHL_SLOTS {
+        match decode_slot(page0, slot) {
+            Ok(h) => found.push(Found {
+                pgno: 0,
+                slot,
+                tid: h.fcc,
+                txn_size: h.last_txn_size,
+                valid: Some(true),
+            }),
+            Err(reason)
+                if page0[slot * HEADER_LEN..(slot + 1) * HEADER_LEN]
+                    .iter()
+                    .any(|&b| b != 0) =>
+            {
+                return Err(Error::corrupt(
+                    0,
+                    format!("header slot {slot} is damaged: {reason}"),
+                ));
+            }
+            Err(_) => {}
+        }
+    }
+    Ok(found)
+}
+
+/// Recovery, phase 3: the version heads of every page in `ranges`, appended to `found`.
+///
+/// The scan reads the file in chunks and keeps only the descriptor heads; a version is
+/// validated (checksums over its cells) only where the vote may need it: while its page
+/// is in memory if its tid is at least the largest seen so far (which covers every
+/// version of the largest tid), and later, by a re-read (`vote`), only if the largest
+/// tids turn out to have no valid version (torn writes). That gives exactly the FCC a
+/// full validation would, reading the file once in the common case. Errors: a version
+/// claiming a tid past `MAX_TID`.
+fn scan_heads(
+    ctx: &JournalCtx,
+    mode: JournalMode,
+    ranges: &[(u64, u64)],
+    bounded: bool,
+    found: &mut Vec<Found>,
+) -> Result<()> {
+    let usable = ctx.db.page_size - PAGE_TRAILER;
+    let skip_checksum = ctx.config.mutant() == Mutant::SkipChecksum;
+    let versions = page_versions(mode);
+    let count_votes = mode != JournalMode::DHL_TC;
     let mut running_max = found.iter().map(|f| f.tid).max().unwrap_or(0);
     // The marked regions lie anywhere in the file: `scan_pages` asks for all of them at
     // once. (A whole-file scan is sequential; the OS's readahead already covers it.)
-    scan_pages(db, &ranges, intent.is_some(), |pgno, page| {
+    scan_pages(&ctx.db, ranges, bounded, |pgno, page| {
         let Some(heads) = versions.heads(page) else {
             return Ok(());
         };
@@ -486,90 +563,109 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
         }
         running_max = running_max.max(heads[0].0).max(heads[1].0);
         Ok(())
-    })?;
-    let fcc = match mode == JournalMode::DHL_TC {
-        true => found
-            .iter()
-            .filter(|f| f.pgno == 0 && f.valid == Some(true))
-            .map(|f| f.tid)
-            .max()
-            .unwrap_or(0),
-        false => {
-            // Versions at or below the intent base are committed (and may lie in regions
-            // not scanned, so they cannot be counted): only newer ones vote.
-            found.retain(|f| f.tid > base);
-            // Only valid versions vote: a torn version's tid is readable (sector 0) but
-            // its content is not there. Validate the largest tids first, down to the first
-            // that has a valid version.
-            found.sort_unstable_by_key(|f| std::cmp::Reverse(f.tid));
-            let mut m = 0;
-            let mut at = 0;
-            while at < found.len() {
-                let t = found[at].tid;
-                let end = at + found[at..].partition_point(|f| f.tid == t);
-                for f in &mut found[at..end] {
-                    if f.valid.is_none() {
-                        db.read_page(f.pgno, &mut buf)?;
-                        let v = versions.versions(f.pgno, &buf, usable)[f.slot];
-                        f.valid = Some(v.is_some_and(|d| d.valid || skip_checksum));
-                    }
-                }
-                if found[at..end].iter().any(|f| f.valid == Some(true)) {
-                    m = t;
-                    break;
-                }
-                at = end;
-            }
-            let of_m: Vec<&Found> = found
-                .iter()
-                .filter(|f| f.valid == Some(true) && f.tid == m)
-                .collect();
-            let complete = of_m.first().is_some_and(|f| {
-                let votes = of_m.len() + usize::from(mutant == Mutant::VoteOffByOne);
-                (of_m.len() == f.txn_size as usize || votes == f.txn_size as usize)
-                    && of_m.iter().all(|g| g.txn_size == f.txn_size)
-            });
-            if complete || m == 0 {
-                m.max(base)
-            } else {
-                (m - 1).max(base)
+    })
+}
+
+/// Recovery, phase 4 under counting commit: the FCC the vote settles on. The newest tid
+/// `M` with a valid version is complete if exactly `txn_size` valid versions carry it
+/// (and agree on the size); the FCC is then `M`, else `M − 1`, and never below the
+/// intent `base` (versions at or below it are committed and may lie in regions not
+/// scanned, so they are left out of `found`). Validates, by a re-read, the versions the
+/// scan did not, largest tid first, down to the first tid with a valid version.
+fn vote(ctx: &JournalCtx, mode: JournalMode, found: &mut Vec<Found>, base: u64) -> Result<u64> {
+    let db = &ctx.db;
+    let usable = db.page_size - PAGE_TRAILER;
+    let mutant = ctx.config.mutant();
+    let skip_checksum = mutant == Mutant::SkipChecksum;
+    let versions = page_versions(mode);
+    let mut buf = vec![0u8; db.page_size];
+    found.retain(|f| f.tid > base);
+    // Only valid versions vote: a torn version's tid is readable (sector 0) but its
+    // content is not there.
+    found.sort_unstable_by_key(|f| std::cmp::Reverse(f.tid));
+    let mut m = 0;
+    let mut at = 0;
+    while at < found.len() {
+        let t = found[at].tid;
+        let end = at + found[at..].partition_point(|f| f.tid == t);
+        for f in &mut found[at..end] {
+            if f.valid.is_none() {
+                db.read_page(f.pgno, &mut buf)?;
+                let v = versions.versions(f.pgno, &buf, usable)[f.slot];
+                f.valid = Some(v.is_some_and(|d| d.valid || skip_checksum));
             }
         }
-    };
-    // Reject a truncated file before writing anything (bad input changes nothing).
-    let mut torn_tail = false;
-    if pages > 0 {
-        db.read_page(0, &mut buf)?;
-        if let Some((_, h)) = visible_slot(&buf, fcc) {
-            let need = h.page_count as u64 * ps as u64;
-            let len = db.file_len()?;
-            if len < need {
-                return Err(Error::Truncated {
-                    path: db.path.clone(),
-                    expected: need,
-                    actual: len,
-                });
-            }
-            // A file ending inside a page: a growing commit's write was cut short (with
-            // `chunk_pages = 0` the size becomes durable only with the commit's sync). That
-            // page lies past every committed page (`need` is whole pages and the committed
-            // length is a multiple of the page size), so it can only hold the in-flight
-            // transaction's version, which the scan above cannot see. Left in place, a later
-            // growth over the page would write only its changed span and the stale version
-            // (tid FCC + 1, reused by the next transaction) would vote again. Cut it away,
-            // durably, with the invalidations below.
-            let whole = pages * ps as u64;
-            if whole != len {
-                debug_assert!(whole >= need);
-                db.set_len(whole)?;
-                torn_tail = true;
-            }
+        if found[at..end].iter().any(|f| f.valid == Some(true)) {
+            m = t;
+            break;
         }
+        at = end;
     }
-    // Versions newer than the FCC are the rolled-back transaction's: valid ones, and
-    // invalid ones carrying its tid (torn by the crash). Any other version claiming a tid
-    // above the FCC was never written as such: that is damage, which must be reported,
-    // not "rolled back" (that would silently drop committed data).
+    let of_m: Vec<&Found> = found
+        .iter()
+        .filter(|f| f.valid == Some(true) && f.tid == m)
+        .collect();
+    let complete = of_m.first().is_some_and(|f| {
+        let votes = of_m.len() + usize::from(mutant == Mutant::VoteOffByOne);
+        (of_m.len() == f.txn_size as usize || votes == f.txn_size as usize)
+            && of_m.iter().all(|g| g.txn_size == f.txn_size)
+    });
+    Ok(if complete || m == 0 {
+        m.max(base)
+    } else {
+        (m - 1).max(base)
+    })
+}
+
+/// Recovery, phase 5: refuse a file shorter than the header at `fcc` counts (before
+/// anything is written), and cut a partial last page. Returns whether it cut one.
+///
+/// A file ending inside a page: a growing commit's write was cut short (with
+/// `chunk_pages = 0` the size becomes durable only with the commit's sync). That page lies
+/// past every committed page (`need` is whole pages and the committed length is a
+/// multiple of the page size), so it can only hold the in-flight transaction's version,
+/// which the scan cannot see. Left in place, a later growth over the page would write
+/// only its changed span and the stale version (tid FCC + 1, reused by the next
+/// transaction) would vote again. It is cut away, durably with the invalidations.
+fn cut_torn_tail(db: &crate::journal::DbFile, fcc: u64, pages: u64) -> Result<bool> {
+    let ps = db.page_size;
+    let mut p0 = vec![0u8; ps];
+    db.read_page(0, &mut p0)?;
+    let Some((_, h)) = visible_slot(&p0, fcc) else {
+        return Ok(false);
+    };
+    let need = h.page_count as u64 * ps as u64;
+    let len = db.file_len()?;
+    if len < need {
+        return Err(Error::Truncated {
+            path: db.path.clone(),
+            expected: need,
+            actual: len,
+        });
+    }
+    let whole = pages * ps as u64;
+    if whole == len {
+        return Ok(false);
+    }
+    debug_assert!(whole >= need);
+    db.set_len(whole)?;
+    Ok(true)
+}
+
+/// Recovery, phase 6: invalidate every version above `fcc` (not synced; see `recover`).
+/// Returns how many, and for a rolled-back transaction how many pages were present and
+/// how many it claimed.
+///
+/// Versions newer than the FCC are the rolled-back transaction's: valid ones, and
+/// invalid ones carrying its tid (torn by the crash). Any other version claiming a tid
+/// above the FCC was never written as such: that is damage, which is reported, not
+/// "rolled back" (that would silently drop committed data).
+fn roll_back(
+    ctx: &JournalCtx,
+    mode: JournalMode,
+    found: &[Found],
+    fcc: u64,
+) -> Result<(u64, Option<(u32, u32)>)> {
     if let Some(f) = found.iter().find(|f| f.tid > fcc + 1) {
         return Err(Error::corrupt(
             f.pgno,
@@ -603,43 +699,8 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
             fcc + 1
         );
     }
-    invalidate_stale(db, versions, fcc, &stale)?;
-    // The invalidations (and a cut tail) are made durable before the first write that
-    // could depend on them, not here: `DhlJournal::sync_recovery` runs at the start of the
-    // next commit (before any of its pages, and before a marking write could drop their
-    // regions from the intent map) and before a clean-shutdown mark. Until then a crash
-    // finds the versions again, in regions the map still marks, and recovery redoes the
-    // invalidation. An open that only reads pays no flush.
-    let needs_sync = !stale.is_empty() || torn_tail;
-    if ordered_abort {
-        // What recovery settled on, checked in release builds: the FCC is the newest
-        // slot's, and nothing was found above it to roll back here.
-        assert!(
-            stale.is_empty() && fcc == base,
-            "DHL recovery of ordered transaction {} settled on FCC {fcc}",
-            base + 1
-        );
-    }
-    Ok(Recovered {
-        fcc,
-        report: RecoveryReport {
-            pages_restored: stale.len() as u64,
-            frames_discarded: stale.len() as u64,
-            rolled_back: !stale.is_empty() || ordered_abort,
-            rolled_back_tid: (!stale.is_empty() || ordered_abort).then_some(fcc + 1),
-            rolled_back_pages,
-            spilled_rolled_back: stale.iter().filter(|f| f.txn_size == 0).count() as u64,
-            deferred: ordered_abort,
-            ..RecoveryReport::default()
-        },
-        debt: match intent.filter(|_| ordered_abort) {
-            // Paying a deferred invalidation ends with a sync, which covers recovery's
-            // own unsynced writes too.
-            Some(area) => Debt::Deferred(area),
-            None if needs_sync => Debt::Unsynced,
-            None => Debt::Settled,
-        },
-    })
+    invalidate_stale(&ctx.db, page_versions(mode), fcc, &stale)?;
+    Ok((stale.len() as u64, rolled_back_pages))
 }
 
 /// What `recover` settled on.
@@ -833,28 +894,13 @@ impl DhlJournal {
     }
 }
 
-impl Journal for DhlJournal {
-    fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
-        self.ctx.db.read_page(pgno, buf)?;
-        // Checked after the read: the deferred invalidation clears the tid before any
-        // version reusing it is written, so a read that still sees the tid set read the
-        // file before that.
-        let void = self.void_tid.load(Ordering::Acquire);
-        if void != 0 && pgno != 0 {
-            page_versions(self.mode).invalidate(buf, void);
-        }
-        Ok(())
-    }
-
-    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
-        let _w = self.lock_writer()?;
-        let db = &self.ctx.db;
-        let mutant = self.ctx.config.mutant();
-        check_batch(batch, db.page_size, true)?;
-        // Release-mode checks, before anything is written: a batch that lies about its
-        // tid or its size would be accepted by the next recovery's vote as complete (or
-        // complete another transaction's count), i.e. lose or mix committed data.
-        let last = self.last_tid.load(Ordering::Acquire);
+/// The phases of `Journal::commit` (in order).
+impl DhlJournal {
+    /// Release-mode checks, before anything is written: a batch that lies about its tid
+    /// or its size would be accepted by the next recovery's vote as complete (or complete
+    /// another transaction's count), i.e. lose or mix committed data. Every page must
+    /// carry `(tid, txn_size)` (page 0 in a header slot). Returns `txn_size`.
+    fn check_stamps(&self, batch: &CommitBatch<'_>, last: u64) -> usize {
         assert_eq!(batch.tid, last + 1, "DHL commit tid must be the FCC + 1");
         let txn_size = batch.txn_size();
         let versions = page_versions(self.mode);
@@ -877,14 +923,24 @@ impl Journal for DhlJournal {
                 batch.tid
             );
         }
-        let mut spans = self.spans(batch)?;
-        self.sync_recovery()?;
-        let mut pending = lock_pending(&self.pending)?;
-        // What recovery votes with must be exactly this transaction's pages: a spilled
-        // version the batch neither restamps nor discards would stay valid with
-        // txn_size 0 beside the stamped ones, and the vote would roll back the
-        // acknowledged commit after a crash. Checked in release builds (a commit that
-        // spilled nothing has nothing to check).
+        txn_size
+    }
+
+    /// Account for every version the transaction spilled (`pending`), and invalidate,
+    /// durably, those no longer part of it (`batch.discard`).
+    ///
+    /// What recovery votes with must be exactly this transaction's pages: a spilled
+    /// version the batch neither restamps nor discards would stay valid with txn_size 0
+    /// beside the stamped ones, and the vote would roll back the acknowledged commit after
+    /// a crash (checked in release builds). The discarded ones go first and are synced:
+    /// while one is in the file with the transaction's stamped pages, the vote sees mixed
+    /// sizes and rolls the transaction back, and if recovery's invalidations were then cut
+    /// short, losing all but that one's, the next recovery would count the stamped pages
+    /// complete and bring back a transaction the first one rolled back. With none left, a
+    /// spilled version beside stamped ones is one still to be restamped, which the count
+    /// (`txn_size` includes it) already misses: partial invalidation can only keep a
+    /// transaction incomplete. (Found by the torture.)
+    fn settle_discarded(&self, batch: &CommitBatch<'_>, pending: &BTreeSet<Pgno>) -> Result<()> {
         if !pending.is_empty() {
             let named: BTreeSet<Pgno> = batch
                 .pages
@@ -911,154 +967,237 @@ impl Journal for DhlJournal {
                 batch.tid
             )));
         }
-        // Spilled versions no longer part of the transaction go first, durably: while
-        // one is in the file with the transaction's stamped pages, the vote sees mixed
-        // sizes and rolls the transaction back, and if recovery's invalidations were then
-        // cut short, losing all but that one's, the next recovery would count the stamped
-        // pages complete and bring back a transaction the first one rolled back. With none
-        // left, a spilled version beside stamped ones is one still to be restamped, which
-        // the count (`txn_size` includes it) already misses: partial invalidation can only
-        // keep a transaction incomplete. (Found by the torture.)
         if !batch.discard.is_empty() {
             self.invalidate_spilled(batch.tid, batch.discard)?;
             if self.ctx.config.mutant() != Mutant::SpillLeftover {
-                db.sync()?;
+                self.ctx.db.sync()?;
             }
         }
-        // Every page that holds or will hold a version of this transaction (the batch's
-        // pages are sorted and distinct).
-        let mut written: Vec<Pgno> = batch
-            .pages
-            .iter()
-            .map(|(p, _)| *p)
-            .filter(|&p| p != 0)
-            .collect();
-        if !pending.is_empty() {
-            written.extend(pending.iter().copied());
-            written.sort_unstable();
-            written.dedup();
-        }
-        let mut intent = self.intent.lock().map_err(|_| {
-            Error::Poisoned("a thread panicked while committing (DHL intent lock)".into())
-        })?;
-        // A large transaction commits in order (module notes), after a marking write that
-        // says so; every other one counts.
+        Ok(())
+    }
+
+    /// Whether a transaction of `txn_size` pages commits in order (module notes): one
+    /// flush more than a counting commit, and a crash in it is recovered from page 0.
+    fn commits_in_order(&self, txn_size: usize) -> bool {
         let threshold = self
             .ctx
             .config
             .dhl_ordered_commit_pages
             .unwrap_or(DEFAULT_ORDERED_PAGES) as usize;
-        let ordered = self.mode != JournalMode::DHL_TC && threshold > 0 && txn_size >= threshold;
-        let coarse_ok = !pending.is_empty() || ordered;
-        self.mark_intent(last, &mut intent, &written, coarse_ok, ordered)?;
-        // A commit that writes page 0 gives both slots the durable area (which, after the
-        // marking above, covers this commit's regions: a true claim for the new slot too),
-        // or, with none, its new slot `tid − 1` plus its own regions. The pager's image of
-        // page 0 may carry older areas, which must not be written back; sector 0 is
-        // written whole.
-        let mut page0 = None;
-        if let Some(i) = batch.pages.iter().position(|(p, _)| *p == 0) {
-            let mut img = batch.pages[i].1.to_vec();
-            let new_slot = (0..DHL_SLOTS)
-                .find(|&s| decode_slot(&img, s).is_ok_and(|h| h.fcc == batch.tid))
-                .expect("checked above: page 0 carries the new header");
-            let kept = 1 - new_slot;
-            // A clean-shutdown mark the pager's image of the kept slot may still carry
-            // must not be written back: it would vouch for a file that has changed.
-            if decode_slot(&img, kept).is_ok() && clean_mark(&img, kept) != 0 {
-                void_mark(&mut img, kept, self.ctx.config.mutant());
-            }
-            let own = match &*intent {
-                // Its slot reaches the disk only after every other page is durable, so
-                // once it is there no version lies above its tid.
-                Some(i) if ordered => {
-                    i.encode(&mut img, kept);
-                    settled(Some(i), batch.tid, self.min_shift())
-                }
-                Some(i) => {
-                    i.encode(&mut img, kept);
-                    i.clone()
-                }
-                None => {
-                    // Read page 0 only here: a direct write of page 0 drops it from the
-                    // page cache, so a read per commit would cost a device read.
-                    let disk = self.disk_page0()?;
-                    let r = intent::AREA_AT + kept * intent::AREA;
-                    img[r..r + intent::AREA].copy_from_slice(&disk[r..r + intent::AREA]);
-                    fresh_intent(last, &written, self.min_shift())
-                }
-            };
-            own.encode(&mut img, new_slot);
-            crate::page::stamp_crc(&mut img, 0);
-            spans[i] = 0..spans[i].end.max(SECTOR);
-            page0 = Some((img, own));
+        self.mode != JournalMode::DHL_TC && threshold > 0 && txn_size >= threshold
+    }
+
+    /// Page 0 as this commit writes it, if the batch has it, and the intent area its new
+    /// slot carries.
+    ///
+    /// A commit that writes page 0 gives both slots the durable area (which, after the
+    /// marking write, covers this commit's regions: a true claim for the new slot too),
+    /// or, with none, its new slot `tid − 1` plus its own regions. The pager's image of
+    /// page 0 may carry older areas, which must not be written back; sector 0 is written
+    /// whole (`spans`).
+    fn patch_page0(
+        &self,
+        batch: &CommitBatch<'_>,
+        intent: Option<&Intent>,
+        ordered: bool,
+        written: &[Pgno],
+        spans: &mut [std::ops::Range<usize>],
+    ) -> Result<Option<(Vec<u8>, Intent)>> {
+        let Some(i) = batch.pages.iter().position(|(p, _)| *p == 0) else {
+            return Ok(None);
+        };
+        let mut img = batch.pages[i].1.to_vec();
+        let new_slot = (0..DHL_SLOTS)
+            .find(|&s| decode_slot(&img, s).is_ok_and(|h| h.fcc == batch.tid))
+            .expect("checked above: page 0 carries the new header");
+        let kept = 1 - new_slot;
+        // A clean-shutdown mark the pager's image of the kept slot may still carry must
+        // not be written back: it would vouch for a file that has changed.
+        if decode_slot(&img, kept).is_ok() && clean_mark(&img, kept) != 0 {
+            void_mark(&mut img, kept, self.ctx.config.mutant());
         }
-        // The image to write: page 0 as patched above, every other page as given.
-        let page0_img: Option<&[u8]> = page0.as_ref().map(|(img, _)| img.as_slice());
-        fn pick<'x>(page0: Option<&'x [u8]>, pgno: Pgno, page: &'x [u8]) -> &'x [u8] {
-            match (page0, pgno) {
-                (Some(img), 0) => img,
-                _ => page,
+        let own = match intent {
+            // Its slot reaches the disk only after every other page is durable, so once
+            // it is there no version lies above its tid.
+            Some(i) if ordered => {
+                i.encode(&mut img, kept);
+                settled(Some(i), batch.tid, self.min_shift())
             }
-        }
+            Some(i) => {
+                i.encode(&mut img, kept);
+                i.clone()
+            }
+            None => {
+                // Read page 0 only here: a direct write of page 0 drops it from the page
+                // cache, so a read per commit would cost a device read.
+                let disk = self.disk_page0()?;
+                let r = intent::AREA_AT + kept * intent::AREA;
+                img[r..r + intent::AREA].copy_from_slice(&disk[r..r + intent::AREA]);
+                fresh_intent(batch.tid - 1, written, self.min_shift())
+            }
+        };
+        own.encode(&mut img, new_slot);
+        crate::page::stamp_crc(&mut img, 0);
+        spans[i] = 0..spans[i].end.max(SECTOR);
+        Ok(Some((img, own)))
+    }
+
+    /// Grow the file to the batch's page count. Growth a page at a time
+    /// (`chunk_pages == 0`) sizes it explicitly, since a page allocated and freed within
+    /// the transaction is never written; the commit's fdatasync makes the size durable
+    /// with the pages.
+    fn grow_for(&self, batch: &CommitBatch<'_>) -> Result<()> {
+        let db = &self.ctx.db;
         db.ensure_capacity(batch.new_page_count)?;
         if db.chunk_pages == 0 {
-            // Growth a page at a time: a page allocated and freed within the transaction
-            // is never written, so size the file explicitly; the commit's fdatasync makes
-            // the size durable with the pages.
             let need = batch.new_page_count as u64 * db.page_size as u64;
             if !db.len_at_least(need)? {
                 db.set_len(need)?;
             }
         }
-        if self.mode == JournalMode::DHL_TC || ordered {
-            let header = batch.pages.iter().find(|(p, _)| *p == 0).map(|(_, h)| h);
-            if header.is_none() && !ordered {
-                return Err(Error::InvalidArgument(
-                    "dhl-tc commit without the header page (its commit mark)".into(),
-                ));
-            }
-            let single = batch.pages.len() == 2;
-            let mut header_span = None;
-            for ((pgno, page), span) in batch.pages.iter().zip(&spans) {
-                if *pgno == 0 {
-                    header_span = Some(span.clone());
-                } else {
-                    self.write_changed(*pgno, page, span.clone(), single)?;
-                }
-            }
-            self.settle_spilled(batch)?;
-            if mutant != Mutant::NoSyncBeforeMark {
-                db.sync()?;
-            }
-            match header {
-                Some(header) => {
-                    let header = pick(page0_img, 0, header);
-                    let span = header_span.unwrap_or(0..db.page_size);
-                    self.write_changed(0, header, span, true)?;
-                    if mutant != Mutant::NoSyncAtCommit {
-                        db.sync()?;
-                    }
-                }
-                None => {
-                    // An ordered transaction that leaves the header alone: its mark is
-                    // the area replaced, in place and synced, by one that claims its tid
-                    // (every page of it is durable now, so no version lies above it).
-                    let own = settled(intent.as_ref(), batch.tid, self.min_shift());
-                    self.rewrite_page0(last, Some(&own))?;
-                    *intent = Some(own);
-                }
-            }
-        } else {
-            let single = batch.pages.len() == 1 && batch.restamp.is_empty();
-            for ((pgno, page), span) in batch.pages.iter().zip(&spans) {
-                self.write_changed(*pgno, pick(page0_img, *pgno, page), span.clone(), single)?;
-            }
-            self.settle_spilled(batch)?;
-            if mutant != Mutant::NoSyncAtCommit {
-                db.sync()?;
+        Ok(())
+    }
+
+    /// Write a counting commit: every page (page 0 as patched), the spilled ones
+    /// restamped, then one fdatasync.
+    fn write_counted(
+        &self,
+        batch: &CommitBatch<'_>,
+        spans: &[std::ops::Range<usize>],
+        page0: Option<&[u8]>,
+    ) -> Result<()> {
+        let single = batch.pages.len() == 1 && batch.restamp.is_empty();
+        for ((pgno, page), span) in batch.pages.iter().zip(spans) {
+            self.write_changed(*pgno, pick(page0, *pgno, page), span.clone(), single)?;
+        }
+        self.settle_spilled(batch)?;
+        if self.ctx.config.mutant() != Mutant::NoSyncAtCommit {
+            self.ctx.db.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Write an ordered commit (`dhl-tc`, or a large transaction): every page but page 0,
+    /// the spilled ones restamped, fdatasync; then the mark — page 0 with its header slot,
+    /// or, for an ordered transaction that leaves the header alone, the intent area
+    /// rewritten to claim its tid — and fdatasync again.
+    fn write_in_order(
+        &self,
+        batch: &CommitBatch<'_>,
+        spans: &[std::ops::Range<usize>],
+        page0: Option<&[u8]>,
+        ordered: bool,
+        intent: &mut Option<Intent>,
+    ) -> Result<()> {
+        let db = &self.ctx.db;
+        let mutant = self.ctx.config.mutant();
+        let header = batch.pages.iter().find(|(p, _)| *p == 0).map(|(_, h)| h);
+        if header.is_none() && !ordered {
+            return Err(Error::InvalidArgument(
+                "dhl-tc commit without the header page (its commit mark)".into(),
+            ));
+        }
+        let single = batch.pages.len() == 2;
+        let mut header_span = None;
+        for ((pgno, page), span) in batch.pages.iter().zip(spans) {
+            if *pgno == 0 {
+                header_span = Some(span.clone());
+            } else {
+                self.write_changed(*pgno, page, span.clone(), single)?;
             }
         }
+        self.settle_spilled(batch)?;
+        if mutant != Mutant::NoSyncBeforeMark {
+            db.sync()?;
+        }
+        match header {
+            Some(header) => {
+                let header = pick(page0, 0, header);
+                let span = header_span.unwrap_or(0..db.page_size);
+                self.write_changed(0, header, span, true)?;
+                if mutant != Mutant::NoSyncAtCommit {
+                    db.sync()?;
+                }
+            }
+            None => {
+                // Every page of it is durable now, so no version lies above its tid.
+                let own = settled(intent.as_ref(), batch.tid, self.min_shift());
+                self.rewrite_page0(batch.tid - 1, Some(&own))?;
+                *intent = Some(own);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every page that holds or will hold a version of the transaction: the batch's pages
+/// but page 0 (sorted and distinct) and the ones it spilled.
+fn holders(batch: &CommitBatch<'_>, pending: &BTreeSet<Pgno>) -> Vec<Pgno> {
+    let mut written: Vec<Pgno> = batch
+        .pages
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|&p| p != 0)
+        .collect();
+    if !pending.is_empty() {
+        written.extend(pending.iter().copied());
+        written.sort_unstable();
+        written.dedup();
+    }
+    written
+}
+
+/// The image to write: page 0 as patched (`DhlJournal::patch_page0`), every other page
+/// as given.
+fn pick<'x>(page0: Option<&'x [u8]>, pgno: Pgno, page: &'x [u8]) -> &'x [u8] {
+    match (page0, pgno) {
+        (Some(img), 0) => img,
+        _ => page,
+    }
+}
+
+impl Journal for DhlJournal {
+    fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
+        self.ctx.db.read_page(pgno, buf)?;
+        // Checked after the read: the deferred invalidation clears the tid before any
+        // version reusing it is written, so a read that still sees the tid set read the
+        // file before that.
+        let void = self.void_tid.load(Ordering::Acquire);
+        if void != 0 && pgno != 0 {
+            page_versions(self.mode).invalidate(buf, void);
+        }
+        Ok(())
+    }
+
+    /// A counting (or, for `dhl-tc` and large transactions, ordered) commit, in named
+    /// phases: check what the pager built, pay the journal's debt, account for spilled
+    /// versions, mark the regions the commit writes, patch page 0's intent areas, grow
+    /// the file, write and sync, publish. Nothing is written before the checks pass.
+    fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
+        let _w = self.lock_writer()?;
+        check_batch(batch, self.ctx.db.page_size, true)?;
+        let last = self.last_tid.load(Ordering::Acquire);
+        let txn_size = self.check_stamps(batch, last);
+        let mut spans = self.spans(batch)?;
+        self.sync_recovery()?;
+        let mut pending = lock_pending(&self.pending)?;
+        self.settle_discarded(batch, &pending)?;
+        let written = holders(batch, &pending);
+        let mut intent = self.intent.lock().map_err(|_| {
+            Error::Poisoned("a thread panicked while committing (DHL intent lock)".into())
+        })?;
+        let ordered = self.commits_in_order(txn_size);
+        let coarse_ok = !pending.is_empty() || ordered;
+        self.mark_intent(last, &mut intent, &written, coarse_ok, ordered)?;
+        let page0 = self.patch_page0(batch, intent.as_ref(), ordered, &written, &mut spans)?;
+        self.grow_for(batch)?;
+        let page0_img = page0.as_ref().map(|(img, _)| img.as_slice());
+        if self.mode == JournalMode::DHL_TC || ordered {
+            self.write_in_order(batch, &spans, page0_img, ordered, &mut intent)?;
+        } else {
+            self.write_counted(batch, &spans, page0_img)?;
+        }
+        // Published: the area page 0 now carries, the spills settled, the tid.
         if let Some((_, own)) = page0 {
             *intent = Some(own);
         }
