@@ -44,7 +44,7 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     // The default DHL mode with its page writes through the page cache (whole blocks to
     // the device) instead of O_DIRECT spans: the bytes-versus-latency trade-off.
     ("dhl-cc-buffered", JournalMode::DHL_CC, |c| {
-        c.dhl_direct(inpage::DirectWrites::Off)
+        c.direct_writes(inpage::DirectWrites::Off)
     }),
     // Steal, for transactions bigger than the cache (`--ops-per-txn 50000`): a 256-page
     // cache, with write transactions spilling past 256 changed pages or keeping them all.
@@ -84,10 +84,10 @@ pub const ENGINE_VARIANTS: &[(&str, JournalMode, ConfigTweak)] = &[
     // DHL's ordered commit of large transactions turned off: every transaction counts,
     // and a crash in a large one is recovered by reading its pages.
     ("dhl-cc-counting", JournalMode::DHL_CC, |c| {
-        c.dhl_ordered_commit_pages(0)
+        c.ordered_commit_pages(0)
     }),
     ("ls-mvbt-counting", JournalMode::LS_MVBT, |c| {
-        c.dhl_ordered_commit_pages(0)
+        c.ordered_commit_pages(0)
     }),
 ];
 

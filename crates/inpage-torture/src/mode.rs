@@ -189,9 +189,9 @@ impl Mode {
             .chunk_pages(p.chunk_pages)
             .wal_autocheckpoint(p.wal_autocheckpoint);
         if self.journal.capabilities().intent_map {
-            c = c.dhl_intent_region_pages(p.intent_region);
+            c = c.intent_region_pages(p.intent_region);
             if let Some(n) = p.ordered {
-                c = c.dhl_ordered_commit_pages(n);
+                c = c.ordered_commit_pages(n);
             }
         }
         if self.journal.capabilities().region_backed {

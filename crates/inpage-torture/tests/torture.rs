@@ -334,7 +334,7 @@ fn dhl_uses_direct_writes_on_the_simulated_disk() {
         .vfs(std::sync::Arc::new(disk.clone()))
         .journal_mode(JournalMode::DHL_CC)
         .page_size(4096)
-        .dhl_direct(DirectWrites::On);
+        .direct_writes(DirectWrites::On);
     let db = Database::open("/d/db", cfg).unwrap();
     assert!(db.direct_writes());
     for i in 0..5i64 {

@@ -6,7 +6,7 @@
 //! (`JournalMode::same_format`: modes of one format differ only in policies and open each
 //! other's files), is refused (`Error::PageSizeMismatch`, `Error::ModeMismatch`) rather
 //! than ignored or converted behind the user's back. An
-//! option the file's journal mode cannot honour (`dhl_direct(On)` without direct writes,
+//! option the file's journal mode cannot honour (`direct_writes(On)` without direct writes,
 //! `wal_prealloc` outside `wal`) is refused with `Error::Config` for the same reason.
 
 use std::sync::Arc;
@@ -187,26 +187,44 @@ impl Config {
         self.journal.wal_prealloc = yes;
         self
     }
-    /// DHL modes: whether page writes use `O_DIRECT` (default `Auto`).
-    pub fn dhl_direct(mut self, d: crate::journal::DirectWrites) -> Self {
-        self.journal.dhl_direct = d;
+    /// Modes with direct page writes (the counting modes, `waldio`): whether page writes
+    /// use `O_DIRECT` (default `Auto`).
+    pub fn direct_writes(mut self, d: crate::journal::DirectWrites) -> Self {
+        self.journal.direct_writes = d;
         self
     }
-    /// DHL: the smallest write-intent region, in pages (a power of two up to 65536;
-    /// default 4). See `docs/DHL-DESIGN.md`.
-    pub fn dhl_intent_region_pages(mut self, n: u32) -> Self {
-        self.journal.dhl_intent_region_pages = Some(n);
+    /// Counting modes: the smallest write-intent region, in pages (a power of two up to
+    /// 65536; default 4). See `docs/DHL-DESIGN.md`.
+    pub fn intent_region_pages(mut self, n: u32) -> Self {
+        self.journal.intent_region_pages = Some(n);
         self
     }
-    /// DHL counting commit (`dhl-cc`, `ips`, the MVBT modes): a transaction that writes
-    /// at least `n` pages, page 0 among them, commits in order: its other pages, a sync,
-    /// then its header slot in page 0 and a second sync (default 64; 0 never). It pays one
+    /// Counting commit (`dhl-cc`, `ips`, the MVBT modes): a transaction that writes at
+    /// least `n` pages, page 0 among them, commits in order: its other pages, a sync, then
+    /// its header slot in page 0 and a second sync (default 64; 0 never). It pays one
     /// flush more, and in return a crash is recovered from page 0 alone: an unfinished
     /// such transaction is rolled back without reading its pages, whose versions are
     /// invalidated before the next write instead (`docs/DHL-DESIGN.md`).
-    pub fn dhl_ordered_commit_pages(mut self, n: u32) -> Self {
-        self.journal.dhl_ordered_commit_pages = Some(n);
+    pub fn ordered_commit_pages(mut self, n: u32) -> Self {
+        self.journal.ordered_commit_pages = Some(n);
         self
+    }
+    /// The earlier name of [`Config::direct_writes`].
+    #[deprecated(
+        note = "renamed `direct_writes`: it applies to every mode with direct page writes"
+    )]
+    pub fn dhl_direct(self, d: crate::journal::DirectWrites) -> Self {
+        self.direct_writes(d)
+    }
+    /// The earlier name of [`Config::intent_region_pages`].
+    #[deprecated(note = "renamed `intent_region_pages`")]
+    pub fn dhl_intent_region_pages(self, n: u32) -> Self {
+        self.intent_region_pages(n)
+    }
+    /// The earlier name of [`Config::ordered_commit_pages`].
+    #[deprecated(note = "renamed `ordered_commit_pages`")]
+    pub fn dhl_ordered_commit_pages(self, n: u32) -> Self {
+        self.ordered_commit_pages(n)
     }
     /// nvlog: the region file. Default `/dev/shm/inpage-<hash of the database path>-nvlog`,
     /// which survives a process crash but not a reboot or power cut; a file on a
@@ -290,19 +308,19 @@ impl Config {
 
     /// Refuse options the file's journal mode would ignore (module docs).
     pub(crate) fn check_against(&self, mode: JournalMode) -> Result<()> {
-        if self.journal.dhl_direct == DirectWrites::On && !mode.capabilities().direct_writes {
+        if self.journal.direct_writes == DirectWrites::On && !mode.capabilities().direct_writes {
             return Err(Error::Config(format!(
-                "dhl_direct = On, but journal mode {mode} has no direct page writes"
+                "direct_writes = On, but journal mode {mode} has no direct page writes"
             )));
         }
-        if self.journal.dhl_intent_region_pages.is_some() && !mode.capabilities().intent_map {
+        if self.journal.intent_region_pages.is_some() && !mode.capabilities().intent_map {
             return Err(Error::Config(format!(
-                "dhl_intent_region_pages is set, but journal mode {mode} keeps no write-intent map"
+                "intent_region_pages is set, but journal mode {mode} keeps no write-intent map"
             )));
         }
-        if self.journal.dhl_ordered_commit_pages.is_some() && !mode.capabilities().intent_map {
+        if self.journal.ordered_commit_pages.is_some() && !mode.capabilities().intent_map {
             return Err(Error::Config(format!(
-                "dhl_ordered_commit_pages is set, but journal mode {mode} keeps no write-intent map"
+                "ordered_commit_pages is set, but journal mode {mode} keeps no write-intent map"
             )));
         }
         let nvlog_set = self.journal.nvlog_region.is_some()
@@ -352,11 +370,11 @@ impl Config {
         }
         if let Some(n) = self
             .journal
-            .dhl_intent_region_pages
+            .intent_region_pages
             .filter(|&n| !n.is_power_of_two() || n > 65536)
         {
             return Err(Error::Config(format!(
-                "dhl_intent_region_pages {n} must be a power of two in 1..=65536"
+                "intent_region_pages {n} must be a power of two in 1..=65536"
             )));
         }
         if self.cache_pages < 16 {

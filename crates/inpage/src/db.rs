@@ -59,7 +59,7 @@ impl Database {
             let overlay = Arc::new(OverlayVfs::new(config.vfs.clone()));
             // The overlay lives in memory: O_DIRECT has nothing to bypass there.
             let mut c = config.vfs(overlay.clone()).create(false);
-            c.journal.dhl_direct = crate::journal::DirectWrites::Off;
+            c.journal.direct_writes = crate::journal::DirectWrites::Off;
             (c.clone(), Some(overlay), None, c)
         } else {
             // The pager's files go through the recorder a transaction across databases
@@ -87,7 +87,7 @@ impl Database {
             .create(true)
             .read_only(false);
         // Memory has nothing for O_DIRECT to bypass.
-        c.journal.dhl_direct = crate::journal::DirectWrites::Off;
+        c.journal.direct_writes = crate::journal::DirectWrites::Off;
         Database::open_as(Path::new("/memory.db"), c, true)
     }
 

@@ -3,6 +3,6 @@
 //! user needs is in the documented modules.
 
 pub use crate::format::header::{
-    decode_slot, free_snapshot_ref, DHL_SLOTS, FREE_SNAPSHOT, HEADER_LEN, MAX_TID,
+    decode_slot, free_snapshot_ref, FREE_SNAPSHOT, HEADER_LEN, HEADER_SLOTS, MAX_TID,
 };
 pub use crate::page::{stamp_crc, PAGE_TRAILER};

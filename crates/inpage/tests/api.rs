@@ -583,12 +583,12 @@ fn dhl_commits_write_only_the_changed_sectors() {
 /// and /var/tmp are ext4): writes bypass the page cache and the data reads back after a
 /// reopen through the page cache; `Off` never uses it.
 #[test]
-fn dhl_direct_writes_on_real_files() {
+fn direct_writes_on_real_files() {
     use inpage::DirectWrites;
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let path = dir.path().join("d.db");
     for (setting, want) in [(DirectWrites::On, true), (DirectWrites::Off, false)] {
-        let cfg = || Config::default().dhl_direct(setting);
+        let cfg = || Config::default().direct_writes(setting);
         {
             let db = Database::open(&path, cfg()).unwrap();
             assert_eq!(db.direct_writes(), want, "{setting:?}");
@@ -602,7 +602,7 @@ fn dhl_direct_writes_on_real_files() {
                 w.commit().unwrap();
             }
         }
-        let db = Database::open(&path, Config::default().dhl_direct(DirectWrites::Off)).unwrap();
+        let db = Database::open(&path, Config::default().direct_writes(DirectWrites::Off)).unwrap();
         let r = db.begin_read().unwrap();
         let t = r.open_tree("t").unwrap();
         for k in 0..300 {

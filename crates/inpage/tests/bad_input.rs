@@ -372,7 +372,7 @@ fn options_that_would_be_ignored_are_refused() {
             }) => {}
             other => panic!("{mode}: page size 4096 on a 1024 file gave {other:?}"),
         }
-        let direct = Database::open(&path, Config::default().dhl_direct(DirectWrites::On));
+        let direct = Database::open(&path, Config::default().direct_writes(DirectWrites::On));
         if !mode.capabilities().direct_writes {
             assert!(
                 matches!(&direct, Err(Error::Config(m)) if m.contains("direct")),
@@ -404,7 +404,7 @@ fn options_that_would_be_ignored_are_refused() {
             &fresh,
             Config::default()
                 .journal_mode(JournalMode::WAL)
-                .dhl_direct(DirectWrites::On)
+                .direct_writes(DirectWrites::On)
         ),
         Err(Error::Config(_))
     ));
@@ -416,7 +416,7 @@ fn options_that_would_be_ignored_are_refused() {
 /// nothing is written.
 #[test]
 fn a_tid_beyond_the_largest_is_an_error_and_changes_nothing() {
-    use inpage::internals::{decode_slot, DHL_SLOTS, HEADER_LEN, MAX_TID};
+    use inpage::internals::{decode_slot, HEADER_LEN, HEADER_SLOTS, MAX_TID};
     let dir = tempfile::tempdir().unwrap();
     for mode in JournalMode::all() {
         let path = make_db(dir.path(), mode);
@@ -433,7 +433,7 @@ fn a_tid_beyond_the_largest_is_an_error_and_changes_nothing() {
         // The header (the visible slot, under DHL) with fcc = u64::MAX, crc recomputed.
         for fcc in [MAX_TID + 1, u64::MAX] {
             let mut bad = good.clone();
-            let slots = if dhl { DHL_SLOTS } else { 1 };
+            let slots = if dhl { HEADER_SLOTS } else { 1 };
             let slot = (0..slots)
                 .filter_map(|s| decode_slot(&good, s).ok().map(|h| (s, h)))
                 .max_by_key(|(_, h)| h.fcc)
@@ -451,7 +451,7 @@ fn a_tid_beyond_the_largest_is_an_error_and_changes_nothing() {
             // intent areas (zeroed), so the open scans every page. (After a clean close
             // an open reads O(1) pages and never looks at page 1.)
             let mut bad = good.clone();
-            for s in 0..DHL_SLOTS {
+            for s in 0..HEADER_SLOTS {
                 if let Ok(h) = decode_slot(&good, s) {
                     h.encode(&mut bad[s * HEADER_LEN..]);
                 }

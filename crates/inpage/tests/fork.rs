@@ -122,6 +122,9 @@ fn a_child_holds_none_of_its_parents_locks() {
     if pid == 0 {
         use std::io::{Read, Write};
         let mut from_parent = from_parent;
+        // Running: the fork handler has let go of the inherited locks (it runs in the
+        // child before `fork` returns here).
+        let _ = to_parent.write_all(&[9]);
         let mut b = [0u8; 1];
         let _ = from_parent.read_exact(&mut b); // the parent has closed and reopened
         let _ = from_parent.read_exact(&mut b); // the parent has closed for good
@@ -147,14 +150,19 @@ fn a_child_holds_none_of_its_parents_locks() {
         }
     }
     let reap = Reap(pid);
+    let mut from_child = from_child;
+    let mut b = [0u8; 1];
+    // Until the child runs, its copy of the locked descriptor is the parent's (the fork
+    // handler runs in the child, when the scheduler first runs it), so the parent waits
+    // for it; on a loaded machine the reopen below otherwise raced the child's start.
+    from_child.read_exact(&mut b).unwrap();
+    assert_eq!(b[0], 9);
     db.close().unwrap();
     let again = Database::open(&path, Config::default())
         .expect("the child's inherited descriptor kept the lock");
     to_child.write_all(&[1]).unwrap();
     again.close().unwrap();
     to_child.write_all(&[2]).unwrap();
-    let mut b = [0u8; 1];
-    let mut from_child = from_child;
     from_child.read_exact(&mut b).unwrap();
     drop(reap);
     assert_eq!(

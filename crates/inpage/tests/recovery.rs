@@ -527,7 +527,7 @@ fn dhl_random_updates_of_a_small_hot_table_need_no_marking_writes() {
 /// the engine); a close cut short, or a damaged snapshot page, only makes it walk.
 #[test]
 fn dhl_first_write_after_a_clean_close_does_not_walk_the_trees() {
-    use inpage::internals::{free_snapshot_ref, DHL_SLOTS};
+    use inpage::internals::{free_snapshot_ref, HEADER_SLOTS};
     use inpage::vfs::{AccountingVfs, IoKind};
     // Pages read by the first write transaction after an open (the open itself apart).
     let first_write_reads = |v: &SimVfs, mode: JournalMode, key: i64| {
@@ -545,7 +545,7 @@ fn dhl_first_write_after_a_clean_close_does_not_walk_the_trees() {
     // The snapshot's first chain page, from the marked slot's reference.
     let chain_head = |v: &SimVfs| {
         let p0 = v.read_file(std::path::Path::new(DB)).unwrap();
-        (0..DHL_SLOTS)
+        (0..HEADER_SLOTS)
             .find_map(|s| free_snapshot_ref(&p0, s).filter(|r| r.chain_pages > 0))
             .map(|r| r.head)
     };
@@ -628,7 +628,7 @@ fn dhl_first_write_after_a_clean_close_does_not_walk_the_trees() {
     }
 }
 
-/// DHL counting modes: a transaction of at least `dhl_ordered_commit_pages` pages (page 0
+/// DHL counting modes: a transaction of at least `ordered_commit_pages` pages (page 0
 /// among them) commits in order, so a crash before its header slot reaches the disk is
 /// recovered from page 0 alone, where the counting vote would read every page it wrote.
 /// The versions it left are invalidated at the start of the next commit; a crash anywhere

@@ -290,7 +290,7 @@ fn serialize<T: CursorOps>(tx: &T, page_size: usize) -> Result<Vec<u8>, Error> {
         .vfs(vfs.clone())
         .journal_mode(inpage::DEFAULT_JOURNAL_MODE)
         .page_size(page_size as u32)
-        .dhl_direct(inpage::DirectWrites::Off);
+        .direct_writes(inpage::DirectWrites::Off);
     let db = Database::open(IMAGE, cfg)?;
     let mut w = db.begin_write()?;
     copy_into(tx, &mut w)?;
@@ -357,7 +357,7 @@ pub unsafe extern "C" fn ipg_deserialize(
                 Config::default()
                     .vfs(vfs.clone())
                     .create(false)
-                    .dhl_direct(inpage::DirectWrites::Off),
+                    .direct_writes(inpage::DirectWrites::Off),
             )
         })();
         match opened {

@@ -182,7 +182,7 @@ impl Header {
 /// the first 512-byte sector: a commit writes the new header into the slot that does not
 /// hold the committed one, so a torn or unfinished write leaves the committed header
 /// intact (the page-0 counterpart of a DHL page's two descriptors).
-pub const DHL_SLOTS: usize = 2;
+pub const HEADER_SLOTS: usize = 2;
 
 /// Offset, inside a header slot, of the clean-shutdown mark (DHL): a u64 FCC, 0 for
 /// none. `Header::encode` writes 0 there, so every header a commit writes carries no mark.
@@ -259,7 +259,7 @@ pub fn decode_slot(page0: &[u8], slot: usize) -> Result<Header, String> {
 
 /// The slot a reader at `max_fcc` sees: the valid one with the largest `fcc <= max_fcc`.
 pub fn visible_slot(page0: &[u8], max_fcc: u64) -> Option<(usize, Header)> {
-    (0..DHL_SLOTS)
+    (0..HEADER_SLOTS)
         .filter_map(|slot| decode_slot(page0, slot).ok().map(|h| (slot, h)))
         .filter(|(_, h)| h.fcc <= max_fcc)
         .max_by_key(|(_, h)| h.fcc)

@@ -1,4 +1,4 @@
-//! The in-page shadowing modes: DHL's counting commit (`journal::dhl`) over IPS pages
+//! The in-page shadowing modes: DHL's counting commit (`journal::counting`) over IPS pages
 //! (`page::ips`). The commit protocol needs nothing of a layout but its side-by-side
 //! versions (`PageLayout::versions`), so these modes are registry entries only.
 //!
@@ -8,12 +8,12 @@
 //! - `ips-header`: the paper's protocol, which writes the FCC to the header page in every
 //!   commit (the ablation of metadata embedding); still one fdatasync.
 
-use super::dhl::dhl_spec;
+use super::counting::counting_spec;
 use super::ModeSpec;
 use crate::page::ips::IPS as IPS_LAYOUT;
 
 /// Registry entry of `ips`.
-pub(crate) static IPS: ModeSpec = dhl_spec(
+pub(crate) static IPS: ModeSpec = counting_spec(
     "ips",
     10,
     10,
@@ -23,7 +23,7 @@ pub(crate) static IPS: ModeSpec = dhl_spec(
 );
 
 /// Registry entry of `ips-header`.
-pub(crate) static IPS_HEADER: ModeSpec = dhl_spec(
+pub(crate) static IPS_HEADER: ModeSpec = counting_spec(
     "ips-header",
     11,
     10,

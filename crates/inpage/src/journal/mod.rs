@@ -26,9 +26,9 @@ use crate::format::header::{Header, ModeId};
 use crate::page::{Layout, PageRef};
 use crate::vfs::Vfs;
 
+mod counting;
 mod dash;
 mod dbfile;
-mod dhl;
 mod frame_log;
 mod ips;
 mod mvbt;
@@ -92,13 +92,13 @@ pub struct Capabilities {
     /// Recovery establishes the commit counter from the pages themselves; the header on
     /// disk may name a transaction recovery rolls back.
     pub recovers_fcc: bool,
-    /// Page writes may bypass the page cache (`O_DIRECT`, `Config::dhl_direct`).
+    /// Page writes may bypass the page cache (`O_DIRECT`, `Config::direct_writes`).
     pub direct_writes: bool,
     /// Committed pages may live in a log (a side file) that recovery replays into the
     /// database, so until then the file may be shorter than its header says.
     pub replays_log: bool,
     /// Opens are bounded by a clean-shutdown mark and a write-intent map (DHL:
-    /// `Config::dhl_intent_region_pages` applies).
+    /// `Config::intent_region_pages` applies).
     pub intent_map: bool,
     /// Side files next to the database (`<db>-<suffix>`), for tools and tests.
     pub side_files: &'static [&'static str],
@@ -205,11 +205,11 @@ impl JournalMode {
     /// Write-ahead log (SQLite WAL).
     pub const WAL: JournalMode = JournalMode(&wal::WAL);
     /// Doubleheader logging, traditional commit.
-    pub const DHL_TC: JournalMode = JournalMode(&dhl::DHL_TC);
+    pub const DHL_TC: JournalMode = JournalMode(&counting::DHL_TC);
     /// Doubleheader logging, counting commit with metadata embedding (the default).
-    pub const DHL_CC: JournalMode = JournalMode(&dhl::DHL_CC);
+    pub const DHL_CC: JournalMode = JournalMode(&counting::DHL_CC);
     /// Counting commit without metadata embedding.
-    pub const DHL_CC_HEADER: JournalMode = JournalMode(&dhl::DHL_CC_HEADER);
+    pub const DHL_CC_HEADER: JournalMode = JournalMode(&counting::DHL_CC_HEADER);
     /// In-page shadowing pages under the DHL counting commit.
     pub const IPS: JournalMode = JournalMode(&ips::IPS);
     /// In-page shadowing, the FCC in the header page with every commit.
@@ -438,15 +438,16 @@ pub struct JournalConfig {
     /// WAL: pre-size and zero-fill the WAL to the checkpoint interval (the papers'
     /// WAL_OPT), so appends are non-allocating overwrites.
     pub wal_prealloc: bool,
-    /// DHL: how page writes reach the file (see [`DirectWrites`]).
-    pub dhl_direct: DirectWrites,
-    /// DHL: the smallest region of the write-intent map, in pages (a power of two; None:
+    /// Counting modes and `waldio`: how page writes reach the file (see
+    /// [`DirectWrites`]).
+    pub direct_writes: DirectWrites,
+    /// Counting modes: the smallest region of the write-intent map, in pages (a power of two; None:
     /// 4). Smaller regions bound crash recovery's scan more tightly and cost a marking
     /// flush more often.
-    pub dhl_intent_region_pages: Option<u32>,
-    /// DHL counting commit: a transaction writing at least this many pages, page 0 among
-    /// them, commits in order (None: 64; see `Config::dhl_ordered_commit_pages`).
-    pub dhl_ordered_commit_pages: Option<u32>,
+    pub intent_region_pages: Option<u32>,
+    /// Counting commit: a transaction writing at least this many pages, page 0 among
+    /// them, commits in order (None: 64; see `Config::ordered_commit_pages`).
+    pub ordered_commit_pages: Option<u32>,
     /// nvlog: the region file (None: `/dev/shm/inpage-<hash of the database path>-nvlog`,
     /// which survives the process but not the machine). Name a file on a DAX mount for
     /// commits that survive power loss.
@@ -660,9 +661,9 @@ impl Default for JournalConfig {
             wal_autocheckpoint: 1000,
             journal_size_limit: None,
             wal_prealloc: false,
-            dhl_direct: DirectWrites::Auto,
-            dhl_intent_region_pages: None,
-            dhl_ordered_commit_pages: None,
+            direct_writes: DirectWrites::Auto,
+            intent_region_pages: None,
+            ordered_commit_pages: None,
             nvlog_region: None,
             nvlog_ring_bytes: None,
             nvlog_flush: NvlogFlush::default(),

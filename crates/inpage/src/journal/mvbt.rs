@@ -1,4 +1,4 @@
-//! The multi-version B-tree modes: DHL's counting commit (`journal::dhl`) over MVBT pages
+//! The multi-version B-tree modes: DHL's counting commit (`journal::counting`) over MVBT pages
 //! (`page::mvbt`), whose records carry life spans. The commit protocol needs nothing of a
 //! layout but its side-by-side versions (`PageLayout::versions`), so these modes are
 //! registry entries only (design: `docs/LS-MVBT-DESIGN.md`).
@@ -14,12 +14,12 @@
 //!
 //! Every mode commits with one fdatasync.
 
-use super::dhl::dhl_spec;
+use super::counting::counting_spec;
 use super::ModeSpec;
 use crate::page::mvbt as layouts;
 
 /// Registry entry of `mvbt`.
-pub(crate) static MVBT: ModeSpec = dhl_spec(
+pub(crate) static MVBT: ModeSpec = counting_spec(
     "mvbt",
     12,
     12,
@@ -29,7 +29,7 @@ pub(crate) static MVBT: ModeSpec = dhl_spec(
 );
 
 /// Registry entry of `ls-mvbt`.
-pub(crate) static LS_MVBT: ModeSpec = dhl_spec(
+pub(crate) static LS_MVBT: ModeSpec = counting_spec(
     "ls-mvbt",
     13,
     13,
@@ -39,7 +39,7 @@ pub(crate) static LS_MVBT: ModeSpec = dhl_spec(
 );
 
 /// Registry entry of `ls-mvbt-no-split`.
-pub(crate) static LS_MVBT_NO_SPLIT: ModeSpec = dhl_spec(
+pub(crate) static LS_MVBT_NO_SPLIT: ModeSpec = counting_spec(
     "ls-mvbt-no-split",
     14,
     13,
@@ -49,7 +49,7 @@ pub(crate) static LS_MVBT_NO_SPLIT: ModeSpec = dhl_spec(
 );
 
 /// Registry entry of `ls-mvbt-no-reserve`.
-pub(crate) static LS_MVBT_NO_RESERVE: ModeSpec = dhl_spec(
+pub(crate) static LS_MVBT_NO_RESERVE: ModeSpec = counting_spec(
     "ls-mvbt-no-reserve",
     15,
     12,
@@ -59,7 +59,7 @@ pub(crate) static LS_MVBT_NO_RESERVE: ModeSpec = dhl_spec(
 );
 
 /// Registry entry of `ls-mvbt-no-gc`.
-pub(crate) static LS_MVBT_NO_GC: ModeSpec = dhl_spec(
+pub(crate) static LS_MVBT_NO_GC: ModeSpec = counting_spec(
     "ls-mvbt-no-gc",
     16,
     13,
@@ -69,7 +69,7 @@ pub(crate) static LS_MVBT_NO_GC: ModeSpec = dhl_spec(
 );
 
 /// Registry entry of `ls-mvbt-header`.
-pub(crate) static LS_MVBT_HEADER: ModeSpec = dhl_spec(
+pub(crate) static LS_MVBT_HEADER: ModeSpec = counting_spec(
     "ls-mvbt-header",
     17,
     13,

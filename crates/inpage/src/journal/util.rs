@@ -210,7 +210,7 @@ pub(crate) fn open_direct(
         // failure and is reported as such.
         Err(e) if !refuses_direct(&e) => Err(Error::io("open O_DIRECT", path)(e)),
         Err(e) if want == super::DirectWrites::On => Err(Error::Config(format!(
-            "dhl_direct = On, but {} cannot be written with O_DIRECT: {e}",
+            "direct_writes = On, but {} cannot be written with O_DIRECT: {e}",
             path.display()
         ))),
         Err(_) => Ok(None),

@@ -15,7 +15,7 @@
 //! ```
 //! So every frame is exactly one page at a page-aligned offset, and a commit is one
 //! contiguous write of whole pages: through `O_DIRECT` from an aligned buffer where the
-//! file system accepts it (`Config::dhl_direct`, as DHL), then one fdatasync. Mode
+//! file system accepts it (`Config::direct_writes`, as DHL), then one fdatasync. Mode
 //! `waldio-ns` (the paper's "no sync") skips that fdatasync: same format and recovery,
 //! commits durable at acknowledgement only where a completed write is durable.
 //!
@@ -407,7 +407,7 @@ impl Waldio {
             0 => DEFAULT_FRAMES,
             n => n as u64,
         };
-        let direct = open_direct(&*ctx.vfs, &path, ps, ctx.config.dhl_direct)?;
+        let direct = open_direct(&*ctx.vfs, &path, ps, ctx.config.direct_writes)?;
         let align = direct.as_ref().map_or(ps, |(_, a)| *a);
         let hdr = scan
             .hdr

@@ -68,7 +68,7 @@ pub const VERSION_HEADS: usize = 64;
 
 /// Recovery's view of a layout whose pages keep a new version beside the committed one,
 /// each in its own descriptor slot tagged `(tid, txn_size)` and covered by its own
-/// checksum (DHL, IPS): what the counting commit (`journal::dhl`) needs to find the
+/// checksum (DHL, IPS): what the counting commit (`journal::counting`) needs to find the
 /// newest complete transaction and to roll back the rest. Tree and overflow pages alike.
 pub trait PageVersions: Send + Sync {
     /// The raw `(tid, txn_size)` of both descriptor slots, not validated (the cheap part

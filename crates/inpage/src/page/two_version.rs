@@ -22,7 +22,7 @@
 use std::fmt::Debug;
 
 use crate::error::{Error, Pgno, Result};
-use crate::format::header::{self, Header, DHL_SLOTS};
+use crate::format::header::{self, Header, HEADER_SLOTS};
 use crate::page::cells::Detached;
 use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
 use crate::page::versioned::{self, OverflowFormat};
@@ -250,7 +250,7 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
     }
 
     fn header_slots(&self) -> usize {
-        DHL_SLOTS
+        HEADER_SLOTS
     }
 
     fn create_tid(&self) -> u64 {

@@ -114,8 +114,8 @@ pub(crate) fn two_slot_header_image(
 
 /// What `PageLayout::describe` says of page 0 in the layouts with two header slots.
 pub(crate) fn describe_header_slots(page: &[u8]) -> Vec<String> {
-    use crate::format::header::{decode_slot, DHL_SLOTS};
-    (0..DHL_SLOTS)
+    use crate::format::header::{decode_slot, HEADER_SLOTS};
+    (0..HEADER_SLOTS)
         .map(|slot| match decode_slot(page, slot) {
             Ok(s) => format!(
                 "header slot {slot}: fcc {} txn_size {} pages {} catalog root {}",

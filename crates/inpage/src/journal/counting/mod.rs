@@ -23,7 +23,7 @@
 //!   redoing them is harmless, so a crash before that or during recovery is recovered the
 //!   same way.
 //! - *A large transaction commits in order, and its crash is recovered from page 0.* A
-//!   counting-commit transaction of at least `Config::dhl_ordered_commit_pages` pages
+//!   counting-commit transaction of at least `Config::ordered_commit_pages` pages
 //!   first marks its regions in an *ordered* intent area (synced), writes its other
 //!   pages, syncs, and only then writes its mark — page 0 with its header slot, or, if it
 //!   leaves the header alone, the area rewritten to claim its tid — and syncs again. Its
@@ -84,8 +84,8 @@ use super::{
 };
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::{
-    clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, DHL_SLOTS,
-    HEADER_LEN, MAX_TID,
+    clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, HEADER_LEN,
+    HEADER_SLOTS, MAX_TID,
 };
 use crate::page::dhl::DHL;
 use crate::page::{Layout, PageRef, PageVersions, PAGE_TRAILER};
@@ -96,7 +96,7 @@ use intent::Intent;
 /// pages and may write them directly; they differ in the commit (traditional or
 /// counting), in metadata embedding and in the page layout, which must keep its versions
 /// side by side (`PageLayout::versions`: DHL's, or another such as IPS).
-pub(crate) const fn dhl_spec(
+pub(crate) const fn counting_spec(
     name: &'static str,
     code: u8,
     format: u8,
@@ -123,12 +123,12 @@ pub(crate) const fn dhl_spec(
             survives_process_crash: true,
             region_backed: false,
         },
-        open: open_dhl,
+        open: open_counting,
     }
 }
 
 /// Registry entry of `dhl-tc`.
-pub(crate) static DHL_TC: ModeSpec = dhl_spec(
+pub(crate) static DHL_TC: ModeSpec = counting_spec(
     "dhl-tc",
     7,
     7,
@@ -138,7 +138,7 @@ pub(crate) static DHL_TC: ModeSpec = dhl_spec(
 );
 
 /// Registry entry of `dhl-cc`.
-pub(crate) static DHL_CC: ModeSpec = dhl_spec(
+pub(crate) static DHL_CC: ModeSpec = counting_spec(
     "dhl-cc",
     8,
     8,
@@ -148,7 +148,7 @@ pub(crate) static DHL_CC: ModeSpec = dhl_spec(
 );
 
 /// Registry entry of `dhl-cc-header`.
-pub(crate) static DHL_CC_HEADER: ModeSpec = dhl_spec(
+pub(crate) static DHL_CC_HEADER: ModeSpec = counting_spec(
     "dhl-cc-header",
     9,
     8,
@@ -164,8 +164,8 @@ fn page_versions(mode: JournalMode) -> &'static dyn PageVersions {
         .expect("a counting-commit mode's layout keeps its versions side by side")
 }
 
-fn open_dhl(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
-    let (j, recovery) = DhlJournal::open(ctx, mode)?;
+fn open_counting(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {
+    let (j, recovery) = CountingJournal::open(ctx, mode)?;
     Ok(Opened {
         fcc: Some(j.fcc),
         direct_writes: j.direct.is_some(),
@@ -191,7 +191,7 @@ const SCAN_CHUNK: usize = 64 * 1024;
 
 /// The DHL commit protocols.
 #[derive(Debug)]
-pub(crate) struct DhlJournal {
+pub(crate) struct CountingJournal {
     ctx: JournalCtx,
     mode: JournalMode,
     /// The FCC recovery settled on; `last_tid` follows the commits after it.
@@ -240,7 +240,7 @@ pub(crate) struct DhlJournal {
 ///
 /// Every write (commit, spill, discard, clean close) first calls `sync_recovery`, so it
 /// starts from `Marked` or `Settled`; the first marking write of a commit or spill leaves
-/// `Marked`. `DhlJournal::transition` checks each arrow against this table in debug
+/// `Marked`. `CountingJournal::transition` checks each arrow against this table in debug
 /// builds, and keeps `void_tid` equal to the deferred transaction's tid exactly while in
 /// `Deferred`.
 #[derive(Debug)]
@@ -279,12 +279,12 @@ impl Debt {
     }
 }
 
-/// `Config::dhl_ordered_commit_pages` by default: a transaction this large pays one flush
+/// `Config::ordered_commit_pages` by default: a transaction this large pays one flush
 /// more than its counting commit, beside dozens of page writes, and a crash in it is
 /// recovered without reading its pages.
 const DEFAULT_ORDERED_PAGES: u32 = 64;
 
-/// Pages `DhlJournal::recent` remembers.
+/// Pages `CountingJournal::recent` remembers.
 const RECENT_PAGES: usize = 64;
 
 /// The sector size of the torn-write model, and the smallest unit a span is made of.
@@ -305,14 +305,17 @@ fn changed_span(old: &[u8], new: &[u8], usable: usize) -> Option<std::ops::Range
     Some(first * SECTOR..((last + 1) * SECTOR).min(new.len()))
 }
 
-impl DhlJournal {
+impl CountingJournal {
     /// Open a DHL mode, running recovery (scan every page, settle the FCC, invalidate
     /// versions of an incomplete transaction).
-    pub(crate) fn open(ctx: JournalCtx, mode: JournalMode) -> Result<(DhlJournal, RecoveryReport)> {
+    pub(crate) fn open(
+        ctx: JournalCtx,
+        mode: JournalMode,
+    ) -> Result<(CountingJournal, RecoveryReport)> {
         // Any mode whose layout keeps side-by-side versions (DHL's, IPS's) runs here.
         if mode.layout().versions().is_none() {
             return Err(Error::Config(format!(
-                "DhlJournal opened for mode {mode}, whose pages keep no versions"
+                "CountingJournal opened for mode {mode}, whose pages keep no versions"
             )));
         }
         let Recovered { fcc, report, debt } = recover(&ctx, mode)?;
@@ -332,12 +335,12 @@ impl DhlJournal {
             &*ctx.vfs,
             &ctx.db_path,
             ctx.db.page_size,
-            ctx.config.dhl_direct,
+            ctx.config.direct_writes,
         )?;
         let align = direct.as_ref().map_or(SECTOR, |(_, a)| *a);
         let direct = direct.map(|(f, _)| f);
         Ok((
-            DhlJournal {
+            CountingJournal {
                 ctx,
                 mode,
                 fcc,
@@ -364,7 +367,7 @@ impl DhlJournal {
 /// largest mark of a valid slot, if it is at least every valid slot's fcc and the file
 /// holds every page the header at that FCC counts, in whole pages.
 fn trusted_mark(page0: &[u8], file_len: u64, ps: usize) -> Option<u64> {
-    let slots: Vec<(usize, u64)> = (0..DHL_SLOTS)
+    let slots: Vec<(usize, u64)> = (0..HEADER_SLOTS)
         .filter_map(|s| decode_slot(page0, s).ok().map(|h| (s, h.fcc)))
         .collect();
     let mark = slots.iter().map(|&(s, _)| clean_mark(page0, s)).max()?;
@@ -406,7 +409,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
     // marks (`intent`): every version above its `base` lies there. Without a valid area,
     // the whole file.
     let count_votes = mode != JournalMode::DHL_TC;
-    let newest = (0..DHL_SLOTS)
+    let newest = (0..HEADER_SLOTS)
         .filter_map(|s| decode_slot(&buf, s).ok().map(|h| (h.fcc, s)))
         .max();
     let intent = newest.and_then(|(_, s)| Intent::decode(&buf, s));
@@ -439,7 +442,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
     // Phase 6: roll back what lies above the FCC.
     let (stale, rolled_back_pages) = roll_back(ctx, mode, &found, fcc)?;
     // The invalidations (and a cut tail) are made durable before the first write that
-    // could depend on them, not here: `DhlJournal::sync_recovery` runs at the start of the
+    // could depend on them, not here: `CountingJournal::sync_recovery` runs at the start of the
     // next commit (before any of its pages, and before a marking write could drop their
     // regions from the intent map) and before a clean-shutdown mark. Until then a crash
     // finds the versions again, in regions the map still marks, and recovery redoes the
@@ -485,7 +488,7 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
 /// commit).
 fn header_votes(page0: &[u8]) -> Result<Vec<Found>> {
     let mut found = Vec::new();
-    for slot in 0..DHL_SLOTS {
+    for slot in 0..HEADER_SLOTS {
         match decode_slot(page0, slot) {
             Ok(h) => found.push(Found {
                 pgno: 0,
@@ -823,7 +826,7 @@ fn invalidate_stale(
     Ok(())
 }
 
-impl DhlJournal {
+impl CountingJournal {
     /// Write the part of `page` that differs from what the file holds (module notes): the
     /// changed span if the page existed before the transaction, else the whole page.
     ///
@@ -862,7 +865,7 @@ impl DhlJournal {
     }
 }
 
-impl DhlJournal {
+impl CountingJournal {
     /// The span of each page of the batch that `write_changed` writes, computed before
     /// anything is written. A page that existed and equals its committed image would be
     /// written as nothing while `txn_size` counts it, so recovery's vote could never see
@@ -895,7 +898,7 @@ impl DhlJournal {
 }
 
 /// The phases of `Journal::commit` (in order).
-impl DhlJournal {
+impl CountingJournal {
     /// Release-mode checks, before anything is written: a batch that lies about its tid
     /// or its size would be accepted by the next recovery's vote as complete (or complete
     /// another transaction's count), i.e. lose or mix committed data. Every page must
@@ -906,7 +909,7 @@ impl DhlJournal {
         let versions = page_versions(self.mode);
         for (pgno, page) in batch.pages {
             let stamped = if *pgno == 0 {
-                (0..DHL_SLOTS).any(|slot| {
+                (0..HEADER_SLOTS).any(|slot| {
                     decode_slot(page, slot)
                         .is_ok_and(|h| h.fcc == batch.tid && h.last_txn_size as usize == txn_size)
                 })
@@ -982,7 +985,7 @@ impl DhlJournal {
         let threshold = self
             .ctx
             .config
-            .dhl_ordered_commit_pages
+            .ordered_commit_pages
             .unwrap_or(DEFAULT_ORDERED_PAGES) as usize;
         self.mode != JournalMode::DHL_TC && threshold > 0 && txn_size >= threshold
     }
@@ -1007,7 +1010,7 @@ impl DhlJournal {
             return Ok(None);
         };
         let mut img = batch.pages[i].1.to_vec();
-        let new_slot = (0..DHL_SLOTS)
+        let new_slot = (0..HEADER_SLOTS)
             .find(|&s| decode_slot(&img, s).is_ok_and(|h| h.fcc == batch.tid))
             .expect("checked above: page 0 carries the new header");
         let kept = 1 - new_slot;
@@ -1147,7 +1150,7 @@ fn holders(batch: &CommitBatch<'_>, pending: &BTreeSet<Pgno>) -> Vec<Pgno> {
     written
 }
 
-/// The image to write: page 0 as patched (`DhlJournal::patch_page0`), every other page
+/// The image to write: page 0 as patched (`CountingJournal::patch_page0`), every other page
 /// as given.
 fn pick<'x>(page0: Option<&'x [u8]>, pgno: Pgno, page: &'x [u8]) -> &'x [u8] {
     match (page0, pgno) {
@@ -1156,7 +1159,7 @@ fn pick<'x>(page0: Option<&'x [u8]>, pgno: Pgno, page: &'x [u8]) -> &'x [u8] {
     }
 }
 
-impl Journal for DhlJournal {
+impl Journal for CountingJournal {
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         self.ctx.db.read_page(pgno, buf)?;
         // Checked after the read: the deferred invalidation clears the tid before any
@@ -1228,7 +1231,7 @@ impl Journal for DhlJournal {
     }
 }
 
-impl Steal for DhlJournal {
+impl Steal for CountingJournal {
     fn spill(
         &self,
         tid: u64,
@@ -1329,7 +1332,7 @@ impl Steal for DhlJournal {
     }
 }
 
-impl KeepsFree for DhlJournal {
+impl KeepsFree for CountingJournal {
     fn close_keeping_free(&self, free: &BTreeSet<Pgno>) -> Result<()> {
         self.close_with(Some(free))
     }
@@ -1354,7 +1357,7 @@ impl KeepsFree for DhlJournal {
     }
 }
 
-impl DhlJournal {
+impl CountingJournal {
     /// Before versions of transaction `last + 1` are written into `written` (every page
     /// that holds or will hold one, spilled pages included): void a clean-shutdown mark,
     /// and mark their regions in the visible slot's intent area (`intent`), durably.
@@ -1494,7 +1497,7 @@ impl DhlJournal {
     }
 }
 
-impl DhlJournal {
+impl CountingJournal {
     /// The journal's writer lock: one commit, spill, discard or close at a time.
     fn lock_writer(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
         self.writer.lock().map_err(|_| {
@@ -1508,7 +1511,7 @@ fn lock_pending(m: &Mutex<BTreeSet<Pgno>>) -> Result<std::sync::MutexGuard<'_, B
         .map_err(|_| Error::Poisoned("a thread panicked while committing (DHL spill lock)".into()))
 }
 
-impl DhlJournal {
+impl CountingJournal {
     /// Clean shutdown: mark page 0 clean at the FCC, so the next open need not scan, and
     /// with `free` keep the free pages for the next session's first write (`freesnap`).
     /// No commit is in flight (the writer lock), and every commit so far was synced, so
@@ -1560,7 +1563,7 @@ impl DhlJournal {
     }
 }
 
-impl DhlJournal {
+impl CountingJournal {
     /// Page 0 as the file holds it (the journal's own writes of sector 0 included, which
     /// the pager's cached image may lack).
     fn disk_page0(&self) -> Result<Vec<u8>> {
@@ -1617,7 +1620,7 @@ impl DhlJournal {
     fn min_shift(&self) -> u8 {
         self.ctx
             .config
-            .dhl_intent_region_pages
+            .intent_region_pages
             .map_or(intent::DEFAULT_MIN_SHIFT, |n| n.trailing_zeros() as u8)
     }
 
@@ -1629,7 +1632,7 @@ impl DhlJournal {
         let db = &self.ctx.db;
         let mut p0 = self.disk_page0()?;
         let keep = self.ctx.config.mutant() == Mutant::KeepCleanMark;
-        for slot in (0..DHL_SLOTS).filter(|_| !keep) {
+        for slot in (0..HEADER_SLOTS).filter(|_| !keep) {
             if decode_slot(&p0, slot).is_ok() && clean_mark(&p0, slot) != 0 {
                 void_mark(&mut p0, slot, self.ctx.config.mutant());
             }

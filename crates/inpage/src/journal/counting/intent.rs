@@ -58,7 +58,7 @@ const LIST_AT: usize = 12;
 const CRC_AT: usize = AREA - 4;
 /// Regions one area can list.
 pub(super) const ENTRIES: usize = (CRC_AT - LIST_AT) / 4;
-/// The smallest region by default: 4 pages (`Config::dhl_intent_region_pages`). Measured
+/// The smallest region by default: 4 pages (`Config::intent_region_pages`). Measured
 /// against 16 (`docs/DHL-DESIGN.md`): crash recovery at 1,000,000 records reads 85 KiB
 /// instead of 229, for 0.9 % more flushes on a growing table.
 pub(super) const DEFAULT_MIN_SHIFT: u8 = 2;
