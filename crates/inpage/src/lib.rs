@@ -35,6 +35,7 @@ mod journal;
 mod le;
 mod page;
 mod pager;
+mod seam;
 mod tree;
 mod txn;
 pub mod vfs;

@@ -22,6 +22,7 @@ use syn::visit::Visit;
 const ENGINE: &[(&str, u32)] = &[
     ("error", 0),
     ("le", 0),
+    ("seam", 0),
     ("format", 1),
     ("vfs", 2),
     ("page", 2),

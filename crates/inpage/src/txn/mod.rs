@@ -50,6 +50,7 @@ use crate::error::{Error, Pgno, Result};
 use crate::format::header::{Header, META_SLOTS};
 use crate::page::{stamp_crc, Layout, PageRead, PageRef, PageWrite};
 use crate::pager::{AllocDelta, PgnoHasher, PgnoMap, Spilled};
+use crate::seam::{planted, Plant};
 use crate::tree::{self, CmpFn, TreeOptions};
 
 use catalog::TreeInfo;
@@ -1158,9 +1159,8 @@ impl WriteTxn {
                 .copied()
                 .chain(self.st.dirty.keys().copied().filter(|p| !fresh.contains(p)))
                 .chain(self.st.freed.iter().copied());
-            #[cfg(test)]
-            let relied_on =
-                relied_on.filter(|_| !occ::plant::skips_validation() && !vto::plant::skips_locks());
+            let relied_on = relied_on
+                .filter(|_| !planted(Plant::OccSkipsValidation) && !planted(Plant::VtoSkipsLocks));
             let relied_on: Vec<Pgno> = relied_on.collect();
             let touched = group.conflicts_with(&shared.pager, &relied_on).or_else(|| {
                 shared
@@ -1218,8 +1218,7 @@ impl WriteTxn {
         let (Some(v), Some(t)) = (&self.shared.vto, self.vto.as_mut()) else {
             return Ok(());
         };
-        #[cfg(test)]
-        if vto::plant::skips_locks() {
+        if planted(Plant::VtoSkipsLocks) {
             return Ok(());
         }
         if self.st.fresh.contains(&pgno) || self.st.dirty.contains_key(&pgno) {

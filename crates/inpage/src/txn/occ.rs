@@ -174,22 +174,6 @@ pub(super) fn merge_header(base: &Header, mine: &Header, committed: &Header) -> 
     Ok(h)
 }
 
-/// Test-only planted bug, to show the tests catch it: commit without validating (every
-/// page counts as untouched). Per thread, so a test planting it does not disturb others.
-#[cfg(test)]
-pub(crate) mod plant {
-    use std::cell::Cell;
-    thread_local! {
-        static SKIP_VALIDATION: Cell<bool> = const { Cell::new(false) };
-    }
-    pub fn set_skip_validation(on: bool) {
-        SKIP_VALIDATION.with(|c| c.set(on))
-    }
-    pub fn skips_validation() -> bool {
-        SKIP_VALIDATION.with(|c| c.get())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -236,9 +220,9 @@ mod tests {
                 (1, true),
                 "{mode}: validation refuses the second"
             );
-            super::plant::set_skip_validation(true);
+            crate::seam::plant(crate::seam::Plant::OccSkipsValidation, true);
             let planted = race(mode);
-            super::plant::set_skip_validation(false);
+            crate::seam::plant(crate::seam::Plant::OccSkipsValidation, false);
             // Both commits went through and one increment is lost: what the lost-update
             // test in tests/occ.rs asserts against.
             assert_eq!(

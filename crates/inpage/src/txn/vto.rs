@@ -208,23 +208,6 @@ fn wounded(flag: &AtomicU64) -> Result<()> {
     }
 }
 
-/// Test-only planted bug, to show the tests catch it: write without locking the page or
-/// checking it for staleness (and without the commit's re-check of the pages written,
-/// which would otherwise still refuse the second writer). Per thread.
-#[cfg(test)]
-pub(crate) mod plant {
-    use std::cell::Cell;
-    thread_local! {
-        static SKIP_LOCKS: Cell<bool> = const { Cell::new(false) };
-    }
-    pub fn set_skip_locks(on: bool) {
-        SKIP_LOCKS.with(|c| c.set(on))
-    }
-    pub fn skips_locks() -> bool {
-        SKIP_LOCKS.with(|c| c.get())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -273,9 +256,9 @@ mod tests {
         for mode in [JournalMode::DHL_CC, JournalMode::IPS] {
             // The oldest (a) takes the lock b took first; b fails.
             assert_eq!(race(mode), (1, 1), "{mode}");
-            super::plant::set_skip_locks(true);
+            crate::seam::plant(crate::seam::Plant::VtoSkipsLocks, true);
             let planted = race(mode);
-            super::plant::set_skip_locks(false);
+            crate::seam::plant(crate::seam::Plant::VtoSkipsLocks, false);
             assert_eq!(planted, (1, 0), "{mode}: the planted bug went unnoticed");
         }
     }

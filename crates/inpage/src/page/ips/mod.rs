@@ -114,6 +114,7 @@ use crate::page::layout::{DescInfo, VERSION_HEADS};
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
 use crate::page::versioned::{fold, newest_candidate, ImageMemo, D_TID, D_TXN_SIZE};
+use crate::seam::{planted, Plant};
 
 mod build;
 mod layout;
@@ -202,24 +203,6 @@ fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
     cell::cell_size(leaf, usable, area).filter(|&size| size <= max_cell(usable))
 }
 
-/// Test-only planted bugs, to show the tests catch them (see `tests.rs`). Per thread, so
-/// a test planting one does not disturb the others running beside it.
-#[cfg(test)]
-pub(crate) mod plant {
-    use std::cell::Cell;
-    thread_local! {
-        /// 0: none; 1: the crc skips the version's slot entries (its pred links);
-        /// 2: the crc skips the tombstone bitmap.
-        static BUG: Cell<u8> = const { Cell::new(0) };
-    }
-    pub fn set(b: u8) {
-        BUG.with(|c| c.set(b))
-    }
-    pub fn get() -> u8 {
-        BUG.with(|c| c.get())
-    }
-}
-
 /// Checksum of descriptor `slot` given its fields (all ranges bounds-checked).
 ///
 /// xxh3, not crc32c, for the reason DHL gives (`dhl::version_crc`): a record may end with
@@ -230,14 +213,10 @@ fn version_crc(pgno: Pgno, buf: &[u8], usable: usize, slot: usize, h: &Head) -> 
     let tb = tb_off(usable, slot);
     let mut x = xxhash_rust::xxh3::Xxh3::with_seed(crate::page::versioned::page_seed(pgno));
     x.update(&buf[d..d + D_CRC]);
-    #[cfg(test)]
-    let bug = plant::get();
-    #[cfg(not(test))]
-    let bug = 0;
-    if bug != 2 {
+    if !planted(Plant::IpsCrcSkipsTombstones) {
         x.update(&buf[tb..tb + tb_len(usable)]);
     }
-    if bug != 1 {
+    if !planted(Plant::IpsCrcSkipsSlots) {
         x.update(&buf[s + SLOT_SIZE * h.base..s + SLOT_SIZE * h.nslots]);
     }
     x.update(&buf[h.rec_lo..h.rec_hi]);

@@ -9,6 +9,7 @@ use super::*;
 use crate::page::cell::{interior_cell, leaf_cell_inline, leaf_cell_overflow, CELL_HEADER};
 use crate::page::cells::CellArray;
 use crate::page::{PageRef, PAGE_TRAILER};
+use crate::seam::{plant, Plant};
 use proptest::prelude::*;
 
 /// [`super::build`] as an owned buffer the tests can tear and flip bits in (the crate
@@ -611,8 +612,8 @@ fn planted_crc_bugs_are_caught() {
     let (b, p, v) = versioned_page();
     let view = visible(1, &b, US, 2).unwrap();
     assert_eq!(undetected_flips(&b, 1, &covered_ranges(&view)), 0);
-    for bug in [1u8, 2] {
-        plant::set(bug);
+    for bug in [Plant::IpsCrcSkipsSlots, Plant::IpsCrcSkipsTombstones] {
+        plant(bug, true);
         let b1 = build(1, PS, US, None, 0, &ver(1, true, 0, &p))
             .unwrap()
             .unwrap();
@@ -621,10 +622,10 @@ fn planted_crc_bugs_are_caught() {
             .unwrap();
         let view = visible(1, &b2, US, 2).unwrap();
         let missed = undetected_flips(&b2, 1, &covered_ranges(&view));
-        plant::set(0);
+        plant(bug, false);
         assert!(
             missed > 0,
-            "bug {bug}: the corruption check sees nothing wrong"
+            "{bug:?}: the corruption check sees nothing wrong"
         );
     }
 }

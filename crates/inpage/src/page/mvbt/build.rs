@@ -15,6 +15,7 @@ use std::collections::HashMap;
 
 use super::*;
 use crate::le::{put_u16, put_u64};
+use crate::seam::{planted, Plant};
 
 /// A node to write: its metadata and cells in key order (stock encodings).
 #[derive(Clone, Copy, Debug)]
@@ -127,11 +128,12 @@ pub fn build(
     let mut space = Space {
         holes: match &p {
             None => vec![(floor, usable)],
-            #[cfg(test)]
-            Some(p) if plant::wrong_holes() => match open_slot(pgno, p.buf, usable, 1 - p.slot) {
-                Ok(o) => o.occupancy().holes(floor, usable),
-                Err(_) => p.occupancy().holes(floor, usable),
-            },
+            Some(p) if planted(Plant::MvbtWrongHoles) => {
+                match open_slot(pgno, p.buf, usable, 1 - p.slot) {
+                    Ok(o) => o.occupancy().holes(floor, usable),
+                    Err(_) => p.occupancy().holes(floor, usable),
+                }
+            }
             Some(p) => p.occupancy().holes(floor, usable),
         },
     };

@@ -97,6 +97,7 @@ use crate::page::page_type;
 use crate::page::versioned::{
     fold, newest_candidate, ImageMemo, OverflowFormat, D_TID, D_TXN_SIZE,
 };
+use crate::seam::{planted, Plant};
 
 mod build;
 mod layout;
@@ -187,32 +188,6 @@ pub fn live_at(start: u64, end: u64, d: u64) -> bool {
     start <= d && end > d
 }
 
-/// Test-only planted bug, to show the torn-write test catches it (see `tests.rs`). Per
-/// thread, so a test planting it does not disturb the others running beside it.
-#[cfg(test)]
-pub(crate) mod plant {
-    use std::cell::Cell;
-    thread_local! {
-        /// Whether the checksum hashes `end` as stored instead of normalized.
-        static RAW_END: Cell<bool> = const { Cell::new(false) };
-        /// Whether a new version finds its free bytes from the version it replaces
-        /// instead of the protected one.
-        static WRONG_HOLES: Cell<bool> = const { Cell::new(false) };
-    }
-    pub fn set(on: bool) {
-        RAW_END.with(|c| c.set(on))
-    }
-    pub fn get() -> bool {
-        RAW_END.with(|c| c.get())
-    }
-    pub fn set_wrong_holes(on: bool) {
-        WRONG_HOLES.with(|c| c.set(on))
-    }
-    pub fn wrong_holes() -> bool {
-        WRONG_HOLES.with(|c| c.get())
-    }
-}
-
 /// `end` as the version with tid `d` hashes and reads it.
 #[inline]
 fn normalized(end: u64, d: u64) -> u64 {
@@ -290,8 +265,11 @@ fn version_crc(pgno: Pgno, buf: &[u8], slot: usize, h: &Head, sizes: &[usize]) -
     for (k, &size) in sizes.iter().enumerate() {
         let off = entry(buf, h.rec_lo, k);
         let end = normalized(get_u64(buf, off), h.tid);
-        #[cfg(test)]
-        let end = if plant::get() { get_u64(buf, off) } else { end };
+        let end = if planted(Plant::MvbtRawEnd) {
+            get_u64(buf, off)
+        } else {
+            end
+        };
         x.update(&end.to_le_bytes());
         x.update(&buf[off + 8..off + SPAN + size]);
     }

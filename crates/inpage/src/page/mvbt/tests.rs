@@ -9,6 +9,7 @@
 use super::*;
 use crate::page::cell::{interior_cell, leaf_cell_inline, leaf_cell_overflow};
 use crate::page::PAGE_TRAILER;
+use crate::seam::{plant, Plant};
 use proptest::prelude::*;
 
 const PS: usize = 4096;
@@ -338,14 +339,14 @@ fn a_checksum_over_the_raw_end_fields_is_caught_by_the_torn_mixes() {
     // Planted: hashing `end` as stored makes the committed version depend on bytes a
     // later writer changes, so some torn mix (sector 0 old: the new version absent, a
     // deleted record's sector new) shows the committed version damaged.
-    plant::set(true);
+    plant(Plant::MvbtRawEnd, true);
     let old_cells = keys(30, 40);
     let p = write(None, 1, &old_cells, true);
     let mut new_cells = old_cells.clone();
     new_cells.drain(10..25);
     let new = write(Some(&p), 2, &new_cells, true);
     let damaged = mixes(&p, &new).any(|m| seen(&m, US, 1).ok() != Some(old_cells.clone()));
-    plant::set(false);
+    plant(Plant::MvbtRawEnd, false);
     assert!(damaged, "no mix exposed the planted bug");
 }
 
@@ -399,9 +400,9 @@ fn a_version_in_reused_bytes_tears_without_touching_the_committed_one() {
     let mut v3_cells = v2_cells[1..].to_vec();
     v3_cells.extend((100..110).map(|k| rec(k, 40)));
     for planted in [false, true] {
-        plant::set_wrong_holes(planted);
+        plant(Plant::MvbtWrongHoles, planted);
         let v3 = build(1, PS, US, Some(&v2), 2, &ver(3, &v3_cells, true));
-        plant::set_wrong_holes(false);
+        plant(Plant::MvbtWrongHoles, false);
         let mut v3 = v3.unwrap().expect("fits in the freed bytes");
         assert!(restamp(1, &mut v3, US, 3, 1));
         let p = visible(1, &v2, US, 2).unwrap();
