@@ -198,3 +198,47 @@ fn the_product_builds_carry_no_planted_bugs() {
         );
     }
 }
+
+/// The simulated disk is test tooling: the builds that store data (the engine, the SQL
+/// layer, the drop-in `libsqlite3.so`) do not link `inpage-sim` through their normal
+/// dependencies; only tests, the torture harness, the fuzzer and the bench do.
+#[test]
+fn the_storing_builds_do_not_link_the_simulator() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    for pkg in ["inpage", "inpage-sql", "inpage-libsqlite3"] {
+        let o = Command::new(&cargo)
+            .current_dir(repo())
+            .args(["tree", "--offline", "--locked", "-e", "normal", "-p", pkg])
+            .output()
+            .expect("cargo tree runs");
+        let tree = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "cargo tree -p {pkg}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            tree.contains("inpage-vfs"),
+            "{pkg}: unexpected tree:\n{tree}"
+        );
+        assert!(
+            !tree.contains("inpage-sim"),
+            "{pkg} links the simulated disk:\n{tree}"
+        );
+    }
+    // And the check can fail: the torture harness does link it.
+    let o = Command::new(&cargo)
+        .current_dir(repo())
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-e",
+            "normal",
+            "-p",
+            "inpage-torture",
+        ])
+        .output()
+        .expect("cargo tree runs");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("inpage-sim"));
+}
