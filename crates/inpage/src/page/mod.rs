@@ -16,7 +16,7 @@
 
 pub mod cell;
 pub mod cells;
-pub mod dhl;
+pub mod double_header;
 pub mod ips;
 pub(crate) mod layout;
 pub mod mvbt;

@@ -1,6 +1,6 @@
 //! B+tree over `PageRead`/`PageWrite`, in either node layout of the store
 //! ([`Layout`](crate::page::Layout)): stock slotted pages ([`crate::page::slotted`]),
-//! written in place, or DHL pages ([`crate::page::dhl`]), where every write keeps the
+//! written in place, or DHL pages ([`crate::page::double_header`]), where every write keeps the
 //! page's committed version next to the new one. The layout only changes how a node is
 //! read, how much it may hold and how it is written (module `format`); the tree logic is
 //! shared. Large values and the tails of long keys spill into overflow chains (module
@@ -44,7 +44,7 @@
 //!   only the caller knows (probe-ordered, see
 //!   `txn`) is kept valid by the same code, and `check` can verify it without its order.
 //! - **DHL: committed versions are never disturbed.** A page that existed before the
-//!   transaction is only rewritten by `dhl::build` keeping its committed version;
+//!   transaction is only rewritten by `double_header::build` keeping its committed version;
 //!   overflow pages and relocated nodes go to pages allocated by the transaction; freed
 //!   pages are left alone (the store's contract). So a crash or abort at any point leaves
 //!   the committed tree readable at the last committed tid.
@@ -58,7 +58,7 @@ mod btree;
 mod check;
 pub(crate) mod cursor;
 #[cfg(test)]
-mod dhl_tests;
+mod double_header_tests;
 mod format;
 mod overflow;
 #[cfg(test)]

@@ -31,7 +31,7 @@ use crate::error::{Pgno, Result};
 use crate::format::header::FreeSnapshotRef;
 use crate::journal::dbfile::DbFile;
 use crate::le::{get_u32, put_u32};
-use crate::page::dhl::RECORD_START;
+use crate::page::double_header::RECORD_START;
 use crate::page::PAGE_TRAILER;
 
 /// "FRSP": marks a snapshot page.

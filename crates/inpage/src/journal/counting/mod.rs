@@ -1,6 +1,6 @@
 //! Doubleheader-logging commit protocols: `dhl-tc`, `dhl-cc` and `dhl-cc-header`.
 //!
-//! There is no side file. Every tree and overflow page is a DHL page (`page::dhl`): a
+//! There is no side file. Every tree and overflow page is a DHL page (`page::double_header`): a
 //! write of transaction `T` adds a version tagged `T` next to the committed version and
 //! never disturbs it, so the database file itself is the undo log. Page 0 keeps two
 //! header slots for the same reason (`pager::header::visible_slot`).
@@ -87,7 +87,7 @@ use crate::format::header::{
     clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, HEADER_LEN,
     HEADER_SLOTS, MAX_TID,
 };
-use crate::page::dhl::DHL;
+use crate::page::double_header::DHL;
 use crate::page::{Layout, PageRef, PageVersions, PAGE_TRAILER};
 use crate::vfs::File;
 use intent::Intent;

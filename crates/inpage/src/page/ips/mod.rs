@@ -205,7 +205,7 @@ fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
 
 /// Checksum of descriptor `slot` given its fields (all ranges bounds-checked).
 ///
-/// xxh3, not crc32c, for the reason DHL gives (`dhl::version_crc`): a record may end with
+/// xxh3, not crc32c, for the reason DHL gives (`double_header::version_crc`): a record may end with
 /// the crc32c of its own bytes, to which a crc32c over it would be blind.
 fn version_crc(pgno: Pgno, buf: &[u8], usable: usize, slot: usize, h: &Head) -> u32 {
     let d = slot * DESC_SIZE;

@@ -722,7 +722,7 @@ fn finalize_retags_a_working_version_for_its_commit_tid() {
     assert_eq!((r.tid, r.data), (2, &b"chunk of a value"[..]));
     // A layout that keeps tids in its cells refuses to re-tag.
     assert!(!crate::page::mvbt::LS_MVBT.retags());
-    assert!(IPS.retags() && crate::page::dhl::DHL.retags());
+    assert!(IPS.retags() && crate::page::double_header::DHL.retags());
 }
 
 #[test]

@@ -17,7 +17,7 @@ use proptest::test_runner::{Config, TestRunner};
 use super::btree::{self, Events, EVENTS};
 use super::*;
 use crate::error::Error;
-use crate::page::{cell, dhl, Layout, PageRef};
+use crate::page::{cell, double_header, Layout, PageRef};
 
 /// The state of one open transaction.
 struct Txn {
@@ -49,7 +49,7 @@ struct DhlStore {
     strict: bool,
 }
 
-fn content(v: &dhl::View<'_>) -> (u64, bool, Pgno, Vec<Vec<u8>>) {
+fn content(v: &double_header::View<'_>) -> (u64, bool, Pgno, Vec<Vec<u8>>) {
     (v.tid(), v.is_leaf(), v.right_child(), v.cells().unwrap())
 }
 
@@ -149,7 +149,7 @@ impl PageRead for DhlStore {
         self.page_size
     }
     fn layout(&self) -> Layout {
-        &crate::page::dhl::DHL
+        &crate::page::double_header::DHL
     }
     fn visible_tid(&self) -> u64 {
         self.txn.as_ref().map_or(self.committed_tid, |t| t.tid)
@@ -185,9 +185,13 @@ impl PageWrite for DhlStore {
         if !self.strict {
             // Corrupt input: only "no panic" is checked.
         } else if t.fresh.contains(&pgno) {
-            let written = dhl::visible(pgno, &data, usable, tid)
+            let written = double_header::visible(pgno, &data, usable, tid)
                 .map(|v| v.tid())
-                .or_else(|_| dhl::OVERFLOW.open(pgno, &data, usable).map(|o| o.tid));
+                .or_else(|_| {
+                    double_header::OVERFLOW
+                        .open(pgno, &data, usable)
+                        .map(|o| o.tid)
+                });
             assert_eq!(
                 written.ok(),
                 Some(tid),
@@ -196,17 +200,17 @@ impl PageWrite for DhlStore {
         } else {
             // The DHL safety property: the committed version is untouched.
             let old = &self.disk[&pgno];
-            let before = dhl::visible(pgno, old, usable, tid - 1).unwrap_or_else(|e| {
+            let before = double_header::visible(pgno, old, usable, tid - 1).unwrap_or_else(|e| {
                 panic!("page {pgno}: rewrote a page without a committed tree version: {e}")
             });
-            let after = dhl::visible(pgno, &data, usable, tid - 1)
+            let after = double_header::visible(pgno, &data, usable, tid - 1)
                 .unwrap_or_else(|e| panic!("page {pgno}: write lost the committed version: {e}"));
             assert_eq!(
                 content(&before),
                 content(&after),
                 "page {pgno}: committed version disturbed"
             );
-            let new = dhl::visible(pgno, &data, usable, tid).unwrap();
+            let new = double_header::visible(pgno, &data, usable, tid).unwrap();
             assert_eq!(
                 new.tid(),
                 tid,
@@ -261,7 +265,7 @@ impl PageRead for ImageView {
         self.page_size
     }
     fn layout(&self) -> Layout {
-        &crate::page::dhl::DHL
+        &crate::page::double_header::DHL
     }
     fn visible_tid(&self) -> u64 {
         self.visible_tid
@@ -389,7 +393,7 @@ fn dhl_scenario() -> impl Strategy<Value = DhlScenario> {
 /// Whether the committed root is a root pointer (an interior node without keys).
 fn root_is_pointer(s: &DhlStore, root: Pgno) -> bool {
     let img = &s.disk[&root];
-    let v = dhl::visible(root, img, s.usable_size(), s.committed_tid).unwrap();
+    let v = double_header::visible(root, img, s.usable_size(), s.committed_tid).unwrap();
     !v.is_leaf() && v.ncells() == 0
 }
 
@@ -642,7 +646,7 @@ fn dhl_overflow_checksum_is_verified() {
     let first = {
         let path = btree::descend(&view, root, &bytewise, &keys[0]).unwrap();
         let leaf = path.last().unwrap();
-        let p = dhl::visible(leaf.pgno, &leaf.page, 508, u64::MAX).unwrap();
+        let p = double_header::visible(leaf.pgno, &leaf.page, 508, u64::MAX).unwrap();
         let i = p.search(&keys[0], &bytewise).unwrap().unwrap();
         match p.payload(i).unwrap() {
             cell::Payload::Overflow { first, .. } => first,
@@ -650,7 +654,7 @@ fn dhl_overflow_checksum_is_verified() {
         }
     };
     let mut img = s.disk[&first].to_vec();
-    img[dhl::RECORD_START + 5] ^= 1;
+    img[double_header::RECORD_START + 5] ^= 1;
     s.disk.insert(first, img.into());
     let err = get(&s.committed(), root, &bytewise, &keys[0]).unwrap_err();
     assert!(err.to_string().contains("checksum"), "{err}");

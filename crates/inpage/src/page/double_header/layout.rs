@@ -1,5 +1,5 @@
 //! The DHL format in the two-version family (`page::two_version`, which is its layout):
-//! doubleheader pages (`page::dhl`) whose committed version is never disturbed.
+//! doubleheader pages (`page::double_header`) whose committed version is never disturbed.
 //!
 //! Invariants, and why they hold:
 //! - `node_image` keeps the committed version (tid `<= tid - 1`) bit for bit and returns
@@ -15,7 +15,7 @@
 
 use crate::error::{Pgno, Result};
 use crate::page::cells::Detached;
-use crate::page::dhl::{self, Version};
+use crate::page::double_header::{self, Version};
 use crate::page::layout::{DescInfo, Geometry};
 use crate::page::two_version::{NodeFormat, NodeVersion, TwoVersion};
 use crate::page::versioned::OverflowFormat;
@@ -42,11 +42,11 @@ impl NodeFormat for Dhl {
     }
 
     fn overflow(&self) -> &OverflowFormat {
-        &dhl::OVERFLOW
+        &double_header::OVERFLOW
     }
 
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached> {
-        Ok(dhl::visible(pgno, buf, usable, visible_tid)?.detach())
+        Ok(double_header::visible(pgno, buf, usable, visible_tid)?.detach())
     }
 
     fn open_page(
@@ -56,15 +56,15 @@ impl NodeFormat for Dhl {
         usable: usize,
         visible_tid: u64,
     ) -> Result<Detached> {
-        Ok(dhl::visible_page(pgno, page, usable, visible_tid)?.detach())
+        Ok(double_header::visible_page(pgno, page, usable, visible_tid)?.detach())
     }
 
     fn capacity(&self, usable: usize) -> usize {
-        dhl::capacity(usable)
+        double_header::capacity(usable)
     }
 
     fn cell_cost(&self, len: usize) -> usize {
-        dhl::cell_cost(len)
+        double_header::cell_cost(len)
     }
 
     fn build(
@@ -82,7 +82,7 @@ impl NodeFormat for Dhl {
             right: v.right,
             cells: v.cells,
         };
-        dhl::build(pgno, g.page_size, g.usable, base, keep, &version)
+        double_header::build(pgno, g.page_size, g.usable, base, keep, &version)
             .map(|img| img.map(PageRef::from))
     }
 
@@ -96,7 +96,9 @@ impl NodeFormat for Dhl {
         txn_size: u32,
     ) -> Result<bool> {
         let buf = std::sync::Arc::make_mut(page);
-        Ok(dhl::restamp_as(pgno, buf, usable, written, tid, txn_size))
+        Ok(double_header::restamp_as(
+            pgno, buf, usable, written, tid, txn_size,
+        ))
     }
 
     fn retags(&self) -> bool {
@@ -104,11 +106,11 @@ impl NodeFormat for Dhl {
     }
 
     fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-        dhl::page_versions(pgno, buf, usable)
+        double_header::page_versions(pgno, buf, usable)
     }
 
     fn describe_visible(&self, pgno: Pgno, page: &[u8], usable: usize, fcc: u64) -> Result<String> {
-        let view = dhl::visible(pgno, page, usable, fcc)?;
+        let view = double_header::visible(pgno, page, usable, fcc)?;
         Ok(format!(
                 "visible: slot {} tid {} txn_size {} {} with {} cells (array at {}, {} of {} bytes used, largest hole {}, reserve {})",
                 view.slot(),
@@ -118,12 +120,12 @@ impl NodeFormat for Dhl {
                 view.ncells(),
                 view.array_off(),
                 view.used(),
-                dhl::capacity(usable),
+                double_header::capacity(usable),
                 view.free_holes()
                     .ok()
                     .and_then(|h| h.iter().map(|(s, e)| e - s).max())
                     .unwrap_or(0),
-                if dhl::has_reserve(&view) { "kept" } else { "used up" }
+                if double_header::has_reserve(&view) { "kept" } else { "used up" }
             ))
     }
 }

@@ -833,7 +833,7 @@ fn page_versions_counts_overflow_pages() {
 #[test]
 fn capacity_table() {
     // Records whose cell is `size` bytes, 4 KiB pages: stock = cell + 2-byte pointer in
-    // slotted::capacity; DHL = cell + two pointers in dhl::capacity (one reserve_cell
+    // slotted::capacity; DHL = cell + two pointers in double_header::capacity (one reserve_cell
     // reserved). Each DHL count is checked: it builds fresh and takes a reserve_cell.
     println!(
         "4 KiB page (usable {US}): stock capacity {}, DHL capacity {}, max_cell {}",

@@ -1,4 +1,7 @@
-//! Doubleheader-logging (DHL) page: the B+tree node layout for the DHL journal modes.
+//! The double-header page: a B+tree node layout with two version descriptors ("headers")
+//! side by side, each naming its own cell array over one shared record area, so a write
+//! adds a version beside the committed one. Doubleheader logging (DHL, the `dhl-*` modes)
+//! introduced it; the counting commit (`journal::counting`) runs over it.
 //!
 //! Layout (all integers little-endian; `usable` = page size − pager trailer, at most
 //! 65 535 so that every offset fits a u16):
