@@ -65,6 +65,38 @@ pub fn invalidate(buf: &mut [u8], tid: u64) -> bool {
 
 /// Of the slots whose (unvalidated) tid is not 0 and passes `ok`, the one with the
 /// largest tid, slot 0 on a tie. `buf` must hold both descriptors.
+/// Whether descriptor `slot`, of transaction `tid` and page type `typ`, holds a leaf
+/// (`true`) or an interior node; the error says why it holds neither (never written or
+/// invalidated, or not a tree page). The first check of every two-version format.
+pub(crate) fn descriptor_kind(slot: usize, tid: u64, typ: u8) -> std::result::Result<bool, String> {
+    if tid == 0 {
+        return Err(format!("descriptor {slot} is INV (tid 0)"));
+    }
+    match typ {
+        page_type::LEAF => Ok(true),
+        page_type::INTERIOR => Ok(false),
+        t => Err(format!(
+            "descriptor {slot} has type {t} ({}), not a tree page",
+            page_type::name(t)
+        )),
+    }
+}
+
+/// A leaf has no right child and an interior node has one.
+pub(crate) fn right_child_fits(
+    slot: usize,
+    leaf: bool,
+    right: Pgno,
+) -> std::result::Result<(), String> {
+    if leaf != (right == 0) {
+        return Err(format!(
+            "descriptor {slot}: {} with right child {right}",
+            if leaf { "leaf" } else { "interior node" },
+        ));
+    }
+    Ok(())
+}
+
 pub(crate) fn newest_candidate(buf: &[u8], ok: impl Fn(u64) -> bool) -> Option<usize> {
     let tid = |slot: usize| get_u64(buf, slot * DESC_SIZE + D_TID);
     let ok = |slot: usize| tid(slot) != 0 && ok(tid(slot));

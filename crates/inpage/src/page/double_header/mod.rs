@@ -126,7 +126,9 @@ use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 use crate::page::cell::{self, max_cell, PTR_SIZE};
 use crate::page::cells::CellArray;
 use crate::page::occupancy::Occupancy;
-use crate::page::versioned::{fold, newest_candidate, ImageMemo, D_TID, D_TXN_SIZE};
+use crate::page::versioned::{
+    descriptor_kind, fold, newest_candidate, ImageMemo, D_TID, D_TXN_SIZE,
+};
 use crate::page::{page_type, PageRef};
 
 mod build;
@@ -321,19 +323,7 @@ fn check_slot_in<'b>(
     }
     let d = slot * DESC_SIZE;
     let tid = get_u64(buf, d + D_TID);
-    if tid == 0 {
-        return Err(format!("descriptor {slot} is INV (tid 0)"));
-    }
-    let leaf = match buf[d + D_TYPE] {
-        page_type::LEAF => true,
-        page_type::INTERIOR => false,
-        t => {
-            return Err(format!(
-                "descriptor {slot} has type {t} ({}), not a tree page",
-                page_type::name(t)
-            ))
-        }
-    };
+    let leaf = descriptor_kind(slot, tid, buf[d + D_TYPE])?;
     let ncells = get_u16(buf, d + D_NCELLS);
     let right = get_u32(buf, d + D_RIGHT);
     if leaf && right != 0 {

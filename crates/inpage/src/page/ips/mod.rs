@@ -113,7 +113,9 @@ use crate::page::cells::Detached;
 use crate::page::layout::{DescInfo, VERSION_HEADS};
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
-use crate::page::versioned::{fold, newest_candidate, ImageMemo, D_TID, D_TXN_SIZE};
+use crate::page::versioned::{
+    descriptor_kind, fold, newest_candidate, right_child_fits, ImageMemo, D_TID, D_TXN_SIZE,
+};
 use crate::seam::{planted, Plant};
 
 mod build;
@@ -488,29 +490,11 @@ fn check_slot_in<'b>(
         ));
     }
     let h = Head::read(buf, slot);
-    if h.tid == 0 {
-        return Err(format!("descriptor {slot} is INV (tid 0)"));
-    }
-    let leaf = match h.typ {
-        page_type::LEAF => true,
-        page_type::INTERIOR => false,
-        t => {
-            return Err(format!(
-                "descriptor {slot} has type {t} ({}), not a tree page",
-                page_type::name(t)
-            ))
-        }
-    };
+    let leaf = descriptor_kind(slot, h.tid, h.typ)?;
     if h.flags != 0 {
         return Err(format!("descriptor {slot} has flags {:#x}", h.flags));
     }
-    if leaf != (h.right == 0) {
-        return Err(format!(
-            "descriptor {slot}: {} with right child {}",
-            if leaf { "leaf" } else { "interior node" },
-            h.right
-        ));
-    }
+    right_child_fits(slot, leaf, h.right)?;
     let ss = slots_start(usable);
     let slots_end = ss + SLOT_SIZE * h.nslots;
     if h.base > h.nslots

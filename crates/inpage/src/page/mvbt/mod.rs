@@ -95,7 +95,8 @@ use crate::page::layout::{DescInfo, VERSION_HEADS};
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
 use crate::page::versioned::{
-    fold, newest_candidate, ImageMemo, OverflowFormat, D_TID, D_TXN_SIZE,
+    descriptor_kind, fold, newest_candidate, right_child_fits, ImageMemo, OverflowFormat, D_TID,
+    D_TXN_SIZE,
 };
 use crate::seam::{planted, Plant};
 
@@ -405,32 +406,14 @@ pub(crate) fn check_slot(
         ));
     }
     let h = Head::read(buf, slot);
-    if h.tid == 0 {
-        return Err(format!("descriptor {slot} is INV (tid 0)"));
-    }
-    let leaf = match h.typ {
-        page_type::LEAF => true,
-        page_type::INTERIOR => false,
-        t => {
-            return Err(format!(
-                "descriptor {slot} has type {t} ({}), not a tree page",
-                page_type::name(t)
-            ))
-        }
-    };
+    let leaf = descriptor_kind(slot, h.tid, h.typ)?;
     if h.flags != 0 || h.zero != 0 {
         return Err(format!(
             "descriptor {slot} has flags {:#x}, reserved {:#x}",
             h.flags, h.zero
         ));
     }
-    if leaf != (h.right == 0) {
-        return Err(format!(
-            "descriptor {slot}: {} with right child {}",
-            if leaf { "leaf" } else { "interior node" },
-            h.right
-        ));
-    }
+    right_child_fits(slot, leaf, h.right)?;
     let arr_end = h.rec_lo + 2 * h.ncells;
     if h.ncells > max_cells(usable) || h.rec_lo < AREA_START || arr_end > usable {
         return Err(format!(
