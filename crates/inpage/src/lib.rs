@@ -46,7 +46,7 @@ pub use error::{Error, Pgno, Result};
 pub use format::header::{Header, ModeId};
 pub use journal::{
     Capabilities, DirectWrites, GroupStats, JournalConfig, JournalMode, Mutant, NvlogFlush,
-    RecoveryReport, WalSync,
+    RecoveryAction, RecoveryReport, RollBackHow, WalSync,
 };
 pub use pager::CacheStats;
 pub use tree::TreeStats;

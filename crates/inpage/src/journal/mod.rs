@@ -652,80 +652,168 @@ impl RecoveryReport {
         *self == RecoveryReport::default()
     }
 
-    /// What recovery does, in words (one clause per action), e.g. "roll back tid 41 (2 of
-    /// 3 pages)" or "replay 12 WAL frames (5 pages)"; empty when it does nothing. The CLI
-    /// prefixes "recovery would" (read-only) or "recovery did".
-    pub fn actions(&self) -> Vec<String> {
+    /// What recovery does, as typed actions in the order it takes them; empty when it
+    /// does nothing. Each displays as one clause, e.g. "roll back tid 41 (2 of its 3
+    /// pages reached the disk; ...)" or "replay 12 WAL frames (5 pages) into the
+    /// database"; the CLI prefixes "recovery would" (read-only) or "recovery did".
+    pub fn actions(&self) -> Vec<RecoveryAction> {
         let mut v = Vec::new();
         if self.cross_database_undone {
-            v.push(
-                "undo this database's part of a transaction across databases that did not \
-                 commit (from its undo log)"
-                    .to_string(),
-            );
+            v.push(RecoveryAction::UndoCrossDatabase);
         }
         if self.rolled_back {
-            let what = match self.rolled_back_tid {
-                Some(t) => format!("roll back tid {t}"),
-                None => "roll back the last transaction".to_string(),
-            };
             let how = match self.rolled_back_pages {
-                None if self.deferred => " (a large transaction, rolled back from page 0 alone; \
-                    its versions are invalidated before the next write)"
-                    .to_string(),
-                Some((found, _)) if self.spilled_rolled_back > 0 => format!(
-                    " ({found} versions on disk, {} of them spilled before its commit; invalidated)",
-                    self.spilled_rolled_back
-                ),
-                Some((found, claimed)) => format!(
-                    " ({found} of its {claimed} pages reached the disk; their versions are invalidated)"
-                ),
-                None => format!(
-                    " (hot journal: {} pages restored, {} torn records ignored)",
-                    self.pages_restored, self.frames_discarded
-                ),
+                None if self.deferred => RollBackHow::FromPageZero,
+                Some((found, _)) if self.spilled_rolled_back > 0 => RollBackHow::Spilled {
+                    found,
+                    spilled: self.spilled_rolled_back,
+                },
+                Some((found, claimed)) => RollBackHow::Versions { found, claimed },
+                None => RollBackHow::HotJournal {
+                    restored: self.pages_restored,
+                    torn: self.frames_discarded,
+                },
             };
-            v.push(what + &how);
+            v.push(RecoveryAction::RollBack {
+                tid: self.rolled_back_tid,
+                how,
+            });
         }
         if self.frames_kept > 0 {
-            v.push(format!(
-                "replay {} WAL frames ({} pages) into the database",
-                self.frames_kept, self.pages_restored
-            ));
+            v.push(RecoveryAction::ReplayFrames {
+                frames: self.frames_kept,
+                pages: self.pages_restored,
+            });
         }
         if !self.rolled_back && self.frames_discarded > 0 {
-            v.push(format!(
-                "discard {} uncommitted or torn WAL frames",
-                self.frames_discarded
-            ));
+            v.push(RecoveryAction::DiscardFrames {
+                frames: self.frames_discarded,
+            });
         }
         if self.region_records > 0 {
-            v.push(format!(
-                "replay {} acknowledged commits from the nvlog region into the database",
-                self.region_records
-            ));
+            v.push(RecoveryAction::ReplayRegion {
+                commits: self.region_records,
+            });
         }
         if self.checkpoint_deferred {
-            v.push(
-                "leave the log's committed frames where they are, read from there: no room \
-                 on the file system to copy them into the database (a later checkpoint will)"
-                    .to_string(),
-            );
+            v.push(RecoveryAction::DeferCheckpoint);
         }
         if self.region_replaced {
-            v.push(
-                "replace an nvlog region that holds no record of this database (empty, too \
-                 small, or left by an earlier database at this path)"
-                    .to_string(),
-            );
+            v.push(RecoveryAction::ReplaceRegion);
         }
         if self.stale_frames > 0 {
-            v.push(format!(
-                "ignore {} WAL frames older than the last checkpoint",
-                self.stale_frames
-            ));
+            v.push(RecoveryAction::IgnoreStaleFrames {
+                frames: self.stale_frames,
+            });
         }
         v
+    }
+}
+
+/// One thing recovery does (`RecoveryReport::actions`); `Display` words it as a clause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecoveryAction {
+    /// This database's part of a transaction across databases that did not commit is
+    /// undone from its undo log (`<db>-undo`).
+    UndoCrossDatabase,
+    /// The last transaction (`tid`, when recovery knows it) is rolled back.
+    RollBack { tid: Option<u64>, how: RollBackHow },
+    /// Committed log frames are copied into the database.
+    ReplayFrames { frames: u64, pages: u64 },
+    /// Uncommitted or torn log frames are ignored.
+    DiscardFrames { frames: u64 },
+    /// Acknowledged commits are replayed from the nvlog region.
+    ReplayRegion { commits: u64 },
+    /// The log's committed frames stay in the log, read from there: the file system had
+    /// no room to copy them into the database (a later checkpoint will).
+    DeferCheckpoint,
+    /// An nvlog region that holds no record of this database is replaced.
+    ReplaceRegion,
+    /// Committed log frames older than the last checkpoint are ignored.
+    IgnoreStaleFrames { frames: u64 },
+}
+
+/// How a rollback undoes its transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RollBackHow {
+    /// Two-version pages: `found` of the `claimed` pages reached the disk; their versions
+    /// are invalidated.
+    Versions { found: u32, claimed: u32 },
+    /// As `Versions`, `spilled` of the `found` versions written before the commit (steal).
+    Spilled { found: u32, spilled: u64 },
+    /// A large transaction committed in order, rolled back from page 0 alone; its
+    /// versions are invalidated before the next write.
+    FromPageZero,
+    /// A hot rollback journal: `restored` pages copied back, `torn` records ignored.
+    HotJournal { restored: u64, torn: u64 },
+}
+
+impl std::fmt::Display for RecoveryAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            RecoveryAction::UndoCrossDatabase => write!(
+                f,
+                "undo this database's part of a transaction across databases that did not \
+                 commit (from its undo log)"
+            ),
+            RecoveryAction::RollBack { tid, how } => {
+                match tid {
+                    Some(t) => write!(f, "roll back tid {t}")?,
+                    None => write!(f, "roll back the last transaction")?,
+                }
+                match how {
+                    RollBackHow::FromPageZero => write!(
+                        f,
+                        " (a large transaction, rolled back from page 0 alone; its versions \
+                         are invalidated before the next write)"
+                    ),
+                    RollBackHow::Spilled { found, spilled } => write!(
+                        f,
+                        " ({found} versions on disk, {spilled} of them spilled before its \
+                         commit; invalidated)"
+                    ),
+                    RollBackHow::Versions { found, claimed } => write!(
+                        f,
+                        " ({found} of its {claimed} pages reached the disk; their versions \
+                         are invalidated)"
+                    ),
+                    RollBackHow::HotJournal { restored, torn } => write!(
+                        f,
+                        " (hot journal: {restored} pages restored, {torn} torn records \
+                         ignored)"
+                    ),
+                }
+            }
+            RecoveryAction::ReplayFrames { frames, pages } => write!(
+                f,
+                "replay {frames} WAL frames ({pages} pages) into the database"
+            ),
+            RecoveryAction::DiscardFrames { frames } => {
+                write!(f, "discard {frames} uncommitted or torn WAL frames")
+            }
+            RecoveryAction::ReplayRegion { commits } => write!(
+                f,
+                "replay {commits} acknowledged commits from the nvlog region into the database"
+            ),
+            RecoveryAction::DeferCheckpoint => write!(
+                f,
+                "leave the log's committed frames where they are, read from there: no room \
+                 on the file system to copy them into the database (a later checkpoint will)"
+            ),
+            RecoveryAction::ReplaceRegion => write!(
+                f,
+                "replace an nvlog region that holds no record of this database (empty, too \
+                 small, or left by an earlier database at this path)"
+            ),
+            RecoveryAction::IgnoreStaleFrames { frames } => {
+                write!(
+                    f,
+                    "ignore {frames} WAL frames older than the last checkpoint"
+                )
+            }
+        }
     }
 }
 
@@ -828,4 +916,55 @@ pub(crate) trait RegionBacked {
 pub(crate) trait Log {
     /// Committed frames in the log now (for inspect and the tests).
     fn log_frames(&self) -> u64;
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+
+    /// The actions a report lists, and their words (which the CLI prints after "recovery
+    /// would" / "recovery did").
+    #[test]
+    fn reports_list_typed_actions_in_words() {
+        let counting = RecoveryReport {
+            rolled_back: true,
+            rolled_back_tid: Some(41),
+            rolled_back_pages: Some((2, 3)),
+            pages_restored: 2,
+            frames_discarded: 2,
+            ..RecoveryReport::default()
+        };
+        let a = counting.actions();
+        assert_eq!(
+            a,
+            [RecoveryAction::RollBack {
+                tid: Some(41),
+                how: RollBackHow::Versions {
+                    found: 2,
+                    claimed: 3
+                }
+            }]
+        );
+        assert_eq!(
+            a[0].to_string(),
+            "roll back tid 41 (2 of its 3 pages reached the disk; their versions are invalidated)"
+        );
+        let wal = RecoveryReport {
+            frames_kept: 12,
+            pages_restored: 5,
+            frames_discarded: 1,
+            stale_frames: 3,
+            ..RecoveryReport::default()
+        };
+        let words: Vec<String> = wal.actions().iter().map(|a| a.to_string()).collect();
+        assert_eq!(
+            words,
+            [
+                "replay 12 WAL frames (5 pages) into the database",
+                "discard 1 uncommitted or torn WAL frames",
+                "ignore 3 WAL frames older than the last checkpoint",
+            ]
+        );
+        assert!(RecoveryReport::default().actions().is_empty());
+    }
 }
