@@ -105,7 +105,7 @@ pub struct Capabilities {
     /// Side files next to the database (`<db>-<suffix>`), for tools and tests.
     pub side_files: &'static [&'static str],
     /// Steal: a transaction may write its uncommitted pages to the database file before
-    /// it commits ([`Journal::spill`]), so one bigger than the page cache runs in bounded
+    /// it commits ([`Steal::spill`]), so one bigger than the page cache runs in bounded
     /// memory. Needs pages that keep the committed version beside the new one, which
     /// readers pick by tid, and a recovery that drops versions of an unfinished
     /// transaction.
@@ -586,7 +586,7 @@ pub struct CommitBatch<'a> {
     /// Database size in pages after it.
     pub new_page_count: u32,
     /// Steal: pages whose version of this transaction is already in the file, written by
-    /// [`Journal::spill`] with `txn_size` 0 and unchanged since; the commit stamps them
+    /// [`Steal::spill`] with `txn_size` 0 and unchanged since; the commit stamps them
     /// with the transaction's size (`pages.len() + restamp.len()`), which counts them.
     /// Sorted; disjoint from `pages`. Empty unless the mode `steals`.
     pub restamp: &'a [Pgno],

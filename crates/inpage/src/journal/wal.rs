@@ -123,8 +123,7 @@ const FRAME_HDR: usize = 24;
 /// Frames per preallocated log when auto-checkpoint is off.
 const PREALLOC_DEFAULT_FRAMES: u64 = 1000;
 
-/// This log's header format (`util::LogHeader`).
-/// The log header of one generation (between two resets).
+/// The log header of one generation (between two resets): `frame_log::LogHeader`.
 type WalHeader = LogHeader;
 
 /// `wal`'s frames: a 24-byte header before each page image (module docs).

@@ -589,7 +589,7 @@ impl Pager {
         self.journal.log().map_or(0, |l| l.log_frames())
     }
 
-    /// See `Journal::durable_tid`.
+    /// See `RegionBacked::durable_tid`.
     pub fn durable_tid(&self) -> Option<u64> {
         self.journal.region().map(|r| r.durable_tid())
     }
@@ -784,7 +784,7 @@ impl Pager {
     }
 
     /// Steal: write the uncommitted pages `dirty` of transaction `tid` (the committed
-    /// FCC + 1) into the file, as versions with txn_size 0 (`Journal::spill`), and cache
+    /// FCC + 1) into the file, as versions with txn_size 0 (`Steal::spill`), and cache
     /// what the file now holds. That is still a committed image for every reader: they
     /// open pages at their snapshot, below `tid`, so the new version is invisible to them
     /// and the committed one beside it is what they see. The pages are pinned while the

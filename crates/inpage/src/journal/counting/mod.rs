@@ -42,7 +42,7 @@
 //! - *Tids are not reused while an invalid-but-present version could be confused with a
 //!   new one:* recovery zeroes the tid of every valid version newer than the FCC it
 //!   settles on, so the next transaction (tid FCC + 1) finds no valid version with its tid.
-//! - *Spilled versions never vote* (steal, `Journal::spill`). A transaction bigger than
+//! - *Spilled versions never vote* (steal, `Steal::spill`). A transaction bigger than
 //!   the cache writes versions of its tid with `txn_size` 0 before it commits; no count
 //!   of pages is 0, and the vote requires every valid version of the newest tid to claim
 //!   the same size, so a crash before the commit rolls them back like any incomplete
