@@ -160,34 +160,31 @@ fn a_broken_contender_turns_the_main_job_red() {
     assert!(log.contains("test-broken-crash"), "{log}");
 }
 
+/// `cargo tree --offline --locked <args> -p <pkg>` over the workspace: its output.
+fn cargo_tree(pkg: &str, args: &[&str]) -> String {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let o = Command::new(&cargo)
+        .current_dir(repo())
+        .args(["tree", "--offline", "--locked"])
+        .args(args)
+        .args(["-p", pkg])
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        o.status.success(),
+        "cargo tree -p {pkg}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// The product carries no planted bugs: the engine's `mutants` feature is reachable only
 /// from test builds (dev-dependencies) and the torture development binary, never through
 /// the normal dependencies of the `inpage` CLI or of the drop-in `libsqlite3.so`.
 #[test]
 fn the_product_builds_carry_no_planted_bugs() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for pkg in ["inpage-cli", "inpage-libsqlite3", "inpage-sql"] {
-        let o = Command::new(&cargo)
-            .current_dir(repo())
-            .args([
-                "tree",
-                "--offline",
-                "--locked",
-                "-e",
-                "features,normal",
-                "-i",
-                "inpage",
-                "-p",
-                pkg,
-            ])
-            .output()
-            .expect("cargo tree runs");
-        let tree = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "cargo tree -p {pkg}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let tree = cargo_tree(pkg, &["-e", "features,normal", "-i", "inpage"]);
         assert!(
             tree.contains("inpage feature"),
             "{pkg}: unexpected tree:\n{tree}"
@@ -204,19 +201,8 @@ fn the_product_builds_carry_no_planted_bugs() {
 /// dependencies; only tests, the torture harness, the fuzzer and the bench do.
 #[test]
 fn the_storing_builds_do_not_link_the_simulator() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for pkg in ["inpage", "inpage-sql", "inpage-libsqlite3"] {
-        let o = Command::new(&cargo)
-            .current_dir(repo())
-            .args(["tree", "--offline", "--locked", "-e", "normal", "-p", pkg])
-            .output()
-            .expect("cargo tree runs");
-        let tree = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "cargo tree -p {pkg}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let tree = cargo_tree(pkg, &["-e", "normal"]);
         assert!(
             tree.contains("inpage-vfs"),
             "{pkg}: unexpected tree:\n{tree}"
@@ -227,18 +213,5 @@ fn the_storing_builds_do_not_link_the_simulator() {
         );
     }
     // And the check can fail: the torture harness does link it.
-    let o = Command::new(&cargo)
-        .current_dir(repo())
-        .args([
-            "tree",
-            "--offline",
-            "--locked",
-            "-e",
-            "normal",
-            "-p",
-            "inpage-torture",
-        ])
-        .output()
-        .expect("cargo tree runs");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("inpage-sim"));
+    assert!(cargo_tree("inpage-torture", &["-e", "normal"]).contains("inpage-sim"));
 }
