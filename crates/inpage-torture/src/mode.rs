@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use inpage::vfs::Vfs;
-use inpage::{Config, JournalMode, Mutant, NvlogFlush, WalSync};
+use inpage::{Config, JournalMode, JournalOption, Mutant, NvlogFlush, WalSync};
 
 /// Journal-mode variants with different promises or I/O patterns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -188,13 +188,17 @@ impl Mode {
             .cache_pages(32)
             .chunk_pages(p.chunk_pages)
             .wal_autocheckpoint(p.wal_autocheckpoint);
-        if self.journal.capabilities().intent_map {
+        let reads = |o| self.journal.options().contains(&o);
+        if reads(JournalOption::IntentRegionPages) {
             c = c.intent_region_pages(p.intent_region);
-            if let Some(n) = p.ordered {
-                c = c.ordered_commit_pages(n);
-            }
         }
-        if self.journal.capabilities().region_backed {
+        if let Some(n) = p
+            .ordered
+            .filter(|_| reads(JournalOption::OrderedCommitPages))
+        {
+            c = c.ordered_commit_pages(n);
+        }
+        if reads(JournalOption::NvlogFlush) {
             // Flushes at the fill threshold on the committing thread, so a replayed case
             // does the same I/O; a small ring makes flushes, wrap-around and full-ring
             // waits frequent (and some transactions bigger than the ring).

@@ -6,15 +6,17 @@
 //! (`JournalMode::same_format`: modes of one format differ only in policies and open each
 //! other's files), is refused (`Error::PageSizeMismatch`, `Error::ModeMismatch`) rather
 //! than ignored or converted behind the user's back. An
-//! option the file's journal mode cannot honour (`direct_writes(On)` without direct writes,
-//! `wal_prealloc` outside `wal`) is refused with `Error::Config` for the same reason.
+//! option the file's journal mode does not read (`direct_writes(On)` without direct writes,
+//! `wal_prealloc` outside `wal` and `nvlog`) is refused with `Error::Config` for the same
+//! reason; each mode lists the options it reads and checks their values
+//! (`JournalMode::options`, `journal/options.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::format::header::{valid_page_size, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
-use crate::journal::{DirectWrites, JournalConfig, JournalMode, WalSync};
+use crate::journal::{JournalConfig, JournalMode, WalSync};
 use crate::vfs::{OsVfs, Vfs};
 
 /// The mode a new database gets when none is asked for: counting-commit doubleheader
@@ -308,35 +310,7 @@ impl Config {
 
     /// Refuse options the file's journal mode would ignore (module docs).
     pub(crate) fn check_against(&self, mode: JournalMode) -> Result<()> {
-        if self.journal.direct_writes == DirectWrites::On && !mode.capabilities().direct_writes {
-            return Err(Error::Config(format!(
-                "direct_writes = On, but journal mode {mode} has no direct page writes"
-            )));
-        }
-        if self.journal.intent_region_pages.is_some() && !mode.capabilities().intent_map {
-            return Err(Error::Config(format!(
-                "intent_region_pages is set, but journal mode {mode} keeps no write-intent map"
-            )));
-        }
-        if self.journal.ordered_commit_pages.is_some() && !mode.capabilities().intent_map {
-            return Err(Error::Config(format!(
-                "ordered_commit_pages is set, but journal mode {mode} keeps no write-intent map"
-            )));
-        }
-        let nvlog_set = self.journal.nvlog_region.is_some()
-            || self.journal.nvlog_ring_bytes.is_some()
-            || self.journal.nvlog_flush != crate::journal::NvlogFlush::default()
-            || !self.journal.nvlog_direct_pages;
-        if nvlog_set && !mode.capabilities().region_backed {
-            return Err(Error::Config(format!(
-                "an nvlog option is set, but journal mode {mode} keeps no nvlog region"
-            )));
-        }
-        if self.journal.wal_prealloc && !mode.capabilities().replays_log {
-            return Err(Error::Config(format!(
-                "wal_prealloc is set, but journal mode {mode} keeps no write-ahead log"
-            )));
-        }
+        crate::journal::check_options(mode, &self.journal)?;
         let grouping = self.concurrency != Concurrency::Serial && self.group_commit != Some(false);
         if self.group_commit == Some(true) && self.concurrency == Concurrency::Serial {
             return Err(Error::Config(
@@ -366,15 +340,6 @@ impl Config {
         if let Some(ps) = self.page_size.filter(|&ps| !valid_page_size(ps)) {
             return Err(Error::Config(format!(
                 "page_size {ps} must be a power of two in {MIN_PAGE_SIZE}..={MAX_PAGE_SIZE}"
-            )));
-        }
-        if let Some(n) = self
-            .journal
-            .intent_region_pages
-            .filter(|&n| !n.is_power_of_two() || n > 65536)
-        {
-            return Err(Error::Config(format!(
-                "intent_region_pages {n} must be a power of two in 1..=65536"
             )));
         }
         if self.cache_pages < 16 {

@@ -45,8 +45,8 @@ pub use db::{Database, MAX_REPLAYS};
 pub use error::{Error, Pgno, Result};
 pub use format::header::{Header, ModeId};
 pub use journal::{
-    Capabilities, DirectWrites, GroupStats, JournalConfig, JournalMode, Mutant, NvlogFlush,
-    RecoveryAction, RecoveryReport, RollBackHow, WalSync,
+    Capabilities, DirectWrites, GroupStats, JournalConfig, JournalMode, JournalOption, Mutant,
+    NvlogFlush, RecoveryAction, RecoveryReport, RollBackHow, WalSync,
 };
 pub use pager::CacheStats;
 pub use tree::TreeStats;

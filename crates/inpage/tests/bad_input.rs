@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use inpage::check::check;
-use inpage::{Config, Database, Error, JournalMode, KeyKind, ReadableTxn};
+use inpage::{Config, Database, Error, JournalMode, JournalOption, KeyKind, ReadableTxn};
 
 fn make_db(dir: &Path, mode: JournalMode) -> PathBuf {
     let path = dir.join(format!("{mode}.db"));
@@ -352,18 +352,34 @@ fn bad_config_and_arguments_are_errors() {
     assert_eq!(w.get(&b, &huge).unwrap(), Some(b"v".to_vec()));
 }
 
+/// A configuration that asks something of `o`, on top of `c`.
+fn asking(o: JournalOption, c: Config, dir: &Path) -> Config {
+    match o {
+        JournalOption::WalPrealloc => c.wal_prealloc(true),
+        JournalOption::DirectWrites => c.direct_writes(inpage::DirectWrites::On),
+        JournalOption::IntentRegionPages => c.intent_region_pages(8),
+        JournalOption::OrderedCommitPages => c.ordered_commit_pages(16),
+        JournalOption::NvlogRegion => c.nvlog_region(dir.join("asked-region")),
+        JournalOption::NvlogRingBytes => c.nvlog_ring_bytes(1 << 20),
+        JournalOption::NvlogFlush => c.nvlog_flush(inpage::NvlogFlush::Inline),
+        JournalOption::NvlogDirectPages => c.nvlog_direct_pages(false),
+        other => panic!("option {other} is new: say here how a configuration asks it"),
+    }
+}
+
 /// Options the file or its journal mode would ignore are refused, with the error that
-/// names them, and the file is left as it was: a page size other than the file's, direct
-/// writes demanded of a mode without them, WAL preallocation outside a log mode. A new
-/// file with such options is not created at all.
+/// names them, and the file is left as it was: a page size other than the file's, and
+/// every journal option the mode does not list among those it reads (the registry's
+/// `JournalMode::options`, so a new mode or option is covered without editing this).
+/// A value the reading mode cannot take is refused by that mode. A new file with such
+/// options is not created at all.
 #[test]
 fn options_that_would_be_ignored_are_refused() {
-    use inpage::DirectWrites;
     let dir = tempfile::tempdir().unwrap();
     for mode in JournalMode::all() {
         let path = dir.path().join(format!("{mode}.db"));
         drop(Database::open(&path, Config::default().journal_mode(mode).page_size(1024)).unwrap());
-        let before = file_bytes(&path);
+        let mut before = file_bytes(&path);
         match Database::open(&path, Config::default().page_size(4096)) {
             Err(Error::PageSizeMismatch {
                 file: 1024,
@@ -372,22 +388,36 @@ fn options_that_would_be_ignored_are_refused() {
             }) => {}
             other => panic!("{mode}: page size 4096 on a 1024 file gave {other:?}"),
         }
-        let direct = Database::open(&path, Config::default().direct_writes(DirectWrites::On));
-        if !mode.capabilities().direct_writes {
+        for o in JournalOption::ALL {
+            let got = Database::open(&path, asking(o, Config::default(), dir.path()));
+            if mode.options().contains(&o) {
+                // `O_DIRECT` may be refused by the temporary directory's file system.
+                if o != JournalOption::DirectWrites {
+                    got.unwrap_or_else(|e| panic!("{mode} reads {o}, yet: {e}"));
+                }
+                before = file_bytes(&path);
+                continue;
+            }
+            match &got {
+                Err(Error::Config(m)) if m.contains(o.name()) && m.contains(mode.name()) => {}
+                other => panic!("{mode} does not read {o}, yet opening with it gave {other:?}"),
+            }
+            drop(got);
             assert!(
-                matches!(&direct, Err(Error::Config(m)) if m.contains("direct")),
-                "{mode}: {direct:?}"
+                mode.capabilities().replays_log || file_bytes(&path) == before,
+                "{mode}: the open refused for {o} changed the file"
             );
         }
-        drop(direct);
-        let prealloc = Database::open(&path, Config::default().wal_prealloc(true));
-        if mode.capabilities().replays_log {
-            prealloc.unwrap();
+        let bad_value = if mode.options().contains(&JournalOption::IntentRegionPages) {
+            Some(Config::default().intent_region_pages(3))
+        } else if mode.options().contains(&JournalOption::NvlogRingBytes) {
+            Some(Config::default().nvlog_ring_bytes(1))
         } else {
-            assert!(
-                matches!(&prealloc, Err(Error::Config(m)) if m.contains("wal_prealloc")),
-                "{mode}: {prealloc:?}"
-            );
+            None
+        };
+        if let Some(c) = bad_value {
+            let got = Database::open(&path, c);
+            assert!(matches!(&got, Err(Error::Config(_))), "{mode}: {got:?}");
         }
         // The file's own values (or none) open it.
         drop(Database::open(&path, Config::default().page_size(1024)).unwrap());
@@ -404,11 +434,41 @@ fn options_that_would_be_ignored_are_refused() {
             &fresh,
             Config::default()
                 .journal_mode(JournalMode::WAL)
-                .direct_writes(DirectWrites::On)
+                .direct_writes(inpage::DirectWrites::On)
         ),
         Err(Error::Config(_))
     ));
     assert!(!fresh.exists(), "a refused config created the file");
+}
+
+/// The capabilities that name an option agree with the options a mode reads: direct
+/// page writes, the write-intent map and the nvlog region are each read exactly by the
+/// modes that declare them.
+#[test]
+fn capabilities_and_read_options_agree() {
+    for mode in JournalMode::all() {
+        let caps = mode.capabilities();
+        let reads = |o| mode.options().contains(&o);
+        assert_eq!(
+            caps.direct_writes,
+            reads(JournalOption::DirectWrites),
+            "{mode}"
+        );
+        assert_eq!(
+            caps.intent_map,
+            reads(JournalOption::IntentRegionPages),
+            "{mode}"
+        );
+        assert_eq!(
+            caps.region_backed,
+            reads(JournalOption::NvlogRegion),
+            "{mode}"
+        );
+        assert!(
+            !reads(JournalOption::WalPrealloc) || caps.replays_log,
+            "{mode} preallocates a log it does not have"
+        );
+    }
 }
 
 /// A header or a DHL version claiming a transaction id past `MAX_TID` (a crafted

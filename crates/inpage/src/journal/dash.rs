@@ -103,6 +103,8 @@ pub(crate) static DASH: ModeSpec = ModeSpec {
         survives_process_crash: true,
         region_backed: false,
     },
+    options: &[],
+    check_options: super::options::any_value,
     open: open_dash,
 };
 

@@ -34,6 +34,7 @@ mod ips;
 mod mvbt;
 mod nvlog;
 mod off;
+mod options;
 mod rollback;
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -44,6 +45,8 @@ mod wal;
 mod waldio;
 
 pub use dbfile::DbFile;
+pub(crate) use options::check as check_options;
+pub use options::JournalOption;
 // Where the journal code has always found it; declared with the other planted bugs.
 pub use crate::seam::Mutant;
 pub(crate) use rollback::recover_hot_journal;
@@ -76,6 +79,11 @@ pub(crate) struct ModeSpec {
     /// The page layout of the mode's tree and overflow pages.
     pub layout: Layout,
     pub caps: Capabilities,
+    /// The options of `Config` the mode's code reads beyond the general ones; any other
+    /// that a configuration asks for is refused at open (`options`).
+    pub options: &'static [JournalOption],
+    /// Check the values of `options` (before anything is opened).
+    pub check_options: fn(&JournalConfig) -> Result<()>,
     /// Open the mode's journal on a database file, running its recovery.
     pub open: fn(JournalCtx, JournalMode) -> Result<Opened>,
 }
@@ -314,6 +322,12 @@ impl JournalMode {
     /// What the mode can do.
     pub fn capabilities(self) -> Capabilities {
         self.0.caps
+    }
+
+    /// The options of `Config` this mode reads beyond the general ones; a configuration
+    /// asking for another is refused at open.
+    pub fn options(self) -> &'static [JournalOption] {
+        self.0.options
     }
 
     /// Whether a crash can never leave a half-applied transaction.

@@ -87,8 +87,8 @@ use std::time::{Duration, Instant};
 use super::util::check_batch;
 use super::wal::Wal;
 use super::{
-    Capabilities, CommitBatch, Journal, JournalCtx, Log, ModeSpec, Mutant, NvlogFlush, Opened,
-    RecoveryReport, RegionBacked, WalSync,
+    Capabilities, CommitBatch, Journal, JournalConfig, JournalCtx, JournalOption, Log, ModeSpec,
+    Mutant, NvlogFlush, Opened, RecoveryReport, RegionBacked, WalSync,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32, get_u64};
@@ -116,6 +116,14 @@ pub(crate) static NVLOG: ModeSpec = ModeSpec {
         survives_process_crash: true,
         region_backed: true,
     },
+    options: &[
+        JournalOption::WalPrealloc,
+        JournalOption::NvlogRegion,
+        JournalOption::NvlogRingBytes,
+        JournalOption::NvlogFlush,
+        JournalOption::NvlogDirectPages,
+    ],
+    check_options: check_options,
     open: |ctx, _| {
         let (j, recovery, fcc) = NvlogJournal::open(ctx)?;
         Ok(Opened {
@@ -124,6 +132,16 @@ pub(crate) static NVLOG: ModeSpec = ModeSpec {
         })
     },
 };
+
+/// `ModeSpec::check_options` of `nvlog`: the ring holds at least a few records.
+fn check_options(c: &JournalConfig) -> Result<()> {
+    match c.nvlog_ring_bytes {
+        Some(n) if n < MIN_RING => Err(Error::Config(format!(
+            "nvlog_ring_bytes {n} is below the minimum {MIN_RING}"
+        ))),
+        _ => Ok(()),
+    }
+}
 
 const REGION_MAGIC: [u8; 8] = *b"inpgNVR\0";
 const REGION_VERSION: u32 = 1;
@@ -649,11 +667,6 @@ impl NvlogJournal {
     pub(crate) fn open(ctx: JournalCtx) -> Result<(NvlogJournal, RecoveryReport, u64)> {
         let ps = ctx.db.page_size;
         let ring_cfg = ctx.config.nvlog_ring_bytes.unwrap_or(DEFAULT_RING);
-        if ring_cfg < MIN_RING {
-            return Err(Error::Config(format!(
-                "nvlog_ring_bytes {ring_cfg} is below the minimum {MIN_RING}"
-            )));
-        }
         let mut inner_cfg = ctx.config.clone();
         inner_cfg.wal_sync = WalSync::Normal;
         let (inner, mut report) = Wal::open(JournalCtx {

@@ -31,6 +31,8 @@ pub(crate) static OFF: ModeSpec = ModeSpec {
     summary: "pages written in place, one fdatasync, no atomicity promised",
     layout: &STOCK,
     caps: in_place_caps(false),
+    options: &[],
+    check_options: super::options::any_value,
     open: open_off,
 };
 
@@ -42,6 +44,8 @@ pub(crate) static OFF_OPT: ModeSpec = ModeSpec {
     summary: "off with metadata embedding: the header page only when more than the counter changed",
     layout: &STOCK,
     caps: in_place_caps(true),
+    options: &[],
+    check_options: super::options::any_value,
     open: open_off,
 };
 

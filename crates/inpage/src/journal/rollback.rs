@@ -81,6 +81,8 @@ pub(crate) static DELETE: ModeSpec = ModeSpec {
     summary: "rollback journal, deleted at commit (SQLite DELETE)",
     layout: &STOCK,
     caps: ROLLBACK_CAPS,
+    options: &[],
+    check_options: super::options::any_value,
     open: open_rollback,
 };
 
@@ -92,6 +94,8 @@ pub(crate) static TRUNCATE: ModeSpec = ModeSpec {
     summary: "rollback journal, truncated at commit (SQLite TRUNCATE)",
     layout: &STOCK,
     caps: ROLLBACK_CAPS,
+    options: &[],
+    check_options: super::options::any_value,
     open: open_rollback,
 };
 
@@ -103,6 +107,8 @@ pub(crate) static PERSIST: ModeSpec = ModeSpec {
     summary: "rollback journal, header zeroed at commit (SQLite PERSIST)",
     layout: &STOCK,
     caps: ROLLBACK_CAPS,
+    options: &[],
+    check_options: super::options::any_value,
     open: open_rollback,
 };
 

@@ -25,6 +25,8 @@ pub(crate) static TOY: ModeSpec = ModeSpec {
         "test builds only: the ADDING-A-MODE walk-through (in place, header last, no atomicity)",
     layout: &STOCK,
     caps: in_place_caps(false),
+    options: &[],
+    check_options: super::options::any_value,
     open: open_toy,
 };
 

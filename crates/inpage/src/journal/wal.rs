@@ -76,8 +76,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use super::frame_log::{self, Frame, FrameCodec, Index, LogFormat, LogHeader, Scan, LOG_HDR_LEN};
 use super::util::{check_batch, db_fcc, fresh_salt};
 use super::{
-    Capabilities, CommitBatch, Journal, JournalCtx, Log, ModeSpec, Mutant, Opened, RecoveryReport,
-    WalSync,
+    Capabilities, CommitBatch, Journal, JournalCtx, JournalOption, Log, ModeSpec, Mutant, Opened,
+    RecoveryReport, WalSync,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::get_u32 as le32;
@@ -104,6 +104,8 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         survives_process_crash: true,
         region_backed: false,
     },
+    options: &[JournalOption::WalPrealloc],
+    check_options: super::options::any_value,
     open: |ctx, _| {
         let (j, r) = Wal::open(ctx)?;
         let fcc = j.fcc();

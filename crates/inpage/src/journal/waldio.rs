@@ -94,8 +94,8 @@ use xxhash_rust::xxh3::Xxh3;
 use super::frame_log::{self, Frame, FrameCodec, LogFormat, LogHeader, LOG_HDR_LEN};
 use super::util::{aligned_into, check_batch, db_fcc, fresh_salt, open_direct};
 use super::{
-    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, Log, ModeSpec, Mutant, Opened,
-    RecoveryReport, SharedFlush,
+    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, JournalOption, Log, ModeSpec,
+    Mutant, Opened, RecoveryReport, SharedFlush,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::MAX_TID;
@@ -124,6 +124,8 @@ pub(crate) static WALDIO: ModeSpec = ModeSpec {
         survives_process_crash: true,
         region_backed: false,
     },
+    options: &[JournalOption::DirectWrites],
+    check_options: super::options::any_value,
     open: open_waldio,
 };
 
@@ -135,6 +137,8 @@ pub(crate) static WALDIO_GC: ModeSpec = ModeSpec {
     summary: "waldio with group commit: a commit writes its frames, lets the next writer in, and returns once an fdatasync shared with the commits written meanwhile covers it",
     layout: &STOCK_RESERVED,
     caps: WALDIO.caps,
+    options: WALDIO.options,
+    check_options: WALDIO.check_options,
     open: open_waldio,
 };
 
@@ -151,6 +155,8 @@ pub(crate) static WALDIO_GS: ModeSpec = ModeSpec {
         region_backed: false,
         ..WALDIO.caps
     },
+    options: WALDIO.options,
+    check_options: WALDIO.check_options,
     open: open_waldio,
 };
 
@@ -165,6 +171,8 @@ pub(crate) static WALDIO_NS: ModeSpec = ModeSpec {
         durable_at_ack: false,
         ..WALDIO.caps
     },
+    options: WALDIO.options,
+    check_options: WALDIO.check_options,
     open: open_waldio,
 };
 

@@ -79,8 +79,8 @@ use std::sync::{Arc, Mutex};
 
 use super::util::{aligned_into, check_batch, open_direct};
 use super::{
-    Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, KeepsFree, ModeSpec, Mutant,
-    Opened, RecoveryReport, Steal,
+    Capabilities, CommitBatch, Journal, JournalConfig, JournalCtx, JournalMode, JournalOption,
+    KeepsFree, ModeSpec, Mutant, Opened, RecoveryReport, Steal,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::{
@@ -123,7 +123,24 @@ pub(crate) const fn counting_spec(
             survives_process_crash: true,
             region_backed: false,
         },
+        options: &[
+            JournalOption::DirectWrites,
+            JournalOption::IntentRegionPages,
+            JournalOption::OrderedCommitPages,
+        ],
+        check_options,
         open: open_counting,
+    }
+}
+
+/// `ModeSpec::check_options` of the counting modes: the intent map's smallest region is
+/// a power of two no larger than the map can address.
+fn check_options(c: &JournalConfig) -> Result<()> {
+    match c.intent_region_pages {
+        Some(n) if !n.is_power_of_two() || n > 65536 => Err(Error::Config(format!(
+            "intent_region_pages {n} must be a power of two in 1..=65536"
+        ))),
+        _ => Ok(()),
     }
 }
 
