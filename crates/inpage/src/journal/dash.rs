@@ -74,7 +74,7 @@ use xxhash_rust::xxh3::Xxh3;
 use super::util::check_batch;
 use super::{
     Capabilities, CommitBatch, DbFile, Journal, JournalCtx, JournalMode, ModeSpec, Mutant, Opened,
-    RecoveryReport,
+    RecoveryAction, RecoveryReport, RollBackHow,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::HEADER_LEN;
@@ -348,8 +348,10 @@ impl DashJournal {
             };
             if newer {
                 void_record(f)?;
-                report.rolled_back = true;
-                report.rolled_back_tid = Some(*c);
+                report.push(RecoveryAction::RollBack {
+                    tid: Some(*c),
+                    how: RollBackHow::VoidRecord,
+                });
             }
         }
         let cur = match (pick_side, &side) {

@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::util::{check_db_length, fresh_salt, nonzero, read_up_to, stamp_fcc};
-use super::{JournalCtx, Mutant, RecoveryReport};
+use super::{JournalCtx, Mutant, RecoveryAction, RecoveryReport};
 use crate::error::{Error, Pgno, Result};
 use crate::vfs::{File, OpenOptions};
 
@@ -206,13 +206,15 @@ pub(crate) struct Scan {
 impl Scan {
     /// The report of a recovery that kept this scan's frames and skipped `stale` ones.
     pub(crate) fn report(&self, stale: u64) -> RecoveryReport {
-        RecoveryReport {
-            pages_restored: self.index.map.len() as u64,
-            frames_kept: self.index.frames,
-            frames_discarded: self.discarded,
-            stale_frames: stale,
-            ..RecoveryReport::default()
-        }
+        let replay = (self.index.frames > 0).then(|| RecoveryAction::ReplayFrames {
+            frames: self.index.frames,
+            pages: self.index.map.len() as u64,
+        });
+        let discard = (self.discarded > 0).then_some(RecoveryAction::DiscardFrames {
+            frames: self.discarded,
+        });
+        let ignore = (stale > 0).then_some(RecoveryAction::IgnoreStaleFrames { frames: stale });
+        RecoveryReport::of([replay, discard, ignore].into_iter().flatten())
     }
 }
 

@@ -618,7 +618,12 @@ impl CommitBatch<'_> {
     }
 }
 
-/// What recovery did when a journal was opened.
+/// What recovery did when a journal was opened: the actions each step of it took, in
+/// order, and a summary of them in counters.
+///
+/// Only [`RecoveryReport::push`] records an action, and it keeps the counters: the pager
+/// checks that they agree with the actions before it trusts the report (so the counters a
+/// test or tool reads and the words `inpage` prints say the same thing).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// Pages written back into the database file (rolled back or replayed).
@@ -658,69 +663,85 @@ pub struct RecoveryReport {
     /// A transaction across several databases had not committed when the last session
     /// ended: this database's part of it was undone from its undo log (`<db>-undo`).
     pub cross_database_undone: bool,
+    /// The actions, in the order recovery took them.
+    actions: Vec<RecoveryAction>,
 }
 
 impl RecoveryReport {
     /// Whether recovery found nothing to do.
     pub fn is_clean(&self) -> bool {
-        *self == RecoveryReport::default()
+        self.actions.is_empty()
     }
 
     /// What recovery does, as typed actions in the order it takes them; empty when it
     /// does nothing. Each displays as one clause, e.g. "roll back tid 41 (2 of its 3
     /// pages reached the disk; ...)" or "replay 12 WAL frames (5 pages) into the
     /// database"; the CLI prefixes "recovery would" (read-only) or "recovery did".
-    pub fn actions(&self) -> Vec<RecoveryAction> {
-        let mut v = Vec::new();
-        if self.cross_database_undone {
-            v.push(RecoveryAction::UndoCrossDatabase);
+    pub fn actions(&self) -> &[RecoveryAction] {
+        &self.actions
+    }
+
+    /// Record that recovery takes action `a`, and count it in the summary. An action
+    /// without a count (deferring the checkpoint, replacing the region, the
+    /// cross-database undo) is one action however many steps find it.
+    pub(crate) fn push(&mut self, a: RecoveryAction) {
+        let flag = matches!(
+            a,
+            RecoveryAction::DeferCheckpoint
+                | RecoveryAction::ReplaceRegion
+                | RecoveryAction::UndoCrossDatabase
+        );
+        if flag && self.actions.contains(&a) {
+            return;
         }
-        if self.rolled_back {
-            let how = match self.rolled_back_pages {
-                None if self.deferred => RollBackHow::FromPageZero,
-                Some((found, _)) if self.spilled_rolled_back > 0 => RollBackHow::Spilled {
-                    found,
-                    spilled: self.spilled_rolled_back,
-                },
-                Some((found, claimed)) => RollBackHow::Versions { found, claimed },
-                None => RollBackHow::HotJournal {
-                    restored: self.pages_restored,
-                    torn: self.frames_discarded,
-                },
-            };
-            v.push(RecoveryAction::RollBack {
-                tid: self.rolled_back_tid,
-                how,
-            });
+        match a {
+            RecoveryAction::UndoCrossDatabase => self.cross_database_undone = true,
+            RecoveryAction::RollBack { tid, how } => {
+                self.rolled_back = true;
+                self.rolled_back_tid = self.rolled_back_tid.or(tid);
+                match how {
+                    RollBackHow::Versions {
+                        found,
+                        claimed,
+                        spilled,
+                    } => {
+                        self.rolled_back_pages = Some((found, claimed));
+                        self.spilled_rolled_back = spilled;
+                        self.pages_restored += u64::from(found);
+                        self.frames_discarded += u64::from(found);
+                    }
+                    RollBackHow::FromPageZero => self.deferred = true,
+                    RollBackHow::HotJournal { restored, torn } => {
+                        self.pages_restored += restored;
+                        self.frames_discarded += torn;
+                    }
+                    RollBackHow::VoidRecord => {}
+                }
+            }
+            RecoveryAction::ReplayFrames { frames, pages } => {
+                self.frames_kept += frames;
+                self.pages_restored += pages;
+            }
+            RecoveryAction::DiscardFrames { frames } => self.frames_discarded += frames,
+            RecoveryAction::ReplayRegion { commits } => self.region_records += commits,
+            RecoveryAction::DeferCheckpoint => self.checkpoint_deferred = true,
+            RecoveryAction::ReplaceRegion => self.region_replaced = true,
+            RecoveryAction::IgnoreStaleFrames { frames } => self.stale_frames += frames,
         }
-        if self.frames_kept > 0 {
-            v.push(RecoveryAction::ReplayFrames {
-                frames: self.frames_kept,
-                pages: self.pages_restored,
-            });
-        }
-        if !self.rolled_back && self.frames_discarded > 0 {
-            v.push(RecoveryAction::DiscardFrames {
-                frames: self.frames_discarded,
-            });
-        }
-        if self.region_records > 0 {
-            v.push(RecoveryAction::ReplayRegion {
-                commits: self.region_records,
-            });
-        }
-        if self.checkpoint_deferred {
-            v.push(RecoveryAction::DeferCheckpoint);
-        }
-        if self.region_replaced {
-            v.push(RecoveryAction::ReplaceRegion);
-        }
-        if self.stale_frames > 0 {
-            v.push(RecoveryAction::IgnoreStaleFrames {
-                frames: self.stale_frames,
-            });
-        }
-        v
+        self.actions.push(a);
+    }
+
+    /// The report of `actions`, taken in this order.
+    pub(crate) fn of(actions: impl IntoIterator<Item = RecoveryAction>) -> RecoveryReport {
+        let mut r = RecoveryReport::default();
+        actions.into_iter().for_each(|a| r.push(a));
+        r
+    }
+
+    /// Whether the counters are exactly those the actions add up to (nothing set them
+    /// behind `push`'s back).
+    pub(crate) fn is_consistent(&self) -> bool {
+        *self == RecoveryReport::of(self.actions.iter().copied())
     }
 }
 
@@ -752,16 +773,20 @@ pub enum RecoveryAction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RollBackHow {
-    /// Two-version pages: `found` of the `claimed` pages reached the disk; their versions
-    /// are invalidated.
-    Versions { found: u32, claimed: u32 },
-    /// As `Versions`, `spilled` of the `found` versions written before the commit (steal).
-    Spilled { found: u32, spilled: u64 },
+    /// Two-version pages: `found` of the `claimed` pages reached the disk, `spilled` of
+    /// them written before the commit (steal); their versions are invalidated.
+    Versions {
+        found: u32,
+        claimed: u32,
+        spilled: u64,
+    },
     /// A large transaction committed in order, rolled back from page 0 alone; its
     /// versions are invalidated before the next write.
     FromPageZero,
     /// A hot rollback journal: `restored` pages copied back, `torn` records ignored.
     HotJournal { restored: u64, torn: u64 },
+    /// A side file's record of it was torn and is voided, so no later open reads it.
+    VoidRecord,
 }
 
 impl std::fmt::Display for RecoveryAction {
@@ -783,16 +808,17 @@ impl std::fmt::Display for RecoveryAction {
                         " (a large transaction, rolled back from page 0 alone; its versions \
                          are invalidated before the next write)"
                     ),
-                    RollBackHow::Spilled { found, spilled } => write!(
+                    RollBackHow::Versions { found, spilled, .. } if spilled > 0 => write!(
                         f,
                         " ({found} versions on disk, {spilled} of them spilled before its \
                          commit; invalidated)"
                     ),
-                    RollBackHow::Versions { found, claimed } => write!(
+                    RollBackHow::Versions { found, claimed, .. } => write!(
                         f,
                         " ({found} of its {claimed} pages reached the disk; their versions \
                          are invalidated)"
                     ),
+                    RollBackHow::VoidRecord => write!(f, " (its torn record is voided)"),
                     RollBackHow::HotJournal { restored, torn } => write!(
                         f,
                         " (hot journal: {restored} pages restored, {torn} torn records \
@@ -936,49 +962,58 @@ pub(crate) trait Log {
 mod report_tests {
     use super::*;
 
-    /// The actions a report lists, and their words (which the CLI prints after "recovery
-    /// would" / "recovery did").
+    /// The actions a report lists, the counters they add up to, and their words (which
+    /// the CLI prints after "recovery would" / "recovery did").
     #[test]
     fn reports_list_typed_actions_in_words() {
-        let counting = RecoveryReport {
-            rolled_back: true,
-            rolled_back_tid: Some(41),
-            rolled_back_pages: Some((2, 3)),
-            pages_restored: 2,
-            frames_discarded: 2,
-            ..RecoveryReport::default()
+        let rollback = RecoveryAction::RollBack {
+            tid: Some(41),
+            how: RollBackHow::Versions {
+                found: 2,
+                claimed: 3,
+                spilled: 0,
+            },
         };
-        let a = counting.actions();
+        let counting = RecoveryReport::of([rollback]);
+        assert_eq!(counting.actions(), [rollback]);
+        assert!(counting.rolled_back && counting.rolled_back_tid == Some(41));
+        assert_eq!(counting.rolled_back_pages, Some((2, 3)));
+        assert_eq!((counting.pages_restored, counting.frames_discarded), (2, 2));
         assert_eq!(
-            a,
-            [RecoveryAction::RollBack {
-                tid: Some(41),
-                how: RollBackHow::Versions {
-                    found: 2,
-                    claimed: 3
-                }
-            }]
-        );
-        assert_eq!(
-            a[0].to_string(),
+            rollback.to_string(),
             "roll back tid 41 (2 of its 3 pages reached the disk; their versions are invalidated)"
         );
-        let wal = RecoveryReport {
-            frames_kept: 12,
-            pages_restored: 5,
-            frames_discarded: 1,
-            stale_frames: 3,
-            ..RecoveryReport::default()
-        };
+        let wal = RecoveryReport::of([
+            RecoveryAction::ReplayFrames {
+                frames: 12,
+                pages: 5,
+            },
+            RecoveryAction::DiscardFrames { frames: 1 },
+            RecoveryAction::DeferCheckpoint,
+            RecoveryAction::IgnoreStaleFrames { frames: 3 },
+            RecoveryAction::DeferCheckpoint,
+        ]);
+        assert_eq!(
+            (wal.frames_kept, wal.pages_restored, wal.frames_discarded),
+            (12, 5, 1)
+        );
+        assert!(wal.checkpoint_deferred && wal.stale_frames == 3);
         let words: Vec<String> = wal.actions().iter().map(|a| a.to_string()).collect();
         assert_eq!(
             words,
             [
                 "replay 12 WAL frames (5 pages) into the database",
                 "discard 1 uncommitted or torn WAL frames",
+                "leave the log's committed frames where they are, read from there: no room \
+                 on the file system to copy them into the database (a later checkpoint will)",
                 "ignore 3 WAL frames older than the last checkpoint",
-            ]
+            ],
+            "a flag action found twice is listed once"
         );
-        assert!(RecoveryReport::default().actions().is_empty());
+        assert!(wal.is_consistent());
+        let mut forged = wal.clone();
+        forged.frames_kept += 1;
+        assert!(!forged.is_consistent(), "a counter set behind push's back");
+        assert!(RecoveryReport::default().is_clean());
     }
 }

@@ -86,6 +86,7 @@ use std::time::{Duration, Instant};
 
 use super::util::check_batch;
 use super::wal::Wal;
+use super::RecoveryAction;
 use super::{
     Capabilities, CommitBatch, Journal, JournalConfig, JournalCtx, JournalOption, Log, ModeSpec,
     Mutant, NvlogFlush, Opened, RecoveryReport, RegionBacked, WalSync,
@@ -703,7 +704,7 @@ impl NvlogJournal {
                     drop(r);
                     vfs.delete_region(&rpath)
                         .map_err(io_err("delete region", &rpath))?;
-                    report.region_replaced = true;
+                    report.push(RecoveryAction::ReplaceRegion);
                 }
                 Some(h) if h.id != id => {
                     return Err(Error::ForeignRegion {
@@ -751,7 +752,11 @@ impl NvlogJournal {
                         }
                         let (last, end, rebuilt) =
                             replay(&ctx, &inner, &*r, id, h.ring, watermark, head, file_fcc)?;
-                        report.region_records = rebuilt.len() as u64;
+                        if !rebuilt.is_empty() {
+                            report.push(RecoveryAction::ReplayRegion {
+                                commits: rebuilt.len() as u64,
+                            });
+                        }
                         // Into the WAL, in order. Without room for one, it and the rest
                         // stay in the region (which keeps vouching for them: the
                         // watermark does not move) and become this session's pending
@@ -804,7 +809,7 @@ impl NvlogJournal {
                     drop(r);
                     vfs.delete_region(&rpath)
                         .map_err(io_err("delete region", &rpath))?;
-                    report.region_replaced = true;
+                    report.push(RecoveryAction::ReplaceRegion);
                 }
                 None => {
                     let mut rest = vec![0u8; r.len().saturating_sub(HDR_LEN)];
@@ -832,11 +837,13 @@ impl NvlogJournal {
             // empty log — when there is room for it (else the log is read in place, as
             // the WAL's own open does).
             match inner.checkpoint() {
-                Err(e) if e.is_no_space() => report.checkpoint_deferred = true,
+                Err(e) if e.is_no_space() => report.push(RecoveryAction::DeferCheckpoint),
                 r => r?,
             }
         }
-        report.checkpoint_deferred |= !unflushed.is_empty();
+        if !unflushed.is_empty() {
+            report.push(RecoveryAction::DeferCheckpoint);
+        }
         let region = match region {
             Some(r) => r,
             None => vfs

@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex};
 use super::util::{check_batch, read_up_to};
 use super::{
     dir_of, side_path, Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, ModeSpec,
-    Opened, RecoveryReport,
+    Opened, RecoveryAction, RecoveryReport, RollBackHow,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::valid_page_size;
@@ -395,11 +395,7 @@ pub(crate) fn recover_hot_journal(
     let ps = hdr.page_size as usize;
     let rec_size = ps + 8;
     let mut rec = vec![0u8; rec_size];
-    let mut report = RecoveryReport {
-        rolled_back: true,
-        rolled_back_tid: Some(hdr.tid),
-        ..Default::default()
-    };
+    let (mut restored, mut torn) = (0u64, 0u64);
     for i in 0..hdr.nrec {
         let off = HDR_SECTOR as u64 + i as u64 * rec_size as u64;
         let got = read_up_to(&*file, &mut rec, off).map_err(io("read"))?;
@@ -408,7 +404,7 @@ pub(crate) fn recover_hot_journal(
         if got < rec_size || le32(&rec, 4 + ps) != record_crc(hdr.nonce, pgno, data) {
             // Only possible when the journal never reached its sync, so the database was
             // never written past this point (module invariant 1).
-            report.frames_discarded = (hdr.nrec - i) as u64;
+            torn = (hdr.nrec - i) as u64;
             break;
         }
         if pgno >= hdr.old_page_count {
@@ -423,7 +419,7 @@ pub(crate) fn recover_hot_journal(
         db_file
             .write_at(data, pgno as u64 * ps as u64)
             .map_err(Error::io("write", db_path))?;
-        report.pages_restored += 1;
+        restored += 1;
     }
     db_file
         .sync_data()
@@ -431,7 +427,10 @@ pub(crate) fn recover_hot_journal(
     // Zeroing the header is a valid finalize in every mode; delete mode removes the file
     // at open (`remove_finalized`), truncate mode truncates it at the next commit.
     finalize(vfs, &path, &file, JournalMode::PERSIST)?;
-    Ok(Some(report))
+    Ok(Some(RecoveryReport::of([RecoveryAction::RollBack {
+        tid: Some(hdr.tid),
+        how: RollBackHow::HotJournal { restored, torn },
+    }])))
 }
 
 impl Journal for RollbackJournal {

@@ -75,6 +75,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use super::frame_log::{self, Frame, FrameCodec, Index, LogFormat, LogHeader, Scan, LOG_HDR_LEN};
 use super::util::{check_batch, db_fcc, fresh_salt};
+use super::RecoveryAction;
 use super::{
     Capabilities, CommitBatch, Journal, JournalCtx, JournalOption, Log, ModeSpec, Mutant, Opened,
     RecoveryReport, WalSync,
@@ -278,7 +279,7 @@ impl Wal {
                             wal.sync_wal()?;
                             w.wal_dirty = false;
                         }
-                        report.checkpoint_deferred = true;
+                        report.push(RecoveryAction::DeferCheckpoint);
                     }
                     Err(e) => return Err(e),
                 }

@@ -93,6 +93,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 use super::frame_log::{self, Frame, FrameCodec, LogFormat, LogHeader, LOG_HDR_LEN};
 use super::util::{aligned_into, check_batch, db_fcc, fresh_salt, open_direct};
+use super::RecoveryAction;
 use super::{
     Capabilities, CommitBatch, Journal, JournalCtx, JournalMode, JournalOption, Log, ModeSpec,
     Mutant, Opened, RecoveryReport, SharedFlush,
@@ -475,7 +476,9 @@ impl Waldio {
             let no_room = defer(j.preallocate(&mut w, capacity))?;
             let no_room = defer(j.checkpoint_locked(&mut w, true))? || no_room;
             w.capacity = w.capacity.max(w.next_frame);
-            report.checkpoint_deferred = no_room && w.next_frame > 0;
+            if no_room && w.next_frame > 0 {
+                report.push(RecoveryAction::DeferCheckpoint);
+            }
         }
         Ok((j, report))
     }

@@ -470,7 +470,7 @@ impl Pager {
             config: cfg.journal.clone(),
         };
         let opened = mode.open_journal(ctx)?;
-        let (journal, mut recovery) = (opened.journal, opened.recovery);
+        let journal = opened.journal;
         // Release-mode check: a mode that declares it recovers the FCC must report one,
         // or the pager would trust a header slot recovery may have rolled back.
         assert_eq!(
@@ -478,13 +478,23 @@ impl Pager {
             mode.capabilities().recovers_fcc,
             "journal mode {mode} broke its declared FCC recovery"
         );
-        recovery.cross_database_undone = undone == crate::vfs::undo::Undone::RolledBack;
-        if let Some(h) = hot {
-            recovery.rolled_back = h.rolled_back;
-            recovery.rolled_back_tid = recovery.rolled_back_tid.or(h.rolled_back_tid);
-            recovery.pages_restored += h.pages_restored;
-            recovery.frames_discarded += h.frames_discarded;
-        }
+        // What recovery did, in the order it did it: the cross-database undo, a hot
+        // rollback journal, then the mode's own recovery.
+        let undo = (undone == crate::vfs::undo::Undone::RolledBack)
+            .then_some(crate::journal::RecoveryAction::UndoCrossDatabase);
+        let hot = hot.iter().flat_map(|h| h.actions().iter().copied());
+        let recovery = RecoveryReport::of(
+            undo.into_iter()
+                .chain(hot)
+                .chain(opened.recovery.actions().iter().copied()),
+        );
+        // Release-mode check: the report the tools and tests read is what recovery did
+        // (counters set behind `RecoveryReport::push` would tell another story).
+        assert!(
+            opened.recovery.is_consistent(),
+            "journal mode {mode} reported recovery counters its actions do not add up to: {:?}",
+            opened.recovery
+        );
 
         // The journal may hold a newer page 0 than the file.
         let mut p0 = vec![0u8; page_size];

@@ -82,6 +82,7 @@ use super::{
     Capabilities, CommitBatch, Journal, JournalConfig, JournalCtx, JournalMode, JournalOption,
     KeepsFree, ModeSpec, Mutant, Opened, RecoveryReport, Steal,
 };
+use super::{RecoveryAction, RollBackHow};
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::{
     clean_mark, decode_slot, free_snapshot_ref, set_clean_mark, visible_slot, HEADER_LEN,
@@ -476,19 +477,22 @@ fn recover(ctx: &JournalCtx, mode: JournalMode) -> Result<Recovered> {
     }
     Ok(Recovered {
         fcc,
-        report: RecoveryReport {
-            pages_restored: stale,
-            frames_discarded: stale,
-            rolled_back: stale > 0 || ordered_abort,
-            rolled_back_tid: (stale > 0 || ordered_abort).then_some(fcc + 1),
-            rolled_back_pages,
-            spilled_rolled_back: found
-                .iter()
-                .filter(|f| f.tid > fcc && f.txn_size == 0)
-                .count() as u64,
-            deferred: ordered_abort,
-            ..RecoveryReport::default()
-        },
+        report: RecoveryReport::of((stale > 0 || ordered_abort).then(|| {
+            RecoveryAction::RollBack {
+                tid: Some(fcc + 1),
+                how: match rolled_back_pages {
+                    Some((present, claimed)) => RollBackHow::Versions {
+                        found: present,
+                        claimed,
+                        spilled: found
+                            .iter()
+                            .filter(|f| f.tid > fcc && f.txn_size == 0)
+                            .count() as u64,
+                    },
+                    None => RollBackHow::FromPageZero,
+                },
+            }
+        })),
         debt: match intent.filter(|_| ordered_abort) {
             // Paying a deferred invalidation ends with a sync, which covers recovery's
             // own unsynced writes too.
