@@ -28,6 +28,7 @@ mod config;
 mod db;
 mod error;
 mod format;
+mod group;
 pub mod inspect;
 #[doc(hidden)]
 pub mod internals;

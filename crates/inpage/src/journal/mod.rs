@@ -44,6 +44,7 @@ mod util;
 mod wal;
 mod waldio;
 
+pub use crate::group::GroupStats;
 pub use dbfile::DbFile;
 pub(crate) use options::check as check_options;
 pub use options::JournalOption;
@@ -134,18 +135,6 @@ pub struct Capabilities {
     /// default under `/dev/shm` does not). `durable_at_ack` is false for such a mode
     /// because the engine cannot tell what the region's medium is.
     pub region_backed: bool,
-}
-
-/// Counters of group commit, for the bench and the tests: kept by the transaction layer's
-/// commit queue (`txn::group`) or by a journal that groups commits itself (`waldio-gc`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GroupStats {
-    /// Flushes (groups committed).
-    pub groups: u64,
-    /// Transactions committed in them.
-    pub members: u64,
-    /// The most transactions one group held.
-    pub largest: u64,
 }
 
 /// A journal as opened: the protocol, what its recovery did, and what it established.

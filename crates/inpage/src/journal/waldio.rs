@@ -23,7 +23,8 @@
 //! without syncing; the pager publishes the commit, the writer lets the next one in, and
 //! only then waits in `wait_durable`: the first waiting commit that finds no sync under
 //! way syncs the log once for every commit written by then (`written`), and the others
-//! wait for a sync that covers them. So while one commit's fdatasync runs, the next
+//! wait for a sync that covers them (`crate::group`, the mechanism the concurrent
+//! writers' group commit uses too, with a tid as the member). So while one commit's fdatasync runs, the next
 //! writers build and write theirs, and one flush makes several durable.
 //!
 //! Mode `waldio-gs` is the paper's group synchronization: a commit's frames go into a
@@ -100,6 +101,7 @@ use super::{
 };
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::MAX_TID;
+use crate::group::{GroupFlush, Led, Pause};
 use crate::le::{get_u32 as le32, get_u64 as le64};
 use crate::page::stock::{RESERVED_TAIL, STOCK_RESERVED};
 use crate::page::{PageRef, PAGE_TRAILER};
@@ -299,20 +301,6 @@ const GS_BYTES: usize = 16 * 1024;
 /// the next commit, a checkpoint or a close).
 const GS_AGE: std::time::Duration = std::time::Duration::from_millis(2);
 
-/// Group commit's flush state (`waldio-gc`).
-#[derive(Debug, Default)]
-struct GroupSync {
-    /// Commits up to this tid are durable.
-    durable: u64,
-    /// A sync is under way.
-    syncing: bool,
-    /// A sync failed (the log may hold anything past `durable`): every later wait fails.
-    failed: Option<String>,
-    /// Syncs made by waiting commits, the commits they made durable, and the most
-    /// one covered (`Database::group_stats`).
-    stats: super::GroupStats,
-}
-
 /// The frame log's index, and the committed frames not yet written.
 #[derive(Debug, Default)]
 struct Index {
@@ -380,9 +368,8 @@ pub(crate) struct Waldio {
     /// `waldio-gc`: the tid of the last commit whose frames are written (stored after
     /// the write returns, so a sync that starts after reading it covers those frames).
     written: std::sync::atomic::AtomicU64,
-    group: Mutex<GroupSync>,
-    /// Signalled when a group sync ends.
-    synced: std::sync::Condvar,
+    /// `waldio-gc`: the shared syncs; a member is a commit's tid.
+    group: GroupFlush,
     writer: Mutex<Writer>,
     index: RwLock<Index>,
 }
@@ -428,11 +415,7 @@ impl Waldio {
             align,
             sync_at,
             written: std::sync::atomic::AtomicU64::new(fcc),
-            group: Mutex::new(GroupSync {
-                durable: fcc,
-                ..GroupSync::default()
-            }),
-            synced: std::sync::Condvar::new(),
+            group: GroupFlush::covering(fcc),
             writer: Mutex::new(Writer {
                 hdr,
                 next_frame: scan.index.frames,
@@ -532,10 +515,7 @@ impl Waldio {
     /// `waldio-gc`: a sync other than a group's covered every commit up to `tid`.
     fn note_durable(&self, tid: u64) {
         if self.sync_at == SyncAt::Group {
-            let mut g = self.group.lock().unwrap_or_else(|e| e.into_inner());
-            g.durable = g.durable.max(tid);
-            drop(g);
-            self.synced.notify_all();
+            self.group.cover(tid);
         }
     }
 
@@ -791,8 +771,7 @@ impl Journal for Waldio {
             .store(batch.tid, std::sync::atomic::Ordering::Release);
         if self.sync_at == SyncAt::Group {
             // A commit waiting for this one's frames (`wait_durable`) may sync now.
-            let _g = self.group.lock().unwrap_or_else(|e| e.into_inner());
-            self.synced.notify_all();
+            self.group.nudge();
         }
         if w.buf.len() >= GS_BYTES || w.buf_since.is_some_and(|t| t.elapsed() >= GS_AGE) {
             match self.flush_buffer(&mut w) {
@@ -844,75 +823,32 @@ impl SharedFlush for Waldio {
         if self.sync_at != SyncAt::Group {
             return Ok(());
         }
-        let mut g = self.group.lock().unwrap_or_else(|e| e.into_inner());
-        if next_writers > 0 && !g.syncing && g.durable < tid {
-            // Writers queued behind this one are about to commit: give them until
-            // `SIBLING_WAIT` to write their frames, so one sync covers them all
-            // (PostgreSQL's commit_siblings, with the writer flag's queue as the
-            // siblings). A sync that starts meanwhile is waited for below as usual.
-            let until = std::time::Instant::now() + SIBLING_WAIT;
-            let want = tid + next_writers as u64;
-            while !g.syncing
-                && g.durable < tid
-                && self.written.load(std::sync::atomic::Ordering::Acquire) < want
-            {
-                let left = until.saturating_duration_since(std::time::Instant::now());
-                if left.is_zero() {
-                    break;
-                }
-                g = self
-                    .synced
-                    .wait_timeout(g, left)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+        // Writers queued behind this one are about to commit: give them until
+        // `SIBLING_WAIT` to write their frames, so one sync covers them all (PostgreSQL's
+        // commit_siblings, with the writer flag's queue as the siblings).
+        let want = tid + next_writers as u64;
+        let enough = || self.written.load(std::sync::atomic::Ordering::Acquire) >= want;
+        let pause = (next_writers > 0).then_some(Pause {
+            at_most: SIBLING_WAIT,
+            enough: &enough,
+        });
+        self.group.wait(tid, pause, || {
+            // One fdatasync for every commit written so far.
+            let upto = self.written.load(std::sync::atomic::Ordering::Acquire);
+            #[cfg(test)]
+            tests::sync_delay();
+            if self.ctx.config.mutant() != Mutant::NoSyncAtCommit {
+                self.sync_log()?;
             }
-        }
-        loop {
-            if g.durable >= tid {
-                return Ok(());
-            }
-            if let Some(why) = &g.failed {
-                return Err(Error::Poisoned(why.clone()));
-            }
-            if !g.syncing {
-                // Lead: one fdatasync for every commit written so far.
-                g.syncing = true;
-                let target = self.written.load(std::sync::atomic::Ordering::Acquire);
-                drop(g);
-                #[cfg(test)]
-                tests::sync_delay();
-                let r = if self.ctx.config.mutant() == Mutant::NoSyncAtCommit {
-                    Ok(())
-                } else {
-                    self.sync_log()
-                };
-                g = self.group.lock().unwrap_or_else(|e| e.into_inner());
-                g.syncing = false;
-                match r {
-                    Ok(()) => {
-                        let covered = target.saturating_sub(g.durable);
-                        g.durable = g.durable.max(target);
-                        g.stats.groups += 1;
-                        g.stats.members += covered;
-                        g.stats.largest = g.stats.largest.max(covered);
-                    }
-                    Err(e) => {
-                        // The leader reports the failure itself; the others as poison.
-                        g.failed = Some(e.to_string());
-                        drop(g);
-                        self.synced.notify_all();
-                        return Err(e);
-                    }
-                }
-                self.synced.notify_all();
-                continue;
-            }
-            g = self.synced.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
+            Ok(Led {
+                upto,
+                members: None,
+            })
+        })
     }
 
     fn group_stats(&self) -> super::GroupStats {
-        self.group.lock().unwrap_or_else(|e| e.into_inner()).stats
+        self.group.stats()
     }
 }
 

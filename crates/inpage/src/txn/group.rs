@@ -1,7 +1,9 @@
 //! Group commit for concurrent writers (`Concurrency::Occ` and `TwoVto`): transactions
 //! that finish validating while another group's flush is under way queue up, and the
 //! next flush commits all of them as **one** physical transaction — one tid, one counting
-//! commit, one fdatasync (design: `docs/CONCURRENCY-DESIGN.md` §11).
+//! commit, one fdatasync (design: `docs/CONCURRENCY-DESIGN.md` §11). This is the queue
+//! and its validation; who flushes and who waits is `crate::group`, which `waldio-gc`'s
+//! shared log syncs use too.
 //!
 //! Invariants, and why they hold:
 //! - **A group is atomic on disk, and groups keep commit order.** The members' pages go
@@ -11,8 +13,9 @@
 //!   their commit order (the order they validated in, under the commit turn), and
 //!   groups flush one after another, so a crash keeps a prefix of the commit order.
 //! - **No member is acknowledged before its group is durable.** `commit` returns only
-//!   once the group's flush has returned; a failed flush fails every member (and poisons
-//!   the pager, as any failed commit does).
+//!   once the group's flush has returned (`GroupFlush::wait` with the group's number); a
+//!   failed flush fails every member and every later group (and poisons the pager, as any
+//!   failed commit does).
 //! - **Members are serializable in queue order, and their pages are disjoint.** A
 //!   transaction validates under the commit turn against the pager's commits since its
 //!   snapshot *and* against every queued or flushing group (`conflicts_with`), and its
@@ -28,12 +31,12 @@
 
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::error::{Error, Pgno, Result};
+use crate::error::{Pgno, Result};
 use crate::format::header::Header;
-use crate::journal::GroupStats;
+use crate::group::{GroupFlush, GroupStats, Led, Pause};
 use crate::page::PageRef;
 use crate::pager::{AllocDelta, Pager, Spilled};
 
@@ -67,20 +70,15 @@ struct Flushing {
 struct State {
     pending: Option<Group>,
     flushing: Option<Flushing>,
-    /// Groups numbered below this are done (durable, or failed).
-    finished: u64,
-    /// The number the next new group gets.
-    next: u64,
-    /// A group whose flush failed, and why (its members fail with this).
-    failed: Option<(u64, String)>,
-    stats: GroupStats,
+    /// The number of the newest group (groups are numbered from 1, in flush order).
+    last: u64,
 }
 
 /// The queue of one database's concurrent commits.
 pub(crate) struct GroupCommit {
     state: Mutex<State>,
-    /// Signalled when a flush ends.
-    done: Condvar,
+    /// The shared flushes; a member is a group's number.
+    flushes: GroupFlush,
     /// How long a leader waits for more members before it flushes a group of one.
     delay: Duration,
     /// Off (`Config::group_commit(false)`): every commit flushes alone, holding the
@@ -107,11 +105,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A queued transaction's place: the group it joined.
 pub(super) struct Ticket(u64);
 
+/// Clears the flushing group when its flush ends, also by a panic.
+struct EndFlush<'a>(&'a Mutex<State>);
+
+impl Drop for EndFlush<'_> {
+    fn drop(&mut self) {
+        lock(self.0).flushing = None;
+    }
+}
+
 impl GroupCommit {
     pub(crate) fn new(enabled: bool, delay: Duration) -> GroupCommit {
         GroupCommit {
             state: Mutex::new(State::default()),
-            done: Condvar::new(),
+            flushes: GroupFlush::new(),
             delay,
             enabled,
             #[cfg(test)]
@@ -120,7 +127,7 @@ impl GroupCommit {
     }
 
     pub(crate) fn stats(&self) -> GroupStats {
-        lock(&self.state).stats
+        self.flushes.stats()
     }
 
     /// The header a validating transaction merges onto: the last queued member's, else
@@ -171,10 +178,9 @@ impl GroupCommit {
             .copied()
             .collect::<Vec<_>>();
         if st.pending.is_none() {
-            let number = st.next;
-            st.next += 1;
+            st.last += 1;
             st.pending = Some(Group {
-                number,
+                number: st.last,
                 members: Vec::new(),
                 touched: BTreeSet::new(),
                 header: header.clone(),
@@ -190,110 +196,65 @@ impl GroupCommit {
     /// Wait until every group queued or flushing now has finished: a transaction that
     /// conflicted with one would only conflict again if it ran before then.
     pub(crate) fn wait_flushed(&self) {
-        let mut st = lock(&self.state);
-        let target = st.next;
-        while st.finished < target {
-            #[cfg(test)]
-            if self
-                .plant
-                .early_ack
-                .load(std::sync::atomic::Ordering::Relaxed)
-            {
-                // The planted early acknowledgement can leave a group whose members all
-                // returned without flushing it: nobody would ever finish it.
-                let (g, t) = self
-                    .done
-                    .wait_timeout(st, Duration::from_millis(100))
-                    .unwrap_or_else(|e| e.into_inner());
-                st = g;
-                if t.timed_out() {
-                    return;
-                }
-                continue;
-            }
-            st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// Wait until the ticket's group is durable, flushing it (and whoever joined) if no
-    /// flush is under way. The group's result.
-    pub(super) fn wait(&self, pager: &Pager, ticket: Ticket) -> Result<()> {
-        let mut st = lock(&self.state);
+        let last = lock(&self.state).last;
+        // The planted early acknowledgement can leave a group whose members all returned
+        // without flushing it: nobody would ever finish it.
         #[cfg(test)]
         if self
             .plant
             .early_ack
             .load(std::sync::atomic::Ordering::Relaxed)
-            && (st.flushing.is_some() || st.pending.as_ref().is_some_and(|g| g.members.len() > 1))
         {
-            // Someone else flushes: pretend the commit is durable already.
-            return Ok(());
+            return self
+                .flushes
+                .wait_covered(last, Some(Duration::from_millis(100)));
         }
-        loop {
-            if st.finished > ticket.0 {
-                return match &st.failed {
-                    Some((n, why)) if *n == ticket.0 => Err(Error::Poisoned(why.clone())),
-                    _ => Ok(()),
-                };
+        self.flushes.wait_covered(last, None);
+    }
+
+    /// Wait until the ticket's group is durable, flushing it (and whoever joined) if no
+    /// flush is under way. The group's result.
+    pub(super) fn wait(&self, pager: &Pager, ticket: Ticket) -> Result<()> {
+        #[cfg(test)]
+        if self
+            .plant
+            .early_ack
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let st = lock(&self.state);
+            if st.flushing.is_some() || st.pending.as_ref().is_some_and(|g| g.members.len() > 1) {
+                // Someone else flushes: pretend the commit is durable already.
+                return Ok(());
             }
-            if st.flushing.is_none() {
-                if !self.delay.is_zero() {
-                    // Give others the chance to join before the flush (commit_delay).
-                    st = self
-                        .done
-                        .wait_timeout(st, self.delay)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                    if st.flushing.is_some() || st.finished > ticket.0 {
-                        continue;
-                    }
-                }
-                let Group {
-                    number,
-                    members,
-                    touched,
-                    header,
-                } = st.pending.take().expect("an unfinished group is pending");
-                debug_assert_eq!(number, ticket.0);
-                st.flushing = Some(Flushing {
-                    touched,
-                    header: header.clone(),
-                });
-                drop(st);
-                let count = members.len() as u64;
-                // A panic in the flush (a release-mode check) must not leave the members
-                // waiting for a group that will never finish: they fail instead.
-                let r = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    flush(pager, members, header)
-                })) {
-                    Ok(r) => r,
-                    Err(panic) => {
-                        let mut st = lock(&self.state);
-                        st.flushing = None;
-                        st.finished = number + 1;
-                        st.failed = Some((number, "a commit group's flush panicked".into()));
-                        drop(st);
-                        self.done.notify_all();
-                        std::panic::resume_unwind(panic);
-                    }
-                };
-                st = lock(&self.state);
-                st.flushing = None;
-                st.finished = number + 1;
-                match &r {
-                    Ok(()) => {
-                        st.stats.groups += 1;
-                        st.stats.members += count;
-                        st.stats.largest = st.stats.largest.max(count);
-                    }
-                    Err(e) => st.failed = Some((number, e.to_string())),
-                }
-                drop(st);
-                self.done.notify_all();
-                return r;
-            }
-            st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
         }
+        // Give others the chance to join before the flush (commit_delay).
+        let never = || false;
+        let pause = (!self.delay.is_zero()).then_some(Pause {
+            at_most: self.delay,
+            enough: &never,
+        });
+        self.flushes.wait(ticket.0, pause, || {
+            let mut st = lock(&self.state);
+            // Groups flush in order, so the one not covered yet is the pending one.
+            let Group {
+                number,
+                members,
+                touched,
+                header,
+            } = st.pending.take().expect("an unflushed group is pending");
+            debug_assert_eq!(number, ticket.0);
+            st.flushing = Some(Flushing {
+                touched,
+                header: header.clone(),
+            });
+            let _end = EndFlush(&self.state);
+            drop(st);
+            let count = members.len() as u64;
+            flush(pager, members, header).map(|()| Led {
+                upto: number,
+                members: Some(count),
+            })
+        })
     }
 }
 
