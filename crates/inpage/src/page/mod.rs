@@ -23,6 +23,8 @@ pub mod mvbt;
 mod occupancy;
 pub mod slotted;
 pub(crate) mod stock;
+#[cfg(test)]
+pub(crate) mod strategies;
 pub(crate) mod two_version;
 pub(crate) mod versioned;
 

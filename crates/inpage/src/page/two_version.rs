@@ -41,15 +41,13 @@ pub(crate) struct NodeVersion<'a> {
 /// switches of a mode (MVBT's ablations), so one `static` per mode.
 pub(crate) trait NodeFormat: Send + Sync + Debug + 'static {
     /// The format's name (`dhl`, `ips`, `mvbt`), shown by `inspect` and the bench.
-    fn name(&self) -> &'static str;
+    const NAME: &'static str;
     /// The format's name in messages (`DHL`).
-    fn label(&self) -> &'static str;
+    const LABEL: &'static str;
     /// How `inspect` calls a descriptor slot.
-    fn slot_word(&self) -> &'static str {
-        "descriptor"
-    }
+    const SLOT_WORD: &'static str = "descriptor";
     /// Its overflow pages: the shared format with this format's field positions.
-    fn overflow(&self) -> &OverflowFormat;
+    const OVERFLOW: &'static OverflowFormat;
 
     /// The node a reader at `visible_tid` sees, fully validated (bounds, cells, checksum).
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached>;
@@ -133,7 +131,7 @@ pub(crate) struct TwoVersion<F>(pub F);
 
 impl<F: NodeFormat> PageLayout for TwoVersion<F> {
     fn name(&self) -> &'static str {
-        self.0.name()
+        F::NAME
     }
 
     fn open(&self, pgno: Pgno, buf: &[u8], g: Geometry, visible_tid: u64) -> Result<Detached> {
@@ -179,7 +177,7 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
     ) -> Result<Option<PageRef>> {
         // The committed version in the current image is kept; an earlier version of
         // this transaction is replaced.
-        let (tid, base) = versioned::write_base(store, pgno, self.0.label())?;
+        let (tid, base) = versioned::write_base(store, pgno, F::LABEL)?;
         let version = NodeVersion {
             tid,
             leaf,
@@ -227,9 +225,7 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
         next: Pgno,
         chunk: &[u8],
     ) -> Result<Vec<u8>> {
-        self.0
-            .overflow()
-            .image(pgno, g.page_size, g.usable, tid, next, chunk)
+        F::OVERFLOW.image(pgno, g.page_size, g.usable, tid, next, chunk)
     }
 
     fn overflow_read<'p>(
@@ -241,7 +237,7 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
         visible_tid: u64,
         take: usize,
     ) -> Result<(&'p [u8], Pgno)> {
-        let o = self.0.overflow().open(pgno, page, g.usable)?;
+        let o = F::OVERFLOW.open(pgno, page, g.usable)?;
         versioned::chain_page(owner, pgno, o.tid, o.data, o.next, visible_tid, take)
     }
 
@@ -308,7 +304,7 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
         if let Ok(v) = self.0.open(pgno, page, g.usable, visible_tid) {
             return if v.is_leaf() { "leaf" } else { "interior" };
         }
-        match self.0.overflow().open(pgno, page, g.usable) {
+        match F::OVERFLOW.open(pgno, page, g.usable) {
             Ok(o) if o.tid <= visible_tid => page_type::name(page_type::OVERFLOW),
             _ => "unused",
         }
@@ -318,7 +314,7 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
         if pgno == 0 {
             return versioned::describe_header_slots(page);
         }
-        let word = self.0.slot_word();
+        let word = F::SLOT_WORD;
         let mut v = Vec::new();
         for (slot, d) in self.0.versions(pgno, page, g.usable).iter().enumerate() {
             v.push(match d {
@@ -339,7 +335,7 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
         }
         v.push(match self.0.describe_visible(pgno, page, g.usable, fcc) {
             Ok(line) => line,
-            Err(e) => match self.0.overflow().open(pgno, page, g.usable) {
+            Err(e) => match F::OVERFLOW.open(pgno, page, g.usable) {
                 Ok(ov) => format!(
                     "overflow page: tid {} txn_size {} next {}, {} data bytes",
                     ov.tid,

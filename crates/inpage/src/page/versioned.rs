@@ -351,20 +351,9 @@ impl<T: Clone> ImageMemo<T> {
             .filter(|e| e.is(ptr, pgno, usable))
     }
 
-    /// What was remembered for descriptor `slot` of this image of page `pgno`.
-    pub(crate) fn get(
-        &self,
-        page: &Arc<[u8]>,
-        pgno: Pgno,
-        usable: usize,
-        slot: usize,
-    ) -> Option<T> {
-        self.get_at(page, pgno, usable, slot)
-    }
-
-    /// [`ImageMemo::get`] for exactly these bytes: the whole image a remembered `Arc`
-    /// holds (same address and length), as a writer's edit sees it.
-    pub(crate) fn get_at(&self, page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> Option<T> {
+    /// What was remembered for descriptor `slot` of exactly these bytes of page `pgno`:
+    /// the whole image a remembered `Arc` holds (same address and length).
+    pub(crate) fn get(&self, page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> Option<T> {
         self.entry(page as *const [u8], pgno, usable)?.slots[slot].clone()
     }
 
@@ -395,6 +384,70 @@ impl<T: Clone> ImageMemo<T> {
             }
         }
     }
+}
+
+/// A format's per-thread memo (a `thread_local!`).
+pub(crate) type MemoKey<T> = std::thread::LocalKey<std::cell::RefCell<ImageMemo<T>>>;
+
+/// What the thread's `memo` keeps for descriptor `slot` of exactly these bytes; None
+/// also while the memo is borrowed (a re-entrant open validates again instead).
+pub(crate) fn recall<T: Clone>(
+    memo: &'static MemoKey<T>,
+    page: &[u8],
+    pgno: Pgno,
+    usable: usize,
+    slot: usize,
+) -> Option<T> {
+    memo.with(|m| m.try_borrow().ok()?.get(page, pgno, usable, slot))
+}
+
+/// Keep `value` in the thread's `memo` for descriptor `slot` of `page`, whose version
+/// passed validation.
+pub(crate) fn remember<T: Clone>(
+    memo: &'static MemoKey<T>,
+    page: &Arc<[u8]>,
+    at: (Pgno, usize, usize),
+    value: T,
+) {
+    let (pgno, usable, slot) = at;
+    memo.with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            m.put(page, pgno, usable, slot, value);
+        }
+    })
+}
+
+/// The version of a shared image that a reader at `max_tid` sees, validated once per
+/// image instead of once per open (a cursor opens the same cached pages over and over).
+/// When the memo holds the newest candidate (these very bytes passed validation), `hit`
+/// makes the answer from what it kept; otherwise `check` validates the candidate and
+/// what it keeps is remembered. Every other case (no candidate, or one that does not
+/// validate) goes to `slow`, the format's full `visible`. So the answer is always
+/// `visible`'s: the memo only ever holds a reader's newest candidate after it validated.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn open_remembered<'p, T: Clone, R>(
+    memo: &'static MemoKey<T>,
+    page: &'p Arc<[u8]>,
+    pgno: Pgno,
+    usable: usize,
+    max_tid: u64,
+    geometry_ok: bool,
+    hit: impl FnOnce(T, usize) -> R,
+    check: impl FnOnce(usize) -> Option<(T, R)>,
+    slow: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    if geometry_ok {
+        if let Some(slot) = newest_candidate(page, |tid| tid <= max_tid) {
+            if let Some(kept) = recall(memo, page, pgno, usable, slot) {
+                return Ok(hit(kept, slot));
+            }
+            if let Some((kept, r)) = check(slot) {
+                remember(memo, page, (pgno, usable, slot), kept);
+                return Ok(r);
+            }
+        }
+    }
+    slow()
 }
 
 // ---- Overflow pages ------------------------------------------------------------------

@@ -29,21 +29,10 @@ pub(crate) struct Dhl;
 pub(crate) static DHL: TwoVersion<Dhl> = TwoVersion(Dhl);
 
 impl NodeFormat for Dhl {
-    fn name(&self) -> &'static str {
-        "dhl"
-    }
-
-    fn label(&self) -> &'static str {
-        "DHL"
-    }
-
-    fn slot_word(&self) -> &'static str {
-        "slot header"
-    }
-
-    fn overflow(&self) -> &OverflowFormat {
-        &double_header::OVERFLOW
-    }
+    const NAME: &'static str = "dhl";
+    const LABEL: &'static str = "DHL";
+    const SLOT_WORD: &'static str = "slot header";
+    const OVERFLOW: &'static OverflowFormat = &double_header::OVERFLOW;
 
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached> {
         Ok(double_header::visible(pgno, buf, usable, visible_tid)?.detach())

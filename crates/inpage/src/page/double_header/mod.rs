@@ -437,22 +437,6 @@ thread_local! {
     static MEMO: RefCell<ImageMemo<()>> = const { RefCell::new(ImageMemo::new()) };
 }
 
-/// Whether descriptor `slot` of `page` was validated before.
-fn memo_hit(page: &PageRef, pgno: Pgno, usable: usize, slot: usize) -> bool {
-    MEMO.with(|m| {
-        m.try_borrow()
-            .is_ok_and(|m| m.get(page, pgno, usable, slot).is_some())
-    })
-}
-
-fn memo_record(page: &PageRef, pgno: Pgno, usable: usize, slot: usize) {
-    MEMO.with(|m| {
-        if let Ok(mut m) = m.try_borrow_mut() {
-            m.put(page, pgno, usable, slot, ());
-        }
-    })
-}
-
 /// The View of descriptor `slot`, which passed `check_slot` on these very bytes before
 /// (the memo says so): the fields are decoded again, the cells not re-validated.
 fn view_validated(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> View<'_> {
@@ -482,19 +466,17 @@ fn view_validated(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> View<'_
 /// open (a cursor opens the same cached pages over and over). Same answer as `visible`:
 /// its fast path returns that candidate exactly when it validates.
 pub fn visible_page(pgno: Pgno, page: &PageRef, usable: usize, max_tid: u64) -> Result<View<'_>> {
-    let buf: &[u8] = page;
-    if geometry_ok(usable, buf.len()) {
-        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
-            if memo_hit(page, pgno, usable, slot) {
-                return Ok(view_validated(pgno, buf, usable, slot));
-            }
-            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
-                memo_record(page, pgno, usable, slot);
-                return Ok(v);
-            }
-        }
-    }
-    visible(pgno, buf, usable, max_tid)
+    crate::page::versioned::open_remembered(
+        &MEMO,
+        page,
+        pgno,
+        usable,
+        max_tid,
+        geometry_ok(usable, page.len()),
+        |(), slot| view_validated(pgno, page, usable, slot),
+        |slot| Some(((), check_slot(pgno, page, usable, slot).ok()?)),
+        || visible(pgno, page, usable, max_tid),
+    )
 }
 
 /// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest

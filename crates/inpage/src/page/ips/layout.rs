@@ -32,17 +32,9 @@ pub(crate) struct Ips;
 pub(crate) static IPS: TwoVersion<Ips> = TwoVersion(Ips);
 
 impl NodeFormat for Ips {
-    fn name(&self) -> &'static str {
-        "ips"
-    }
-
-    fn label(&self) -> &'static str {
-        "IPS"
-    }
-
-    fn overflow(&self) -> &OverflowFormat {
-        &ips::OVERFLOW
-    }
+    const NAME: &'static str = "ips";
+    const LABEL: &'static str = "IPS";
+    const OVERFLOW: &'static OverflowFormat = &ips::OVERFLOW;
 
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached> {
         Ok(ips::visible(pgno, buf, usable, visible_tid)?.detach())

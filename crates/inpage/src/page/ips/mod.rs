@@ -114,7 +114,8 @@ use crate::page::layout::{DescInfo, VERSION_HEADS};
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
 use crate::page::versioned::{
-    descriptor_kind, fold, newest_candidate, right_child_fits, ImageMemo, D_TID, D_TXN_SIZE,
+    descriptor_kind, fold, newest_candidate, open_remembered, recall, right_child_fits, ImageMemo,
+    D_TID, D_TXN_SIZE,
 };
 use crate::seam::{planted, Plant};
 
@@ -614,18 +615,6 @@ thread_local! {
     static MEMO: RefCell<ImageMemo<Opened>> = const { RefCell::new(ImageMemo::new()) };
 }
 
-fn memo_get(page: &[u8], pgno: Pgno, usable: usize, slot: usize) -> Option<Opened> {
-    MEMO.with(|m| m.try_borrow().ok()?.get_at(page, pgno, usable, slot))
-}
-
-fn memo_put(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Opened) {
-    MEMO.with(|m| {
-        if let Ok(mut m) = m.try_borrow_mut() {
-            m.put(page, pgno, usable, slot, node.clone());
-        }
-    })
-}
-
 /// Descriptor `slot` of `page` and its node, if the memo says these very bytes passed
 /// validation (`page` is the whole image held by a remembered `Arc`: same address and
 /// length; the tree opened the page just before a writer builds on it).
@@ -633,7 +622,7 @@ fn memo_view(pgno: Pgno, page: &[u8], usable: usize, slot: usize) -> Option<(Vie
     if !geometry_ok(usable, page.len()) {
         return None;
     }
-    let o = memo_get(page, pgno, usable, slot)?;
+    let o = recall(&MEMO, page, pgno, usable, slot)?;
     let v = View {
         pgno,
         buf: page,
@@ -669,20 +658,20 @@ fn visible_for_edit(
 /// over and over). Same answer as `visible`: the memo only ever holds the newest candidate
 /// of a reader after it validated.
 pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -> Result<Detached> {
-    let buf: &[u8] = page;
-    if geometry_ok(usable, buf.len()) {
-        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
-            if let Some(o) = memo_get(buf, pgno, usable, slot) {
-                return Ok(o.node);
-            }
-            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
-                let o = v.opened();
-                memo_put(page, pgno, usable, slot, &o);
-                return Ok(o.node);
-            }
-        }
-    }
-    Ok(visible(pgno, buf, usable, max_tid)?.detach())
+    open_remembered(
+        &MEMO,
+        page,
+        pgno,
+        usable,
+        max_tid,
+        geometry_ok(usable, page.len()),
+        |o: Opened, _| o.node,
+        |slot| {
+            let o = check_slot(pgno, page, usable, slot).ok()?.opened();
+            Some((o.clone(), o.node))
+        },
+        || Ok(visible(pgno, page, usable, max_tid)?.detach()),
+    )
 }
 
 // ---- What the builders sealed, for the commit --------------------------------------
@@ -862,5 +851,5 @@ pub(crate) fn restamp_node(
 /// [`visible_node`] does after it validated.
 pub(crate) fn remember(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Opened) {
     debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
-    memo_put(page, pgno, usable, slot, node);
+    crate::page::versioned::remember(&MEMO, page, (pgno, usable, slot), node.clone());
 }

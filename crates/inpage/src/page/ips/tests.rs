@@ -6,8 +6,9 @@
 //! itself wrote (a model), never from the code under test.
 
 use super::*;
-use crate::page::cell::{interior_cell, leaf_cell_inline, leaf_cell_overflow, CELL_HEADER};
+use crate::page::cell::{interior_cell, leaf_cell_inline, CELL_HEADER};
 use crate::page::cells::CellArray;
+use crate::page::strategies::{self, rec, SIZES};
 use crate::page::{PageRef, PAGE_TRAILER};
 use crate::seam::{plant, Plant};
 use proptest::prelude::*;
@@ -43,12 +44,6 @@ fn edit(
 const PS: usize = 4096;
 const US: usize = PS - PAGE_TRAILER;
 const SECTOR: usize = 512;
-const SIZES: [usize; 8] = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
-
-/// Leaf cell of exactly `size` bytes (>= 10) with a 4-byte big-endian key.
-fn rec(key: u32, size: usize) -> Vec<u8> {
-    leaf_cell_inline(&key.to_be_bytes(), &vec![key as u8; size - 10])
-}
 
 fn ver(tid: u64, leaf: bool, right: Pgno, cells: &[Vec<u8>]) -> Version<'_> {
     Version {
@@ -76,39 +71,12 @@ fn seen(buf: &[u8], usable: usize, max_tid: u64) -> Result<Vec<Vec<u8>>> {
 }
 
 fn arb_cell(leaf: bool, usable: usize) -> impl Strategy<Value = Vec<u8>> {
-    let mc = max_cell(usable);
-    (
-        proptest::collection::vec(any::<u8>(), 0..24),
-        prop_oneof![4 => 0..24usize, 1 => 0..mc],
-        any::<bool>(),
-        1..u32::MAX,
-    )
-        .prop_map(move |(key, vlen, ovfl, n)| {
-            if !leaf {
-                interior_cell(n, &key)
-            } else if ovfl {
-                leaf_cell_overflow(&key, (mc + n as usize % 100_000) as u32, n)
-            } else {
-                let vlen = vlen.min(mc - CELL_HEADER - key.len());
-                leaf_cell_inline(&key, &vec![n as u8; vlen])
-            }
-        })
+    strategies::arb_cell(leaf, usable, 24)
 }
 
 /// Cells whose total cost is at most `budget` (a prefix of a random list).
 fn arb_cells(leaf: bool, usable: usize, budget: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
-    proptest::collection::vec(arb_cell(leaf, usable), 0..200).prop_map(move |mut cs| {
-        let mut total = 0;
-        let keep = cs
-            .iter()
-            .take_while(|c| {
-                total += cell_cost(c.len());
-                total <= budget
-            })
-            .count();
-        cs.truncate(keep);
-        cs
-    })
+    strategies::arb_cells(arb_cell(leaf, usable), 200, budget, cell_cost)
 }
 
 /// One-cell change: (kind 0 insert / 1 replace / 2 remove, position seed, new cell).
@@ -1304,7 +1272,7 @@ fn finalize_remembers_the_node_of_the_image_it_returns() {
     // The commit's image is remembered with its node (no validation or replay at its
     // next open), and that node is exactly what validating it afresh gives.
     let slot = newest_candidate(&done, |t| t <= 2).unwrap();
-    let kept = memo_get(&done, 1, US, slot).expect("finalize remembered the image");
+    let kept = recall(&MEMO, &done, 1, US, slot).expect("finalize remembered the image");
     assert_eq!(kept.node.attach(&done).cells().unwrap(), v);
     let copy = done.to_vec();
     let fresh = visible(1, &copy, US, 2).unwrap();

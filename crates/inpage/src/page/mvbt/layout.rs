@@ -86,17 +86,9 @@ const LS_MVBT_FIELDS: Mvbt = Mvbt {
 };
 
 impl NodeFormat for Mvbt {
-    fn name(&self) -> &'static str {
-        "mvbt"
-    }
-
-    fn label(&self) -> &'static str {
-        "MVBT"
-    }
-
-    fn overflow(&self) -> &OverflowFormat {
-        &mvbt::OVERFLOW
-    }
+    const NAME: &'static str = "mvbt";
+    const LABEL: &'static str = "MVBT";
+    const OVERFLOW: &'static OverflowFormat = &mvbt::OVERFLOW;
 
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached> {
         Ok(mvbt::visible(pgno, buf, usable, visible_tid)?.detach())

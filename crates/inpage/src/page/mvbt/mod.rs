@@ -95,8 +95,7 @@ use crate::page::layout::{DescInfo, VERSION_HEADS};
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
 use crate::page::versioned::{
-    descriptor_kind, fold, newest_candidate, right_child_fits, ImageMemo, OverflowFormat, D_TID,
-    D_TXN_SIZE,
+    descriptor_kind, fold, right_child_fits, ImageMemo, OverflowFormat, D_TID, D_TXN_SIZE,
 };
 use crate::seam::{planted, Plant};
 
@@ -522,25 +521,20 @@ thread_local! {
 /// only holds the newest candidate of a reader after it validated, and the node depends
 /// on the descriptor only (liveness is judged at its tid, not the reader's).
 pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -> Result<Detached> {
-    let buf: &[u8] = page;
-    if geometry_ok(usable, buf.len()) {
-        if let Some(slot) = newest_candidate(buf, |tid| tid <= max_tid) {
-            let known = MEMO.with(|m| m.try_borrow().ok()?.get(page, pgno, usable, slot));
-            if let Some(node) = known {
-                return Ok(node);
-            }
-            if let Ok(v) = check_slot(pgno, buf, usable, slot) {
-                let node = v.detach();
-                MEMO.with(|m| {
-                    if let Ok(mut m) = m.try_borrow_mut() {
-                        m.put(page, pgno, usable, slot, node.clone());
-                    }
-                });
-                return Ok(node);
-            }
-        }
-    }
-    Ok(visible(pgno, buf, usable, max_tid)?.detach())
+    crate::page::versioned::open_remembered(
+        &MEMO,
+        page,
+        pgno,
+        usable,
+        max_tid,
+        geometry_ok(usable, page.len()),
+        |node: Detached, _| node,
+        |slot| {
+            let node = check_slot(pgno, page, usable, slot).ok()?.detach();
+            Some((node.clone(), node))
+        },
+        || Ok(visible(pgno, page, usable, max_tid)?.detach()),
+    )
 }
 
 // ---- Recovery's views and commit-time edits ------------------------------------------

@@ -7,7 +7,8 @@
 //! from the format rules, never from the code under test.
 
 use super::*;
-use crate::page::cell::{interior_cell, leaf_cell_inline, leaf_cell_overflow};
+use crate::page::cell::{interior_cell, leaf_cell_inline};
+use crate::page::strategies::{self, rec, SIZES};
 use crate::page::PAGE_TRAILER;
 use crate::seam::{plant, Plant};
 use proptest::prelude::*;
@@ -15,12 +16,6 @@ use proptest::prelude::*;
 const PS: usize = 4096;
 const US: usize = PS - PAGE_TRAILER;
 const SECTOR: usize = 512;
-const SIZES: [usize; 8] = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
-
-/// Leaf cell of exactly `size` bytes (>= 10) with a 4-byte big-endian key.
-fn rec(key: u32, size: usize) -> Vec<u8> {
-    leaf_cell_inline(&key.to_be_bytes(), &vec![key as u8; size - 10])
-}
 
 fn ver(tid: u64, cells: &[Vec<u8>], lazy_gc: bool) -> Version<'_> {
     Version {
@@ -463,37 +458,13 @@ fn every_single_bit_flip_in_a_version_is_refused_or_harmless() {
     }
 }
 
-fn arb_cell(usable: usize) -> impl Strategy<Value = Vec<u8>> {
-    let mc = max_cell(usable);
-    (
-        proptest::collection::vec(any::<u8>(), 0..24),
-        prop_oneof![4 => 0..24usize, 1 => 0..mc],
-        any::<bool>(),
-        1..u32::MAX,
-    )
-        .prop_map(move |(key, vlen, ovfl, n)| {
-            if ovfl {
-                leaf_cell_overflow(&key, (mc + n as usize % 100_000) as u32, n)
-            } else {
-                let vlen = vlen.min(mc - CELL_HEADER - key.len());
-                leaf_cell_inline(&key, &vec![n as u8; vlen])
-            }
-        })
-}
-
 fn arb_cells(usable: usize, budget: usize) -> impl Strategy<Value = Vec<Vec<u8>>> {
-    proptest::collection::vec(arb_cell(usable), 0..120).prop_map(move |mut cs| {
-        let mut total = 0;
-        let keep = cs
-            .iter()
-            .take_while(|c| {
-                total += cell_cost(c.len());
-                total <= budget
-            })
-            .count();
-        cs.truncate(keep);
-        cs
-    })
+    strategies::arb_cells(
+        strategies::arb_cell(true, usable, 24),
+        120,
+        budget,
+        cell_cost,
+    )
 }
 
 proptest! {
