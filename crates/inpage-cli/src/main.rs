@@ -256,7 +256,7 @@ fn recovery_lines(db: &Database) -> Vec<String> {
         return Vec::new();
     }
     let mut v: Vec<String> = actions
-        .into_iter()
+        .iter()
         .map(|a| format!("recovery would {a}"))
         .collect();
     let files: Vec<String> = db

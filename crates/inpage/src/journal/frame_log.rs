@@ -206,7 +206,7 @@ pub(crate) struct Scan {
 impl Scan {
     /// The report of a recovery that kept this scan's frames and skipped `stale` ones.
     pub(crate) fn report(&self, stale: u64) -> RecoveryReport {
-        let replay = (self.index.frames > 0).then(|| RecoveryAction::ReplayFrames {
+        let replay = (self.index.frames > 0).then_some(RecoveryAction::ReplayFrames {
             frames: self.index.frames,
             pages: self.index.map.len() as u64,
         });

@@ -124,7 +124,7 @@ pub(crate) static NVLOG: ModeSpec = ModeSpec {
         JournalOption::NvlogFlush,
         JournalOption::NvlogDirectPages,
     ],
-    check_options: check_options,
+    check_options,
     open: |ctx, _| {
         let (j, recovery, fcc) = NvlogJournal::open(ctx)?;
         Ok(Opened {

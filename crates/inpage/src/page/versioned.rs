@@ -425,9 +425,9 @@ pub(crate) fn remember<T: Clone>(
 /// validate) goes to `slow`, the format's full `visible`. So the answer is always
 /// `visible`'s: the memo only ever holds a reader's newest candidate after it validated.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn open_remembered<'p, T: Clone, R>(
+pub(crate) fn open_remembered<T: Clone, R>(
     memo: &'static MemoKey<T>,
-    page: &'p Arc<[u8]>,
+    page: &Arc<[u8]>,
     pgno: Pgno,
     usable: usize,
     max_tid: u64,
