@@ -23,7 +23,7 @@ const ENGINE: &[(&str, u32)] = &[
     ("error", 0),
     ("le", 0),
     ("seam", 0),
-    ("group", 0),
+    ("group", 1),
     ("format", 1),
     ("vfs", 2),
     ("page", 2),

@@ -34,6 +34,7 @@
 
 pub(crate) mod cache;
 mod create;
+mod free;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -50,23 +51,21 @@ use crate::journal::{
 use crate::page::{crc_ok, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite};
 use crate::vfs::{fork, File, LockKind, OpenOptions};
 use cache::Cache;
+pub use free::AllocDelta;
+use free::FreeSet;
 
 struct State {
     header: Header,
     cache: Cache,
     /// Commit tid -> committed images that commit replaced.
     versions: BTreeMap<u64, PgnoMap<PageRef>>,
-    /// Commit tid -> pages that commit gave up (tree-walk free space), kept as long as
-    /// `versions`: with the replaced pages, what a concurrent writer's validation asks
-    /// about (`touched_since`).
-    freed_by: BTreeMap<u64, Vec<Pgno>>,
     /// Snapshot tid -> number of readers on it.
     readers: BTreeMap<u64, usize>,
     /// Whether the file is being written, and whether this handle may still work.
     phase: Phase,
-    /// `FreeSpace::TreeWalk` layouts: pages no committed tree owns (see `txn::free`).
-    /// Empty under `PageList`, whose free list lives in the pages.
-    free: BTreeSet<Pgno>,
+    /// `FreeSpace::TreeWalk` layouts: pages no committed tree owns, and what each
+    /// commit since the oldest reader freed (`pager/free.rs`).
+    free: FreeSet,
     /// Bumped when a commit starts writing and again when it ends (`State::begin_io`,
     /// `State::end_io`): a page read from the file without the lock is only cached (and
     /// returned) if no commit started or ended meanwhile (see `read_page_unlocked`).
@@ -190,16 +189,6 @@ impl Hasher for PgnoHasher {
     fn finish(&self) -> u64 {
         self.0
     }
-}
-
-/// Pages a DHL transaction moved between the free set and its trees. Pages it freed are
-/// released only when it commits: until then the committed trees still own them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AllocDelta {
-    /// Pages the transaction took from the free set.
-    pub taken: Vec<Pgno>,
-    /// Pages the transaction's trees gave up.
-    pub freed: Vec<Pgno>,
 }
 
 /// Cache statistics.
@@ -538,11 +527,10 @@ impl Pager {
                 header,
                 cache,
                 versions: BTreeMap::new(),
-                freed_by: BTreeMap::new(),
                 readers: BTreeMap::new(),
                 mutant: cfg.journal.mutant(),
                 phase: Phase::Ready,
-                free: BTreeSet::new(),
+                free: FreeSet::default(),
                 write_epoch: 0,
                 catalog_gen: 0,
                 in_flight: HashSet::default(),
@@ -611,13 +599,12 @@ impl Pager {
 
     /// DHL: the pages no committed tree owns, computed by the caller at open.
     pub fn set_free_pages(&self, free: BTreeSet<Pgno>) {
-        lock(&self.state).free = free;
+        lock(&self.state).free.replace(free);
     }
 
     /// DHL: the lowest free page not in `exclude` (pages this transaction already took).
     pub fn pick_free(&self, exclude: &BTreeSet<Pgno>) -> Option<Pgno> {
-        let st = lock(&self.state);
-        st.free.iter().find(|p| !exclude.contains(p)).copied()
+        lock(&self.state).free.pick(exclude)
     }
 
     /// The committed header.
@@ -944,7 +931,7 @@ impl Pager {
             .filter(|_| st.mutant != crate::journal::Mutant::PruneUnderReaders)
             .map_or(published, |&r| r.min(published));
         st.versions = st.versions.split_off(&(oldest + 1));
-        st.freed_by = st.freed_by.split_off(&(oldest + 1));
+        st.free.prune(oldest);
     }
 
     /// `Concurrency::Occ` validation: the first commit newer than `snapshot` that
@@ -963,7 +950,7 @@ impl Pager {
         // them in tid order finds the earliest commit that touched any of `pages`.
         let pages: Vec<Pgno> = pages.collect();
         since.find_map(|(&tid, replaced)| {
-            let freed = st.freed_by.get(&tid);
+            let freed = st.free.freed_in(tid);
             pages
                 .iter()
                 .copied()
@@ -977,16 +964,7 @@ impl Pager {
     /// that was free at `snapshot` too. A page a commit after the snapshot freed is still
     /// in the trees a transaction on that snapshot sees: it must not reuse it.
     pub fn pick_free_at(&self, snapshot: u64, take: &dyn Fn(Pgno) -> bool) -> Option<Pgno> {
-        let st = lock(&self.state);
-        let freed_since = |p: Pgno| {
-            st.freed_by
-                .range(snapshot + 1..)
-                .any(|(_, f)| f.contains(&p))
-        };
-        st.free
-            .iter()
-            .copied()
-            .find(|&p| take(p) && !freed_since(p))
+        lock(&self.state).free.pick_at(snapshot, take)
     }
 
     /// `FreeSpace::TreeWalk`: pages no tree owns that join the free set now (a
@@ -995,7 +973,7 @@ impl Pager {
     pub fn add_free(&self, pages: &[Pgno]) {
         let mut st = lock(&self.state);
         let count = st.header.page_count;
-        st.free.extend(pages.iter().copied().filter(|&p| p < count));
+        st.free.add(pages, count);
     }
 
     /// Read a page as of snapshot `snapshot`.
@@ -1135,13 +1113,7 @@ impl Pager {
             Ok(()) => {
                 st.header = header.clone();
                 st.catalog_gen += u64::from(catalog_changed);
-                for p in &alloc.taken {
-                    st.free.remove(p);
-                }
-                st.free.extend(alloc.freed.iter().copied());
-                if !alloc.freed.is_empty() {
-                    st.freed_by.insert(header.fcc, alloc.freed.clone());
-                }
+                st.free.commit(header.fcc, alloc);
                 for (pgno, _) in &pages {
                     st.cache.unpin(*pgno);
                 }
@@ -1206,7 +1178,7 @@ impl Pager {
         self.check_usable()?;
         if let Some(keeper) = self.journal.keeps_free() {
             if free_known && self.layout.free_space() == FreeSpace::TreeWalk {
-                let free = lock(&self.state).free.clone();
+                let free = lock(&self.state).free.pages().clone();
                 return keeper.close_keeping_free(&free);
             }
         }

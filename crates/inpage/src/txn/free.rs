@@ -8,9 +8,10 @@
 //! - `TreeWalk` (DHL): no free list on disk — writing one would overwrite pages the
 //!   committed trees still use, which a DHL transaction must never do before commit. The
 //!   free pages are those no tree owns, found by walking every tree once per open before
-//!   the first write transaction, and kept by the pager. A page freed by a transaction
-//!   joins the set only when it commits (until then the committed trees own it); a page it
-//!   grew the file by and freed unwritten is given back at once if it is at the end.
+//!   the first write transaction, and kept by the pager (`pager/free.rs`, whose module
+//!   docs map where each part of free space lives). A page freed by a transaction joins
+//!   the set only when it commits (until then the committed trees own it); a page it grew
+//!   the file by and freed unwritten is given back at once if it is at the end.
 //!
 //! Invariant both keep: every page below `page_count` is in exactly one place, a tree or
 //! the free space; `allocate` and `free` are the only ways pages move between them.
