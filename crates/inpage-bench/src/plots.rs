@@ -824,6 +824,7 @@ mod tests {
                 write: 2.0,
                 sync: 3.0,
             }),
+            commit_latency_us: None,
             recovery_ms_median: Some(4.0),
             write_reqs_per_txn: None,
             read_reqs_per_txn: None,

@@ -82,6 +82,47 @@ pub struct Latency {
     pub sync: f64,
 }
 
+/// Commit latency of one contender on one workload point, µs: the wall time of each
+/// measured transaction (every thread's pooled), each percentile the median over rounds
+/// of that round's. A round of fewer than 1,000 transactions has its slowest as p99.9.
+/// Measured, not modeled: a checkpoint that runs inside a commit shows here.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitLatency {
+    pub p50: f64,
+    pub p99: f64,
+    pub p999: f64,
+}
+
+impl CommitLatency {
+    /// The percentiles of `us` (nearest rank); None for no transactions.
+    pub fn of(us: &[f64]) -> Option<CommitLatency> {
+        let mut s: Vec<f64> = us.iter().copied().filter(|x| x.is_finite()).collect();
+        if s.is_empty() {
+            return None;
+        }
+        s.sort_by(f64::total_cmp);
+        let rank = |q: f64| s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
+        Some(CommitLatency {
+            p50: rank(0.50),
+            p99: rank(0.99),
+            p999: rank(0.999),
+        })
+    }
+
+    /// Each percentile's median over `rounds`; None unless every round has them.
+    fn median_of(rounds: &[Option<CommitLatency>]) -> Option<CommitLatency> {
+        let all: Option<Vec<CommitLatency>> = rounds.iter().copied().collect();
+        let all = all.filter(|v| !v.is_empty())?;
+        let m = |f: fn(&CommitLatency) -> f64| median(&all.iter().map(f).collect::<Vec<_>>());
+        Some(CommitLatency {
+            p50: m(|c| c.p50)?,
+            p99: m(|c| c.p99)?,
+            p999: m(|c| c.p999)?,
+        })
+    }
+}
+
 /// One contender on one workload point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -108,6 +149,9 @@ pub struct ResultRow {
     pub unaligned_writes_per_txn: Option<f64>,
     pub sync_calls_per_txn: Option<f64>,
     pub latency_us: Option<Latency>,
+    /// Commit latency percentiles (transaction benches: Mobibench and the floor).
+    #[serde(default)]
+    pub commit_latency_us: Option<CommitLatency>,
     pub recovery_ms_median: Option<f64>,
     /// Device write requests that carry data, per transaction (model input; ext4 lab).
     #[serde(default)]
@@ -186,6 +230,8 @@ pub struct Sample {
     pub unaligned_writes: Option<f64>,
     pub sync_calls: Option<f64>,
     pub latency: Option<Latency>,
+    /// Commit latency percentiles of the round.
+    pub commit_latency: Option<CommitLatency>,
     pub recovery_ms: Option<f64>,
     /// Data-carrying device write requests, read requests and KiB read (ext4 lab).
     pub write_reqs: Option<f64>,
@@ -337,6 +383,9 @@ impl Collector {
                     unaligned_writes_per_txn: median_opt(s.iter().map(|x| x.unaligned_writes)),
                     sync_calls_per_txn: median_opt(s.iter().map(|x| x.sync_calls)),
                     latency_us: lat,
+                    commit_latency_us: CommitLatency::median_of(
+                        &s.iter().map(|x| x.commit_latency).collect::<Vec<_>>(),
+                    ),
                     recovery_ms_median: median_opt(s.iter().map(|x| x.recovery_ms)),
                     write_reqs_per_txn: median_opt(s.iter().map(|x| x.write_reqs)),
                     read_reqs_per_txn: median_opt(s.iter().map(|x| x.read_reqs)),
@@ -457,6 +506,9 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
         "M:us",
         "M:tx/s",
         "M:ratio",
+        "p50_us",
+        "p99_us",
+        "p999_us",
     ];
     let mut cells: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
     for (i, x) in r.results.iter().enumerate() {
@@ -484,6 +536,9 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
             f(x.model_us_per_txn, 0),
             f(x.model_tx_per_s, 1),
             f(x.model_ratio_to_baseline, 2),
+            f(x.commit_latency_us.map(|l| l.p50), 0),
+            f(x.commit_latency_us.map(|l| l.p99), 0),
+            f(x.commit_latency_us.map(|l| l.p999), 0),
         ]);
     }
     let ncol = head.len();
@@ -762,6 +817,11 @@ mod tests {
                 write: 20.0,
                 sync: 300.0,
             }),
+            commit_latency_us: Some(CommitLatency {
+                p50: 300.0,
+                p99: 900.0,
+                p999: 2000.0,
+            }),
             recovery_ms_median: None,
             write_reqs_per_txn: Some(3.0),
             read_reqs_per_txn: Some(0.0),
@@ -782,6 +842,20 @@ mod tests {
             checkpoint_share: None,
             pages_dirtied_per_txn: None,
         }
+    }
+
+    /// Nearest-rank percentiles of one round, and their medians over rounds.
+    #[test]
+    fn commit_latency_percentiles() {
+        let us: Vec<f64> = (1..=1000).map(f64::from).collect();
+        let c = CommitLatency::of(&us).unwrap();
+        assert_eq!((c.p50, c.p99, c.p999), (500.0, 990.0, 999.0));
+        let few = CommitLatency::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((few.p50, few.p99, few.p999), (2.0, 3.0, 3.0));
+        assert_eq!(CommitLatency::of(&[]), None);
+        let rounds = [Some(c), Some(few), Some(c)];
+        assert_eq!(CommitLatency::median_of(&rounds), Some(c));
+        assert_eq!(CommitLatency::median_of(&[Some(c), None]), None);
     }
 
     #[test]
@@ -844,6 +918,7 @@ mod tests {
             "unaligned_writes_per_txn",
             "sync_calls_per_txn",
             "latency_us",
+            "commit_latency_us",
             "recovery_ms_median",
             "write_reqs_per_txn",
             "read_reqs_per_txn",
@@ -864,6 +939,7 @@ mod tests {
         want.sort();
         assert_eq!(keys(row), want);
         assert_eq!(keys(&row["latency_us"]), ["compute", "sync", "write"]);
+        assert_eq!(keys(&row["commit_latency_us"]), ["p50", "p99", "p999"]);
         assert!(row["write_calls_per_txn"].is_null());
         assert!(row["ops_per_txn"].is_u64() && row["txns"].is_u64());
         assert!(row["tx_per_s_rounds"].is_array());

@@ -34,7 +34,7 @@ use crate::contender::{Contender, FloorMode, FloorStore, Kind, Store};
 use crate::device::{DeviceCounters, Profile};
 use crate::lab::{check_interrupted, prefetch_dir, read_proc_io, settle, DevStat, Lab, ProcIo};
 use crate::recovery::{calibrate_writes, copy_dir, crash_child, pre_updates, ChildSpec};
-use crate::report::{Collector, Latency, Point, Sample};
+use crate::report::{Collector, CommitLatency, Latency, Point, Sample};
 use crate::sql::ReadKind;
 use crate::workload::{mobibench_value, update_value, Op, Plan, SplitMix64};
 
@@ -259,6 +259,7 @@ pub(crate) fn sample(
         unaligned_writes,
         sync_calls,
         latency,
+        commit_latency: None,
         recovery_ms: None,
         read_call_kib: None,
         open_ms: None,
@@ -353,11 +354,19 @@ fn txn_trial(
     }
     let first = plan.warmup;
     let before = probe(&s.lab, &stats)?;
+    // Each transaction's wall time, µs (`CommitLatency`); the clock reads cost tens of
+    // nanoseconds against transactions of tens of microseconds and more.
+    let timed = |st: &mut Box<dyn Store>, t: usize, keys: &[i64]| -> Result<f64, String> {
+        let t0 = Instant::now();
+        st.txn(plan.op, keys, op_v(first + t))?;
+        Ok(t0.elapsed().as_secs_f64() * 1e6)
+    };
+    let mut commit_us: Vec<f64> = Vec::with_capacity(plan.measured().len() * stores.len());
     let wall = if stores.len() == 1 {
         let t0 = Instant::now();
         for (t, keys) in plan.measured().iter().enumerate() {
             check_interrupted()?;
-            stores[0].txn(plan.op, keys, op_v(first + t))?;
+            commit_us.push(timed(&mut stores[0], t, keys)?);
         }
         t0.elapsed()
     } else {
@@ -366,27 +375,28 @@ fn txn_trial(
             let handles: Vec<_> = stores
                 .iter_mut()
                 .map(|st| {
-                    let (barrier, op_v) = (&barrier, &op_v);
-                    sc.spawn(move || -> Result<(), String> {
+                    let (barrier, timed) = (&barrier, &timed);
+                    sc.spawn(move || -> Result<Vec<f64>, String> {
                         barrier.wait();
+                        let mut us = Vec::with_capacity(plan.measured().len());
                         for (t, keys) in plan.measured().iter().enumerate() {
                             check_interrupted()?;
-                            st.txn(plan.op, keys, op_v(first + t))?;
+                            us.push(timed(st, t, keys)?);
                         }
-                        Ok(())
+                        Ok(us)
                     })
                 })
                 .collect();
             barrier.wait();
             let t0 = Instant::now();
-            let results: Vec<Result<(), String>> = handles
+            let results: Vec<Result<Vec<f64>, String>> = handles
                 .into_iter()
                 .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
                 .collect();
             (t0.elapsed(), results)
         });
         for r in results {
-            r?;
+            commit_us.extend(r?);
         }
         wall
     };
@@ -395,7 +405,8 @@ fn txn_trial(
         st.close()?;
     }
     let ntx = plan.measured().len() as u64 * u64::from(threads);
-    let out = sample(accounted, &before, &after, wall, ntx, threads, &s.profile);
+    let mut out = sample(accounted, &before, &after, wall, ntx, threads, &s.profile);
+    out.commit_latency = CommitLatency::of(&commit_us);
     // Keep the lab file system small; its deletion I/O lands before the next settle.
     std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(out)
