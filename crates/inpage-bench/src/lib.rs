@@ -222,9 +222,10 @@ pub struct MobibenchArgs {
     pub fixed_update_value: bool,
     /// Transactions of the same workload run before the measured window opens (not
     /// measured), so side files are in their steady state — e.g. a WAL past its first
-    /// checkpoint and reused, as in an app's database that is in use. 0 = Mobibench's
-    /// cold start.
-    #[arg(long, default_value_t = 0)]
+    /// checkpoint and reused, as in an app's database that is in use (the default: peers
+    /// are measured as apps run them). 0 = Mobibench's cold start, reported as its own
+    /// workload, `mobibench-cold`.
+    #[arg(long, default_value_t = 200)]
     pub warmup: u64,
 }
 

@@ -98,6 +98,8 @@ fn plain_directory_run_reports_syscall_level_only() {
         "20",
         "--rounds",
         "2",
+        "--warmup",
+        "10",
         "--json",
         json.to_str().unwrap(),
         "--plots",
