@@ -227,6 +227,13 @@ pub struct MobibenchArgs {
     /// workload, `mobibench-cold`.
     #[arg(long, default_value_t = 200)]
     pub warmup: u64,
+    /// Open loop: transactions arrive at this rate (per second, per thread) whatever
+    /// the engine does, and each one's latency counts from its due time, so a stall (a
+    /// checkpoint inside a commit) delays the ones queued behind it, as it delays an
+    /// app's. Reported as workload `mobibench-open-<rate>tps`. Default: closed loop
+    /// (each transaction starts when the one before ends).
+    #[arg(long)]
+    pub rate: Option<f64>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -590,6 +597,11 @@ fn mobibench_setup(a: &MobibenchArgs) -> Result<(Vec<Contender>, MobiParams), St
     if a.threads == 0 || a.threads > 64 {
         return Err("--threads must be in 1..=64".into());
     }
+    if let Some(r) = a.rate.filter(|r| !(r.is_finite() && *r > 0.0 && *r <= 1e6)) {
+        return Err(format!(
+            "--rate {r} must be a rate in (0, 1000000] per second"
+        ));
+    }
     Ok((
         cs,
         MobiParams {
@@ -602,6 +614,7 @@ fn mobibench_setup(a: &MobibenchArgs) -> Result<(Vec<Contender>, MobiParams), St
             seed: a.seed,
             fixed_update_value: a.fixed_update_value,
             warmup: a.warmup,
+            rate: a.rate,
         },
     ))
 }
@@ -858,6 +871,7 @@ fn run_all(a: &AllArgs) -> Result<(), String> {
         seed: 1,
         fixed_update_value: false,
         warmup: a.warmup,
+        rate: None,
     };
     let rec = recovery_params(&a.recovery_records, &[1200], 128, None)?;
     let rounds = a.method.rounds;

@@ -302,6 +302,8 @@ struct TrialShape {
     value_size: usize,
     threads: u32,
     fixed_update_value: bool,
+    /// Open loop: transactions due at this rate per second (`MobiParams::rate`).
+    rate: Option<f64>,
 }
 
 type Opener<'a> = &'a dyn Fn(&Path, &Arc<IoStats>) -> Result<Box<dyn Store>, String>;
@@ -320,6 +322,7 @@ fn txn_trial(
         value_size,
         threads,
         fixed_update_value,
+        rate,
     } = shape;
     let dir = s.fresh_dir(label)?;
     let stats = Arc::new(IoStats::new());
@@ -356,17 +359,26 @@ fn txn_trial(
     let before = probe(&s.lab, &stats)?;
     // Each transaction's wall time, µs (`CommitLatency`); the clock reads cost tens of
     // nanoseconds against transactions of tens of microseconds and more.
-    let timed = |st: &mut Box<dyn Store>, t: usize, keys: &[i64]| -> Result<f64, String> {
-        let t0 = Instant::now();
+    // Open loop: transaction `t` is due `t / rate` after the window opened (`start`), and
+    // its latency counts from then, waiting included.
+    let timed = |st: &mut Box<dyn Store>, t: usize, keys: &[i64], start: Instant| {
+        let begin = match rate {
+            Some(r) => {
+                let due = start + Duration::from_secs_f64(t as f64 / r);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+                due
+            }
+            None => Instant::now(),
+        };
         st.txn(plan.op, keys, op_v(first + t))?;
-        Ok(t0.elapsed().as_secs_f64() * 1e6)
+        Ok::<f64, String>(begin.elapsed().as_secs_f64() * 1e6)
     };
     let mut commit_us: Vec<f64> = Vec::with_capacity(plan.measured().len() * stores.len());
     let wall = if stores.len() == 1 {
         let t0 = Instant::now();
         for (t, keys) in plan.measured().iter().enumerate() {
             check_interrupted()?;
-            commit_us.push(timed(&mut stores[0], t, keys)?);
+            commit_us.push(timed(&mut stores[0], t, keys, t0)?);
         }
         t0.elapsed()
     } else {
@@ -378,10 +390,11 @@ fn txn_trial(
                     let (barrier, timed) = (&barrier, &timed);
                     sc.spawn(move || -> Result<Vec<f64>, String> {
                         barrier.wait();
+                        let start = Instant::now();
                         let mut us = Vec::with_capacity(plan.measured().len());
                         for (t, keys) in plan.measured().iter().enumerate() {
                             check_interrupted()?;
-                            us.push(timed(st, t, keys)?);
+                            us.push(timed(st, t, keys, start)?);
                         }
                         Ok(us)
                     })
@@ -427,6 +440,8 @@ pub struct MobiParams {
     pub fixed_update_value: bool,
     /// Unmeasured transactions of the same workload before the measured window.
     pub warmup: u64,
+    /// Open loop: transactions due at this rate per second and thread (`--rate`).
+    pub rate: Option<f64>,
 }
 
 impl MobiParams {
@@ -440,15 +455,15 @@ pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Resul
     // A cold start (no warm-up: a WAL still growing, its file system metadata journaled
     // on every commit) is what an app pays once after it starts, not on every commit:
     // its rows are labelled so they are never read as the steady state.
-    let workload = if p.warmup == 0 {
-        "mobibench-cold"
-    } else {
-        "mobibench"
+    let workload = match (p.rate, p.warmup) {
+        (Some(r), _) => format!("mobibench-open-{r}tps"),
+        (None, 0) => "mobibench-cold".into(),
+        (None, _) => "mobibench".into(),
     };
     let mut points = Vec::new();
     for &op in &p.ops {
         for &k in &p.ops_per_txn {
-            let pt = s.next_point(workload, op.name(), k);
+            let pt = s.next_point(&workload, op.name(), k);
             let plan = Plan::with_warmup(op, p.warmup, p.txns, k, p.random, p.seed);
             points.push((op, k, pt, plan));
         }
@@ -474,6 +489,7 @@ pub fn run_mobibench(s: &mut Session, cs: &[Contender], p: &MobiParams) -> Resul
                             value_size: p.value_size,
                             threads: p.threads,
                             fixed_update_value: p.fixed_update_value,
+                            rate: p.rate,
                         },
                     )
                 })?;
@@ -610,6 +626,7 @@ pub fn run_floor(s: &mut Session, txns: u64) -> Result<(), String> {
                     value_size: 0,
                     threads: 1,
                     fixed_update_value: false,
+                    rate: None,
                 };
                 txn_trial(s, "floor", &open, true, &plan, shape)
             })?;

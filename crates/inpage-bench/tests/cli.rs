@@ -122,6 +122,15 @@ fn plain_directory_run_reports_syscall_level_only() {
         assert_eq!(x.sync_calls_per_txn.is_some(), accounted, "{}", x.contender);
         assert!(x.ratio_to_baseline.is_some());
     }
+    // Every row has its commit latency percentiles, in order.
+    for x in &r.results {
+        let l = x.commit_latency_us.expect("commit latency");
+        assert!(
+            0.0 < l.p50 && l.p50 <= l.p99 && l.p99 <= l.p999,
+            "{}: {l:?}",
+            x.contender
+        );
+    }
     let floor = r.results.iter().find(|x| x.contender == "floor").unwrap();
     assert_eq!(floor.sync_calls_per_txn, Some(1.0));
     assert_eq!(floor.write_calls_per_txn, Some(1.0));
@@ -611,4 +620,48 @@ fn mvbt_fig6_rows_per_checkpoint_interval() {
     assert_eq!(r.results[0].op, "insert+delete");
     let e = err_line(&bench(&["mvbt", "--lab", "none", "--checkpoints", "0"]));
     assert!(e.contains("--checkpoints"), "{e}");
+}
+
+/// The open loop: transactions arrive at the asked rate whatever the engine does, so a
+/// round never runs faster than that rate (the last of n is due (n - 1) / rate after the
+/// first), the rows say so in their workload, and a bad rate is refused.
+#[test]
+fn open_loop_runs_at_the_asked_rate() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let o = bench(&[
+        "mobibench",
+        "--lab",
+        "none",
+        "--contenders",
+        "sqlite-wal,wal",
+        "--op",
+        "insert",
+        "--txns",
+        "40",
+        "--rounds",
+        "1",
+        "--warmup",
+        "5",
+        "--rate",
+        "400",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.results.len(), 2);
+    for x in &r.results {
+        assert_eq!(x.workload, "mobibench-open-400tps");
+        assert!(
+            x.tx_per_s_median <= 400.0 * 40.0 / 39.0,
+            "{}: {}",
+            x.contender,
+            x.tx_per_s_median
+        );
+        assert!(x.commit_latency_us.is_some());
+    }
+    let e = err_line(&bench(&["mobibench", "--rate", "0", "--lab", "none"]));
+    assert!(e.contains("--rate"), "{e}");
 }
