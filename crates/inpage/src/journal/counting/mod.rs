@@ -1383,7 +1383,8 @@ impl CountingJournal {
     /// that holds or will hold one, spilled pages included): void a clean-shutdown mark,
     /// and mark their regions in the visible slot's intent area (`intent`), durably.
     /// An area left large or coarse (a big transaction's header write marks all it
-    /// touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions —
+    /// touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions or
+    /// `SCAN_BUDGET_BYTES` —
     /// except while a transaction spills (`coarse_ok`): its area is coarse by nature, and
     /// the first commit after it resets the area anyway.
     ///
@@ -1401,8 +1402,13 @@ impl CountingJournal {
     ) -> Result<()> {
         let mutant = self.ctx.config.mutant();
         let min = self.min_shift();
+        let ps = self.ctx.db.page_size as u64;
+        let within_budget =
+            |i: &Intent| ((i.marked() as u64) << i.shift) * ps <= intent::SCAN_BUDGET_BYTES;
         let fine = |i: &Intent| {
-            coarse_ok || (i.marked() <= intent::CAP && i.shift <= min + intent::MAX_DOUBLINGS)
+            coarse_ok
+                || (i.marked() <= intent::CAP
+                    && (i.shift <= min + intent::MAX_DOUBLINGS || within_budget(i)))
         };
         let covered = intent.as_ref().is_some_and(|i| {
             i.covers(written.iter().copied())
