@@ -673,3 +673,22 @@ fn identical_replacement_writes_nothing() {
         assert_checks(&db);
     }
 }
+
+/// A new database stays small: its file grows in steps proportional to its size (a chunk
+/// only once it is large), so a database with one empty tree is at most 16 KiB in every
+/// mode (stock SQLite: 8 KiB), whatever chunk its mode grows by later.
+#[test]
+fn an_empty_database_is_at_most_16_kib() {
+    for mode in JournalMode::all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.db");
+        {
+            let db = Database::open(&path, Config::default().journal_mode(mode)).unwrap();
+            let mut w = db.begin_write().unwrap();
+            w.create_tree("t", KeyKind::Int).unwrap();
+            w.commit().unwrap();
+        }
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len <= 16 << 10, "{mode}: an empty database of {len} bytes");
+    }
+}

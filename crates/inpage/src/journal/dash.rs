@@ -269,8 +269,7 @@ fn ensure_len(f: &DbFile, pages: u64) -> Result<bool> {
     if len >= need {
         return Ok(false);
     }
-    let chunk = f.chunk_pages.max(1) as u64 * ps;
-    let new_len = need.div_ceil(chunk) * chunk;
+    let new_len = super::dbfile::grown_len(ps, f.chunk_pages.max(1), need);
     f.file
         .allocate(len, new_len - len)
         .map_err(Error::io("allocate", &f.path))?;

@@ -1,8 +1,11 @@
 //! The database file as an array of pages, with growth in zero-filled chunks.
 //!
-//! Invariant: when `chunk_pages > 0`, the file's length is always a multiple of the chunk
-//! (or larger), and every growth is written as zeros and fdatasync'ed *before* any page in
-//! it is written by a commit. A commit into an already-allocated range then overwrites
+//! Invariant: when `chunk_pages > 0`, every growth is written as zeros and fdatasync'ed
+//! *before* any page in it is written by a commit, and it is rounded up to a growth step
+//! ([`grown_len`]): the chunk once the file is large, a smaller power of two pages (about
+//! an eighth of the file, at least [`MIN_STEP_PAGES`]) before, so that a small database
+//! stays small (an empty one is 16 KiB at 4 KiB pages, not a whole chunk) while growth
+//! events stay logarithmic in number until the file reaches eight chunks. A commit into an already-allocated range then overwrites
 //! existing blocks, which on ext4 changes no metadata and so causes no jbd2 transaction
 //! (DESIGN §4). With `chunk_pages == 0` the file grows by plain writes, SQLite-style.
 //!
@@ -22,6 +25,23 @@ use std::sync::Arc;
 
 use crate::error::{Error, Pgno, Result};
 use crate::vfs::File;
+
+/// The smallest growth step, in pages.
+pub const MIN_STEP_PAGES: u64 = 4;
+
+/// The length a file growing in chunks of `chunk_pages` (0: no chunks) takes to hold
+/// `need` bytes: `need` rounded up to the growth step for that size (module notes).
+pub fn grown_len(page_size: u64, chunk_pages: u32, need: u64) -> u64 {
+    if chunk_pages == 0 {
+        return need;
+    }
+    let pages = need.div_ceil(page_size);
+    let step = (pages / 8)
+        .next_power_of_two()
+        .max(MIN_STEP_PAGES)
+        .min(u64::from(chunk_pages));
+    pages.div_ceil(step) * step * page_size
+}
 
 /// The database file.
 #[derive(Debug)]
@@ -148,8 +168,7 @@ impl DbFile {
         if len >= need {
             return Ok(false);
         }
-        let chunk = self.chunk_pages as u64 * self.page_size as u64;
-        let new_len = need.div_ceil(chunk) * chunk;
+        let new_len = grown_len(self.page_size as u64, self.chunk_pages, need);
         self.file
             .allocate(len, new_len - len)
             .map_err(Error::io("allocate", &self.path))?;
@@ -173,6 +192,29 @@ mod tests {
     use std::io;
     use std::path::Path;
     use std::sync::atomic::AtomicUsize;
+
+    #[test]
+    fn growth_steps_grow_with_the_file_up_to_the_chunk() {
+        let ps = 4096u64;
+        // No chunks: the file grows exactly to what is needed.
+        assert_eq!(grown_len(ps, 0, 3 * ps), 3 * ps);
+        // A small file grows by the smallest step; a large one by whole chunks.
+        assert_eq!(grown_len(ps, 64, 3 * ps), 4 * ps);
+        assert_eq!(grown_len(ps, 64, 100 * ps), 112 * ps);
+        assert_eq!(grown_len(ps, 64, 1000 * ps), 1024 * ps);
+        // A chunk smaller than the smallest step is the step.
+        assert_eq!(grown_len(ps, 1, 5 * ps), 5 * ps);
+        for chunk in [1u32, 4, 8, 64, 256] {
+            let mut last = 0;
+            for pages in 1..5000u64 {
+                let len = grown_len(ps, chunk, pages * ps);
+                assert!(len >= pages * ps && len % ps == 0);
+                assert!(len - pages * ps < u64::from(chunk) * ps, "{chunk} {pages}");
+                assert!(len >= last, "monotonic");
+                last = len;
+            }
+        }
+    }
 
     /// A file that counts `len` calls (stats) and passes everything else through.
     #[derive(Debug)]

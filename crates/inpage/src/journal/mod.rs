@@ -45,7 +45,7 @@ mod wal;
 mod waldio;
 
 pub use crate::group::GroupStats;
-pub use dbfile::DbFile;
+pub use dbfile::{grown_len, DbFile};
 pub(crate) use options::check as check_options;
 pub use options::JournalOption;
 // Where the journal code has always found it; declared with the other planted bugs.

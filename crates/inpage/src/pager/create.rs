@@ -39,7 +39,7 @@ use std::sync::Arc;
 
 use crate::config::{Config, DEFAULT_JOURNAL_MODE};
 use crate::error::{Error, Pgno, Result};
-use crate::journal::{dir_of, side_path, DbFile};
+use crate::journal::{dir_of, grown_len, side_path, DbFile};
 use crate::le::{get_u32, get_u64};
 use crate::page::{stamp_crc, PageRef};
 use crate::vfs::{File, OpenOptions, Vfs};
@@ -108,12 +108,7 @@ fn build_image(cfg: &Config, first: FirstPages) -> Result<Image> {
         pages.push((pgno, img));
     }
     let bytes = header.page_count as u64 * page_size as u64;
-    let chunk = cfg.chunk_pages_for(mode) as u64 * page_size as u64;
-    let max_len = if chunk == 0 {
-        bytes
-    } else {
-        bytes.div_ceil(chunk) * chunk
-    };
+    let max_len = grown_len(page_size as u64, cfg.chunk_pages_for(mode), bytes);
     Ok(Image {
         page_size: page_size as u32,
         pages,
