@@ -257,3 +257,58 @@ fn python_differential_against_stock_sqlite() {
     }
     assert_eq!(ours.lines().count(), stock.lines().count());
 }
+
+/// The short form of the SQL operations bench (`scripts/sql_ops.sh`, BENCHMARKS.md "SQL
+/// operations"): its program runs every operation on the drop-in, in the default mode and
+/// in `wal`, and on the system's stock SQLite, checking each result as it goes (row counts,
+/// blob bytes read back), so the bench cannot break unnoticed.
+#[test]
+fn the_sql_operations_bench_runs_on_the_drop_in_and_on_stock() {
+    if let Some(why) = pylib::python_missing(
+        "import sqlite3; print(hasattr(sqlite3.Connection, 'blobopen'))",
+        "has no blobopen (Python 3.11+)",
+    ) {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lib = pylib::lib_dir(dir.path());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/sql_ops.py");
+    for (drop_in, mode) in [(true, ""), (true, "wal"), (false, "wal")] {
+        let mut cmd = Command::new("python3");
+        cmd.arg(script).arg(dir.path().join("run")).args([
+            "--rows",
+            "2000",
+            "--journal-mode",
+            mode,
+        ]);
+        if drop_in {
+            cmd.env("LD_LIBRARY_PATH", &lib);
+        }
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "drop-in {drop_in} mode {mode:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for op in [
+            "insert_indexed",
+            "backup",
+            "vacuum",
+            "blob_read_64k",
+            "vacuumed_bytes",
+        ] {
+            assert!(
+                stdout.contains(&format!("\"{op}\"")),
+                "{op} missing: {stdout}"
+            );
+        }
+        if drop_in {
+            assert!(
+                stdout.contains("\"sqlite_version\": \"3.53.2\""),
+                "{stdout}"
+            );
+        }
+    }
+}

@@ -56,5 +56,5 @@ pub use txn::key::{Comparator, Key, KeyKind, OwnedKey};
 pub use txn::multi::commit_all;
 pub use txn::{
     Cursor, CursorOps, Probe, Range, ReadTxn, ReadableTxn, Restored, Savepoint, SeekResult, Tree,
-    TreeCursor, WriteTxn,
+    TreeCursor, TreeLoad, WriteTxn,
 };

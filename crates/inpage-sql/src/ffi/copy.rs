@@ -4,7 +4,8 @@
 //!
 //! Invariants, and why they hold:
 //! - A copy is tree by tree: every `sqlite/<n>` tree of the source, same names and
-//!   kinds, streamed in the source's order (an index entry goes after the ones before
+//!   kinds, streamed in the source's order into a bulk load (`WriteTxn::load_tree`: each
+//!   node written once, packed to capacity; an index entry goes after the ones before
 //!   it, so no `KeyInfo` is needed), then the eight meta values. The destination's own
 //!   `sqlite/<n>` trees are dropped first, in the same write transaction, so the copy
 //!   replaces the destination atomically.
@@ -46,22 +47,26 @@ fn copy_tree<T: CursorOps>(tx: &T, w: &mut WriteTxn, info: &TreeInfo) -> Result<
             w.create_tree(&info.name, info.kind)?,
         )
     };
-    // A fresh cursor on an unchanged tree steps without comparing.
+    // A fresh cursor on an unchanged tree steps without comparing; the copy is loaded in
+    // bulk (each node written once, packed), in the source's order.
     let mut c = tx.open_cursor(&src)?;
-    let mut ok = tx.cursor_first(&mut c)?;
-    while ok {
-        let v = tx.cursor_value(&c)?.unwrap_or_default();
-        if let Some(k) = c.key() {
-            if indexed {
-                w.insert_by(&dst, &mut |_: &[u8]| std::cmp::Ordering::Less, k, &v)?;
-            } else if let Some(i) = c.int_key().filter(|_| info.kind == inpage::KeyKind::Int) {
-                w.insert(&dst, Key::Int(i), &v)?;
-            } else {
-                w.insert(&dst, Key::Bytes(k), &v)?;
+    w.load_tree(&dst, |load| {
+        let mut ok = tx.cursor_first(&mut c)?;
+        while ok {
+            let v = tx.cursor_value(&c)?.unwrap_or_default();
+            if let Some(k) = c.key() {
+                match c
+                    .int_key()
+                    .filter(|_| !indexed && info.kind == inpage::KeyKind::Int)
+                {
+                    Some(i) => load.push(Key::Int(i), &v)?,
+                    None => load.push(Key::Bytes(k), &v)?,
+                }
             }
+            ok = tx.cursor_next(&mut c)?;
         }
-        ok = tx.cursor_next(&mut c)?;
-    }
+        Ok(())
+    })?;
     Ok(())
 }
 

@@ -125,7 +125,7 @@ pub(crate) struct Step {
     pub idx: usize,
     /// `page` as opened during the descent. Opening a DHL page validates a whole version,
     /// and an operation looks at the same path several times.
-    opened: Detached,
+    pub(super) opened: Detached,
 }
 
 impl Step {
@@ -355,6 +355,179 @@ pub(crate) fn create(store: &mut dyn PageWrite) -> Result<Pgno> {
     Ok(root)
 }
 
+/// Bulk load: an empty tree filled from entries in ascending order, bottom-up, each node
+/// packed to the layout's capacity (what VACUUM and the backup API copy with, and why a
+/// copied file is compact). Leaves are written as they fill, then each interior level
+/// over the one below; the root page keeps its number and takes the top node.
+///
+/// The caller gives the entries in the tree's order (the loader never compares keys, as
+/// the rest of the tree code does not: its order comes from the caller). The result
+/// satisfies every invariant of `tree`: separators are the first key of each right
+/// sibling (with its own copy of a long key's tail), all leaves are at one depth, every
+/// node holds at least one cell and at most the capacity.
+pub(crate) struct Loader {
+    root: Pgno,
+    /// Cells of the leaf being filled, and the capacity they use.
+    cells: Vec<Vec<u8>>,
+    used: usize,
+    /// The separator before the leaf being filled (None for the first leaf).
+    sep: Option<Vec<u8>>,
+    /// The leaves written so far, each with the separator before it (None: the first).
+    children: Vec<(Pgno, Option<Vec<u8>>)>,
+}
+
+impl Loader {
+    /// A loader for the tree at `root`, which must be empty.
+    pub(crate) fn new(store: &dyn PageWrite, root: Pgno) -> Result<Loader> {
+        let f = Format::of(store);
+        let page = store.read(root)?;
+        let opened = f.open(root, &page)?;
+        let p = opened.attach(&page);
+        if !p.is_leaf() || p.ncells() != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "bulk load into the tree at page {root}, which is not empty"
+            )));
+        }
+        Ok(Loader {
+            root,
+            cells: Vec::new(),
+            used: 0,
+            sep: None,
+            children: Vec::new(),
+        })
+    }
+
+    /// Append `key`/`value`, after every key appended before it in the tree's order.
+    pub(crate) fn push(
+        &mut self,
+        store: &mut dyn PageWrite,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        if key.len() > MAX_KEY_LEN {
+            return Err(Error::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY_LEN,
+            });
+        }
+        if value.len() > MAX_VALUE_LEN {
+            return Err(Error::ValueTooLarge {
+                len: value.len(),
+                max: MAX_VALUE_LEN,
+            });
+        }
+        let f = Format::of(&*store);
+        let cell = make_leaf_cell(store, key, value)?;
+        let cost = f.cost(cell.len());
+        if !self.cells.is_empty() && self.used + cost > f.capacity() {
+            let leaf = Node {
+                pgno: store.allocate()?,
+                leaf: true,
+                cells: std::mem::take(&mut self.cells),
+                right: 0,
+            };
+            let pgno = write_node(store, &f, &leaf)?;
+            self.children.push((pgno, self.sep.take()));
+            self.sep = Some(separator_from_leaf(store, self.root, &cell)?);
+            self.used = 0;
+        }
+        self.used += cost;
+        self.cells.push(cell);
+        Ok(())
+    }
+
+    /// Write the last leaf and the interior levels; the top node goes to the root page.
+    pub(crate) fn finish(mut self, store: &mut dyn PageWrite) -> Result<()> {
+        let f = Format::of(&*store);
+        let last = Node {
+            pgno: self.root,
+            leaf: true,
+            cells: std::mem::take(&mut self.cells),
+            right: 0,
+        };
+        if self.children.is_empty() {
+            return write_root(store, &f, last);
+        }
+        let last = Node {
+            pgno: store.allocate()?,
+            ..last
+        };
+        let pgno = write_node(store, &f, &last)?;
+        self.children.push((pgno, self.sep.take()));
+        let mut level = self.children;
+        loop {
+            let mut nodes = pack_level(&f, level);
+            if nodes.len() == 1 {
+                let (mut top, _) = nodes.pop().expect("one node");
+                top.pgno = self.root;
+                return write_root(store, &f, top);
+            }
+            level = Vec::with_capacity(nodes.len());
+            for (mut node, sep) in nodes {
+                node.pgno = store.allocate()?;
+                level.push((write_node(store, &f, &node)?, sep));
+            }
+        }
+    }
+}
+
+/// Interior nodes over `children` (in order, each with the separator before it; at least
+/// two), packed to capacity, each with the separator that goes before it one level up.
+/// Page numbers are left 0 for the caller to assign.
+fn pack_level(f: &Format, children: Vec<(Pgno, Option<Vec<u8>>)>) -> Vec<(Node, Option<Vec<u8>>)> {
+    debug_assert!(children.len() >= 2);
+    let mut nodes: Vec<(Node, Option<Vec<u8>>)> = Vec::new();
+    let mut used = 0;
+    for (child, sep) in children {
+        match (nodes.last_mut(), sep) {
+            (Some((node, _)), Some(sep)) => {
+                let cell = with_child(sep, node.right);
+                let cost = f.cost(cell.len());
+                if used + cost > f.capacity() {
+                    let sep = interior_key(cell);
+                    nodes.push((interior(child), Some(sep)));
+                    used = 0;
+                } else {
+                    node.cells.push(cell);
+                    node.right = child;
+                    used += cost;
+                }
+            }
+            (_, sep) => nodes.push((interior(child), sep)),
+        }
+    }
+    // Every node needs a cell: a last node that got only its first child takes the last
+    // child of the one before it (which closed with at least two cells, since a cell
+    // costs under half the capacity).
+    let n = nodes.len();
+    if n >= 2 && nodes[n - 1].0.cells.is_empty() {
+        let (prev, last) = nodes.split_at_mut(n - 1);
+        let (p, (l, l_sep)) = (&mut prev[n - 2].0, &mut last[0]);
+        let moved = p.cells.pop().expect("a closed node has cells");
+        let up = l_sep.take().expect("a later node has a separator");
+        l.cells.push(with_child(up, p.right));
+        p.right = cell::cell_child(&moved);
+        *l_sep = Some(interior_key(moved));
+        debug_assert!(!p.cells.is_empty());
+    }
+    nodes
+}
+
+/// An interior node (page number to be assigned) whose only child so far is `child`.
+fn interior(child: Pgno) -> Node {
+    Node {
+        pgno: 0,
+        leaf: false,
+        cells: Vec::new(),
+        right: child,
+    }
+}
+
+/// An interior cell as a separator to pass up (its child pointer is set there).
+fn interior_key(cell: Vec<u8>) -> Vec<u8> {
+    with_child(cell, 0)
+}
+
 /// Path from `root` to the leaf whose key range contains `key`.
 pub(crate) fn descend<S: PageRead + ?Sized>(
     store: &S,
@@ -534,6 +707,20 @@ pub(crate) fn insert_by(
     key: &[u8],
     value: &[u8],
 ) -> Result<Option<Vec<u8>>> {
+    insert_placed(store, root, probe, opts, key, value).map(|(old, _)| old)
+}
+
+/// [`insert_by`], also returning the root-to-leaf path to the new entry (the leaf frame's
+/// index on it) when the leaf took it in place, so a cursor can stand on it without a
+/// second descent; None when the tree was reshaped (the caller seeks instead).
+pub(crate) fn insert_placed(
+    store: &mut dyn PageWrite,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
+    opts: TreeOptions,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(Option<Vec<u8>>, Option<Vec<Step>>)> {
     let f = Format::of(&*store);
     if key.len() > MAX_KEY_LEN {
         return Err(Error::KeyTooLarge {
@@ -557,7 +744,7 @@ pub(crate) fn insert_by(
             // written: no page is dirtied (hence no page write, no DHL slot header, no
             // txn_size count and no sync on its account), as SQLite skips a cell whose
             // bytes do not change.
-            return Ok(Some(value.to_vec()));
+            return Ok((Some(value.to_vec()), None));
         }
     }
     let old = match found {
@@ -582,8 +769,17 @@ pub(crate) fn insert_by(
         replace,
         Some(&cell),
     )? {
-        finish_leaf(store, opts, &path, buf, used, replace)?;
-        return Ok(old);
+        let in_place = finish_leaf(store, opts, &path, buf, used, replace)?;
+        if !in_place {
+            return Ok((old, None));
+        }
+        let mut path = path;
+        let leaf = path.last_mut().expect("path is never empty");
+        // What the store holds now (a layout with a trailer stamps a copy).
+        leaf.page = store.read(leaf.pgno)?;
+        leaf.opened = f.open_page(leaf.pgno, &leaf.page)?;
+        leaf.idx = i;
+        return Ok((old, Some(path)));
     }
     let mut node = Node::from_view(&f, &p)?;
     if replace {
@@ -592,7 +788,7 @@ pub(crate) fn insert_by(
         node.cells.insert(i, cell);
     }
     balance(store, opts, &path, node, replace)?;
-    Ok(old)
+    Ok((old, None))
 }
 
 pub(crate) fn remove(
@@ -643,6 +839,7 @@ pub(crate) fn remove_by(
 
 /// Write a leaf edited in place (it fits; its cells cost `used`), rebalancing first if
 /// it became underfull (`shrank`: it lost a cell or a cell got replaced; see `balance`).
+/// Returns whether the leaf was written as edited (false: the tree was rebalanced).
 fn finish_leaf(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
@@ -650,15 +847,17 @@ fn finish_leaf(
     buf: PageRef,
     used: usize,
     shrank: bool,
-) -> Result<()> {
+) -> Result<bool> {
     let f = Format::of(&*store);
     let leaf = path.last().expect("path is never empty");
     // A layout that defers merges keeps a non-empty leaf the edit fitted in place.
     if path.len() == 1 || !shrank || !f.underfull(used) || (f.defers_merges() && used > 0) {
-        return store.write(leaf.pgno, buf);
+        store.write(leaf.pgno, buf)?;
+        return Ok(true);
     }
     let node = Node::from_view(&f, &f.open(leaf.pgno, &buf)?.attach(&buf))?;
-    balance(store, opts, path, node, shrank)
+    balance(store, opts, path, node, shrank)?;
+    Ok(false)
 }
 
 /// Index where `sizes` (cell costs) should be cut so both halves fit in `cap` and the

@@ -27,7 +27,7 @@ use crate::page::cell::{self, CellKey, Payload};
 use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef};
 
-use super::btree::{read_payload, MAX_DEPTH};
+use super::btree::{read_payload, Step, MAX_DEPTH};
 use super::format::Format;
 use super::overflow::{full_key, whole};
 use super::{CmpFn, ProbeFn};
@@ -201,6 +201,19 @@ impl RawCursor {
         let i = p.bound_by(probe, &whole(store, pgno), false)?;
         self.top_mut().idx = i;
         self.settle_forward(store)
+    }
+
+    /// Stand on the entry a root-to-leaf `path` ends at (the leaf frame's index), as an
+    /// insert that edited the leaf in place returns it: no descent.
+    pub(crate) fn place(&mut self, store: &dyn PageRead, path: Vec<Step>) -> Result<bool> {
+        self.reset();
+        self.stack.extend(path.into_iter().map(|s| Frame {
+            pgno: s.pgno,
+            page: s.page,
+            idx: s.idx,
+            opened: s.opened,
+        }));
+        self.load_current(store)
     }
 
     /// Move to the last key the probe does not put after its target (`probe(k) !=

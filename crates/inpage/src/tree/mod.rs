@@ -64,6 +64,7 @@ mod overflow;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use btree::Loader;
 pub use cursor::Cursor;
 
 /// Key comparator: a total order on byte strings.
@@ -144,6 +145,19 @@ pub fn insert_by(
     value: &[u8],
 ) -> Result<Option<Vec<u8>>> {
     btree::insert_by(store, root, probe, opts, key, value)
+}
+
+/// [`insert_by`], with the path to the new entry when the leaf took it in place (for a
+/// cursor to stand on it; see [`RawCursor::place`](cursor::RawCursor::place)).
+pub(crate) fn insert_placed(
+    store: &mut dyn PageWrite,
+    root: Pgno,
+    probe: &mut ProbeFn<'_>,
+    opts: TreeOptions,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(Option<Vec<u8>>, Option<Vec<btree::Step>>)> {
+    btree::insert_placed(store, root, probe, opts, key, value)
 }
 
 /// Remove the entry the probe finds Equal; returns its value.

@@ -524,8 +524,16 @@ impl WriteTxn {
     ) -> Result<Option<Vec<u8>>> {
         let opts = self.opts;
         self.bump_gen(c.root);
-        let old = tree::insert_by(self, c.root, probe, opts, key, value)?;
+        let (old, placed) = tree::insert_placed(self, c.root, probe, opts, key, value)?;
         c.state = State::Gone(key.to_vec());
+        if let Some(path) = placed {
+            // The leaf took the entry in place: stand on it without a second descent.
+            let clock = self.fresh_raw(c);
+            let found = c.raw.place(self, path)?;
+            debug_assert!(found && c.raw.key() == key);
+            c.settle(found, clock);
+            return Ok(old);
+        }
         if !self.find_exact(c)? {
             return Err(Error::InvalidArgument(format!(
                 "tree {:?}: the inserted key is not where the tree's order puts it (the \

@@ -75,6 +75,19 @@ impl NodeFormat for Dhl {
             .map(|img| img.map(PageRef::from))
     }
 
+    fn edit_leaf(
+        &self,
+        pgno: Pgno,
+        page: &[u8],
+        usable: usize,
+        tid: u64,
+        i: usize,
+        remove: bool,
+        insert: Option<&[u8]>,
+    ) -> Result<Option<(PageRef, usize)>> {
+        double_header::edit(pgno, page, usable, tid, i, remove, insert)
+    }
+
     fn restamp(
         &self,
         pgno: Pgno,

@@ -116,7 +116,8 @@
 //! This file holds the format, validation ([`visible`], [`open_slot`]), recovery's views
 //! ([`descriptors`], [`page_versions`], [`descriptor_heads`]) and the commit-time edits
 //! ([`restamp`], [`invalidate`]); `build.rs` places a new version next to the protected
-//! one; `overflow.rs` is the overflow-page format; `reference.rs` (tests only) is the
+//! one; `edit.rs` changes one cell of a version the transaction already wrote, in place;
+//! `overflow.rs` is the overflow-page format; `reference.rs` (tests only) is the
 //! independent oracle the proptests in `tests.rs` hold the rest to.
 
 use std::cell::RefCell;
@@ -132,6 +133,7 @@ use crate::page::versioned::{
 use crate::page::{page_type, PageRef};
 
 mod build;
+mod edit;
 mod layout;
 mod overflow;
 #[cfg(test)]
@@ -141,6 +143,7 @@ mod tests;
 
 use crate::page::versioned::{overflow_crc, page_seed};
 pub use build::build;
+pub use edit::edit;
 pub(crate) use layout::DHL;
 pub(crate) use overflow::OVERFLOW;
 

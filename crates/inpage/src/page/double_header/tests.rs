@@ -1519,3 +1519,145 @@ fn restamp_as_retags_a_working_version_for_its_commit_tid() {
     let r = OVERFLOW.open(1, &o2, US).unwrap();
     assert_eq!((r.tid, r.data), (5, &b"chunk of a value"[..]));
 }
+
+/// The rules of an in-place edit (`edit.rs`), checked on `new` with the oracle: the
+/// committed version of `committed` (tid 3) is there bit for bit, the own version (tid 4)
+/// reads back as exactly `want`, and every byte outside the two versions is zero.
+fn check_edit(committed: Option<&[u8]>, new: &[u8], want: &[Vec<u8>]) {
+    let mut kept = vec![false; PS];
+    kept[..RECORD_START].fill(true);
+    if let Some(c) = committed {
+        let p = reference::visible(1, c, US, 3).expect("the committed version");
+        let d = p.slot() * DESC_SIZE;
+        assert_eq!(
+            new[d..d + DESC_SIZE],
+            c[d..d + DESC_SIZE],
+            "protected descriptor"
+        );
+        for (s, e) in p.ranges().unwrap() {
+            assert_eq!(new[s..e], c[s..e], "protected bytes [{s}, {e})");
+            kept[s..e].fill(true);
+        }
+        let q = reference::visible(1, new, US, 3).expect("still visible at tid 3");
+        assert_eq!(view_facts(&q), view_facts(&p));
+    }
+    let own = reference::visible(1, new, US, 4).expect("the own version");
+    assert_eq!(own.tid(), 4);
+    assert_eq!(own.cells().unwrap(), want);
+    for (s, e) in own.ranges().unwrap() {
+        kept[s..e].fill(true);
+    }
+    if let Some(at) = (0..PS).find(|&i| !kept[i] && new[i] != 0) {
+        panic!("byte {at} belongs to no version but is {}", new[at]);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// In-place edits of a transaction's own version, one after another as a bulk load
+    /// makes them (falling back to `build` where the edit declines, as the tree does):
+    /// each result keeps the committed version, reads back as the expected cells, costs
+    /// what its cells cost and leaves no stale byte; and every sector mix of the committed
+    /// image with the last one still shows the committed version.
+    #[test]
+    fn edits_of_the_own_version_keep_the_committed_one(
+        v1 in arb_cells(true, US, capacity(US)),
+        v2 in arb_cells(true, US, capacity(US) / 2),
+        fresh in any::<bool>(),
+        edits in proptest::collection::vec(
+            (any::<proptest::sample::Index>(), 0..3u8, strategies::arb_cell(true, US, 40)),
+            1..60,
+        ),
+    ) {
+        let committed = if fresh {
+            None
+        } else {
+            build(1, PS, US, None, 0, &ver(3, true, 0, &v1)).unwrap()
+        };
+        let Some(mut img) = build(1, PS, US, committed.as_deref(), 3, &ver(4, true, 0, &v2)).unwrap() else {
+            return Ok(());
+        };
+        let mut cells = v2.clone();
+        let mut edited = 0;
+        for (at, op, c) in edits {
+            let (remove, insert) = [(false, true), (true, false), (true, true)][op as usize];
+            if remove && cells.is_empty() {
+                continue;
+            }
+            let i = at.index(cells.len() + usize::from(!remove));
+            let mut want = cells.clone();
+            if remove {
+                want.remove(i);
+            }
+            if insert {
+                want.insert(i, c.clone());
+            }
+            match edit(1, &img, US, 4, i, remove, insert.then_some(&c[..])).unwrap() {
+                Some((new, used)) => {
+                    check_edit(committed.as_deref(), &new, &want);
+                    prop_assert_eq!(used, cost(&want));
+                    img = new.to_vec();
+                    edited += 1;
+                }
+                None if cost(&want) > capacity(US) => continue,
+                None => match build(1, PS, US, Some(&img), 3, &ver(4, true, 0, &want)).unwrap() {
+                    Some(b) => img = b,
+                    None => continue,
+                },
+            }
+            cells = want;
+        }
+        if let (Some(c), true) = (&committed, edited > 0) {
+            let p = view_facts(&reference::visible(1, c, US, 3).unwrap());
+            for mask in 0..1u32 << (PS / SECTOR) {
+                let mut mix = c.clone();
+                for k in 0..PS / SECTOR {
+                    if mask >> k & 1 == 1 {
+                        mix[k * SECTOR..(k + 1) * SECTOR]
+                            .copy_from_slice(&img[k * SECTOR..(k + 1) * SECTOR]);
+                    }
+                }
+                let v = reference::visible(1, &mix, US, 3).unwrap();
+                prop_assert_eq!(view_facts(&v), p.clone());
+            }
+        }
+    }
+}
+
+/// An edit declines what it is not for: a version the transaction has not written yet
+/// (the committed one) and an interior node; a cell index out of range is an error.
+#[test]
+fn edits_decline_other_versions_and_refuse_bad_indexes() {
+    let cells = vec![rec(1, 20), rec(2, 30)];
+    let committed = build(1, PS, US, None, 0, &ver(3, true, 0, &cells))
+        .unwrap()
+        .unwrap();
+    assert!(edit(1, &committed, US, 4, 0, false, Some(&rec(0, 20)))
+        .unwrap()
+        .is_none());
+    let interior: Vec<Vec<u8>> = cells
+        .iter()
+        .map(|c| interior_from_key_part(US, c, 9))
+        .collect();
+    let own = build(1, PS, US, None, 0, &ver(4, false, 5, &interior))
+        .unwrap()
+        .unwrap();
+    assert!(edit(1, &own, US, 4, 0, true, None).unwrap().is_none());
+    let own = build(1, PS, US, Some(&committed), 3, &ver(4, true, 0, &cells))
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        edit(1, &own, US, 4, 2, true, None),
+        Err(Error::InvalidArgument(_))
+    ));
+    let (new, used) = edit(1, &own, US, 4, 2, false, Some(&rec(3, 40)))
+        .unwrap()
+        .unwrap();
+    assert_eq!(used, cost(&[rec(1, 20), rec(2, 30), rec(3, 40)]));
+    check_edit(
+        Some(&committed),
+        &new,
+        &[rec(1, 20), rec(2, 30), rec(3, 40)],
+    );
+}

@@ -1,0 +1,236 @@
+//! In-place edits: one cell removed and/or inserted in the version a transaction already
+//! wrote on a page, without rebuilding the page.
+//!
+//! A bulk load or an index build touches the same leaves over and over within one
+//! transaction. The first touch of a page builds the transaction's version next to the
+//! protected one ([`build`]); every later touch only changes that version, which nothing
+//! else reads: no reader sees a tid that has not committed, and the page has not reached
+//! the disk yet (module notes of [`super`]: under DHL a page reaches the disk at most once
+//! per transaction, at commit). So the edit may move the version's own bytes freely.
+//!
+//! Invariants, and why they hold:
+//! - Every byte the other descriptor references (its array and cells, bounds-checked as
+//!   the descriptor claims them; a claimed byte is never written, valid or not) and the
+//!   other descriptor itself are copied unchanged: they are marked before anything is
+//!   placed, and only unmarked bytes are written or zeroed. So the protected version
+//!   survives any tearing of the later page write exactly as after [`build`].
+//! - The bytes the edit frees (the old array, a removed cell no other version shares)
+//!   are zeroed, so the image carries no stale data (invariant 3 of [`super`]).
+//! - The result is the version with exactly the edited cells, in the same slot, and its
+//!   checksum is recomputed over them; debug builds validate it and check that the
+//!   protected bytes did not change.
+//! - None (the tree rebuilds the node through [`build`], which gives the same cells)
+//!   whenever the edit is not this simple case: the visible version is not the
+//!   transaction's own, not a leaf, the other descriptor is neither INV nor an older
+//!   version, the cell or the array finds no room, or the capacity is exceeded.
+//!
+//! [`build`]: super::build
+
+use super::*;
+use crate::page::versioned::{recall, remember};
+
+/// A one-cell edit of the own leaf version of `page` by transaction `tid`: remove cell
+/// `i` if `remove`, then insert `insert` as cell `i`. The new image (remembered as
+/// validated) and the capacity its cells use, or None (module notes).
+///
+/// Errors: `InvalidArgument` for an index out of range or a malformed cell.
+pub fn edit(
+    pgno: Pgno,
+    page: &[u8],
+    usable: usize,
+    tid: u64,
+    i: usize,
+    remove: bool,
+    insert: Option<&[u8]>,
+) -> Result<Option<(PageRef, usize)>> {
+    if !geometry_ok(usable, page.len()) {
+        return Ok(None);
+    }
+    let Some(slot) = newest_candidate(page, |t| t <= tid) else {
+        return Ok(None);
+    };
+    if get_u64(page, slot * DESC_SIZE + D_TID) != tid {
+        return Ok(None);
+    }
+    let own = match recall(&MEMO, page, pgno, usable, slot) {
+        Some(()) => view_validated(pgno, page, usable, slot),
+        None => match check_slot(pgno, page, usable, slot) {
+            Ok(v) => v,
+            Err(_) => return Ok(None),
+        },
+    };
+    if !own.is_leaf() {
+        return Ok(None);
+    }
+    let n = own.ncells;
+    if (remove && i >= n) || i > n {
+        return Err(Error::InvalidArgument(format!(
+            "page {pgno}: edit of cell {i} in a leaf of {n} cells"
+        )));
+    }
+    if let Some(c) = insert {
+        if cell_size(true, usable, c) != Some(c.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "page {pgno}: cell of {} bytes is not a well-formed leaf cell",
+                c.len()
+            )));
+        }
+    }
+    with_scratch(|s| edit_in(s, pgno, page, usable, &own, i, remove, insert))
+}
+
+/// [`edit`] once the own version `own` is known, using `s` for the occupancy.
+#[allow(clippy::too_many_arguments)]
+fn edit_in(
+    s: &mut Scratch,
+    pgno: Pgno,
+    page: &[u8],
+    usable: usize,
+    own: &View<'_>,
+    i: usize,
+    remove: bool,
+    insert: Option<&[u8]>,
+) -> Result<Option<(PageRef, usize)>> {
+    s.clear_used(usable);
+    // The other descriptor's bytes, as it claims them: never written.
+    let other = 1 - own.slot;
+    let od = other * DESC_SIZE;
+    let other_tid = get_u64(page, od + D_TID);
+    let mut protected = Vec::new();
+    if other_tid != 0 {
+        if other_tid >= own.tid {
+            return Ok(None);
+        }
+        let Some(ranges) = claimed_ranges(page, usable, other) else {
+            return Ok(None);
+        };
+        for &(a, e) in &ranges {
+            s.mark(a, e);
+        }
+        protected = ranges;
+    }
+    // The own cells that stay, and their cost.
+    let mut cells: Vec<(usize, usize)> = Vec::with_capacity(own.ncells + 1);
+    let mut used = 0;
+    let mut freed = None;
+    for j in 0..own.ncells {
+        let (off, size) = own.cell_range(j)?;
+        if remove && j == i {
+            freed = Some((off, off + size));
+            continue;
+        }
+        cells.push((off, size));
+        used += cell_cost(size);
+    }
+    // A removed cell stays only where the protected version shares it.
+    let freed = freed.filter(|&(a, e)| !protected.iter().any(|&(pa, pe)| pa <= a && e <= pe));
+    for &(off, size) in &cells {
+        s.mark(off, off + size);
+    }
+    if let Some(c) = insert {
+        used += cell_cost(c.len());
+    }
+    if used > capacity(usable) {
+        return Ok(None);
+    }
+    let ncells = cells.len() + usize::from(insert.is_some());
+    let old_array = (own.array_off, own.array_off + PTR_SIZE * own.ncells);
+    let array_len = PTR_SIZE * ncells;
+    // The array stays where it is if its hole allows, growing up or down; else it moves
+    // to the smallest hole that takes it.
+    let holes = s.holes(RECORD_START, usable);
+    let around = holes
+        .iter()
+        .find(|&&(a, e)| a <= old_array.0 && old_array.0 < e)
+        .copied();
+    let array_off = match around {
+        Some((_, e)) if old_array.0 + array_len <= e => old_array.0,
+        Some((a, _)) if old_array.1 >= a + array_len => old_array.1 - array_len,
+        _ => match best_fit_hole(&holes, array_len) {
+            Some(off) => off,
+            None => return Ok(None),
+        },
+    };
+    if array_len > 0 {
+        s.mark(array_off, array_off + array_len);
+    }
+    let placed = match insert {
+        Some(c) => match best_fit_hole(&s.holes(RECORD_START, usable), c.len()) {
+            Some(off) => Some((off, c)),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+
+    let mut out = page.to_vec();
+    out[old_array.0..old_array.1].fill(0);
+    if let Some((a, e)) = freed {
+        out[a..e].fill(0);
+    }
+    let mut offs: Vec<usize> = cells.iter().map(|&(off, _)| off).collect();
+    if let Some((off, c)) = placed {
+        out[off..off + c.len()].copy_from_slice(c);
+        offs.insert(i, off);
+    }
+    let d = own.slot * DESC_SIZE;
+    put_u16(&mut out, d + D_NCELLS, ncells);
+    put_u16(&mut out, d + D_ARRAY, array_off);
+    for (j, &off) in offs.iter().enumerate() {
+        put_u16(&mut out, array_off + PTR_SIZE * j, off);
+    }
+    s.covered.clear();
+    s.covered.extend_from_slice(&out[d..d + D_CRC]);
+    s.covered
+        .extend_from_slice(&out[array_off..array_off + array_len]);
+    for &off in &offs {
+        let size = cell_size(true, usable, &out[off..usable]).expect("placed as a leaf cell");
+        s.covered.extend_from_slice(&out[off..off + size]);
+    }
+    let crc = covered_crc(pgno, &s.covered);
+    put_u32(&mut out, d + D_CRC, crc);
+    debug_assert!(protected.iter().all(|&(a, e)| out[a..e] == page[a..e]));
+    debug_assert!(out[od..od + DESC_SIZE] == page[od..od + DESC_SIZE]);
+    let image = PageRef::from(out);
+    debug_assert!(check_slot(pgno, &image, usable, own.slot).is_ok());
+    remember(&MEMO, &image, (pgno, usable, own.slot), ());
+    Ok(Some((image, used)))
+}
+
+/// The byte ranges descriptor `slot` claims (its array and each cell), bounds-checked
+/// but not validated, or None if they do not even lie in the record area.
+fn claimed_ranges(page: &[u8], usable: usize, slot: usize) -> Option<Vec<(usize, usize)>> {
+    let d = slot * DESC_SIZE;
+    let leaf = match page[d + D_TYPE] {
+        page_type::LEAF => true,
+        page_type::INTERIOR => false,
+        _ => return None,
+    };
+    let ncells = get_u16(page, d + D_NCELLS);
+    let array = get_u16(page, d + D_ARRAY);
+    let array_end = array + PTR_SIZE * ncells;
+    if array < RECORD_START || array_end > usable {
+        return None;
+    }
+    let mut ranges = Vec::with_capacity(ncells + 1);
+    if ncells > 0 {
+        ranges.push((array, array_end));
+    }
+    for j in 0..ncells {
+        let off = get_u16(page, array + PTR_SIZE * j);
+        if !(RECORD_START..usable).contains(&off) {
+            return None;
+        }
+        let size = cell_size(leaf, usable, &page[off..usable])?;
+        ranges.push((off, off + size));
+    }
+    Some(ranges)
+}
+
+/// Start of the smallest hole that takes `len` bytes (lowest address on ties).
+fn best_fit_hole(holes: &[(usize, usize)], len: usize) -> Option<usize> {
+    holes
+        .iter()
+        .filter(|&&(a, e)| e - a >= len)
+        .min_by_key(|&&(a, e)| (e - a, a))
+        .map(|&(a, _)| a)
+}
