@@ -721,7 +721,15 @@ pub(crate) fn insert_placed(
     key: &[u8],
     value: &[u8],
 ) -> Result<(Option<Vec<u8>>, Option<Vec<Step>>)> {
-    let f = Format::of(&*store);
+    check_entry(key, value)?;
+    let path = descend_by(store, root, probe, true)?;
+    let leaf = path.last().expect("descend returns at least the root");
+    let found = leaf.view().search_by(probe, &whole(store, leaf.pgno))?;
+    insert_on_path(store, opts, path, found, key, value)
+}
+
+/// Errors for a key or value no tree can hold.
+fn check_entry(key: &[u8], value: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY_LEN {
         return Err(Error::KeyTooLarge {
             len: key.len(),
@@ -734,10 +742,25 @@ pub(crate) fn insert_placed(
             max: MAX_VALUE_LEN,
         });
     }
-    let path = descend_by(store, root, probe, true)?;
-    let leaf = path.last().expect("descend returns at least the root");
+    Ok(())
+}
+
+/// [`insert_placed`] on a known root-to-leaf `path` (the current images, each interior
+/// frame's index on the child the path takes) and the leaf's search result `found`
+/// (`Ok(i)`: the entry to replace; `Err(i)`: where the new one goes), as a descent
+/// would find them: a cursor standing next to the place passes its own path.
+pub(crate) fn insert_on_path(
+    store: &mut dyn PageWrite,
+    opts: TreeOptions,
+    path: Vec<Step>,
+    found: std::result::Result<usize, usize>,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(Option<Vec<u8>>, Option<Vec<Step>>)> {
+    check_entry(key, value)?;
+    let f = Format::of(&*store);
+    let leaf = path.last().expect("a path is never empty");
     let p = leaf.view();
-    let found = p.search_by(probe, &whole(store, leaf.pgno))?;
     if let Ok(i) = found {
         if unchanged_cell(store, &p, i, key, value)? {
             // Replacing an entry by the same bytes changes nothing, so nothing is

@@ -20,6 +20,7 @@
 //! - Empty leaves (only the root can be one in a valid tree) are skipped in both
 //!   directions, so positioning works on empty trees and tolerates odd shapes.
 
+use std::cmp::Ordering;
 use std::ops::Range;
 
 use crate::error::{Error, Pgno, Result};
@@ -201,6 +202,59 @@ impl RawCursor {
         let i = p.bound_by(probe, &whole(store, pgno), false)?;
         self.top_mut().idx = i;
         self.settle_forward(store)
+    }
+
+    /// Where an insert of the probe's target goes, found from this cursor's position
+    /// without a descent (the caller knows the stack is current): on its entry
+    /// (`Ok(i)`, a replace), between it and the next entry of its leaf, or after the last
+    /// entry of the rightmost leaf (`Err(i)`). The path is the cursor's own stack. None
+    /// when the target is elsewhere (the caller descends). The leaf chosen is the one a
+    /// descent finds: a key strictly between two entries of a leaf, or past every key of
+    /// the rightmost leaf, can only belong there.
+    pub(crate) fn insert_path(
+        &self,
+        store: &dyn PageRead,
+        probe: &mut ProbeFn<'_>,
+    ) -> Result<Option<(Vec<Step>, std::result::Result<usize, usize>)>> {
+        let Some(top) = self.stack.last() else {
+            return Ok(None);
+        };
+        if self.cur.is_none() {
+            return Ok(None);
+        }
+        let i = top.idx;
+        let found = match probe(self.key()) {
+            Ordering::Equal => Ok(i),
+            Ordering::Greater => return Ok(None),
+            Ordering::Less => {
+                let p = top.opened.attach(&top.page);
+                if i + 1 < p.ncells() {
+                    let next = full_key(store, top.pgno, p.key(i + 1)?)?;
+                    if probe(&next) != Ordering::Greater {
+                        return Ok(None);
+                    }
+                } else {
+                    let rightmost = self.stack[..self.stack.len() - 1]
+                        .iter()
+                        .all(|f| f.idx == f.opened.ncells());
+                    if !rightmost {
+                        return Ok(None);
+                    }
+                }
+                Err(i + 1)
+            }
+        };
+        let path = self
+            .stack
+            .iter()
+            .map(|f| Step {
+                pgno: f.pgno,
+                page: f.page.clone(),
+                idx: f.idx,
+                opened: f.opened.clone(),
+            })
+            .collect();
+        Ok(Some((path, found)))
     }
 
     /// Stand on the entry a root-to-leaf `path` ends at (the leaf frame's index), as an

@@ -160,6 +160,19 @@ pub(crate) fn insert_placed(
     btree::insert_placed(store, root, probe, opts, key, value)
 }
 
+/// [`insert_placed`] at a known path and leaf position (a cursor's own; see
+/// [`RawCursor::insert_path`](cursor::RawCursor::insert_path)).
+pub(crate) fn insert_on_path(
+    store: &mut dyn PageWrite,
+    opts: TreeOptions,
+    path: Vec<btree::Step>,
+    found: std::result::Result<usize, usize>,
+    key: &[u8],
+    value: &[u8],
+) -> Result<(Option<Vec<u8>>, Option<Vec<btree::Step>>)> {
+    btree::insert_on_path(store, opts, path, found, key, value)
+}
+
 /// Remove the entry the probe finds Equal; returns its value.
 pub fn remove_by(
     store: &mut dyn PageWrite,

@@ -523,8 +523,17 @@ impl WriteTxn {
         value: &[u8],
     ) -> Result<Option<Vec<u8>>> {
         let opts = self.opts;
+        // A cursor standing next to the place (a sorted load, an append after a seek to
+        // the end) gives the path; else the tree descends.
+        let at = match self.current(c) {
+            true => c.raw.insert_path(self, probe)?,
+            false => None,
+        };
         self.bump_gen(c.root);
-        let (old, placed) = tree::insert_placed(self, c.root, probe, opts, key, value)?;
+        let (old, placed) = match at {
+            Some((path, found)) => tree::insert_on_path(self, opts, path, found, key, value)?,
+            None => tree::insert_placed(self, c.root, probe, opts, key, value)?,
+        };
         c.state = State::Gone(key.to_vec());
         if let Some(path) = placed {
             // The leaf took the entry in place: stand on it without a second descent.
