@@ -312,3 +312,50 @@ fn the_sql_operations_bench_runs_on_the_drop_in_and_on_stock() {
         }
     }
 }
+
+/// The apps' WAL settings reach the engine (`PRAGMA wal_autocheckpoint`,
+/// `PRAGMA journal_size_limit`): with checkpoints off the log keeps every commit's
+/// frames; with them every 10 frames it never holds many more; with a size limit a large
+/// transaction's log is cut back once checkpointed, as stock SQLite's is.
+#[test]
+fn the_apps_wal_settings_bound_the_log() {
+    if let Some(why) = pylib::no_python_sqlite3() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lib = pylib::lib_dir(dir.path());
+    let script = r#"
+import os, sqlite3, sys
+p = sys.argv[1]
+c = sqlite3.connect(p, isolation_level=None)
+assert c.execute("PRAGMA journal_mode=wal").fetchone()[0] == "wal"
+c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("CREATE TABLE t(x)")
+for i in range(30):
+    c.execute("INSERT INTO t VALUES(?)", (i,))
+off = c.execute("PRAGMA wal_checkpoint").fetchone()[1]
+c.execute("PRAGMA wal_autocheckpoint=10")
+for i in range(30):
+    c.execute("INSERT INTO t VALUES(?)", (i,))
+on = c.execute("PRAGMA wal_checkpoint").fetchone()[1]
+assert c.execute("PRAGMA journal_size_limit=65536").fetchone()[0] == 65536
+c.execute("BEGIN")
+c.executemany("INSERT INTO t VALUES(?)", [(b"x" * 1000,) for _ in range(3000)])
+c.execute("COMMIT")
+c.execute("PRAGMA wal_checkpoint")
+print(off, on, os.path.getsize(p + "-wal"))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(dir.path().join("w.db"))
+        .env("LD_LIBRARY_PATH", &lib)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let v: Vec<u64> = stdout.split_whitespace().map(|x| x.parse().unwrap()).collect();
+    assert!(v[0] >= 30, "checkpoints off: {} frames after 30 commits", v[0]);
+    assert!(v[1] <= 12, "checkpoints every 10 frames: {} frames", v[1]);
+    assert!(v[2] <= 65536, "a log of {} bytes above journal_size_limit", v[2]);
+}

@@ -63,6 +63,7 @@ extern u32 ipg_page_count(Conn*);
 extern int ipg_mode_code(Conn*);
 extern int ipg_set_mode(Conn*, int);
 extern int ipg_set_page_size(Conn*, int);
+extern int ipg_set_log_limits(Conn*, i64, int);
 extern int ipg_copy(Conn*, Conn*);
 typedef struct Backup Backup;
 extern Backup *ipg_backup_new(void);
@@ -108,7 +109,7 @@ void ipg_c_keyinfo_unref(void *ki){ sqlite3KeyInfoUnref((KeyInfo*)ki); }
 /* What SQLite's pager kept and the pragmas still ask for: the journal size limit and
 ** the locking mode are remembered and answered (the engine has its own log limits and
 ** one lock per file), so PRAGMA journal_size_limit / locking_mode read back as stock. */
-struct Pager { int eMode; sqlite3_vfs *pVfs; Btree *pBt; i64 journalSizeLimit; int eLock; };
+struct Pager { int eMode; sqlite3_vfs *pVfs; Btree *pBt; i64 journalSizeLimit; int eLock; int nAutoCkpt; };
 
 struct BtCursor {
   u8 eState;            /* 1 = the static fake valid cursor; otherwise unused */
@@ -174,6 +175,7 @@ SQLITE_PRIVATE int sqlite3BtreeOpen(sqlite3_vfs *pVfs, const char *zFilename, sq
   memset(p, 0, sizeof(*p));
   p->db = db; p->pager.pVfs = pVfs; p->pager.pBt = p; p->isMem = isMem;
   p->pager.journalSizeLimit = SQLITE_DEFAULT_JOURNAL_SIZE_LIMIT;
+  p->pager.nAutoCkpt = -1;  /* the engine's default until the connection's hook says */
   p->pager.eLock = PAGER_LOCKINGMODE_NORMAL;
   if( !isMem && sqlite3OsFullPathname(pVfs, zFilename, sizeof(zFull), zFull)==SQLITE_OK ){
     p->zFilename = glueFilename(zFull, zFilename);
@@ -639,8 +641,13 @@ SQLITE_PRIVATE int sqlite3PagerSetJournalMode(Pager *p, int e){
 }
 SQLITE_PRIVATE int sqlite3PagerOkToChangeJournalMode(Pager *p){ (void)p; return 1; /* ipg_set_mode decides */ }
 SQLITE_PRIVATE int sqlite3PagerIsMemdb(Pager *p){ return p->pBt->isMem; }
+/* PRAGMA journal_size_limit: the engine cuts its log (or persisted journal) back to it
+** when it next resets, as stock's pager does (ffi.rs ipg_set_log_limits). */
 SQLITE_PRIVATE i64 sqlite3PagerJournalSizeLimit(Pager *p, i64 n){
-  if( n>=-1 ) p->journalSizeLimit = n;   /* -2: a query */
+  if( n>=-1 ){   /* -2: a query */
+    p->journalSizeLimit = n;
+    if( !p->pBt->isMem ) ipg_set_log_limits(p->pBt->pConn, n, -1);
+  }
   return p->journalSizeLimit;
 }
 SQLITE_PRIVATE int sqlite3PagerLockingMode(Pager *p, int e){
@@ -654,9 +661,23 @@ SQLITE_PRIVATE const char *sqlite3PagerFilename(const Pager *p, int nullIfMemDb)
   if( p->pBt->isMem ) return nullIfMemDb ? 0 : "";
   return p->pBt->zFilename;
 }
-/* The engine checkpoints its own log (Config::wal_autocheckpoint); SQLite's WAL hook
-** sees no frames, so its default hook never checkpoints on top. */
-SQLITE_PRIVATE int sqlite3PagerWalCallback(Pager *p){ (void)p; return 0; }
+/* The engine checkpoints its own log, after as many frames as PRAGMA wal_autocheckpoint
+** (sqlite3_wal_autocheckpoint) asks: SQLite calls this after each commit, and the
+** connection's default hook carries the number (0 when checkpoints were turned off; a
+** custom hook leaves the engine's setting). SQLite's hook then sees no frames, so it
+** never checkpoints on top. */
+SQLITE_PRIVATE int sqlite3PagerWalCallback(Pager *p){
+  sqlite3 *db = p->pBt->db;
+  int n = -1;
+  if( !db || p->pBt->isMem ) return 0;
+  if( db->xWalCallback==sqlite3WalDefaultHook ) n = SQLITE_PTR_TO_INT(db->pWalArg);
+  else if( db->xWalCallback==0 ) n = 0;
+  if( n>=0 && n!=p->nAutoCkpt ){
+    p->nAutoCkpt = n;
+    ipg_set_log_limits(p->pBt->pConn, -2, n);
+  }
+  return 0;
+}
 /* Every file database can be switched to the engine's wal mode (while empty). */
 SQLITE_PRIVATE int sqlite3PagerWalSupported(Pager *p){ return !p->pBt->isMem; }
 /* Leaving WAL mode: nothing to close here (the engine's mode is the file's). */

@@ -786,6 +786,36 @@ pub unsafe extern "C" fn ipg_set_page_size(conn: *mut Conn, n: c_int) -> c_int {
     })
 }
 
+/// `PRAGMA journal_size_limit` and `PRAGMA wal_autocheckpoint`: the engine's log limits
+/// for the connection's database (`Database::set_journal_size_limit`,
+/// `set_wal_autocheckpoint`; one handle serves every connection of a file in this
+/// process, so the last connection to set one sets it for all). `size`: bytes, -1 no
+/// limit, below -1 unchanged; `frames`: below 0 unchanged.
+///
+/// # Safety
+/// `conn` as in [`conn`].
+#[no_mangle]
+pub unsafe extern "C" fn ipg_set_log_limits(conn: *mut Conn, size: i64, frames: c_int) -> c_int {
+    guard(INTERNAL, || {
+        // SAFETY: contract.
+        let Some(c) = (unsafe { self::conn(conn) }) else {
+            return MISUSE;
+        };
+        // A database that cannot be opened now keeps its limits: the pragma itself never
+        // fails, as in stock SQLite (the next statement reports the open's error).
+        let Ok(d) = c.db() else {
+            return OK;
+        };
+        if size >= -1 {
+            d.set_journal_size_limit(u64::try_from(size).ok());
+        }
+        if let Ok(n) = u32::try_from(frames) {
+            d.set_wal_autocheckpoint(n);
+        }
+        OK
+    })
+}
+
 /// Recreate the empty database of `c` with its configuration changed by `change` (a
 /// journal mode for [`ipg_set_mode`], a page size for [`ipg_set_page_size`]); Ok(false)
 /// when the database is not empty or shared.

@@ -274,6 +274,20 @@ impl Database {
         r
     }
 
+    /// Change `Config::journal_size_limit` while open: the size a log (or a persisted
+    /// rollback journal) is cut back to when it is next reset (None: never cut). For
+    /// every handle of the file in this process, as `PRAGMA journal_size_limit` does
+    /// for its connection.
+    pub fn set_journal_size_limit(&self, bytes: Option<u64>) {
+        self.shared.pager.limits().set_size_limit(bytes);
+    }
+
+    /// Change `Config::wal_autocheckpoint` while open: after how many log frames a
+    /// commit checkpoints (0: only on request), as `PRAGMA wal_autocheckpoint` does.
+    pub fn set_wal_autocheckpoint(&self, frames: u32) {
+        self.shared.pager.limits().set_autocheckpoint(frames);
+    }
+
     /// [`Database::checkpoint`], or `Error::Busy` at once if a write transaction is
     /// active (instead of waiting for it).
     pub fn try_checkpoint(&self) -> Result<()> {

@@ -821,12 +821,12 @@ mod tests {
             vfs.sync_dir(Path::new(DIR))
                 .map_err(Error::io("sync_dir", &path))?;
         }
-        let ctx = JournalCtx {
-            vfs: vfs.clone(),
-            db_path: path.clone(),
-            db: Arc::new(DbFile::new(file, path, PS, 4)),
-            config: cfg.clone(),
-        };
+        let ctx = JournalCtx::new(
+            vfs.clone(),
+            path.clone(),
+            Arc::new(DbFile::new(file, path, PS, 4)),
+            cfg.clone(),
+        );
         DashJournal::open(ctx)
     }
 

@@ -19,6 +19,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 
 use crate::error::{Pgno, Result};
@@ -527,9 +528,62 @@ pub struct JournalCtx {
     pub db_path: PathBuf,
     pub db: Arc<DbFile>,
     pub config: JournalConfig,
+    /// The log settings that change while the database is open (read at each use; their
+    /// values at open come from `config`).
+    pub limits: Arc<LogLimits>,
+}
+
+/// The two log settings SQLite lets a connection change while the database is open
+/// (`PRAGMA journal_size_limit`, `PRAGMA wal_autocheckpoint`), shared by the handle and
+/// its journal. Neither is a property of the file: a value read at any moment is a
+/// valid policy, so relaxed atomics suffice.
+#[derive(Debug)]
+pub struct LogLimits {
+    /// Bytes a log or journal file is cut back to after it is reset; -1: never cut.
+    size_limit: AtomicI64,
+    /// Frames after which a commit checkpoints the log; 0: only on request.
+    autocheckpoint: AtomicU32,
+}
+
+impl LogLimits {
+    /// The limits `config` opens with.
+    pub fn new(config: &JournalConfig) -> Arc<LogLimits> {
+        let size = config
+            .journal_size_limit
+            .map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        Arc::new(LogLimits {
+            size_limit: AtomicI64::new(size),
+            autocheckpoint: AtomicU32::new(config.wal_autocheckpoint),
+        })
+    }
+    pub fn size_limit(&self) -> Option<u64> {
+        u64::try_from(self.size_limit.load(Ordering::Relaxed)).ok()
+    }
+    pub fn set_size_limit(&self, bytes: Option<u64>) {
+        let v = bytes.map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        self.size_limit.store(v, Ordering::Relaxed);
+    }
+    pub fn autocheckpoint(&self) -> u32 {
+        self.autocheckpoint.load(Ordering::Relaxed)
+    }
+    pub fn set_autocheckpoint(&self, frames: u32) {
+        self.autocheckpoint.store(frames, Ordering::Relaxed);
+    }
 }
 
 impl JournalCtx {
+    /// The context of a journal on `db`, with limits from `config`.
+    pub fn new(vfs: Arc<dyn Vfs>, db_path: PathBuf, db: Arc<DbFile>, config: JournalConfig) -> Self {
+        let limits = LogLimits::new(&config);
+        JournalCtx {
+            vfs,
+            db_path,
+            db,
+            config,
+            limits,
+        }
+    }
+
     /// Path of a side file: `<db>-<suffix>`.
     pub fn side_path(&self, suffix: &str) -> PathBuf {
         side_path(&self.db_path, suffix)

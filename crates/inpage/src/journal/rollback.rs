@@ -458,7 +458,7 @@ impl Journal for RollbackJournal {
             w.file = None;
             return Ok(());
         }
-        if let Some(limit) = self.ctx.config.journal_size_limit {
+        if let Some(limit) = self.ctx.limits.size_limit() {
             let len = file.len().map_err(Error::io("stat", &self.path))?;
             if len > limit {
                 // The header is already zero (or the file empty), so cutting the file

@@ -47,12 +47,12 @@ pub fn ctx(vfs: &Arc<dyn Vfs>, dir: &Path, config: JournalConfig, chunk: u32) ->
             },
         )
         .unwrap();
-    JournalCtx {
-        vfs: vfs.clone(),
-        db_path: db_path.clone(),
-        db: Arc::new(DbFile::new(file, db_path, PS, chunk)),
+    JournalCtx::new(
+        vfs.clone(),
+        db_path.clone(),
+        Arc::new(DbFile::new(file, db_path, PS, chunk)),
         config,
-    }
+    )
 }
 
 /// In-memory model of a database: page images by number.
@@ -175,12 +175,12 @@ pub fn open_any(vfs: &Arc<dyn Vfs>, kind: Kind, cfg: &JournalConfig) -> Result<B
     if let Kind::Wal(s) = kind {
         cfg.wal_sync = s;
     }
-    let ctx = JournalCtx {
-        vfs: vfs.clone(),
-        db_path: db_path.clone(),
-        db: Arc::new(DbFile::new(file, db_path, PS, 4)),
-        config: cfg,
-    };
+    let ctx = JournalCtx::new(
+        vfs.clone(),
+        db_path.clone(),
+        Arc::new(DbFile::new(file, db_path, PS, 4)),
+        cfg,
+    );
     Ok(match kind {
         Kind::Off => Box::new(OffJournal::open(ctx, JournalMode::OFF)?.0),
         Kind::Rollback(m) => Box::new(RollbackJournal::open(ctx, m)?.0),

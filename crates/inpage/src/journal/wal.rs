@@ -387,7 +387,7 @@ impl Wal {
         w.hdr = w.hdr.next(fresh_salt(&*self.ctx.vfs));
         w.header_pending = true;
         w.next_frame = 0;
-        if let Some(limit) = self.ctx.config.journal_size_limit {
+        if let Some(limit) = self.ctx.limits.size_limit() {
             let keep = limit.max(self.prealloc_len);
             let len = self.file.len().map_err(Error::io("stat", &self.path))?;
             if len > keep {
@@ -572,7 +572,7 @@ impl Wal {
         w.chain = chain;
         w.db_size = batch.new_page_count;
         w.fcc = batch.tid;
-        let auto = self.ctx.config.wal_autocheckpoint as u64;
+        let auto = u64::from(self.ctx.limits.autocheckpoint());
         if auto > 0 && w.next_frame >= auto {
             match self.checkpoint_locked(&mut w) {
                 // The commit is in the log and indexed: a full file system is an error of

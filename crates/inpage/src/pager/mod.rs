@@ -215,6 +215,8 @@ pub(crate) struct Pager {
     /// The `vfs::fork` generation this handle was opened in; None for files in process
     /// memory, which a child of `fork()` gets a copy of.
     fork_gen: Option<u64>,
+    /// The journal's log limits, changeable while open.
+    limits: Arc<crate::journal::LogLimits>,
 }
 
 /// Steal: what a committing transaction left in the file before its commit (see
@@ -452,12 +454,8 @@ impl Pager {
             page_size,
             cfg.chunk_pages_for(mode),
         ));
-        let ctx = JournalCtx {
-            vfs: vfs.clone(),
-            db_path: path.to_path_buf(),
-            db: db.clone(),
-            config: cfg.journal.clone(),
-        };
+        let ctx = JournalCtx::new(vfs.clone(), path.to_path_buf(), db.clone(), cfg.journal.clone());
+        let limits = ctx.limits.clone();
         let opened = mode.open_journal(ctx)?;
         let journal = opened.journal;
         // Release-mode check: a mode that declares it recovers the FCC must report one,
@@ -517,6 +515,7 @@ impl Pager {
         let mut cache = Cache::new(cfg.cache_pages);
         cache.insert(0, PageRef::from(p0), false);
         Ok(Pager {
+            limits,
             path: path.to_path_buf(),
             mode,
             layout,
@@ -605,6 +604,12 @@ impl Pager {
     /// DHL: the lowest free page not in `exclude` (pages this transaction already took).
     pub fn pick_free(&self, exclude: &BTreeSet<Pgno>) -> Option<Pgno> {
         lock(&self.state).free.pick(exclude)
+    }
+
+    /// The log limits the journal reads at each use (`Database::set_journal_size_limit`,
+    /// `Database::set_wal_autocheckpoint`).
+    pub fn limits(&self) -> &crate::journal::LogLimits {
+        &self.limits
     }
 
     /// The committed header.
