@@ -353,9 +353,24 @@ print(off, on, os.path.getsize(p + "-wal"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    let v: Vec<u64> = stdout.split_whitespace().map(|x| x.parse().unwrap()).collect();
-    assert!(v[0] >= 30, "checkpoints off: {} frames after 30 commits", v[0]);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Vec<u64> = stdout
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    assert!(
+        v[0] >= 30,
+        "checkpoints off: {} frames after 30 commits",
+        v[0]
+    );
     assert!(v[1] <= 12, "checkpoints every 10 frames: {} frames", v[1]);
-    assert!(v[2] <= 65536, "a log of {} bytes above journal_size_limit", v[2]);
+    assert!(
+        v[2] <= 65536,
+        "a log of {} bytes above journal_size_limit",
+        v[2]
+    );
 }

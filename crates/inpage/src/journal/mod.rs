@@ -573,7 +573,12 @@ impl LogLimits {
 
 impl JournalCtx {
     /// The context of a journal on `db`, with limits from `config`.
-    pub fn new(vfs: Arc<dyn Vfs>, db_path: PathBuf, db: Arc<DbFile>, config: JournalConfig) -> Self {
+    pub fn new(
+        vfs: Arc<dyn Vfs>,
+        db_path: PathBuf,
+        db: Arc<DbFile>,
+        config: JournalConfig,
+    ) -> Self {
         let limits = LogLimits::new(&config);
         JournalCtx {
             vfs,

@@ -46,6 +46,11 @@ impl Occupancy {
         clash == 0
     }
 
+    /// Whether byte `at` (inside the map) is marked.
+    pub(crate) fn marked(&self, at: usize) -> bool {
+        self.words[at / 64] >> (at % 64) & 1 == 1
+    }
+
     /// First byte in `[from, end)` whose mark is `set`, or `end`.
     fn next(&self, from: usize, end: usize, set: bool) -> usize {
         let word = |w: usize| if set { self.words[w] } else { !self.words[w] };

@@ -454,7 +454,12 @@ impl Pager {
             page_size,
             cfg.chunk_pages_for(mode),
         ));
-        let ctx = JournalCtx::new(vfs.clone(), path.to_path_buf(), db.clone(), cfg.journal.clone());
+        let ctx = JournalCtx::new(
+            vfs.clone(),
+            path.to_path_buf(),
+            db.clone(),
+            cfg.journal.clone(),
+        );
         let limits = ctx.limits.clone();
         let opened = mode.open_journal(ctx)?;
         let journal = opened.journal;

@@ -135,6 +135,16 @@ impl Step {
     }
 }
 
+/// A root-to-leaf path, as a descent or a positioned cursor has it.
+pub(crate) type Path = Vec<Step>;
+
+/// What an insert returns: the value it replaced, and the path to the new entry when the
+/// leaf took it in place.
+pub(crate) type Inserted = (Option<Vec<u8>>, Option<Path>);
+
+/// Where in its leaf an entry is (`Ok`) or would go (`Err`).
+pub(crate) type LeafPos = std::result::Result<usize, usize>;
+
 /// A page's cells held in memory while they are being reshaped; may exceed a page.
 pub(crate) struct Node {
     pub pgno: Pgno,
@@ -404,18 +414,7 @@ impl Loader {
         key: &[u8],
         value: &[u8],
     ) -> Result<()> {
-        if key.len() > MAX_KEY_LEN {
-            return Err(Error::KeyTooLarge {
-                len: key.len(),
-                max: MAX_KEY_LEN,
-            });
-        }
-        if value.len() > MAX_VALUE_LEN {
-            return Err(Error::ValueTooLarge {
-                len: value.len(),
-                max: MAX_VALUE_LEN,
-            });
-        }
+        check_entry(key, value)?;
         let f = Format::of(&*store);
         let cell = make_leaf_cell(store, key, value)?;
         let cost = f.cost(cell.len());
@@ -720,7 +719,7 @@ pub(crate) fn insert_placed(
     opts: TreeOptions,
     key: &[u8],
     value: &[u8],
-) -> Result<(Option<Vec<u8>>, Option<Vec<Step>>)> {
+) -> Result<Inserted> {
     check_entry(key, value)?;
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
@@ -753,10 +752,10 @@ pub(crate) fn insert_on_path(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
     path: Vec<Step>,
-    found: std::result::Result<usize, usize>,
+    found: LeafPos,
     key: &[u8],
     value: &[u8],
-) -> Result<(Option<Vec<u8>>, Option<Vec<Step>>)> {
+) -> Result<Inserted> {
     check_entry(key, value)?;
     let f = Format::of(&*store);
     let leaf = path.last().expect("a path is never empty");
@@ -834,13 +833,26 @@ pub(crate) fn remove_by(
     probe: &mut ProbeFn<'_>,
     opts: TreeOptions,
 ) -> Result<Option<Vec<u8>>> {
-    let f = Format::of(&*store);
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
-    let p = leaf.view();
-    let Ok(i) = p.search_by(probe, &whole(store, leaf.pgno))? else {
+    let Ok(i) = leaf.view().search_by(probe, &whole(store, leaf.pgno))? else {
         return Ok(None);
     };
+    remove_on_path(store, opts, path, i).map(Some)
+}
+
+/// Remove entry `i` of the leaf a root-to-leaf `path` ends at (the current images, each
+/// interior frame's index on the child the path takes), as a descent would find it: a
+/// cursor standing on the entry passes its own path. Returns the removed value.
+pub(crate) fn remove_on_path(
+    store: &mut dyn PageWrite,
+    opts: TreeOptions,
+    path: Vec<Step>,
+    i: usize,
+) -> Result<Vec<u8>> {
+    let f = Format::of(&*store);
+    let leaf = path.last().expect("a path is never empty");
+    let p = leaf.view();
     let old = take_value(store, &p, i)?;
     if let Some((buf, used)) = f.layout.edit_leaf(
         leaf.pgno,
@@ -852,12 +864,12 @@ pub(crate) fn remove_by(
         None,
     )? {
         finish_leaf(store, opts, &path, buf, used, true)?;
-        return Ok(Some(old));
+        return Ok(old);
     }
     let mut node = Node::from_view(&f, &p)?;
     node.cells.remove(i);
     balance(store, opts, &path, node, true)?;
-    Ok(Some(old))
+    Ok(old)
 }
 
 /// Write a leaf edited in place (it fits; its cells cost `used`), rebalancing first if

@@ -28,7 +28,7 @@ use crate::page::cell::{self, CellKey, Payload};
 use crate::page::cells::{CellArray, Detached};
 use crate::page::{PageRead, PageRef};
 
-use super::btree::{read_payload, Step, MAX_DEPTH};
+use super::btree::{read_payload, LeafPos, Path, Step, MAX_DEPTH};
 use super::format::Format;
 use super::overflow::{full_key, whole};
 use super::{CmpFn, ProbeFn};
@@ -215,7 +215,7 @@ impl RawCursor {
         &self,
         store: &dyn PageRead,
         probe: &mut ProbeFn<'_>,
-    ) -> Result<Option<(Vec<Step>, std::result::Result<usize, usize>)>> {
+    ) -> Result<Option<(Path, LeafPos)>> {
         let Some(top) = self.stack.last() else {
             return Ok(None);
         };
@@ -244,8 +244,14 @@ impl RawCursor {
                 Err(i + 1)
             }
         };
-        let path = self
-            .stack
+        Ok(Some((self.path(), found)))
+    }
+
+    /// The cursor's stack as a root-to-leaf path (the leaf frame's index on its entry),
+    /// for an operation at its position; only correct while the tree is unchanged since
+    /// the cursor was positioned (the caller checks).
+    pub(crate) fn path(&self) -> Path {
+        self.stack
             .iter()
             .map(|f| Step {
                 pgno: f.pgno,
@@ -253,13 +259,12 @@ impl RawCursor {
                 idx: f.idx,
                 opened: f.opened.clone(),
             })
-            .collect();
-        Ok(Some((path, found)))
+            .collect()
     }
 
     /// Stand on the entry a root-to-leaf `path` ends at (the leaf frame's index), as an
     /// insert that edited the leaf in place returns it: no descent.
-    pub(crate) fn place(&mut self, store: &dyn PageRead, path: Vec<Step>) -> Result<bool> {
+    pub(crate) fn place(&mut self, store: &dyn PageRead, path: Path) -> Result<bool> {
         self.reset();
         self.stack.extend(path.into_iter().map(|s| Frame {
             pgno: s.pgno,

@@ -156,7 +156,7 @@ pub(crate) fn insert_placed(
     opts: TreeOptions,
     key: &[u8],
     value: &[u8],
-) -> Result<(Option<Vec<u8>>, Option<Vec<btree::Step>>)> {
+) -> Result<btree::Inserted> {
     btree::insert_placed(store, root, probe, opts, key, value)
 }
 
@@ -165,12 +165,23 @@ pub(crate) fn insert_placed(
 pub(crate) fn insert_on_path(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
-    path: Vec<btree::Step>,
-    found: std::result::Result<usize, usize>,
+    path: btree::Path,
+    found: btree::LeafPos,
     key: &[u8],
     value: &[u8],
-) -> Result<(Option<Vec<u8>>, Option<Vec<btree::Step>>)> {
+) -> Result<btree::Inserted> {
     btree::insert_on_path(store, opts, path, found, key, value)
+}
+
+/// Remove the entry a cursor stands on, by its path (see
+/// [`RawCursor::path`](cursor::RawCursor::path)); returns its value.
+pub(crate) fn remove_on_path(
+    store: &mut dyn PageWrite,
+    opts: TreeOptions,
+    path: btree::Path,
+    i: usize,
+) -> Result<Vec<u8>> {
+    btree::remove_on_path(store, opts, path, i)
 }
 
 /// Remove the entry the probe finds Equal; returns its value.

@@ -566,8 +566,14 @@ impl WriteTxn {
         let key = c.raw.key().to_vec();
         let order = c.order.clone();
         let opts = self.opts;
+        // Restored and current: the cursor's own stack is the path to the row.
+        let path = c.raw.path();
+        let at = path.last().map(|leaf| leaf.idx);
         self.bump_gen(c.root);
-        let removed = tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?;
+        let removed = match at {
+            Some(i) => Some(tree::remove_on_path(self, opts, path, i)?),
+            None => tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?,
+        };
         if removed.is_none() {
             // The cursor was just restored onto this key, so only a damaged tree (an
             // order the comparator disagrees with) can lose it: an error, not a panic.

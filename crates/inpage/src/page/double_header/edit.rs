@@ -96,18 +96,8 @@ fn edit_in(
     let other = 1 - own.slot;
     let od = other * DESC_SIZE;
     let other_tid = get_u64(page, od + D_TID);
-    let mut protected = Vec::new();
-    if other_tid != 0 {
-        if other_tid >= own.tid {
-            return Ok(None);
-        }
-        let Some(ranges) = claimed_ranges(page, usable, other) else {
-            return Ok(None);
-        };
-        for &(a, e) in &ranges {
-            s.mark(a, e);
-        }
-        protected = ranges;
+    if other_tid != 0 && (other_tid >= own.tid || !mark_claimed(s, page, usable, other)) {
+        return Ok(None);
     }
     // The own cells that stay, and their cost.
     let mut cells: Vec<(usize, usize)> = Vec::with_capacity(own.ncells + 1);
@@ -122,8 +112,9 @@ fn edit_in(
         cells.push((off, size));
         used += cell_cost(size);
     }
-    // A removed cell stays only where the protected version shares it.
-    let freed = freed.filter(|&(a, e)| !protected.iter().any(|&(pa, pe)| pa <= a && e <= pe));
+    // A removed cell stays only where the protected version shares it (a shared cell is
+    // one of its cells, so its first byte tells).
+    let freed = freed.filter(|&(a, _)| !s.used.marked(a));
     for &(off, size) in &cells {
         s.mark(off, off + size);
     }
@@ -138,7 +129,7 @@ fn edit_in(
     let array_len = PTR_SIZE * ncells;
     // The array stays where it is if its hole allows, growing up or down; else it moves
     // to the smallest hole that takes it.
-    let holes = s.holes(RECORD_START, usable);
+    let mut holes = s.holes(RECORD_START, usable);
     let around = holes
         .iter()
         .find(|&&(a, e)| a <= old_array.0 && old_array.0 < e)
@@ -151,11 +142,9 @@ fn edit_in(
             None => return Ok(None),
         },
     };
-    if array_len > 0 {
-        s.mark(array_off, array_off + array_len);
-    }
+    carve(&mut holes, array_off, array_len);
     let placed = match insert {
-        Some(c) => match best_fit_hole(&s.holes(RECORD_START, usable), c.len()) {
+        Some(c) => match best_fit_hole(&holes, c.len()) {
             Some(off) => Some((off, c)),
             None => return Ok(None),
         },
@@ -167,28 +156,33 @@ fn edit_in(
     if let Some((a, e)) = freed {
         out[a..e].fill(0);
     }
-    let mut offs: Vec<usize> = cells.iter().map(|&(off, _)| off).collect();
     if let Some((off, c)) = placed {
         out[off..off + c.len()].copy_from_slice(c);
-        offs.insert(i, off);
+        cells.insert(i, (off, c.len()));
     }
     let d = own.slot * DESC_SIZE;
     put_u16(&mut out, d + D_NCELLS, ncells);
     put_u16(&mut out, d + D_ARRAY, array_off);
-    for (j, &off) in offs.iter().enumerate() {
+    for (j, &(off, _)) in cells.iter().enumerate() {
         put_u16(&mut out, array_off + PTR_SIZE * j, off);
     }
     s.covered.clear();
     s.covered.extend_from_slice(&out[d..d + D_CRC]);
     s.covered
         .extend_from_slice(&out[array_off..array_off + array_len]);
-    for &off in &offs {
-        let size = cell_size(true, usable, &out[off..usable]).expect("placed as a leaf cell");
+    for &(off, size) in &cells {
         s.covered.extend_from_slice(&out[off..off + size]);
     }
     let crc = covered_crc(pgno, &s.covered);
     put_u32(&mut out, d + D_CRC, crc);
-    debug_assert!(protected.iter().all(|&(a, e)| out[a..e] == page[a..e]));
+    #[cfg(debug_assertions)]
+    if other_tid != 0 {
+        let mut claimed = Scratch::default();
+        claimed.clear_used(usable);
+        assert!(mark_claimed(&mut claimed, page, usable, other));
+        let kept = (RECORD_START..usable).filter(|&b| claimed.used.marked(b));
+        debug_assert!(kept.into_iter().all(|b| out[b] == page[b]));
+    }
     debug_assert!(out[od..od + DESC_SIZE] == page[od..od + DESC_SIZE]);
     let image = PageRef::from(out);
     debug_assert!(check_slot(pgno, &image, usable, own.slot).is_ok());
@@ -196,34 +190,58 @@ fn edit_in(
     Ok(Some((image, used)))
 }
 
-/// The byte ranges descriptor `slot` claims (its array and each cell), bounds-checked
-/// but not validated, or None if they do not even lie in the record area.
-fn claimed_ranges(page: &[u8], usable: usize, slot: usize) -> Option<Vec<(usize, usize)>> {
+/// Mark in `s` the bytes descriptor `slot` claims (its array and each cell), bounds-checked
+/// but not validated; false if they do not even lie in the record area.
+fn mark_claimed(s: &mut Scratch, page: &[u8], usable: usize, slot: usize) -> bool {
     let d = slot * DESC_SIZE;
     let leaf = match page[d + D_TYPE] {
         page_type::LEAF => true,
         page_type::INTERIOR => false,
-        _ => return None,
+        _ => return false,
     };
     let ncells = get_u16(page, d + D_NCELLS);
     let array = get_u16(page, d + D_ARRAY);
     let array_end = array + PTR_SIZE * ncells;
     if array < RECORD_START || array_end > usable {
-        return None;
+        return false;
     }
-    let mut ranges = Vec::with_capacity(ncells + 1);
     if ncells > 0 {
-        ranges.push((array, array_end));
+        s.mark(array, array_end);
     }
     for j in 0..ncells {
         let off = get_u16(page, array + PTR_SIZE * j);
         if !(RECORD_START..usable).contains(&off) {
-            return None;
+            return false;
         }
-        let size = cell_size(leaf, usable, &page[off..usable])?;
-        ranges.push((off, off + size));
+        let Some(size) = cell_size(leaf, usable, &page[off..usable]) else {
+            return false;
+        };
+        s.mark(off, off + size);
     }
-    Some(ranges)
+    true
+}
+
+/// Take `[start, start + len)` (inside one hole) out of `holes`.
+fn carve(holes: &mut Vec<(usize, usize)>, start: usize, len: usize) {
+    if len == 0 {
+        return;
+    }
+    let Some(j) = holes
+        .iter()
+        .position(|&(a, e)| a <= start && start + len <= e)
+    else {
+        debug_assert!(false, "[{start}, +{len}) lies in no hole");
+        return;
+    };
+    let (a, e) = holes[j];
+    let mut parts = Vec::with_capacity(2);
+    if a < start {
+        parts.push((a, start));
+    }
+    if start + len < e {
+        parts.push((start + len, e));
+    }
+    holes.splice(j..=j, parts);
 }
 
 /// Start of the smallest hole that takes `len` bytes (lowest address on ties).

@@ -1619,7 +1619,7 @@ proptest! {
                     }
                 }
                 let v = reference::visible(1, &mix, US, 3).unwrap();
-                prop_assert_eq!(view_facts(&v), p.clone());
+                prop_assert_eq!(view_facts(&v), p);
             }
         }
     }
