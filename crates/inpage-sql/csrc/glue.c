@@ -64,6 +64,7 @@ extern int ipg_mode_code(Conn*);
 extern int ipg_set_mode(Conn*, int);
 extern int ipg_set_page_size(Conn*, int);
 extern int ipg_set_log_limits(Conn*, i64, int);
+extern int ipg_put_data(Cur*, u32, const void*, int);
 extern int ipg_copy(Conn*, Conn*);
 typedef struct Backup Backup;
 extern Backup *ipg_backup_new(void);
@@ -583,20 +584,16 @@ SQLITE_PRIVATE int sqlite3BtreeTransferRow(BtCursor *pDest, BtCursor *pSrc, i64 
   return SQLITE_OK;
 }
 SQLITE_PRIVATE void sqlite3BtreeIncrblobCursor(BtCursor *c){ (void)c; }
+/* Incremental blob writes: the engine writes the range where the value lives, in place
+** under a layout that overwrites pages in place (ffi.rs ipg_put_data), never copying
+** the whole record through here. */
 SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *c, u32 offset, u32 amt, void *z){
-  u32 n; const u8 *p; u8 *buf; int rc;
+  int rc;
   FAULT_CHECK(c);
   if( !c->wrFlag ) return SQLITE_READONLY;   /* a blob opened read-only */
   if( ipg_has_moved(c->pCur) ) return SQLITE_ABORT;
-  p = gluePayload(c, &n);
-  FAULT_CHECK(c);
-  if( (u64)offset+amt > (u64)n ) return SQLITE_CORRUPT_BKPT;
-  buf = sqlite3_malloc64(n+1);
-  if( !buf ) return SQLITE_NOMEM;
-  memcpy(buf, p, n); memcpy(buf+offset, z, amt);
-  rc = ipg_insert(c->pCur, ipg_intkey(c->pCur), buf, (int)n, 0);
-  sqlite3_free(buf);
-  return rc;
+  rc = ipg_put_data(c->pCur, offset, z, (int)amt);
+  return rc==SQLITE_CORRUPT ? SQLITE_CORRUPT_BKPT : rc;
 }
 
 /* ---- pager ---- */

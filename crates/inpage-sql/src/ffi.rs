@@ -1825,6 +1825,41 @@ pub unsafe extern "C" fn ipg_insert(
     })
 }
 
+/// Incremental blob write (`sqlite3BtreePutData`): `n` bytes at `offset` of the row's
+/// record, which keeps its length (`WriteTxn::cursor_overwrite_value`: in place where
+/// the layout overwrites pages in place, so the cost follows the bytes written).
+///
+/// # Safety
+/// `cur` live; `data` valid for `n` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ipg_put_data(
+    cur: *mut Cur,
+    offset: u32,
+    data: *const u8,
+    n: c_int,
+) -> c_int {
+    with_cur(cur, |c| {
+        if !c.intkey || data.is_null() || n < 0 {
+            return Ok(MISUSE);
+        }
+        // SAFETY: `data` is valid for `n` bytes (contract).
+        let bytes = unsafe { std::slice::from_raw_parts(data, n as usize) };
+        c.moved();
+        let conn = c.conn();
+        let Some(e) = c.engine()? else {
+            return Ok(CORRUPT);
+        };
+        match conn.write() {
+            Ok(w) => match w.cursor_overwrite_value(e, u64::from(offset), bytes) {
+                Ok(()) => Ok(OK),
+                Err(Error::InvalidArgument(_)) => Ok(CORRUPT),
+                Err(err) => Err(err),
+            },
+            Err(rc) => Ok(rc),
+        }
+    })
+}
+
 /// Insert an index record where `probe` (`UnpackedRecord*`: the first nMem fields, or
 /// the whole record) puts it, replacing the entry it finds equal (trap 7).
 ///

@@ -210,9 +210,9 @@ const BUDGETS: [Budget; 22] = [
     // completes, and a later cut makes recovery read the area again.
     Budget {
         mutant: Mutant::OrderedAreaKept,
-        modes: &["dhl-cc", "ls-mvbt", "ips"],
+        modes: &["dhl-cc", "ips"],
         sequences: 800,
-        rare: &[],
+        rare: &[("ls-mvbt", 3000)],
         at_least: 1,
         args: plain,
     },

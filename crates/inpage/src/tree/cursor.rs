@@ -397,6 +397,11 @@ impl RawCursor {
         ))
     }
 
+    /// The leaf page the cursor stands in (what owns its overflow chains).
+    pub fn leaf_pgno(&self) -> Option<Pgno> {
+        self.stack.last().map(|f| f.pgno)
+    }
+
     /// Current value, reading overflow pages if needed.
     pub fn value(&self, store: &dyn PageRead) -> Result<Vec<u8>> {
         assert!(self.valid(), "Cursor::value on an invalid cursor");

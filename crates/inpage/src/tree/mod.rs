@@ -173,6 +173,42 @@ pub(crate) fn insert_on_path(
     btree::insert_on_path(store, opts, path, found, key, value)
 }
 
+/// Extend `pages`, a prefix of the overflow chain `(len, first)` owned by page `owner`,
+/// to the page holding byte `upto - 1`.
+pub(crate) fn extend_chain<S: PageRead + ?Sized>(
+    store: &S,
+    owner: Pgno,
+    chain: (u32, Pgno),
+    pages: &mut Vec<Pgno>,
+    upto: usize,
+) -> Result<()> {
+    overflow::extend_chain(store, owner, chain, pages, upto)
+}
+
+/// Copy bytes from `offset` of a `len`-byte value whose chain is `pages` into `buf`,
+/// reading only the pages that hold them; the count.
+pub(crate) fn read_value_range<S: PageRead + ?Sized>(
+    store: &S,
+    owner: Pgno,
+    chain: (u32, &[Pgno]),
+    offset: usize,
+    buf: &mut [u8],
+) -> Result<usize> {
+    overflow::read_range(store, owner, chain, offset, buf)
+}
+
+/// Overwrite part of an overflow value in place (layouts that overwrite pages in place;
+/// see `overflow::overwrite`).
+pub(crate) fn overwrite_value(
+    store: &mut dyn PageWrite,
+    owner: Pgno,
+    chain: (u32, &[Pgno]),
+    offset: usize,
+    bytes: &[u8],
+) -> Result<()> {
+    overflow::overwrite(store, owner, chain, offset, bytes)
+}
+
 /// Remove the entry a cursor stands on, by its path (see
 /// [`RawCursor::path`](cursor::RawCursor::path)); returns its value.
 pub(crate) fn remove_on_path(

@@ -14,7 +14,10 @@
 //!   page written after the reader's snapshot) is reported as `Corrupt` instead of
 //!   looping or reading past the value.
 //! - Chains are written once, on pages allocated for them, and never modified: a changed
-//!   value gets a new chain and the old one is freed. A long key's tail chain belongs to
+//!   value gets a new chain and the old one is freed. The one exception is [`overwrite`]
+//!   (incremental blob writes) under a layout that overwrites pages in place, where the
+//!   journal keeps every page's committed image anyway: the pages a range touches are
+//!   rewritten where they are. A long key's tail chain belongs to
 //!   exactly one cell too: a separator made from a leaf key gets its own copy, so freeing
 //!   a cell's chains never frees pages another cell still points at. So a DHL overflow page needs no
 //!   second version: the committed chain is never touched by a later transaction.
@@ -93,6 +96,162 @@ pub(crate) fn walk<S: PageRead + ?Sized>(
         (prev, pgno) = (pgno, next);
     }
     debug_assert_eq!(left, 0);
+    Ok(())
+}
+
+/// Extend `pages`, a prefix of the chain of a `len`-byte value from `first`, until it
+/// holds the page with byte `upto - 1` (or the whole chain): each page read and checked
+/// as [`walk`] reads it, for its link. Stock SQLite's overflow page cache grows the same
+/// way, so a ranged access near the start of a large value reads only that far.
+pub(crate) fn extend_chain<S: PageRead + ?Sized>(
+    store: &S,
+    owner: Pgno,
+    (len, first): (u32, Pgno),
+    pages: &mut Vec<Pgno>,
+    upto: usize,
+) -> Result<()> {
+    let f = Format::of(store);
+    let per = f.overflow_data();
+    let n = (len as usize).div_ceil(per);
+    let want = upto.min(len as usize).div_ceil(per).min(n);
+    if pages.is_empty() && want > 0 {
+        pages.push(first);
+    }
+    while pages.len() < want {
+        let k = pages.len() - 1;
+        let pgno = pages[k];
+        let page = store.read(pgno)?;
+        let take = (len as usize - k * per).min(per);
+        let (_, next) =
+            f.layout
+                .overflow_read(owner, pgno, &page, f.geometry, f.visible_tid, take)?;
+        if next == 0 || next == first || pages.len() >= n {
+            return Err(Error::corrupt(
+                pgno,
+                format!("overflow chain ends or loops after {} of {n} pages", k + 1),
+            ));
+        }
+        pages.push(next);
+    }
+    Ok(())
+}
+
+/// What [`visit_range`] calls per page: `(k, pgno, data, next)`.
+type RangeVisit<'v> = dyn FnMut(usize, Pgno, &[u8], Pgno) -> Result<()> + 'v;
+
+/// Visit pages `from / per ..= (upto - 1) / per` of a `len`-byte value whose chain is
+/// `pages` (from [`pages`]), as `visit(k, pgno, data, next)`: page `k`'s share of the
+/// value, read and checked as [`walk`] reads it, and its link. A chain page list kept
+/// by the caller (while the tree is unchanged) makes a ranged access cost the pages it
+/// touches.
+fn visit_range<S: PageRead + ?Sized>(
+    store: &S,
+    owner: Pgno,
+    len: u32,
+    pages: &[Pgno],
+    (from, upto): (usize, usize),
+    visit: &mut RangeVisit<'_>,
+) -> Result<()> {
+    let f = Format::of(store);
+    let per = f.overflow_data();
+    if from >= upto || upto > len as usize {
+        return Ok(());
+    }
+    for k in from / per..=(upto - 1) / per {
+        let Some(&pgno) = pages.get(k) else {
+            return Err(Error::corrupt(
+                owner,
+                format!("overflow chain has no page {k}"),
+            ));
+        };
+        let page = store.read(pgno)?;
+        let take = (len as usize - k * per).min(per);
+        let (data, next) =
+            f.layout
+                .overflow_read(owner, pgno, &page, f.geometry, f.visible_tid, take)?;
+        visit(k, pgno, data, next)?;
+    }
+    Ok(())
+}
+
+/// Copy bytes of a `len`-byte value (chain `pages`) from `offset` into `buf`, as many as
+/// fit and the value has, reading only the pages that hold them. Returns the count.
+pub(crate) fn read_range<S: PageRead + ?Sized>(
+    store: &S,
+    owner: Pgno,
+    (len, pages): (u32, &[Pgno]),
+    offset: usize,
+    buf: &mut [u8],
+) -> Result<usize> {
+    let per = Format::of(store).overflow_data();
+    let end = offset.saturating_add(buf.len()).min(len as usize);
+    if offset >= end {
+        return Ok(0);
+    }
+    visit_range(
+        store,
+        owner,
+        len,
+        pages,
+        (offset, end),
+        &mut |k, _, data, _| {
+            let (lo, hi) = (offset.max(k * per), end.min(k * per + data.len()));
+            if lo < hi {
+                buf[lo - offset..hi - offset].copy_from_slice(&data[lo - k * per..hi - k * per]);
+            }
+            Ok(())
+        },
+    )?;
+    Ok(end - offset)
+}
+
+/// Overwrite `bytes` at `offset` of a `len`-byte value (chain `pages`) in place: only the
+/// pages the range touches are rewritten (same pages, same links). For layouts that
+/// overwrite pages in place (`PageLayout::versions` is None: the journal keeps the
+/// committed images); a layout that keeps versions never changes a chain (module
+/// invariants), and the caller writes a new one instead. Errors: `InvalidArgument` for a
+/// range past the value.
+pub(crate) fn overwrite(
+    store: &mut dyn PageWrite,
+    owner: Pgno,
+    (len, pages): (u32, &[Pgno]),
+    offset: usize,
+    bytes: &[u8],
+) -> Result<()> {
+    let f = Format::of(&*store);
+    assert!(
+        f.layout.versions().is_none(),
+        "a chain of a layout that keeps versions is never changed in place"
+    );
+    let end = offset.saturating_add(bytes.len());
+    if end > len as usize {
+        return Err(Error::InvalidArgument(format!(
+            "write of bytes [{offset}, {end}) into a value of {len} bytes"
+        )));
+    }
+    let per = f.overflow_data();
+    let mut touched = Vec::new();
+    visit_range(
+        &*store,
+        owner,
+        len,
+        pages,
+        (offset, end),
+        &mut |k, pgno, data, next| {
+            let mut chunk = data.to_vec();
+            let (lo, hi) = (offset.max(k * per), end.min(k * per + data.len()));
+            chunk[lo - k * per..hi - k * per].copy_from_slice(&bytes[lo - offset..hi - offset]);
+            touched.push((pgno, next, chunk));
+            Ok(())
+        },
+    )?;
+    let tid = store.tid();
+    for (pgno, next, chunk) in touched {
+        let img = f
+            .layout
+            .overflow_image(pgno, f.geometry, tid, next, &chunk)?;
+        store.write(pgno, img.into())?;
+    }
     Ok(())
 }
 

@@ -87,6 +87,20 @@ pub struct Cursor {
     state: State,
     /// `tree_clock` when `raw` was positioned.
     clock: (u64, u64),
+    /// The overflow chain of the row last read or written by range (stock SQLite's
+    /// overflow page cache); shared by clones, valid while the tree's clock is the one
+    /// it was made at.
+    chain: std::sync::Arc<std::sync::Mutex<Option<ChainCache>>>,
+}
+
+/// The pages of one row's overflow chain, as of a tree clock.
+#[derive(Debug)]
+struct ChainCache {
+    clock: (u64, u64),
+    len: u32,
+    first: Pgno,
+    /// The chain's first pages, as far as a range has needed.
+    pages: Vec<Pgno>,
 }
 
 impl std::fmt::Debug for Cursor {
@@ -222,6 +236,7 @@ pub trait CursorOps: ReadableTxn {
             raw: RawCursor::new(self, info.root),
             state: State::Invalid,
             clock: (0, 0),
+            chain: Default::default(),
         })
     }
 
@@ -352,12 +367,59 @@ pub trait CursorOps: ReadableTxn {
             buf[..n].copy_from_slice(&v[start..start + n]);
             n
         };
-        if self.current(c) {
-            if let Payload::Inline(v) = c.raw.payload()? {
-                return Ok(Some(copy(v, buf)));
+        let ranged = |raw: &RawCursor, buf: &mut [u8]| -> Result<usize> {
+            match raw.payload()? {
+                Payload::Inline(v) => Ok(copy(v, buf)),
+                // Only the pages holding the range: a blob read costs what it reads.
+                Payload::Overflow { len, first } => {
+                    let owner = raw.leaf_pgno().expect("a valid cursor has a leaf");
+                    let at = usize::try_from(offset).unwrap_or(usize::MAX);
+                    let upto = at.saturating_add(buf.len());
+                    let pages = self.chain_of(c, owner, (len, first), upto)?;
+                    tree::read_value_range(self, owner, (len, &pages), at, buf)
+                }
             }
+        };
+        if !c.valid() {
+            return Ok(None);
         }
-        Ok(self.cursor_value(c)?.map(|v| copy(&v, buf)))
+        if self.current(c) {
+            return ranged(&c.raw, buf).map(Some);
+        }
+        let mut probe = c.clone();
+        match self.find_exact(&mut probe)? {
+            true => ranged(&probe.raw, buf).map(Some),
+            false => Ok(None),
+        }
+    }
+
+    /// The pages of the chain `(len, first)` of `c`'s row up to the one holding byte
+    /// `upto - 1`, from its cache while the tree is unchanged (extended as needed), else
+    /// walked afresh (and kept).
+    #[doc(hidden)]
+    fn chain_of(
+        &self,
+        c: &Cursor,
+        owner: Pgno,
+        (len, first): (u32, Pgno),
+        upto: usize,
+    ) -> Result<Vec<Pgno>> {
+        let clock = self.tree_clock(c.root);
+        let mut cache = c.chain.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = cache
+            .as_ref()
+            .is_some_and(|k| (k.clock, k.len, k.first) == (clock, len, first));
+        if !fresh {
+            *cache = Some(ChainCache {
+                clock,
+                len,
+                first,
+                pages: Vec::new(),
+            });
+        }
+        let k = cache.as_mut().expect("set above");
+        tree::extend_chain(self, owner, (len, first), &mut k.pages, upto)?;
+        Ok(k.pages.clone())
     }
 
     /// Length of the current row's value (None as for `cursor_value`).
@@ -551,6 +613,60 @@ impl WriteTxn {
             )));
         }
         Ok(old)
+    }
+
+    /// Overwrite `bytes` at `offset` of the cursor's row's value (an incremental blob
+    /// write; the value keeps its length). Under a layout that overwrites pages in place,
+    /// a value in an overflow chain has only the pages the range touches rewritten; else
+    /// the row is written again with the bytes changed (a layout that keeps versions never
+    /// changes a committed chain). The cursor stays on the row.
+    ///
+    /// Errors: `InvalidArgument` when the cursor is not on a row or the range ends past
+    /// the value.
+    pub fn cursor_overwrite_value(
+        &mut self,
+        c: &mut Cursor,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
+        if !c.valid() || self.cursor_restore(c)? != Restored::Same {
+            return Err(Error::InvalidArgument(format!(
+                "tree {:?}: cursor_overwrite_value on a cursor that is not on a row",
+                c.name
+            )));
+        }
+        let at = usize::try_from(offset).unwrap_or(usize::MAX);
+        if let Payload::Overflow { len, first } = c.raw.payload()? {
+            if self.layout.versions().is_none() {
+                let owner = c.raw.leaf_pgno().expect("a valid cursor has a leaf");
+                let upto = at.saturating_add(bytes.len());
+                let pages = self.chain_of(c, owner, (len, first), upto)?;
+                // Other cursors on the row must not trust what they read of it.
+                self.bump_gen(c.root);
+                tree::overwrite_value(self, owner, (len, &pages), at, bytes)?;
+                // Same pages, same links: the cursor and its chain stay valid.
+                let clock = self.tree_clock(c.root);
+                c.settle(true, clock);
+                if let Some(k) = c.chain.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                    k.clock = clock;
+                }
+                return Ok(());
+            }
+        }
+        let mut value = c.raw.value(self)?;
+        let end = at.saturating_add(bytes.len());
+        if end > value.len() {
+            return Err(Error::InvalidArgument(format!(
+                "tree {:?}: write of bytes [{at}, {end}) into a value of {} bytes",
+                c.name,
+                value.len()
+            )));
+        }
+        value[at..end].copy_from_slice(bytes);
+        let key = c.raw.key().to_vec();
+        let order = c.order.clone();
+        self.insert_at(c, &mut |s: &[u8]| order(s, &key), &key, &value)?;
+        Ok(())
     }
 
     /// Delete the cursor's row. With `save_position` (SQLite's BTREE_SAVEPOSITION) the
