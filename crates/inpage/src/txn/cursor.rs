@@ -598,12 +598,16 @@ impl WriteTxn {
         };
         c.state = State::Gone(key.to_vec());
         if let Some(path) = placed {
-            // The leaf took the entry in place: stand on it without a second descent.
+            // The leaf took the entry in place: stand on it without a second descent. The
+            // probe must find the stored key equal to its target, as the seek below
+            // checks (a probe that orders `key` elsewhere breaks the tree's order).
             let clock = self.fresh_raw(c);
             let found = c.raw.place(self, path)?;
             debug_assert!(found && c.raw.key() == key);
-            c.settle(found, clock);
-            return Ok(old);
+            if found && probe(c.raw.key()) == Ordering::Equal {
+                c.settle(found, clock);
+                return Ok(old);
+            }
         }
         if !self.find_exact(c)? {
             return Err(Error::InvalidArgument(format!(
