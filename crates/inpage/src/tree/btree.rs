@@ -720,7 +720,7 @@ pub(crate) fn insert_placed(
     key: &[u8],
     value: &[u8],
 ) -> Result<Inserted> {
-    check_entry(key, value)?;
+    // `insert_on_path` checks the entry's sizes.
     let path = descend_by(store, root, probe, true)?;
     let leaf = path.last().expect("descend returns at least the root");
     let found = leaf.view().search_by(probe, &whole(store, leaf.pgno))?;
@@ -751,7 +751,7 @@ fn check_entry(key: &[u8], value: &[u8]) -> Result<()> {
 pub(crate) fn insert_on_path(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
-    path: Vec<Step>,
+    path: Path,
     found: LeafPos,
     key: &[u8],
     value: &[u8],
@@ -847,7 +847,7 @@ pub(crate) fn remove_by(
 pub(crate) fn remove_on_path(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
-    path: Vec<Step>,
+    path: Path,
     i: usize,
 ) -> Result<Vec<u8>> {
     let f = Format::of(&*store);
