@@ -602,10 +602,7 @@ pub struct FloorStore {
 
 impl FloorStore {
     pub fn open(dir: &Path, mode: FloorMode, vfs: Arc<dyn Vfs>) -> Result<FloorStore, String> {
-        let opts = OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        };
+        let opts = OpenOptions::CREATE;
         let file = vfs.open(&dir.join("floor.dat"), opts).map_err(es)?;
         Ok(FloorStore {
             vfs,

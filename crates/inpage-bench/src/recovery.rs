@@ -573,13 +573,7 @@ mod tests {
         );
         let vfs = StopVfs::new(Arc::new(OsVfs::new()), plan.clone());
         let f = vfs
-            .open(
-                &dir.path().join("f"),
-                OpenOptions {
-                    create: true,
-                    ..OpenOptions::default()
-                },
-            )
+            .open(&dir.path().join("f"), OpenOptions::CREATE)
             .unwrap();
         // Not armed: nothing counts.
         for i in 0..5u64 {
@@ -656,13 +650,7 @@ mod tests {
         plan.keep_of_stop_write(3 * 4096 + 100);
         let vfs = StopVfs::new(Arc::new(OsVfs::new()), plan.clone());
         let f = vfs
-            .open(
-                &dir.path().join("f"),
-                OpenOptions {
-                    create: true,
-                    ..OpenOptions::default()
-                },
-            )
+            .open(&dir.path().join("f"), OpenOptions::CREATE)
             .unwrap();
         plan.arm();
         f.write_at(&[9; 32], 0).unwrap();

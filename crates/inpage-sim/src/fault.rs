@@ -323,13 +323,6 @@ mod tests {
     use super::*;
     use crate::SimVfs;
 
-    fn create() -> OpenOptions {
-        OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        }
-    }
-
     fn setup() -> (SimVfs, Arc<FaultPlan>, FaultVfs) {
         let sim = SimVfs::new();
         let plan = Arc::new(FaultPlan::new());
@@ -348,7 +341,7 @@ mod tests {
     #[test]
     fn fail_op_once() {
         let (sim, plan, vfs) = setup();
-        let f = vfs.open(Path::new("f"), create()).unwrap(); // op 0
+        let f = vfs.open(Path::new("f"), OpenOptions::CREATE).unwrap(); // op 0
         plan.fail_op(1, false); // fails op 2 overall
         f.write_at(b"a", 0).unwrap(); // op 1
         let e = f.write_at(b"b", 1).unwrap_err(); // op 2
@@ -371,7 +364,7 @@ mod tests {
     fn fail_op_persistent() {
         let (sim, plan, vfs) = setup();
         plan.fail_op(2, true);
-        let f = vfs.open(Path::new("f"), create()).unwrap(); // 0
+        let f = vfs.open(Path::new("f"), OpenOptions::CREATE).unwrap(); // 0
         f.write_at(b"a", 0).unwrap(); // 1
         assert!(is_eio(&f.sync_data().unwrap_err())); // 2
         assert!(is_eio(&f.read_at(&mut [0u8; 1], 0).unwrap_err()));
@@ -383,7 +376,7 @@ mod tests {
         assert!(is_eio(&f.set_len(0).unwrap_err()));
         assert!(is_eio(&f.allocate(0, 10).unwrap_err()));
         assert!(is_eio(&f.sync_all().unwrap_err()));
-        assert!(vfs.open(Path::new("h"), create()).is_err());
+        assert!(vfs.open(Path::new("h"), OpenOptions::CREATE).is_err());
         assert_eq!(plan.injected(), 9);
         assert_eq!(sim.pending_ops(Path::new("f")), 1);
         assert_eq!(sim.file_names(), vec![std::path::PathBuf::from("f")]);
@@ -396,7 +389,7 @@ mod tests {
     #[test]
     fn fail_kind_targets_nth_sync() {
         let (sim, plan, vfs) = setup();
-        let f = vfs.open(Path::new("f"), create()).unwrap();
+        let f = vfs.open(Path::new("f"), OpenOptions::CREATE).unwrap();
         plan.fail_kind(IoKind::Sync, 1, false);
         f.write_at(b"1", 0).unwrap();
         f.sync_data().unwrap(); // sync #0
@@ -419,7 +412,7 @@ mod tests {
     #[test]
     fn enospc_on_growth_only() {
         let (sim, plan, vfs) = setup();
-        let f = vfs.open(Path::new("f"), create()).unwrap();
+        let f = vfs.open(Path::new("f"), OpenOptions::CREATE).unwrap();
         f.write_at(&[1u8; 1000], 0).unwrap();
         plan.enospc_after_bytes(100);
         // Overwrites inside the file never fail.
@@ -451,7 +444,7 @@ mod tests {
         let inner: Arc<dyn Vfs> = Arc::new(FaultVfs::new(Arc::new(sim), inner_plan.clone()));
         let plan = Arc::new(FaultPlan::new());
         let vfs = FaultVfs::new(inner, plan.clone());
-        let f = vfs.open(Path::new("f"), create()).unwrap();
+        let f = vfs.open(Path::new("f"), OpenOptions::CREATE).unwrap();
         plan.enospc_after_bytes(10);
         inner_plan.fail_kind(IoKind::Write, 0, false);
         assert!(is_eio(&f.write_at(&[1u8; 10], 0).unwrap_err()));
@@ -465,7 +458,7 @@ mod tests {
     fn replay_fault_at_every_index() {
         // The typical use: count ops once, then fail each index in turn.
         let workload = |vfs: &FaultVfs| -> io::Result<()> {
-            let f = vfs.open(Path::new("f"), create())?;
+            let f = vfs.open(Path::new("f"), OpenOptions::CREATE)?;
             f.write_at(b"hello", 0)?;
             f.sync_data()?;
             vfs.sync_dir(Path::new("."))?;

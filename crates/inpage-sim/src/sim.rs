@@ -1038,20 +1038,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn create() -> OpenOptions {
-        OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        }
-    }
-
     fn p(s: &str) -> PathBuf {
         PathBuf::from(s)
     }
 
     /// A file that exists durably (created, dir synced), with `data` synced.
     fn durable_file(vfs: &SimVfs, name: &str, data: &[u8]) -> Arc<dyn File> {
-        let f = vfs.open(&p(name), create()).unwrap();
+        let f = vfs.open(&p(name), OpenOptions::CREATE).unwrap();
         f.write_at(data, 0).unwrap();
         f.sync_data().unwrap();
         vfs.sync_dir(&dir_of(&p(name))).unwrap();
@@ -1061,7 +1054,7 @@ mod tests {
     #[test]
     fn basic_read_write() {
         let vfs = SimVfs::new();
-        let f = vfs.open(&p("a"), create()).unwrap();
+        let f = vfs.open(&p("a"), OpenOptions::CREATE).unwrap();
         f.write_at(b"hello", 3).unwrap();
         assert_eq!(f.len().unwrap(), 8);
         let mut buf = [9u8; 10];
@@ -1085,7 +1078,7 @@ mod tests {
         let vfs = SimVfs::new();
         let e = vfs.open(&p("x"), OpenOptions::default()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        vfs.open(&p("x"), create()).unwrap();
+        vfs.open(&p("x"), OpenOptions::CREATE).unwrap();
         let e = vfs
             .open(
                 &p("x"),
@@ -1187,7 +1180,7 @@ mod tests {
     #[test]
     fn created_file_needs_sync_dir() {
         let vfs = SimVfs::new();
-        let f = vfs.open(&p("d/new"), create()).unwrap();
+        let f = vfs.open(&p("d/new"), OpenOptions::CREATE).unwrap();
         f.write_at(b"data", 0).unwrap();
         f.sync_all().unwrap();
         // Syncing some other directory does not help.
@@ -1203,7 +1196,7 @@ mod tests {
             assert_eq!(c.read_file(&p("d/new")).unwrap(), b"data");
         }
         // A bare name lives in ".", and "" means "." too.
-        let g = vfs.open(&p("top"), create()).unwrap();
+        let g = vfs.open(&p("top"), OpenOptions::CREATE).unwrap();
         g.sync_data().unwrap();
         vfs.sync_dir(Path::new("")).unwrap();
         assert!(vfs.crash(0, CrashModel::full()).exists(&p("top")).unwrap());
@@ -1225,7 +1218,7 @@ mod tests {
     fn rename_durability_needs_sync_dir() {
         let vfs = SimVfs::new();
         drop(durable_file(&vfs, "d/db", b"old contents"));
-        let t = vfs.open(&p("d/tmp"), create()).unwrap();
+        let t = vfs.open(&p("d/tmp"), OpenOptions::CREATE).unwrap();
         t.write_at(b"new", 0).unwrap();
         t.sync_data().unwrap();
         vfs.rename(&p("d/tmp"), &p("d/db")).unwrap();
@@ -1355,7 +1348,7 @@ mod tests {
     #[test]
     fn power_cut_after_n_ops() {
         let workload = |vfs: &SimVfs| -> io::Result<()> {
-            let f = vfs.open(&p("f"), create())?; // op 0
+            let f = vfs.open(&p("f"), OpenOptions::CREATE)?; // op 0
             f.write_at(b"abc", 0)?; // op 1
             f.sync_data()?; // op 2
             vfs.sync_dir(&p("."))?; // op 3
@@ -1383,7 +1376,7 @@ mod tests {
             }
             // Everything fails afterwards, including reads and non-counted calls.
             assert!(vfs.exists(&p("f")).is_err());
-            assert!(vfs.open(&p("h"), create()).is_err());
+            assert!(vfs.open(&p("h"), OpenOptions::CREATE).is_err());
             assert!(vfs.sync_dir(&p(".")).is_err());
             assert_eq!(vfs.op_count(), cut);
             // crash() works after a cut: the file exists durably iff op 3 ran and op 7
@@ -1393,7 +1386,7 @@ mod tests {
         }
         // A handle opened before the cut fails too and changes nothing.
         let vfs = SimVfs::new();
-        let f = vfs.open(&p("f"), create()).unwrap();
+        let f = vfs.open(&p("f"), OpenOptions::CREATE).unwrap();
         f.write_at(b"keep", 0).unwrap();
         vfs.set_power_cut_after(1);
         f.write_at(b"1", 0).unwrap();
@@ -1425,7 +1418,7 @@ mod tests {
         assert!(distinct.len() > 1);
         // A clone shares the disk.
         let v2 = vfs.clone();
-        v2.open(&p("g"), create()).unwrap();
+        v2.open(&p("g"), OpenOptions::CREATE).unwrap();
         assert!(vfs.exists(&p("g")).unwrap());
     }
 
@@ -1725,7 +1718,7 @@ mod tests {
     #[test]
     fn thread_safe() {
         let vfs = SimVfs::new();
-        let f = vfs.open(&p("f"), create()).unwrap();
+        let f = vfs.open(&p("f"), OpenOptions::CREATE).unwrap();
         std::thread::scope(|s| {
             for t in 0..4u8 {
                 let f = f.clone();
@@ -1866,7 +1859,7 @@ mod tests {
                 match kind {
                     0 | 1 => {
                         if let std::collections::btree_map::Entry::Vacant(e) = vol.entry(a.clone()) {
-                            let f = vfs.open(&a, create()).unwrap();
+                            let f = vfs.open(&a, OpenOptions::CREATE).unwrap();
                             f.write_at(&[k as u8], 0).unwrap();
                             f.sync_data().unwrap();
                             e.insert(k as u8);

@@ -395,18 +395,11 @@ mod tests {
     use super::*;
     use crate::MemVfs;
 
-    fn create() -> OpenOptions {
-        OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        }
-    }
-
     #[test]
     fn writes_of_whole_4k_blocks_at_4k_offsets_are_the_aligned_ones() {
         let vfs = AccountingVfs::new(Arc::new(MemVfs::new()));
         let stats = vfs.stats();
-        let f = vfs.open(Path::new("c"), create()).unwrap();
+        let f = vfs.open(Path::new("c"), OpenOptions::CREATE).unwrap();
         f.write_at(&[0u8; 8192], 4096).unwrap();
         let s = stats.snapshot();
         assert_eq!(s.unaligned_writes(), 0);
@@ -423,7 +416,7 @@ mod tests {
         let vfs = AccountingVfs::new(Arc::new(MemVfs::new()));
         let stats = vfs.stats();
         let a = Path::new("a");
-        let f = vfs.open(a, create()).unwrap();
+        let f = vfs.open(a, OpenOptions::CREATE).unwrap();
         f.write_at(&[1u8; 100], 0).unwrap();
         f.write_at(&[2u8; 28], 100).unwrap();
         let mut buf = [0u8; 200];
@@ -481,7 +474,9 @@ mod tests {
     fn time_is_measured() {
         let dir = tempfile::tempdir().unwrap();
         let vfs = AccountingVfs::new(Arc::new(crate::OsVfs::new()));
-        let f = vfs.open(&dir.path().join("t"), create()).unwrap();
+        let f = vfs
+            .open(&dir.path().join("t"), OpenOptions::CREATE)
+            .unwrap();
         f.write_at(&[0u8; 65536], 0).unwrap();
         f.sync_data().unwrap();
         let s = vfs.stats().snapshot();

@@ -58,6 +58,15 @@ pub struct OpenOptions {
     pub direct: bool,
 }
 
+impl OpenOptions {
+    /// Open the file, creating it if it does not exist: what most opens want.
+    pub const CREATE: OpenOptions = OpenOptions {
+        create: true,
+        create_new: false,
+        direct: false,
+    };
+}
+
 /// The methods of [`Vfs`] a wrapper that counts, faults or records file I/O passes to its
 /// `inner` VFS unchanged: the nonce, whether files live in process memory, and memory
 /// regions (not file I/O: neither counted, faulted nor recorded). Expands inside an

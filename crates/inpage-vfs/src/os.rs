@@ -257,19 +257,12 @@ impl File for OsFile {
 mod tests {
     use super::*;
 
-    fn rw_create() -> OpenOptions {
-        OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        }
-    }
-
     #[test]
     fn write_read_len_set_len() {
         let dir = tempfile::tempdir().unwrap();
         let vfs = OsVfs::new();
         let p = dir.path().join("a.db");
-        let f = vfs.open(&p, rw_create()).unwrap();
+        let f = vfs.open(&p, OpenOptions::CREATE).unwrap();
         assert_eq!(f.len().unwrap(), 0);
         f.write_at(b"hello", 10).unwrap();
         assert_eq!(f.len().unwrap(), 15);
@@ -300,7 +293,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let vfs = OsVfs::new();
         let p = dir.path().join("z");
-        let f = vfs.open(&p, rw_create()).unwrap();
+        let f = vfs.open(&p, OpenOptions::CREATE).unwrap();
         f.write_at(&[7u8; 200_000], 0).unwrap();
         f.allocate(100, 150_000).unwrap();
         let mut buf = vec![1u8; 200_000];
@@ -323,7 +316,7 @@ mod tests {
         assert!(!vfs.exists(&a).unwrap());
         let e = vfs.open(&a, OpenOptions::default()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        let f = vfs.open(&a, rw_create()).unwrap();
+        let f = vfs.open(&a, OpenOptions::CREATE).unwrap();
         f.write_at(b"x", 0).unwrap();
         assert!(vfs.exists(&a).unwrap());
         let e = vfs

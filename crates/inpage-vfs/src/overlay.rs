@@ -346,13 +346,6 @@ impl File for OverlayFile {
 mod tests {
     use super::*;
 
-    fn rw_create() -> OpenOptions {
-        OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        }
-    }
-
     fn read_all(f: &dyn File) -> Vec<u8> {
         let mut v = vec![0u8; f.len().unwrap() as usize];
         f.read_exact_at(&mut v, 0).unwrap();
@@ -409,7 +402,7 @@ mod tests {
         let ov = OverlayVfs::new(os);
         let e = ov.open(&b, OpenOptions::default()).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::NotFound);
-        let nb = ov.open(&b, rw_create()).unwrap();
+        let nb = ov.open(&b, OpenOptions::CREATE).unwrap();
         nb.write_at(b"new", 0).unwrap();
         assert!(ov.exists(&b).unwrap());
         assert!(!b.exists(), "created only in memory");
@@ -428,7 +421,7 @@ mod tests {
                 &a,
                 OpenOptions {
                     direct: true,
-                    ..rw_create()
+                    ..OpenOptions::CREATE
                 }
             )
             .is_err());

@@ -277,17 +277,10 @@ impl File for SnapshotFile {
 mod tests {
     use super::*;
 
-    fn rw() -> OpenOptions {
-        OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        }
-    }
-
     #[test]
     fn copies_are_taken_once_and_compared_with_the_files() {
         let mem: Arc<dyn Vfs> = Arc::new(MemVfs::new());
-        let f = mem.open(Path::new("/a"), rw()).unwrap();
+        let f = mem.open(Path::new("/a"), OpenOptions::CREATE).unwrap();
         f.write_at(b"first", 0).unwrap();
         let snap = SnapshotVfs::new(mem.clone());
         let s = snap.open_read_only(Path::new("/a")).unwrap();
@@ -302,11 +295,11 @@ mod tests {
         f.write_at(b"first", 0).unwrap();
         assert!(snap.unchanged().unwrap());
         // A file that appears where there was none is a change too.
-        mem.open(Path::new("/b"), rw()).unwrap();
+        mem.open(Path::new("/b"), OpenOptions::CREATE).unwrap();
         assert!(!snap.unchanged().unwrap());
         // Nothing is written through it.
         assert!(s.write_at(b"x", 0).is_err());
         assert!(snap.delete(Path::new("/a")).is_err());
-        assert!(snap.open(Path::new("/c"), rw()).is_err());
+        assert!(snap.open(Path::new("/c"), OpenOptions::CREATE).is_err());
     }
 }

@@ -133,31 +133,92 @@ impl Default for Config {
     }
 }
 
+/// Builder setters: each `name(arg: T) => field = value;` becomes
+/// `pub fn name(mut self, arg: T) -> Self`, storing `value` in `self.field`.
+macro_rules! setters {
+    ($($(#[$meta:meta])* $name:ident($arg:ident: $ty:ty) => $($field:ident).+ = $value:expr;)*) => {
+        $(
+            $(#[$meta])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$($field).+ = $value;
+                self
+            }
+        )*
+    };
+}
+
 impl Config {
-    pub fn vfs(mut self, vfs: Arc<dyn Vfs>) -> Self {
-        self.vfs = vfs;
-        self
+    setters! {
+        /// The file system the database lives on (default the OS's).
+        vfs(vfs: Arc<dyn Vfs>) => vfs = vfs;
+        /// The journal mode a new file gets (an existing file keeps its own).
+        journal_mode(mode: JournalMode) => journal_mode = Some(mode);
+        /// The page size a new file gets.
+        page_size(n: u32) => page_size = Some(n);
+        /// Create the file if it does not exist (default true).
+        create(yes: bool) => create = yes;
+        /// Pages kept in the shared cache (default 2000).
+        cache_pages(n: usize) => cache_pages = n;
+        /// The growth chunk in pages (see [`Config::chunk_pages_for`]).
+        chunk_pages(n: u32) => chunk_pages = Some(n);
+        /// WAL: when a commit syncs.
+        wal_sync(s: WalSync) => journal.wal_sync = s;
+        /// Log modes: checkpoint once the log holds this many frames.
+        wal_autocheckpoint(frames: u32) => journal.wal_autocheckpoint = frames;
+        /// After a checkpoint or journal reset, truncate the side file to at most this many
+        /// bytes (None: leave it). SQLite's `journal_size_limit`.
+        journal_size_limit(bytes: Option<u64>) => journal.journal_size_limit = bytes;
+        /// WAL: pre-size and zero-fill the log to the checkpoint interval.
+        wal_prealloc(yes: bool) => journal.wal_prealloc = yes;
+        /// Modes with direct page writes (the counting modes, `waldio`): whether page writes
+        /// use `O_DIRECT` (default `Auto`).
+        direct_writes(d: crate::journal::DirectWrites) => journal.direct_writes = d;
+        /// Counting modes: the smallest write-intent region, in pages (a power of two up to
+        /// 65536; default 4). See `docs/DHL-DESIGN.md`.
+        intent_region_pages(n: u32) => journal.intent_region_pages = Some(n);
+        /// Counting commit (`dhl-cc`, `ips`, the MVBT modes): a transaction that writes at
+        /// least `n` pages, page 0 among them, commits in order: its other pages, a sync, then
+        /// its header slot in page 0 and a second sync (default 64; 0 never). It pays one
+        /// flush more, and in return a crash is recovered from page 0 alone: an unfinished
+        /// such transaction is rolled back without reading its pages, whose versions are
+        /// invalidated before the next write instead (`docs/DHL-DESIGN.md`).
+        ordered_commit_pages(n: u32) => journal.ordered_commit_pages = Some(n);
+        /// nvlog: the region file. Default `/dev/shm/inpage-<hash of the database path>-nvlog`,
+        /// which survives a process crash but not a reboot or power cut; a file on a
+        /// persistent-memory (DAX) mount makes acknowledged commits survive power loss too.
+        nvlog_region(path: impl Into<std::path::PathBuf>) =>
+            journal.nvlog_region = Some(path.into());
+        /// nvlog: bytes of the region's record ring (default 4 MiB; at least 64 KiB).
+        nvlog_ring_bytes(n: u32) => journal.nvlog_ring_bytes = Some(n);
+        /// nvlog: who flushes records into the database (default a background thread).
+        nvlog_flush(f: crate::journal::NvlogFlush) => journal.nvlog_flush = f;
+        /// nvlog: whether a flush writes the pages past the database's committed end (the
+        /// pages no committed state references yet: new leaves of appends, large values)
+        /// in place, once, synced before the log transaction that links them in (default
+        /// true). False logs them like every other page, so the checkpoint writes each a
+        /// second time: the ablation `inpage bench nvlog` measures as `nvlog-logged`.
+        nvlog_direct_pages(yes: bool) => journal.nvlog_direct_pages = yes;
+        /// Torture harness only (`mutants` cargo feature): run a deliberately broken
+        /// commit/recovery variant.
+        #[cfg(feature = "mutants")]
+        #[doc(hidden)]
+        mutant(m: crate::journal::Mutant) => journal.mutant = m;
+        /// Whether write transactions may spill (see the field's docs).
+        cache_spill(yes: bool) => cache_spill = yes;
+        /// Spill once a write transaction holds more than `n` changed pages.
+        spill_pages(n: usize) => spill_pages = Some(n);
+        /// Borrow from a sibling on underflow when a merge does not fit (default true).
+        redistribute(yes: bool) => redistribute = yes;
+        /// How write transactions run beside each other (see [`Concurrency`]).
+        concurrency(c: Concurrency) => concurrency = c;
+        /// Group commit for concurrent writers on or off (see the field's docs).
+        group_commit(on: bool) => group_commit = Some(on);
+        /// How long a lone commit waits for others to join its group (see the field's docs).
+        group_commit_delay(delay: Duration) => group_commit_delay = delay;
+        /// Open read-only (see the field's docs).
+        read_only(yes: bool) => read_only = yes;
     }
-    pub fn journal_mode(mut self, mode: JournalMode) -> Self {
-        self.journal_mode = Some(mode);
-        self
-    }
-    pub fn page_size(mut self, n: u32) -> Self {
-        self.page_size = Some(n);
-        self
-    }
-    pub fn create(mut self, yes: bool) -> Self {
-        self.create = yes;
-        self
-    }
-    pub fn cache_pages(mut self, n: usize) -> Self {
-        self.cache_pages = n;
-        self
-    }
-    pub fn chunk_pages(mut self, n: u32) -> Self {
-        self.chunk_pages = Some(n);
-        self
-    }
+
     /// The growth chunk a database of `mode` uses. Chunks exist so that a commit's
     /// fdatasync finds the file's size already durable and journals no file-system
     /// metadata; they cost a write of zeros ahead of every page. A region-backed mode
@@ -172,44 +233,6 @@ impl Config {
             } else {
                 64
             })
-    }
-    pub fn wal_sync(mut self, s: WalSync) -> Self {
-        self.journal.wal_sync = s;
-        self
-    }
-    pub fn wal_autocheckpoint(mut self, frames: u32) -> Self {
-        self.journal.wal_autocheckpoint = frames;
-        self
-    }
-    pub fn journal_size_limit(mut self, bytes: Option<u64>) -> Self {
-        self.journal.journal_size_limit = bytes;
-        self
-    }
-    pub fn wal_prealloc(mut self, yes: bool) -> Self {
-        self.journal.wal_prealloc = yes;
-        self
-    }
-    /// Modes with direct page writes (the counting modes, `waldio`): whether page writes
-    /// use `O_DIRECT` (default `Auto`).
-    pub fn direct_writes(mut self, d: crate::journal::DirectWrites) -> Self {
-        self.journal.direct_writes = d;
-        self
-    }
-    /// Counting modes: the smallest write-intent region, in pages (a power of two up to
-    /// 65536; default 4). See `docs/DHL-DESIGN.md`.
-    pub fn intent_region_pages(mut self, n: u32) -> Self {
-        self.journal.intent_region_pages = Some(n);
-        self
-    }
-    /// Counting commit (`dhl-cc`, `ips`, the MVBT modes): a transaction that writes at
-    /// least `n` pages, page 0 among them, commits in order: its other pages, a sync, then
-    /// its header slot in page 0 and a second sync (default 64; 0 never). It pays one
-    /// flush more, and in return a crash is recovered from page 0 alone: an unfinished
-    /// such transaction is rolled back without reading its pages, whose versions are
-    /// invalidated before the next write instead (`docs/DHL-DESIGN.md`).
-    pub fn ordered_commit_pages(mut self, n: u32) -> Self {
-        self.journal.ordered_commit_pages = Some(n);
-        self
     }
     /// The earlier name of [`Config::direct_writes`].
     #[deprecated(
@@ -228,79 +251,11 @@ impl Config {
     pub fn dhl_ordered_commit_pages(self, n: u32) -> Self {
         self.ordered_commit_pages(n)
     }
-    /// nvlog: the region file. Default `/dev/shm/inpage-<hash of the database path>-nvlog`,
-    /// which survives a process crash but not a reboot or power cut; a file on a
-    /// persistent-memory (DAX) mount makes acknowledged commits survive power loss too.
-    pub fn nvlog_region(mut self, path: impl Into<std::path::PathBuf>) -> Self {
-        self.journal.nvlog_region = Some(path.into());
-        self
-    }
-    /// nvlog: bytes of the region's record ring (default 4 MiB; at least 64 KiB).
-    pub fn nvlog_ring_bytes(mut self, n: u32) -> Self {
-        self.journal.nvlog_ring_bytes = Some(n);
-        self
-    }
-    /// nvlog: who flushes records into the database (default a background thread).
-    pub fn nvlog_flush(mut self, f: crate::journal::NvlogFlush) -> Self {
-        self.journal.nvlog_flush = f;
-        self
-    }
-    /// nvlog: whether a flush writes the pages past the database's committed end (the
-    /// pages no committed state references yet: new leaves of appends, large values)
-    /// in place, once, synced before the log transaction that links them in (default
-    /// true). False logs them like every other page, so the checkpoint writes each a
-    /// second time: the ablation `inpage bench nvlog` measures as `nvlog-logged`.
-    pub fn nvlog_direct_pages(mut self, yes: bool) -> Self {
-        self.journal.nvlog_direct_pages = yes;
-        self
-    }
-    /// Torture harness only (`mutants` cargo feature): run a deliberately broken
-    /// commit/recovery variant.
-    #[cfg(feature = "mutants")]
-    #[doc(hidden)]
-    pub fn mutant(mut self, m: crate::journal::Mutant) -> Self {
-        self.journal.mutant = m;
-        self
-    }
-    /// Whether write transactions may spill (see the field's docs).
-    pub fn cache_spill(mut self, yes: bool) -> Self {
-        self.cache_spill = yes;
-        self
-    }
-    /// Spill once a write transaction holds more than `n` changed pages.
-    pub fn spill_pages(mut self, n: usize) -> Self {
-        self.spill_pages = Some(n);
-        self
-    }
     /// The number of changed pages a write transaction of `mode` keeps in memory before
     /// it spills them; None if it never does.
     pub(crate) fn spill_limit(&self, mode: JournalMode) -> Option<usize> {
         (self.cache_spill && mode.capabilities().steals && self.concurrency == Concurrency::Serial)
             .then(|| self.spill_pages.unwrap_or(self.cache_pages))
-    }
-    pub fn redistribute(mut self, yes: bool) -> Self {
-        self.redistribute = yes;
-        self
-    }
-    /// How write transactions run beside each other (see [`Concurrency`]).
-    pub fn concurrency(mut self, c: Concurrency) -> Self {
-        self.concurrency = c;
-        self
-    }
-    /// Group commit for concurrent writers on or off (see the field's docs).
-    pub fn group_commit(mut self, on: bool) -> Self {
-        self.group_commit = Some(on);
-        self
-    }
-    /// How long a lone commit waits for others to join its group (see the field's docs).
-    pub fn group_commit_delay(mut self, delay: Duration) -> Self {
-        self.group_commit_delay = delay;
-        self
-    }
-    /// Open read-only (see the field's docs).
-    pub fn read_only(mut self, yes: bool) -> Self {
-        self.read_only = yes;
-        self
     }
 
     /// The page size a new file gets.

@@ -1,4 +1,4 @@
-//! Deferred merges (`PageLayout::defers_merges`, IPS): a delete that leaves a leaf
+//! Deferred merges (`TreePolicy::defers_merges`, IPS): a delete that leaves a leaf
 //! underfull keeps it in place (one page write) instead of merging it with a sibling,
 //! and the data stays exactly the model's. The same workload under `dhl-cc` (which
 //! merges) ends with fewer leaves, so the difference is the deferral, not the workload.

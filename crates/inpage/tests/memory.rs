@@ -62,15 +62,7 @@ fn mem_vfs_files_behave_like_files() {
     let vfs = MemVfs::new();
     let p = Path::new("/a");
     assert!(vfs.open(p, OpenOptions::default()).is_err(), "no create");
-    let f = vfs
-        .open(
-            p,
-            OpenOptions {
-                create: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let f = vfs.open(p, OpenOptions::CREATE).unwrap();
     f.write_at(b"hello", 10).unwrap();
     assert_eq!(f.len().unwrap(), 15);
     let mut buf = [9u8; 20];

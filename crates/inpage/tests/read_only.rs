@@ -148,15 +148,7 @@ fn a_second_read_write_handle_is_locked_out() {
 /// Stores the WAL file of the simulated database as `bytes`.
 fn put_wal(sim: &SimVfs, bytes: &[u8]) {
     let p = format!("{DB}-wal");
-    let f = sim
-        .open(
-            Path::new(&p),
-            OpenOptions {
-                create: true,
-                ..OpenOptions::default()
-            },
-        )
-        .unwrap();
+    let f = sim.open(Path::new(&p), OpenOptions::CREATE).unwrap();
     f.set_len(0).unwrap();
     f.write_at(bytes, 0).unwrap();
     f.sync_data().unwrap();

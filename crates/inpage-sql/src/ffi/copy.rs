@@ -343,13 +343,7 @@ pub unsafe extern "C" fn ipg_deserialize(
         let vfs = Arc::new(MemVfs::new());
         let opened = (|| {
             let f = vfs
-                .open(
-                    std::path::Path::new(IMAGE),
-                    OpenOptions {
-                        create: true,
-                        ..Default::default()
-                    },
-                )
+                .open(std::path::Path::new(IMAGE), OpenOptions::CREATE)
                 .map_err(Error::io("create", std::path::Path::new(IMAGE)))?;
             f.write_at(bytes, 0)
                 .map_err(Error::io("write", std::path::Path::new(IMAGE)))?;

@@ -446,13 +446,7 @@ impl DashJournal {
         let f = self
             .ctx
             .vfs
-            .open(
-                &self.side_path,
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
+            .open(&self.side_path, OpenOptions::CREATE)
             .map_err(Error::io("create", &self.side_path))?;
         let db = Arc::new(DbFile::new(
             f,
@@ -752,10 +746,6 @@ impl Journal for DashJournal {
         self.commit_locked(&mut w, batch)
     }
 
-    fn checkpoint(&self) -> Result<()> {
-        Ok(())
-    }
-
     fn close(&self) -> Result<()> {
         let mut w = self.writer.lock().map_err(|_| {
             Error::Poisoned("a thread panicked while committing (writer lock)".into())
@@ -807,10 +797,7 @@ mod tests {
     /// when it does not exist yet.
     fn open(vfs: &Arc<dyn Vfs>, cfg: &JournalConfig) -> Result<(DashJournal, RecoveryReport)> {
         let path = Path::new(DIR).join("test.db");
-        let opts = OpenOptions {
-            create: true,
-            ..Default::default()
-        };
+        let opts = OpenOptions::CREATE;
         let file = vfs.open(&path, opts).map_err(Error::io("open", &path))?;
         if file.len().map_err(Error::io("stat", &path))? == 0 {
             for (pgno, img) in genesis().pages.iter().enumerate() {

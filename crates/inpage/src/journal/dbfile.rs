@@ -251,10 +251,7 @@ mod tests {
     fn setup(chunk: u32) -> (Arc<StatCounter>, DbFile) {
         let vfs = SimVfs::new();
         let path = Path::new("/db/x");
-        let opts = OpenOptions {
-            create: true,
-            ..OpenOptions::default()
-        };
+        let opts = OpenOptions::CREATE;
         let f = Arc::new(StatCounter {
             inner: vfs.open(path, opts).unwrap(),
             stats: AtomicUsize::new(0),

@@ -227,10 +227,7 @@ pub(crate) fn open_log(ctx: &JournalCtx, suffix: &str) -> Result<(PathBuf, Arc<d
     if !ctx.vfs.exists(&path).map_err(Error::io("stat", &path))? {
         check_db_length(ctx)?;
     }
-    let opts = OpenOptions {
-        create: true,
-        ..Default::default()
-    };
+    let opts = OpenOptions::CREATE;
     let file = ctx
         .vfs
         .open(&path, opts)

@@ -923,11 +923,15 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// `SharedFlush::wait_durable` can make it durable: the pager publishes the commit in
     /// between, and the writer releases its flag before it waits.
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()>;
-    /// Move logged pages into the database file (WAL); a no-op for other modes.
-    fn checkpoint(&self) -> Result<()>;
+    /// Move logged pages into the database file (WAL); a no-op for modes without a log.
+    fn checkpoint(&self) -> Result<()> {
+        Ok(())
+    }
     /// Called once when the database is closed cleanly (WAL checkpoints and removes its
-    /// file as SQLite does).
-    fn close(&self) -> Result<()>;
+    /// file as SQLite does); nothing to do for a mode that keeps no state beside the file.
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
 
     /// Steal (`Capabilities::steals`).
     fn steal(&self) -> Option<&dyn Steal> {

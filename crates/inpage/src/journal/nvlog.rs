@@ -1137,13 +1137,7 @@ fn identity(ctx: &JournalCtx) -> Result<u64> {
     let crc = crc32c::crc32c(&b[..16]);
     b[16..20].copy_from_slice(&crc.to_le_bytes());
     let f = vfs
-        .open(
-            &path,
-            OpenOptions {
-                create: true,
-                ..Default::default()
-            },
-        )
+        .open(&path, OpenOptions::CREATE)
         .map_err(io_err("open", &path))?;
     f.write_at(&b, 0).map_err(io_err("write", &path))?;
     f.sync_data().map_err(io_err("fdatasync", &path))?;

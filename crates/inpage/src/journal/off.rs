@@ -124,14 +124,6 @@ impl Journal for OffJournal {
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {
         commit_in_place(&self.ctx, &self.writer, batch, batch.pages)
     }
-
-    fn checkpoint(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -240,13 +240,7 @@ impl RollbackJournal {
             _ => self
                 .ctx
                 .vfs
-                .open(
-                    &self.path,
-                    OpenOptions {
-                        create: true,
-                        ..Default::default()
-                    },
-                )
+                .open(&self.path, OpenOptions::CREATE)
                 .map_err(io("open"))?,
         };
         let ps = self.ctx.db.page_size;
@@ -470,14 +464,6 @@ impl Journal for RollbackJournal {
         w.file = Some(file);
         Ok(())
     }
-
-    fn checkpoint(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -634,15 +620,7 @@ mod tests {
     #[test]
     fn foreign_or_cold_journal_is_left_alone() {
         let vfs = mem_vfs();
-        let f = vfs
-            .open(
-                &jpath(),
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let f = vfs.open(&jpath(), OpenOptions::CREATE).unwrap();
         f.write_at(&[7u8; 3000], 0).unwrap();
         let mut hdr = Header {
             page_size: 1000, // not a power of two
@@ -672,15 +650,7 @@ mod tests {
     #[test]
     fn valid_record_for_a_page_past_the_old_size_is_corrupt() {
         let vfs = mem_vfs();
-        let f = vfs
-            .open(
-                &jpath(),
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let f = vfs.open(&jpath(), OpenOptions::CREATE).unwrap();
         let hdr = Header {
             page_size: PS as u32,
             nonce: 9,

@@ -38,15 +38,7 @@ pub fn image(pgno: u32, version: u32) -> PageRef {
 
 pub fn ctx(vfs: &Arc<dyn Vfs>, dir: &Path, config: JournalConfig, chunk: u32) -> JournalCtx {
     let db_path: PathBuf = dir.join("test.db");
-    let file = vfs
-        .open(
-            &db_path,
-            OpenOptions {
-                create: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let file = vfs.open(&db_path, OpenOptions::CREATE).unwrap();
     JournalCtx::new(
         vfs.clone(),
         db_path.clone(),
@@ -152,10 +144,7 @@ pub enum Kind {
 /// Open as the pager does: hot-journal recovery first, then the mode.
 pub fn open_any(vfs: &Arc<dyn Vfs>, kind: Kind, cfg: &JournalConfig) -> Result<Box<dyn Journal>> {
     let db_path = PathBuf::from("/d/test.db");
-    let opts = OpenOptions {
-        create: true,
-        ..Default::default()
-    };
+    let opts = OpenOptions::CREATE;
     let file = vfs
         .open(&db_path, opts)
         .map_err(Error::io("open", &db_path))?;

@@ -56,14 +56,6 @@ impl Journal for ToyJournal {
         pages.sort_by_key(|(pgno, _)| std::cmp::Reverse(*pgno));
         commit_in_place(&self.ctx, &self.writer, batch, &pages)
     }
-
-    fn checkpoint(&self) -> Result<()> {
-        Ok(())
-    }
-
-    fn close(&self) -> Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]

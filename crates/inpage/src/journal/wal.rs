@@ -848,15 +848,7 @@ mod tests {
     #[test]
     fn foreign_or_mismatched_logs() {
         let vfs = mem_vfs();
-        let f = vfs
-            .open(
-                &wpath(),
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let f = vfs.open(&wpath(), OpenOptions::CREATE).unwrap();
         f.write_at(&[0x42; 5000], 0).unwrap();
         let (j, rep) = open(&vfs, no_auto());
         assert_eq!(rep, RecoveryReport::default());

@@ -61,6 +61,67 @@ pub struct DescInfo {
     pub valid: bool,
 }
 
+/// How the tree balances a layout's nodes where its page format makes another choice pay
+/// ([`PageLayout::tree_policy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreePolicy {
+    /// An underfull node that still fits its page stays there instead of being merged
+    /// with a sibling now. A layout whose pages are reclaimed by copying (IPS:
+    /// append-only pages, garbage collected when a page overflows into a fresh one)
+    /// defers rebalancing to that copy, where it costs no extra page write; an empty node
+    /// is always removed.
+    pub defers_merges: bool,
+    /// A node that splits keeps one half on its own page (a new version there, if it
+    /// fits). False asks the tree to write both halves to fresh pages and free the old
+    /// one: the multi-version B-tree's version split, the ablation of LS-MVBT's lazy split.
+    pub splits_in_place: bool,
+}
+
+impl Default for TreePolicy {
+    /// Eager merges, in-place splits: what a B-tree does.
+    fn default() -> Self {
+        TreePolicy {
+            defers_merges: false,
+            splits_in_place: true,
+        }
+    }
+}
+
+/// A one-cell change of a leaf by write transaction `tid`: remove cell `at` if `remove`,
+/// then insert `insert` as cell `at` (a replacement is both).
+#[derive(Clone, Copy, Debug)]
+pub struct LeafEdit<'a> {
+    pub tid: u64,
+    pub at: usize,
+    pub remove: bool,
+    pub insert: Option<&'a [u8]>,
+}
+
+/// What commit stamps on the versions a transaction wrote: they were tagged `written` (a
+/// concurrent writer's working tid, rewritten here; `tid` itself for a serial writer) and
+/// commit as `tid`, a transaction of `txn_size` pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub written: u64,
+    pub tid: u64,
+    pub txn_size: u32,
+}
+
+impl Stamp {
+    /// The stamp of a serial writer, which writes under the tid it commits as.
+    pub fn serial(tid: u64, txn_size: u32) -> Stamp {
+        Stamp {
+            written: tid,
+            tid,
+            txn_size,
+        }
+    }
+}
+
+/// An in-place edit's outcome: the new image and the capacity its cells use, or None
+/// where the layout does not edit in place or the result does not fit.
+pub type Edited = Option<(PageRef, usize)>;
+
 /// Bytes at the start of a versioned page that hold both descriptor heads: a page whose
 /// first `VERSION_HEADS` bytes are zero carries no version (the DHL journal's free-list
 /// snapshot pages rely on it).
@@ -145,39 +206,17 @@ pub trait PageLayout: Send + Sync + Debug {
         right: Pgno,
     ) -> Result<Option<PageRef>>;
 
-    /// In-place edit of leaf `page` by the write transaction `tid` (`PageWrite::tid`):
-    /// remove cell `i` if `remove`, then insert `insert` as cell `i`. Returns the new
-    /// image and the capacity its cells use, or None when the layout does not edit in
-    /// place or the result does not fit (the tree then rebuilds the node through
-    /// `node_image`, which gives the same cells).
-    #[allow(clippy::too_many_arguments)]
-    fn edit_leaf(
-        &self,
-        _pgno: Pgno,
-        _page: &[u8],
-        _g: Geometry,
-        _tid: u64,
-        _i: usize,
-        _remove: bool,
-        _insert: Option<&[u8]>,
-    ) -> Result<Option<(PageRef, usize)>> {
+    /// In-place edit `e` of leaf `page` by the write transaction `e.tid`
+    /// (`PageWrite::tid`): the new image, or None when the layout does not edit in place
+    /// or the result does not fit (the tree then rebuilds the node through `node_image`,
+    /// which gives the same cells).
+    fn edit_leaf(&self, _pgno: Pgno, _page: &[u8], _g: Geometry, _e: LeafEdit) -> Result<Edited> {
         Ok(None)
     }
 
-    /// Whether an underfull node that still fits its page stays there instead of being
-    /// merged with a sibling now. A layout whose pages are reclaimed by copying (IPS:
-    /// append-only pages, garbage collected when a page overflows into a fresh one)
-    /// defers rebalancing to that copy, where it costs no extra page write; an empty node
-    /// is always removed.
-    fn defers_merges(&self) -> bool {
-        false
-    }
-
-    /// Whether a node that splits keeps one half on its own page (a new version there, if
-    /// it fits). False asks the tree to write both halves to fresh pages and free the old
-    /// one: the multi-version B-tree's version split, the ablation of LS-MVBT's lazy split.
-    fn splits_in_place(&self) -> bool {
-        true
+    /// How the tree balances this layout's nodes.
+    fn tree_policy(&self) -> TreePolicy {
+        TreePolicy::default()
     }
 
     // ---- Overflow pages -------------------------------------------------------------
@@ -252,21 +291,12 @@ pub trait PageLayout: Send + Sync + Debug {
     fn header_image(&self, committed: &[u8], committed_fcc: u64, h: &Header) -> PageRef;
 
     /// What commit must do to a dirty page once the transaction's size is known: stamp
-    /// `(tid, txn_size)` on the versions the transaction wrote tagged `written` (a
-    /// concurrent writer's working tid, rewritten here; `tid` itself for a serial one),
-    /// and the trailer crc. Errors if the page is not one this transaction wrote, or
+    /// `(s.tid, s.txn_size)` on the versions the transaction wrote tagged `s.written`, and
+    /// the trailer crc. Errors if the page is not one this transaction wrote, or
     /// (`InvalidArgument`) where `written != tid` and the layout cannot re-tag
     /// ([`PageLayout::retags`] is false). The image is handed over: an image nobody else
     /// holds is stamped where it lies instead of copied.
-    fn finalize(
-        &self,
-        pgno: Pgno,
-        image: PageRef,
-        g: Geometry,
-        written: u64,
-        tid: u64,
-        txn_size: u32,
-    ) -> Result<PageRef>;
+    fn finalize(&self, pgno: Pgno, image: PageRef, g: Geometry, s: Stamp) -> Result<PageRef>;
 
     /// Whether [`PageLayout::finalize`] can re-tag a version (what concurrent writers
     /// need: see `docs/CONCURRENCY-DESIGN.md`). A layout whose tids live in its cells, or
@@ -292,10 +322,11 @@ pub trait PageLayout: Send + Sync + Debug {
 }
 
 /// [`PageLayout::finalize`] of a layout that cannot re-tag: `written` must be `tid`.
-pub(crate) fn refuse_retag(pgno: Pgno, written: u64, tid: u64) -> Result<()> {
-    if written != tid {
+pub(crate) fn refuse_retag(pgno: Pgno, s: Stamp) -> Result<()> {
+    if s.written != s.tid {
         return Err(Error::InvalidArgument(format!(
-            "page {pgno}: this page layout cannot re-tag transaction {written} as {tid}"
+            "page {pgno}: this page layout cannot re-tag transaction {} as {}",
+            s.written, s.tid
         )));
     }
     Ok(())

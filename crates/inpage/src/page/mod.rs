@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use crate::error::{Pgno, Result};
 pub use crate::format::trailer::{crc_ok, stamp_crc, PAGE_TRAILER};
-pub use layout::{FreeSpace, Geometry, Layout, PageVersions};
+pub use layout::{FreeSpace, Geometry, Layout, PageVersions, Stamp, TreePolicy};
 
 /// An immutable page image.
 pub type PageRef = Arc<[u8]>;

@@ -13,7 +13,7 @@ use crate::format::header::{self, Header};
 use crate::le::{get_u32, put_u32};
 use crate::page::cell::PTR_SIZE;
 use crate::page::cells::Detached;
-use crate::page::layout::{FreeSpace, Geometry, PageLayout};
+use crate::page::layout::{Edited, FreeSpace, Geometry, LeafEdit, PageLayout, Stamp};
 use crate::page::slotted;
 use crate::page::{crc_ok, page_type, stamp_crc, PageRef, PageWrite};
 
@@ -75,24 +75,15 @@ impl PageLayout for Stock {
         ))
     }
 
-    fn edit_leaf(
-        &self,
-        pgno: Pgno,
-        page: &[u8],
-        g: Geometry,
-        _tid: u64,
-        i: usize,
-        remove: bool,
-        insert: Option<&[u8]>,
-    ) -> Result<Option<(PageRef, usize)>> {
+    fn edit_leaf(&self, pgno: Pgno, page: &[u8], g: Geometry, e: LeafEdit) -> Result<Edited> {
         // Built in the `Arc` the transaction keeps: one copy of the page per edit.
         let mut img = PageRef::from(page);
         let buf = std::sync::Arc::get_mut(&mut img).expect("a new image has one owner");
-        if remove {
-            slotted::remove_cell(pgno, buf, g.usable, i)?;
+        if e.remove {
+            slotted::remove_cell(pgno, buf, g.usable, e.at)?;
         }
-        if let Some(cell) = insert {
-            if !slotted::insert_cell(pgno, buf, g.usable, i, cell)? {
+        if let Some(cell) = e.insert {
+            if !slotted::insert_cell(pgno, buf, g.usable, e.at, cell)? {
                 return Ok(None);
             }
         }
@@ -187,16 +178,8 @@ impl PageLayout for Stock {
         PageRef::from(p)
     }
 
-    fn finalize(
-        &self,
-        pgno: Pgno,
-        image: PageRef,
-        _: Geometry,
-        written: u64,
-        tid: u64,
-        _: u32,
-    ) -> Result<PageRef> {
-        crate::page::layout::refuse_retag(pgno, written, tid)?;
+    fn finalize(&self, pgno: Pgno, image: PageRef, _: Geometry, s: Stamp) -> Result<PageRef> {
+        crate::page::layout::refuse_retag(pgno, s)?;
         Ok(image)
     }
 

@@ -7,6 +7,7 @@ use proptest::prelude::*;
 use crate::page::cell::{
     interior_cell, leaf_cell_inline, leaf_cell_overflow, max_cell, CELL_HEADER,
 };
+use crate::page::layout::{LeafEdit, Stamp};
 
 /// Every page size the format allows.
 pub(crate) const SIZES: [usize; 8] = [512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
@@ -14,6 +15,25 @@ pub(crate) const SIZES: [usize; 8] = [512, 1024, 2048, 4096, 8192, 16384, 32768,
 /// Leaf cell of exactly `size` bytes (>= 10) with a 4-byte big-endian key.
 pub(crate) fn rec(key: u32, size: usize) -> Vec<u8> {
     leaf_cell_inline(&key.to_be_bytes(), &vec![key as u8; size - 10])
+}
+
+/// The edit of transaction `tid` that removes cell `at` if `remove`, then inserts `insert`.
+pub(crate) fn ed(tid: u64, at: usize, remove: bool, insert: Option<&[u8]>) -> LeafEdit<'_> {
+    LeafEdit {
+        tid,
+        at,
+        remove,
+        insert,
+    }
+}
+
+/// The commit stamp of versions written as `written`, committing as `tid` of `txn_size`.
+pub(crate) fn st(written: u64, tid: u64, txn_size: u32) -> Stamp {
+    Stamp {
+        written,
+        tid,
+        txn_size,
+    }
 }
 
 /// Any well-formed cell of the given kind for `usable`, with a key of fewer than

@@ -24,30 +24,22 @@ use std::fmt::Debug;
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::{self, Header, HEADER_SLOTS};
 use crate::page::cells::Detached;
-use crate::page::layout::{DescInfo, FreeSpace, Geometry, PageLayout, PageVersions};
-use crate::page::versioned::{self, OverflowFormat};
+use crate::page::layout::{
+    DescInfo, Edited, FreeSpace, Geometry, LeafEdit, PageLayout, PageVersions, Stamp, TreePolicy,
+};
+use crate::page::versioned::{self, SlotCheck, Version};
 use crate::page::{page_type, PageRef, PageWrite};
 
-/// One node version to write: what the tree asks for.
-pub(crate) struct NodeVersion<'a> {
-    /// The writing transaction (at least 1).
-    pub tid: u64,
-    pub leaf: bool,
-    pub right: Pgno,
-    pub cells: &'a [Vec<u8>],
-}
+/// A built page: None where the version does not fit beside the one kept.
+pub(crate) type Built = Option<PageRef>;
 
 /// What one format of the family says about its node versions. Stateless but for the
 /// switches of a mode (MVBT's ablations), so one `static` per mode.
-pub(crate) trait NodeFormat: Send + Sync + Debug + 'static {
+pub(crate) trait NodeFormat: SlotCheck + Send + Sync + Debug + 'static {
     /// The format's name (`dhl`, `ips`, `mvbt`), shown by `inspect` and the bench.
     const NAME: &'static str;
-    /// The format's name in messages (`DHL`).
-    const LABEL: &'static str;
     /// How `inspect` calls a descriptor slot.
     const SLOT_WORD: &'static str = "descriptor";
-    /// Its overflow pages: the shared format with this format's field positions.
-    const OVERFLOW: &'static OverflowFormat;
 
     /// The node a reader at `visible_tid` sees, fully validated (bounds, cells, checksum).
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached>;
@@ -66,56 +58,24 @@ pub(crate) trait NodeFormat: Send + Sync + Debug + 'static {
     fn capacity(&self, usable: usize) -> usize;
     /// What a cell of `len` bytes costs.
     fn cell_cost(&self, len: usize) -> usize;
-    /// Page `pgno` with `version` written beside the versions of `base` with tid `<= keep`
+    /// Page `pgno` with `v` written beside the versions of `base` older than `v.tid`
     /// (kept bit for bit), or None if it does not fit there.
-    fn build(
-        &self,
-        pgno: Pgno,
-        g: Geometry,
-        base: Option<&[u8]>,
-        keep: u64,
-        version: &NodeVersion<'_>,
-    ) -> Result<Option<PageRef>>;
+    fn build(&self, pgno: Pgno, g: Geometry, base: Option<&[u8]>, v: &Version) -> Result<Built>;
     /// [`PageLayout::edit_leaf`]; None (rebuild through `build`) unless the format edits
     /// in place.
-    #[allow(clippy::too_many_arguments)]
-    fn edit_leaf(
-        &self,
-        _pgno: Pgno,
-        _page: &[u8],
-        _usable: usize,
-        _tid: u64,
-        _i: usize,
-        _remove: bool,
-        _insert: Option<&[u8]>,
-    ) -> Result<Option<(PageRef, usize)>> {
+    fn edit_leaf(&self, _pgno: Pgno, _page: &[u8], _usable: usize, _e: LeafEdit) -> Result<Edited> {
         Ok(None)
     }
-    /// [`PageLayout::defers_merges`].
-    fn defers_merges(&self) -> bool {
-        false
-    }
-    /// [`PageLayout::splits_in_place`].
-    fn splits_in_place(&self) -> bool {
-        true
+    /// [`PageLayout::tree_policy`].
+    fn tree_policy(&self) -> TreePolicy {
+        TreePolicy::default()
     }
 
-    /// Stamp `(tid, txn_size)` on the version of `page` tagged `written` (false: the page
-    /// carries none). Errors where `written != tid` and the format cannot re-tag.
-    fn restamp(
-        &self,
-        pgno: Pgno,
-        page: &mut PageRef,
-        usable: usize,
-        written: u64,
-        tid: u64,
-        txn_size: u32,
-    ) -> Result<bool>;
+    /// Stamp `s` on the version of `page` tagged `s.written` (false: the page carries
+    /// none). Errors where `written != tid` and the format cannot re-tag.
+    fn restamp(&self, pgno: Pgno, page: &mut PageRef, usable: usize, s: Stamp) -> Result<bool>;
     /// [`PageLayout::retags`].
     fn retags(&self) -> bool;
-
-    /// [`PageVersions::versions`]: both slots, validated by the format.
-    fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2];
 
     /// What `inspect` adds about descriptor `slot` (its shape), or nothing.
     fn describe_slot(&self, _pgno: Pgno, _page: &[u8], _usable: usize, _slot: usize) -> String {
@@ -178,39 +138,26 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
         // The committed version in the current image is kept; an earlier version of
         // this transaction is replaced.
         let (tid, base) = versioned::write_base(store, pgno, F::LABEL)?;
-        let version = NodeVersion {
+        let version = Version {
             tid,
+            txn_size: 0,
             leaf,
             right,
             cells,
         };
         let g = store.geometry();
-        self.0.build(pgno, g, base.as_deref(), tid - 1, &version)
+        self.0.build(pgno, g, base.as_deref(), &version)
     }
 
-    fn edit_leaf(
-        &self,
-        pgno: Pgno,
-        page: &[u8],
-        g: Geometry,
-        tid: u64,
-        i: usize,
-        remove: bool,
-        insert: Option<&[u8]>,
-    ) -> Result<Option<(PageRef, usize)>> {
-        if tid == 0 {
+    fn edit_leaf(&self, pgno: Pgno, page: &[u8], g: Geometry, e: LeafEdit) -> Result<Edited> {
+        if e.tid == 0 {
             return Ok(None);
         }
-        self.0
-            .edit_leaf(pgno, page, g.usable, tid, i, remove, insert)
+        self.0.edit_leaf(pgno, page, g.usable, e)
     }
 
-    fn defers_merges(&self) -> bool {
-        self.0.defers_merges()
-    }
-
-    fn splits_in_place(&self) -> bool {
-        self.0.splits_in_place()
+    fn tree_policy(&self) -> TreePolicy {
+        self.0.tree_policy()
     }
 
     fn overflow_data(&self, g: Geometry) -> usize {
@@ -265,25 +212,14 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
         versioned::two_slot_header_image(committed, committed_fcc, h)
     }
 
-    fn finalize(
-        &self,
-        pgno: Pgno,
-        image: PageRef,
-        g: Geometry,
-        written: u64,
-        tid: u64,
-        txn_size: u32,
-    ) -> Result<PageRef> {
+    fn finalize(&self, pgno: Pgno, image: PageRef, g: Geometry, s: Stamp) -> Result<PageRef> {
         // The tree builds versions with txn_size 0; only now is the count known. An image
         // still shared (a reader's, a spill's) is copied here, once.
         let mut page = image;
-        if !self
-            .0
-            .restamp(pgno, &mut page, g.usable, written, tid, txn_size)?
-        {
+        if !self.0.restamp(pgno, &mut page, g.usable, s)? {
             return Err(Error::corrupt(
                 pgno,
-                format!("dirty page has no version of transaction {written}"),
+                format!("dirty page has no version of transaction {}", s.written),
             ));
         }
         // No trailer crc: pages are verified per version (`trailer_checked` is false), and
@@ -316,7 +252,7 @@ impl<F: NodeFormat> PageLayout for TwoVersion<F> {
         }
         let word = F::SLOT_WORD;
         let mut v = Vec::new();
-        for (slot, d) in self.0.versions(pgno, page, g.usable).iter().enumerate() {
+        for (slot, d) in F::page_versions(pgno, page, g.usable).iter().enumerate() {
             v.push(match d {
                 None => format!("{word} {slot}: empty (tid 0)"),
                 Some(d) => format!(
@@ -358,7 +294,7 @@ impl<F: NodeFormat> PageVersions for TwoVersion<F> {
     }
 
     fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-        self.0.versions(pgno, buf, usable)
+        F::page_versions(pgno, buf, usable)
     }
 
     fn invalidate(&self, buf: &mut [u8], tid: u64) -> bool {

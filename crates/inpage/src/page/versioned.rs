@@ -21,8 +21,175 @@ use std::sync::{Arc, Weak};
 
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
-use crate::page::layout::VERSION_HEADS;
+use crate::page::layout::{DescInfo, VERSION_HEADS};
 use crate::page::{page_type, PageRef, PageWrite};
+
+/// A node version to write, as the tree asks every format of the family for one: its
+/// metadata and cells in key order (stock encodings).
+#[derive(Clone, Copy, Debug)]
+pub struct Version<'c> {
+    /// Transaction writing it (not 0).
+    pub tid: u64,
+    /// The transaction's page count: 0 as the tree builds it, stamped at commit. DHL
+    /// writes a stamped version directly too (its tests compare the two); IPS refuses
+    /// anything but 0.
+    pub txn_size: u32,
+    pub leaf: bool,
+    /// Interior: rightmost child (not 0). Ignored (stored as 0) for leaves.
+    pub right: Pgno,
+    pub cells: &'c [Vec<u8>],
+}
+
+/// A validation's outcome: the value, or why it is not valid.
+pub(crate) type Checked<V> = std::result::Result<V, String>;
+
+/// What a format of the family is to the shared reading rules: its validation of one
+/// descriptor slot. The rules themselves (which version a reader sees, a slot by number,
+/// recovery's view of both slots) are written once here, as provided methods.
+pub(crate) trait SlotCheck {
+    /// A validated version of the format.
+    type View<'b>;
+    /// The format's name in messages (`DHL`).
+    const LABEL: &'static str;
+    /// Its overflow pages: the shared format with this format's field positions.
+    const OVERFLOW: &'static OverflowFormat;
+    /// The smallest usable page size the format lays out (the largest is what its u16
+    /// offsets address, [`MAX_USABLE`]).
+    const MIN_USABLE: usize;
+
+    /// Descriptor `slot` of page `pgno` in a buffer of a geometry [`SlotCheck::geometry_ok`]
+    /// accepts, fully validated (bounds, cells, checksum); the error says why it is not
+    /// valid.
+    fn validate(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Checked<Self::View<'_>>;
+
+    /// The version's tid.
+    fn tid_of(v: &Self::View<'_>) -> u64;
+
+    /// Whether a buffer of `len` bytes can hold a page of `usable` bytes of the format.
+    #[inline]
+    fn geometry_ok(usable: usize, len: usize) -> bool {
+        (Self::MIN_USABLE..=MAX_USABLE).contains(&usable) && len >= usable
+    }
+
+    /// [`SlotCheck::validate`] of any buffer: one whose geometry cannot be such a page is
+    /// refused with the reason.
+    fn check_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Checked<Self::View<'_>> {
+        if !Self::geometry_ok(usable, buf.len()) {
+            return Err(format!(
+                "page buffer of {} bytes cannot hold a {} page of usable size {usable}",
+                buf.len(),
+                Self::LABEL
+            ));
+        }
+        Self::validate(pgno, buf, usable, slot)
+    }
+
+    /// The version in descriptor `slot` of page `pgno`. Errors: `InvalidArgument` for a
+    /// slot other than 0 or 1, `Corrupt` saying why the version is not valid.
+    fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<Self::View<'_>> {
+        if slot > 1 {
+            return Err(Error::InvalidArgument(format!(
+                "descriptor slot {slot} (a {} page has slots 0 and 1)",
+                Self::LABEL
+            )));
+        }
+        Self::check_slot(pgno, buf, usable, slot).map_err(|r| Error::corrupt(pgno, r))
+    }
+
+    /// The version a reader at snapshot `max_tid` sees among a page's two descriptor slots:
+    /// the valid one (`F::check_slot`) with the largest tid at most `max_tid`. Errors:
+    /// `Corrupt` if there is none, or if a damaged version is newer than the one it would
+    /// read.
+    ///
+    /// `first` is
+    /// the newest candidate by raw tid ([`newest_candidate`], or None when the geometry
+    /// forbids reading it): whenever that one is valid it is the answer — the other slot
+    /// could only win or raise "damaged" with a larger tid — so it is validated first and
+    /// the other slot is not (a second full validation); every other case takes the complete
+    /// path. A damaged version newer than the one a reader would read is corruption, not a
+    /// torn write (the newest committed version is protected by every later build, and
+    /// recovery zeroes the tid of every version newer than the FCC): falling back to the
+    /// older version would silently serve stale data, so that is an error naming it.
+    fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Self::View<'_>> {
+        let check = |slot| Self::check_slot(pgno, buf, usable, slot);
+        let tid_of = Self::tid_of;
+        let first = Self::geometry_ok(usable, buf.len())
+            .then(|| newest_candidate(buf, |tid| tid <= max_tid))
+            .flatten();
+        if let Some(v) = first.and_then(|slot| check(slot).ok()) {
+            return Ok(v);
+        }
+        let mut best: Option<Self::View<'_>> = None;
+        let mut why = Vec::new();
+        // The newest damaged version a reader at `max_tid` could otherwise see.
+        let mut damaged: Option<(u64, usize, String)> = None;
+        for slot in 0..2 {
+            match check(slot) {
+                Ok(v) if tid_of(&v) <= max_tid => {
+                    if best.as_ref().is_none_or(|b| tid_of(&v) > tid_of(b)) {
+                        best = Some(v);
+                    }
+                }
+                Ok(v) => why.push(format!(
+                    "descriptor {slot} has tid {} > {max_tid}",
+                    tid_of(&v)
+                )),
+                Err(r) => {
+                    let tid = if buf.len() >= VERSION_HEADS {
+                        get_u64(buf, slot * DESC_SIZE + D_TID)
+                    } else {
+                        0
+                    };
+                    if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0) {
+                        damaged = Some((tid, slot, r.clone()));
+                    }
+                    why.push(r)
+                }
+            }
+        }
+        if let Some((tid, slot, r)) = damaged {
+            if best.as_ref().is_none_or(|b| tid > tid_of(b)) {
+                return Err(Error::corrupt(
+                    pgno,
+                    format!("version {tid} (descriptor {slot}) is damaged: {r}"),
+                ));
+            }
+        }
+        best.ok_or_else(|| {
+            Error::corrupt(
+                pgno,
+                format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
+            )
+        })
+    }
+
+    /// Both slots of any page of the format with their validity, for recovery's scan: a
+    /// slot is valid when its tree version is, or (slot 0 only) when it is a valid
+    /// overflow-page descriptor, exactly what [`SlotCheck::OVERFLOW`] accepts. None for a
+    /// tid-0 slot or a buffer that cannot be such a page of `usable` bytes.
+    fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
+        descriptor_infos(buf, Self::geometry_ok(usable, buf.len()), |slot| {
+            Self::check_slot(pgno, buf, usable, slot).is_ok()
+                || (slot == 0 && Self::OVERFLOW.open(pgno, buf, usable).is_ok())
+        })
+    }
+}
+
+/// Run `f` with this thread's value of `key`, a format's scratch buffers for validation
+/// (so the per-operation work allocates little); a fresh default if the value is already
+/// in use, so a nested call can never panic.
+pub(crate) fn with_local<S: Default + 'static, R>(
+    key: &'static std::thread::LocalKey<std::cell::RefCell<S>>,
+    f: impl FnOnce(&mut S) -> R,
+) -> R {
+    key.with(|s| match s.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut S::default()),
+    })
+}
+
+/// Largest usable size the family's u16 offsets can address.
+pub const MAX_USABLE: usize = u16::MAX as usize;
 
 /// Bytes of one descriptor slot.
 pub const DESC_SIZE: usize = 32;
@@ -115,14 +282,14 @@ pub(crate) fn descriptor_infos(
     buf: &[u8],
     geometry_ok: bool,
     valid: impl Fn(usize) -> bool,
-) -> [Option<crate::page::layout::DescInfo>; 2] {
+) -> [Option<DescInfo>; 2] {
     let info = |slot: usize| {
         if !geometry_ok {
             return None;
         }
         let d = slot * DESC_SIZE;
         let tid = get_u64(buf, d + D_TID);
-        (tid != 0).then(|| crate::page::layout::DescInfo {
+        (tid != 0).then(|| DescInfo {
             slot,
             tid,
             txn_size: get_u32(buf, d + D_TXN_SIZE),
@@ -158,95 +325,10 @@ pub(crate) fn describe_header_slots(page: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// The version a reader at snapshot `max_tid` sees among a page's two descriptor slots:
-/// the valid one (`check`) with the largest tid (`tid_of`) at most `max_tid`. `first` is
-/// the newest candidate by raw tid ([`newest_candidate`], or None when the geometry
-/// forbids reading it): whenever that one is valid it is the answer — the other slot
-/// could only win or raise "damaged" with a larger tid — so it is validated first and
-/// the other slot is not (a second full validation); every other case takes the complete
-/// path. A damaged version newer than the one a reader would read is corruption, not a
-/// torn write (the newest committed version is protected by every later build, and
-/// recovery zeroes the tid of every version newer than the FCC): falling back to the
-/// older version would silently serve stale data, so that is an error naming it.
-pub(crate) fn pick_visible<V>(
-    pgno: Pgno,
-    buf: &[u8],
-    max_tid: u64,
-    geometry_ok: bool,
-    check: impl Fn(usize) -> std::result::Result<V, String>,
-    tid_of: impl Fn(&V) -> u64,
-) -> Result<V> {
-    let first = geometry_ok
-        .then(|| newest_candidate(buf, |tid| tid <= max_tid))
-        .flatten();
-    if let Some(v) = first.and_then(|slot| check(slot).ok()) {
-        return Ok(v);
-    }
-    let mut best: Option<V> = None;
-    let mut why = Vec::new();
-    // The newest damaged version a reader at `max_tid` could otherwise see.
-    let mut damaged: Option<(u64, usize, String)> = None;
-    for slot in 0..2 {
-        match check(slot) {
-            Ok(v) if tid_of(&v) <= max_tid => {
-                if best.as_ref().is_none_or(|b| tid_of(&v) > tid_of(b)) {
-                    best = Some(v);
-                }
-            }
-            Ok(v) => why.push(format!(
-                "descriptor {slot} has tid {} > {max_tid}",
-                tid_of(&v)
-            )),
-            Err(r) => {
-                let tid = if buf.len() >= VERSION_HEADS {
-                    get_u64(buf, slot * DESC_SIZE + D_TID)
-                } else {
-                    0
-                };
-                if tid != 0 && tid <= max_tid && damaged.as_ref().is_none_or(|d| tid > d.0) {
-                    damaged = Some((tid, slot, r.clone()));
-                }
-                why.push(r)
-            }
-        }
-    }
-    if let Some((tid, slot, r)) = damaged {
-        if best.as_ref().is_none_or(|b| tid > tid_of(b)) {
-            return Err(Error::corrupt(
-                pgno,
-                format!("version {tid} (descriptor {slot}) is damaged: {r}"),
-            ));
-        }
-    }
-    best.ok_or_else(|| {
-        Error::corrupt(
-            pgno,
-            format!("no valid version with tid <= {max_tid}: {}", why.join("; ")),
-        )
-    })
-}
-
 /// What a new version of page `pgno` is built over: the writer's tid and the page's
 /// current image, which holds the committed version (tid below the writer's, kept) and
 /// possibly the transaction's own earlier version (replaced); None for a page this
 /// transaction allocated. A tid of 0 (no transaction) is refused.
-/// The version in descriptor `slot` of page `pgno` of a `label` layout, validated by
-/// `check`. Errors: `InvalidArgument` for a slot other than 0 or 1, `Corrupt` saying why
-/// the version is not valid.
-pub(crate) fn open_slot<V>(
-    pgno: Pgno,
-    slot: usize,
-    label: &str,
-    check: impl FnOnce() -> std::result::Result<V, String>,
-) -> Result<V> {
-    if slot > 1 {
-        return Err(Error::InvalidArgument(format!(
-            "descriptor slot {slot} (a {label} page has slots 0 and 1)"
-        )));
-    }
-    check().map_err(|r| Error::corrupt(pgno, r))
-}
-
 pub(crate) fn write_base(
     store: &dyn PageWrite,
     pgno: Pgno,

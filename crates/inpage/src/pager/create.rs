@@ -41,7 +41,7 @@ use crate::config::{Config, DEFAULT_JOURNAL_MODE};
 use crate::error::{Error, Pgno, Result};
 use crate::journal::{dir_of, grown_len, side_path, DbFile};
 use crate::le::{get_u32, get_u64};
-use crate::page::{stamp_crc, PageRef};
+use crate::page::{stamp_crc, PageRef, Stamp};
 use crate::vfs::{File, OpenOptions, Vfs};
 
 use super::{FirstPages, InitStore};
@@ -102,7 +102,7 @@ fn build_image(cfg: &Config, first: FirstPages) -> Result<Image> {
     let g = layout.geometry_for(page_size);
     for (pgno, img) in store.pages {
         let mut img = layout
-            .finalize(pgno, PageRef::from(img), g, fcc, fcc, txn_size)?
+            .finalize(pgno, PageRef::from(img), g, Stamp::serial(fcc, txn_size))?
             .to_vec();
         stamp_crc(&mut img, pgno);
         pages.push((pgno, img));
@@ -319,13 +319,7 @@ pub(super) fn settle(
         }
     }
     let m = vfs
-        .open(
-            &marker,
-            OpenOptions {
-                create: true,
-                ..Default::default()
-            },
-        )
+        .open(&marker, OpenOptions::CREATE)
         .map_err(Error::io("create", &marker))?;
     m.set_len(0).map_err(Error::io("truncate", &marker))?;
     m.write_at(&encode(&img), 0)

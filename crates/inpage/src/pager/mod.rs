@@ -48,7 +48,7 @@ use crate::journal::{
     recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
     RecoveryReport,
 };
-use crate::page::{crc_ok, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite};
+use crate::page::{crc_ok, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite, Stamp};
 use crate::vfs::{fork, File, LockKind, OpenOptions};
 use cache::Cache;
 pub use free::AllocDelta;
@@ -811,7 +811,8 @@ impl Pager {
             debug_assert!(*pgno != 0);
             pages.push((
                 *pgno,
-                self.layout.finalize(*pgno, img.clone(), g, tid, tid, 0)?,
+                self.layout
+                    .finalize(*pgno, img.clone(), g, Stamp::serial(tid, 0))?,
             ));
             if let Some(o) = self.file_image(&mut st, *pgno)? {
                 // The spill overwrites the page's older version in the file; a reader
@@ -1046,9 +1047,16 @@ impl Pager {
                 written == header.fcc || !spills,
                 "a transaction that spilled commits under its working tid"
             );
-            let img = self
-                .layout
-                .finalize(pgno, img, g, written, header.fcc, txn_size)?;
+            let img = self.layout.finalize(
+                pgno,
+                img,
+                g,
+                Stamp {
+                    written,
+                    tid: header.fcc,
+                    txn_size,
+                },
+            )?;
             pages.push((pgno, img));
         }
         let header = &header;

@@ -56,6 +56,7 @@ use std::collections::HashSet;
 use crate::error::{Error, Pgno, Result};
 use crate::page::cell::{self, Payload};
 use crate::page::cells::{CellArray, Detached};
+use crate::page::layout::LeafEdit;
 use crate::page::{PageRead, PageRef, PageWrite};
 
 use super::format::Format;
@@ -352,6 +353,7 @@ fn lift_into_root(
     write_root_pointer(store, f, root, at)
 }
 
+/// Create an empty tree; returns its root page, which never changes for the tree's life.
 pub(crate) fn create(store: &mut dyn PageWrite) -> Result<Pgno> {
     let f = Format::of(&*store);
     let root = store.allocate()?;
@@ -594,6 +596,7 @@ pub(crate) fn read_payload<S: PageRead + ?Sized>(
     }
 }
 
+/// Look up `key`.
 pub(crate) fn get(
     store: &dyn PageRead,
     root: Pgno,
@@ -684,6 +687,8 @@ fn unchanged_cell(
     })
 }
 
+/// Insert or replace; returns the previous value.
+/// Errors: `KeyTooLarge` above `MAX_KEY_LEN`, `ValueTooLarge` above `MAX_VALUE_LEN`.
 pub(crate) fn insert(
     store: &mut dyn PageWrite,
     root: Pgno,
@@ -782,15 +787,13 @@ pub(crate) fn insert_on_path(
     // a node; the others (DHL pages are only ever rebuilt) and a page the cell does not
     // fit go through `balance`, which writes (and if need be splits or relocates) it.
     let g = f.geometry;
-    if let Some((buf, used)) = f.layout.edit_leaf(
-        leaf.pgno,
-        &leaf.page,
-        g,
-        store.tid(),
-        i,
-        replace,
-        Some(&cell),
-    )? {
+    let edit = LeafEdit {
+        tid: store.tid(),
+        at: i,
+        remove: replace,
+        insert: Some(&cell),
+    };
+    if let Some((buf, used)) = f.layout.edit_leaf(leaf.pgno, &leaf.page, g, edit)? {
         let in_place = finish_leaf(store, opts, &path, buf, used, replace)?;
         if !in_place {
             return Ok((old, None));
@@ -813,6 +816,7 @@ pub(crate) fn insert_on_path(
     Ok((old, None))
 }
 
+/// Remove `key`; returns the removed value.
 pub(crate) fn remove(
     store: &mut dyn PageWrite,
     root: Pgno,
@@ -854,15 +858,16 @@ pub(crate) fn remove_on_path(
     let leaf = path.last().expect("a path is never empty");
     let p = leaf.view();
     let old = take_value(store, &p, i)?;
-    if let Some((buf, used)) = f.layout.edit_leaf(
-        leaf.pgno,
-        &leaf.page,
-        f.geometry,
-        store.tid(),
-        i,
-        true,
-        None,
-    )? {
+    let edit = LeafEdit {
+        tid: store.tid(),
+        at: i,
+        remove: true,
+        insert: None,
+    };
+    if let Some((buf, used)) = f
+        .layout
+        .edit_leaf(leaf.pgno, &leaf.page, f.geometry, edit)?
+    {
         finish_leaf(store, opts, &path, buf, used, true)?;
         return Ok(old);
     }
@@ -886,7 +891,7 @@ fn finish_leaf(
     let f = Format::of(&*store);
     let leaf = path.last().expect("path is never empty");
     // A layout that defers merges keeps a non-empty leaf the edit fitted in place.
-    if path.len() == 1 || !shrank || !f.underfull(used) || (f.defers_merges() && used > 0) {
+    if path.len() == 1 || !shrank || !f.underfull(used) || (f.policy().defers_merges && used > 0) {
         store.write(leaf.pgno, buf)?;
         return Ok(true);
     }
@@ -1021,7 +1026,7 @@ fn balance(
         let over = node.used(&f) > cap;
         let may_merge = shrank || d + 1 < path.len();
         let under = !over && may_merge && f.underfull(node.used(&f));
-        if under && f.defers_merges() && !node.cells.is_empty() {
+        if under && f.policy().defers_merges && !node.cells.is_empty() {
             // Deferred: stay in the page while the node fits there; merge only when it
             // must be copied anyway (its new version does not fit beside the old).
             if let Some(img) = f.image(&*store, node.pgno, node.leaf, &node.cells, node.right)? {
@@ -1073,7 +1078,7 @@ fn balance(
             left.pgno = store.allocate()?;
             // The left half is on a fresh page, so it lands where it was put.
             let left_at = write_node(store, &f, &left)?;
-            if !f.splits_in_place() {
+            if !f.policy().splits_in_place {
                 // A version split: the right half moves to a fresh page too, and the old
                 // node dies (freed; the store keeps it untouched until commit).
                 let old = right.pgno;
@@ -1243,6 +1248,7 @@ fn for_each_chain(p: &CellArray, f: &mut dyn FnMut(u32, Pgno) -> Result<()>) -> 
     Ok(())
 }
 
+/// Number of entries.
 pub(crate) fn count(store: &dyn PageRead, root: Pgno) -> Result<u64> {
     let mut n = 0u64;
     walk(store, root, &mut |p| {
@@ -1270,6 +1276,7 @@ fn owned_pages(store: &dyn PageWrite, root: Pgno) -> Result<Vec<Pgno>> {
     Ok(pages)
 }
 
+/// Remove every entry, freeing all pages but the root.
 pub(crate) fn clear(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {
     let f = Format::of(&*store);
     for pgno in owned_pages(store, root)? {
@@ -1285,6 +1292,7 @@ pub(crate) fn clear(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {
     write_root(store, &f, empty)
 }
 
+/// Free every page of the tree including the root.
 pub(crate) fn destroy(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {
     for pgno in owned_pages(store, root)? {
         store.free(pgno)?;

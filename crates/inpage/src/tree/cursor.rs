@@ -196,12 +196,28 @@ impl RawCursor {
     /// Move to the first key the probe does not put before its target (`probe(k) !=
     /// Less`); Ok(false) if there is none.
     pub fn seek_by(&mut self, store: &dyn PageRead, probe: &mut ProbeFn<'_>) -> Result<bool> {
-        self.seek_leaf(store, probe, false)?;
+        self.seek_bound(store, probe, false)
+    }
+
+    /// [`Self::seek_by`] (`le` false) or [`Self::seek_le_by`] (`le` true).
+    fn seek_bound(
+        &mut self,
+        store: &dyn PageRead,
+        probe: &mut ProbeFn<'_>,
+        le: bool,
+    ) -> Result<bool> {
+        self.seek_leaf(store, probe, le)?;
         let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
+        // With `le`, the leaf's "one past the wanted cell" index, as `settle_backward`
+        // expects.
         let (pgno, p) = (leaf.pgno, leaf.opened.attach(&leaf.page));
-        let i = p.bound_by(probe, &whole(store, pgno), false)?;
+        let i = p.bound_by(probe, &whole(store, pgno), le)?;
         self.top_mut().idx = i;
-        self.settle_forward(store)
+        if le {
+            self.settle_backward(store)
+        } else {
+            self.settle_forward(store)
+        }
     }
 
     /// Where an insert of the probe's target goes, found from this cursor's position
@@ -278,13 +294,7 @@ impl RawCursor {
     /// Move to the last key the probe does not put after its target (`probe(k) !=
     /// Greater`); Ok(false) if there is none.
     pub fn seek_le_by(&mut self, store: &dyn PageRead, probe: &mut ProbeFn<'_>) -> Result<bool> {
-        self.seek_leaf(store, probe, true)?;
-        let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
-        // The leaf's "one past the wanted cell" index, as `settle_backward` expects.
-        let (pgno, p) = (leaf.pgno, leaf.opened.attach(&leaf.page));
-        let i = p.bound_by(probe, &whole(store, pgno), true)?;
-        self.top_mut().idx = i;
-        self.settle_backward(store)
+        self.seek_bound(store, probe, true)
     }
 
     /// Step forward; Ok(false) (and invalid) past the end.

@@ -17,7 +17,9 @@ use proptest::test_runner::{Config, TestRunner};
 use super::btree::{self, Events, EVENTS};
 use super::*;
 use crate::error::Error;
-use crate::page::{cell, double_header, Layout, PageRef};
+use crate::page::double_header::Dhl;
+use crate::page::versioned::SlotCheck;
+use crate::page::{cell, double_header, Layout, PageRef, PageWrite};
 
 /// The state of one open transaction.
 struct Txn {
@@ -185,7 +187,7 @@ impl PageWrite for DhlStore {
         if !self.strict {
             // Corrupt input: only "no panic" is checked.
         } else if t.fresh.contains(&pgno) {
-            let written = double_header::visible(pgno, &data, usable, tid)
+            let written = Dhl::visible(pgno, &data, usable, tid)
                 .map(|v| v.tid())
                 .or_else(|_| {
                     double_header::OVERFLOW
@@ -200,17 +202,17 @@ impl PageWrite for DhlStore {
         } else {
             // The DHL safety property: the committed version is untouched.
             let old = &self.disk[&pgno];
-            let before = double_header::visible(pgno, old, usable, tid - 1).unwrap_or_else(|e| {
+            let before = Dhl::visible(pgno, old, usable, tid - 1).unwrap_or_else(|e| {
                 panic!("page {pgno}: rewrote a page without a committed tree version: {e}")
             });
-            let after = double_header::visible(pgno, &data, usable, tid - 1)
+            let after = Dhl::visible(pgno, &data, usable, tid - 1)
                 .unwrap_or_else(|e| panic!("page {pgno}: write lost the committed version: {e}"));
             assert_eq!(
                 content(&before),
                 content(&after),
                 "page {pgno}: committed version disturbed"
             );
-            let new = double_header::visible(pgno, &data, usable, tid).unwrap();
+            let new = Dhl::visible(pgno, &data, usable, tid).unwrap();
             assert_eq!(
                 new.tid(),
                 tid,
@@ -393,7 +395,7 @@ fn dhl_scenario() -> impl Strategy<Value = DhlScenario> {
 /// Whether the committed root is a root pointer (an interior node without keys).
 fn root_is_pointer(s: &DhlStore, root: Pgno) -> bool {
     let img = &s.disk[&root];
-    let v = double_header::visible(root, img, s.usable_size(), s.committed_tid).unwrap();
+    let v = Dhl::visible(root, img, s.usable_size(), s.committed_tid).unwrap();
     !v.is_leaf() && v.ncells() == 0
 }
 
@@ -646,7 +648,7 @@ fn dhl_overflow_checksum_is_verified() {
     let first = {
         let path = btree::descend(&view, root, &bytewise, &keys[0]).unwrap();
         let leaf = path.last().unwrap();
-        let p = double_header::visible(leaf.pgno, &leaf.page, 508, u64::MAX).unwrap();
+        let p = Dhl::visible(leaf.pgno, &leaf.page, 508, u64::MAX).unwrap();
         let i = p.search(&keys[0], &bytewise).unwrap().unwrap();
         match p.payload(i).unwrap() {
             cell::Payload::Overflow { first, .. } => first,

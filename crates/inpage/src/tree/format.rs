@@ -10,7 +10,7 @@
 
 use crate::error::{Pgno, Result};
 use crate::page::cells::{CellArray, Detached};
-use crate::page::{Geometry, Layout, PageRead, PageRef, PageWrite};
+use crate::page::{Geometry, Layout, PageRead, PageRef, PageWrite, TreePolicy};
 
 /// Layout and geometry of one store, captured once per operation.
 #[derive(Clone, Copy, Debug)]
@@ -68,14 +68,9 @@ impl Format {
         used * 3 < self.capacity()
     }
 
-    /// See [`PageLayout::defers_merges`](crate::page::PageLayout::defers_merges).
-    pub fn defers_merges(&self) -> bool {
-        self.layout.defers_merges()
-    }
-
-    /// See [`PageLayout::splits_in_place`](crate::page::PageLayout::splits_in_place).
-    pub fn splits_in_place(&self) -> bool {
-        self.layout.splits_in_place()
+    /// How the layout wants its nodes balanced.
+    pub fn policy(&self) -> TreePolicy {
+        self.layout.tree_policy()
     }
 
     /// Value bytes per overflow page.

@@ -52,7 +52,7 @@
 use std::cmp::Ordering;
 
 use crate::error::{Pgno, Result};
-use crate::page::{cell, PageRead, PageWrite};
+use crate::page::{cell, PageRead};
 
 mod btree;
 mod check;
@@ -112,154 +112,13 @@ pub fn max_key_len(usable: usize) -> usize {
     cell::max_key_len(usable)
 }
 
-/// Create an empty tree; returns its root page, which never changes for the tree's life.
-pub fn create(store: &mut dyn PageWrite) -> Result<Pgno> {
-    btree::create(store)
-}
-
-/// Look up `key`.
-pub fn get(store: &dyn PageRead, root: Pgno, cmp: &CmpFn, key: &[u8]) -> Result<Option<Vec<u8>>> {
-    btree::get(store, root, cmp, key)
-}
-
-/// Insert or replace; returns the previous value.
-/// Errors: `KeyTooLarge` above `MAX_KEY_LEN`, `ValueTooLarge` above `MAX_VALUE_LEN`.
-pub fn insert(
-    store: &mut dyn PageWrite,
-    root: Pgno,
-    cmp: &CmpFn,
-    opts: TreeOptions,
-    key: &[u8],
-    value: &[u8],
-) -> Result<Option<Vec<u8>>> {
-    btree::insert(store, root, cmp, opts, key, value)
-}
-
-/// Insert or replace the entry the probe finds Equal; `key` is stored as given.
-pub fn insert_by(
-    store: &mut dyn PageWrite,
-    root: Pgno,
-    probe: &mut ProbeFn<'_>,
-    opts: TreeOptions,
-    key: &[u8],
-    value: &[u8],
-) -> Result<Option<Vec<u8>>> {
-    btree::insert_by(store, root, probe, opts, key, value)
-}
-
-/// [`insert_by`], with the path to the new entry when the leaf took it in place (for a
-/// cursor to stand on it; see [`RawCursor::place`](cursor::RawCursor::place)).
-pub(crate) fn insert_placed(
-    store: &mut dyn PageWrite,
-    root: Pgno,
-    probe: &mut ProbeFn<'_>,
-    opts: TreeOptions,
-    key: &[u8],
-    value: &[u8],
-) -> Result<btree::Inserted> {
-    btree::insert_placed(store, root, probe, opts, key, value)
-}
-
-/// [`insert_placed`] at a known path and leaf position (a cursor's own; see
-/// [`RawCursor::insert_path`](cursor::RawCursor::insert_path)).
-pub(crate) fn insert_on_path(
-    store: &mut dyn PageWrite,
-    opts: TreeOptions,
-    path: btree::Path,
-    found: btree::LeafPos,
-    key: &[u8],
-    value: &[u8],
-) -> Result<btree::Inserted> {
-    btree::insert_on_path(store, opts, path, found, key, value)
-}
-
-/// Extend `pages`, a prefix of the overflow chain `(len, first)` owned by page `owner`,
-/// to the page holding byte `upto - 1`.
-pub(crate) fn extend_chain<S: PageRead + ?Sized>(
-    store: &S,
-    owner: Pgno,
-    chain: (u32, Pgno),
-    pages: &mut Vec<Pgno>,
-    upto: usize,
-) -> Result<()> {
-    overflow::extend_chain(store, owner, chain, pages, upto)
-}
-
-/// Copy bytes from `offset` of a `len`-byte value whose chain is `pages` into `buf`,
-/// reading only the pages that hold them; the count.
-pub(crate) fn read_value_range<S: PageRead + ?Sized>(
-    store: &S,
-    owner: Pgno,
-    chain: (u32, &[Pgno]),
-    offset: usize,
-    buf: &mut [u8],
-) -> Result<usize> {
-    overflow::read_range(store, owner, chain, offset, buf)
-}
-
-/// Overwrite part of an overflow value in place (layouts that overwrite pages in place;
-/// see `overflow::overwrite`).
-pub(crate) fn overwrite_value(
-    store: &mut dyn PageWrite,
-    owner: Pgno,
-    chain: (u32, &[Pgno]),
-    offset: usize,
-    bytes: &[u8],
-) -> Result<()> {
-    overflow::overwrite(store, owner, chain, offset, bytes)
-}
-
-/// Remove the entry a cursor stands on, by its path (see
-/// [`RawCursor::path`](cursor::RawCursor::path)); returns its value.
-pub(crate) fn remove_on_path(
-    store: &mut dyn PageWrite,
-    opts: TreeOptions,
-    path: btree::Path,
-    i: usize,
-) -> Result<Vec<u8>> {
-    btree::remove_on_path(store, opts, path, i)
-}
-
-/// Remove the entry the probe finds Equal; returns its value.
-pub fn remove_by(
-    store: &mut dyn PageWrite,
-    root: Pgno,
-    probe: &mut ProbeFn<'_>,
-    opts: TreeOptions,
-) -> Result<Option<Vec<u8>>> {
-    btree::remove_by(store, root, probe, opts)
-}
-
-/// Remove `key`; returns the removed value.
-pub fn remove(
-    store: &mut dyn PageWrite,
-    root: Pgno,
-    cmp: &CmpFn,
-    opts: TreeOptions,
-    key: &[u8],
-) -> Result<Option<Vec<u8>>> {
-    btree::remove(store, root, cmp, opts, key)
-}
-
-/// Visit every page the tree owns (nodes and overflow pages), without comparing keys.
-pub fn for_each_page(store: &dyn PageRead, root: Pgno, visit: &mut dyn FnMut(Pgno)) -> Result<()> {
-    btree::for_each_page(store, root, visit)
-}
-
-/// Number of entries.
-pub fn count(store: &dyn PageRead, root: Pgno) -> Result<u64> {
-    btree::count(store, root)
-}
-
-/// Remove every entry, freeing all pages but the root.
-pub fn clear(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {
-    btree::clear(store, root)
-}
-
-/// Free every page of the tree including the root.
-pub fn destroy(store: &mut dyn PageWrite, root: Pgno) -> Result<()> {
-    btree::destroy(store, root)
-}
+pub(crate) use btree::{
+    clear, count, create, destroy, for_each_page, get, insert, insert_by, insert_on_path,
+    insert_placed, remove, remove_by, remove_on_path,
+};
+pub(crate) use overflow::{
+    extend_chain, overwrite as overwrite_value, read_range as read_value_range,
+};
 
 /// Full structural check; calls `visit` once for every page the tree owns (interior,
 /// leaf, overflow) so the caller can detect pages owned twice or leaked.

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::error::Error;
-use crate::page::{cell, slotted, PageRef};
+use crate::page::{cell, slotted, PageRef, PageWrite};
 
 /// In-memory store. In strict mode it panics when the tree breaks the page contract
 /// (reading a freed or never-written page, double free, writing an unallocated page);

@@ -287,21 +287,7 @@ pub trait CursorOps: ReadableTxn {
     /// Step forward; false (and invalid) past the end. On a stale cursor: the first key
     /// greater than the cursor's key.
     fn cursor_next(&self, c: &mut Cursor) -> Result<bool> {
-        let clock = self.tree_clock(c.root);
-        if self.revalidate(c, clock) {
-            let found = c.raw.next(self)?;
-            return Ok(c.settle(found, clock));
-        }
-        let Some(key) = c.saved_key().map(<[u8]>::to_vec) else {
-            return Ok(false);
-        };
-        let clock = self.fresh_raw(c);
-        let order = c.order.clone();
-        let found = c.raw.seek_by(self, &mut |s: &[u8]| match order(s, &key) {
-            Ordering::Greater => Ordering::Greater,
-            _ => Ordering::Less,
-        })?;
-        Ok(c.settle(found, clock))
+        self.cursor_step(c, true)
     }
 
     /// Move `k` rows forward within the cursor's leaf, onto a row `Cursor::leaf_rest`
@@ -322,23 +308,7 @@ pub trait CursorOps: ReadableTxn {
     /// Step back; false (and invalid) before the start. On a stale cursor: the last key
     /// less than the cursor's key.
     fn cursor_prev(&self, c: &mut Cursor) -> Result<bool> {
-        let clock = self.tree_clock(c.root);
-        if self.revalidate(c, clock) {
-            let found = c.raw.prev(self)?;
-            return Ok(c.settle(found, clock));
-        }
-        let Some(key) = c.saved_key().map(<[u8]>::to_vec) else {
-            return Ok(false);
-        };
-        let clock = self.fresh_raw(c);
-        let order = c.order.clone();
-        let found = c
-            .raw
-            .seek_le_by(self, &mut |s: &[u8]| match order(s, &key) {
-                Ordering::Less => Ordering::Less,
-                _ => Ordering::Greater,
-            })?;
-        Ok(c.settle(found, clock))
+        self.cursor_step(c, false)
     }
 
     /// The current row's value as the tree holds it now (overflow included); None when
@@ -545,6 +515,39 @@ pub trait CursorOps: ReadableTxn {
             }
         }
         clock
+    }
+
+    /// [`CursorOps::cursor_next`] (`forward`) or [`CursorOps::cursor_prev`].
+    #[doc(hidden)]
+    fn cursor_step(&self, c: &mut Cursor, forward: bool) -> Result<bool> {
+        let clock = self.tree_clock(c.root);
+        if self.revalidate(c, clock) {
+            let found = if forward {
+                c.raw.next(self)?
+            } else {
+                c.raw.prev(self)?
+            };
+            return Ok(c.settle(found, clock));
+        }
+        let Some(key) = c.saved_key().map(<[u8]>::to_vec) else {
+            return Ok(false);
+        };
+        let clock = self.fresh_raw(c);
+        let order = c.order.clone();
+        // A probe that calls no key Equal: the bound lands strictly past the saved key.
+        let found = if forward {
+            c.raw.seek_by(self, &mut |s: &[u8]| match order(s, &key) {
+                Ordering::Greater => Ordering::Greater,
+                _ => Ordering::Less,
+            })?
+        } else {
+            c.raw
+                .seek_le_by(self, &mut |s: &[u8]| match order(s, &key) {
+                    Ordering::Less => Ordering::Less,
+                    _ => Ordering::Greater,
+                })?
+        };
+        Ok(c.settle(found, clock))
     }
 }
 

@@ -345,13 +345,7 @@ impl UndoVfs {
         nonce: u64,
         unsynced: bool,
     ) -> io::Result<()> {
-        let log = self.inner.open(
-            log_path,
-            OpenOptions {
-                create: true,
-                ..Default::default()
-            },
-        )?;
+        let log = self.inner.open(log_path, OpenOptions::CREATE)?;
         log.set_len(0)?;
         let header = encode_header(nonce, super_path);
         log.write_at(&header, 0)?;
@@ -819,13 +813,7 @@ impl UndoLog {
         }
         let mut files: HashMap<&Path, Arc<dyn File>> = HashMap::new();
         for (p, len) in &lens {
-            let f = vfs.open(
-                p,
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )?;
+            let f = vfs.open(p, OpenOptions::CREATE)?;
             files.insert(p, f);
             let _ = len;
             dirs.push(dir_of(p));
@@ -1030,15 +1018,7 @@ mod tests {
     fn undo_restores_the_originals_after_a_cut_anywhere() {
         let base = SimVfs::new();
         let a = Path::new("/d/a");
-        let f = base
-            .open(
-                a,
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+        let f = base.open(a, OpenOptions::CREATE).unwrap();
         let orig: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
         f.write_at(&orig, 0).unwrap();
         f.sync_data().unwrap();
@@ -1052,13 +1032,7 @@ mod tests {
             f.sync_data()?;
             f.set_len(4000)?;
             f.write_at(&[3u8; 10], 3_995)?;
-            let g = vfs.open(
-                Path::new("/d/new"),
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )?;
+            let g = vfs.open(Path::new("/d/new"), OpenOptions::CREATE)?;
             g.write_at(b"fresh", 0)?;
             g.sync_data()?;
             vfs.sync_dir(Path::new("/d"))?;

@@ -89,7 +89,7 @@ use crate::format::header::{
     HEADER_SLOTS, MAX_TID,
 };
 use crate::page::double_header::DHL;
-use crate::page::{Layout, PageRef, PageVersions, PAGE_TRAILER};
+use crate::page::{Layout, PageRef, PageVersions, Stamp, PAGE_TRAILER};
 use crate::vfs::File;
 use intent::Intent;
 
@@ -1235,10 +1235,6 @@ impl Journal for CountingJournal {
         Ok(())
     }
 
-    fn checkpoint(&self) -> Result<()> {
-        Ok(())
-    }
-
     fn close(&self) -> Result<()> {
         self.close_with(None)
     }
@@ -1492,8 +1488,8 @@ impl CountingJournal {
             }
             db.read_page(pgno, &mut buf)?;
             let spilled = PageRef::from(buf.clone());
-            let stamped =
-                layout.finalize(pgno, spilled.clone(), g, batch.tid, batch.tid, txn_size)?;
+            let stamp = Stamp::serial(batch.tid, txn_size);
+            let stamped = layout.finalize(pgno, spilled.clone(), g, stamp)?;
             assert!(
                 versions
                     .heads(&stamped)

@@ -114,7 +114,7 @@ fn plan_best_fit(
 /// Check the arguments of [`build`]: page geometry and that every cell is one the stock
 /// decoder reads back with exactly its length.
 fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()> {
-    if !geometry_ok(usable, page_size) {
+    if !Dhl::geometry_ok(usable, page_size) {
         return Err(Error::InvalidArgument(format!(
             "DHL page of size {page_size} with usable size {usable} (need {RECORD_START} <= usable <= min(page size, {MAX_USABLE}))"
         )));
@@ -229,7 +229,7 @@ fn protected_version<'b>(
         }
     }
     // The successful check left exactly the bytes `p` references marked.
-    p.map(|p| (p, s.holes(RECORD_START, usable)))
+    p.map(|p| (p, s.used.holes(RECORD_START, usable)))
 }
 
 /// Image of the page after writing `version`, or `Ok(None)` if it does not fit next to

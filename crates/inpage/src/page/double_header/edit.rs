@@ -27,23 +27,16 @@
 //! [`build`]: super::build
 
 use super::*;
+use crate::page::layout::{Edited, LeafEdit};
 use crate::page::versioned::{recall, remember};
 
-/// A one-cell edit of the own leaf version of `page` by transaction `tid`: remove cell
-/// `i` if `remove`, then insert `insert` as cell `i`. The new image (remembered as
-/// validated) and the capacity its cells use, or None (module notes).
+/// Edit `e` of the own leaf version of `page` by transaction `e.tid`. The new image
+/// (remembered as validated) and the capacity its cells use, or None (module notes).
 ///
 /// Errors: `InvalidArgument` for an index out of range or a malformed cell.
-pub fn edit(
-    pgno: Pgno,
-    page: &[u8],
-    usable: usize,
-    tid: u64,
-    i: usize,
-    remove: bool,
-    insert: Option<&[u8]>,
-) -> Result<Option<(PageRef, usize)>> {
-    if !geometry_ok(usable, page.len()) {
+pub fn edit(pgno: Pgno, page: &[u8], usable: usize, e: LeafEdit) -> Result<Edited> {
+    let (tid, i, remove, insert) = (e.tid, e.at, e.remove, e.insert);
+    if !Dhl::geometry_ok(usable, page.len()) {
         return Ok(None);
     }
     let Some(slot) = newest_candidate(page, |t| t <= tid) else {
@@ -54,7 +47,7 @@ pub fn edit(
     }
     let own = match recall(&MEMO, page, pgno, usable, slot) {
         Some(()) => view_validated(pgno, page, usable, slot),
-        None => match check_slot(pgno, page, usable, slot) {
+        None => match Dhl::check_slot(pgno, page, usable, slot) {
             Ok(v) => v,
             Err(_) => return Ok(None),
         },
@@ -91,7 +84,7 @@ fn edit_in(
     remove: bool,
     insert: Option<&[u8]>,
 ) -> Result<Option<(PageRef, usize)>> {
-    s.clear_used(usable);
+    s.used.clear(usable);
     // The other descriptor's bytes, as it claims them: never written.
     let other = 1 - own.slot;
     let od = other * DESC_SIZE;
@@ -116,7 +109,7 @@ fn edit_in(
     // one of its cells, so its first byte tells).
     let freed = freed.filter(|&(a, _)| !s.used.marked(a));
     for &(off, size) in &cells {
-        s.mark(off, off + size);
+        s.used.mark(off, off + size);
     }
     if let Some(c) = insert {
         used += cell_cost(c.len());
@@ -129,7 +122,7 @@ fn edit_in(
     let array_len = PTR_SIZE * ncells;
     // The array stays where it is if its hole allows, growing up or down; else it moves
     // to the smallest hole that takes it.
-    let mut holes = s.holes(RECORD_START, usable);
+    let mut holes = s.used.holes(RECORD_START, usable);
     let around = holes
         .iter()
         .find(|&&(a, e)| a <= old_array.0 && old_array.0 < e)
@@ -178,14 +171,14 @@ fn edit_in(
     #[cfg(debug_assertions)]
     if other_tid != 0 {
         let mut claimed = Scratch::default();
-        claimed.clear_used(usable);
+        claimed.used.clear(usable);
         assert!(mark_claimed(&mut claimed, page, usable, other));
         let kept = (RECORD_START..usable).filter(|&b| claimed.used.marked(b));
         debug_assert!(kept.into_iter().all(|b| out[b] == page[b]));
     }
     debug_assert!(out[od..od + DESC_SIZE] == page[od..od + DESC_SIZE]);
     let image = PageRef::from(out);
-    debug_assert!(check_slot(pgno, &image, usable, own.slot).is_ok());
+    debug_assert!(Dhl::check_slot(pgno, &image, usable, own.slot).is_ok());
     remember(&MEMO, &image, (pgno, usable, own.slot), ());
     Ok(Some((image, used)))
 }
@@ -206,7 +199,7 @@ fn mark_claimed(s: &mut Scratch, page: &[u8], usable: usize, slot: usize) -> boo
         return false;
     }
     if ncells > 0 {
-        s.mark(array, array_end);
+        s.used.mark(array, array_end);
     }
     for j in 0..ncells {
         let off = get_u16(page, array + PTR_SIZE * j);
@@ -216,7 +209,7 @@ fn mark_claimed(s: &mut Scratch, page: &[u8], usable: usize, slot: usize) -> boo
         let Some(size) = cell_size(leaf, usable, &page[off..usable]) else {
             return false;
         };
-        s.mark(off, off + size);
+        s.used.mark(off, off + size);
     }
     true
 }

@@ -16,9 +16,9 @@
 use crate::error::{Pgno, Result};
 use crate::page::cells::Detached;
 use crate::page::double_header::{self, Version};
-use crate::page::layout::{DescInfo, Geometry};
-use crate::page::two_version::{NodeFormat, NodeVersion, TwoVersion};
-use crate::page::versioned::OverflowFormat;
+use crate::page::layout::{Edited, Geometry, LeafEdit, Stamp};
+use crate::page::two_version::{Built, NodeFormat, TwoVersion};
+use crate::page::versioned::SlotCheck;
 use crate::page::PageRef;
 
 /// The DHL node format.
@@ -30,12 +30,10 @@ pub(crate) static DHL: TwoVersion<Dhl> = TwoVersion(Dhl);
 
 impl NodeFormat for Dhl {
     const NAME: &'static str = "dhl";
-    const LABEL: &'static str = "DHL";
     const SLOT_WORD: &'static str = "slot header";
-    const OVERFLOW: &'static OverflowFormat = &double_header::OVERFLOW;
 
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached> {
-        Ok(double_header::visible(pgno, buf, usable, visible_tid)?.detach())
+        Ok(Dhl::visible(pgno, buf, usable, visible_tid)?.detach())
     }
 
     fn open_page(
@@ -56,63 +54,26 @@ impl NodeFormat for Dhl {
         double_header::cell_cost(len)
     }
 
-    fn build(
-        &self,
-        pgno: Pgno,
-        g: Geometry,
-        base: Option<&[u8]>,
-        keep: u64,
-        v: &NodeVersion<'_>,
-    ) -> Result<Option<PageRef>> {
-        let version = Version {
-            tid: v.tid,
-            txn_size: 0,
-            leaf: v.leaf,
-            right: v.right,
-            cells: v.cells,
-        };
-        double_header::build(pgno, g.page_size, g.usable, base, keep, &version)
+    fn build(&self, pgno: Pgno, g: Geometry, base: Option<&[u8]>, v: &Version) -> Result<Built> {
+        double_header::build(pgno, g.page_size, g.usable, base, v.tid - 1, v)
             .map(|img| img.map(PageRef::from))
     }
 
-    fn edit_leaf(
-        &self,
-        pgno: Pgno,
-        page: &[u8],
-        usable: usize,
-        tid: u64,
-        i: usize,
-        remove: bool,
-        insert: Option<&[u8]>,
-    ) -> Result<Option<(PageRef, usize)>> {
-        double_header::edit(pgno, page, usable, tid, i, remove, insert)
+    fn edit_leaf(&self, pgno: Pgno, page: &[u8], usable: usize, e: LeafEdit) -> Result<Edited> {
+        double_header::edit(pgno, page, usable, e)
     }
 
-    fn restamp(
-        &self,
-        pgno: Pgno,
-        page: &mut PageRef,
-        usable: usize,
-        written: u64,
-        tid: u64,
-        txn_size: u32,
-    ) -> Result<bool> {
+    fn restamp(&self, pgno: Pgno, page: &mut PageRef, usable: usize, s: Stamp) -> Result<bool> {
         let buf = std::sync::Arc::make_mut(page);
-        Ok(double_header::restamp_as(
-            pgno, buf, usable, written, tid, txn_size,
-        ))
+        Ok(double_header::restamp_as(pgno, buf, usable, s))
     }
 
     fn retags(&self) -> bool {
         true
     }
 
-    fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-        double_header::page_versions(pgno, buf, usable)
-    }
-
     fn describe_visible(&self, pgno: Pgno, page: &[u8], usable: usize, fcc: u64) -> Result<String> {
-        let view = double_header::visible(pgno, page, usable, fcc)?;
+        let view = Dhl::visible(pgno, page, usable, fcc)?;
         Ok(format!(
                 "visible: slot {} tid {} txn_size {} {} with {} cells (array at {}, {} of {} bytes used, largest hole {}, reserve {})",
                 view.slot(),

@@ -36,22 +36,21 @@
 //! array, and the crc matches. Anything else is ignored, never trusted and never a panic:
 //! pages come from disk.
 //!
-//! The reader sees the valid descriptor with the largest `tid <= max_tid` ([`visible`]); a
-//! writer of transaction `T` asks for `max_tid = T`, which yields its own earlier version
-//! of the page if it has one and the newest committed one otherwise.
+//! The reader sees the valid descriptor with the largest `tid <= max_tid` ([`SlotCheck::visible`]);
+//! a writer of transaction `T` asks for `max_tid = T`, which yields its own earlier version of the
+//! page if it has one and the newest committed one otherwise.
 //!
-//! # Counting commit: `txn_size`, [`restamp`] and [`page_versions`]
+//! # Counting commit: `txn_size`, [`restamp`] and [`SlotCheck::page_versions`]
 //!
-//! The tree builds versions (and [`overflow_page`]s) with `txn_size` 0, because the number
-//! of pages transaction `T` writes is only known at commit. The commit path then calls
-//! [`restamp`] on every dirty page image before writing it: it sets `txn_size` in each
-//! valid descriptor with tid `T` (tree version or overflow page) and recomputes that
-//! descriptor's checksum. It changes only those two fields of those descriptors, never a
-//! byte a protected version references, so the invariants below hold for the stamped image
-//! exactly as for the built one. Recovery scans pages with [`page_versions`], which counts
-//! overflow pages' descriptors as well as tree versions ([`descriptors`] sees tree
-//! versions only), and compares the number of valid descriptors with the largest tid
-//! against their `txn_size` (docs/DHL-DESIGN.md, "Recovery").
+//! The tree builds versions (and [`overflow_page`]s) with `txn_size` 0, because the number of pages
+//! transaction `T` writes is only known at commit. The commit path then calls [`restamp`] on every
+//! dirty page image before writing it: it sets `txn_size` in each valid descriptor with tid `T`
+//! (tree version or overflow page) and recomputes that descriptor's checksum. It changes only those
+//! two fields of those descriptors, never a byte a protected version references, so the invariants
+//! below hold for the stamped image exactly as for the built one. Recovery scans pages with
+//! [`SlotCheck::page_versions`], which counts overflow pages' descriptors as well as tree versions
+//! ([`descriptors`] sees tree versions only), and compares the number of valid descriptors with the
+//! largest tid against their `txn_size` (docs/DHL-DESIGN.md, "Recovery").
 //!
 //! # Invariants kept by [`build`] and why they make torn writes harmless
 //!
@@ -113,12 +112,12 @@
 //!
 //! # Files
 //!
-//! This file holds the format, validation ([`visible`], [`open_slot`]), recovery's views
-//! ([`descriptors`], [`page_versions`], [`descriptor_heads`]) and the commit-time edits
-//! ([`restamp`], [`invalidate`]); `build.rs` places a new version next to the protected
-//! one; `edit.rs` changes one cell of a version the transaction already wrote, in place;
-//! `overflow.rs` is the overflow-page format; `reference.rs` (tests only) is the
-//! independent oracle the proptests in `tests.rs` hold the rest to.
+//! This file holds the format, validation ([`SlotCheck::visible`], [`SlotCheck::open_slot`]),
+//! recovery's views ([`descriptors`], [`SlotCheck::page_versions`], [`descriptor_heads`]) and the
+//! commit-time edits ([`restamp`], [`invalidate`]); `build.rs` places a new version next to the
+//! protected one; `edit.rs` changes one cell of a version the transaction already wrote, in place;
+//! `overflow.rs` is the overflow-page format; `reference.rs` (tests only) is the independent oracle
+//! the proptests in `tests.rs` hold the rest to.
 
 use std::cell::RefCell;
 
@@ -126,9 +125,11 @@ use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 use crate::page::cell::{self, max_cell, PTR_SIZE};
 use crate::page::cells::CellArray;
+use crate::page::layout::Stamp;
 use crate::page::occupancy::Occupancy;
 use crate::page::versioned::{
-    descriptor_kind, fold, newest_candidate, ImageMemo, D_TID, D_TXN_SIZE,
+    descriptor_kind, fold, newest_candidate, with_local, Checked, ImageMemo, OverflowFormat,
+    SlotCheck, D_TID, D_TXN_SIZE,
 };
 use crate::page::{page_type, PageRef};
 
@@ -144,17 +145,16 @@ mod tests;
 use crate::page::versioned::{overflow_crc, page_seed};
 pub use build::build;
 pub use edit::edit;
+pub(crate) use layout::Dhl;
 pub(crate) use layout::DHL;
 pub(crate) use overflow::OVERFLOW;
 
 #[cfg(test)]
 pub use crate::page::versioned::invalidate;
-pub use crate::page::versioned::DESC_SIZE;
+pub use crate::page::versioned::{Version, DESC_SIZE, MAX_USABLE};
 /// Start of the record area (both descriptor slots precede it, inside sector 0).
 pub const RECORD_START: usize = 2 * DESC_SIZE;
 const _: () = assert!(RECORD_START == crate::page::layout::VERSION_HEADS);
-/// Largest usable size the u16 offsets can address.
-pub const MAX_USABLE: usize = u16::MAX as usize;
 /// Bytes a cell costs in [`capacity`] accounting beyond its own: one offset per version.
 pub const CELL_OVERHEAD: usize = 2 * PTR_SIZE;
 
@@ -190,10 +190,6 @@ pub fn cell_cost(len: usize) -> usize {
 /// is at most `max_cell` (the same bounds [`CellArray::cell_range`] enforces).
 fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
     cell::cell_size(leaf, usable, area).filter(|&size| size <= max_cell(usable))
-}
-
-fn geometry_ok(usable: usize, len: usize) -> bool {
-    (RECORD_START..=MAX_USABLE).contains(&usable) && len >= usable
 }
 
 /// Checksum of a version: descriptor head, array, then cells in array order. `cells` are
@@ -249,31 +245,9 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// Run `f` with this thread's [`Scratch`] (a fresh one if it is already in use, so a
-/// nested call can never panic).
+/// Run `f` with this thread's [`Scratch`] (see [`with_local`]).
 fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
-    SCRATCH.with(|s| match s.try_borrow_mut() {
-        Ok(mut s) => f(&mut s),
-        Err(_) => f(&mut Scratch::default()),
-    })
-}
-
-impl Scratch {
-    /// Clear the occupancy bitmap for a page of `usable` bytes.
-    fn clear_used(&mut self, usable: usize) {
-        self.used.clear(usable);
-    }
-
-    /// Mark bytes `[s, e)` (non-empty, `e <= usable`) as referenced; false if one of them
-    /// already was.
-    fn mark(&mut self, s: usize, e: usize) -> bool {
-        self.used.mark(s, e)
-    }
-
-    /// Maximal runs of unmarked bytes in `[start, end)`, in address order.
-    fn holes(&self, start: usize, end: usize) -> Vec<(usize, usize)> {
-        self.used.holes(start, end)
-    }
+    with_local(&SCRATCH, f)
 }
 
 /// Read-only view of one valid version of a DHL page. Mirrors [`slotted::Page`]'s
@@ -295,17 +269,7 @@ impl<'a> std::ops::Deref for View<'a> {
     }
 }
 
-/// Parse and fully validate descriptor `slot`; the error says why it is not valid.
-fn check_slot(
-    pgno: Pgno,
-    buf: &[u8],
-    usable: usize,
-    slot: usize,
-) -> std::result::Result<View<'_>, String> {
-    with_scratch(|s| check_slot_in(s, pgno, buf, usable, slot))
-}
-
-/// [`check_slot`] using `s`; on success `s.covered` holds the bytes the checksum covers
+/// [`SlotCheck::check_slot`] using `s`; on success `s.covered` holds the bytes the checksum covers
 /// and `s.used` marks the bytes the version references.
 ///
 /// One pass over the array bounds-checks and sizes each cell, detects overlaps on the
@@ -318,12 +282,6 @@ fn check_slot_in<'b>(
     usable: usize,
     slot: usize,
 ) -> std::result::Result<View<'b>, String> {
-    if !geometry_ok(usable, buf.len()) {
-        return Err(format!(
-            "page buffer of {} bytes cannot hold a DHL page of usable size {usable}",
-            buf.len()
-        ));
-    }
     let d = slot * DESC_SIZE;
     let tid = get_u64(buf, d + D_TID);
     let leaf = descriptor_kind(slot, tid, buf[d + D_TYPE])?;
@@ -342,10 +300,10 @@ fn check_slot_in<'b>(
     s.covered.clear();
     s.covered.extend_from_slice(&buf[d..d + D_CRC]);
     s.covered.extend_from_slice(&buf[array_off..array_end]);
-    s.clear_used(usable);
+    s.used.clear(usable);
     // Once something overlaps, stop gathering: the covered bytes are then no longer
     // bounded by the page size (see `overlap_reason` for the report).
-    let mut overlap = ncells > 0 && !s.mark(array_off, array_end);
+    let mut overlap = ncells > 0 && !s.used.mark(array_off, array_end);
     let max = max_cell(usable);
     for i in 0..ncells {
         let off = get_u16(buf, array_off + PTR_SIZE * i);
@@ -360,7 +318,7 @@ fn check_slot_in<'b>(
                 format!("descriptor {slot}: cell {i} at {off} is malformed or runs past the page")
             })?;
         if !overlap {
-            if s.mark(off, off + size) {
+            if s.used.mark(off, off + size) {
                 s.covered.extend_from_slice(&buf[off..off + size]);
             } else {
                 overlap = true;
@@ -427,15 +385,8 @@ fn overlap_reason(
     }
 }
 
-/// The version in descriptor `slot` (0 or 1), if it is valid. Errors: `Corrupt` saying
-/// why it is not.
-#[cfg(test)]
-pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
-    crate::page::versioned::open_slot(pgno, slot, "DHL", || check_slot(pgno, buf, usable, slot))
-}
-
 thread_local! {
-    /// The images whose versions passed [`check_slot`] (per slot), per thread; see
+    /// The images whose versions passed [`SlotCheck::check_slot`] (per slot), per thread; see
     /// [`ImageMemo`] for why an image at a remembered address is the remembered bytes.
     static MEMO: RefCell<ImageMemo<()>> = const { RefCell::new(ImageMemo::new()) };
 }
@@ -460,11 +411,11 @@ fn view_validated(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> View<'_
         tid: get_u64(buf, d + D_TID),
         txn_size: get_u32(buf, d + D_TXN_SIZE),
     };
-    debug_assert!(check_slot(pgno, buf, usable, slot).is_ok());
+    debug_assert!(Dhl::check_slot(pgno, buf, usable, slot).is_ok());
     v
 }
 
-/// [`visible`] for a shared page image: the version a reader at `max_tid` sees, with
+/// [`SlotCheck::visible`] for a shared page image: the version a reader at `max_tid` sees, with
 /// the full validation of the newest candidate done once per image instead of once per
 /// open (a cursor opens the same cached pages over and over). Same answer as `visible`:
 /// its fast path returns that candidate exactly when it validates.
@@ -475,23 +426,10 @@ pub fn visible_page(pgno: Pgno, page: &PageRef, usable: usize, max_tid: u64) -> 
         pgno,
         usable,
         max_tid,
-        geometry_ok(usable, page.len()),
+        Dhl::geometry_ok(usable, page.len()),
         |(), slot| view_validated(pgno, page, usable, slot),
-        |slot| Some(((), check_slot(pgno, page, usable, slot).ok()?)),
-        || visible(pgno, page, usable, max_tid),
-    )
-}
-
-/// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
-/// `tid <= max_tid`. Errors: `Corrupt` if there is none.
-pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
-    crate::page::versioned::pick_visible(
-        pgno,
-        buf,
-        max_tid,
-        geometry_ok(usable, buf.len()),
-        |slot| check_slot(pgno, buf, usable, slot),
-        |v: &View<'_>| v.tid,
+        |slot| Some(((), Dhl::check_slot(pgno, page, usable, slot).ok()?)),
+        || Dhl::visible(pgno, page, usable, max_tid),
     )
 }
 
@@ -540,11 +478,11 @@ impl<'a> View<'a> {
 /// Maximal runs of the record area `[RECORD_START, usable)` outside all of `ranges`
 /// (non-empty, inside the page), in address order.
 fn holes_around(s: &mut Scratch, usable: usize, ranges: &[(usize, usize)]) -> Vec<(usize, usize)> {
-    s.clear_used(usable);
+    s.used.clear(usable);
     for &(a, e) in ranges {
-        s.mark(a, e);
+        s.used.mark(a, e);
     }
-    s.holes(RECORD_START, usable)
+    s.used.holes(RECORD_START, usable)
 }
 
 /// Whether any one-cell change of version `v` (a cell of at most [`reserve_cell`] bytes)
@@ -557,17 +495,19 @@ pub fn has_reserve(v: &View<'_>) -> bool {
         .is_ok_and(|h| h.iter().any(|&(s, e)| e - s >= need))
 }
 
+#[cfg(test)]
 pub use crate::page::layout::DescInfo;
 
 /// Both descriptor slots: `None` for an INV (tid 0) slot or a buffer too small to be a
 /// DHL page, otherwise its tid and whether it is valid. A torn descriptor shows up as
 /// `valid: false` and must be ignored like an INV one.
 ///
-/// Only tree versions count as valid here: an overflow page's descriptor shows up as
-/// `valid: false`. Recovery, which must count overflow pages too, uses [`page_versions`].
+/// Only tree versions count as valid here: an overflow page's descriptor shows up as `valid:
+/// false`. Recovery, which must count overflow pages too, uses [`SlotCheck::page_versions`].
+#[cfg(test)]
 pub fn descriptors(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-    crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
-        check_slot(pgno, buf, usable, slot).is_ok()
+    crate::page::versioned::descriptor_infos(buf, Dhl::geometry_ok(usable, buf.len()), |slot| {
+        Dhl::check_slot(pgno, buf, usable, slot).is_ok()
     })
 }
 
@@ -575,40 +515,30 @@ pub fn descriptors(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 
 /// slot is also `valid` when it is a valid overflow-page descriptor (slot 0 only, exactly
 /// what [`OVERFLOW`] accepts). `None` for an INV (tid 0) slot or a buffer too small
 /// to be a DHL page of size `usable`. For tree pages the result equals [`descriptors`].
+#[cfg(test)]
 pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-    let overflow_ok = OVERFLOW.open(pgno, buf, usable).is_ok();
-    let mut d = descriptors(pgno, buf, usable);
-    if let Some(info) = d[0].as_mut() {
-        info.valid |= overflow_ok;
-    }
-    d
+    Dhl::page_versions(pgno, buf, usable)
 }
 
-/// Set `txn_size` in every valid descriptor with this `tid` (a tree version as [`visible`]
-/// accepts it, or an overflow page as [`OVERFLOW`] accepts it) and recompute its
-/// checksum so that it stays valid. Only those descriptors' `txn_size` and checksum bytes
-/// change; nothing else in `buf` does, and invalid, INV or other-tid slots are left alone.
-/// Returns whether any descriptor was stamped (false for tid 0 or a buffer too small to
-/// be a DHL page of size `usable`).
+/// Set `txn_size` in every valid descriptor with this `tid` (a tree version as
+/// [`SlotCheck::visible`] accepts it, or an overflow page as [`OVERFLOW`] accepts it) and recompute
+/// its checksum so that it stays valid. Only those descriptors' `txn_size` and checksum bytes
+/// change; nothing else in `buf` does, and invalid, INV or other-tid slots are left alone. Returns
+/// whether any descriptor was stamped (false for tid 0 or a buffer too small to be a DHL page of
+/// size `usable`).
 ///
 /// The commit path calls it (as [`restamp_as`]) on each dirty page image before writing it, once the pager
 /// knows how many pages the transaction writes (module notes, counting commit).
 #[cfg(test)]
 pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
-    restamp_as(pgno, buf, usable, tid, tid, txn_size)
+    restamp_as(pgno, buf, usable, Stamp::serial(tid, txn_size))
 }
 
-/// [`restamp`] of the versions a transaction wrote as `written` (its working tid) that
-/// commits as `tid`: the tag is rewritten too, inside the same checksum. A concurrent
+/// [`restamp`] of the versions a transaction wrote as `s.written` (its working tid) that
+/// commits as `s.tid`: the tag is rewritten too, inside the same checksum. A concurrent
 /// writer builds its versions before it knows the commit counter it will commit at.
-pub fn restamp_as(
-    pgno: Pgno,
-    buf: &mut [u8],
-    usable: usize,
-    written: u64,
-    tid: u64,
-    txn_size: u32,
-) -> bool {
+pub fn restamp_as(pgno: Pgno, buf: &mut [u8], usable: usize, s: Stamp) -> bool {
+    let (written, tid, txn_size) = (s.written, s.tid, s.txn_size);
     /// How to get a valid descriptor's new checksum.
     enum Covered {
         /// Tree version: the checksum itself, of its covered bytes with the new txn_size
@@ -618,7 +548,7 @@ pub fn restamp_as(
         Overflow(usize),
     }
 
-    if tid == 0 || written == 0 || !geometry_ok(usable, buf.len()) {
+    if tid == 0 || written == 0 || !Dhl::geometry_ok(usable, buf.len()) {
         return false;
     }
     let mut stamped = false;
@@ -655,14 +585,17 @@ pub fn restamp_as(
     stamped
 }
 
-/// A version to write: its metadata and cells in key order (stock encodings).
-#[derive(Clone, Copy, Debug)]
-pub struct Version<'c> {
-    /// Transaction writing it (not 0).
-    pub tid: u64,
-    pub txn_size: u32,
-    pub leaf: bool,
-    /// Interior: rightmost child. Ignored (stored as 0) for leaves.
-    pub right: Pgno,
-    pub cells: &'c [Vec<u8>],
+impl SlotCheck for Dhl {
+    type View<'b> = View<'b>;
+    const LABEL: &'static str = "DHL";
+    const OVERFLOW: &'static OverflowFormat = &OVERFLOW;
+    const MIN_USABLE: usize = RECORD_START;
+
+    fn validate(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Checked<View<'_>> {
+        with_scratch(|s| check_slot_in(s, pgno, buf, usable, slot))
+    }
+
+    fn tid_of(v: &View<'_>) -> u64 {
+        v.tid
+    }
 }

@@ -13,11 +13,11 @@ use super::*;
 #[cfg(test)]
 pub use crate::page::versioned::overflow_data;
 
-use crate::page::versioned::OverflowFormat;
+use crate::page::versioned::{OverflowFormat, SlotCheck};
 
 pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     layout: "DHL",
     type_at: D_TYPE,
     next_at: D_RIGHT,
-    geometry_ok,
+    geometry_ok: <super::Dhl as SlotCheck>::geometry_ok,
 };

@@ -19,7 +19,7 @@ pub fn check_slot(
     usable: usize,
     slot: usize,
 ) -> std::result::Result<View<'_>, String> {
-    if !geometry_ok(usable, buf.len()) {
+    if !Dhl::geometry_ok(usable, buf.len()) {
         return Err(format!(
             "page buffer of {} bytes cannot hold a DHL page of usable size {usable}",
             buf.len()
@@ -168,7 +168,7 @@ pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u3
         Tree((usize, usize), Vec<(usize, usize)>),
         Overflow(usize),
     }
-    if tid == 0 || !geometry_ok(usable, buf.len()) {
+    if tid == 0 || !Dhl::geometry_ok(usable, buf.len()) {
         return false;
     }
     let mut stamped = false;

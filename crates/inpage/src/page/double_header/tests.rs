@@ -13,7 +13,7 @@ use crate::page::cell::{
     interior_cell, interior_from_key_part, leaf_cell_inline, leaf_cell_overflow, CELL_HEADER,
 };
 use crate::page::slotted;
-use crate::page::strategies::{self, rec};
+use crate::page::strategies::{self, ed, rec, st};
 use proptest::prelude::*;
 use std::cmp::Ordering;
 
@@ -43,12 +43,15 @@ fn cost(cells: &[Vec<u8>]) -> usize {
 type Content = (u64, bool, Pgno, Vec<Vec<u8>>);
 
 fn content(buf: &[u8], usable: usize, slot: usize) -> Option<Content> {
-    let v = open_slot(1, buf, usable, slot).ok()?;
+    let v = Dhl::open_slot(1, buf, usable, slot).ok()?;
     Some((v.tid(), v.is_leaf(), v.right_child(), v.cells().unwrap()))
 }
 
 fn visible_cells(buf: &[u8], usable: usize, max_tid: u64) -> Vec<Vec<u8>> {
-    visible(1, buf, usable, max_tid).unwrap().cells().unwrap()
+    Dhl::visible(1, buf, usable, max_tid)
+        .unwrap()
+        .cells()
+        .unwrap()
 }
 
 /// Any well-formed cell of the given kind for `usable` (inline, overflow or interior).
@@ -120,7 +123,7 @@ fn layout_and_limits() {
     // The single cell sits at the top of the usable area; the trailer is untouched.
     assert_eq!(get_u16(&buf, 64), US - 7);
     assert!(buf[US..].iter().all(|&b| b == 0));
-    let v = visible(3, &buf, US, u64::MAX).unwrap();
+    let v = Dhl::visible(3, &buf, US, u64::MAX).unwrap();
     assert_eq!((v.slot(), v.ncells(), v.array_off()), (0, 1, RECORD_START));
     assert_eq!((v.child(0).unwrap(), v.child(1).unwrap()), (9, 77));
     assert_eq!(v.child_index(b"m", &cmp).unwrap(), 1);
@@ -128,7 +131,7 @@ fn layout_and_limits() {
     assert!(v.payload(0).is_err());
     assert!(v.cell(1).is_err());
     // Not visible to snapshots older than its tid.
-    assert!(visible(3, &buf, US, 0x0101).is_err());
+    assert!(Dhl::visible(3, &buf, US, 0x0101).is_err());
     assert_eq!(v.used(), cell_cost(7));
 }
 
@@ -142,7 +145,7 @@ fn leaf_accessors_match_slotted() {
     let buf = build(1, PS, US, None, 0, &ver(5, true, 99, &cells))
         .unwrap()
         .unwrap();
-    let v = visible(1, &buf, US, 5).unwrap();
+    let v = Dhl::visible(1, &buf, US, 5).unwrap();
     let s = slotted::build(PS, US, true, &cells, 0);
     let s = slotted::Page::open(1, &s, US).unwrap();
     assert_eq!(v.right_child(), 0, "leaves store no right child");
@@ -182,7 +185,7 @@ fn build_rejects_bad_arguments() {
     // Bad geometry gives a page nobody can read rather than a panic.
     assert!(empty_leaf(PS, 10, 1).iter().all(|&b| b == 0));
     let e = empty_leaf(PS, US, 3);
-    let v = visible(1, &e, US, 3).unwrap();
+    let v = Dhl::visible(1, &e, US, 3).unwrap();
     assert!(v.is_leaf() && v.ncells() == 0 && v.tid() == 3);
 }
 
@@ -193,7 +196,7 @@ fn emptying_a_page_whose_version_fills_the_record_area() {
     let p = build(1, 512, 508, None, 0, &ver(1, true, 0, &cells))
         .unwrap()
         .unwrap();
-    assert!(visible(1, &p, 508, 1)
+    assert!(Dhl::visible(1, &p, 508, 1)
         .unwrap()
         .free_holes()
         .unwrap()
@@ -202,7 +205,7 @@ fn emptying_a_page_whose_version_fills_the_record_area() {
         .unwrap()
         .unwrap();
     assert_eq!(visible_cells(&n, 508, 1), cells);
-    assert_eq!(visible(1, &n, 508, 2).unwrap().ncells(), 0);
+    assert_eq!(Dhl::visible(1, &n, 508, 2).unwrap().ncells(), 0);
     let one = vec![rec(9, 10)];
     assert_eq!(
         build(1, 512, 508, Some(&p), 1, &ver(2, true, 0, &one)).unwrap(),
@@ -220,7 +223,7 @@ fn structural_checks_do_not_rely_on_the_crc() {
         let mut b = good.clone();
         f(&mut b);
         recrc(&mut b, US, 0);
-        check_slot(1, &b, US, 0).err()
+        Dhl::check_slot(1, &b, US, 0).err()
     };
     assert!(tamper(&|_| {}).is_none(), "recrc alone keeps it valid");
     let second = get_u16(&good, RECORD_START + 2);
@@ -249,7 +252,7 @@ fn structural_checks_do_not_rely_on_the_crc() {
     let mut b = good.clone();
     let last = get_u16(&b, RECORD_START + 6);
     b[last + 12] ^= 1;
-    assert!(check_slot(1, &b, US, 0).unwrap_err().contains("crc"));
+    assert!(Dhl::check_slot(1, &b, US, 0).unwrap_err().contains("crc"));
 }
 
 #[test]
@@ -346,7 +349,7 @@ fn check_torn(
                     .copy_from_slice(&new[s * SECTOR..(s + 1) * SECTOR]);
             }
         }
-        let p = visible(1, &mix, usable, 2).expect("P survives every mix");
+        let p = Dhl::visible(1, &mix, usable, 2).expect("P survives every mix");
         assert_eq!(p.tid(), 2);
         assert_eq!(p.cells().unwrap(), p_cells);
         for slot in 0..2 {
@@ -361,7 +364,7 @@ fn check_torn(
         // Read as if N had committed: either N is whole, or its damage is reported
         // (never a silent fall-back). Recovery zeroes N's tid when N did not complete,
         // after which P is what a reader at 3 sees.
-        match visible(1, &mix, usable, 3) {
+        match Dhl::visible(1, &mix, usable, 3) {
             Ok(top) if top.tid() == 3 => assert_eq!(top.cells().unwrap(), n_cells),
             Ok(top) => {
                 // N's descriptor did not land (sector 0 old): P is the newest.
@@ -372,7 +375,7 @@ fn check_torn(
             Err(Error::Corrupt { .. }) => {
                 let mut rolled_back = mix.clone();
                 invalidate(&mut rolled_back, 3);
-                let p = visible(1, &rolled_back, usable, 3).expect("P after rollback");
+                let p = Dhl::visible(1, &rolled_back, usable, 3).expect("P after rollback");
                 assert_eq!(p.tid(), 2);
                 assert_eq!(p.cells().unwrap(), p_cells);
                 n_invalid += 1;
@@ -395,7 +398,7 @@ fn full(usable: usize, size: usize) -> Vec<Vec<u8>> {
 }
 
 fn offsets(buf: &[u8], tid: u64) -> Vec<usize> {
-    let v = visible(1, buf, US, tid).unwrap();
+    let v = Dhl::visible(1, buf, US, tid).unwrap();
     (0..v.ncells())
         .map(|i| v.cell_range(i).unwrap().0)
         .collect()
@@ -448,7 +451,7 @@ fn insert_writes_only_the_new_cell_and_array() {
 
 /// Bytes referenced by the version with this tid.
 fn referenced(buf: &[u8], tid: u64) -> Vec<bool> {
-    let v = visible(1, buf, US, tid).unwrap();
+    let v = Dhl::visible(1, buf, US, tid).unwrap();
     let mut m = vec![false; US];
     for (s, e) in v.ranges().unwrap() {
         m[s..e].iter_mut().for_each(|b| *b = true);
@@ -486,7 +489,7 @@ fn garbage_of_the_older_version_is_reused() {
     // Garbage N2 did not reuse is zeroed; P is gone, N1 is intact.
     assert!(p_only.iter().all(|&i| r2[i] || b2[i] == 0));
     assert_eq!(visible_cells(&b2, US, 2), n1);
-    assert!(visible(1, &b2, US, 1)
+    assert!(Dhl::visible(1, &b2, US, 1)
         .unwrap_err()
         .to_string()
         .contains("no valid"));
@@ -561,7 +564,7 @@ fn overflow_pages_round_trip_and_reject_damage() {
             assert!(OVERFLOW.open(3, &b, US).is_err(), "byte {at}");
         }
         // Not a tree version, and a tree page is not an overflow page.
-        assert!(visible(3, &p, US, u64::MAX).is_err());
+        assert!(Dhl::visible(3, &p, US, u64::MAX).is_err());
     }
     assert!(OVERFLOW.open(3, &empty_leaf(PS, US, 1), US).is_err());
     assert!(OVERFLOW.image(1, PS, US, 0, 0, b"x").is_err());
@@ -633,10 +636,10 @@ fn restamp_keeps_tree_versions_valid_with_the_new_txn_size() {
     let s = check_restamp(&n, US, 5, 3);
     let changed = diff(&n, &s);
     assert!(!changed.is_empty() && changed.iter().all(|&i| stamp_field(1, i)));
-    let v = visible(1, &s, US, 5).unwrap();
+    let v = Dhl::visible(1, &s, US, 5).unwrap();
     assert_eq!((v.slot(), v.tid(), v.txn_size()), (1, 5, 3));
     assert_eq!(v.cells().unwrap(), c2);
-    let old = visible(1, &s, US, 4).unwrap();
+    let old = Dhl::visible(1, &s, US, 4).unwrap();
     assert_eq!(
         (old.tid(), old.txn_size(), old.cells().unwrap()),
         (4, 11, c1)
@@ -662,8 +665,8 @@ fn restamp_keeps_tree_versions_valid_with_the_new_txn_size() {
     // The committed version can be stamped too; only slot 0's fields change.
     let s4 = check_restamp(&s, US, 4, 0xdead_beef);
     assert!(diff(&s, &s4).iter().all(|&i| stamp_field(0, i)));
-    assert_eq!(visible(1, &s4, US, 4).unwrap().txn_size(), 0xdead_beef);
-    assert_eq!(visible(1, &s4, US, 5).unwrap().txn_size(), 3);
+    assert_eq!(Dhl::visible(1, &s4, US, 4).unwrap().txn_size(), 0xdead_beef);
+    assert_eq!(Dhl::visible(1, &s4, US, 5).unwrap().txn_size(), 3);
 
     // Interior, fresh page (slot 0, slot 1 INV).
     let ci = vec![interior_cell(11, b"b"), interior_cell(12, b"d")];
@@ -672,7 +675,7 @@ fn restamp_keeps_tree_versions_valid_with_the_new_txn_size() {
         .unwrap();
     let si = check_restamp(&i, US, 8, u32::MAX);
     assert!(diff(&i, &si).iter().all(|&i| stamp_field(0, i)));
-    let v = visible(1, &si, US, 8).unwrap();
+    let v = Dhl::visible(1, &si, US, 8).unwrap();
     assert_eq!(
         (v.is_leaf(), v.txn_size(), v.right_child()),
         (false, u32::MAX, 13)
@@ -681,7 +684,7 @@ fn restamp_keeps_tree_versions_valid_with_the_new_txn_size() {
 
     // An empty leaf (no array, no cells).
     let e = check_restamp(&empty_leaf(PS, US, 6), US, 6, 1);
-    assert_eq!(visible(1, &e, US, 6).unwrap().txn_size(), 1);
+    assert_eq!(Dhl::visible(1, &e, US, 6).unwrap().txn_size(), 1);
 }
 
 #[test]
@@ -734,7 +737,7 @@ fn restamp_of_an_absent_or_invalid_version_changes_nothing() {
     // A damaged slot with the tid is skipped, a valid one beside it still stamped.
     let s = check_restamp(&torn, US, 4, 2);
     assert!(diff(&torn, &s).iter().all(|&i| stamp_field(0, i)));
-    assert_eq!(visible(1, &s, US, 4).unwrap().txn_size(), 2);
+    assert_eq!(Dhl::visible(1, &s, US, 4).unwrap().txn_size(), 2);
     let mut both = n.clone();
     both[..8].copy_from_slice(&5u64.to_le_bytes()); // slot 0 claims tid 5, crc now bad
     let s = check_restamp(&both, US, 5, 2);
@@ -874,7 +877,7 @@ fn walk(
     let mut img = empty_leaf(usable + 4, usable, 1);
     let (mut no_reserve, mut failed) = (0, 0);
     for t in 2..steps as u64 + 2 {
-        let p = visible(1, &img, usable, t - 1).unwrap();
+        let p = Dhl::visible(1, &img, usable, t - 1).unwrap();
         let reserve = has_reserve(&p);
         no_reserve += usize::from(!reserve);
         // Skewed towards small cells, as real rows are.
@@ -989,7 +992,7 @@ fn adversarial_fragmentation_defeats_the_reserve() {
             break;
         }
     }
-    let p = visible(1, &img, US, u64::MAX).unwrap();
+    let p = Dhl::visible(1, &img, US, u64::MAX).unwrap();
     assert!(!has_reserve(&p));
     let mut next = cells.clone();
     next.push(rec(2_000_000, 100));
@@ -1016,7 +1019,7 @@ proptest! {
         right in 1..u32::MAX,
     ) {
         let b = build(1, PS, US, None, 0, &ver(7, leaf, right, &cells)).unwrap().unwrap();
-        let v = visible(1, &b, US, 7).unwrap();
+        let v = Dhl::visible(1, &b, US, 7).unwrap();
         prop_assert_eq!(v.cells().unwrap(), cells.clone());
         prop_assert_eq!((v.tid(), v.txn_size(), v.is_leaf()), (7, 14, leaf));
         prop_assert_eq!(v.right_child(), if leaf { 0 } else { right });
@@ -1098,7 +1101,7 @@ proptest! {
         let r = reserve_cell(usable);
         let cell = if big || cell.len() > r { rec(77, r) } else { cell };
         let p = build(1, usable + 4, usable, None, 0, &ver(1, true, 0, &cells)).unwrap().unwrap();
-        prop_assert!(has_reserve(&visible(1, &p, usable, 1).unwrap()));
+        prop_assert!(has_reserve(&Dhl::visible(1, &p, usable, 1).unwrap()));
         let next = apply(&cells, kind, pos, cell);
         let n = build(1, usable + 4, usable, Some(&p), 1, &ver(2, true, 0, &next)).unwrap();
         prop_assert!(n.is_some(), "one-cell change did not fit");
@@ -1113,9 +1116,9 @@ proptest! {
         max_tid in any::<u64>(),
         usable in prop_oneof![Just(US), Just(0usize), Just(70_000), any::<usize>()],
     ) {
-        let _ = visible(1, &bytes, usable, max_tid);
+        let _ = Dhl::visible(1, &bytes, usable, max_tid);
         let _ = descriptors(1, &bytes, usable);
-        let _ = open_slot(1, &bytes, usable, 1);
+        let _ = Dhl::open_slot(1, &bytes, usable, 1);
         let mut m = bytes.clone();
         let _ = invalidate(&mut m, max_tid);
         let _ = page_versions(1, &bytes, usable);
@@ -1142,7 +1145,7 @@ proptest! {
                 }
             }
             for max_tid in [1, 2, 3, u64::MAX] {
-                if let Ok(v) = visible(1, &b, US, max_tid) {
+                if let Ok(v) = Dhl::visible(1, &b, US, max_tid) {
                     // Every accessor stays in bounds whatever the view claims.
                     for i in 0..=v.ncells() {
                         let _ = (v.cell(i), v.key(i), v.payload(i), v.child(i));
@@ -1201,7 +1204,7 @@ proptest! {
             prop_assert_eq!(visible_cells(&s, US, 2), p);
             prop_assert_eq!(visible_cells(&s, US, 3), n);
             if tid == 2 || tid == 3 {
-                prop_assert_eq!(visible(1, &s, US, tid).unwrap().txn_size(), txn_size);
+                prop_assert_eq!(Dhl::visible(1, &s, US, tid).unwrap().txn_size(), txn_size);
             }
         }
     }
@@ -1227,13 +1230,13 @@ fn check_against_reference(buf: &[u8], usable: usize, new_cells: &[Vec<u8>]) {
     let facts = |r: std::result::Result<View<'_>, String>| r.map(|v| view_facts(&v));
     for slot in 0..2 {
         assert_eq!(
-            facts(check_slot(1, buf, usable, slot)),
+            facts(Dhl::check_slot(1, buf, usable, slot)),
             facts(reference::check_slot(1, buf, usable, slot)),
             "check_slot {slot}"
         );
     }
     for max_tid in [0, 1, 2, 3, 4, u64::MAX] {
-        let got = visible(1, buf, usable, max_tid);
+        let got = Dhl::visible(1, buf, usable, max_tid);
         let want = reference::visible(1, buf, usable, max_tid);
         match (&got, &want) {
             (Ok(g), Ok(w)) => {
@@ -1339,8 +1342,8 @@ fn occupancy_bitmap_matches_sorted_ranges() {
             want.push((at, usable));
         }
         let mut s = Scratch::default();
-        s.clear_used(usable);
-        let fresh = ranges.iter().all(|&(a, e)| s.mark(a, e));
+        s.used.clear(usable);
+        let fresh = ranges.iter().all(|&(a, e)| s.used.mark(a, e));
         assert_eq!(fresh, !overlap, "round {round}: {ranges:?}");
         assert_eq!(holes_around(&mut s, usable, &ranges), want, "round {round}");
     }
@@ -1414,7 +1417,7 @@ proptest! {
         minus_array in any::<bool>(),
     ) {
         if let Some((_, new, _, n)) = history(US, true, &v1, &ops) {
-            let holes = visible(1, &new, US, 3).unwrap().free_holes().unwrap();
+            let holes = Dhl::visible(1, &new, US, 3).unwrap().free_holes().unwrap();
             prop_assume!(!holes.is_empty());
             let (s, e) = holes[pick.index(holes.len())];
             let array = if minus_array { PTR_SIZE * (n.len() + 1) } else { 0 };
@@ -1487,7 +1490,7 @@ fn restamp_as_retags_a_working_version_for_its_commit_tid() {
         .unwrap()
         .unwrap();
     let mut s = w.clone();
-    assert!(restamp_as(1, &mut s, US, 9, 5, 2));
+    assert!(restamp_as(1, &mut s, US, st(9, 5, 2)));
     // Only the new version's descriptor changed: its tag, txn_size and checksum.
     for i in diff(&w, &s) {
         assert!(
@@ -1495,14 +1498,14 @@ fn restamp_as_retags_a_working_version_for_its_commit_tid() {
             "byte {i} changed outside the re-tagged descriptor"
         );
     }
-    let v = visible(1, &s, US, 5).unwrap();
+    let v = Dhl::visible(1, &s, US, 5).unwrap();
     assert_eq!((v.slot(), v.tid(), v.txn_size()), (1, 5, 2));
     assert_eq!(v.cells().unwrap(), c2);
     // Snapshots before the commit still see the committed version; the working tag is
     // gone, so a second re-tag from it finds nothing.
-    assert_eq!(visible(1, &s, US, 4).unwrap().cells().unwrap(), c1);
-    assert_eq!(visible(1, &s, US, 100).unwrap().tid(), 5);
-    assert!(!restamp_as(1, &mut s.clone(), US, 9, 6, 2));
+    assert_eq!(Dhl::visible(1, &s, US, 4).unwrap().cells().unwrap(), c1);
+    assert_eq!(Dhl::visible(1, &s, US, 100).unwrap().tid(), 5);
+    assert!(!restamp_as(1, &mut s.clone(), US, st(9, 6, 2)));
     // The result is the image a serial writer committing as 5 would have built.
     let serial = build(1, PS, US, Some(&p), 4, &ver0(5, true, 0, &c2))
         .unwrap()
@@ -1515,7 +1518,7 @@ fn restamp_as_retags_a_working_version_for_its_commit_tid() {
         .image(1, PS, US, 9, 0, b"chunk of a value")
         .unwrap();
     let mut o2 = o.clone();
-    assert!(restamp_as(1, &mut o2, US, 9, 5, 2));
+    assert!(restamp_as(1, &mut o2, US, st(9, 5, 2)));
     let r = OVERFLOW.open(1, &o2, US).unwrap();
     assert_eq!((r.tid, r.data), (5, &b"chunk of a value"[..]));
 }
@@ -1593,7 +1596,7 @@ proptest! {
             if insert {
                 want.insert(i, c.clone());
             }
-            match edit(1, &img, US, 4, i, remove, insert.then_some(&c[..])).unwrap() {
+            match edit(1, &img, US, ed(4, i, remove, insert.then_some(&c[..]))).unwrap() {
                 Some((new, used)) => {
                     check_edit(committed.as_deref(), &new, &want);
                     prop_assert_eq!(used, cost(&want));
@@ -1633,7 +1636,7 @@ fn edits_decline_other_versions_and_refuse_bad_indexes() {
     let committed = build(1, PS, US, None, 0, &ver(3, true, 0, &cells))
         .unwrap()
         .unwrap();
-    assert!(edit(1, &committed, US, 4, 0, false, Some(&rec(0, 20)))
+    assert!(edit(1, &committed, US, ed(4, 0, false, Some(&rec(0, 20))))
         .unwrap()
         .is_none());
     let interior: Vec<Vec<u8>> = cells
@@ -1643,15 +1646,15 @@ fn edits_decline_other_versions_and_refuse_bad_indexes() {
     let own = build(1, PS, US, None, 0, &ver(4, false, 5, &interior))
         .unwrap()
         .unwrap();
-    assert!(edit(1, &own, US, 4, 0, true, None).unwrap().is_none());
+    assert!(edit(1, &own, US, ed(4, 0, true, None)).unwrap().is_none());
     let own = build(1, PS, US, Some(&committed), 3, &ver(4, true, 0, &cells))
         .unwrap()
         .unwrap();
     assert!(matches!(
-        edit(1, &own, US, 4, 2, true, None),
+        edit(1, &own, US, ed(4, 2, true, None)),
         Err(Error::InvalidArgument(_))
     ));
-    let (new, used) = edit(1, &own, US, 4, 2, false, Some(&rec(3, 40)))
+    let (new, used) = edit(1, &own, US, ed(4, 2, false, Some(&rec(3, 40))))
         .unwrap()
         .unwrap();
     assert_eq!(used, cost(&[rec(1, 20), rec(2, 30), rec(3, 40)]));

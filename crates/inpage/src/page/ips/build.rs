@@ -17,19 +17,9 @@ use std::collections::hash_map::{Entry, HashMap};
 
 use super::*;
 use crate::le::{put_u16, put_u64};
+use crate::page::layout::{Edited, LeafEdit};
 use crate::page::versioned::CellHashing;
 use crate::page::PageRef;
-
-/// A node to write: its metadata and cells in key order (stock encodings).
-#[derive(Clone, Copy, Debug)]
-pub struct Version<'c> {
-    /// Transaction writing it (not 0).
-    pub tid: u64,
-    pub leaf: bool,
-    /// Interior: rightmost child (not 0). Ignored (stored as 0) for leaves.
-    pub right: Pgno,
-    pub cells: &'c [Vec<u8>],
-}
 
 /// A version being written into `out`: its descriptor slot and fields. The image is
 /// built in the `Arc` the transaction will hold (`PageWrite::write` takes it as is), so
@@ -226,7 +216,7 @@ fn check_cell(usable: usize, leaf: bool, i: usize, c: &[u8]) -> Result<()> {
 }
 
 fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()> {
-    if !geometry_ok(usable, page_size) {
+    if !Ips::geometry_ok(usable, page_size) {
         return Err(Error::InvalidArgument(format!(
             "IPS page of size {page_size} with usable size {usable} (need 256 <= usable <= min(page size, {MAX_USABLE}))"
         )));
@@ -239,6 +229,11 @@ fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()>
     if !v.leaf && v.right == 0 {
         return Err(Error::InvalidArgument(
             "IPS interior node without a right child".into(),
+        ));
+    }
+    if v.txn_size != 0 {
+        return Err(Error::InvalidArgument(
+            "IPS version with a txn_size: versions are built unstamped, commit stamps them".into(),
         ));
     }
     for (i, c) in v.cells.iter().enumerate() {
@@ -262,13 +257,13 @@ fn protected_version(
     if let Some((v, o)) = memo_view(pgno, base, usable, first) {
         return Some((v, Some(o)));
     }
-    check_slot(pgno, base, usable, first)
+    Ips::check_slot(pgno, base, usable, first)
         .ok()
         .or_else(|| {
             let other = 1 - first;
             let tid = get_u64(base, other * DESC_SIZE + D_TID);
             (tid != 0 && ok(tid))
-                .then(|| check_slot(pgno, base, usable, other).ok())
+                .then(|| Ips::check_slot(pgno, base, usable, other).ok())
                 .flatten()
         })
         .map(|v| (v, None))
@@ -428,10 +423,9 @@ pub fn build(
     Ok(Some(d.seal_for(pgno, new_order, used)))
 }
 
-/// In-place edit of the leaf a writer of transaction `tid` sees in `page`: remove cell
-/// `i` (logical, key order) if `remove`, then insert `insert` as cell `i`. The new image
-/// and the capacity its cells use, or None if it does not fit (slots, records or
-/// capacity): the tree then rebuilds the node, which gives the same cells.
+/// In-place edit `e` of the leaf a writer of transaction `e.tid` sees in `page` (cell indexes in
+/// key order). The new image and the capacity its cells use, or None if it does not fit (slots,
+/// records or capacity): the tree then rebuilds the node, which gives the same cells.
 ///
 /// If the visible version is this transaction's own, it is extended in place (same
 /// descriptor slot); otherwise a new version is made next to it as [`build`] does. Only a
@@ -439,15 +433,8 @@ pub fn build(
 ///
 /// Errors: `Corrupt` if no version is visible; `InvalidArgument` for an index out of
 /// range or a malformed cell.
-pub fn edit(
-    pgno: Pgno,
-    page: &[u8],
-    usable: usize,
-    tid: u64,
-    i: usize,
-    remove: bool,
-    insert: Option<&[u8]>,
-) -> Result<Option<(PageRef, usize)>> {
+pub fn edit(pgno: Pgno, page: &[u8], usable: usize, e: LeafEdit) -> Result<Edited> {
+    let (tid, i, remove, insert) = (e.tid, e.at, e.remove, e.insert);
     let (v, known) = visible_for_edit(pgno, page, usable, tid)?;
     if !v.is_leaf() {
         return Ok(None);

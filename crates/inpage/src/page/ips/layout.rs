@@ -19,9 +19,9 @@
 use crate::error::{Pgno, Result};
 use crate::page::cells::Detached;
 use crate::page::ips::{self, Version};
-use crate::page::layout::{DescInfo, Geometry};
-use crate::page::two_version::{NodeFormat, NodeVersion, TwoVersion};
-use crate::page::versioned::OverflowFormat;
+use crate::page::layout::{Edited, Geometry, LeafEdit, Stamp, TreePolicy};
+use crate::page::two_version::{Built, NodeFormat, TwoVersion};
+use crate::page::versioned::SlotCheck;
 use crate::page::PageRef;
 
 /// The IPS node format.
@@ -33,11 +33,9 @@ pub(crate) static IPS: TwoVersion<Ips> = TwoVersion(Ips);
 
 impl NodeFormat for Ips {
     const NAME: &'static str = "ips";
-    const LABEL: &'static str = "IPS";
-    const OVERFLOW: &'static OverflowFormat = &ips::OVERFLOW;
 
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached> {
-        Ok(ips::visible(pgno, buf, usable, visible_tid)?.detach())
+        Ok(Ips::visible(pgno, buf, usable, visible_tid)?.detach())
     }
 
     fn open_page(
@@ -58,54 +56,27 @@ impl NodeFormat for Ips {
         ips::cell_cost(len)
     }
 
-    fn build(
-        &self,
-        pgno: Pgno,
-        g: Geometry,
-        base: Option<&[u8]>,
-        keep: u64,
-        v: &NodeVersion<'_>,
-    ) -> Result<Option<PageRef>> {
-        let version = Version {
-            tid: v.tid,
-            leaf: v.leaf,
-            right: v.right,
-            cells: v.cells,
-        };
-        ips::build(pgno, g.page_size, g.usable, base, keep, &version)
+    fn build(&self, pgno: Pgno, g: Geometry, base: Option<&[u8]>, v: &Version) -> Result<Built> {
+        ips::build(pgno, g.page_size, g.usable, base, v.tid - 1, v)
     }
 
-    fn edit_leaf(
-        &self,
-        pgno: Pgno,
-        page: &[u8],
-        usable: usize,
-        tid: u64,
-        i: usize,
-        remove: bool,
-        insert: Option<&[u8]>,
-    ) -> Result<Option<(PageRef, usize)>> {
-        ips::edit(pgno, page, usable, tid, i, remove, insert)
+    fn edit_leaf(&self, pgno: Pgno, page: &[u8], usable: usize, e: LeafEdit) -> Result<Edited> {
+        ips::edit(pgno, page, usable, e)
     }
 
-    fn defers_merges(&self) -> bool {
+    fn tree_policy(&self) -> TreePolicy {
         // Garbage goes only when a page is copied (its new version does not fit): an
         // underfull node waits for that copy to merge, instead of costing a merge's
         // page writes on the delete that made it underfull.
-        true
+        TreePolicy {
+            defers_merges: true,
+            ..TreePolicy::default()
+        }
     }
 
-    fn restamp(
-        &self,
-        pgno: Pgno,
-        page: &mut PageRef,
-        usable: usize,
-        written: u64,
-        tid: u64,
-        txn_size: u32,
-    ) -> Result<bool> {
+    fn restamp(&self, pgno: Pgno, page: &mut PageRef, usable: usize, s: Stamp) -> Result<bool> {
         let buf = std::sync::Arc::make_mut(page);
-        let (stamped, node) = ips::restamp_node(pgno, buf, usable, written, tid, txn_size);
+        let (stamped, node) = ips::restamp_node(pgno, buf, usable, s);
         // The pager caches exactly this image: its next open (the next transaction's
         // descent) finds the node here instead of validating and replaying again.
         if let Some((slot, node)) = node {
@@ -118,12 +89,8 @@ impl NodeFormat for Ips {
         true
     }
 
-    fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-        ips::page_versions(pgno, buf, usable)
-    }
-
     fn describe_slot(&self, pgno: Pgno, page: &[u8], usable: usize, slot: usize) -> String {
-        ips::open_slot(pgno, page, usable, slot)
+        Ips::open_slot(pgno, page, usable, slot)
             .map(|w| {
                 format!(
                     ", slots {}..{} of {}, {} live, {} tombstoned, records [{}, {})",
@@ -140,7 +107,7 @@ impl NodeFormat for Ips {
     }
 
     fn describe_visible(&self, pgno: Pgno, page: &[u8], usable: usize, fcc: u64) -> Result<String> {
-        let view = ips::visible(pgno, page, usable, fcc)?;
+        let view = Ips::visible(pgno, page, usable, fcc)?;
         Ok(format!(
                 "visible: descriptor {} tid {} txn_size {} {} with {} cells, right {} ({} of {} bytes used, free gap {} bytes)",
                 view.slot(),

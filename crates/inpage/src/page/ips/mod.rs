@@ -110,12 +110,12 @@ use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u16, get_u32, get_u64, put_u32, put_u64};
 use crate::page::cell::{self, cell_child, max_cell, CELL_HEADER};
 use crate::page::cells::Detached;
-use crate::page::layout::{DescInfo, VERSION_HEADS};
+use crate::page::layout::{Stamp, VERSION_HEADS};
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
 use crate::page::versioned::{
-    descriptor_kind, fold, newest_candidate, open_remembered, recall, right_child_fits, ImageMemo,
-    D_TID, D_TXN_SIZE,
+    descriptor_kind, fold, newest_candidate, open_remembered, recall, right_child_fits, with_local,
+    Checked, ImageMemo, OverflowFormat, SlotCheck, D_TID, D_TXN_SIZE,
 };
 use crate::seam::{planted, Plant};
 
@@ -125,21 +125,20 @@ mod overflow;
 #[cfg(test)]
 mod tests;
 
-pub use build::{build, edit, Version};
+pub use build::{build, edit};
+use layout::Ips;
 pub(crate) use layout::IPS;
 #[cfg(test)]
 pub use overflow::overflow_data;
 pub(crate) use overflow::OVERFLOW;
 
-pub use crate::page::versioned::DESC_SIZE;
 #[cfg(test)]
 pub use crate::page::versioned::{descriptor_heads, invalidate};
+pub use crate::page::versioned::{Version, DESC_SIZE, MAX_USABLE};
 /// Bytes of one slot entry (off u16, pred u16).
 pub const SLOT_SIZE: usize = 4;
 /// `pred` of a slot inserted at the head of the list.
 pub const NO_PRED: usize = 0xFFFF;
-/// Largest usable size the u16 offsets can address.
-pub const MAX_USABLE: usize = u16::MAX as usize;
 
 const D_NSLOTS: usize = 12;
 const D_BASE: usize = 14;
@@ -194,10 +193,6 @@ pub fn capacity(usable: usize) -> usize {
 /// Capacity cost of a cell of `len` bytes: the record and one slot entry.
 pub fn cell_cost(len: usize) -> usize {
     len + SLOT_SIZE
-}
-
-fn geometry_ok(usable: usize, len: usize) -> bool {
-    (256..=MAX_USABLE).contains(&usable) && len >= usable
 }
 
 /// Size of the cell at the start of `area` under the stock rules, if it fits and is at
@@ -274,22 +269,9 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Run `f` with this thread's [`Scratch`] (see [`with_local`]).
 fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
-    SCRATCH.with(|s| match s.try_borrow_mut() {
-        Ok(mut s) => f(&mut s),
-        Err(_) => f(&mut Scratch::default()),
-    })
-}
-
-impl Scratch {
-    fn clear_used(&mut self, usable: usize) {
-        self.used.clear(usable);
-    }
-
-    /// Mark bytes `[s, e)` (non-empty, `e <= usable`); false if one already was.
-    fn mark(&mut self, s: usize, e: usize) -> bool {
-        self.used.mark(s, e)
-    }
+    with_local(&SCRATCH, f)
 }
 
 /// One valid version of an IPS page.
@@ -467,16 +449,6 @@ fn replay(s: &mut Scratch, v: &View<'_>, mut f: impl FnMut(usize)) {
     }
 }
 
-/// Parse and fully validate descriptor `slot`; the error says why it is not valid.
-fn check_slot(
-    pgno: Pgno,
-    buf: &[u8],
-    usable: usize,
-    slot: usize,
-) -> std::result::Result<View<'_>, String> {
-    with_scratch(|s| check_slot_in(s, pgno, buf, usable, slot))
-}
-
 fn check_slot_in<'b>(
     s: &mut Scratch,
     pgno: Pgno,
@@ -484,12 +456,6 @@ fn check_slot_in<'b>(
     usable: usize,
     slot: usize,
 ) -> std::result::Result<View<'b>, String> {
-    if !geometry_ok(usable, buf.len()) {
-        return Err(format!(
-            "page buffer of {} bytes cannot hold an IPS page of usable size {usable}",
-            buf.len()
-        ));
-    }
     let h = Head::read(buf, slot);
     let leaf = descriptor_kind(slot, h.tid, h.typ)?;
     if h.flags != 0 {
@@ -532,7 +498,7 @@ fn check_slot_in<'b>(
             ));
         }
     }
-    s.clear_used(usable);
+    s.used.clear(usable);
     let max = max_cell(usable);
     let mut nlive = 0;
     for i in 0..h.nslots {
@@ -559,7 +525,7 @@ fn check_slot_in<'b>(
             .ok_or_else(|| {
                 format!("descriptor {slot}: slot {i} record at {off} is malformed or runs past its area")
             })?;
-        if !s.mark(off, off + size) {
+        if !s.used.mark(off, off + size) {
             return Err(format!(
                 "descriptor {slot}: slot {i} record at {off} overlaps another"
             ));
@@ -587,26 +553,6 @@ fn check_slot_in<'b>(
     })
 }
 
-/// The version in descriptor `slot`, if valid. Errors: `Corrupt` saying why not.
-pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
-    crate::page::versioned::open_slot(pgno, slot, "IPS", || check_slot(pgno, buf, usable, slot))
-}
-
-/// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
-/// `tid <= max_tid`. Errors: `Corrupt` if there is none, or if a damaged version is newer
-/// than the one it would read (a damaged newest committed version is corruption, not a
-/// torn write: recovery zeroes the tid of every version that did not complete).
-pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
-    crate::page::versioned::pick_visible(
-        pgno,
-        buf,
-        max_tid,
-        geometry_ok(usable, buf.len()),
-        |slot| check_slot(pgno, buf, usable, slot),
-        |v: &View<'_>| v.tid(),
-    )
-}
-
 // ---- The per-image memo of opened nodes ----------------------------------------------
 
 thread_local! {
@@ -619,7 +565,7 @@ thread_local! {
 /// validation (`page` is the whole image held by a remembered `Arc`: same address and
 /// length; the tree opened the page just before a writer builds on it).
 fn memo_view(pgno: Pgno, page: &[u8], usable: usize, slot: usize) -> Option<(View<'_>, Opened)> {
-    if !geometry_ok(usable, page.len()) {
+    if !Ips::geometry_ok(usable, page.len()) {
         return None;
     }
     let o = recall(&MEMO, page, pgno, usable, slot)?;
@@ -631,11 +577,11 @@ fn memo_view(pgno: Pgno, page: &[u8], usable: usize, slot: usize) -> Option<(Vie
         ss: slots_start(usable),
         head: Head::read(page, slot),
     };
-    debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
+    debug_assert!(Ips::check_slot(pgno, page, usable, slot).is_ok());
     Some((v, o))
 }
 
-/// [`visible`] for a writer's edit: the same answer, without validating again a version
+/// [`SlotCheck::visible`] for a writer's edit: the same answer, without validating again a version
 /// the memo knows (see [`memo_view`]), and with the node the memo kept for it.
 fn visible_for_edit(
     pgno: Pgno,
@@ -643,17 +589,17 @@ fn visible_for_edit(
     usable: usize,
     max_tid: u64,
 ) -> Result<(View<'_>, Option<Opened>)> {
-    if geometry_ok(usable, page.len()) {
+    if Ips::geometry_ok(usable, page.len()) {
         if let Some(slot) = newest_candidate(page, |tid| tid <= max_tid) {
             if let Some((v, o)) = memo_view(pgno, page, usable, slot) {
                 return Ok((v, Some(o)));
             }
         }
     }
-    Ok((visible(pgno, page, usable, max_tid)?, None))
+    Ok((Ips::visible(pgno, page, usable, max_tid)?, None))
 }
 
-/// [`visible`] of a shared image, detached: the validation and the key-ordered view are
+/// [`SlotCheck::visible`] of a shared image, detached: the validation and the key-ordered view are
 /// done once per image and version, then remembered (a cursor opens the same cached pages
 /// over and over). Same answer as `visible`: the memo only ever holds the newest candidate
 /// of a reader after it validated.
@@ -664,13 +610,13 @@ pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -
         pgno,
         usable,
         max_tid,
-        geometry_ok(usable, page.len()),
+        Ips::geometry_ok(usable, page.len()),
         |o: Opened, _| o.node,
         |slot| {
-            let o = check_slot(pgno, page, usable, slot).ok()?.opened();
+            let o = Ips::check_slot(pgno, page, usable, slot).ok()?.opened();
             Some((o.clone(), o.node))
         },
-        || Ok(visible(pgno, page, usable, max_tid)?.detach()),
+        || Ok(Ips::visible(pgno, page, usable, max_tid)?.detach()),
     )
 }
 
@@ -767,7 +713,7 @@ fn sealed_take(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Option<Ope
             None
         }
     })?;
-    if !geometry_ok(usable, buf.len()) || Head::read(buf, slot) != s.head {
+    if !Ips::geometry_ok(usable, buf.len()) || Head::read(buf, slot) != s.head {
         return None;
     }
     (version_crc(pgno, buf, usable, slot, &s.head) == s.head.crc).then_some(s.node)
@@ -775,24 +721,15 @@ fn sealed_take(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Option<Ope
 
 // ---- Recovery's views and commit-time edits ------------------------------------------
 
-/// Both slots with their validity, a slot-0 overflow page counting as valid. None for a
-/// tid-0 slot or a buffer that cannot be an IPS page of `usable` bytes.
-pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-    crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
-        check_slot(pgno, buf, usable, slot).is_ok()
-            || (slot == 0 && OVERFLOW.open(pgno, buf, usable).is_ok())
-    })
-}
-
 /// Set `txn_size` in every valid descriptor with this `tid` (tree version or overflow
 /// page) and recompute its crc; only those fields change. Whether any was stamped.
 #[cfg(test)]
 pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
-    restamp_node(pgno, buf, usable, tid, tid, txn_size).0
+    restamp_node(pgno, buf, usable, Stamp::serial(tid, txn_size)).0
 }
 
-/// [`restamp`] of the versions a transaction wrote as `written` (its working tid) and
-/// commits as `tid` (the tag is rewritten too; equal for a serial writer), also answering
+/// [`restamp`] of the versions a transaction wrote as `s.written` (its working tid) and
+/// commits as `s.tid` (the tag is rewritten too; equal for a serial writer), also answering
 /// the stamped tree version's slot and node (its key-ordered view, as [`visible_node`]
 /// would build it for page `pgno`). Only the tag, `txn_size` and the crc change, none of
 /// which the node depends on, so the commit can remember the node for the image it
@@ -802,11 +739,10 @@ pub(crate) fn restamp_node(
     pgno: Pgno,
     buf: &mut [u8],
     usable: usize,
-    written: u64,
-    tid: u64,
-    txn_size: u32,
+    s: Stamp,
 ) -> (bool, Option<(usize, Opened)>) {
-    if tid == 0 || written == 0 || !geometry_ok(usable, buf.len()) {
+    let (written, tid, txn_size) = (s.written, s.tid, s.txn_size);
+    if tid == 0 || written == 0 || !Ips::geometry_ok(usable, buf.len()) {
         return (false, None);
     }
     let mut stamped = false;
@@ -817,12 +753,12 @@ pub(crate) fn restamp_node(
             continue;
         }
         let known = sealed_take(pgno, buf, usable, slot).map(|o| {
-            debug_assert!(check_slot(pgno, buf, usable, slot)
+            debug_assert!(Ips::check_slot(pgno, buf, usable, slot)
                 .is_ok_and(|v| { v.opened().order == o.order && v.used() == o.used }));
             (Head::read(buf, slot), o)
         });
         let known = known.or_else(|| {
-            let v = check_slot(pgno, buf, usable, slot).ok()?;
+            let v = Ips::check_slot(pgno, buf, usable, slot).ok()?;
             Some((v.head, v.opened()))
         });
         if let Some((mut h, o)) = known {
@@ -850,6 +786,21 @@ pub(crate) fn restamp_node(
 /// Remember `node` (descriptor `slot`, validated) as what opening `page` gives, as
 /// [`visible_node`] does after it validated.
 pub(crate) fn remember(page: &Arc<[u8]>, pgno: Pgno, usable: usize, slot: usize, node: &Opened) {
-    debug_assert!(check_slot(pgno, page, usable, slot).is_ok());
+    debug_assert!(Ips::check_slot(pgno, page, usable, slot).is_ok());
     crate::page::versioned::remember(&MEMO, page, (pgno, usable, slot), node.clone());
+}
+
+impl SlotCheck for Ips {
+    type View<'b> = View<'b>;
+    const LABEL: &'static str = "IPS";
+    const OVERFLOW: &'static OverflowFormat = &OVERFLOW;
+    const MIN_USABLE: usize = 256;
+
+    fn validate(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Checked<View<'_>> {
+        with_scratch(|s| check_slot_in(s, pgno, buf, usable, slot))
+    }
+
+    fn tid_of(v: &View<'_>) -> u64 {
+        v.tid()
+    }
 }

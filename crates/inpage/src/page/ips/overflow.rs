@@ -29,5 +29,5 @@ pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     layout: "IPS",
     type_at: D_TYPE,
     next_at: D_RIGHT,
-    geometry_ok,
+    geometry_ok: <super::Ips as SlotCheck>::geometry_ok,
 };

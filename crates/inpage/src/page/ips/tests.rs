@@ -8,7 +8,8 @@
 use super::*;
 use crate::page::cell::{interior_cell, leaf_cell_inline, CELL_HEADER};
 use crate::page::cells::CellArray;
-use crate::page::strategies::{self, rec, SIZES};
+use crate::page::layout::DescInfo;
+use crate::page::strategies::{self, ed, rec, st, SIZES};
 use crate::page::{PageRef, PAGE_TRAILER};
 use crate::seam::{plant, Plant};
 use proptest::prelude::*;
@@ -37,7 +38,7 @@ fn edit(
     remove: bool,
     insert: Option<&[u8]>,
 ) -> Result<Option<(Vec<u8>, usize)>> {
-    super::edit(pgno, page, usable, tid, i, remove, insert)
+    super::edit(pgno, page, usable, ed(tid, i, remove, insert))
         .map(|r| r.map(|(img, used)| (img.to_vec(), used)))
 }
 
@@ -48,6 +49,7 @@ const SECTOR: usize = 512;
 fn ver(tid: u64, leaf: bool, right: Pgno, cells: &[Vec<u8>]) -> Version<'_> {
     Version {
         tid,
+        txn_size: 0,
         leaf,
         right,
         cells,
@@ -61,7 +63,7 @@ fn cost(cells: &[Vec<u8>]) -> usize {
 /// Cells a reader at `max_tid` sees, read through the detached key-ordered view (what the
 /// tree reads); checked against the view's own decoding.
 fn seen(buf: &[u8], usable: usize, max_tid: u64) -> Result<Vec<Vec<u8>>> {
-    let v = visible(1, buf, usable, max_tid)?;
+    let v = Ips::visible(1, buf, usable, max_tid)?;
     let d = v.detach();
     let a: CellArray<'_> = d.attach(buf);
     let cells = a.cells()?;
@@ -202,6 +204,12 @@ fn build_rejects_bad_arguments() {
     let mut bad = rec(1, 20);
     bad.push(0);
     assert!(build(1, PS, US, None, 0, &ver(1, true, 0, &[bad])).is_err());
+    // A stamped version: commit stamps IPS versions, the builder refuses to.
+    let stamped = Version {
+        txn_size: 3,
+        ..ver(1, true, 0, &c)
+    };
+    assert!(build(1, PS, US, None, 0, &stamped).is_err());
     // Older than the protected version.
     let b = build(1, PS, US, None, 0, &ver(5, true, 0, &c))
         .unwrap()
@@ -220,7 +228,7 @@ fn order_comes_from_pred_links_not_from_addresses() {
     let b2 = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v_cells))
         .unwrap()
         .unwrap();
-    let v = visible(1, &b2, US, 2).unwrap();
+    let v = Ips::visible(1, &b2, US, 2).unwrap();
     assert_eq!(
         (v.slot(), v.base_nslots(), v.nslots(), v.nlive()),
         (1, 3, 6, 4)
@@ -253,7 +261,7 @@ fn edit_appends_one_slot_and_extends_its_own_version_in_place() {
     let mut model = p_cells.clone();
     model.insert(5, rec(9, 25));
     assert_eq!(used, cost(&model));
-    let v = visible(1, &b2, US, 2).unwrap();
+    let v = Ips::visible(1, &b2, US, 2).unwrap();
     assert_eq!((v.slot(), v.nslots(), v.base_nslots()), (1, 21, 20));
     assert_eq!(seen(&b2, US, 2).unwrap(), model);
     // Second edit: replace cell 0, same slot, in place.
@@ -261,7 +269,7 @@ fn edit_appends_one_slot_and_extends_its_own_version_in_place() {
         .unwrap()
         .unwrap();
     model[0] = rec(0, 50);
-    let v = visible(1, &b3, US, 2).unwrap();
+    let v = Ips::visible(1, &b3, US, 2).unwrap();
     assert_eq!(
         (v.slot(), v.nslots(), v.base_nslots(), v.nlive()),
         (1, 22, 20, 21)
@@ -297,12 +305,12 @@ fn an_empty_version_inherits_nothing_and_the_next_one_is_compact() {
     img = build(1, PS, US, Some(&img), 1, &ver(2, true, 0, &cells))
         .unwrap()
         .unwrap();
-    let p = visible(1, &img, US, 2).unwrap();
+    let p = Ips::visible(1, &img, US, 2).unwrap();
     assert_eq!(p.nslots(), 30);
     let b2 = build(1, PS, US, Some(&img), 2, &ver(3, false, 77, &[]))
         .unwrap()
         .unwrap();
-    let e = visible(1, &b2, US, 3).unwrap();
+    let e = Ips::visible(1, &b2, US, 3).unwrap();
     assert_eq!(
         (e.nslots(), e.base_nslots(), e.rec_lo(), e.rec_hi()),
         (0, 0, US, US)
@@ -313,7 +321,7 @@ fn an_empty_version_inherits_nothing_and_the_next_one_is_compact() {
     let b3 = build(1, PS, US, Some(&b2), 3, &ver(4, true, 0, &cells))
         .unwrap()
         .unwrap();
-    let w = visible(1, &b3, US, 4).unwrap();
+    let w = Ips::visible(1, &b3, US, 4).unwrap();
     assert_eq!((w.base_nslots(), w.nslots(), w.rec_hi()), (0, 30, US));
     assert_eq!(w.rec_lo(), US - 30 * 60);
     assert_eq!(seen(&b3, US, 4).unwrap(), cells);
@@ -471,7 +479,7 @@ fn check_torn(
             return Err(format!("mask {mask:#x}: P shows other cells"));
         }
         match seen(&mix, usable, 3) {
-            Ok(top) if visible(1, &mix, usable, 3).unwrap().tid() == 3 => {
+            Ok(top) if Ips::visible(1, &mix, usable, 3).unwrap().tid() == 3 => {
                 if top != n_cells {
                     return Err(format!("mask {mask:#x}: N valid with other cells"));
                 }
@@ -530,7 +538,7 @@ fn undetected_flips(buf: &[u8], slot: usize, ranges: &[(usize, usize)]) -> usize
             for x in [0x01, 0x03, 0x0C, 0x5A, 0x80] {
                 let mut b = buf.to_vec();
                 b[i] ^= x;
-                if check_slot(1, &b, US, slot).is_ok() {
+                if Ips::check_slot(1, &b, US, slot).is_ok() {
                     missed += 1;
                 }
             }
@@ -560,7 +568,7 @@ fn versioned_page() -> (Vec<u8>, Vec<Vec<u8>>, Vec<Vec<u8>>) {
 fn every_covered_byte_is_checked_and_free_bytes_are_not_read() {
     let (b, p, v) = versioned_page();
     assert_eq!(seen(&b, US, 2).unwrap(), v);
-    let view = visible(1, &b, US, 2).unwrap();
+    let view = Ips::visible(1, &b, US, 2).unwrap();
     assert_eq!(undetected_flips(&b, 1, &covered_ranges(&view)), 0);
     // The free gap and the trailer are nobody's: flipping them changes no view.
     for i in (view.slots_end()..view.rec_lo()).chain(US..PS) {
@@ -578,7 +586,7 @@ fn planted_crc_bugs_are_caught() {
     // earlier slot reorders the node; two tombstone bits swapped keep nlive), so the
     // corruption check must report missed flips under the bug and none without it.
     let (b, p, v) = versioned_page();
-    let view = visible(1, &b, US, 2).unwrap();
+    let view = Ips::visible(1, &b, US, 2).unwrap();
     assert_eq!(undetected_flips(&b, 1, &covered_ranges(&view)), 0);
     for bug in [Plant::IpsCrcSkipsSlots, Plant::IpsCrcSkipsTombstones] {
         plant(bug, true);
@@ -588,7 +596,7 @@ fn planted_crc_bugs_are_caught() {
         let b2 = build(1, PS, US, Some(&b1), 1, &ver(2, true, 0, &v))
             .unwrap()
             .unwrap();
-        let view = visible(1, &b2, US, 2).unwrap();
+        let view = Ips::visible(1, &b2, US, 2).unwrap();
         let missed = undetected_flips(&b2, 1, &covered_ranges(&view));
         plant(bug, false);
         assert!(
@@ -609,7 +617,7 @@ fn restamp_sets_txn_size_and_nothing_else() {
         .iter()
         .all(|&i| (d + D_TXN_SIZE..d + D_TXN_SIZE + 4).contains(&i)
             || (d + D_CRC..d + D_CRC + 4).contains(&i)));
-    let w = visible(1, &s, US, 2).unwrap();
+    let w = Ips::visible(1, &s, US, 2).unwrap();
     assert_eq!((w.tid(), w.txn_size()), (2, 9));
     assert_eq!(seen(&s, US, 2).unwrap(), v);
     // The committed version is untouched; a page without a tid-5 version is refused.
@@ -625,12 +633,12 @@ fn restamp_sets_txn_size_and_nothing_else() {
         usable: US,
     };
     assert!(IPS
-        .finalize(1, PageRef::from(s.clone()), g, 5, 5, 1)
+        .finalize(1, PageRef::from(s.clone()), g, st(5, 5, 1))
         .is_err());
     let f = IPS
-        .finalize(1, PageRef::from(b.clone()), g, 2, 2, 4)
+        .finalize(1, PageRef::from(b.clone()), g, st(2, 2, 4))
         .unwrap();
-    assert_eq!(visible(1, &f, US, 2).unwrap().txn_size(), 4);
+    assert_eq!(Ips::visible(1, &f, US, 2).unwrap().txn_size(), 4);
     // Only the descriptor changes: the trailer (never checked on IPS pages) is left as
     // the transaction wrote it.
     let changed: Vec<usize> = (0..PS).filter(|&i| b[i] != f[i]).collect();
@@ -658,7 +666,7 @@ fn finalize_retags_a_working_version_for_its_commit_tid() {
         .unwrap()
         .unwrap();
     let f = IPS
-        .finalize(1, PageRef::from(w.clone()), g, 9, 2, 3)
+        .finalize(1, PageRef::from(w.clone()), g, st(9, 2, 3))
         .unwrap();
     let d = DESC_SIZE;
     for i in (0..PS).filter(|&i| w[i] != f[i]) {
@@ -669,23 +677,25 @@ fn finalize_retags_a_working_version_for_its_commit_tid() {
             "byte {i} changed outside the re-tagged descriptor"
         );
     }
-    let v = visible(1, &f, US, 2).unwrap();
+    let v = Ips::visible(1, &f, US, 2).unwrap();
     assert_eq!((v.tid(), v.txn_size()), (2, 3));
     assert_eq!(seen(&f, US, 2).unwrap(), c2);
     assert_eq!(seen(&f, US, 1).unwrap(), c1);
-    assert_eq!(visible(1, &f, US, 100).unwrap().tid(), 2);
+    assert_eq!(Ips::visible(1, &f, US, 100).unwrap().tid(), 2);
     // The same image a serial writer committing as 2 gets.
     let serial = build(1, PS, US, Some(&p), 1, &ver(2, true, 0, &c2))
         .unwrap()
         .unwrap();
-    let serial = IPS.finalize(1, PageRef::from(serial), g, 2, 2, 3).unwrap();
+    let serial = IPS
+        .finalize(1, PageRef::from(serial), g, st(2, 2, 3))
+        .unwrap();
     assert_eq!(f, serial);
     // Nothing is tagged 9 any more; overflow pages re-tag too.
-    assert!(IPS.finalize(1, f.clone(), g, 9, 3, 3).is_err());
+    assert!(IPS.finalize(1, f.clone(), g, st(9, 3, 3)).is_err());
     let o = OVERFLOW
         .image(4, PS, US, 9, 0, b"chunk of a value")
         .unwrap();
-    let o = IPS.finalize(4, PageRef::from(o), g, 9, 2, 3).unwrap();
+    let o = IPS.finalize(4, PageRef::from(o), g, st(9, 2, 3)).unwrap();
     let r = OVERFLOW.open(4, &o, US).unwrap();
     assert_eq!((r.tid, r.data), (2, &b"chunk of a value"[..]));
     // A layout that keeps tids in its cells refuses to re-tag.
@@ -700,7 +710,7 @@ fn overflow_pages_and_recovery_views() {
     let v = OVERFLOW.open(3, &o, US).unwrap();
     assert_eq!((v.tid, v.txn_size, v.next, v.data), (6, 0, 42, &data[..]));
     assert_eq!(
-        page_versions(3, &o, US),
+        Ips::page_versions(3, &o, US),
         [
             Some(DescInfo {
                 slot: 0,
@@ -712,9 +722,12 @@ fn overflow_pages_and_recovery_views() {
         ]
     );
     // Not a tree page.
-    assert!(visible(3, &o, US, 10).is_err());
+    assert!(Ips::visible(3, &o, US, 10).is_err());
     // Bound to page 3: nowhere else does it verify.
-    assert_eq!(page_versions(4, &o, US)[0].map(|d| d.valid), Some(false));
+    assert_eq!(
+        Ips::page_versions(4, &o, US)[0].map(|d| d.valid),
+        Some(false)
+    );
     assert!(OVERFLOW.open(4, &o, US).is_err());
     assert!(!restamp(4, &mut o.clone(), US, 6, 3));
     assert!(restamp(3, &mut o, US, 6, 3));
@@ -732,24 +745,30 @@ fn overflow_pages_and_recovery_views() {
 
     // Tree pages: both versions, a torn one shows as invalid; invalidate drops one.
     let (b, _, _) = versioned_page();
-    let pv = page_versions(1, &b, US);
+    let pv = Ips::page_versions(1, &b, US);
     assert_eq!(pv[0].map(|d| (d.tid, d.valid)), Some((1, true)));
     assert_eq!(pv[1].map(|d| (d.tid, d.valid)), Some((2, true)));
     let mut t = b.clone();
-    let last_rec = visible(1, &t, US, 2).unwrap().rec_lo();
+    let last_rec = Ips::visible(1, &t, US, 2).unwrap().rec_lo();
     t[last_rec] ^= 1;
-    assert_eq!(page_versions(1, &t, US)[1].map(|d| d.valid), Some(false));
-    assert_eq!(page_versions(1, &t, US)[0].map(|d| d.valid), Some(true));
+    assert_eq!(
+        Ips::page_versions(1, &t, US)[1].map(|d| d.valid),
+        Some(false)
+    );
+    assert_eq!(
+        Ips::page_versions(1, &t, US)[0].map(|d| d.valid),
+        Some(true)
+    );
     assert!(invalidate(&mut t, 2));
     assert!(!invalidate(&mut t, 2));
-    assert_eq!(page_versions(1, &t, US)[1], None);
-    assert!(page_versions(1, &b[..100], US) == [None, None]);
+    assert_eq!(Ips::page_versions(1, &t, US)[1], None);
+    assert!(Ips::page_versions(1, &b[..100], US) == [None, None]);
     // The same through the layout's PageVersions, as the counting commit calls it.
     use crate::page::layout::{PageLayout, PageVersions};
     let pv: &dyn PageVersions =
         PageLayout::versions(&IPS).expect("IPS keeps versions side by side");
     assert_eq!(pv.heads(&b), Some([(1, 0), (2, 0)]));
-    assert_eq!(pv.versions(1, &b, US), page_versions(1, &b, US));
+    assert_eq!(pv.versions(1, &b, US), Ips::page_versions(1, &b, US));
     assert_eq!(
         pv.versions(3, &o, US)[0].map(|d| (d.tid, d.valid)),
         Some((6, true))
@@ -768,7 +787,7 @@ fn memo_is_per_image_not_per_page() {
     assert_eq!(n.attach(&good).cells().unwrap(), v);
     // Same page number, damaged copy: must be validated again and refused at tid 2.
     let mut d = b.clone();
-    let lo = visible(1, &d, US, 2).unwrap().rec_lo();
+    let lo = Ips::visible(1, &d, US, 2).unwrap().rec_lo();
     d[lo + 1] ^= 0x40;
     let bad = PageRef::from(d);
     assert!(visible_node(1, &bad, US, 2).is_err());
@@ -791,11 +810,11 @@ fn memo_is_per_image_not_per_page() {
 fn sealed_matches_validated(pgno: Pgno, img: &[u8], tid: u64) -> Opened {
     assert!(sealed_holds(pgno), "the builder recorded page {pgno}");
     let mut fast = img.to_vec();
-    let (ok, fnode) = restamp_node(pgno, &mut fast, US, tid, tid, 3);
+    let (ok, fnode) = restamp_node(pgno, &mut fast, US, st(tid, tid, 3));
     assert!(ok);
     assert!(!sealed_holds(pgno), "the restamp took the record");
     let mut slow = img.to_vec();
-    let (ok, snode) = restamp_node(pgno, &mut slow, US, tid, tid, 3);
+    let (ok, snode) = restamp_node(pgno, &mut slow, US, st(tid, tid, 3));
     assert!(ok);
     assert_eq!(
         fast, slow,
@@ -809,7 +828,7 @@ fn sealed_matches_validated(pgno: Pgno, img: &[u8], tid: u64) -> Opened {
         f.node.attach(&fast).cells().unwrap(),
         s.node.attach(&slow).cells().unwrap()
     );
-    let v = visible(pgno, &slow, US, tid).unwrap();
+    let v = Ips::visible(pgno, &slow, US, tid).unwrap();
     assert_eq!(f.used, v.used());
     f
 }
@@ -838,19 +857,19 @@ fn the_commit_takes_what_the_builder_sealed_only_if_the_bytes_are_the_sealed_one
         .unwrap()
         .unwrap();
     let mut bad = e.clone();
-    let lo = visible(7, &e, US, 2).unwrap().rec_lo();
+    let lo = Ips::visible(7, &e, US, 2).unwrap().rec_lo();
     bad[lo + 12] ^= 1;
-    let (ok, node) = restamp_node(7, &mut bad, US, 2, 2, 3);
+    let (ok, node) = restamp_node(7, &mut bad, US, st(2, 2, 3));
     assert!(!ok && node.is_none());
     // A record for another page, or for the other descriptor slot, is not taken either.
     let (e, _) = edit(7, &b1, US, 2, 0, true, None).unwrap().unwrap();
     let mut other = e.clone();
-    let (ok, node) = restamp_node(8, &mut other, US, 2, 2, 3);
+    let (ok, node) = restamp_node(8, &mut other, US, st(2, 2, 3));
     // Nor is the image: its checksum is bound to page 7, so as page 8 it does not
     // validate, and nothing is stamped.
     assert!(!ok && node.is_none() && sealed_holds(7));
     assert_eq!(other, e);
-    let (ok, node) = restamp_node(7, &mut other, US, 2, 2, 3);
+    let (ok, node) = restamp_node(7, &mut other, US, st(2, 2, 3));
     assert!(ok && !sealed_holds(7));
     assert_eq!(node.unwrap().1.order.len(), 19);
 }
@@ -906,11 +925,11 @@ proptest! {
     ) {
         let b = build(1, PS, US, None, 0, &ver(7, leaf, right, &cells)).unwrap().unwrap();
         prop_assert_eq!(seen(&b, US, 7).unwrap(), cells.clone());
-        let v = visible(1, &b, US, 7).unwrap();
+        let v = Ips::visible(1, &b, US, 7).unwrap();
         prop_assert_eq!((v.tid(), v.txn_size(), v.is_leaf(), v.slot()), (7, 0, leaf, 0));
         prop_assert_eq!(v.right_child(), if leaf { 0 } else { right });
         prop_assert_eq!(v.used(), cost(&cells));
-        prop_assert!(visible(1, &b, US, 6).is_err());
+        prop_assert!(Ips::visible(1, &b, US, 6).is_err());
         let page = PageRef::from(b.clone());
         let n = visible_node(1, &page, US, 7).unwrap();
         prop_assert_eq!(n.attach(&page).cells().unwrap(), cells);
@@ -930,7 +949,7 @@ proptest! {
         prop_assert_eq!(seen(&b2, US, 2).unwrap(), v2.clone());
         prop_assert_eq!(seen(&b2, US, 1).unwrap(), v1.clone());
         // P's bytes are identical in both images.
-        let p = visible(1, &b1, US, 1).unwrap();
+        let p = Ips::visible(1, &b1, US, 1).unwrap();
         for (s, e) in owned_ranges(&p) {
             prop_assert_eq!(&b1[s..e], &b2[s..e]);
         }
@@ -948,7 +967,7 @@ proptest! {
         if let Some(b3) = build(1, PS, US, Some(&b2), 2, &ver(3, true, 0, &v3)).unwrap() {
             prop_assert_eq!(seen(&b3, US, 3).unwrap(), v3);
             prop_assert_eq!(seen(&b3, US, 2).unwrap(), v2);
-            prop_assert!(visible(1, &b3, US, 1).is_err());
+            prop_assert!(Ips::visible(1, &b3, US, 1).is_err());
         }
     }
 
@@ -1030,8 +1049,8 @@ proptest! {
         let on_zero = build(1, PS, US, Some(&longer), 2, &ver(3, true, 0, &v3)).unwrap();
         prop_assert_eq!(&on_copy, &on_zero);
         let zero_elsewhere = |img: &[u8]| -> std::result::Result<(), TestCaseError> {
-            let mut kept = owned_ranges(&visible(1, img, US, 2).unwrap());
-            kept.extend(covered_ranges(&visible(1, img, US, 3).unwrap()));
+            let mut kept = owned_ranges(&Ips::visible(1, img, US, 2).unwrap());
+            kept.extend(covered_ranges(&Ips::visible(1, img, US, 3).unwrap()));
             for (i, &byte) in img.iter().enumerate() {
                 if !kept.iter().any(|&(s, e)| (s..e).contains(&i)) {
                     prop_assert_eq!(byte, 0, "byte {} is neither P's nor the new version's", i);
@@ -1040,7 +1059,7 @@ proptest! {
             Ok(())
         };
         if let Some(b3) = on_copy {
-            prop_assert_eq!(visible(1, &b3, US, 2).unwrap().tid(), 2);
+            prop_assert_eq!(Ips::visible(1, &b3, US, 2).unwrap().tid(), 2);
             prop_assert_eq!(seen(&b3, US, 3).unwrap(), v3.clone());
             zero_elsewhere(&b3)?;
         }
@@ -1152,8 +1171,8 @@ proptest! {
     ) {
         use crate::page::layout::{Geometry, PageLayout};
         let g = Geometry { page_size: PS, usable: US };
-        let _ = visible(1, &bytes, US, tid);
-        let _ = page_versions(1, &bytes, US);
+        let _ = Ips::visible(1, &bytes, US, tid);
+        let _ = Ips::page_versions(1, &bytes, US);
         let _ = descriptor_heads(&bytes);
         let _ = OVERFLOW.open(1, &bytes, US);
         let mut b = bytes.clone();
@@ -1179,15 +1198,15 @@ proptest! {
         for (at, x) in hits {
             d[at as usize % PS] ^= x | 1;
         }
-        let _ = page_versions(1, &d, US);
+        let _ = Ips::page_versions(1, &d, US);
         let _ = edit(1, &d, US, 3, 0, true, None);
         let _ = build(1, PS, US, Some(&d), 2, &ver(3, true, 0, &v));
         let mut r = d.clone();
         let _ = restamp(1, &mut r, US, 2, 5);
         for t in 1..=2 {
-            if let Ok(w) = visible(1, &d, US, t) {
+            if let Ok(w) = Ips::visible(1, &d, US, t) {
                 let cells = w.cells();
-                let pv = visible(1, &b, US, 1).unwrap();
+                let pv = Ips::visible(1, &b, US, 1).unwrap();
                 let inherited_damage = (slots_start(US)..pv.slots_end())
                     .chain(pv.rec_lo()..US)
                     .any(|i| d[i] != b[i]);
@@ -1268,14 +1287,14 @@ fn finalize_remembers_the_node_of_the_image_it_returns() {
     };
     let (b, _, v) = versioned_page();
     let dirty = PageRef::from(b);
-    let done = IPS.finalize(1, dirty.clone(), g, 2, 2, 7).unwrap();
+    let done = IPS.finalize(1, dirty.clone(), g, st(2, 2, 7)).unwrap();
     // The commit's image is remembered with its node (no validation or replay at its
     // next open), and that node is exactly what validating it afresh gives.
     let slot = newest_candidate(&done, |t| t <= 2).unwrap();
     let kept = recall(&MEMO, &done, 1, US, slot).expect("finalize remembered the image");
     assert_eq!(kept.node.attach(&done).cells().unwrap(), v);
     let copy = done.to_vec();
-    let fresh = visible(1, &copy, US, 2).unwrap();
+    let fresh = Ips::visible(1, &copy, US, 2).unwrap();
     assert_eq!(fresh.txn_size(), 7);
     assert_eq!(fresh.detach().attach(&done).cells().unwrap(), v);
 }

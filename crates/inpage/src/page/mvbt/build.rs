@@ -17,21 +17,6 @@ use super::*;
 use crate::le::{put_u16, put_u64};
 use crate::seam::{planted, Plant};
 
-/// A node to write: its metadata and cells in key order (stock encodings).
-#[derive(Clone, Copy, Debug)]
-pub struct Version<'c> {
-    /// Transaction writing it (not 0).
-    pub tid: u64,
-    pub leaf: bool,
-    /// Interior: rightmost child (not 0). Ignored (stored as 0) for leaves.
-    pub right: Pgno,
-    pub cells: &'c [Vec<u8>],
-    /// Lazy garbage collection: the new array names only live records. Off: it also
-    /// keeps every entry of P's array that is dead, as plain MVBT keeps dead entries in
-    /// a node until a version split copies it.
-    pub lazy_gc: bool,
-}
-
 /// Where a new version's bytes may go: the page's unreferenced runs, lowest first.
 ///
 /// Why lowest first: the descriptors are in sector 0 and a commit writes one span from
@@ -81,6 +66,10 @@ fn put_record(out: &mut [u8], at: usize, start: u64, cell: &[u8]) {
 /// relocates the node to a fresh page). Errors: `InvalidArgument` for a bad geometry, tid
 /// 0, an interior node without a right child or a cell over `max_cell`; `Corrupt` if
 /// `base` has no valid version to protect.
+///
+/// `lazy_gc` (lazy garbage collection): the new array names only live records. Off, it
+/// also keeps every entry of P's array that is dead, as plain MVBT keeps dead entries in
+/// a node until a version split copies it.
 pub fn build(
     pgno: Pgno,
     page_size: usize,
@@ -88,8 +77,9 @@ pub fn build(
     base: Option<&[u8]>,
     protect_max: u64,
     v: &Version<'_>,
+    lazy_gc: bool,
 ) -> Result<Option<Vec<u8>>> {
-    if !geometry_ok(usable, page_size) || v.tid == 0 || (!v.leaf && v.right == 0) {
+    if !Mvbt::geometry_ok(usable, page_size) || v.tid == 0 || (!v.leaf && v.right == 0) {
         return Err(Error::InvalidArgument(format!(
             "MVBT node: page size {page_size}, usable {usable}, tid {}, leaf {}, right {}",
             v.tid, v.leaf, v.right
@@ -108,7 +98,7 @@ pub fn build(
     }
     let floor = AREA_START;
     let p = match base {
-        Some(b) => Some(visible(pgno, b, usable, protect_max)?),
+        Some(b) => Some(Mvbt::visible(pgno, b, usable, protect_max)?),
         None => None,
     };
     let mut out = match &p {
@@ -129,7 +119,7 @@ pub fn build(
         holes: match &p {
             None => vec![(floor, usable)],
             Some(p) if planted(Plant::MvbtWrongHoles) => {
-                match open_slot(pgno, p.buf, usable, 1 - p.slot) {
+                match Mvbt::open_slot(pgno, p.buf, usable, 1 - p.slot) {
                     Ok(o) => o.occupancy().holes(floor, usable),
                     Err(_) => p.occupancy().holes(floor, usable),
                 }
@@ -176,7 +166,7 @@ pub fn build(
         put_u64(&mut out, off, v.tid);
     }
     // An empty version keeps none: it must always fit (the tree's root pointer).
-    if let (Some(p), false, true, false) = (&p, v.lazy_gc, same_type, v.cells.is_empty()) {
+    if let (Some(p), false, true, false) = (&p, lazy_gc, same_type, v.cells.is_empty()) {
         for k in 0..p.ncells() {
             let off = p.record(k);
             if !p.live(k) || get_u64(&out, off) == v.tid {
@@ -206,7 +196,7 @@ pub fn build(
     }
     let h = Head {
         tid: v.tid,
-        txn_size: 0,
+        txn_size: v.txn_size,
         ncells: entries.len(),
         rec_lo: lo,
         typ: if v.leaf {
@@ -228,9 +218,9 @@ pub fn build(
     let crc = version_crc(pgno, &out, slot, &h, &sizes);
     put_u32(&mut out, slot * DESC_SIZE + D_CRC, crc);
     debug_assert!(
-        check_slot(pgno, &out, usable, slot).is_ok(),
+        Mvbt::check_slot(pgno, &out, usable, slot).is_ok(),
         "built version fails validation: {:?}",
-        check_slot(pgno, &out, usable, slot).err()
+        Mvbt::check_slot(pgno, &out, usable, slot).err()
     );
     Ok(Some(out))
 }

@@ -25,10 +25,10 @@
 
 use crate::error::{Pgno, Result};
 use crate::page::cells::Detached;
-use crate::page::layout::{DescInfo, Geometry};
+use crate::page::layout::{Geometry, Stamp, TreePolicy};
 use crate::page::mvbt::{self, Version};
-use crate::page::two_version::{NodeFormat, NodeVersion, TwoVersion};
-use crate::page::versioned::OverflowFormat;
+use crate::page::two_version::{Built, NodeFormat, TwoVersion};
+use crate::page::versioned::SlotCheck;
 use crate::page::PageRef;
 
 /// An MVBT layout: the format of `page::mvbt` with the switches of one mode. Every one
@@ -87,11 +87,9 @@ const LS_MVBT_FIELDS: Mvbt = Mvbt {
 
 impl NodeFormat for Mvbt {
     const NAME: &'static str = "mvbt";
-    const LABEL: &'static str = "MVBT";
-    const OVERFLOW: &'static OverflowFormat = &mvbt::OVERFLOW;
 
     fn open(&self, pgno: Pgno, buf: &[u8], usable: usize, visible_tid: u64) -> Result<Detached> {
-        Ok(mvbt::visible(pgno, buf, usable, visible_tid)?.detach())
+        Ok(Mvbt::visible(pgno, buf, usable, visible_tid)?.detach())
     }
 
     fn open_page(
@@ -112,58 +110,39 @@ impl NodeFormat for Mvbt {
         mvbt::cell_cost(len)
     }
 
-    fn build(
-        &self,
-        pgno: Pgno,
-        g: Geometry,
-        base: Option<&[u8]>,
-        keep: u64,
-        v: &NodeVersion<'_>,
-    ) -> Result<Option<PageRef>> {
-        let version = Version {
-            tid: v.tid,
-            leaf: v.leaf,
-            right: v.right,
-            cells: v.cells,
-            lazy_gc: self.lazy_gc,
-        };
-        mvbt::build(pgno, g.page_size, g.usable, base, keep, &version)
-            .map(|img| img.map(PageRef::from))
+    fn build(&self, pgno: Pgno, g: Geometry, base: Option<&[u8]>, v: &Version) -> Result<Built> {
+        mvbt::build(
+            pgno,
+            g.page_size,
+            g.usable,
+            base,
+            v.tid - 1,
+            v,
+            self.lazy_gc,
+        )
+        .map(|img| img.map(PageRef::from))
     }
 
-    fn defers_merges(&self) -> bool {
-        self.defer_merges
+    fn tree_policy(&self) -> TreePolicy {
+        TreePolicy {
+            defers_merges: self.defer_merges,
+            splits_in_place: self.lazy_split,
+        }
     }
 
-    fn splits_in_place(&self) -> bool {
-        self.lazy_split
-    }
-
-    fn restamp(
-        &self,
-        pgno: Pgno,
-        page: &mut PageRef,
-        usable: usize,
-        written: u64,
-        tid: u64,
-        txn_size: u32,
-    ) -> Result<bool> {
+    fn restamp(&self, pgno: Pgno, page: &mut PageRef, usable: usize, s: Stamp) -> Result<bool> {
         // Tids live in the cells too: a version cannot be re-tagged (`retags` is false).
-        crate::page::layout::refuse_retag(pgno, written, tid)?;
+        crate::page::layout::refuse_retag(pgno, s)?;
         let buf = std::sync::Arc::make_mut(page);
-        Ok(mvbt::restamp(pgno, buf, usable, tid, txn_size))
+        Ok(mvbt::restamp(pgno, buf, usable, s.tid, s.txn_size))
     }
 
     fn retags(&self) -> bool {
         false
     }
 
-    fn versions(&self, pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-        mvbt::page_versions(pgno, buf, usable)
-    }
-
     fn describe_slot(&self, pgno: Pgno, page: &[u8], usable: usize, slot: usize) -> String {
-        mvbt::open_slot(pgno, page, usable, slot)
+        Mvbt::open_slot(pgno, page, usable, slot)
             .map(|w| {
                 format!(
                     ", {} entries of at most {}, {} live, {} dead, array at {}",
@@ -178,7 +157,7 @@ impl NodeFormat for Mvbt {
     }
 
     fn describe_visible(&self, pgno: Pgno, page: &[u8], usable: usize, fcc: u64) -> Result<String> {
-        let view = mvbt::visible(pgno, page, usable, fcc)?;
+        let view = Mvbt::visible(pgno, page, usable, fcc)?;
         Ok(format!(
                 "visible: descriptor {} tid {} txn_size {} {} with {} cells, right {} ({} of {} bytes used, {} bytes free for the next version)",
                 view.slot(),

@@ -91,11 +91,12 @@ use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u16, get_u32, get_u64, put_u32};
 use crate::page::cell::{self, cell_child, max_cell, CELL_HEADER};
 use crate::page::cells::Detached;
-use crate::page::layout::{DescInfo, VERSION_HEADS};
+use crate::page::layout::VERSION_HEADS;
 use crate::page::occupancy::Occupancy;
 use crate::page::page_type;
 use crate::page::versioned::{
-    descriptor_kind, fold, right_child_fits, ImageMemo, OverflowFormat, D_TID, D_TXN_SIZE,
+    descriptor_kind, fold, right_child_fits, Checked, ImageMemo, OverflowFormat, SlotCheck, D_TID,
+    D_TXN_SIZE,
 };
 use crate::seam::{planted, Plant};
 
@@ -104,10 +105,11 @@ mod layout;
 #[cfg(test)]
 mod tests;
 
-pub use crate::page::versioned::DESC_SIZE;
 #[cfg(test)]
 pub use crate::page::versioned::{descriptor_heads, invalidate};
-pub use build::{build, Version};
+pub use crate::page::versioned::{Version, DESC_SIZE};
+pub use build::build;
+use layout::Mvbt;
 pub(crate) use layout::{LS_MVBT, LS_MVBT_NO_GC, LS_MVBT_NO_RESERVE, LS_MVBT_NO_SPLIT, MVBT};
 
 /// `end` of a record nobody deleted.
@@ -116,8 +118,6 @@ pub const OPEN: u64 = u64::MAX;
 pub const SPAN: usize = 16;
 /// Records are aligned to this, so no `end` field straddles a sector.
 pub const ALIGN: usize = 8;
-/// Largest usable size the u16 offsets can address.
-pub const MAX_USABLE: usize = u16::MAX as usize;
 
 const D_NCELLS: usize = 12;
 const D_REC_LO: usize = 14;
@@ -170,16 +170,12 @@ pub fn capacity(usable: usize, reserve: bool) -> usize {
         .saturating_sub(headroom(usable, reserve))
 }
 
-fn geometry_ok(usable: usize, len: usize) -> bool {
-    (256..=MAX_USABLE).contains(&usable) && len >= usable
-}
-
 /// The shared side-by-side overflow format with MVBT's descriptor field positions.
 pub(crate) static OVERFLOW: OverflowFormat = OverflowFormat {
     layout: "MVBT",
     type_at: D_TYPE,
     next_at: D_RIGHT,
-    geometry_ok,
+    geometry_ok: <Mvbt as SlotCheck>::geometry_ok,
 };
 
 /// Whether a record with this life span is live in the version with tid `d`.
@@ -392,18 +388,12 @@ impl<'a> View<'a> {
 }
 
 /// Parse and fully validate descriptor `slot`; the error says why it is not valid.
-pub(crate) fn check_slot(
+fn validate_slot(
     pgno: Pgno,
     buf: &[u8],
     usable: usize,
     slot: usize,
 ) -> std::result::Result<View<'_>, String> {
-    if !geometry_ok(usable, buf.len()) {
-        return Err(format!(
-            "page buffer of {} bytes cannot hold an MVBT page of usable size {usable}",
-            buf.len()
-        ));
-    }
     let h = Head::read(buf, slot);
     let leaf = descriptor_kind(slot, h.tid, h.typ)?;
     if h.flags != 0 || h.zero != 0 {
@@ -487,26 +477,6 @@ pub(crate) fn check_slot(
     })
 }
 
-/// The version in descriptor `slot`, if valid. Errors: `Corrupt` saying why not.
-pub fn open_slot(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Result<View<'_>> {
-    crate::page::versioned::open_slot(pgno, slot, "MVBT", || check_slot(pgno, buf, usable, slot))
-}
-
-/// The version a reader at snapshot `max_tid` sees: the valid descriptor with the largest
-/// `tid <= max_tid`. Errors: `Corrupt` if there is none, or if a damaged version is newer
-/// than the one it would read (recovery zeroes the tid of every version that did not
-/// complete, so a damaged committed version is corruption, not a torn write).
-pub fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<View<'_>> {
-    crate::page::versioned::pick_visible(
-        pgno,
-        buf,
-        max_tid,
-        geometry_ok(usable, buf.len()),
-        |slot| check_slot(pgno, buf, usable, slot),
-        |v: &View<'_>| v.tid(),
-    )
-}
-
 // ---- The per-image memo of opened nodes ----------------------------------------------
 
 thread_local! {
@@ -515,7 +485,7 @@ thread_local! {
     static MEMO: RefCell<ImageMemo<Detached>> = const { RefCell::new(ImageMemo::new()) };
 }
 
-/// [`visible`] of a shared image, detached: the validation (a checksum over every record
+/// [`SlotCheck::visible`] of a shared image, detached: the validation (a checksum over every record
 /// the version names) is done once per image and version, then remembered, since a
 /// cursor opens the same cached pages over and over. Same answer as `visible`: the memo
 /// only holds the newest candidate of a reader after it validated, and the node depends
@@ -527,31 +497,22 @@ pub fn visible_node(pgno: Pgno, page: &Arc<[u8]>, usable: usize, max_tid: u64) -
         pgno,
         usable,
         max_tid,
-        geometry_ok(usable, page.len()),
+        Mvbt::geometry_ok(usable, page.len()),
         |node: Detached, _| node,
         |slot| {
-            let node = check_slot(pgno, page, usable, slot).ok()?.detach();
+            let node = Mvbt::check_slot(pgno, page, usable, slot).ok()?.detach();
             Some((node.clone(), node))
         },
-        || Ok(visible(pgno, page, usable, max_tid)?.detach()),
+        || Ok(Mvbt::visible(pgno, page, usable, max_tid)?.detach()),
     )
 }
 
 // ---- Recovery's views and commit-time edits ------------------------------------------
 
-/// Both slots with their validity, a slot-0 overflow page counting as valid. None for a
-/// tid-0 slot or a buffer that cannot be an MVBT page of `usable` bytes.
-pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>; 2] {
-    crate::page::versioned::descriptor_infos(buf, geometry_ok(usable, buf.len()), |slot| {
-        check_slot(pgno, buf, usable, slot).is_ok()
-            || (slot == 0 && OVERFLOW.open(pgno, buf, usable).is_ok())
-    })
-}
-
 /// Set `txn_size` in every valid descriptor with this `tid` (tree version or overflow
 /// page) and recompute its crc; only those fields change. Whether any was stamped.
 pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
-    if tid == 0 || !geometry_ok(usable, buf.len()) {
+    if tid == 0 || !Mvbt::geometry_ok(usable, buf.len()) {
         return false;
     }
     let mut stamped = false;
@@ -560,7 +521,7 @@ pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u3
         if get_u64(buf, d + D_TID) != tid {
             continue;
         }
-        let known = check_slot(pgno, buf, usable, slot)
+        let known = Mvbt::check_slot(pgno, buf, usable, slot)
             .ok()
             .map(|v| (v.head, v.sizes));
         if let Some((mut h, sizes)) = known {
@@ -579,4 +540,19 @@ pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u3
         }
     }
     stamped
+}
+
+impl SlotCheck for Mvbt {
+    type View<'b> = View<'b>;
+    const LABEL: &'static str = "MVBT";
+    const OVERFLOW: &'static OverflowFormat = &OVERFLOW;
+    const MIN_USABLE: usize = 256;
+
+    fn validate(pgno: Pgno, buf: &[u8], usable: usize, slot: usize) -> Checked<View<'_>> {
+        validate_slot(pgno, buf, usable, slot)
+    }
+
+    fn tid_of(v: &View<'_>) -> u64 {
+        v.tid()
+    }
 }

@@ -17,14 +17,30 @@ const PS: usize = 4096;
 const US: usize = PS - PAGE_TRAILER;
 const SECTOR: usize = 512;
 
-fn ver(tid: u64, cells: &[Vec<u8>], lazy_gc: bool) -> Version<'_> {
-    Version {
+/// A version and the lazy-GC switch it is built with.
+struct Ver<'c>(Version<'c>, bool);
+
+fn ver(tid: u64, cells: &[Vec<u8>], lazy_gc: bool) -> Ver<'_> {
+    let v = Version {
         tid,
+        txn_size: 0,
         leaf: true,
         right: 0,
         cells,
-        lazy_gc,
-    }
+    };
+    Ver(v, lazy_gc)
+}
+
+/// [`super::build`] of `v` with its switch.
+fn build(
+    pgno: Pgno,
+    page_size: usize,
+    usable: usize,
+    base: Option<&[u8]>,
+    keep: u64,
+    v: &Ver<'_>,
+) -> Result<Option<Vec<u8>>> {
+    super::build(pgno, page_size, usable, base, keep, &v.0, v.1)
 }
 
 fn cost(cells: &[Vec<u8>]) -> usize {
@@ -34,7 +50,7 @@ fn cost(cells: &[Vec<u8>]) -> usize {
 /// Cells a reader at `max_tid` sees, through the detached key-ordered view (what the
 /// tree reads), checked against the view's own decoding.
 fn seen(buf: &[u8], usable: usize, max_tid: u64) -> Result<Vec<Vec<u8>>> {
-    let v = visible(1, buf, usable, max_tid)?;
+    let v = Mvbt::visible(1, buf, usable, max_tid)?;
     let d = v.detach();
     let cells = d.attach(buf).cells()?;
     assert_eq!(cells, v.cells(), "detached view and entry array disagree");
@@ -65,7 +81,7 @@ fn a_maximal_cell_costs_under_half_the_capacity_for_every_page_size() {
                 "page size {ps}, reserve {reserve}"
             );
         }
-        assert!(us <= MAX_USABLE);
+        assert!(us <= crate::page::versioned::MAX_USABLE);
         // An array can name every record the page can hold, with the array itself.
         assert!(max_cells(us) * (MIN_RECORD + 2) >= us - AREA_START - MIN_RECORD - 2);
     }
@@ -77,21 +93,32 @@ fn a_fresh_page_round_trips_leaf_and_interior_nodes() {
     let img = write(None, 1, &cells, true);
     assert_eq!(seen(&img, US, 1).unwrap(), cells);
     assert!(
-        visible(1, &img, US, 0).is_err(),
+        Mvbt::visible(1, &img, US, 0).is_err(),
         "nothing visible before tid 1"
     );
     let inner: Vec<Vec<u8>> = (1..9u32)
         .map(|c| interior_cell(c, &c.to_be_bytes()))
         .collect();
-    let v = Version {
-        tid: 3,
-        leaf: false,
-        right: 99,
-        cells: &inner,
-        lazy_gc: true,
-    };
+    let v = Ver(
+        Version {
+            tid: 3,
+            txn_size: 0,
+            leaf: false,
+            right: 99,
+            cells: &inner,
+        },
+        true,
+    );
     let img = build(1, PS, US, None, 2, &v).unwrap().unwrap();
-    let view = visible(1, &img, US, 3).unwrap();
+    let view = Mvbt::visible(1, &img, US, 3).unwrap();
+    assert_eq!(view.txn_size(), 0, "built unstamped");
+    // A stamped version is written as asked (what a restamp would make of it).
+    let stamped = Ver(Version { txn_size: 4, ..v.0 }, true);
+    let img4 = build(1, PS, US, None, 2, &stamped).unwrap().unwrap();
+    assert_eq!(Mvbt::visible(1, &img4, US, 3).unwrap().txn_size(), 4);
+    let mut restamped = img.clone();
+    assert!(restamp(1, &mut restamped, US, 3, 4));
+    assert_eq!(restamped[..US], img4[..US]);
     assert!(!view.is_leaf());
     assert_eq!(view.right_child(), 99);
     assert_eq!(view.cells(), inner);
@@ -121,7 +148,7 @@ fn a_node_at_capacity_fits_a_fresh_page_at_every_size() {
                 let v = ver(1, &cells, true);
                 let img = build(1, ps, us, None, 0, &v).unwrap();
                 let img = img.unwrap_or_else(|| panic!("page size {ps}: {} cells", cells.len()));
-                assert_eq!(visible(1, &img, us, 1).unwrap().cells(), cells);
+                assert_eq!(Mvbt::visible(1, &img, us, 1).unwrap().cells(), cells);
             }
         }
     }
@@ -144,7 +171,7 @@ fn a_new_version_keeps_the_old_one_and_snapshots_see_each() {
     assert_eq!(seen(&v, US, 2).unwrap(), new);
     assert_eq!(seen(&v, US, 9).unwrap(), new);
     // The deleted record carries its life span [1, 2) in the page.
-    let view = visible(1, &v, US, 1).unwrap();
+    let view = Mvbt::visible(1, &v, US, 1).unwrap();
     let k = (0..view.ncells())
         .find(|&k| view.cell(k) == &old[3][..])
         .unwrap();
@@ -190,7 +217,7 @@ fn lazy_gc_drops_dead_entries_and_plain_mvbt_keeps_them_until_a_copy() {
         for tid in 2..6u64 {
             cells.remove(0);
             img = write(Some(&img), tid, &cells, gc);
-            let view = visible(1, &img, US, tid).unwrap();
+            let view = Mvbt::visible(1, &img, US, tid).unwrap();
             assert_eq!(view.cells(), cells);
             let dead = view.ncells() - view.nlive();
             if gc {
@@ -267,13 +294,16 @@ fn a_version_that_does_not_fit_beside_the_committed_one_is_refused() {
 fn bad_arguments_and_a_page_without_a_committed_version_are_errors() {
     let cells = keys(3, 20);
     assert!(build(1, PS, US, None, 0, &ver(0, &cells, true)).is_err());
-    let interior = Version {
-        tid: 1,
-        leaf: false,
-        right: 0,
-        cells: &[],
-        lazy_gc: true,
-    };
+    let interior = Ver(
+        Version {
+            tid: 1,
+            txn_size: 0,
+            leaf: false,
+            right: 0,
+            cells: &[],
+        },
+        true,
+    );
     assert!(build(1, PS, US, None, 0, &interior).is_err());
     let big = vec![rec(1, max_cell(US) + 1)];
     assert!(build(1, PS, US, None, 0, &ver(1, &big, true)).is_err());
@@ -290,7 +320,7 @@ fn restamp_and_recovery_views() {
     let mut v = build(1, PS, US, Some(&p), 1, &ver(2, &keys(6, 20), true))
         .unwrap()
         .unwrap();
-    let vs = page_versions(1, &v, US);
+    let vs = Mvbt::page_versions(1, &v, US);
     let infos: Vec<_> = vs
         .iter()
         .flatten()
@@ -310,7 +340,7 @@ fn restamp_and_recovery_views() {
         (ov.tid, ov.txn_size, ov.next, ov.data),
         (4, 3, 9, &b"chunk"[..])
     );
-    assert!(page_versions(1, &o, US)[0].is_some_and(|d| d.valid));
+    assert!(Mvbt::page_versions(1, &o, US)[0].is_some_and(|d| d.valid));
     o[VERSION_HEADS + 2] ^= 1;
     assert!(OVERFLOW.open(1, &o, US).is_err());
 }
@@ -400,7 +430,7 @@ fn a_version_in_reused_bytes_tears_without_touching_the_committed_one() {
         plant(Plant::MvbtWrongHoles, false);
         let mut v3 = v3.unwrap().expect("fits in the freed bytes");
         assert!(restamp(1, &mut v3, US, 3, 1));
-        let p = visible(1, &v2, US, 2).unwrap();
+        let p = Mvbt::visible(1, &v2, US, 2).unwrap();
         let broken = mixes(&v2, &v3).any(|m| seen(&m, US, 2).ok() != Some(v2_cells.clone()));
         if planted {
             assert!(broken, "no mix exposed the planted overlap");
@@ -409,9 +439,9 @@ fn a_version_in_reused_bytes_tears_without_touching_the_committed_one() {
             assert_eq!(seen(&v3, US, 3).unwrap(), v3_cells);
             // New records took the bytes of records version 2 deleted.
             let named = |v: &View<'_>| (0..v.ncells()).map(|k| v.record(k)).collect::<Vec<_>>();
-            let (in1, in2) = (named(&visible(1, &v1, US, 1).unwrap()), named(&p));
+            let (in1, in2) = (named(&Mvbt::visible(1, &v1, US, 1).unwrap()), named(&p));
             let freed: Vec<usize> = in1.into_iter().filter(|o| !in2.contains(o)).collect();
-            let fresh: Vec<usize> = named(&visible(1, &v3, US, 3).unwrap())
+            let fresh: Vec<usize> = named(&Mvbt::visible(1, &v3, US, 3).unwrap())
                 .into_iter()
                 .filter(|o| !in2.contains(o))
                 .collect();
@@ -430,7 +460,7 @@ fn every_single_bit_flip_in_a_version_is_refused_or_harmless() {
     let cells = keys(12, 33);
     let p = write(None, 1, &cells, true);
     let img = write(Some(&p), 2, &cells[1..], true);
-    let view = visible(1, &img, US, 2).unwrap();
+    let view = Mvbt::visible(1, &img, US, 2).unwrap();
     let (lo, slot) = (view.rec_lo(), view.slot());
     // Bytes version 2 depends on: its descriptor, its array, its records.
     let a = view.rec_lo();
@@ -441,7 +471,7 @@ fn every_single_bit_flip_in_a_version_is_refused_or_harmless() {
         for bit in 0..8 {
             let mut m = img.clone();
             m[at] ^= 1 << bit;
-            match visible(1, &m, US, 2) {
+            match Mvbt::visible(1, &m, US, 2) {
                 Ok(v) => assert_eq!(
                     v.cells(),
                     if v.tid() == 2 {
@@ -514,8 +544,8 @@ proptest! {
         bytes in proptest::collection::vec(any::<u8>(), 0..PS + 8),
         tid in any::<u64>(),
     ) {
-        let _ = visible(1, &bytes, US, tid);
-        let _ = page_versions(1, &bytes, US);
+        let _ = Mvbt::visible(1, &bytes, US, tid);
+        let _ = Mvbt::page_versions(1, &bytes, US);
         let _ = OVERFLOW.open(1, &bytes, US);
         let mut b = bytes.clone();
         let _ = restamp(1, &mut b, US, tid, 1);
@@ -533,7 +563,7 @@ proptest! {
         for (at, b) in hits {
             m[at] = b;
         }
-        match visible(1, &m, US, 5) {
+        match Mvbt::visible(1, &m, US, 5) {
             Ok(v) => { let _ = v.detach().attach(&m).cells(); }
             Err(Error::Corrupt { .. }) => {}
             Err(e) => prop_assert!(false, "{}", e),
@@ -548,12 +578,15 @@ fn a_node_that_changes_type_carries_nothing_over() {
     let inner: Vec<Vec<u8>> = (1..6u32)
         .map(|c| interior_cell(c, &c.to_be_bytes()))
         .collect();
-    let as_interior = |tid: u64| Version {
-        tid,
-        leaf: false,
-        right: 77,
-        cells: &inner,
-        lazy_gc: false,
+    let as_interior = |tid: u64| {
+        let v = Version {
+            tid,
+            txn_size: 0,
+            leaf: false,
+            right: 77,
+            cells: &inner,
+        };
+        Ver(v, false)
     };
     let p = build(1, PS, US, None, 0, &as_interior(1)).unwrap().unwrap();
     let mut p = p;
@@ -561,7 +594,7 @@ fn a_node_that_changes_type_carries_nothing_over() {
     for gc in [true, false] {
         let leaves = keys(8, 30);
         let v = write(Some(&p), 2, &leaves, gc);
-        let view = visible(1, &v, US, 2).unwrap();
+        let view = Mvbt::visible(1, &v, US, 2).unwrap();
         assert_eq!(view.cells(), leaves);
         assert_eq!(
             view.ncells(),
@@ -573,7 +606,7 @@ fn a_node_that_changes_type_carries_nothing_over() {
             .unwrap()
             .unwrap();
         back = w;
-        assert_eq!(visible(1, &back, US, 3).unwrap().cells(), inner);
+        assert_eq!(Mvbt::visible(1, &back, US, 3).unwrap().cells(), inner);
         assert_eq!(seen(&back, US, 2).unwrap(), leaves);
     }
 }
