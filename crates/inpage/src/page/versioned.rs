@@ -395,8 +395,15 @@ pub(crate) fn page_seed(pgno: Pgno) -> u64 {
     u64::from(pgno)
 }
 
-/// Entries of an [`ImageMemo`] (direct-mapped by page number).
-const MEMO_WAYS: usize = 1024;
+/// Entries of an [`ImageMemo`] (direct-mapped by page number): enough that the pages of a
+/// database of 16 MiB (4 KiB pages) never evict each other. Fewer made random index seeks
+/// over a 13 MiB database validate most pages again on every visit (a third of a join's
+/// time; `scripts/sql_ops.sh`, row `join_indexed`).
+const MEMO_WAYS: usize = 4096;
+
+/// Entries an [`ImageMemo::put`] looks at past its own and forgets if their image is gone
+/// (see [`ImageMemo`]).
+const MEMO_SWEEP: usize = 4;
 
 /// One page image and what was remembered for each of its descriptor slots.
 struct MemoEntry<T> {
@@ -415,8 +422,15 @@ impl<T> MemoEntry<T> {
 
 /// Per descriptor slot of a page image, a `T` remembered after the slot's version was
 /// validated (DHL: nothing more; IPS: the node with its key-ordered view). Each layout
-/// keeps one per thread, so readers never contend; at most `MEMO_WAYS` page allocations
-/// are kept alive per thread after the cache lets them go.
+/// keeps one per thread, so readers never contend.
+///
+/// An entry's `Weak` keeps the image's allocation (not a use of it) alive after the cache
+/// lets the image go, which is what makes the address an identity: it cannot be reused
+/// for other bytes while the entry names it. So that these dead allocations stay few,
+/// every `put` also forgets the dead entries among the next [`MEMO_SWEEP`] ways: an image
+/// dies only when the cache loads another in its place, which is followed by a `put` for
+/// the new one, so the sweep keeps pace with the deaths and the dead stay a small part of
+/// the ways instead of accumulating (at most `MEMO_WAYS` at worst, as before the sweep).
 pub(crate) struct ImageMemo<T> {
     ways: Vec<Option<MemoEntry<T>>>,
 }
@@ -451,7 +465,14 @@ impl<T: Clone> ImageMemo<T> {
         if self.ways.is_empty() {
             self.ways.resize_with(MEMO_WAYS, || None);
         }
-        let e = &mut self.ways[pgno as usize % MEMO_WAYS];
+        let way = pgno as usize % MEMO_WAYS;
+        for k in 1..=MEMO_SWEEP {
+            let other = &mut self.ways[(way + k) % MEMO_WAYS];
+            if other.as_ref().is_some_and(|x| x.image.strong_count() == 0) {
+                *other = None;
+            }
+        }
+        let e = &mut self.ways[way];
         match e {
             Some(x) if x.is(Arc::as_ptr(page), pgno, usable) => x.slots[slot] = Some(value),
             _ => {
@@ -696,5 +717,61 @@ impl Hasher for CellHasher {
     }
     fn finish(&self) -> u64 {
         self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(byte: u8) -> Arc<[u8]> {
+        Arc::from(vec![byte; 64])
+    }
+
+    #[test]
+    fn the_memo_recalls_exactly_the_remembered_image() {
+        let mut m: ImageMemo<u32> = ImageMemo::new();
+        let a = image(1);
+        m.put(&a, 7, 64, 1, 42);
+        assert_eq!(m.get(&a, 7, 64, 1), Some(42));
+        assert_eq!(
+            m.get(&a, 7, 64, 0),
+            None,
+            "the other slot was not validated"
+        );
+        assert_eq!(m.get(&a, 8, 64, 1), None, "another page");
+        let same_bytes = image(1);
+        assert_eq!(
+            m.get(&same_bytes, 7, 64, 1),
+            None,
+            "equal bytes, other image"
+        );
+    }
+
+    #[test]
+    fn a_put_forgets_dead_images_nearby_and_keeps_live_ones() {
+        let mut m: ImageMemo<()> = ImageMemo::new();
+        let live = image(2);
+        let dead = image(3);
+        m.put(&live, 10, 64, 0, ());
+        m.put(&dead, 11, 64, 0, ());
+        drop(dead);
+        // The memo's `Weak` still holds the dead image's allocation...
+        assert!(m.ways[11].is_some());
+        // ...until a put within the sweep's reach (way 9 sweeps 10..=13) forgets it.
+        let other = image(4);
+        m.put(&other, 9, 64, 0, ());
+        assert!(m.ways[11].is_none(), "the dead entry is forgotten");
+        assert_eq!(
+            m.get(&live, 10, 64, 0),
+            Some(()),
+            "a live image stays remembered"
+        );
+        // Beyond the sweep's reach a dead entry waits for a later put.
+        let far = image(5);
+        m.put(&far, 20, 64, 0, ());
+        drop(far);
+        m.put(&other, 9, 64, 0, ());
+        assert!(m.ways[20].is_some());
     }
 }
