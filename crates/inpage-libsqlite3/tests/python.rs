@@ -374,3 +374,68 @@ print(off, on, os.path.getsize(p + "-wal"))
         v[2]
     );
 }
+
+/// `PRAGMA wal_checkpoint(TRUNCATE)` leaves an empty log file and reports no frames, as
+/// stock does; the data is all in the database and later commits log again.
+#[test]
+fn a_truncating_checkpoint_empties_the_log() {
+    if let Some(why) = pylib::no_python_sqlite3() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lib = pylib::lib_dir(dir.path());
+    let script = r#"
+import os, sqlite3, sys
+p = sys.argv[1]
+c = sqlite3.connect(p, isolation_level=None)
+assert c.execute("PRAGMA journal_mode=wal").fetchone()[0] == "wal"
+c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("CREATE TABLE t(x)")
+for i in range(40):
+    c.execute("INSERT INTO t VALUES(?)", (i,))
+before = os.path.getsize(p + "-wal")
+passive = c.execute("PRAGMA wal_checkpoint").fetchone()
+for i in range(40):
+    c.execute("INSERT INTO t VALUES(?)", (i,))
+truncated = c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+after = os.path.getsize(p + "-wal")
+c.execute("INSERT INTO t VALUES(-1)")
+again = os.path.getsize(p + "-wal")
+d = sqlite3.connect(p)
+n = d.execute("SELECT count(*) FROM t").fetchone()[0]
+print(before, passive[1], truncated[0], truncated[1], truncated[2], after, again, n)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(dir.path().join("w.db"))
+        .env("LD_LIBRARY_PATH", &lib)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Vec<i64> = stdout
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let [before, passive_log, busy, log, done, after, again, rows] = v[..] else {
+        panic!("unexpected output {stdout}");
+    };
+    assert!(before > 0, "40 commits logged nothing");
+    assert!(
+        passive_log >= 40,
+        "a plain checkpoint reports the log's frames"
+    );
+    assert_eq!(
+        (busy, log, done),
+        (0, 0, 0),
+        "TRUNCATE reports an empty log"
+    );
+    assert_eq!(after, 0, "the log's file after TRUNCATE");
+    assert!(again > 0, "the next commit logs again");
+    assert_eq!(rows, 81, "every row survives");
+}

@@ -72,7 +72,7 @@ extern void ipg_backup_free(Backup*);
 extern int ipg_backup_step(Backup*, Conn*, Conn*, int, int*, int*);
 extern int ipg_serialize(Conn*, const u8**, i64*);
 extern int ipg_deserialize(Conn*, const u8*, i64, int);
-extern int ipg_checkpoint(Conn*, int*, int*);
+extern int ipg_checkpoint(Conn*, int, int*, int*);
 extern int ipg_read_only(Conn*);
 extern int ipg_commit_group(Conn**, int, int);
 extern u32 ipg_data_version(Conn*);
@@ -371,13 +371,13 @@ SQLITE_PRIVATE int sqlite3BtreeIncrVacuum(Btree *p){ (void)p; return SQLITE_DONE
 /* The file format version bytes (18-19) of a stock file: inpage's header has none. */
 SQLITE_PRIVATE int sqlite3BtreeSetVersion(Btree *p, int v){ (void)p; (void)v; return SQLITE_OK; }
 /* PRAGMA wal_checkpoint, sqlite3_wal_checkpoint_v2: the engine's checkpoint in a mode
-** with a log (ffi/copy.rs ipg_checkpoint); pnLog/pnCkpt stay as the caller set them
-** otherwise, as SQLite leaves them for a database not in WAL mode. */
+** with a log (ffi/copy.rs ipg_checkpoint); TRUNCATE also cuts the log's file to zero
+** bytes. pnLog/pnCkpt stay as the caller set them otherwise, as SQLite leaves them for a
+** database not in WAL mode. */
 SQLITE_PRIVATE int sqlite3BtreeCheckpoint(Btree *p, int eMode, int *pnLog, int *pnCkpt){
   int nLog = -1, nCkpt = -1, rc;
-  (void)eMode;
   if( !p ) return SQLITE_OK;
-  rc = ipg_checkpoint(p->pConn, &nLog, &nCkpt);
+  rc = ipg_checkpoint(p->pConn, eMode==SQLITE_CHECKPOINT_TRUNCATE, &nLog, &nCkpt);
   if( rc==SQLITE_OK && nLog>=0 ){
     if( pnLog ) *pnLog = nLog;
     if( pnCkpt ) *pnCkpt = nCkpt;

@@ -298,6 +298,17 @@ impl Database {
         r
     }
 
+    /// [`Database::try_checkpoint`], then the log's file cut to zero bytes, as
+    /// `PRAGMA wal_checkpoint(TRUNCATE)` does (`wal` and the other modes whose log is a
+    /// file of its own; the others only checkpoint).
+    pub fn try_checkpoint_truncating(&self) -> Result<()> {
+        self.refuse_read_only("checkpoint")?;
+        let w = self.try_begin_write()?;
+        let r = self.shared.pager.checkpoint_truncating();
+        w.rollback()?;
+        r
+    }
+
     /// Close cleanly, reporting errors (WAL: final checkpoint). Fails if transactions or
     /// clones of this handle are still alive.
     pub fn close(self) -> Result<()> {

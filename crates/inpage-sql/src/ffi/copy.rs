@@ -386,8 +386,9 @@ pub unsafe extern "C" fn ipg_deserialize(
 
 /// `PRAGMA wal_checkpoint` / `sqlite3_wal_checkpoint_v2` on a database: in a mode with a
 /// log, move it into the database file (`*log`: frames in the log before, `*done`: frames
-/// moved); in other modes nothing to do (the outputs are left alone, as SQLite leaves
-/// them for a database not in WAL mode). BUSY while a write transaction is active,
+/// moved; after `truncate`, SQLite's TRUNCATE, the log's file is cut to zero bytes and
+/// both are 0); in other modes nothing to do (the outputs are left alone, as SQLite
+/// leaves them for a database not in WAL mode). BUSY while a write transaction is active,
 /// LOCKED if this connection has a transaction open.
 ///
 /// # Safety
@@ -395,6 +396,7 @@ pub unsafe extern "C" fn ipg_deserialize(
 #[no_mangle]
 pub unsafe extern "C" fn ipg_checkpoint(
     conn: *mut Conn,
+    truncate: c_int,
     log: *mut c_int,
     done: *mut c_int,
 ) -> c_int {
@@ -417,9 +419,19 @@ pub unsafe extern "C" fn ipg_checkpoint(
             return OK;
         }
         let frames = d.log_frames();
-        match d.try_checkpoint() {
+        let r = if truncate != 0 {
+            d.try_checkpoint_truncating()
+        } else {
+            d.try_checkpoint()
+        };
+        match r {
             Ok(()) => {
-                let n = c_int::try_from(frames).unwrap_or(c_int::MAX);
+                // After TRUNCATE the log holds no frame at all, as stock reports it.
+                let n = if truncate != 0 {
+                    0
+                } else {
+                    c_int::try_from(frames).unwrap_or(c_int::MAX)
+                };
                 // SAFETY: contract.
                 unsafe {
                     *log = n;

@@ -927,6 +927,13 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     fn checkpoint(&self) -> Result<()> {
         Ok(())
     }
+    /// [`Journal::checkpoint`], then cut the log's file to zero bytes (SQLite's
+    /// `SQLITE_CHECKPOINT_TRUNCATE`). A mode whose log is not a file of its own, or a
+    /// region sized once for good (`waldio`'s preallocated log, `nvlog`'s region), only
+    /// checkpoints.
+    fn checkpoint_truncating(&self) -> Result<()> {
+        self.checkpoint()
+    }
     /// Called once when the database is closed cleanly (WAL checkpoints and removes its
     /// file as SQLite does); nothing to do for a mode that keeps no state beside the file.
     fn close(&self) -> Result<()> {

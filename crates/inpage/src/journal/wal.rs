@@ -608,6 +608,23 @@ impl Journal for Wal {
         self.checkpoint_locked(&mut w)
     }
 
+    fn checkpoint_truncating(&self) -> Result<()> {
+        let mut w = self.lock_writer()?;
+        self.checkpoint_locked(&mut w)?;
+        // Every frame is in the database, synced (or there were none): a new generation
+        // whose first commit writes its header, then nothing left in the file to keep.
+        // No sync: a log of any length that survives a crash only holds frames the
+        // database already has. A preallocated log keeps its size (it is sized once, at
+        // open, so that appends never allocate).
+        self.reset(&mut w)?;
+        if self.prealloc_len > 0 {
+            return Ok(());
+        }
+        self.file
+            .set_len(0)
+            .map_err(Error::io("truncate", &self.path))
+    }
+
     fn close(&self) -> Result<()> {
         let mut w = self.lock_writer()?;
         if w.closed {
@@ -810,6 +827,30 @@ mod tests {
     }
 
     #[test]
+    fn a_truncating_checkpoint_leaves_an_empty_file_and_the_log_restarts() {
+        let vfs = mem_vfs();
+        let (j, _) = open(&vfs, no_auto());
+        let model = run(&j, &TXNS);
+        assert!(j.file.len().unwrap() > 0);
+        j.checkpoint_truncating().unwrap();
+        assert_eq!((j.log_frames(), j.file.len().unwrap()), (0, 0));
+        for (i, p) in model.pages.iter().enumerate() {
+            assert_eq!(db_page(&j.ctx.db.file, i as u32), &p[..]);
+        }
+        matches(&j, &model).unwrap();
+        // Again on the empty log (nothing to copy), then a commit logs from the start.
+        j.checkpoint_truncating().unwrap();
+        assert_eq!(j.file.len().unwrap(), 0);
+        let t = Txn::build(&model, 9, &[3], 9);
+        j.commit(&t.batch()).unwrap();
+        let model = t.apply(&model);
+        drop(j);
+        let (j, rep) = open(&vfs, no_auto());
+        assert_eq!(rep.frames_kept, 2);
+        matches(&j, &model).unwrap();
+    }
+
+    #[test]
     fn prealloc_sizes_the_file_once_and_commits_do_not_grow_it() {
         let vfs = mem_vfs();
         let cfg = JournalConfig {
@@ -829,6 +870,9 @@ mod tests {
             assert_eq!(j.file.len().unwrap(), want);
         }
         matches(&j, &model).unwrap();
+        // A truncating checkpoint keeps the preallocated size: it is sized once, at open.
+        j.checkpoint_truncating().unwrap();
+        assert_eq!((j.log_frames(), j.file.len().unwrap()), (0, want));
         j.close().unwrap();
         assert!(vfs.exists(&wpath()).unwrap());
         let (j, _) = open(&vfs, cfg);

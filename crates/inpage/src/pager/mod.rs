@@ -1177,8 +1177,18 @@ impl Pager {
 
     /// Move logged pages into the database file.
     pub fn checkpoint(&self) -> Result<()> {
+        self.checkpoint_with(|j| j.checkpoint())
+    }
+
+    /// [`Pager::checkpoint`], then the log's file cut to zero bytes
+    /// (`Journal::checkpoint_truncating`).
+    pub fn checkpoint_truncating(&self) -> Result<()> {
+        self.checkpoint_with(|j| j.checkpoint_truncating())
+    }
+
+    fn checkpoint_with(&self, f: impl FnOnce(&dyn Journal) -> Result<()>) -> Result<()> {
         self.check_usable()?;
-        let r = self.journal.checkpoint();
+        let r = f(&*self.journal);
         match &r {
             // The log keeps every page the checkpoint did not get to (`NoSpace`).
             Err(Error::NoSpace { .. }) | Ok(()) => {}
