@@ -346,22 +346,7 @@ c.execute("COMMIT")
 c.execute("PRAGMA wal_checkpoint")
 print(off, on, os.path.getsize(p + "-wal"))
 "#;
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(dir.path().join("w.db"))
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Vec<u64> = stdout
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect();
+    let v = numbers_printed_by(script, &dir.path().join("w.db"), &lib);
     assert!(
         v[0] >= 30,
         "checkpoints off: {} frames after 30 commits",
@@ -406,24 +391,9 @@ d = sqlite3.connect(p)
 n = d.execute("SELECT count(*) FROM t").fetchone()[0]
 print(before, passive[1], truncated[0], truncated[1], truncated[2], after, again, n)
 "#;
-    let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(dir.path().join("w.db"))
-        .env("LD_LIBRARY_PATH", &lib)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Vec<i64> = stdout
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect();
+    let v = numbers_printed_by(script, &dir.path().join("w.db"), &lib);
     let [before, passive_log, busy, log, done, after, again, rows] = v[..] else {
-        panic!("unexpected output {stdout}");
+        panic!("unexpected output {v:?}");
     };
     assert!(before > 0, "40 commits logged nothing");
     assert!(
@@ -438,4 +408,25 @@ print(before, passive[1], truncated[0], truncated[1], truncated[2], after, again
     assert_eq!(after, 0, "the log's file after TRUNCATE");
     assert!(again > 0, "the next commit logs again");
     assert_eq!(rows, 81, "every row survives");
+}
+
+/// Run a Python `script` on the drop-in in `lib` with the database path `db` as its
+/// argument; the integers it printed (it must succeed).
+fn numbers_printed_by(script: &str, db: &std::path::Path, lib: &std::path::Path) -> Vec<i64> {
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(db)
+        .env("LD_LIBRARY_PATH", lib)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect()
 }
