@@ -1,7 +1,9 @@
-//! What the layouts that keep two versions side by side in a page (DHL, IPS) share: the
-//! position of the two descriptor heads, reading and zeroing them, picking the newest
-//! candidate, the 32-bit fold of their xxh3 checksums, and the per-thread memo of page
-//! images whose versions were validated.
+//! What the layouts that keep two versions side by side in a page (DHL, IPS, MVBT) share:
+//! the version a writer asks for ([`Version`]), the position of the two descriptor heads,
+//! reading and zeroing them, the reading rules written once over each format's
+//! validation of a slot ([`SlotCheck`]: which version a reader sees, a slot by number,
+//! recovery's view of both slots), the 32-bit fold of their xxh3 checksums, and the
+//! per-thread memo of page images whose versions were validated.
 //!
 //! Invariants, and why they hold:
 //! - Both descriptor heads lie in `[0, VERSION_HEADS)`: slot `s` at `32·s`, tid (u64) at
@@ -97,19 +99,18 @@ pub(crate) trait SlotCheck {
     }
 
     /// The version a reader at snapshot `max_tid` sees among a page's two descriptor slots:
-    /// the valid one (`F::check_slot`) with the largest tid at most `max_tid`. Errors:
-    /// `Corrupt` if there is none, or if a damaged version is newer than the one it would
-    /// read.
+    /// the valid one ([`SlotCheck::check_slot`]) with the largest tid at most `max_tid`.
+    /// Errors: `Corrupt` if there is none, or if a damaged version is newer than the one
+    /// it would read.
     ///
-    /// `first` is
-    /// the newest candidate by raw tid ([`newest_candidate`], or None when the geometry
-    /// forbids reading it): whenever that one is valid it is the answer — the other slot
-    /// could only win or raise "damaged" with a larger tid — so it is validated first and
+    /// `first` is the newest candidate by raw tid ([`newest_candidate`], or None when the
+    /// geometry forbids reading it): whenever that one is valid it is the answer — the other
+    /// slot could only win or raise "damaged" with a larger tid — so it is validated first and
     /// the other slot is not (a second full validation); every other case takes the complete
-    /// path. A damaged version newer than the one a reader would read is corruption, not a
-    /// torn write (the newest committed version is protected by every later build, and
-    /// recovery zeroes the tid of every version newer than the FCC): falling back to the
-    /// older version would silently serve stale data, so that is an error naming it.
+    /// path. A damaged version newer than the one a reader would read is corruption, not a torn
+    /// write (the newest committed version is protected by every later build, and recovery
+    /// zeroes the tid of every version newer than the FCC): falling back to the older version
+    /// would silently serve stale data, so that is an error naming it.
     fn visible(pgno: Pgno, buf: &[u8], usable: usize, max_tid: u64) -> Result<Self::View<'_>> {
         let check = |slot| Self::check_slot(pgno, buf, usable, slot);
         let tid_of = Self::tid_of;

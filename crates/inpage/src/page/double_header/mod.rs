@@ -42,15 +42,16 @@
 //!
 //! # Counting commit: `txn_size`, [`restamp`] and [`SlotCheck::page_versions`]
 //!
-//! The tree builds versions (and [`overflow_page`]s) with `txn_size` 0, because the number of pages
-//! transaction `T` writes is only known at commit. The commit path then calls [`restamp`] on every
-//! dirty page image before writing it: it sets `txn_size` in each valid descriptor with tid `T`
-//! (tree version or overflow page) and recomputes that descriptor's checksum. It changes only those
-//! two fields of those descriptors, never a byte a protected version references, so the invariants
-//! below hold for the stamped image exactly as for the built one. Recovery scans pages with
-//! [`SlotCheck::page_versions`], which counts overflow pages' descriptors as well as tree versions
-//! ([`descriptors`] sees tree versions only), and compares the number of valid descriptors with the
-//! largest tid against their `txn_size` (docs/DHL-DESIGN.md, "Recovery").
+//! The tree builds versions (and [`overflow_page`]s) with `txn_size` 0, because the number of
+//! pages transaction `T` writes is only known at commit. The commit path then calls [`restamp`]
+//! on every dirty page image before writing it: it sets `txn_size` in each valid descriptor
+//! with tid `T` (tree version or overflow page) and recomputes that descriptor's checksum. It
+//! changes only those two fields of those descriptors, never a byte a protected version
+//! references, so the invariants below hold for the stamped image exactly as for the built one.
+//! Recovery scans pages with [`SlotCheck::page_versions`], which counts overflow pages'
+//! descriptors as well as tree versions (`descriptors`, a test helper, sees tree versions
+//! only), and compares the number of valid descriptors with the largest tid against their
+//! `txn_size` (docs/DHL-DESIGN.md, "Recovery").
 //!
 //! # Invariants kept by [`build`] and why they make torn writes harmless
 //!
@@ -113,7 +114,7 @@
 //! # Files
 //!
 //! This file holds the format, validation ([`SlotCheck::visible`], [`SlotCheck::open_slot`]),
-//! recovery's views ([`descriptors`], [`SlotCheck::page_versions`], [`descriptor_heads`]) and the
+//! recovery's views ([`SlotCheck::page_versions`], [`descriptor_heads`]) and the
 //! commit-time edits ([`restamp`], [`invalidate`]); `build.rs` places a new version next to the
 //! protected one; `edit.rs` changes one cell of a version the transaction already wrote, in place;
 //! `overflow.rs` is the overflow-page format; `reference.rs` (tests only) is the independent oracle
