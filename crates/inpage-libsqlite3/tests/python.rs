@@ -319,19 +319,7 @@ fn the_sql_operations_bench_runs_on_the_drop_in_and_on_stock() {
 /// transaction's log is cut back once checkpointed, as stock SQLite's is.
 #[test]
 fn the_apps_wal_settings_bound_the_log() {
-    if let Some(why) = pylib::no_python_sqlite3() {
-        println!("SKIPPED: {why}");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let lib = pylib::lib_dir(dir.path());
     let script = r#"
-import os, sqlite3, sys
-p = sys.argv[1]
-c = sqlite3.connect(p, isolation_level=None)
-assert c.execute("PRAGMA journal_mode=wal").fetchone()[0] == "wal"
-c.execute("PRAGMA wal_autocheckpoint=0")
-c.execute("CREATE TABLE t(x)")
 for i in range(30):
     c.execute("INSERT INTO t VALUES(?)", (i,))
 off = c.execute("PRAGMA wal_checkpoint").fetchone()[1]
@@ -346,7 +334,9 @@ c.execute("COMMIT")
 c.execute("PRAGMA wal_checkpoint")
 print(off, on, os.path.getsize(p + "-wal"))
 "#;
-    let v = numbers_printed_by(script, &dir.path().join("w.db"), &lib);
+    let Some(v) = numbers_printed_by_wal_script(script) else {
+        return;
+    };
     assert!(
         v[0] >= 30,
         "checkpoints off: {} frames after 30 commits",
@@ -364,19 +354,7 @@ print(off, on, os.path.getsize(p + "-wal"))
 /// stock does; the data is all in the database and later commits log again.
 #[test]
 fn a_truncating_checkpoint_empties_the_log() {
-    if let Some(why) = pylib::no_python_sqlite3() {
-        println!("SKIPPED: {why}");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let lib = pylib::lib_dir(dir.path());
     let script = r#"
-import os, sqlite3, sys
-p = sys.argv[1]
-c = sqlite3.connect(p, isolation_level=None)
-assert c.execute("PRAGMA journal_mode=wal").fetchone()[0] == "wal"
-c.execute("PRAGMA wal_autocheckpoint=0")
-c.execute("CREATE TABLE t(x)")
 for i in range(40):
     c.execute("INSERT INTO t VALUES(?)", (i,))
 before = os.path.getsize(p + "-wal")
@@ -391,7 +369,9 @@ d = sqlite3.connect(p)
 n = d.execute("SELECT count(*) FROM t").fetchone()[0]
 print(before, passive[1], truncated[0], truncated[1], truncated[2], after, again, n)
 "#;
-    let v = numbers_printed_by(script, &dir.path().join("w.db"), &lib);
+    let Some(v) = numbers_printed_by_wal_script(script) else {
+        return;
+    };
     let [before, passive_log, busy, log, done, after, again, rows] = v[..] else {
         panic!("unexpected output {v:?}");
     };
@@ -410,12 +390,30 @@ print(before, passive[1], truncated[0], truncated[1], truncated[2], after, again
     assert_eq!(rows, 81, "every row survives");
 }
 
-/// Run a Python `script` on the drop-in in `lib` with the database path `db` as its
-/// argument; the integers it printed (it must succeed).
-fn numbers_printed_by(script: &str, db: &std::path::Path, lib: &std::path::Path) -> Vec<i64> {
+/// Run a Python script on the drop-in: `body` runs after a prologue that opens the
+/// database `p` as connection `c` in WAL mode with automatic checkpoints off and creates
+/// table `t(x)`. The integers it printed (it must succeed); None when this machine's
+/// Python has no `sqlite3` (the caller skips).
+fn numbers_printed_by_wal_script(body: &str) -> Option<Vec<i64>> {
+    if let Some(why) = pylib::no_python_sqlite3() {
+        println!("SKIPPED: {why}");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let lib = pylib::lib_dir(dir.path());
+    let script = format!(
+        r#"
+import os, sqlite3, sys
+p = sys.argv[1]
+c = sqlite3.connect(p, isolation_level=None)
+assert c.execute("PRAGMA journal_mode=wal").fetchone()[0] == "wal"
+c.execute("PRAGMA wal_autocheckpoint=0")
+c.execute("CREATE TABLE t(x)")
+{body}"#
+    );
     let out = Command::new("python3")
-        .args(["-c", script])
-        .arg(db)
+        .args(["-c", &script])
+        .arg(dir.path().join("w.db"))
         .env("LD_LIBRARY_PATH", lib)
         .output()
         .unwrap();
@@ -425,8 +423,10 @@ fn numbers_printed_by(script: &str, db: &std::path::Path, lib: &std::path::Path)
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    stdout
-        .split_whitespace()
-        .map(|x| x.parse().unwrap())
-        .collect()
+    Some(
+        stdout
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect(),
+    )
 }

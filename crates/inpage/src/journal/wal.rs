@@ -611,12 +611,16 @@ impl Journal for Wal {
     fn checkpoint_truncating(&self) -> Result<()> {
         let mut w = self.lock_writer()?;
         self.checkpoint_locked(&mut w)?;
-        // Every frame is in the database, synced (or there were none): a new generation
-        // whose first commit writes its header, then nothing left in the file to keep.
-        // No sync: a log of any length that survives a crash only holds frames the
-        // database already has. A preallocated log keeps its size (it is sized once, at
-        // open, so that appends never allocate).
-        self.reset(&mut w)?;
+        // Every frame is in the database, synced (or there were none). The checkpoint
+        // started a new generation if it copied frames; without frames a header may
+        // still stand alone in the file, so one starts here: either way the next commit
+        // writes a header first, and nothing in the file is left to keep. No sync: a log
+        // of any length that survives a crash only holds frames the database already
+        // has. A preallocated log keeps its size (it is sized once, at open, so that
+        // appends never allocate).
+        if !w.header_pending {
+            self.reset(&mut w)?;
+        }
         if self.prealloc_len > 0 {
             return Ok(());
         }
