@@ -972,33 +972,45 @@ impl Store for SqliteStore {
     }
 
     fn read(&mut self, kind: ReadKind, id: i64) -> Result<u64, String> {
-        use rusqlite::types::ValueRef;
         let mut st = self.conn.prepare_cached(kind.sql()).map_err(es)?;
         let arg: rusqlite::types::Value = match kind {
             ReadKind::Index => crate::sql::read_name(id).into(),
             _ => id.into(),
         };
-        let mut rows = st.query([arg]).map_err(es)?;
-        let (mut n, mut bytes) = (0u64, 0usize);
-        // As inpage-sql's CachedStatement::run: every column of every row is read.
-        while let Some(r) = rows.next().map_err(es)? {
-            n += 1;
-            for c in 0..r.as_ref().column_count() {
-                match r.get_ref(c).map_err(es)? {
-                    ValueRef::Text(t) | ValueRef::Blob(t) => bytes += t.len(),
-                    v => {
-                        std::hint::black_box(v);
-                    }
-                }
-            }
-        }
-        std::hint::black_box(bytes);
-        Ok(n)
+        let n = read_rows(st.query([arg]).map_err(es)?);
+        n
+    }
+
+    fn exec(&mut self, sql: &str) -> Result<(u64, u64), String> {
+        // Prepared, run and finalized, as the SQL contenders do.
+        let mut st = self.conn.prepare(sql).map_err(es)?;
+        let rows = read_rows(st.raw_query());
+        Ok((rows?, self.conn.changes()))
     }
 
     fn close(self: Box<Self>) -> Result<(), String> {
         self.conn.close().map_err(|(_, e)| es(e))
     }
+}
+
+/// Step `rows` to the end reading every column of every row, as inpage-sql's
+/// `CachedStatement::run` does; the number of rows.
+fn read_rows(mut rows: rusqlite::Rows<'_>) -> Result<u64, String> {
+    use rusqlite::types::ValueRef;
+    let (mut n, mut bytes) = (0u64, 0usize);
+    while let Some(r) = rows.next().map_err(es)? {
+        n += 1;
+        for c in 0..r.as_ref().column_count() {
+            match r.get_ref(c).map_err(es)? {
+                ValueRef::Text(t) | ValueRef::Blob(t) => bytes += t.len(),
+                v => {
+                    std::hint::black_box(v);
+                }
+            }
+        }
+    }
+    std::hint::black_box(bytes);
+    Ok(n)
 }
 
 // ------------------------------------------------------------------------------ redb

@@ -34,6 +34,8 @@ pub mod runner;
 pub mod sql;
 pub mod sqlite_stop;
 pub mod store;
+pub mod synth;
+pub mod trace;
 pub mod workload;
 
 use std::path::{Path, PathBuf};
@@ -82,6 +84,14 @@ pub enum BenchCmd {
     /// and random key-value puts; commit latency p50/p99, commits per second, write
     /// amplification (device bytes / record bytes), flushes per 1,000 commits.
     Nvlog(nvlog::NvlogArgs),
+    /// Replay SQL traces (one statement per line; BEGIN…COMMIT groups; files named
+    /// loading* run first, unmeasured) through the SQL contenders and stock SQLite:
+    /// modeled and measured time, device bytes, requests, flushes, CPU and write-transaction
+    /// latency per trace; every statement's outcome must match stock SQLite's.
+    Trace(TraceArgs),
+    /// Write a synthetic app-like trace (`loading-<profile>.sql`, `<profile>.sql`) to a
+    /// directory, for `bench trace FILES` or another replayer.
+    TraceGen(TraceGenArgs),
     /// List the contender names.
     List,
     /// Internal: the crashing child of `bench recovery`.
@@ -252,6 +262,64 @@ pub struct MobibenchSqlArgs {
     /// Read queries, comma-separated: select-rowid, select-index, scan-1000 (default: all).
     #[arg(long, value_delimiter = ',')]
     pub read_kinds: Vec<String>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TraceArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    #[command(flatten)]
+    pub out: OutputArgs,
+    /// Trace files (`.sql`); those named loading* are set up before each measured one.
+    pub files: Vec<PathBuf>,
+    /// Synthetic app-like traces to run, by profile (app-small, app-wide), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub synthetic: Vec<String>,
+    /// Seed of the synthetic traces.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write transactions of each synthetic trace (reads come on top, ~10 per write
+    /// statement).
+    #[arg(long, default_value_t = 1000)]
+    pub txns: u64,
+    /// Rows the synthetic traces load before the measured part (default: the profile's,
+    /// 20,000).
+    #[arg(long)]
+    pub rows: Option<u64>,
+    /// Write transactions of each measured trace run unmeasured first, with the reads
+    /// among them (at most half of its write transactions), so a WAL peer is in its
+    /// steady state. Per-transaction columns count the measured write transactions.
+    #[arg(long, default_value_t = 200)]
+    pub warmup: u64,
+    /// Contenders, comma-separated: SQL ones only (default: sql-<default mode>, sql-wal,
+    /// sqlite-wal-r, sqlite-wal).
+    #[arg(long, value_delimiter = ',')]
+    pub contenders: Vec<String>,
+    /// Rounds; contenders are interleaved within each round, results are medians.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Contender every ratio is relative to.
+    #[arg(long, default_value = "sqlite-wal-r")]
+    pub baseline: String,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TraceGenArgs {
+    /// App profile: app-small (4 tables, 8 indexes) or app-wide (39 tables, 21 indexes).
+    #[arg(long, default_value = "app-small")]
+    pub profile: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write transactions.
+    #[arg(long, default_value_t = 1000)]
+    pub txns: u64,
+    /// Rows loaded by `loading-<profile>.sql` (default: the profile's, 20,000).
+    #[arg(long)]
+    pub rows: Option<u64>,
+    /// Directory to write `loading-<profile>.sql` and `<profile>.sql` into (created if
+    /// needed).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -545,11 +613,69 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             runner::run_floor(&mut s, a.txns)?;
             output(s, "floor", &a.out)
         }
+        BenchCmd::Trace(a) => run_trace(&a),
+        BenchCmd::TraceGen(a) => {
+            let p = synth::profile(&a.profile)?.with_rows(a.rows)?;
+            check_positive(a.txns, "--txns")?;
+            let (load, bench) = synth::generate(&p, a.seed, a.txns);
+            std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+            for (name, text) in [
+                (format!("loading-{}.sql", p.name), load),
+                (format!("{}.sql", p.name), bench),
+            ] {
+                let f = a.out.join(name);
+                std::fs::write(&f, text).map_err(|e| format!("{}: {e}", f.display()))?;
+                println!("{}", f.display());
+            }
+            Ok(())
+        }
         BenchCmd::All(a) => run_all(&a),
         BenchCmd::Mvbt(a) => mvbt::run(&a),
         BenchCmd::Nvlog(a) => nvlog::run(&a),
         BenchCmd::Pages(a) => run_pages(&a),
     }
+}
+
+fn run_trace(a: &TraceArgs) -> Result<(), String> {
+    check_positive(u64::from(a.rounds), "--rounds")?;
+    let mut sets = Vec::new();
+    if !a.files.is_empty() {
+        sets.push(trace::TraceSet::from_files(&a.files)?);
+    }
+    for name in &a.synthetic {
+        check_positive(a.txns, "--txns")?;
+        let p = synth::profile(name)?.with_rows(a.rows)?;
+        sets.push(synth::trace_set(&p, a.seed, a.txns)?);
+    }
+    if sets.is_empty() {
+        return Err("no traces: give trace files or --synthetic PROFILE".into());
+    }
+    let names = if a.contenders.is_empty() {
+        let sql_default = sql::contender_name(inpage::DEFAULT_JOURNAL_MODE);
+        dedup(
+            [
+                sql_default,
+                "sql-wal".into(),
+                "sqlite-wal-r".into(),
+                "sqlite-wal".into(),
+            ]
+            .into_iter(),
+        )
+    } else {
+        a.contenders.clone()
+    };
+    let cs = contender::select(&names)?;
+    if !cs.iter().any(|c| c.name == a.baseline) {
+        return Err(format!(
+            "baseline '{}' is not among the contenders",
+            a.baseline
+        ));
+    }
+    let trials = trace::trials(&sets, cs.len()) * u64::from(a.rounds);
+    lab::install_interrupt_handler();
+    let mut s = session(&a.lab, a.rounds, trials)?;
+    trace::run_traces(&mut s, &cs, &sets, trace::TraceParams { warmup: a.warmup })?;
+    output(s, &a.baseline, &a.out)
 }
 
 fn check_positive(v: u64, what: &str) -> Result<(), String> {
@@ -742,6 +868,7 @@ pub fn finish(s: Session, baseline: &str) -> (Report, Vec<Option<f64>>) {
             sqlite,
             results,
             not_applicable: s.collector.not_applicable.clone(),
+            notes: s.collector.notes.clone(),
         },
         dev,
     )

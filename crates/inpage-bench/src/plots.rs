@@ -928,6 +928,7 @@ mod tests {
             sqlite: SqliteBuild::default(),
             results: rows,
             not_applicable: Vec::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -38,6 +38,10 @@ pub struct Report {
     /// Contenders that cannot take part in a section, and why ("n/a" in the table).
     #[serde(default)]
     pub not_applicable: Vec<NotApplicable>,
+    /// What a section says about its rows beyond the columns (e.g. a trace's size and
+    /// that every contender's outcomes agreed).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 /// A contender that cannot take part in one section of a run, and why: shown as "n/a"
@@ -303,7 +307,7 @@ pub struct Collector {
     samples: BTreeMap<Point, Vec<(String, Vec<Sample>, u64)>>,
     /// Build time (ms) of each contender's table, by (contender, records).
     builds: BTreeMap<(String, u64), f64>,
-    /// Extra per-row data for the table only.
+    /// What a section says about its rows beyond the columns (`Report::notes`).
     pub notes: Vec<String>,
     /// Contenders a section could not run, with the reason.
     pub not_applicable: Vec<NotApplicable>,
@@ -564,6 +568,9 @@ pub fn table(r: &Report, dev_writes: &[Option<f64>]) -> String {
                 na.workload, na.contender, na.reason
             );
         }
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
     }
     out
 }
@@ -873,6 +880,7 @@ mod tests {
             },
             results: vec![row()],
             not_applicable: Vec::new(),
+            notes: Vec::new(),
         };
         let s = serde_json::to_string_pretty(&r).unwrap();
         let back: Report = serde_json::from_str(&s).unwrap();
@@ -891,6 +899,7 @@ mod tests {
                 "lab",
                 "model_note",
                 "not_applicable",
+                "notes",
                 "results",
                 "rounds",
                 "sqlite"
@@ -1008,6 +1017,7 @@ mod tests {
                 sqlite: SqliteBuild::default(),
                 results: rows,
                 not_applicable: Vec::new(),
+                notes: Vec::new(),
             },
             &[],
         );
@@ -1045,6 +1055,7 @@ mod tests {
                 sqlite: SqliteBuild::default(),
                 results: vec![mobi, rec.clone(), warm],
                 not_applicable: Vec::new(),
+                notes: Vec::new(),
             },
             &[],
         );
@@ -1101,6 +1112,7 @@ mod tests {
             sqlite: SqliteBuild::default(),
             results: rows,
             not_applicable: Vec::new(),
+            notes: Vec::new(),
         };
         let t = size_table(&r);
         let line = |start: &str| {

@@ -174,6 +174,17 @@ impl Store for SqlStore {
         self.run(kind.sql(), &[arg])
     }
 
+    fn exec(&mut self, sql: &str) -> Result<(u64, u64), String> {
+        // Prepared, run and finalized: a trace's statements carry their values as text.
+        let rows = self
+            .conn
+            .prepare_cached(sql)
+            .map_err(es)?
+            .run(&[])
+            .map_err(es)?;
+        Ok((rows, self.conn.changes().max(0) as u64))
+    }
+
     fn close(mut self: Box<Self>) -> Result<(), String> {
         self.cache.clear(); // finalize before the connection closes
         Ok(())

@@ -81,6 +81,11 @@ pub trait Store: Send {
     fn read(&mut self, _kind: ReadKind, _id: i64) -> Result<u64, String> {
         Err("not an SQL store: no read queries".into())
     }
+    /// SQL stores: run one statement of a trace (`bench trace`), reading every column of
+    /// every row it returns; the rows returned, and `sqlite3_changes()` after it.
+    fn exec(&mut self, _sql: &str) -> Result<(u64, u64), String> {
+        Err("not an SQL store: no SQL statements".into())
+    }
     /// One durable transaction applying each `(op, key)` in order (`bench mvbt --pair`:
     /// an insert and a delete in one commit). Stores without it refuse a mixed list.
     fn txn_ops(&mut self, ops: &[(Op, i64)], value: &[u8]) -> Result<(), String> {

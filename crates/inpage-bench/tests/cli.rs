@@ -665,3 +665,123 @@ fn open_loop_runs_at_the_asked_rate() {
     let e = err_line(&bench(&["mobibench", "--rate", "0", "--lab", "none"]));
     assert!(e.contains("--rate"), "{e}");
 }
+
+/// `bench trace`: a synthetic app trace and a hand-written one replay on the SQL
+/// contenders and stock SQLite with every statement's outcome agreeing; an error stock
+/// shares is allowed and counted, one without a stock contender to compare with fails the
+/// run naming its line, and a contender that speaks no SQL is refused.
+#[test]
+fn trace_replays_and_checks_outcomes_against_stock() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let o = bench(&[
+        "trace",
+        "--synthetic",
+        "app-small",
+        "--rows",
+        "300",
+        "--txns",
+        "24",
+        "--warmup",
+        "4",
+        "--rounds",
+        "1",
+        "--lab",
+        "none",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let names: Vec<_> = r.results.iter().map(|x| x.contender.as_str()).collect();
+    let default = format!("sql-{}", inpage::DEFAULT_JOURNAL_MODE.name());
+    assert_eq!(
+        names,
+        [default.as_str(), "sql-wal", "sqlite-wal-r", "sqlite-wal"]
+    );
+    for x in &r.results {
+        assert_eq!((x.workload.as_str(), x.op.as_str()), ("trace", "app-small"));
+        // Per measured write transaction: 24 written, 4 of them warm-up.
+        assert_eq!(x.txns, 20, "{}", x.contender);
+        let l = x.commit_latency_us.expect("write latency");
+        assert!(0.0 < l.p50 && l.p50 <= l.p99, "{}: {l:?}", x.contender);
+    }
+    assert!(
+        r.notes.iter().any(|n| n.contains("trace app-small:")
+            && n.contains("0 statements fail on stock SQLite too")),
+        "{:?}",
+        r.notes
+    );
+
+    // Trace files: a loading set and a measured one with a duplicate key (an error on
+    // every contender, stock included).
+    std::fs::write(
+        dir.path().join("loading.sql"),
+        "CREATE TABLE kv(k INTEGER PRIMARY KEY, v TEXT);\nINSERT INTO kv VALUES(1, 'a');\n",
+    )
+    .unwrap();
+    let measured = dir.path().join("app.sql");
+    std::fs::write(
+        &measured,
+        "INSERT INTO kv VALUES(2, 'b')\nBEGIN\nINSERT INTO kv VALUES(3, 'c')\n\
+         UPDATE kv SET v = 'z' WHERE k <= 2\nCOMMIT\nSELECT * FROM kv\n\
+         INSERT INTO kv VALUES(1, 'dup')\nDELETE FROM kv WHERE k = 3\n",
+    )
+    .unwrap();
+    let files = [dir.path().join("loading.sql"), measured.clone()];
+    let f: Vec<&str> = files.iter().map(|p| p.to_str().unwrap()).collect();
+    let o = bench(&[
+        "trace",
+        f[0],
+        f[1],
+        "--contenders",
+        "sql-wal,sqlite-wal",
+        "--baseline",
+        "sqlite-wal",
+        "--rounds",
+        "1",
+        "--lab",
+        "none",
+        "--warmup",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("trace app: 8 statements, 5 transactions (4 writing)")
+            && out.contains("1 statements fail on stock SQLite too"),
+        "{out}"
+    );
+    let e = err_line(&bench(&[
+        "trace",
+        f[0],
+        f[1],
+        "--contenders",
+        "sql-wal",
+        "--baseline",
+        "sql-wal",
+        "--rounds",
+        "1",
+        "--lab",
+        "none",
+    ]));
+    assert!(
+        e.contains("sql-wal: app line 7 (INSERT INTO kv VALUES(1, 'dup'))")
+            && e.contains("UNIQUE constraint failed"),
+        "{e}"
+    );
+    let e = err_line(&bench(&[
+        "trace",
+        f[1],
+        "--contenders",
+        "dhl-cc,sqlite-wal",
+        "--baseline",
+        "sqlite-wal",
+        "--lab",
+        "none",
+    ]));
+    assert!(e.contains("dhl-cc: not an SQL contender"), "{e}");
+    let e = err_line(&bench(&["trace", "--lab", "none"]));
+    assert!(e.contains("no traces"), "{e}");
+}

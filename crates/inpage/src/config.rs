@@ -176,6 +176,11 @@ impl Config {
         /// Counting modes: the smallest write-intent region, in pages (a power of two up to
         /// 65536; default 4). See `docs/DHL-DESIGN.md`.
         intent_region_pages(n: u32) => journal.intent_region_pages = Some(n);
+        /// Counting modes: the most crash recovery scans, in MiB (at least 1; default 16).
+        /// Write-intent marks accumulate while they span at most this much, so a working
+        /// set that fits commits with one flush; recovery after an unclean shutdown reads
+        /// up to this much. See `docs/DHL-DESIGN.md`.
+        intent_scan_mib(mib: u32) => journal.intent_scan_mib = Some(mib);
         /// Counting commit (`dhl-cc`, `ips`, the MVBT modes): a transaction that writes at
         /// least `n` pages, page 0 among them, commits in order: its other pages, a sync, then
         /// its header slot in page 0 and a second sync (default 64; 0 never). It pays one

@@ -358,6 +358,7 @@ fn asking(o: JournalOption, c: Config, dir: &Path) -> Config {
         JournalOption::WalPrealloc => c.wal_prealloc(true),
         JournalOption::DirectWrites => c.direct_writes(inpage::DirectWrites::On),
         JournalOption::IntentRegionPages => c.intent_region_pages(8),
+        JournalOption::IntentScanMib => c.intent_scan_mib(4),
         JournalOption::OrderedCommitPages => c.ordered_commit_pages(16),
         JournalOption::NvlogRegion => c.nvlog_region(dir.join("asked-region")),
         JournalOption::NvlogRingBytes => c.nvlog_ring_bytes(1 << 20),
@@ -419,6 +420,13 @@ fn options_that_would_be_ignored_are_refused() {
             let got = Database::open(&path, c);
             assert!(matches!(&got, Err(Error::Config(_))), "{mode}: {got:?}");
         }
+        if mode.options().contains(&JournalOption::IntentScanMib) {
+            let got = Database::open(&path, Config::default().intent_scan_mib(0));
+            assert!(
+                matches!(&got, Err(Error::Config(m)) if m.contains("intent_scan_mib 0")),
+                "{mode}: {got:?}"
+            );
+        }
         // The file's own values (or none) open it.
         drop(Database::open(&path, Config::default().page_size(1024)).unwrap());
         if !mode.capabilities().replays_log {
@@ -457,6 +465,11 @@ fn capabilities_and_read_options_agree() {
         assert_eq!(
             caps.intent_map,
             reads(JournalOption::IntentRegionPages),
+            "{mode}"
+        );
+        assert_eq!(
+            caps.intent_map,
+            reads(JournalOption::IntentScanMib),
             "{mode}"
         );
         assert_eq!(

@@ -57,6 +57,8 @@ const BENCH: &[(&str, u32)] = &[
     ("runner", 8),
     ("mvbt", 9),
     ("nvlog", 10),
+    ("trace", 9),
+    ("synth", 10),
 ];
 
 /// The fuzzer: a generator, the executor of a case, the corpus of cases, the mutator.

@@ -454,6 +454,53 @@ fn dhl_open_after_a_clean_close_reads_constant_pages() {
     }
 }
 
+/// One-row updates of table `t` (rows `0..rows`, 200-byte values) at keys drawn from a
+/// seeded generator; each writes a value no row holds yet, so each commits a change.
+struct RandomUpdates {
+    rows: u64,
+    seed: u64,
+}
+
+impl RandomUpdates {
+    /// Create table `t` with `rows` rows in one transaction.
+    fn load(db: &Database, rows: u64, seed: u64) -> RandomUpdates {
+        let mut w = db.begin_write().unwrap();
+        let t = w.create_tree("t", inpage::KeyKind::Int).unwrap();
+        for k in 0..rows {
+            w.insert(&t, k as i64, &[1u8; 200]).unwrap();
+        }
+        w.commit().unwrap();
+        RandomUpdates { rows, seed }
+    }
+
+    fn run(&mut self, db: &Database, n: usize) {
+        for _ in 0..n {
+            self.seed = self
+                .seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let mut value = [2u8; 200];
+            value[..8].copy_from_slice(&self.seed.to_le_bytes());
+            db.insert("t", ((self.seed >> 33) % self.rows) as i64, &value)
+                .unwrap();
+        }
+    }
+
+    /// The syncs `n` updates take beyond the protocol's own per commit (measured on a
+    /// second update of one row: same page, so inside the marked regions): the marking
+    /// syncs.
+    fn marking_syncs(&mut self, db: &Database, stats: &inpage::vfs::IoStats, n: usize) -> u64 {
+        let syncs = || stats.snapshot().get(inpage::vfs::IoKind::Sync).calls;
+        db.insert("t", 7, &[4u8; 200]).unwrap();
+        let before = syncs();
+        db.insert("t", 7, &[5u8; 200]).unwrap();
+        let per_commit = syncs() - before;
+        let before = syncs();
+        self.run(db, n);
+        (syncs() - before).saturating_sub(n as u64 * per_commit)
+    }
+}
+
 /// DHL: random one-row updates of a small, wholly hot table settle into one sync per
 /// transaction (no marking write once the intent map covers the working set, by
 /// coarsening its regions once), and an open after a crash still scans at most the
@@ -466,44 +513,15 @@ fn dhl_random_updates_of_a_small_hot_table_need_no_marking_writes() {
         let acct = AccountingVfs::new(Arc::new(vfs.clone()));
         let stats = acct.stats();
         let db = Database::open(DB, sim_config(&vfs, mode, 4096).vfs(Arc::new(acct))).unwrap();
-        let rows = 1800u64;
-        let mut w = db.begin_write().unwrap();
-        let t = w.create_tree("t", inpage::KeyKind::Int).unwrap();
-        for k in 0..rows {
-            w.insert(&t, k as i64, &[1u8; 200]).unwrap();
-        }
-        w.commit().unwrap();
+        let mut updates = RandomUpdates::load(&db, 1800, 0x9e37_79b9_7f4a_7c15);
         let pages = u64::from(db.header().page_count);
         // 4-page regions: the table spans more of them than the map keeps (24).
         assert!(
             pages > 24 * 4 && pages <= 2 * 24 * 4,
             "{mode}: {pages} pages"
         );
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        // Every update writes a value no row holds yet, so every one commits a change.
-        let mut update = |n: usize| {
-            for _ in 0..n {
-                seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                let mut value = [2u8; 200];
-                value[..8].copy_from_slice(&seed.to_le_bytes());
-                db.insert("t", ((seed >> 33) % rows) as i64, &value)
-                    .unwrap();
-            }
-        };
-        update(600);
-        let syncs = |s: &inpage::vfs::IoStats| s.snapshot().get(IoKind::Sync).calls;
-        // The protocol's own syncs per commit: a second update of one row (same page, so
-        // inside the marked regions).
-        db.insert("t", 7, &[4u8; 200]).unwrap();
-        let before = syncs(&stats);
-        db.insert("t", 7, &[5u8; 200]).unwrap();
-        let per_commit = syncs(&stats) - before;
-        let before = syncs(&stats);
-        update(400);
-        let total = syncs(&stats) - before;
-        let extra = total.saturating_sub(400 * per_commit);
+        updates.run(&db, 600);
+        let extra = updates.marking_syncs(&db, &stats, 400);
         assert!(
             extra <= 4,
             "{mode}: 400 one-row updates of a {pages}-page table took {extra} marking syncs"
@@ -520,6 +538,56 @@ fn dhl_random_updates_of_a_small_hot_table_need_no_marking_writes() {
         );
         assert_checks(&db);
     }
+}
+
+/// `intent_scan_mib` sets the trade the write-intent map makes: marks accumulate while
+/// they span at most that much, so random one-row updates of a 2 MiB table pay a
+/// marking sync on most commits under a 1 MiB budget and on almost none under 4 MiB,
+/// while crash recovery reads at most the budget (plus page 0 and the header reads).
+#[test]
+fn dhl_scan_budget_trades_marking_syncs_for_recovery_reads() {
+    use inpage::vfs::{AccountingVfs, IoKind};
+    let mode = inpage::DEFAULT_JOURNAL_MODE;
+    assert!(mode.capabilities().intent_map);
+    let mut seen = Vec::new();
+    for mib in [1u32, 4] {
+        let vfs = SimVfs::new();
+        let acct = AccountingVfs::new(Arc::new(vfs.clone()));
+        let stats = acct.stats();
+        let config = || sim_config(&vfs, mode, 4096).intent_scan_mib(mib);
+        let db = Database::open(DB, config().vfs(Arc::new(acct))).unwrap();
+        let mut updates = RandomUpdates::load(&db, 7000, 0x2545_f491_4f6c_dd1d);
+        let pages = u64::from(db.header().page_count);
+        assert!((384..1024).contains(&pages), "{pages} pages");
+        updates.run(&db, 300);
+        let marking = updates.marking_syncs(&db, &stats, 200);
+        let crashed = vfs.crash(0, CrashModel::none());
+        drop(db);
+        let acct = AccountingVfs::new(Arc::new(crashed.clone()));
+        let stats = acct.stats();
+        let db = Database::open(
+            DB,
+            sim_config(&crashed, mode, 4096)
+                .intent_scan_mib(mib)
+                .vfs(Arc::new(acct)),
+        )
+        .unwrap();
+        let read = stats.snapshot().get(IoKind::Read).bytes / 4096;
+        assert!(
+            read <= u64::from(mib) * 256 + 8,
+            "{mib} MiB budget: recovery read {read} of {pages} pages"
+        );
+        assert_checks(&db);
+        seen.push((marking, read));
+    }
+    let (tight, loose) = (seen[0], seen[1]);
+    assert!(
+        tight.0 >= 100 && loose.0 <= 10,
+        "marking syncs of 200 updates: {} under 1 MiB, {} under 4 MiB",
+        tight.0,
+        loose.0
+    );
+    assert!(loose.1 > tight.1, "recovery reads: {seen:?}");
 }
 
 /// DHL: the first write after a clean reopen takes its free pages from the snapshot the

@@ -451,6 +451,11 @@ pub struct JournalConfig {
     /// 4). Smaller regions bound crash recovery's scan more tightly and cost a marking
     /// flush more often.
     pub intent_region_pages: Option<u32>,
+    /// Counting modes: the most a crash recovery scans, in MiB (None: 16; at least 1).
+    /// Marks accumulate, regions coarsening, while they span at most this much, so a
+    /// working set inside it commits without a marking flush; a larger one pays one when
+    /// it leaves the marked regions.
+    pub intent_scan_mib: Option<u32>,
     /// Counting commit: a transaction writing at least this many pages, page 0 among
     /// them, commits in order (None: 64; see `Config::ordered_commit_pages`).
     pub ordered_commit_pages: Option<u32>,
@@ -511,6 +516,7 @@ impl Default for JournalConfig {
             wal_prealloc: false,
             direct_writes: DirectWrites::Auto,
             intent_region_pages: None,
+            intent_scan_mib: None,
             ordered_commit_pages: None,
             nvlog_region: None,
             nvlog_ring_bytes: None,

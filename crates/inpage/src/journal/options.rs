@@ -28,6 +28,9 @@ pub enum JournalOption {
     DirectWrites,
     /// `Config::intent_region_pages`: the smallest region of the write-intent map.
     IntentRegionPages,
+    /// `Config::intent_scan_mib`: how much a crash recovery may scan, which bounds how
+    /// far the write-intent map coarsens before a marking write narrows it.
+    IntentScanMib,
     /// `Config::ordered_commit_pages`: the size from which a counting commit commits in
     /// order.
     OrderedCommitPages,
@@ -43,10 +46,11 @@ pub enum JournalOption {
 
 impl JournalOption {
     /// Every option, in the order errors and docs name them.
-    pub const ALL: [JournalOption; 8] = [
+    pub const ALL: [JournalOption; 9] = [
         JournalOption::WalPrealloc,
         JournalOption::DirectWrites,
         JournalOption::IntentRegionPages,
+        JournalOption::IntentScanMib,
         JournalOption::OrderedCommitPages,
         JournalOption::NvlogRegion,
         JournalOption::NvlogRingBytes,
@@ -60,6 +64,7 @@ impl JournalOption {
             JournalOption::WalPrealloc => "wal_prealloc",
             JournalOption::DirectWrites => "direct_writes",
             JournalOption::IntentRegionPages => "intent_region_pages",
+            JournalOption::IntentScanMib => "intent_scan_mib",
             JournalOption::OrderedCommitPages => "ordered_commit_pages",
             JournalOption::NvlogRegion => "nvlog_region",
             JournalOption::NvlogRingBytes => "nvlog_ring_bytes",
@@ -77,6 +82,7 @@ impl JournalOption {
             JournalOption::WalPrealloc => c.wal_prealloc,
             JournalOption::DirectWrites => c.direct_writes == DirectWrites::On,
             JournalOption::IntentRegionPages => c.intent_region_pages.is_some(),
+            JournalOption::IntentScanMib => c.intent_scan_mib.is_some(),
             JournalOption::OrderedCommitPages => c.ordered_commit_pages.is_some(),
             JournalOption::NvlogRegion => c.nvlog_region.is_some(),
             JournalOption::NvlogRingBytes => c.nvlog_ring_bytes.is_some(),

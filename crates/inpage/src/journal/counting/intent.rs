@@ -40,11 +40,12 @@
 //!
 //! Cost: a flush when a commit touches a region not yet marked. Marks accumulate (no write
 //! while a working set stays inside marked regions) up to `CAP` regions, coarsening once
-//! (`MAX_DOUBLINGS`) or as far as the regions stay within `SCAN_BUDGET_BYTES`; past that —
-//! or when the area marks more than `CAP` regions, as after a large transaction's header
-//! write — the next commit resets the area to `base = tid − 1` and just its own regions,
-//! so recovery never scans more than `CAP` fine regions, `SCAN_BUDGET_BYTES`, or the
-//! regions of the transaction in flight.
+//! (`MAX_DOUBLINGS`) or as far as the regions stay within the scan budget
+//! (`Config::intent_scan_mib`, default `SCAN_BUDGET_BYTES`); past that — or when the area
+//! marks more than `CAP` regions, as after a large transaction's header write — the next
+//! commit resets the area to `base = tid − 1` and just its own regions, so recovery never
+//! scans more than `CAP` fine regions, the scan budget, or the regions of the transaction
+//! in flight.
 
 use crate::error::Pgno;
 use crate::le::{get_u32, get_u64, put_u32, put_u64};
@@ -75,12 +76,16 @@ pub(super) const CAP: usize = 24;
 /// writes of 3,000 one-row updates of a 3,000-row table, `ips` 440 → see there.
 pub(super) const MAX_DOUBLINGS: u8 = 1;
 /// An area however coarse is kept while its marked regions span at most this many
-/// bytes: recovery after a crash then reads at most that much (as SQLite's WAL recovery
-/// reads its log, 4 MiB at the default checkpoint), and a working set inside it — every
-/// page of a database this small, or the hot part of a larger one — stops paying a
-/// marking flush. Without it, transactions of many scattered pages reset the area on
-/// nearly every commit: 2 flushes per 16-row update against 1 (issue 37).
-pub(super) const SCAN_BUDGET_BYTES: u64 = 4 << 20;
+/// bytes (the default of `Config::intent_scan_mib`): recovery after a crash then reads
+/// at most that much, and a working set inside it — every page of a database this small,
+/// or the hot part of a larger one — stops paying a marking flush. Without it,
+/// transactions of many scattered pages reset the area on nearly every commit.
+/// 4 MiB (what SQLite's WAL recovery reads at its default checkpoint) halved the flushes
+/// of 16-row updates; 16 MiB took the synthetic app traces' commits (three to nine
+/// scattered pages over a 10 MiB file) from 1.90 to 1.04 flushes, for a crash recovery
+/// that reads up to 16 MiB instead of 4 when the marks span that much (`BENCHMARKS.md`,
+/// "App-like traces"; `docs/DHL-DESIGN.md`).
+pub(super) const SCAN_BUDGET_BYTES: u64 = 16 << 20;
 
 // Both areas lie in sector 0, below the trailer of a 512-byte page 0.
 const _: () = assert!(AREA_AT + 2 * AREA <= 512 - 4);

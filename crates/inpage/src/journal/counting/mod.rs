@@ -127,6 +127,7 @@ pub(crate) const fn counting_spec(
         options: &[
             JournalOption::DirectWrites,
             JournalOption::IntentRegionPages,
+            JournalOption::IntentScanMib,
             JournalOption::OrderedCommitPages,
         ],
         check_options,
@@ -135,11 +136,19 @@ pub(crate) const fn counting_spec(
 }
 
 /// `ModeSpec::check_options` of the counting modes: the intent map's smallest region is
-/// a power of two no larger than the map can address.
+/// a power of two no larger than the map can address; the scan budget is at least 1 MiB
+/// and at most what a u64 of bytes holds comfortably (1 TiB).
 fn check_options(c: &JournalConfig) -> Result<()> {
-    match c.intent_region_pages {
-        Some(n) if !n.is_power_of_two() || n > 65536 => Err(Error::Config(format!(
-            "intent_region_pages {n} must be a power of two in 1..=65536"
+    if let Some(n) = c.intent_region_pages {
+        if !n.is_power_of_two() || n > 65536 {
+            return Err(Error::Config(format!(
+                "intent_region_pages {n} must be a power of two in 1..=65536"
+            )));
+        }
+    }
+    match c.intent_scan_mib {
+        Some(m) if !(1..=1 << 20).contains(&m) => Err(Error::Config(format!(
+            "intent_scan_mib {m} must be in 1..=1048576"
         ))),
         _ => Ok(()),
     }
@@ -1383,7 +1392,7 @@ impl CountingJournal {
     /// and mark their regions in the visible slot's intent area (`intent`), durably.
     /// An area left large or coarse (a big transaction's header write marks all it
     /// touched) is also rewritten, so recovery's scan stays bounded by `CAP` regions or
-    /// `SCAN_BUDGET_BYTES` —
+    /// the scan budget (`intent_scan_mib`, default `SCAN_BUDGET_BYTES`) —
     /// except while a transaction spills (`coarse_ok`): its area is coarse by nature, and
     /// the first commit after it resets the area anyway.
     ///
@@ -1402,8 +1411,12 @@ impl CountingJournal {
         let mutant = self.ctx.config.mutant();
         let min = self.min_shift();
         let ps = self.ctx.db.page_size as u64;
-        let within_budget =
-            |i: &Intent| ((i.marked() as u64) << i.shift) * ps <= intent::SCAN_BUDGET_BYTES;
+        let budget = self
+            .ctx
+            .config
+            .intent_scan_mib
+            .map_or(intent::SCAN_BUDGET_BYTES, |m| u64::from(m) << 20);
+        let within_budget = |i: &Intent| ((i.marked() as u64) << i.shift) * ps <= budget;
         let fine = |i: &Intent| {
             coarse_ok
                 || (i.marked() <= intent::CAP
