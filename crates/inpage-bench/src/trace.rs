@@ -3,9 +3,9 @@
 //!
 //! A trace is text, one statement per line; blank lines and `--` comments are skipped.
 //! If any line ends with `;`, statements are `;`-terminated instead and may run over
-//! several lines (each ends where SQLite's `sqlite3_complete` says it does). `BEGIN` … `COMMIT` (or `END`,
-//! `ROLLBACK`) makes one transaction of the statements between; every other statement is
-//! a transaction of its own (autocommit). A file whose name starts with `loading` is set
+//! several lines (each ends where SQLite's `sqlite3_complete` says it does). `BEGIN` …
+//! `COMMIT` (or `END`, `ROLLBACK`) makes one transaction of the statements between; every
+//! other statement is a transaction of its own (autocommit). A file whose name starts with `loading` is set
 //! up before each measured file and not measured (the apps' "loading" sets).
 //!
 //! Invariants:
@@ -18,8 +18,8 @@
 //!   any error fails the run.
 //! - The measured window covers the measured file after its warm-up (its first
 //!   `--warmup` write transactions and the reads among them, at most half of the file's
-//!   writes, run unmeasured after the loading files), so a WAL peer is measured past its first checkpoint, its log file
-//!   reused, as apps meet it. The store stays open from loading to the end: an app keeps
+//!   writes, run unmeasured after the loading files), so a WAL peer is measured past its
+//!   first checkpoint, its log file reused, as apps meet it. The store stays open from loading to the end: an app keeps
 //!   its database open.
 //! - Per-transaction figures (and tx/s) count the measured *write* transactions (those
 //!   with a statement that is not a query): a trace's reads come between them, so their

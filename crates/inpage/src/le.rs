@@ -9,11 +9,13 @@
 //! layouts bound their offsets by a usable size of at most 65 535 bytes.
 
 /// The u16 at `b[at..at + 2]`, widened: every u16 field is an offset or a count.
+#[inline]
 pub(crate) fn get_u16(b: &[u8], at: usize) -> usize {
     u16::from_le_bytes([b[at], b[at + 1]]) as usize
 }
 
 /// The u32 at `b[at..at + 4]`.
+#[inline]
 pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(&b[at..at + 4]);

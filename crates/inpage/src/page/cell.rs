@@ -58,6 +58,7 @@ pub const LONG_KEY_FIXED: usize = 8;
 
 /// Largest cell (excluding its pointer): four of them with their pointers fill a node of
 /// `usable` bytes after a header of [`NODE_HEADER_MAX`] bytes.
+#[inline]
 pub fn max_cell(usable: usize) -> usize {
     (usable.saturating_sub(NODE_HEADER_MAX) / 4).saturating_sub(PTR_SIZE)
 }
@@ -296,6 +297,7 @@ pub fn cell_payload(usable: usize, cell: &[u8]) -> Payload<'_> {
 /// Size of the cell at the start of `area`, or None if its header does not fit in `area`
 /// or it claims more bytes than `area` holds, or it is a long-key cell whose key length
 /// is one that would be stored inline (no writer makes that).
+#[inline]
 pub(crate) fn cell_size(leaf: bool, usable: usize, area: &[u8]) -> Option<usize> {
     if area.len() < CELL_HEADER {
         return None;

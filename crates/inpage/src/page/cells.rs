@@ -58,7 +58,40 @@ impl<'a> CellArray<'a> {
     }
 
     /// Offset and size of cell `i`.
+    ///
+    /// The hot path of every search and scan: the checks that pass are inlined, and what
+    /// a failing one reports is built out of line (`cell_range_error`).
+    #[inline]
     pub fn cell_range(&self, i: usize) -> Result<(usize, usize)> {
+        if i < self.ncells {
+            let off = get_u16(self.arr, self.array_off + PTR_SIZE * i);
+            if off >= self.area_start && off < self.usable {
+                if let Some(size) = cell_size(self.leaf, self.usable, &self.buf[off..self.usable]) {
+                    if size <= max_cell(self.usable) {
+                        return Ok((off, size));
+                    }
+                }
+            }
+        }
+        Err(self.cell_range_error(i))
+    }
+
+    /// The error [`CellArray::cell_range`] reports for cell `i`, which failed one of its
+    /// checks.
+    #[cold]
+    #[inline(never)]
+    fn cell_range_error(&self, i: usize) -> Error {
+        match self.cell_range_checked(i) {
+            Err(e) => e,
+            Ok((off, size)) => Error::corrupt(
+                self.pgno,
+                format!("cell {i} at offset {off} ({size} bytes) failed a check and then passed"),
+            ),
+        }
+    }
+
+    /// [`CellArray::cell_range`] with a message for each failed check.
+    fn cell_range_checked(&self, i: usize) -> Result<(usize, usize)> {
         if i >= self.ncells {
             return Err(Error::corrupt(
                 self.pgno,

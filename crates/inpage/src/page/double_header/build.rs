@@ -143,8 +143,20 @@ fn check_version(usable: usize, page_size: usize, v: &Version<'_>) -> Result<()>
     Ok(())
 }
 
+/// The cell bytes of `v` for its checksum, for [`write_descriptor`]: the cells placed at
+/// the offsets are `v.cells`, so they are gathered from there.
+fn cells_of<'v>(v: &'v Version<'_>) -> impl FnOnce(&[u8], &mut Vec<u8>) + 'v {
+    move |_, covered| {
+        for c in v.cells {
+            covered.extend_from_slice(c);
+        }
+    }
+}
+
 /// Write the descriptor for `v` into `slot` of `out` (whose array and cells are already in
-/// place at `array_off` / `offs`) and stamp its crc.
+/// place at `array_off` / `offs`) and stamp its crc over the descriptor, the array and
+/// the cell bytes `cells` appends in array order (given the image with the array in
+/// place). `v.cells` is not read.
 fn write_descriptor(
     pgno: Pgno,
     out: &mut [u8],
@@ -152,6 +164,7 @@ fn write_descriptor(
     v: &Version<'_>,
     array_off: usize,
     offs: &[usize],
+    cells: impl FnOnce(&[u8], &mut Vec<u8>),
 ) {
     let d = slot * DESC_SIZE;
     out[d..d + DESC_SIZE].fill(0);
@@ -172,17 +185,109 @@ fn write_descriptor(
         put_u16(out, at, off);
     }
     let array_end = array_off + PTR_SIZE * offs.len();
-    // The cells at `offs` are `v.cells`, so they are gathered from there.
     let crc = with_scratch(|s| {
         s.covered.clear();
         s.covered.extend_from_slice(&out[d..d + D_CRC]);
         s.covered.extend_from_slice(&out[array_off..array_end]);
-        for c in v.cells {
-            s.covered.extend_from_slice(c);
-        }
+        cells(out, &mut s.covered);
         covered_crc(pgno, &s.covered)
     });
     put_u32(out, d + D_CRC, crc);
+}
+
+/// [`build`] of the leaf version that is `p`, the protected version of `base`, with one
+/// change: cell `i` removed (`remove`) and/or `insert` put at `i`; None where `build`
+/// gives None (no room) or where the version would exceed [`capacity`]. `p` must be the
+/// protected version `build` finds in `base` for `tid` (the newest valid one below it),
+/// validated, and a leaf.
+///
+/// The image is `build`'s for that version, byte for byte, without what `build` spends
+/// to find it out: decoding the node, hashing `p`'s cells to find which it can share.
+/// Every cell of `p` but the removed one is in the version unchanged, so each is shared
+/// where it lies (as `build` maps a cell to its copy in `p`, cells being distinct in a
+/// tree); a replacement identical to the cell it replaces is shared too. Only the
+/// inserted cell and the array are placed, by `build`'s own planner. So the invariants
+/// of `build` (`p` kept bit for bit, new bytes only where `p` references none, all else
+/// zero) hold for the same reasons.
+///
+/// Errors: those of reading `p`'s cells (none for a validated version).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn build_edited(
+    pgno: Pgno,
+    page_size: usize,
+    usable: usize,
+    base: &[u8],
+    p: &View<'_>,
+    tid: u64,
+    i: usize,
+    remove: bool,
+    insert: Option<&[u8]>,
+) -> Result<Option<(Vec<u8>, usize)>> {
+    debug_assert!(p.is_leaf() && p.tid < tid && base.len() >= usable);
+    let ranges = p.ranges()?;
+    let p_cells = &ranges[usize::from(p.ncells > 0)..];
+    // The version's cells as (offset, length); an inserted cell not yet placed has
+    // offset 0 until the plan gives it one.
+    let mut cells: Vec<(usize, usize)> = Vec::with_capacity(p_cells.len() + 1);
+    for (j, &(s, e)) in p_cells.iter().enumerate() {
+        if !(remove && j == i) {
+            cells.push((s, e - s));
+        }
+    }
+    let mut new = Vec::new();
+    if let Some(c) = insert {
+        match p_cells.get(i) {
+            Some(&(s, e)) if remove && base[s..e] == *c => cells.insert(i, (s, e - s)),
+            _ => {
+                cells.insert(i, (0, c.len()));
+                new.push((i, c.len()));
+            }
+        }
+    }
+    let used: usize = cells.iter().map(|&(_, len)| cell_cost(len)).sum();
+    if used > capacity(usable) {
+        return Ok(None);
+    }
+    let holes = with_scratch(|s| holes_around(s, usable, &ranges));
+    let array_len = PTR_SIZE * cells.len();
+    let anchor = (p.array_off, p.array_off + PTR_SIZE * p.ncells);
+    let Some(plan) = plan_far_end(&holes, anchor, &new, array_len)
+        .or_else(|| plan_best_fit(&holes, &new, array_len))
+    else {
+        return Ok(None);
+    };
+    let mut out = vec![0u8; page_size];
+    let pd = p.slot * DESC_SIZE;
+    out[pd..pd + DESC_SIZE].copy_from_slice(&base[pd..pd + DESC_SIZE]);
+    for &(s, e) in &ranges {
+        out[s..e].copy_from_slice(&base[s..e]);
+    }
+    if let (Some(c), Some(&(_, off))) = (insert, plan.cells.first()) {
+        out[off..off + c.len()].copy_from_slice(c);
+        cells[i].0 = off;
+    }
+    let offs: Vec<usize> = cells.iter().map(|&(off, _)| off).collect();
+    let version = Version {
+        tid,
+        txn_size: 0,
+        leaf: true,
+        right: 0,
+        cells: &[],
+    };
+    write_descriptor(
+        pgno,
+        &mut out,
+        1 - p.slot,
+        &version,
+        plan.array_off,
+        &offs,
+        |out, covered| {
+            for &(off, len) in &cells {
+                covered.extend_from_slice(&out[off..off + len]);
+            }
+        },
+    );
+    Ok(Some((out, used)))
 }
 
 /// Image of a page holding only `v`, laid out compactly (array at the bottom of the
@@ -202,7 +307,7 @@ fn build_fresh(pgno: Pgno, page_size: usize, usable: usize, v: &Version<'_>) -> 
         out[top..top + c.len()].copy_from_slice(c);
         offs.push(top);
     }
-    write_descriptor(pgno, &mut out, 0, v, RECORD_START, &offs);
+    write_descriptor(pgno, &mut out, 0, v, RECORD_START, &offs, cells_of(v));
     Some(out)
 }
 
@@ -330,7 +435,15 @@ pub fn build(
         out[off..off + c.len()].copy_from_slice(c);
         offs[i] = off;
     }
-    write_descriptor(pgno, &mut out, 1 - p.slot, version, plan.array_off, &offs);
+    write_descriptor(
+        pgno,
+        &mut out,
+        1 - p.slot,
+        version,
+        plan.array_off,
+        &offs,
+        cells_of(version),
+    );
     Ok(Some(out))
 }
 

@@ -1,27 +1,35 @@
-//! In-place edits: one cell removed and/or inserted in the version a transaction already
-//! wrote on a page, without rebuilding the page.
+//! In-place edits: one cell removed and/or inserted in a leaf, without decoding and
+//! rebuilding the node.
 //!
 //! A bulk load or an index build touches the same leaves over and over within one
-//! transaction. The first touch of a page builds the transaction's version next to the
-//! protected one ([`build`]); every later touch only changes that version, which nothing
-//! else reads: no reader sees a tid that has not committed, and the page has not reached
-//! the disk yet (module notes of [`super`]: under DHL a page reaches the disk at most once
-//! per transaction, at commit). So the edit may move the version's own bytes freely.
+//! transaction, and a small transaction changes one cell in each leaf it touches. The
+//! first touch of a page writes the transaction's version next to the protected one: the
+//! protected version's cells with the one change, laid out as [`build`] would
+//! (`build::build_edited`, which skips decoding the node and hashing its cells to find
+//! which to share: all but the changed one are). Every later touch only changes that
+//! version, which nothing else reads: no reader sees a tid that has not committed, and
+//! the page has not reached the disk yet (module notes of [`super`]: under DHL a page
+//! reaches the disk at most once per transaction, at commit). So the edit may move the
+//! version's own bytes freely.
 //!
 //! Invariants, and why they hold:
-//! - Every byte the other descriptor references (its array and cells, bounds-checked as
-//!   the descriptor claims them; a claimed byte is never written, valid or not) and the
-//!   other descriptor itself are copied unchanged: they are marked before anything is
-//!   placed, and only unmarked bytes are written or zeroed. So the protected version
+//! - Later touches: every byte the other descriptor references (its array and cells,
+//!   bounds-checked as the descriptor claims them; a claimed byte is never written, valid
+//!   or not) and the other descriptor itself are copied unchanged: they are marked before
+//!   anything is placed, and only unmarked bytes are written or zeroed. So the protected version
 //!   survives any tearing of the later page write exactly as after [`build`].
 //! - The bytes the edit frees (the old array, a removed cell no other version shares)
 //!   are zeroed, so the image carries no stale data (invariant 3 of [`super`]).
 //! - The result is the version with exactly the edited cells, in the same slot, and its
 //!   checksum is recomputed over them; debug builds validate it and check that the
 //!   protected bytes did not change.
+//! - The first change of a leaf by a transaction (the visible version is a committed
+//!   one, older than the transaction) is [`build`] of that version with the one cell
+//!   changed, computed without decoding the node or hashing its cells
+//!   (`build::build_edited`): the same image `build` gives, so its invariants hold.
 //! - None (the tree rebuilds the node through [`build`], which gives the same cells)
-//!   whenever the edit is not this simple case: the visible version is not the
-//!   transaction's own, not a leaf, the other descriptor is neither INV nor an older
+//!   whenever the edit is not one of these simple cases: the visible version is not a
+//!   leaf or does not validate, the other descriptor is neither INV nor an older
 //!   version, the cell or the array finds no room, or the capacity is exceeded.
 //!
 //! [`build`]: super::build
@@ -30,7 +38,8 @@ use super::*;
 use crate::page::layout::{Edited, LeafEdit};
 use crate::page::versioned::{recall, remember};
 
-/// Edit `e` of the own leaf version of `page` by transaction `e.tid`. The new image
+/// Edit `e` of the leaf version of `page` that transaction `e.tid` sees: its own version,
+/// or on its first touch the committed one (a new version beside it). The new image
 /// (remembered as validated) and the capacity its cells use, or None (module notes).
 ///
 /// Errors: `InvalidArgument` for an index out of range or a malformed cell.
@@ -42,9 +51,8 @@ pub fn edit(pgno: Pgno, page: &[u8], usable: usize, e: LeafEdit) -> Result<Edite
     let Some(slot) = newest_candidate(page, |t| t <= tid) else {
         return Ok(None);
     };
-    if get_u64(page, slot * DESC_SIZE + D_TID) != tid {
-        return Ok(None);
-    }
+    // Not the transaction's own version: the committed one it is the first to change.
+    let first_touch = get_u64(page, slot * DESC_SIZE + D_TID) != tid;
     let own = match recall(&MEMO, page, pgno, usable, slot) {
         Some(()) => view_validated(pgno, page, usable, slot),
         None => match Dhl::check_slot(pgno, page, usable, slot) {
@@ -68,6 +76,16 @@ pub fn edit(pgno: Pgno, page: &[u8], usable: usize, e: LeafEdit) -> Result<Edite
                 c.len()
             )));
         }
+    }
+    if first_touch {
+        let Some((out, used)) =
+            build::build_edited(pgno, page.len(), usable, page, &own, tid, i, remove, insert)?
+        else {
+            return Ok(None);
+        };
+        let image = PageRef::from(out);
+        remember_written(pgno, &image, usable, 1 - own.slot);
+        return Ok(Some((image, used)));
     }
     with_scratch(|s| edit_in(s, pgno, page, usable, &own, i, remove, insert))
 }

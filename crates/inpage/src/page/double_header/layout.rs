@@ -55,8 +55,16 @@ impl NodeFormat for Dhl {
     }
 
     fn build(&self, pgno: Pgno, g: Geometry, base: Option<&[u8]>, v: &Version) -> Result<Built> {
-        double_header::build(pgno, g.page_size, g.usable, base, v.tid - 1, v)
-            .map(|img| img.map(PageRef::from))
+        let built = double_header::build(pgno, g.page_size, g.usable, base, v.tid - 1, v)?
+            .map(PageRef::from);
+        if let Some(img) = &built {
+            // The new version is the slot tagged with its tid (the protected one is older).
+            let heads = crate::page::versioned::descriptor_heads(img);
+            if let Some(slot) = heads.and_then(|h| h.iter().position(|&(t, _)| t == v.tid)) {
+                double_header::remember_written(pgno, img, g.usable, slot);
+            }
+        }
+        Ok(built)
     }
 
     fn edit_leaf(&self, pgno: Pgno, page: &[u8], usable: usize, e: LeafEdit) -> Result<Edited> {
@@ -64,8 +72,16 @@ impl NodeFormat for Dhl {
     }
 
     fn restamp(&self, pgno: Pgno, page: &mut PageRef, usable: usize, s: Stamp) -> Result<bool> {
+        // Asked before `make_mut`, which moves the bytes the memo knows by address.
+        let known = [0, 1].map(|slot| double_header::remembered(pgno, page, usable, slot));
         let buf = std::sync::Arc::make_mut(page);
-        Ok(double_header::restamp_as(pgno, buf, usable, s))
+        let stamped = double_header::restamp_slots(pgno, buf, usable, s, known);
+        for (slot, k) in stamped.iter().enumerate() {
+            if *k == Some(double_header::Stamped::Tree) {
+                double_header::remember_written(pgno, page, usable, slot);
+            }
+        }
+        Ok(stamped.iter().any(|k| k.is_some()))
     }
 
     fn retags(&self) -> bool {

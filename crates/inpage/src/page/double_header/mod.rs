@@ -528,7 +528,7 @@ pub fn page_versions(pgno: Pgno, buf: &[u8], usable: usize) -> [Option<DescInfo>
 /// whether any descriptor was stamped (false for tid 0 or a buffer too small to be a DHL page of
 /// size `usable`).
 ///
-/// The commit path calls it (as [`restamp_as`]) on each dirty page image before writing it, once the pager
+/// The commit path calls it (as `restamp_slots`) on each dirty page image before writing it, once the pager
 /// knows how many pages the transaction writes (module notes, counting commit).
 #[cfg(test)]
 pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u32) -> bool {
@@ -538,7 +538,74 @@ pub fn restamp(pgno: Pgno, buf: &mut [u8], usable: usize, tid: u64, txn_size: u3
 /// [`restamp`] of the versions a transaction wrote as `s.written` (its working tid) that
 /// commits as `s.tid`: the tag is rewritten too, inside the same checksum. A concurrent
 /// writer builds its versions before it knows the commit counter it will commit at.
+#[cfg(test)]
 pub fn restamp_as(pgno: Pgno, buf: &mut [u8], usable: usize, s: Stamp) -> bool {
+    restamp_slots(pgno, buf, usable, s, [false; 2])
+        .iter()
+        .any(|k| k.is_some())
+}
+
+/// Remember the tree version in slot `slot` of `image` as validated: one this process just
+/// wrote (built, edited or stamped), valid by construction, so the pages a commit writes
+/// are not validated again on their next open — with its hot leaves, most of a small
+/// transaction's reads. Debug builds validate it here instead.
+pub(crate) fn remember_written(pgno: Pgno, image: &PageRef, usable: usize, slot: usize) {
+    debug_assert!(
+        Dhl::check_slot(pgno, image, usable, slot).is_ok(),
+        "page {pgno}: a written version does not validate"
+    );
+    crate::page::versioned::remember(&MEMO, image, (pgno, usable, slot), ());
+}
+
+/// Whether slot `slot` of exactly these bytes is remembered as validated.
+pub(crate) fn remembered(pgno: Pgno, page: &[u8], usable: usize, slot: usize) -> bool {
+    crate::page::versioned::recall(&MEMO, page, pgno, usable, slot).is_some()
+}
+
+/// The bytes the checksum of slot `slot`'s version covers (descriptor up to the crc,
+/// array, cells in array order), into `s.covered`, for a version known to be valid: the
+/// bounds and overlap checks and the checksum comparison of `check_slot_in` are skipped
+/// (None only if a cell cannot be read, which a valid version never gives).
+fn gather_covered(
+    s: &mut Scratch,
+    pgno: Pgno,
+    buf: &[u8],
+    usable: usize,
+    slot: usize,
+) -> Option<()> {
+    let v = view_validated(pgno, buf, usable, slot);
+    let d = slot * DESC_SIZE;
+    s.covered.clear();
+    s.covered.extend_from_slice(&buf[d..d + D_CRC]);
+    s.covered
+        .extend_from_slice(&buf[v.array_off..v.array_off + PTR_SIZE * v.ncells]);
+    for i in 0..v.ncells {
+        let (off, size) = v.cell_range(i).ok()?;
+        s.covered.extend_from_slice(&buf[off..off + size]);
+    }
+    Some(())
+}
+
+/// What [`restamp_slots`] stamped in one descriptor slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stamped {
+    /// A tree version, valid before the stamp and after it (its checksum recomputed).
+    Tree,
+    Overflow,
+}
+
+/// `restamp_as`, saying which slots it stamped and as what: the commit path's (through
+/// `Dhl::restamp`), which remembers the stamped tree versions as validated. `known[slot]`:
+/// the slot's version is remembered as validated in exactly these bytes (the caller
+/// asked the memo before `Arc::make_mut` moved them), so its covered bytes are gathered
+/// without validating them again; debug builds still validate.
+pub(crate) fn restamp_slots(
+    pgno: Pgno,
+    buf: &mut [u8],
+    usable: usize,
+    s: Stamp,
+    known: [bool; 2],
+) -> [Option<Stamped>; 2] {
     let (written, tid, txn_size) = (s.written, s.tid, s.txn_size);
     /// How to get a valid descriptor's new checksum.
     enum Covered {
@@ -549,10 +616,10 @@ pub fn restamp_as(pgno: Pgno, buf: &mut [u8], usable: usize, s: Stamp) -> bool {
         Overflow(usize),
     }
 
+    let mut stamped = [None, None];
     if tid == 0 || written == 0 || !Dhl::geometry_ok(usable, buf.len()) {
-        return false;
+        return stamped;
     }
-    let mut stamped = false;
     for slot in 0..2 {
         let d = slot * DESC_SIZE;
         if get_u64(buf, d + D_TID) != written {
@@ -560,7 +627,11 @@ pub fn restamp_as(pgno: Pgno, buf: &mut [u8], usable: usize, s: Stamp) -> bool {
         }
         // What the checksum covers, found before writing.
         let tree = with_scratch(|s| {
-            check_slot_in(s, pgno, buf, usable, slot).ok()?;
+            if known[slot] {
+                gather_covered(s, pgno, buf, usable, slot)?;
+            } else {
+                check_slot_in(s, pgno, buf, usable, slot).ok()?;
+            }
             put_u64(&mut s.covered, D_TID, tid);
             put_u32(&mut s.covered, D_TXN_SIZE, txn_size);
             Some(Covered::Tree(covered_crc(pgno, &s.covered)))
@@ -576,12 +647,12 @@ pub fn restamp_as(pgno: Pgno, buf: &mut [u8], usable: usize, s: Stamp) -> bool {
         };
         put_u64(buf, d + D_TID, tid);
         put_u32(buf, d + D_TXN_SIZE, txn_size);
-        let crc = match covered {
-            Covered::Tree(crc) => crc,
-            Covered::Overflow(len) => overflow_crc(pgno, buf, len),
+        let (crc, kind) = match covered {
+            Covered::Tree(crc) => (crc, Stamped::Tree),
+            Covered::Overflow(len) => (overflow_crc(pgno, buf, len), Stamped::Overflow),
         };
         put_u32(buf, d + D_CRC, crc);
-        stamped = true;
+        stamped[slot] = Some(kind);
     }
     stamped
 }

@@ -1628,17 +1628,97 @@ proptest! {
     }
 }
 
-/// An edit declines what it is not for: a version the transaction has not written yet
-/// (the committed one) and an interior node; a cell index out of range is an error.
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The first edit of a committed leaf (over an older version or none in the other
+    /// slot) is exactly `build`'s image of the edited version where the cells are
+    /// distinct, as a tree's are; it declines exactly where `build` finds no room or the
+    /// version exceeds the capacity; and the oracle's rules hold on every result.
+    #[test]
+    fn a_first_edit_is_build_of_the_edited_version(
+        older in arb_cells(true, US, capacity(US)),
+        v in arb_cells(true, US, capacity(US)),
+        stale in any::<bool>(),
+        at in any::<proptest::sample::Index>(),
+        op in 0..3u8,
+        c in strategies::arb_cell(true, US, 300),
+    ) {
+        let under = if stale {
+            build(1, PS, US, None, 0, &ver(2, true, 0, &older)).unwrap()
+        } else {
+            None
+        };
+        let Some(committed) = build(1, PS, US, under.as_deref(), 2, &ver(3, true, 0, &v)).unwrap() else {
+            return Ok(());
+        };
+        let (remove, insert) = [(false, true), (true, false), (true, true)][op as usize];
+        if remove && v.is_empty() {
+            return Ok(());
+        }
+        let i = at.index(v.len() + usize::from(!remove));
+        let mut want = v.clone();
+        if remove {
+            want.remove(i);
+        }
+        if insert {
+            want.insert(i, c.clone());
+        }
+        let got = edit(1, &committed, US, ed(4, i, remove, insert.then_some(&c[..]))).unwrap();
+        // As the tree builds it: txn_size 0 until the commit stamps it.
+        let tree_built = Version { txn_size: 0, ..ver(4, true, 0, &want) };
+        let built = build(1, PS, US, Some(&committed), 3, &tree_built).unwrap();
+        let mut distinct = want.clone();
+        distinct.sort();
+        distinct.dedup();
+        let distinct = distinct.len() == want.len() && {
+            let mut p = v.clone();
+            p.sort();
+            p.dedup();
+            p.len() == v.len()
+        };
+        match (got, built) {
+            (Some((new, used)), b) => {
+                check_edit(Some(&committed), &new, &want);
+                prop_assert_eq!(used, cost(&want));
+                if distinct {
+                    let b = b.expect("build fits where the edit does");
+                    let diff = (0..PS).find(|&k| new[k] != b[k]);
+                    prop_assert!(diff.is_none(), "images differ first at byte {:?}", diff);
+                }
+            }
+            (None, Some(_)) => prop_assert!(cost(&want) > capacity(US), "declined where build fits"),
+            (None, None) => {}
+        }
+    }
+}
+
+/// An edit declines what it is not for: an interior node; a cell index out of range is
+/// an error. The first edit of a committed leaf is `build`'s image of the edited version.
 #[test]
 fn edits_decline_other_versions_and_refuse_bad_indexes() {
     let cells = vec![rec(1, 20), rec(2, 30)];
     let committed = build(1, PS, US, None, 0, &ver(3, true, 0, &cells))
         .unwrap()
         .unwrap();
-    assert!(edit(1, &committed, US, ed(4, 0, false, Some(&rec(0, 20))))
+    let (first, _) = edit(1, &committed, US, ed(4, 0, false, Some(&rec(0, 20))))
         .unwrap()
-        .is_none());
+        .unwrap();
+    let want = [rec(0, 20), rec(1, 20), rec(2, 30)];
+    let tree_built = Version {
+        txn_size: 0,
+        ..ver(4, true, 0, &want)
+    };
+    let built = build(1, PS, US, Some(&committed), 3, &tree_built);
+    assert!(
+        first[..] == built.unwrap().unwrap()[..],
+        "the first edit is build's image"
+    );
+    check_edit(Some(&committed), &first, &want);
+    assert!(matches!(
+        edit(1, &committed, US, ed(4, 3, true, None)),
+        Err(Error::InvalidArgument(_))
+    ));
     let interior: Vec<Vec<u8>> = cells
         .iter()
         .map(|c| interior_from_key_part(US, c, 9))
