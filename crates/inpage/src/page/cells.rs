@@ -17,7 +17,8 @@ use std::sync::Arc;
 use crate::error::{Error, Pgno, Result};
 use crate::le::get_u16;
 use crate::page::cell::{
-    cell_child, cell_key, cell_payload, cell_size, max_cell, CellKey, Payload, PTR_SIZE,
+    cell_child, cell_key, cell_payload, cell_size, max_cell, CellKey, Payload, CELL_HEADER,
+    KLEN_LONG, PTR_SIZE,
 };
 
 /// Bounds-checked view of one node's cells.
@@ -131,8 +132,25 @@ impl<'a> CellArray<'a> {
     }
 
     /// Key of cell `i` as stored (a long key's tail is in its chain).
+    ///
+    /// Searches read only keys, so an inline key is sliced out with the checks that keep
+    /// it inside the cell area and no longer than a cell may be; the rest of the cell
+    /// (its value) is checked by whatever reads it (`cell_range`, as a long key here).
     #[inline]
     pub fn key(&self, i: usize) -> Result<CellKey<'a>> {
+        if i < self.ncells {
+            let off = get_u16(self.arr, self.array_off + PTR_SIZE * i);
+            if off >= self.area_start && off + CELL_HEADER <= self.usable {
+                let k16 = get_u16(self.buf, off);
+                let end = off + CELL_HEADER + k16;
+                if k16 != usize::from(KLEN_LONG)
+                    && end <= self.usable
+                    && CELL_HEADER + k16 <= max_cell(self.usable)
+                {
+                    return Ok(CellKey::Inline(&self.buf[off + CELL_HEADER..end]));
+                }
+            }
+        }
         Ok(cell_key(self.usable, self.cell(i)?))
     }
 
