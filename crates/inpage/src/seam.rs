@@ -177,7 +177,7 @@ impl Mutant {
 }
 
 /// A bug the engine's unit tests plant per thread (`plant`), in code that has no
-/// database configuration to ask: page checksums and concurrency control.
+/// database configuration to ask: page checksums and placement, concurrency control.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Plant {
     /// MVBT: a version's checksum hashes each entry's `end` as stored instead of
@@ -186,6 +186,9 @@ pub(crate) enum Plant {
     /// MVBT: a new version finds its free bytes from the version it replaces instead of
     /// the protected one, so it can overwrite bytes the committed version needs.
     MvbtWrongHoles,
+    /// DHL: the first edit of a leaf places its cell and array without marking the
+    /// committed version's bytes, so it can overwrite them.
+    DhlFirstEditWrongHoles,
     /// IPS: the version checksum skips the version's slot entries (its pred links).
     IpsCrcSkipsSlots,
     /// IPS: the version checksum skips the tombstone bitmap.

@@ -11,6 +11,7 @@ use std::collections::hash_map::{Entry, HashMap};
 
 use super::*;
 use crate::page::versioned::CellHashing;
+use crate::seam::{planted, Plant};
 
 /// Where the new array and the unshared cells go.
 struct Plan {
@@ -248,7 +249,12 @@ pub(super) fn build_edited(
     if used > capacity(usable) {
         return Ok(None);
     }
-    let holes = with_scratch(|s| holes_around(s, usable, &ranges));
+    let protected: &[(usize, usize)] = if planted(Plant::DhlFirstEditWrongHoles) {
+        &[]
+    } else {
+        &ranges
+    };
+    let holes = with_scratch(|s| holes_around(s, usable, protected));
     let array_len = PTR_SIZE * cells.len();
     let anchor = (p.array_off, p.array_off + PTR_SIZE * p.ncells);
     let Some(plan) = plan_far_end(&holes, anchor, &new, array_len)

@@ -1693,6 +1693,43 @@ proptest! {
     }
 }
 
+/// The first edit of a committed leaf never writes a byte of the committed version:
+/// after it, and in every sector mix of it with the committed image, the committed
+/// version reads back whole. Planted: an edit that places its cell and array without
+/// marking the committed version's bytes is caught by the same check.
+#[test]
+fn a_first_edit_never_writes_the_committed_versions_bytes() {
+    use crate::seam::{plant, Plant};
+    let cells: Vec<Vec<u8>> = (0..24).map(|k| rec(k, 40)).collect();
+    let older = build(1, PS, US, None, 0, &ver(2, true, 0, &cells[..8]))
+        .unwrap()
+        .unwrap();
+    let committed = build(1, PS, US, Some(&older), 2, &ver(3, true, 0, &cells))
+        .unwrap()
+        .unwrap();
+    let p = view_facts(&reference::visible(1, &committed, US, 3).unwrap());
+    for planted in [false, true] {
+        plant(Plant::DhlFirstEditWrongHoles, planted);
+        let got = edit(1, &committed, US, ed(4, 5, false, Some(&rec(100, 40))));
+        plant(Plant::DhlFirstEditWrongHoles, false);
+        let (new, _) = got.unwrap().expect("the edit fits");
+        let kept = (0..1u32 << (PS / SECTOR)).all(|mask| {
+            let mut mix = committed.clone();
+            for k in 0..PS / SECTOR {
+                if mask >> k & 1 == 1 {
+                    mix[k * SECTOR..(k + 1) * SECTOR]
+                        .copy_from_slice(&new[k * SECTOR..(k + 1) * SECTOR]);
+                }
+            }
+            reference::visible(1, &mix, US, 3).is_ok_and(|v| view_facts(&v) == p)
+        });
+        assert_eq!(
+            kept, !planted,
+            "planted {planted}: committed version kept {kept}"
+        );
+    }
+}
+
 /// An edit declines what it is not for: an interior node; a cell index out of range is
 /// an error. The first edit of a committed leaf is `build`'s image of the edited version.
 #[test]
