@@ -25,7 +25,7 @@ else
   bin=./target/release/inpage
 fi
 if [ -n "${INPAGE_MAIN_SHORT:-}" ]; then
-  args=(--txns 20 --rounds 1 --warmup 120)
+  args=(--txns 20 --rounds 1 --warmup 120 --trace-txns 30 --trace-rows 300)
 else
   args=(--txns 300 --rounds 3 --warmup 200)
 fi

@@ -436,6 +436,16 @@ pub struct AllArgs {
     /// measured ones start; 0 measures the cold start.
     #[arg(long, default_value_t = 200)]
     pub warmup: u64,
+    /// Synthetic app-like SQL traces replayed by the SQL contenders (`bench trace
+    /// --synthetic`), comma-separated; `none` for no trace section.
+    #[arg(long, value_delimiter = ',', default_value = "app-small,app-wide")]
+    pub traces: Vec<String>,
+    /// Write transactions of each synthetic trace.
+    #[arg(long, default_value_t = 1000)]
+    pub trace_txns: u64,
+    /// Rows each synthetic trace loads first (default: the profile's, 20,000).
+    #[arg(long)]
+    pub trace_rows: Option<u64>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -1003,13 +1013,39 @@ fn run_all(a: &AllArgs) -> Result<(), String> {
     let rec = recovery_params(&a.recovery_records, &[1200], 128, None)?;
     let rounds = a.method.rounds;
     let n_rec = cs.iter().filter(|c| c.recoverable()).count();
-    let trials = mobi.trials(cs.len(), rounds) + 2 * u64::from(rounds) + rec.trials(n_rec, rounds);
+    let sets = if a.traces.iter().any(|t| t.eq_ignore_ascii_case("none")) {
+        Vec::new()
+    } else {
+        check_positive(a.trace_txns, "--trace-txns")?;
+        a.traces
+            .iter()
+            .map(|name| {
+                let p = synth::profile(name)?.with_rows(a.trace_rows)?;
+                synth::trace_set(&p, 1, a.trace_txns)
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let speakers: Vec<Contender> = cs.iter().filter(|c| c.speaks_sql()).cloned().collect();
+    let trials = mobi.trials(cs.len(), rounds)
+        + 2 * u64::from(rounds)
+        + rec.trials(n_rec, rounds)
+        + trace::trials(&sets, speakers.len()) * u64::from(rounds);
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     lab::install_interrupt_handler();
     let mut s = session(&a.lab, rounds, trials)?;
     runner::run_mobibench(&mut s, &cs, &mobi)?;
     runner::run_floor(&mut s, a.txns)?;
     runner::run_recovery(&mut s, &cs, &rec)?;
+    if !sets.is_empty() && !speakers.is_empty() {
+        for c in cs.iter().filter(|c| !c.speaks_sql()) {
+            s.collector.add_na(
+                "trace",
+                &c.name,
+                "speaks no SQL (the traces are SQL statements)",
+            );
+        }
+        trace::run_traces(&mut s, &speakers, &sets, trace::TraceParams { warmup: 200 })?;
+    }
     let (r, dev) = finish(s, &a.method.baseline);
     let t = report::table(&r, &dev);
     print!("{t}");

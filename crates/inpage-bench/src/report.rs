@@ -637,6 +637,42 @@ pub fn headline(r: &Report, default_mode: &str, out: &std::path::Path) -> String
             num(p.and_then(|x| x.flushes_per_txn), 2),
         );
     }
+    // The app-like traces (`bench trace --synthetic`), where the run has them.
+    let sql = format!("sql-{default_mode}");
+    let traces: Vec<&ResultRow> = r
+        .results
+        .iter()
+        .filter(|x| x.workload == "trace" && x.contender == sql)
+        .collect();
+    if !traces.is_empty() {
+        let _ = writeln!(
+            h,
+            "App-like SQL traces (synthetic, `bench trace`), {sql} against {PEER}, per write \
+             transaction (reads between them included):"
+        );
+    }
+    for d in traces {
+        let p = r
+            .results
+            .iter()
+            .find(|x| x.workload == "trace" && x.op == d.op && x.contender == PEER);
+        let ratio = match (rate(d), p.and_then(rate)) {
+            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            h,
+            "  {:<9} {ratio} {PEER}; {} KiB, {} flushes, {} us CPU ({PEER}: {} KiB, {} flushes, \
+             {} us CPU)",
+            d.op,
+            num(kib(d), 1),
+            num(d.flushes_per_txn, 2),
+            num(d.cpu_us_per_txn, 0),
+            num(p.and_then(kib), 1),
+            num(p.and_then(|x| x.flushes_per_txn), 2),
+            num(p.and_then(|x| x.cpu_us_per_txn), 0),
+        );
+    }
     let _ = writeln!(
         h,
         "Full report: {} (table.txt, results.json, plots/)",

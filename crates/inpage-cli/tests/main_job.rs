@@ -116,6 +116,16 @@ fn check_outputs(out: &Path) -> Result<(), String> {
                 "{c}: neither a recovery row nor an n/a with its reason"
             ));
         }
+        if !has_row(c, "trace") && !is_na(c, "trace") {
+            missing.push(format!(
+                "{c}: neither a trace row nor an n/a with its reason"
+            ));
+        }
+    }
+    for c in ["sql-dhl-cc", "sqlite-wal-r"] {
+        if !has_row(c, "trace") {
+            missing.push(format!("{c}: no app-like trace row"));
+        }
     }
     if !rows.iter().any(|r| {
         r["workload"]
@@ -128,7 +138,10 @@ fn check_outputs(out: &Path) -> Result<(), String> {
         return Err(missing.join("; "));
     }
     let head = std::fs::read_to_string(out.join("headline.txt")).map_err(|e| e.to_string())?;
-    if !head.contains(inpage::DEFAULT_JOURNAL_MODE.name()) || !head.contains("index.html") {
+    if !head.contains(inpage::DEFAULT_JOURNAL_MODE.name())
+        || !head.contains("index.html")
+        || !head.contains("App-like SQL traces")
+    {
         return Err(format!(
             "headline.txt does not name the default mode and the report: {head}"
         ));
