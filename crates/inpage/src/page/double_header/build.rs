@@ -293,6 +293,18 @@ pub(super) fn build_edited(
             }
         },
     );
+    // Release check, as a wrong placement would lose committed data on a torn write: the
+    // protected version's descriptor and bytes are exactly the base's. If not, decline:
+    // the tree rebuilds the node through `build`.
+    let kept = out[pd..pd + DESC_SIZE] == base[pd..pd + DESC_SIZE]
+        && ranges.iter().all(|&(s, e)| out[s..e] == base[s..e]);
+    if !kept {
+        debug_assert!(
+            planted(Plant::DhlFirstEditWrongHoles),
+            "page {pgno}: the first edit wrote into the protected version"
+        );
+        return Ok(None);
+    }
     Ok(Some((out, used)))
 }
 
