@@ -652,10 +652,9 @@ fn run_trace(a: &TraceArgs) -> Result<(), String> {
     if !a.files.is_empty() {
         sets.push(trace::TraceSet::from_files(&a.files)?);
     }
-    for name in &a.synthetic {
+    if !a.synthetic.is_empty() {
         check_positive(a.txns, "--txns")?;
-        let p = synth::profile(name)?.with_rows(a.rows)?;
-        sets.push(synth::trace_set(&p, a.seed, a.txns)?);
+        sets.extend(synth::trace_sets(&a.synthetic, a.seed, a.txns, a.rows)?);
     }
     if sets.is_empty() {
         return Err("no traces: give trace files or --synthetic PROFILE".into());
@@ -1017,13 +1016,7 @@ fn run_all(a: &AllArgs) -> Result<(), String> {
         Vec::new()
     } else {
         check_positive(a.trace_txns, "--trace-txns")?;
-        a.traces
-            .iter()
-            .map(|name| {
-                let p = synth::profile(name)?.with_rows(a.trace_rows)?;
-                synth::trace_set(&p, 1, a.trace_txns)
-            })
-            .collect::<Result<Vec<_>, _>>()?
+        synth::trace_sets(&a.traces, 1, a.trace_txns, a.trace_rows)?
     };
     let speakers: Vec<Contender> = cs.iter().filter(|c| c.speaks_sql()).cloned().collect();
     let trials = mobi.trials(cs.len(), rounds)

@@ -320,6 +320,20 @@ pub fn trace_set(p: &AppProfile, seed: u64, txns: u64) -> Result<TraceSet, Strin
     })
 }
 
+/// The trace sets of the profiles named in `names`, each loading `rows` rows (`None`: the
+/// profile's own number).
+pub fn trace_sets(
+    names: &[String],
+    seed: u64,
+    txns: u64,
+    rows: Option<u64>,
+) -> Result<Vec<TraceSet>, String> {
+    names
+        .iter()
+        .map(|n| trace_set(&profile(n)?.with_rows(rows)?, seed, txns))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
