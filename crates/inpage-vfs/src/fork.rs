@@ -25,11 +25,14 @@
 //!   from reading or writing through it. Registration uses a fixed table of atomics
 //!   because a fork handler may not take locks (another thread may have held one at the
 //!   moment of the fork).
-//! - Registration happens before the lock is taken would be wrong (a fork in between
-//!   would leave a lock in the child): the descriptor is registered right after the lock
-//!   is taken and unregistered before it is closed. A fork between the two only means the
-//!   child keeps the parent's reference for as long as the child lives — the situation
-//!   without this module — and only when more than [`SLOTS`] locked files are open.
+//! - *No fork leaves a lock in a child, whichever thread forks when.* A descriptor is
+//!   registered before its first lock attempt (so no fork falls between taking the lock
+//!   and registering it), and at close the parent unlocks the description before it
+//!   unregisters and closes the descriptor (so a fork between those steps hands the child
+//!   an unlocked description). An inherited copy never unlocks: in a child the
+//!   description is the parent's. The only gap left is a full table (more than [`SLOTS`]
+//!   locked files open): then a child keeps the parent's reference for as long as it
+//!   lives, the situation without this module.
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int};
@@ -96,7 +99,8 @@ pub fn generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
 }
 
-/// Remember `fd`, which now holds an advisory lock, so a child of `fork()` lets go of it.
+/// Remember `fd`, which is about to take (or holds) an advisory lock, so a child of
+/// `fork()` lets go of it.
 /// Returns the slot to pass to [`unregister_locked`], or None if the table is full.
 pub(crate) fn register_locked(fd: c_int) -> Option<usize> {
     install();

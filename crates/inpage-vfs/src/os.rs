@@ -123,9 +123,9 @@ impl Vfs for OsVfs {
 #[derive(Debug)]
 pub struct OsFile {
     file: fs::File,
-    /// The `vfs::fork` slot of this descriptor once it holds a lock (a child of `fork()`
-    /// must let go of it).
-    lock_slot: std::sync::Mutex<Option<usize>>,
+    /// The `vfs::fork` slot of this descriptor from its first lock attempt on (a child of
+    /// `fork()` must let go of it), and the process generation that took the lock.
+    lock_slot: std::sync::Mutex<Option<(usize, u64)>>,
 }
 
 impl OsFile {
@@ -141,7 +141,17 @@ impl Drop for OsFile {
     fn drop(&mut self) {
         use std::os::fd::AsRawFd;
         let slot = self.lock_slot.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = slot.take() {
+        if let Some((s, generation)) = slot.take() {
+            // Unlock before the slot is given up: a child forked between here and the
+            // close below then inherits an unlocked description, so the lock ends now,
+            // not when that child exits. Only in the process that took the lock — an
+            // inherited copy must never unlock its parent's description.
+            if generation == super::fork::generation() {
+                let _ = retry_eintr(|| {
+                    rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock)
+                        .map_err(io::Error::from)
+                });
+            }
             super::fork::unregister_locked(s, self.file.as_raw_fd());
         }
     }
@@ -209,17 +219,23 @@ impl File for OsFile {
             LockKind::Shared => FlockOperation::NonBlockingLockShared,
             LockKind::Exclusive => FlockOperation::NonBlockingLockExclusive,
         };
-        // The handler must be in place before the lock exists (`vfs::fork`).
-        super::fork::install();
-        match retry_eintr(|| rustix::fs::flock(&self.file, op).map_err(io::Error::from)) {
-            Ok(()) => {
-                use std::os::fd::AsRawFd;
-                let mut slot = self.lock_slot.lock().unwrap_or_else(|e| e.into_inner());
-                if slot.is_none() {
-                    *slot = super::fork::register_locked(self.file.as_raw_fd());
-                }
-                Ok(true)
+        use std::os::fd::AsRawFd;
+        // Registered before the lock exists (`vfs::fork`): a child forked at any moment
+        // after the flock below lets go of the description.
+        let mut slot = self.lock_slot.lock().unwrap_or_else(|e| e.into_inner());
+        let registered_now = slot.is_none();
+        if registered_now {
+            *slot = super::fork::register_locked(self.file.as_raw_fd())
+                .map(|s| (s, super::fork::generation()));
+        }
+        let r = retry_eintr(|| rustix::fs::flock(&self.file, op).map_err(io::Error::from));
+        if r.is_err() && registered_now {
+            if let Some((s, _)) = slot.take() {
+                super::fork::unregister_locked(s, self.file.as_raw_fd());
             }
+        }
+        match r {
+            Ok(()) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
             Err(e) => Err(e),
         }

@@ -170,3 +170,60 @@ fn a_child_holds_none_of_its_parents_locks() {
         "the child could not open the database after its parent closed it"
     );
 }
+
+/// Another thread forking at any moment — while this one opens, commits and closes —
+/// never leaves the lock in a child: every reopen right after a close succeeds. (A fork
+/// between taking the lock and registering it, or between unregistering and closing,
+/// once let a short-lived child hold the lock past the parent's close.)
+#[test]
+fn forks_from_another_thread_never_keep_a_closed_databases_lock() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.db");
+    let stop = Arc::new(AtomicBool::new(false));
+    let forker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut children = 0;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: the child only sleeps and `_exit`s.
+                let pid = unsafe { libc::fork() };
+                assert!(pid >= 0, "fork failed");
+                if pid == 0 {
+                    // SAFETY: async-signal-safe calls only, then the child ends.
+                    unsafe {
+                        libc::usleep(20_000);
+                        libc::_exit(0);
+                    }
+                }
+                // SAFETY: reaps the child just forked.
+                unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+                children += 1;
+            }
+            children
+        })
+    };
+    // The forks land at random points of the loop; 300 rounds cover the lock's take and
+    // release windows many times over.
+    for round in 0..300 {
+        let db = Database::open(&path, Config::default())
+            .unwrap_or_else(|e| panic!("round {round}: reopen after close refused: {e}"));
+        db.write(|w| {
+            let t = match w.open_tree("t") {
+                Ok(t) => t,
+                Err(_) => w.create_tree("t", KeyKind::Int)?,
+            };
+            w.insert(&t, round, b"r").map(|_| ())
+        })
+        .unwrap();
+        db.close().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let children = forker.join().unwrap();
+    assert!(children > 0, "no fork happened during the rounds");
+    let db = Database::open(&path, Config::default()).unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.open_tree("t").unwrap();
+    assert_eq!(r.iter(&t).unwrap().count(), 300);
+}
