@@ -577,11 +577,20 @@ const TXNS_PER_STAGE: u64 = 16;
 const CUTS_PER_DRY_RUN: u64 = 8;
 const DEPTH: u64 = 3;
 
-/// Torture `mode` until `target` cuts fired.
-fn torture(mode: JournalMode, mutant: Mutant, seed: u64, target: u64) -> Report {
+/// What a torture run is for: checking a mode (every cut of the budget), or finding a
+/// planted bug (the first violation settles it; the budget is the most it may take).
+#[derive(Clone, Copy, PartialEq)]
+enum Goal {
+    Check,
+    FindBug,
+}
+
+/// Torture `mode` until `target` cuts fired (or, for `Goal::FindBug`, until the first
+/// violation).
+fn torture(mode: JournalMode, mutant: Mutant, seed: u64, target: u64, goal: Goal) -> Report {
     let mut rep = Report::default();
     let mut seq = 0u64;
-    while rep.cuts < target {
+    while rep.cuts < target && !(goal == Goal::FindBug && !rep.violations.is_empty()) {
         let s = seed.wrapping_mul(1_000_003).wrapping_add(seq);
         seq += 1;
         rep.sequences += 1;
@@ -711,7 +720,7 @@ fn run_all(default_cuts: u64) {
     let mut fatal = Vec::new();
     for mode in modes {
         let t = Instant::now();
-        let rep = torture(mode, Mutant::None, seed, cuts);
+        let rep = torture(mode, Mutant::None, seed, cuts, Goal::Check);
         eprintln!(
             "{mode}: {} cuts ({} in a COMMIT, {} kept it) in {} sequences, {} violations, {:.1} s",
             rep.cuts,
@@ -773,7 +782,7 @@ fn run_attached(default_cuts: u64) {
         };
         *AUX.lock().unwrap_or_else(|p| p.into_inner()) = Some(aux);
         let t = Instant::now();
-        let rep = torture(mode, Mutant::None, seed, cuts);
+        let rep = torture(mode, Mutant::None, seed, cuts, Goal::Check);
         *AUX.lock().unwrap_or_else(|p| p.into_inner()) = None;
         eprintln!(
             "{mode} + attached {aux}: {} cuts ({} in a COMMIT, {} kept it) in {} sequences, {} violations, {:.1} s",
@@ -953,7 +962,7 @@ fn sql_torture_finds_planted_engine_bugs() {
     for b in &BUDGETS {
         for name in b.modes {
             let mode = JournalMode::from_name(name).unwrap();
-            let rep = torture(mode, b.mutant, 1, b.cuts);
+            let rep = torture(mode, b.mutant, 1, b.cuts, Goal::FindBug);
             eprintln!(
                 "{} in {mode}: {} violations in {} cuts; first: {:?}",
                 b.mutant.name(),
