@@ -590,7 +590,8 @@ enum Goal {
 fn torture(mode: JournalMode, mutant: Mutant, seed: u64, target: u64, goal: Goal) -> Report {
     let mut rep = Report::default();
     let mut seq = 0u64;
-    while rep.cuts < target && !(goal == Goal::FindBug && !rep.violations.is_empty()) {
+    let settled = |rep: &Report| goal == Goal::FindBug && !rep.violations.is_empty();
+    while rep.cuts < target && !settled(&rep) {
         let s = seed.wrapping_mul(1_000_003).wrapping_add(seq);
         seq += 1;
         rep.sequences += 1;
