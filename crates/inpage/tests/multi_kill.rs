@@ -138,24 +138,42 @@ fn sigkill_during_commits_across_databases() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let mut failures = Vec::new();
-    let mut rounds = 0;
-    for m1 in JournalMode::all().filter(|m| {
-        let c = m.capabilities();
-        !c.region_backed && c.survives_process_crash && m.promises_atomicity()
-    }) {
-        let m2 = if m1 == JournalMode::WAL {
-            JournalMode::DHL_CC
-        } else {
-            JournalMode::WAL
-        };
-        for k in 0..KILLS_PER_MODE {
-            rounds += 1;
-            if let Err(e) = kill_round(m1, m2, k * 7919 + m1.code() as u64) {
-                failures.push(e);
-            }
-        }
-    }
+    let rounds: Vec<(JournalMode, JournalMode, u64)> = JournalMode::all()
+        .filter(|m| {
+            let c = m.capabilities();
+            !c.region_backed && c.survives_process_crash && m.promises_atomicity()
+        })
+        .flat_map(|m1| {
+            let m2 = if m1 == JournalMode::WAL {
+                JournalMode::DHL_CC
+            } else {
+                JournalMode::WAL
+            };
+            (0..KILLS_PER_MODE).map(move |k| (m1, m2, k * 7919 + m1.code() as u64))
+        })
+        .collect();
+    // Two rounds at a time (each its own child and directory): the child mostly waits
+    // on its commits' syncs, so the machine's cores are not the limit.
+    let failures: Vec<String> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|w| {
+                let rounds = &rounds;
+                s.spawn(move || {
+                    rounds
+                        .iter()
+                        .skip(w)
+                        .step_by(2)
+                        .filter_map(|&(m1, m2, seed)| kill_round(m1, m2, seed).err())
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|h| h.join().expect("kill worker panicked"))
+            .collect()
+    });
+    let rounds = rounds.len();
     assert!(
         failures.is_empty(),
         "{} of {rounds} kills: {failures:#?}",
