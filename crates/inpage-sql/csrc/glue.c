@@ -38,7 +38,7 @@ extern int ipg_clear(Conn*, u32, i64*, int);
 ** the engine cursor to rows[i] on its next call; ipg_sync ends the run, which must
 ** happen before the connection's transaction begins or ends. */
 typedef struct IpgRow { i64 key; const u8 *pay; u32 n; } IpgRow;
-typedef struct IpgRun { const IpgRow *rows; u32 n; u32 i; } IpgRun;
+typedef struct IpgRun { const IpgRow *rows; u32 n; u32 i; const u8 *pay; u32 nPay; } IpgRun;
 extern void ipg_sync(Cur*);
 extern Cur *ipg_cursor_open(Conn*, u32, void*, int, IpgRun**);
 extern void ipg_cursor_close(Cur*);
@@ -502,6 +502,9 @@ static const u8 *gluePayload(BtCursor *c, u32 *pN){
   if( c->run && c->run->n ){
     const IpgRow *w = &c->run->rows[c->run->i];
     p = w->pay; *pN = w->n;
+  }else if( c->run && c->run->pay ){
+    /* What ipg_payload handed out for this position (ffi.rs Run::pay). */
+    p = c->run->pay; *pN = c->run->nPay;
   }else if( c->pCur ){
     rc = ipg_payload(c->pCur, &p, pN);
     if( rc!=SQLITE_OK && !c->fault ){ c->fault = 1; c->faultCode = rc; }

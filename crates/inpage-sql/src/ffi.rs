@@ -1314,11 +1314,8 @@ pub struct Cur {
     /// only inline bytes in the cursor): read once per position, so the pointer
     /// `ipg_payload` hands out stays valid until the cursor moves (trap 6).
     big: Option<Vec<u8>>,
-    /// The record `ipg_payload` handed out for the current position (into the engine
-    /// cursor's page image or `big`), so repeated column reads of one row do not parse
-    /// the cell again. Cleared by everything that moves the cursor (`Cur::moved`).
-    pay: Option<(*const u8, u32)>,
     /// The row run C steps through without calling Rust (see [`Run`]); `rows` backs it.
+    /// Its `pay` is the record `ipg_payload` handed out for the current position.
     run: Run,
     rows: Vec<Row>,
     /// Forward steps since the cursor was last positioned otherwise: a run is offered
@@ -1354,11 +1351,19 @@ pub struct Row {
 ///   which lives until the engine cursor leaves the leaf, and that only happens after
 ///   `sync_run`. Rows whose key or value is in a chain end the run (the usual path
 ///   reads those).
+///
+/// Outside a run (`n == 0`), `pay`/`npay` (when `pay` is not null) are the record
+/// `ipg_payload` handed out for the engine cursor's current position (into its page image
+/// or `Cur::big`), which C answers from until the cursor moves: a row's column reads then
+/// cost no call into Rust. Everything that moves the cursor clears it first
+/// (`Cur::moved`), and what it points at lives until then, as for the run's rows.
 #[repr(C)]
 pub struct Run {
     rows: *const Row,
     n: u32,
     i: u32,
+    pay: *const u8,
+    npay: u32,
 }
 
 impl Run {
@@ -1366,6 +1371,8 @@ impl Run {
         rows: std::ptr::null(),
         n: 0,
         i: 0,
+        pay: std::ptr::null(),
+        npay: 0,
     };
 }
 
@@ -1392,7 +1399,6 @@ pub unsafe extern "C" fn ipg_cursor_open(
             cur: None,
             intkey: keyinfo.is_null(),
             big: None,
-            pay: None,
             run: Run::EMPTY,
             rows: Vec::new(),
             streak: 0,
@@ -1496,14 +1502,15 @@ impl Cur {
             self.run = Run {
                 rows: rows.as_ptr(),
                 n: rows.len() as u32,
-                i: 0,
+                ..Run::EMPTY
             };
         }
     }
     /// The engine cursor is about to move: what was handed out for the old position goes.
     fn moved(&mut self) {
         self.big = None;
-        self.pay = None;
+        self.run.pay = std::ptr::null();
+        self.run.npay = 0;
     }
     /// Run a positioning call on the engine cursor. An absent tree reads as empty.
     fn go<R>(
@@ -1738,11 +1745,11 @@ pub unsafe extern "C" fn ipg_restore(cur: *mut Cur, different: *mut c_int) -> c_
 #[no_mangle]
 pub unsafe extern "C" fn ipg_payload(cur: *mut Cur, p: *mut *const u8, n: *mut u32) -> c_int {
     with_cur(cur, |c| {
-        if let Some((ptr, len)) = c.pay {
+        if !c.run.pay.is_null() {
             // SAFETY: `p`, `n` are valid (contract).
             unsafe {
-                *p = ptr;
-                *n = len;
+                *p = c.run.pay;
+                *n = c.run.npay;
             }
             return Ok(OK);
         }
@@ -1768,8 +1775,9 @@ pub unsafe extern "C" fn ipg_payload(cur: *mut Cur, p: *mut *const u8, n: *mut u
             }
         }
         let ptr = if found {
-            // The bytes stay where they are until the cursor moves (`Cur::pay`).
-            c.pay = Some((out.as_ptr(), out.len() as u32));
+            // The bytes stay where they are until the cursor moves (`Run::pay`).
+            c.run.pay = out.as_ptr();
+            c.run.npay = out.len() as u32;
             out.as_ptr()
         } else {
             std::ptr::null()

@@ -138,20 +138,37 @@ impl<'a> CellArray<'a> {
     /// (its value) is checked by whatever reads it (`cell_range`, as a long key here).
     #[inline]
     pub fn key(&self, i: usize) -> Result<CellKey<'a>> {
-        if i < self.ncells {
-            let off = get_u16(self.arr, self.array_off + PTR_SIZE * i);
-            if off >= self.area_start && off + CELL_HEADER <= self.usable {
-                let k16 = get_u16(self.buf, off);
-                let end = off + CELL_HEADER + k16;
-                if k16 != usize::from(KLEN_LONG)
-                    && end <= self.usable
-                    && CELL_HEADER + k16 <= max_cell(self.usable)
-                {
-                    return Ok(CellKey::Inline(&self.buf[off + CELL_HEADER..end]));
-                }
-            }
+        if let Some(k) = self.inline_key_at(i) {
+            return Ok(CellKey::Inline(k));
         }
         Ok(cell_key(self.usable, self.cell(i)?))
+    }
+
+    /// The key of cell `i` when it is stored whole and lies inside the cell area, with
+    /// the checks `key` makes for that case; None sends the caller to `key` (a long key,
+    /// or a cell whose problem `key` reports). Searches call it once per probe.
+    #[inline(always)]
+    fn inline_key_at(&self, i: usize) -> Option<&'a [u8]> {
+        if i >= self.ncells {
+            return None;
+        }
+        let at = self.array_off + PTR_SIZE * i;
+        let off = usize::from(u16::from_le_bytes(
+            self.arr.get(at..at + 2)?.try_into().ok()?,
+        ));
+        if off < self.area_start || off + CELL_HEADER > self.usable {
+            return None;
+        }
+        let k16 = usize::from(u16::from_le_bytes(
+            self.buf.get(off..off + 2)?.try_into().ok()?,
+        ));
+        let end = off + CELL_HEADER + k16;
+        // No inline key is `KLEN_LONG` long (a long key's marker): `max_cell` is far below.
+        debug_assert!(max_cell(self.usable) < usize::from(KLEN_LONG));
+        if end > self.usable || CELL_HEADER + k16 > max_cell(self.usable) {
+            return None;
+        }
+        self.buf.get(off + CELL_HEADER..end)
     }
 
     /// Key of cell `i` when it is stored whole; a long key (whose tail needs the store)
@@ -272,6 +289,44 @@ impl<'a> CellArray<'a> {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let before = match self.probe_at(mid, probe, whole)? {
+                Ordering::Less => true,
+                Ordering::Equal => upper,
+                Ordering::Greater => false,
+            };
+            if before {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// [`CellArray::bound_by`] for a tree ordered by memcmp, against the stored form of
+    /// the target itself: no probe call per key, and two 8-byte keys (an integer
+    /// tree's) are compared as big-endian words, which orders them as memcmp does. The
+    /// same answer as `bound_by` with `|k| k.cmp(target)`.
+    pub fn bound_bytes(
+        &self,
+        target: &[u8],
+        whole: &dyn Fn(CellKey<'a>) -> Result<Vec<u8>>,
+        upper: bool,
+    ) -> Result<usize> {
+        let word = <[u8; 8]>::try_from(target).ok().map(u64::from_be_bytes);
+        let (mut lo, mut hi) = (0, self.ncells);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let ord = match self.inline_key_at(mid) {
+                Some(k) => match (word, <[u8; 8]>::try_from(k)) {
+                    (Some(w), Ok(k)) => u64::from_be_bytes(k).cmp(&w),
+                    _ => k.cmp(target),
+                },
+                None => match self.key(mid)? {
+                    CellKey::Inline(k) => k.cmp(target),
+                    long => whole(long)?.as_slice().cmp(target),
+                },
+            };
+            let before = match ord {
                 Ordering::Less => true,
                 Ordering::Equal => upper,
                 Ordering::Greater => false,

@@ -48,6 +48,39 @@ enum Edge {
     Last,
 }
 
+/// What a seek looks for.
+enum Target<'a, 'p> {
+    /// The keys a probe puts before its target.
+    Probe(&'a mut ProbeFn<'p>),
+    /// The keys memcmp puts before these stored bytes.
+    Bytes(&'a [u8]),
+}
+
+impl Target<'_, '_> {
+    /// How many of `node`'s keys come before the target (with `upper`, Equal ones too).
+    fn bound<'k>(
+        &mut self,
+        node: &CellArray<'k>,
+        whole: &dyn Fn(CellKey<'k>) -> Result<Vec<u8>>,
+        upper: bool,
+    ) -> Result<usize> {
+        match self {
+            Target::Probe(probe) => node.bound_by(*probe, whole, upper),
+            Target::Bytes(key) => node.bound_bytes(key, whole, upper),
+        }
+    }
+}
+
+/// Whether a seek may reuse the pages of the cursor's kept stack.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Reuse {
+    /// Read every page of the descent (the tree may have changed since the stack was
+    /// built).
+    Fresh,
+    /// The tree is unchanged since the stack was built: reuse what matches.
+    Kept,
+}
+
 /// A position in a tree. Invalid (no current entry) until a positioning call succeeds.
 pub struct Cursor<'s> {
     store: &'s dyn PageRead,
@@ -87,7 +120,9 @@ impl<'s> Cursor<'s> {
     /// Move to the first key >= `key`; Ok(false) if there is none.
     pub fn seek(&mut self, key: &[u8]) -> Result<bool> {
         let cmp = self.cmp;
-        self.raw.seek_by(self.store, &mut |k: &[u8]| cmp(k, key))
+        // The store is borrowed for the cursor's life: the tree cannot change under it.
+        self.raw
+            .seek_by_kept(self.store, &mut |k: &[u8]| cmp(k, key))
     }
 
     /// Move to the last key <= `key`; Ok(false) if there is none.
@@ -196,22 +231,39 @@ impl RawCursor {
     /// Move to the first key the probe does not put before its target (`probe(k) !=
     /// Less`); Ok(false) if there is none.
     pub fn seek_by(&mut self, store: &dyn PageRead, probe: &mut ProbeFn<'_>) -> Result<bool> {
-        self.seek_bound(store, probe, false)
+        self.seek_bound(store, &mut Target::Probe(probe), false, Reuse::Fresh)
+    }
+
+    /// [`RawCursor::seek_by`] for an owner that knows the tree is unchanged since this
+    /// cursor was last positioned: the kept path's pages are reused as far as the probe
+    /// leads through them (the root of most seeks, the interior pages of nearby ones),
+    /// instead of being read and opened again.
+    pub fn seek_by_kept(&mut self, store: &dyn PageRead, probe: &mut ProbeFn<'_>) -> Result<bool> {
+        self.seek_bound(store, &mut Target::Probe(probe), false, Reuse::Kept)
+    }
+
+    /// [`RawCursor::seek_by`] with the probe `|k| k.cmp(key)` in a tree ordered by
+    /// memcmp, comparing without a call per key (`CellArray::bound_bytes`); `kept` as
+    /// for [`RawCursor::seek_by_kept`].
+    pub fn seek_bytes(&mut self, store: &dyn PageRead, key: &[u8], kept: bool) -> Result<bool> {
+        let reuse = if kept { Reuse::Kept } else { Reuse::Fresh };
+        self.seek_bound(store, &mut Target::Bytes(key), false, reuse)
     }
 
     /// [`Self::seek_by`] (`le` false) or [`Self::seek_le_by`] (`le` true).
     fn seek_bound(
         &mut self,
         store: &dyn PageRead,
-        probe: &mut ProbeFn<'_>,
+        target: &mut Target<'_, '_>,
         le: bool,
+        path: Reuse,
     ) -> Result<bool> {
-        self.seek_leaf(store, probe, le)?;
+        self.seek_leaf(store, target, le, path)?;
         let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
         // With `le`, the leaf's "one past the wanted cell" index, as `settle_backward`
         // expects.
         let (pgno, p) = (leaf.pgno, leaf.opened.attach(&leaf.page));
-        let i = p.bound_by(probe, &whole(store, pgno), le)?;
+        let i = target.bound(&p, &whole(store, pgno), le)?;
         self.top_mut().idx = i;
         if le {
             self.settle_backward(store)
@@ -294,7 +346,7 @@ impl RawCursor {
     /// Move to the last key the probe does not put after its target (`probe(k) !=
     /// Greater`); Ok(false) if there is none.
     pub fn seek_le_by(&mut self, store: &dyn PageRead, probe: &mut ProbeFn<'_>) -> Result<bool> {
-        self.seek_bound(store, probe, true)
+        self.seek_bound(store, &mut Target::Probe(probe), true, Reuse::Fresh)
     }
 
     /// Step forward; Ok(false) (and invalid) past the end.
@@ -471,27 +523,52 @@ impl RawCursor {
         }
     }
 
-    /// Descend from the root to the leaf `tree::btree::descend_by` would choose.
+    /// Descend from the root to the leaf `tree::btree::descend_by` would choose. With
+    /// `Reuse::Kept`, a frame already on the stack for the page the descent reaches is
+    /// used as it is: the owner vouches that the tree is unchanged since the stack was
+    /// built, so the page and what opening it found are what a fresh read would give.
     fn seek_leaf(
         &mut self,
         store: &dyn PageRead,
-        probe: &mut ProbeFn<'_>,
+        target: &mut Target<'_, '_>,
         upper: bool,
+        path: Reuse,
     ) -> Result<()> {
-        self.reset();
-        self.push(store, self.root, Edge::First)?;
+        self.cur = None;
+        let keep_root =
+            path == Reuse::Kept && self.stack.first().is_some_and(|f| f.pgno == self.root);
+        if !keep_root {
+            self.reset();
+            self.push(store, self.root, Edge::First)?;
+        }
+        let mut d = 0;
         loop {
-            let top = self.stack.last().expect("cursor stack is not empty");
-            let p = self.page(top)?;
+            let f = &self.stack[d];
+            debug_assert!(
+                path == Reuse::Fresh || Self::kept_frame_is_current(store, f),
+                "page {} of a kept path is not the tree's now",
+                f.pgno
+            );
+            let p = self.page(f)?;
             if p.is_leaf() {
+                self.stack.truncate(d + 1);
                 return Ok(());
             }
-            let pgno = top.pgno;
-            let idx = p.bound_by(probe, &whole(store, pgno), upper)?;
+            let idx = target.bound(&p, &whole(store, f.pgno), upper)?;
             let child = p.child(idx)?;
-            self.top_mut().idx = idx;
+            self.stack[d].idx = idx;
+            d += 1;
+            if self.stack.get(d).is_some_and(|f| f.pgno == child) {
+                continue;
+            }
+            self.stack.truncate(d);
             self.push(store, child, Edge::First)?;
         }
+    }
+
+    /// Debug builds: a kept frame holds the image the store gives for its page now.
+    fn kept_frame_is_current(store: &dyn PageRead, f: &Frame) -> bool {
+        store.read(f.pgno).is_ok_and(|p| p[..] == f.page[..])
     }
 
     /// The leaf index may be one past its last cell: move to the next cell in key order,

@@ -928,3 +928,57 @@ fn corrupt_key_tail_chain_is_reported() {
     assert!(e.to_string().contains("ends after 1 of"), "{e}");
     assert!(get(&s, root, &bytewise, &keys[20]).is_err());
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// A bytewise seek (`RawCursor::seek_bytes`, word compares for 8-byte keys), and one
+    /// that reuses the kept path of the previous seek, land where a probe seek does, for
+    /// keys of every length — 8-byte ones, others, and long keys whose tail is in a chain.
+    #[test]
+    fn prop_bytewise_and_kept_seeks_match_probe_seeks(
+        keys in proptest::collection::btree_set(
+            prop_oneof![
+                4 => proptest::collection::vec(any::<u8>(), 8..=8),
+                2 => proptest::collection::vec(any::<u8>(), 0..20),
+                1 => proptest::collection::vec(any::<u8>(), 100..300),
+            ],
+            1..300,
+        ),
+        targets in proptest::collection::vec(
+            prop_oneof![
+                proptest::collection::vec(any::<u8>(), 8..=8),
+                proptest::collection::vec(any::<u8>(), 0..300),
+            ],
+            1..40,
+        ),
+        pick in proptest::collection::vec(any::<prop::sample::Index>(), 0..40),
+    ) {
+        let mut s = MemStore::new(512);
+        let root = create(&mut s).unwrap();
+        let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+        for (i, k) in keys.iter().enumerate() {
+            insert(&mut s, root, &bytewise, FWD, k, &value_of(i as u32, 3)).unwrap();
+        }
+        // Targets: random bytes, and keys of the tree (exact hits), interleaved.
+        let mut all: Vec<Vec<u8>> = targets;
+        all.extend(pick.iter().map(|ix| keys[ix.index(keys.len())].clone()));
+        let mut kept = cursor::RawCursor::new(&s, root);
+        for (n, t) in all.iter().enumerate() {
+            let mut fresh = cursor::RawCursor::new(&s, root);
+            let want = fresh.seek_by(&s, &mut |k: &[u8]| k.cmp(t)).unwrap();
+            let want_key = want.then(|| fresh.key().to_vec());
+            // Alternate the kept cursor between the probe and the bytewise search.
+            let got = if n % 2 == 0 {
+                kept.seek_bytes(&s, t, true).unwrap()
+            } else {
+                kept.seek_by_kept(&s, &mut |k: &[u8]| k.cmp(t)).unwrap()
+            };
+            prop_assert_eq!(got, want, "target {:?}", t);
+            prop_assert_eq!(got.then(|| kept.key().to_vec()), want_key.clone());
+            let mut once = cursor::RawCursor::new(&s, root);
+            let got = once.seek_bytes(&s, t, false).unwrap();
+            prop_assert_eq!(got.then(|| once.key().to_vec()), want_key);
+        }
+    }
+}

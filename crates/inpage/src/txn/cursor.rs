@@ -39,7 +39,7 @@ use crate::page::cell::Payload;
 use crate::tree::{self, cursor::RawCursor};
 
 use super::key::{decode_int, Comparator, Key, KeyKind, OwnedKey};
-use super::{cursor_order, encode_key, Probe, ReadableTxn, Tree, WriteTxn};
+use super::{cursor_order, encode_key_for, KeyBuf, Probe, ReadableTxn, Tree, WriteTxn};
 
 /// Where a seek left the cursor, like SQLite's `pRes` of `sqlite3BtreeTableMoveto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +83,8 @@ pub struct Cursor {
     kind: KeyKind,
     probe_only: bool,
     order: Comparator,
+    /// The tree orders keys by memcmp (no comparator of its own).
+    bytewise: bool,
     raw: RawCursor,
     state: State,
     /// `tree_clock` when `raw` was positioned.
@@ -190,16 +192,9 @@ impl Cursor {
     }
 
     /// `key` as this cursor's tree stores it (trees with a fixed order only).
-    fn encoded_key(&self, key: Key<'_>) -> Result<Vec<u8>> {
+    fn encoded_key<'k>(&self, key: Key<'k>) -> Result<KeyBuf<'k>> {
         self.refuse_probe_tree()?;
-        let info = super::catalog::TreeInfo {
-            name: self.name.to_string(),
-            root: self.root,
-            kind: self.kind,
-            custom_comparator: false,
-            external_order: false,
-        };
-        Ok(encode_key(&info, key)?.as_slice().to_vec())
+        encode_key_for(&self.name, self.kind, key)
     }
 
     fn refuse_probe_tree(&self) -> Result<()> {
@@ -233,6 +228,7 @@ pub trait CursorOps: ReadableTxn {
             kind: info.kind,
             probe_only: info.external_order,
             order,
+            bytewise: tree.cmp.is_none(),
             raw: RawCursor::new(self, info.root),
             state: State::Invalid,
             clock: (0, 0),
@@ -258,8 +254,15 @@ pub trait CursorOps: ReadableTxn {
     /// greater entry, else on the last entry (see [`SeekResult`]).
     fn cursor_seek<'k>(&self, c: &mut Cursor, key: impl Into<Key<'k>>) -> Result<SeekResult> {
         let k = c.encoded_key(key.into())?;
-        let order = c.order.clone();
-        self.cursor_seek_by(c, &mut |s: &[u8]| order(s, &k))
+        let k = k.as_slice();
+        if !c.bytewise {
+            let order = c.order.clone();
+            return self.cursor_seek_by(c, &mut |s: &[u8]| order(s, k));
+        }
+        // The tree orders by memcmp: the search compares the stored bytes directly.
+        let clock = self.fresh_raw(c);
+        let found = c.raw.seek_bytes(self, k, c.clock == clock)?;
+        self.settle_seek(c, found, clock, &mut |s: &[u8]| s.cmp(k))
     }
 
     /// Seek by a probe (`probe(stored)` orders a stored key against the target): on the
@@ -267,7 +270,27 @@ pub trait CursorOps: ReadableTxn {
     /// `cursor_seek`. Works on every tree; the only seek of probe-ordered trees.
     fn cursor_seek_by(&self, c: &mut Cursor, probe: Probe<'_>) -> Result<SeekResult> {
         let clock = self.fresh_raw(c);
-        if c.raw.seek_by(self, probe)? {
+        // The kept stack is the tree's as it is now exactly when the clock has not moved
+        // since it was positioned (the same rule `revalidate` steps by).
+        let found = if c.clock == clock {
+            c.raw.seek_by_kept(self, probe)?
+        } else {
+            c.raw.seek_by(self, probe)?
+        };
+        self.settle_seek(c, found, clock, probe)
+    }
+
+    /// The result of a seek that found (`found`) or did not find an entry the probe
+    /// does not put before its target.
+    #[doc(hidden)]
+    fn settle_seek(
+        &self,
+        c: &mut Cursor,
+        found: bool,
+        clock: (u64, u64),
+        probe: Probe<'_>,
+    ) -> Result<SeekResult> {
+        if found {
             let exact = probe(c.raw.key()) == Ordering::Equal;
             c.settle(true, clock);
             return Ok(if exact {
@@ -563,8 +586,9 @@ impl WriteTxn {
         value: &[u8],
     ) -> Result<Option<Vec<u8>>> {
         let k = c.encoded_key(key.into())?;
+        let k = k.as_slice();
         let order = c.order.clone();
-        self.insert_at(c, &mut |s: &[u8]| order(s, &k), &k, value)
+        self.insert_at(c, &mut |s: &[u8]| order(s, k), k, value)
     }
 
     /// Insert `key`/`value` where `probe` places it, replacing the entry the probe finds

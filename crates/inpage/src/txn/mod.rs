@@ -234,10 +234,15 @@ fn cursor_order(tree: &Tree, info: &TreeInfo) -> Result<Comparator> {
 
 /// Encode a key for a tree, checking its kind and size.
 fn encode_key<'k>(info: &TreeInfo, key: Key<'k>) -> Result<KeyBuf<'k>> {
-    if key.kind() != info.kind {
+    encode_key_for(&info.name, info.kind, key)
+}
+
+/// [`encode_key`] for the tree `name` of keys of `kind`.
+fn encode_key_for<'k>(name: &str, kind: KeyKind, key: Key<'k>) -> Result<KeyBuf<'k>> {
+    if key.kind() != kind {
         return Err(Error::KeyKindMismatch {
-            tree: info.name.clone(),
-            expected: info.kind.name(),
+            tree: name.to_string(),
+            expected: kind.name(),
             got: key.kind().name(),
         });
     }
