@@ -1443,7 +1443,7 @@ impl Cur {
                 // SAFETY: SQLite keeps the cursor's KeyInfo alive while it is open, and
                 // the order takes its own reference for as long as it lives.
                 let order = unsafe { record_order::keyinfo_order(self.keyinfo, self.order_fields) };
-                with_txn!(conn, t => t.open_probe_tree(&name(self.itable), order))?
+                tree.with_order(order)
             };
             self.cur = Some(with_txn!(conn, t => t.open_cursor(&tree))?);
         }

@@ -8,7 +8,7 @@
 //! page bytes.
 
 /// One bit per page byte.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Occupancy {
     words: Vec<u64>,
 }

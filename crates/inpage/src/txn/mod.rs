@@ -123,6 +123,18 @@ impl Tree {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// A handle on the same tree that orders keys by `order` (for a probe-ordered tree:
+    /// `open_probe_tree` without looking the tree up again). It shares this handle's
+    /// remembered catalog record; opening a cursor with it checks, as for any handle,
+    /// that the catalog gives the tree an order of its own.
+    pub fn with_order(&self, order: Comparator) -> Tree {
+        Tree {
+            name: self.name.clone(),
+            cmp: Some(order),
+            cached: self.cached.clone(),
+        }
+    }
 }
 
 fn check_tree_name(name: &str, usable: usize) -> Result<()> {

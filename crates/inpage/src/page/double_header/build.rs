@@ -223,7 +223,7 @@ pub(super) fn build_edited(
     i: usize,
     remove: bool,
     insert: Option<&[u8]>,
-) -> Result<Option<(Vec<u8>, usize)>> {
+) -> Result<Option<(PageRef, usize)>> {
     debug_assert!(p.is_leaf() && p.tid < tid && base.len() >= usable);
     let ranges = p.ranges()?;
     let p_cells = &ranges[usize::from(p.ncells > 0)..];
@@ -262,7 +262,9 @@ pub(super) fn build_edited(
     else {
         return Ok(None);
     };
-    let mut out = vec![0u8; page_size];
+    // Built where it will live: one allocation, no copy into a shared image after.
+    let mut image: PageRef = std::iter::repeat_n(0u8, page_size).collect();
+    let out = std::sync::Arc::get_mut(&mut image).expect("a new image has no other owner");
     let pd = p.slot * DESC_SIZE;
     out[pd..pd + DESC_SIZE].copy_from_slice(&base[pd..pd + DESC_SIZE]);
     for &(s, e) in &ranges {
@@ -282,7 +284,7 @@ pub(super) fn build_edited(
     };
     write_descriptor(
         pgno,
-        &mut out,
+        out,
         1 - p.slot,
         &version,
         plan.array_off,
@@ -305,7 +307,7 @@ pub(super) fn build_edited(
         );
         return Ok(None);
     }
-    Ok(Some((out, used)))
+    Ok(Some((image, used)))
 }
 
 /// Image of a page holding only `v`, laid out compactly (array at the bottom of the

@@ -27,6 +27,12 @@
 //!   one, older than the transaction) is [`build`] of that version with the one cell
 //!   changed, computed without decoding the node or hashing its cells
 //!   (`build::build_edited`): the same image `build` gives, so its invariants hold.
+//! - A later touch of the image the previous touch produced (kept per thread, a few
+//!   pages: [`LastEdit`]) starts from that touch's own cells and the other descriptor's
+//!   claimed bytes instead of walking both again. It is used only for an image equal
+//!   byte for byte to the one it was computed from, in the same slot, and everything it
+//!   holds is a function of those bytes, so the edit is the one a fresh walk gives
+//!   (property test `an_edit_from_the_last_edit_is_the_edit_afresh`).
 //! - None (the tree rebuilds the node through [`build`], which gives the same cells)
 //!   whenever the edit is not one of these simple cases: the visible version is not a
 //!   leaf or does not validate, the other descriptor is neither INV nor an older
@@ -78,16 +84,53 @@ pub fn edit(pgno: Pgno, page: &[u8], usable: usize, e: LeafEdit) -> Result<Edite
         }
     }
     if first_touch {
-        let Some((out, used)) =
+        let Some((image, used)) =
             build::build_edited(pgno, page.len(), usable, page, &own, tid, i, remove, insert)?
         else {
             return Ok(None);
         };
-        let image = PageRef::from(out);
         remember_written(pgno, &image, usable, 1 - own.slot);
         return Ok(Some((image, used)));
     }
     with_scratch(|s| edit_in(s, pgno, page, usable, &own, i, remove, insert))
+}
+
+/// How many pages' last edits a thread keeps ([`LastEdit`]): a statement edits a table's
+/// leaf and a leaf of each of its indexes, and the next statement the same leaves again.
+pub(super) const LAST_EDITS: usize = 8;
+
+/// The last image [`edit_in`] produced for a page, byte for byte, with what it found walking it:
+/// the own version's cells in key order and the bytes the other version claims. The next
+/// edit of the same leaf in a transaction is an edit of exactly these bytes (a hot leaf
+/// takes several rows per transaction), and starts from them instead of walking both
+/// versions again. Everything kept is a function of the bytes (and the slot), so an
+/// image equal to `image` has the same cells and claims: the bytes are compared, never
+/// trusted by address.
+#[derive(Default)]
+pub(super) struct LastEdit {
+    valid: bool,
+    pgno: Pgno,
+    usable: usize,
+    slot: usize,
+    image: Vec<u8>,
+    cells: Vec<(usize, usize)>,
+    other: Occupancy,
+}
+
+impl LastEdit {
+    fn matches(&self, pgno: Pgno, page: &[u8], usable: usize, slot: usize) -> bool {
+        self.valid
+            && self.pgno == pgno
+            && self.usable == usable
+            && self.slot == slot
+            && self.image[..] == *page
+    }
+}
+
+/// Tests: forget this thread's [`LastEdit`]s, so the next edit walks its page afresh.
+#[cfg(test)]
+pub(super) fn forget_last_edits() {
+    with_scratch(|s| s.last_edit = Default::default());
 }
 
 /// [`edit`] once the own version `own` is known, using `s` for the occupancy.
@@ -107,22 +150,40 @@ fn edit_in(
     let other = 1 - own.slot;
     let od = other * DESC_SIZE;
     let other_tid = get_u64(page, od + D_TID);
-    if other_tid != 0 && (other_tid >= own.tid || !mark_claimed(s, page, usable, other)) {
+    if other_tid != 0 && other_tid >= own.tid {
         return Ok(None);
     }
-    // The own cells that stay, and their cost.
-    let mut cells: Vec<(usize, usize)> = Vec::with_capacity(own.ncells + 1);
-    let mut used = 0;
-    let mut freed = None;
-    for j in 0..own.ncells {
-        let (off, size) = own.cell_range(j)?;
-        if remove && j == i {
-            freed = Some((off, off + size));
-            continue;
+    let entry = pgno as usize % LAST_EDITS;
+    let mut last = std::mem::take(&mut s.last_edit[entry]);
+    let known = last.matches(pgno, page, usable, own.slot);
+    // The own cells in key order (the removed one too, for now).
+    let mut cells: Vec<(usize, usize)> = std::mem::take(&mut last.cells);
+    if known {
+        debug_assert_eq!(cells.len(), own.ncells);
+        s.used.clone_from(&last.other);
+    } else {
+        if other_tid != 0 && !mark_claimed(s, page, usable, other) {
+            return Ok(None);
         }
-        cells.push((off, size));
-        used += cell_cost(size);
+        cells.clear();
+        for j in 0..own.ncells {
+            cells.push(own.cell_range(j)?);
+        }
     }
+    // Kept for the next edit (reusing last time's buffer): it equals `last.other` already
+    // when the image was known.
+    let mut other_claims = std::mem::take(&mut last.other);
+    if !known {
+        other_claims.clone_from(&s.used);
+    }
+    // The own cells that stay, and their cost.
+    let freed = if remove {
+        let (off, size) = cells.remove(i);
+        Some((off, off + size))
+    } else {
+        None
+    };
+    let mut used: usize = cells.iter().map(|&(_, size)| cell_cost(size)).sum();
     // A removed cell stays only where the protected version shares it (a shared cell is
     // one of its cells, so its first byte tells).
     let freed = freed.filter(|&(a, _)| !s.used.marked(a));
@@ -162,7 +223,9 @@ fn edit_in(
         None => None,
     };
 
-    let mut out = page.to_vec();
+    // Copied once, into the image the edit returns.
+    let mut image = PageRef::from(page);
+    let out = std::sync::Arc::get_mut(&mut image).expect("a new image has no other owner");
     out[old_array.0..old_array.1].fill(0);
     if let Some((a, e)) = freed {
         out[a..e].fill(0);
@@ -172,10 +235,10 @@ fn edit_in(
         cells.insert(i, (off, c.len()));
     }
     let d = own.slot * DESC_SIZE;
-    put_u16(&mut out, d + D_NCELLS, ncells);
-    put_u16(&mut out, d + D_ARRAY, array_off);
+    put_u16(out, d + D_NCELLS, ncells);
+    put_u16(out, d + D_ARRAY, array_off);
     for (j, &(off, _)) in cells.iter().enumerate() {
-        put_u16(&mut out, array_off + PTR_SIZE * j, off);
+        put_u16(out, array_off + PTR_SIZE * j, off);
     }
     s.covered.clear();
     s.covered.extend_from_slice(&out[d..d + D_CRC]);
@@ -185,7 +248,7 @@ fn edit_in(
         s.covered.extend_from_slice(&out[off..off + size]);
     }
     let crc = covered_crc(pgno, &s.covered);
-    put_u32(&mut out, d + D_CRC, crc);
+    put_u32(out, d + D_CRC, crc);
     #[cfg(debug_assertions)]
     if other_tid != 0 {
         let mut claimed = Scratch::default();
@@ -195,9 +258,19 @@ fn edit_in(
         debug_assert!(kept.into_iter().all(|b| out[b] == page[b]));
     }
     debug_assert!(out[od..od + DESC_SIZE] == page[od..od + DESC_SIZE]);
-    let image = PageRef::from(out);
+    last.image.clear();
+    last.image.extend_from_slice(out);
     debug_assert!(Dhl::check_slot(pgno, &image, usable, own.slot).is_ok());
     remember(&MEMO, &image, (pgno, usable, own.slot), ());
+    s.last_edit[entry] = LastEdit {
+        valid: true,
+        pgno,
+        usable,
+        slot: own.slot,
+        cells,
+        other: other_claims,
+        ..last
+    };
     Ok(Some((image, used)))
 }
 

@@ -240,6 +240,9 @@ struct Scratch {
     covered: Vec<u8>,
     /// One bit per page byte, set for bytes a version references.
     used: Occupancy,
+    /// What recent subsequent edits (`edit::edit_in`) knew of the images they produced,
+    /// one entry per page number modulo their count.
+    last_edit: [edit::LastEdit; edit::LAST_EDITS],
 }
 
 thread_local! {

@@ -1782,3 +1782,51 @@ fn edits_decline_other_versions_and_refuse_bad_indexes() {
         &[rec(1, 20), rec(2, 30), rec(3, 40)],
     );
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Subsequent edits of a leaf in one transaction start from what the previous edit
+    /// of it knew (`edit::LastEdit`): each gives exactly the image an edit that walks the
+    /// page afresh gives, and the version holds the cells a model of the edits holds.
+    #[test]
+    fn an_edit_from_the_last_edit_is_the_edit_afresh(
+        v in arb_cells(true, US, capacity(US) / 2),
+        ops in proptest::collection::vec(
+            (any::<bool>(), any::<proptest::sample::Index>(), strategies::arb_cell(true, US, 120)),
+            1..12,
+        ),
+    ) {
+        let Some(committed) = build(1, PS, US, None, 2, &ver(3, true, 0, &v)).unwrap() else {
+            return Ok(());
+        };
+        let mut page: PageRef = committed.into();
+        let mut model = v.clone();
+        for (n, (remove, at, c)) in ops.iter().enumerate() {
+            let remove = *remove && !model.is_empty();
+            let i = at.index(model.len() + usize::from(!remove));
+            let e = || ed(4, i, remove, (!remove).then_some(&c[..]));
+            let warm = edit(1, &page, US, e()).unwrap();
+            if n > 0 {
+                edit::forget_last_edits();
+                let cold = edit(1, &page, US, e()).unwrap();
+                prop_assert_eq!(
+                    warm.as_ref().map(|(p, u)| (p.to_vec(), *u)),
+                    cold.as_ref().map(|(p, u)| (p.to_vec(), *u)),
+                    "edit {} differs from the edit afresh", n
+                );
+            }
+            let Some((next, _)) = warm else {
+                break;
+            };
+            if remove {
+                model.remove(i);
+            } else {
+                model.insert(i, c.clone());
+            }
+            let got = reference::visible(1, &next, US, 4).expect("the edited version");
+            prop_assert_eq!(got.cells().unwrap(), model.clone());
+            page = next;
+        }
+    }
+}
