@@ -186,21 +186,23 @@ const BUDGETS: [Budget; 22] = [
         at_least: 1,
         args: plain,
     },
-    // NVLOG on persistent regions: a cut between the early watermark and the flush's
-    // fdatasync leaves a region that no longer holds commits the file lost.
+    // NVLOG on persistent regions, and REDO (its ring is a file): a cut between the early
+    // watermark and the flush's fdatasync leaves a ring that no longer holds commits the
+    // file lost.
     Budget {
         mutant: Mutant::WatermarkBeforeSync,
-        modes: &["nvlog"],
+        modes: &["nvlog", "redo"],
         sequences: 200,
         rare: &[],
         at_least: 1,
         args: plain,
     },
     // NVLOG: a cut between a record's store and its persist leaves it torn in the region
-    // (some 8-byte words new, some old); replaying past its failed checksum applies it.
+    // (some 8-byte words new, some old); REDO: torn at sector boundaries in its ring file.
+    // Replaying past its failed checksum applies it.
     Budget {
         mutant: Mutant::ReplayPastBadChecksum,
-        modes: &["nvlog"],
+        modes: &["nvlog", "redo"],
         sequences: 200,
         rare: &[],
         at_least: 1,
@@ -227,7 +229,7 @@ const BUDGETS: [Budget; 22] = [
     // Found when a reopen meets a log whose first batch is named by its last tid alone.
     Budget {
         mutant: Mutant::BatchPerCommitTids,
-        modes: &["nvlog", "nvlog-region-lost"],
+        modes: &["nvlog", "nvlog-region-lost", "redo"],
         sequences: 100,
         rare: &[],
         at_least: 1,
@@ -237,7 +239,7 @@ const BUDGETS: [Budget; 22] = [
     // links in (about half the sequences).
     Budget {
         mutant: Mutant::DirectPagesUnsynced,
-        modes: &["nvlog", "nvlog-region-lost"],
+        modes: &["nvlog", "nvlog-region-lost", "redo"],
         sequences: 100,
         rare: &[],
         at_least: 1,

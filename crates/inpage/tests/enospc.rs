@@ -18,7 +18,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use inpage::{Config, Database, JournalMode, KeyKind, ReadableTxn};
+use inpage::{Config, Database, JournalMode, JournalOption, KeyKind, ReadableTxn};
 
 const CHILD_ENV: &str = "INPAGE_ENOSPC_CHILD";
 
@@ -92,6 +92,9 @@ fn config(mode: JournalMode, dir: &Path) -> Config {
     if mode.capabilities().region_backed {
         // The region lives elsewhere (memory): the database's file system is the full one.
         c.nvlog_region(region_of(dir))
+    } else if mode.options().contains(&JournalOption::NvlogRingBytes) {
+        // A ring file on the small file system itself: sized to leave the log room.
+        c.nvlog_ring_bytes(256 << 10)
     } else {
         c
     }

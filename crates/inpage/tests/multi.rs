@@ -31,7 +31,16 @@ thread_local! {
 }
 
 fn cfg(vfs: &SimVfs, mode: JournalMode) -> Config {
-    let c = sim_config(vfs, mode, 4096);
+    let mut c = sim_config(vfs, mode, 4096);
+    if mode.options().contains(&inpage::JournalOption::NvlogFlush) {
+        // `redo`: flushes on the committing thread (the cuts count operations, which a
+        // background thread would make vary), and often (a small ring), so they land
+        // inside the parts the transaction records. The paused background flusher is
+        // `multi_kill`'s.
+        c = c
+            .nvlog_flush(inpage::NvlogFlush::Inline)
+            .nvlog_ring_bytes(16 << 10);
+    }
     #[cfg(feature = "mutants")]
     let c = c.mutant(MUTANT.with(|m| m.get()));
     c

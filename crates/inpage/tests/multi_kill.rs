@@ -22,6 +22,13 @@ fn config(mode: JournalMode, dir: &Path) -> Config {
     let mut c = Config::default().journal_mode(mode);
     if mode.capabilities().region_backed {
         c = c.nvlog_region(dir.join("region"));
+    } else if mode
+        .options()
+        .contains(&inpage::JournalOption::NvlogRingBytes)
+    {
+        // `redo`: a small ring, so its background flusher runs often and the pause that
+        // keeps it out of a transaction across databases is exercised.
+        c = c.nvlog_ring_bytes(16 << 10);
     }
     c
 }

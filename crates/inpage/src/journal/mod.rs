@@ -36,6 +36,8 @@ mod mvbt;
 mod nvlog;
 mod off;
 mod options;
+mod redo;
+mod ring_file;
 mod rollback;
 #[cfg(test)]
 pub(crate) mod testutil;
@@ -189,6 +191,7 @@ impl JournalMode {
         JournalMode::WALDIO_GC,
         JournalMode::WALDIO_GS,
         JournalMode::NVLOG,
+        JournalMode::REDO,
         #[cfg(any(test, feature = "toy-mode"))]
         JournalMode::TOY,
     ];
@@ -245,6 +248,10 @@ impl JournalMode {
     /// returns without a sync; a flusher moves batches into the database with one
     /// fdatasync each. Survives process crashes; power loss only on a persistent region.
     pub const NVLOG: JournalMode = JournalMode(&nvlog::NVLOG);
+    /// Sector-granular redo log: a commit appends the changed byte runs of its pages to
+    /// a ring file beside the database with one write and one fdatasync; a background
+    /// flusher moves batches into the database. Durable at acknowledgement.
+    pub const REDO: JournalMode = JournalMode(&redo::REDO);
     /// The `docs/ADDING-A-MODE.md` walk-through (test builds and `toy-mode` only).
     #[cfg(any(test, feature = "toy-mode"))]
     pub const TOY: JournalMode = JournalMode(&toy::TOY);
@@ -967,6 +974,24 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     fn log(&self) -> Option<&dyn Log> {
         None
     }
+    /// A flusher thread that writes the files on its own schedule (`nvlog`, `redo`).
+    fn deferred_flush(&self) -> Option<&dyn DeferredFlush> {
+        None
+    }
+}
+
+/// A journal whose background thread moves acknowledged commits into its files later
+/// (`nvlog_flush` Background). A transaction across databases records each database's
+/// writes only while its part commits (`txn::multi`); a flush between that and the
+/// commit point would change the files unrecorded, and a crash there could not undo it.
+/// So the transaction pauses the flusher for its whole length.
+pub(crate) trait DeferredFlush {
+    /// Wait for a flush in progress to end, and start no background flush until the
+    /// matching `resume_flushes`. Flushes the committing thread runs itself (a full ring,
+    /// a checkpoint) still run: they are inside whatever the caller records.
+    fn pause_flushes(&self) -> Result<()>;
+    /// Undo one `pause_flushes`, and let the flusher look at its threshold again.
+    fn resume_flushes(&self);
 }
 
 /// Steal: a transaction may write its uncommitted pages into the database file before it

@@ -591,6 +591,22 @@ impl Pager {
         self.journal.log().map_or(0, |l| l.log_frames())
     }
 
+    /// See `DeferredFlush::pause_flushes`: whether this journal has a flusher to pause
+    /// (and so needs `resume_flushes`).
+    pub fn pause_flushes(&self) -> Result<bool> {
+        match self.journal.deferred_flush() {
+            Some(f) => f.pause_flushes().map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// See `DeferredFlush::resume_flushes`.
+    pub fn resume_flushes(&self) {
+        if let Some(f) = self.journal.deferred_flush() {
+            f.resume_flushes();
+        }
+    }
+
     /// See `RegionBacked::durable_tid`.
     pub fn durable_tid(&self) -> Option<u64> {
         self.journal.region().map(|r| r.durable_tid())

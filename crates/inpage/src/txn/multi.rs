@@ -33,6 +33,11 @@
 //! memory databases (`Database::open_memory`) commit after the others: they have nothing
 //! to make durable.
 //!
+//! A database whose journal flushes on a thread of its own (`redo`: `DeferredFlush`) has
+//! that flusher paused from before step 0 until the transaction ends: a flush after its
+//! part was recorded (step 2) and before the commit point would change its files
+//! unrecorded, and a crash there could not undo it.
+//!
 //! In memory, a database whose part committed is poisoned if a later step fails (its
 //! files will be undone by recovery): reopen it.
 
@@ -72,6 +77,17 @@ fn refusal(shared: &Shared) -> Option<String> {
 }
 
 use crate::vfs::undo::absolute;
+
+/// Databases whose flusher this transaction paused; resumed when it ends, however.
+struct Paused(Vec<Arc<Shared>>);
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        for s in &self.0 {
+            s.pager.resume_flushes();
+        }
+    }
+}
 
 fn dir_of(p: &Path) -> PathBuf {
     crate::journal::dir_of(p)
@@ -122,6 +138,13 @@ pub fn commit_all(txns: Vec<WriteTxn>) -> Result<()> {
         s.push(format!("-super-{nonce:016x}"));
         PathBuf::from(s)
     };
+    // Background flushers paused until the end (module docs); resumed on every return.
+    let mut paused = Paused(Vec::new());
+    for t in &files {
+        if t.shared().pager.pause_flushes()? {
+            paused.0.push(t.shared().clone());
+        }
+    }
     // 0. Every undo log, before the super-journal.
     let mut started: Vec<Arc<Shared>> = Vec::with_capacity(files.len());
     let mut failure = None;
