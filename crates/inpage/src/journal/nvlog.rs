@@ -59,6 +59,18 @@
 //!   later one is rebuilt on the committed image recovery has reached, which is the image
 //!   its diff was computed against. A watermark above the file's FCC means the file lost
 //!   commits the region released: refused as corruption, never papered over.
+//! - *A record a crash interrupted never comes back.* Replay stops at it, and the next
+//!   session's first record goes to the same place with the same seq; a torn store of
+//!   that record could leave the old one whole again (it kept only where the two agree),
+//!   and the crash after it would replay a commit the previous recovery rolled back. So
+//!   the open clears the header at the next record's place, persisted, before anything
+//!   is written there (`clear_stale_header`); a torn new header is then zeros or its
+//!   own, and only its own payload verifies under it.
+//! - *The ring lives where `RingHome` says:* a memory region (`nvlog`) or the file
+//!   `<db>-redo` (`redo`, `journal::redo`), whose persist is an fdatasync, so there an
+//!   acknowledged commit is durable. Everything above holds for both.
+//! - *A paused flusher starts no flush* (`DeferredFlush`, for a transaction across
+//!   databases); a pause waits for the flush under way, which holds `flushing`.
 //! - *The checksum is xxh3 keyed by the database identity, not crc32c:* payloads embed
 //!   page images whose trailers hold crc32c values of the bytes before them, which a
 //!   crc32c over the record would cancel (`journal::image_checksum`). Keying by the
