@@ -407,13 +407,25 @@ fn decode_slot(b: &[u8]) -> Option<(u64, u64, u64)> {
         .then(|| (get_u64(b, 0), get_u64(b, 8), get_u64(b, 16)))
 }
 
-/// The redo payload of a commit: `old_page_count u32 | new_page_count u32 | pages u32`,
-/// then per page `pgno u32 | runs u32` and per run `offset u32 | len u32 | bytes`.
+/// `encode_after` with nothing reserved: the payload alone.
+#[cfg(test)]
 fn encode_payload(
     batch: &CommitBatch<'_>,
     base_of: &mut dyn FnMut(Pgno) -> Result<Option<PageRef>>,
 ) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
+    encode_after(batch, base_of, 0)
+}
+
+/// The redo payload of a commit, after `reserve` zero bytes (where `commit` puts the
+/// record header, so the record is built in one buffer): `old_page_count u32 |
+/// new_page_count u32 | pages u32`, then per page `pgno u32 | runs u32` and per run
+/// `offset u32 | len u32 | bytes`.
+fn encode_after(
+    batch: &CommitBatch<'_>,
+    base_of: &mut dyn FnMut(Pgno) -> Result<Option<PageRef>>,
+    reserve: usize,
+) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; reserve];
     out.extend_from_slice(&batch.old_page_count.to_le_bytes());
     out.extend_from_slice(&batch.new_page_count.to_le_bytes());
     out.extend_from_slice(&(batch.pages.len() as u32).to_le_bytes());
@@ -1325,33 +1337,46 @@ impl Journal for NvlogJournal {
                 )));
             }
         }
-        let payload = encode_payload(batch, &mut |pgno| {
-            // Page 0 is logged whole: the WAL's checkpoint stamps the FCC into the file's
-            // copy, so the file's page 0 may differ from the pager's committed image in
-            // bytes no diff against that image would cover.
-            if pgno >= batch.old_page_count || pgno == 0 {
-                return Ok(None);
-            }
-            // `originals` is sorted by page number; a page missing from it is read (the
-            // overlay or the file holds its committed image).
-            match batch.originals.binary_search_by_key(&pgno, |(p, _)| *p) {
-                Ok(i) => Ok(Some(batch.originals[i].1.clone())),
-                Err(_) => {
-                    let mut b = vec![0u8; ps];
-                    self.read_page(pgno, &mut b)?;
-                    Ok(Some(PageRef::from(b)))
+        let mut rec = encode_after(
+            batch,
+            &mut |pgno| {
+                // Page 0 is logged whole: the WAL's checkpoint stamps the FCC into the file's
+                // copy, so the file's page 0 may differ from the pager's committed image in
+                // bytes no diff against that image would cover.
+                if pgno >= batch.old_page_count || pgno == 0 {
+                    return Ok(None);
                 }
-            }
-        })?;
-        let rec_len = REC_HDR + payload.len();
+                // `originals` is sorted by page number; a page missing from it is the
+                // overlay's (shared, not copied) or read from the file.
+                if let Ok(i) = batch.originals.binary_search_by_key(&pgno, |(p, _)| *p) {
+                    return Ok(Some(batch.originals[i].1.clone()));
+                }
+                let pending = {
+                    let ov = core.overlay.read().unwrap_or_else(|e| e.into_inner());
+                    ov.get(&pgno).map(|(_, p)| p.clone())
+                };
+                match pending {
+                    Some(p) => Ok(Some(p)),
+                    None => {
+                        let mut b = vec![0u8; ps];
+                        core.inner.read_page(pgno, &mut b)?;
+                        Ok(Some(PageRef::from(b)))
+                    }
+                }
+            },
+            REC_HDR,
+        )?;
+        let rec_len = rec.len();
         if rec_len as u64 > core.ring {
             return core.commit_direct(batch);
         }
-        let mut hdr = [0u8; REC_HDR];
-        hdr[0..8].copy_from_slice(&batch.tid.to_le_bytes());
-        hdr[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
-        let sum = record_sum(core.id, &hdr, &payload);
-        hdr[12..16].copy_from_slice(&sum.to_le_bytes());
+        rec[0..8].copy_from_slice(&batch.tid.to_le_bytes());
+        rec[8..12].copy_from_slice(&((rec_len - REC_HDR) as u32).to_le_bytes());
+        let sum = {
+            let (hdr, payload) = rec.split_at(REC_HDR);
+            record_sum(core.id, hdr, payload)
+        };
+        rec[12..16].copy_from_slice(&sum.to_le_bytes());
         let over = loop {
             {
                 let mut s = core.lock_state()?;
@@ -1359,9 +1384,6 @@ impl Journal for NvlogJournal {
                     let pos = s.tail;
                     // Header and payload in one store and one persist: a durable ring
                     // pays a device request and a flush per persist.
-                    let mut rec = Vec::with_capacity(rec_len);
-                    rec.extend_from_slice(&hdr);
-                    rec.extend_from_slice(&payload);
                     core.ring_write(pos, &rec)?;
                     s.tail += rec_len as u64;
                     s.last_seq = batch.tid;
@@ -1384,7 +1406,11 @@ impl Journal for NvlogJournal {
                             ov.insert(*pgno, (batch.tid, img.clone()));
                         }
                         // Pages past a shrunken page count are not committed any more.
-                        ov.retain(|p, _| *p < batch.new_page_count);
+                        // (Only a shrink leaves any: each shrink drops them, and the
+                        // overlay holds pages below the page counts since.)
+                        if batch.new_page_count < batch.old_page_count {
+                            ov.retain(|p, _| *p < batch.new_page_count);
+                        }
                     }
                     break s.over_threshold(core.ring);
                 }
