@@ -137,14 +137,17 @@ pub(crate) static NVLOG: ModeSpec = ModeSpec {
         JournalOption::NvlogDirectPages,
     ],
     check_options,
-    open: |ctx, _| {
-        let (j, recovery, fcc) = NvlogJournal::open(ctx, RingHome::Memory)?;
-        Ok(Opened {
-            fcc: Some(fcc),
-            ..Opened::plain(j, recovery)
-        })
-    },
+    open: |ctx, _| open_mode(ctx, RingHome::Memory),
 };
+
+/// `ModeSpec::open` of the modes built on this journal (`nvlog`, `redo`).
+pub(super) fn open_mode(ctx: JournalCtx, home: RingHome) -> Result<Opened> {
+    let (j, recovery, fcc) = NvlogJournal::open(ctx, home)?;
+    Ok(Opened {
+        fcc: Some(fcc),
+        ..Opened::plain(j, recovery)
+    })
+}
 
 /// `ModeSpec::check_options` of `nvlog`: the ring holds at least a few records.
 pub(super) fn check_options(c: &JournalConfig) -> Result<()> {

@@ -26,8 +26,8 @@
 //! - *The ring outlives a clean close*; the close's flush leaves its watermark at the last
 //!   commit, so the next open replays nothing and reuses it without a zero-fill.
 
-use super::nvlog::{NvlogJournal, RingHome};
-use super::{Capabilities, JournalOption, ModeSpec, Opened};
+use super::nvlog::{open_mode, RingHome};
+use super::{Capabilities, JournalOption, ModeSpec};
 use crate::page::stock::STOCK;
 
 /// Registry entry of `redo`.
@@ -57,11 +57,5 @@ pub(crate) static REDO: ModeSpec = ModeSpec {
         JournalOption::NvlogDirectPages,
     ],
     check_options: super::nvlog::check_options,
-    open: |ctx, _| {
-        let (j, recovery, fcc) = NvlogJournal::open(ctx, RingHome::File)?;
-        Ok(Opened {
-            fcc: Some(fcc),
-            ..Opened::plain(j, recovery)
-        })
-    },
+    open: |ctx, _| open_mode(ctx, RingHome::File),
 };

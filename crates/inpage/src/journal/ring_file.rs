@@ -22,7 +22,6 @@
 //! - *Every access is bounds-checked* (`inpage_vfs::check_range`), as a memory region's
 //!   is: offsets come from a ring that may have been damaged.
 
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,19 +30,10 @@ use super::dir_of;
 use crate::vfs::{check_range, File, OpenOptions, Region, Vfs};
 
 /// A ring stored in a file (module docs).
+#[derive(Debug)]
 pub(crate) struct FileRegion {
     file: Arc<dyn File>,
     len: usize,
-    path: PathBuf,
-}
-
-impl fmt::Debug for FileRegion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FileRegion")
-            .field("path", &self.path)
-            .field("len", &self.len)
-            .finish()
-    }
 }
 
 impl Region for FileRegion {
@@ -104,11 +94,7 @@ pub(crate) fn open(
     let file = vfs.open(path, OpenOptions::default())?;
     let len = usize::try_from(file.len()?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "redo ring too large"))?;
-    Ok(Arc::new(FileRegion {
-        file,
-        len,
-        path: path.to_path_buf(),
-    }))
+    Ok(Arc::new(FileRegion { file, len }))
 }
 
 /// Delete the ring file at `path`, durably (its directory synced): a ring that came back
