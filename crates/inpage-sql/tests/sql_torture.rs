@@ -880,7 +880,7 @@ const BUDGETS: [Budget; 8] = [
 
 /// Mutants this torture is not asked to find, and why: the engine torture
 /// (inpage-torture/tests/mutants.rs) finds each with workloads shaped for it.
-const NOT_BUDGETED: [(Mutant, &str); 15] = [
+const NOT_BUDGETED: [(Mutant, &str); 16] = [
     (
         Mutant::SkipChecksum,
         "found about once in 300 cuts per mode (wal, dhl-cc): too rare for a CI budget",
@@ -948,6 +948,12 @@ const NOT_BUDGETED: [(Mutant, &str); 15] = [
         Mutant::UndoUnsynced,
         "a transaction across databases: the engine's exhaustive cut test finds it \
          (crates/inpage/tests/multi.rs); the attached flavour here runs without mutants",
+    ),
+    (
+        Mutant::RingUnmarked,
+        "needs a cut in the session that created the ring, before its first flush; this \
+         torture's setup commits and closes cleanly before any cut, so the ring exists \
+         (not found in 312 cuts): the engine torture finds it in a third of its sequences",
     ),
     (
         Mutant::DirectPagesUnsynced,

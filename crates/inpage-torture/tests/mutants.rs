@@ -40,7 +40,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 22] = [
+const BUDGETS: [Budget; 23] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         // The counting modes through their ordered commit of large transactions.
@@ -240,6 +240,16 @@ const BUDGETS: [Budget; 22] = [
     Budget {
         mutant: Mutant::DirectPagesUnsynced,
         modes: &["nvlog", "nvlog-region-lost", "redo"],
+        sequences: 100,
+        rare: &[],
+        at_least: 1,
+        args: plain,
+    },
+    // Found when a cut falls after a session's first commits went into the ring it
+    // created and before a flush (`redo` has no flush deadline: most sequences).
+    Budget {
+        mutant: Mutant::RingUnmarked,
+        modes: &["redo"],
         sequences: 100,
         rare: &[],
         at_least: 1,
@@ -481,6 +491,11 @@ fn mutant_batch_per_commit_tids() {
 #[test]
 fn mutant_direct_pages_unsynced() {
     find(Mutant::DirectPagesUnsynced);
+}
+
+#[test]
+fn mutant_ring_unmarked() {
+    find(Mutant::RingUnmarked);
 }
 
 #[test]

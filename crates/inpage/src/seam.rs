@@ -95,6 +95,10 @@ pub enum Mutant {
     /// not fdatasync the database before the WAL transaction that links them in, so a
     /// power cut can keep the transaction and lose the pages.
     DirectPagesUnsynced,
+    /// REDO: the ring a session's first commit creates gets no watermark slot before its
+    /// first record, so a recovery finds no slot, replays nothing, and loses every
+    /// acknowledged commit still in the ring.
+    RingUnmarked,
     /// A transaction across databases (`txn::multi`): the undo log's records of a
     /// database's originals are not synced before the changes they undo are issued, so a
     /// power cut can keep a change whose original is lost.
@@ -112,7 +116,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 23] = [
+    pub const ALL: [Mutant; 24] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -133,6 +137,7 @@ impl Mutant {
         Mutant::DeferredNotInvalidated,
         Mutant::BatchPerCommitTids,
         Mutant::DirectPagesUnsynced,
+        Mutant::RingUnmarked,
         Mutant::UndoUnsynced,
         Mutant::StaleReaderGetsNewest,
         Mutant::PruneUnderReaders,
@@ -162,6 +167,7 @@ impl Mutant {
             Mutant::DeferredNotInvalidated => "deferred-not-invalidated",
             Mutant::BatchPerCommitTids => "batch-per-commit-tids",
             Mutant::DirectPagesUnsynced => "direct-pages-unsynced",
+            Mutant::RingUnmarked => "ring-unmarked",
             Mutant::UndoUnsynced => "undo-unsynced",
             Mutant::StaleReaderGetsNewest => "stale-reader-gets-newest",
             Mutant::PruneUnderReaders => "prune-under-readers",

@@ -264,7 +264,7 @@ impl JournalMode {
     }
 
     /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         self.0.name
     }
 
@@ -977,6 +977,13 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     /// A flusher thread that writes the files on its own schedule (`nvlog`, `redo`).
     fn deferred_flush(&self) -> Option<&dyn DeferredFlush> {
         None
+    }
+    /// Called before a transaction across databases starts recording this database's
+    /// writes (`txn::multi`): a journal that creates its files lazily (`redo`'s ring)
+    /// creates them now, since the recording refuses renames and would log a whole
+    /// zero-fill as the transaction's writes.
+    fn prepare_recorded_commit(&self) -> Result<()> {
+        Ok(())
     }
 }
 

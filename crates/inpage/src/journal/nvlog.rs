@@ -69,6 +69,12 @@
 //! - *The ring lives where `RingHome` says:* a memory region (`nvlog`) or the file
 //!   `<db>-redo` (`redo`, `journal::redo`), whose persist is an fdatasync, so there an
 //!   acknowledged commit is durable. Everything above holds for both.
+//! - *A ring file is created by the first commit that needs one* (`RingHome::lazy`), with
+//!   its identity file, and its watermark slot is written (the last commit, all in the
+//!   file) before its first record: until then every commit is in the file (replayed and
+//!   synced at open, or committed straight into the WAL), so there is nothing a ring
+//!   would have to vouch for. A database only read, or switched to another mode before
+//!   its first write, never gets one.
 //! - *A paused flusher starts no flush* (`DeferredFlush`, for a transaction across
 //!   databases); a pause waits for the flush under way, which holds `flushing`.
 //! - *The checksum is xxh3 keyed by the database identity, not crc32c:* payloads embed
@@ -92,7 +98,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -180,6 +186,12 @@ const FLUSH_DELAY: Duration = Duration::from_millis(20);
 /// page images in memory (the overlay), which a ring of tiny records would let grow far
 /// past the ring's size.
 const MAX_PENDING: usize = 1024;
+/// Bytes of page images the waiting commits may hold, in rings: a flush starts at this
+/// much whatever the ring's fill or the count of commits. Records hold only the bytes
+/// that changed, so a ring a quarter full can stand for many times its size in images
+/// (1,024 commits of eight scattered pages are 32 MiB at 4 KiB pages); this bounds a
+/// database's memory for them at twice the ring.
+const MAX_PENDING_IMAGES_RINGS: u64 = 2;
 /// Two diff runs closer than this are merged (a run header costs 8 bytes).
 const RUN_GAP: usize = 16;
 
@@ -212,9 +224,10 @@ pub(crate) enum RingHome {
     /// only on persistent memory.
     Memory,
     /// The file `<db>-redo` (`journal::ring_file`): `persist` is an fdatasync, so a
-    /// record is on the medium when its commit returns. The ring outlives a clean close
-    /// (recreating it would cost a full zero-fill); its watermark then says nothing in it
-    /// is newer than the file.
+    /// record is on the medium when its commit returns. Created by the first commit (a
+    /// zero-fill of the whole ring), not at open; it outlives a clean close (recreating
+    /// it would cost another zero-fill), its watermark then saying nothing in it is newer
+    /// than the file.
     File,
 }
 
@@ -262,6 +275,14 @@ impl RingHome {
             RingHome::File => None,
         }
     }
+
+    /// Whether a missing ring is created by the first commit instead of at open. A ring
+    /// file costs a zero-fill of its whole size (4 MiB by default) and the flash writes
+    /// that go with it: an app that opens a new file only to switch it to WAL, or a tool
+    /// that only reads, should not pay them. A memory region costs no device write.
+    fn lazy(self) -> bool {
+        self == RingHome::File
+    }
 }
 
 /// Ring position → region offsets of `len` bytes starting there: (offset, bytes) of the
@@ -290,6 +311,12 @@ struct Pending {
     new_page_count: u32,
 }
 
+impl Pending {
+    fn image_bytes(&self) -> u64 {
+        self.pages.iter().map(|(_, img)| img.len() as u64).sum()
+    }
+}
+
 /// Ring and commit state, under one mutex.
 #[derive(Debug)]
 struct State {
@@ -304,6 +331,8 @@ struct State {
     /// The newest watermark written: every commit up to it is synced in the file.
     watermark: u64,
     pending: VecDeque<Arc<Pending>>,
+    /// Bytes of the page images `pending` holds.
+    pending_bytes: u64,
     /// A flush failed: the file may hold any prefix of it, so nothing more is accepted.
     failed: Option<String>,
     /// The error a background flush failed with, handed to the next caller as is (an
@@ -320,11 +349,27 @@ struct State {
 
 impl State {
     /// Whether the commits waiting reached a flush threshold: a quarter of the ring, or
-    /// `MAX_PENDING` commits. Both count a batch being flushed until its watermark
-    /// moves, so the background flusher asks again after each flush.
+    /// `MAX_PENDING` commits, or page images of `MAX_PENDING_IMAGES_RINGS` rings. All
+    /// count a batch being flushed until its watermark moves, so the background flusher
+    /// asks again after each flush.
     fn over_threshold(&self, ring: u64) -> bool {
-        self.tail - self.head >= ring / 4 || self.pending.len() >= MAX_PENDING
+        self.tail - self.head >= ring / 4
+            || self.pending.len() >= MAX_PENDING
+            || self.pending_bytes >= ring * MAX_PENDING_IMAGES_RINGS
     }
+
+    fn push_pending(&mut self, p: Arc<Pending>) {
+        self.pending_bytes += p.image_bytes();
+        self.pending.push_back(p);
+    }
+}
+
+/// A ring in place: its storage, and the database identity its header names and its
+/// records' checksums are keyed by.
+#[derive(Debug)]
+struct Placed {
+    region: Arc<dyn Region>,
+    id: u64,
 }
 
 /// Everything the committer and the flusher thread share.
@@ -332,9 +377,10 @@ impl State {
 struct Core {
     ctx: JournalCtx,
     inner: Wal,
-    region: Arc<dyn Region>,
+    /// The ring's storage and identity: set at open if a ring exists or the home is not
+    /// lazy, else by the first commit (`Core::ensure_ring`, under the state lock).
+    placed: OnceLock<Placed>,
     region_path: PathBuf,
-    id: u64,
     ring: u64,
     state: Mutex<State>,
     /// Wakes the background flusher.
@@ -574,32 +620,88 @@ impl Core {
     }
 
     fn ring_write(&self, pos: u64, data: &[u8]) -> Result<()> {
+        let region = &self
+            .placed
+            .get()
+            .ok_or_else(|| {
+                Error::InvalidArgument("nvlog: a record written before its ring exists".into())
+            })?
+            .region;
         let mut done = 0;
         for (off, n) in ring_pieces(self.ring, pos, data.len()) {
             if n > 0 {
-                self.region
+                region
                     .write(off, &data[done..done + n])
                     .map_err(self.region_err())?;
-                self.region.persist(off, n).map_err(self.region_err())?;
+                region.persist(off, n).map_err(self.region_err())?;
                 done += n;
             }
         }
         Ok(())
     }
 
-    /// Write the older watermark slot with a new generation, and persist it.
+    /// Write the older watermark slot with a new generation, and persist it. Without a
+    /// ring (none created yet) there is nothing to vouch for: the state alone moves, and
+    /// `ensure_ring` writes the slot before the first record.
     fn write_watermark(&self, s: &mut State, watermark: u64, head: u64) -> Result<()> {
         let gen = s.gen + 1;
-        let at = SLOT_AT[(gen % 2) as usize];
-        self.region
-            .write(at, &encode_slot(watermark, head, gen))
-            .map_err(self.region_err())?;
-        self.region
-            .persist(at, SLOT_LEN)
-            .map_err(self.region_err())?;
+        if let Some(p) = self.placed.get() {
+            let at = SLOT_AT[(gen % 2) as usize];
+            p.region
+                .write(at, &encode_slot(watermark, head, gen))
+                .map_err(self.region_err())?;
+            p.region.persist(at, SLOT_LEN).map_err(self.region_err())?;
+        }
         s.gen = gen;
         s.watermark = watermark;
         Ok(())
+    }
+
+    /// The ring, created if this session has none yet (module docs: a ring file is
+    /// created by the first commit that needs one): identity, zero-filled ring, header,
+    /// then a watermark slot at the last commit, all persisted before it is returned.
+    fn ensure_ring(&self, s: &mut State) -> Result<&Placed> {
+        if let Some(p) = self.placed.get() {
+            return Ok(p);
+        }
+        // Checked in release builds: a commit pending without a ring would be in memory
+        // only, and the watermark written below would declare it in the file.
+        if !s.pending.is_empty() || s.tail != s.head {
+            return Err(Error::InvalidArgument(format!(
+                "nvlog: {} commits pending without a ring",
+                s.pending.len()
+            )));
+        }
+        let id = identity(&self.ctx)?;
+        let region = self
+            .home
+            .open(
+                &self.ctx,
+                &self.region_path,
+                Some(RING_AT + self.ring as usize),
+            )
+            .map_err(io_err("create region", &self.region_path))?;
+        if (region.len() - RING_AT) as u64 != self.ring {
+            return Err(Error::CorruptJournal {
+                path: self.region_path.clone(),
+                reason: format!(
+                    "created with {} ring bytes, asked for {}",
+                    region.len() - RING_AT,
+                    self.ring
+                ),
+            });
+        }
+        init_region(&*region, id, self.ring, self.ctx.db.page_size, s.tail)
+            .map_err(self.region_err())?;
+        // Only this thread sets it: the caller holds the state lock.
+        let _ = self.placed.set(Placed { region, id });
+        let (last, tail) = (s.last_seq, s.tail);
+        if self.ctx.config.mutant() != Mutant::RingUnmarked {
+            self.write_watermark(s, last, tail)?;
+        }
+        self.placed.get().ok_or_else(|| {
+            Error::InvalidArgument("nvlog: the ring was not kept once created".into())
+        })
     }
 
     /// Record a failed flush: every later call is refused (`failed`); `keep` hands the
@@ -743,8 +845,12 @@ impl Core {
         }
         s.head = last.end;
         s.flushed_pages = Some(last.new_page_count);
-        while s.pending.front().is_some_and(|p| p.seq <= last.seq) {
-            s.pending.pop_front();
+        while let Some(p) = s.pending.pop_front() {
+            if p.seq > last.seq {
+                s.pending.push_front(p);
+                break;
+            }
+            s.pending_bytes -= p.image_bytes();
         }
         drop(s);
         let mut ov = self.overlay.write().unwrap_or_else(|e| e.into_inner());
@@ -794,7 +900,6 @@ impl NvlogJournal {
             ..ctx.clone()
         })?;
         let file_fcc = inner.fcc();
-        let id = identity(&ctx)?;
         let rpath = home.path(&ctx);
         let mut fcc = file_fcc;
         let mut tail = 0u64;
@@ -808,11 +913,19 @@ impl NvlogJournal {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(io_err("open region", &rpath)(e)),
         };
+        // Read (or drawn and written) before any region is created with it, and needed
+        // now to tell an existing region's records ours; a lazy home without a ring
+        // leaves it to the first commit (`Core::ensure_ring`).
+        let id = if region.is_some() || !home.lazy() {
+            Some(identity(&ctx)?)
+        } else {
+            None
+        };
         // The default region's name is derived from this database's path, so anything
         // there was left by a database at this path; a configured one may be shared by
         // mistake, and is never replaced.
         let default_path = home.derived_path(&ctx);
-        if let Some(r) = region.take() {
+        if let (Some(r), Some(id)) = (region.take(), id) {
             let mut hb = [0u8; RING_AT];
             let valid = r.len() >= RING_AT && r.read(0, &mut hb).is_ok();
             match decode_header(&hb).filter(|_| valid) {
@@ -964,33 +1077,24 @@ impl NvlogJournal {
             report.push(RecoveryAction::DeferCheckpoint);
         }
         let region = match region {
-            Some(r) => r,
-            None => home
-                .open(&ctx, &rpath, Some(RING_AT + ring_cfg as usize))
-                .map_err(io_err("create region", &rpath))?,
+            Some(r) => Some(r),
+            None if home.lazy() => None,
+            None => Some(
+                home.open(&ctx, &rpath, Some(RING_AT + ring_cfg as usize))
+                    .map_err(io_err("create region", &rpath))?,
+            ),
         };
-        let ring = (region.len() - RING_AT) as u64;
-        let mut hb = [0u8; HDR_LEN];
-        region.read(0, &mut hb).map_err(io_err("region", &rpath))?;
-        if decode_header(&hb).is_none() {
-            let h = encode_header(&RegionHeader {
-                id,
-                ring,
-                page_size: ps as u32,
-            });
-            region.write(0, &h).map_err(io_err("region", &rpath))?;
-            region
-                .persist(0, HDR_LEN)
-                .map_err(io_err("region", &rpath))?;
-        }
-        // The bytes where this session's first record goes may hold the record a crash
-        // interrupted (replay stopped there: torn, or lost in part). The new record has
-        // the same seq, so a torn store of it that happened to land only where the two
-        // agree (the seq) would complete the old one: an unacknowledged commit, rolled
-        // back by this recovery, would come back at the next. Clearing the old header,
-        // durably, before anything is written there rules that out: a torn new header is
-        // then zeros or its own, and only its own payload verifies under it.
-        clear_stale_header(&*region, ring, tail).map_err(io_err("region", &rpath))?;
+        let placed = OnceLock::new();
+        let ring = match (region, id) {
+            (Some(region), Some(id)) => {
+                let ring = (region.len() - RING_AT) as u64;
+                init_region(&*region, id, ring, ps, tail).map_err(io_err("region", &rpath))?;
+                let _ = placed.set(Placed { region, id });
+                ring
+            }
+            // Created by the first commit, at the configured size.
+            _ => ring_cfg as u64,
+        };
         // Everything up to `durable` is in the file (synced above); the unflushed commits
         // follow it in the ring, from `head`.
         let (durable, head) = match unflushed.first() {
@@ -1001,26 +1105,28 @@ impl NvlogJournal {
         debug_assert!(unflushed.is_empty() || head >= kept_head);
         let mut overlay = HashMap::new();
         let mut pending = VecDeque::new();
+        let mut pending_bytes = 0;
         let now = Instant::now();
         for c in unflushed {
             for (pgno, img) in &c.pages {
                 overlay.insert(*pgno, (c.seq, img.clone()));
             }
             overlay.retain(|p, _| *p < c.new_page_count);
-            pending.push_back(Arc::new(Pending {
+            let p = Arc::new(Pending {
                 seq: c.seq,
                 end: c.end,
                 at: now,
                 pages: c.pages,
                 old_page_count: c.old_page_count,
                 new_page_count: c.new_page_count,
-            }));
+            });
+            pending_bytes += p.image_bytes();
+            pending.push_back(p);
         }
         let core = Arc::new(Core {
             inner,
-            region,
+            placed,
             region_path: rpath,
-            id,
             ring,
             state: Mutex::new(State {
                 head,
@@ -1029,6 +1135,7 @@ impl NvlogJournal {
                 gen,
                 watermark: durable,
                 pending,
+                pending_bytes,
                 failed: None,
                 failure: None,
                 closed: false,
@@ -1049,17 +1156,10 @@ impl NvlogJournal {
             let mut s = core.lock_state()?;
             core.write_watermark(&mut s, durable, head)?;
         }
-        let flusher = match core.mode {
-            NvlogFlush::Inline => None,
-            NvlogFlush::Background => {
-                let c = core.clone();
-                Some(
-                    std::thread::Builder::new()
-                        .name("inpage-nvlog-flush".into())
-                        .spawn(move || background(&c))
-                        .map_err(Error::io("spawn flusher", Path::new("nvlog")))?,
-                )
-            }
+        // A lazy ring's flusher starts with it (`NvlogJournal::start_ring`).
+        let flusher = match core.placed.get() {
+            Some(_) => spawn_flusher(&core)?,
+            None => None,
         };
         Ok((
             NvlogJournal {
@@ -1070,6 +1170,20 @@ impl NvlogJournal {
             report,
             fcc,
         ))
+    }
+
+    /// Create the ring (first commit of a session that has none) and start its flusher.
+    /// Returns the identity its records are keyed by.
+    fn start_ring(&self) -> Result<u64> {
+        let id = {
+            let mut s = self.core.lock_state()?;
+            self.core.ensure_ring(&mut s)?.id
+        };
+        let mut f = self.flusher.lock().unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            *f = spawn_flusher(&self.core)?;
+        }
+        Ok(id)
     }
 
     fn stop_flusher(&self) {
@@ -1149,8 +1263,45 @@ fn background(core: &Core) {
     }
 }
 
+/// The background flusher's thread, in `NvlogFlush::Background`.
+fn spawn_flusher(core: &Arc<Core>) -> Result<Option<JoinHandle<()>>> {
+    if core.mode != NvlogFlush::Background {
+        return Ok(None);
+    }
+    let c = core.clone();
+    std::thread::Builder::new()
+        .name("inpage-nvlog-flush".into())
+        .spawn(move || background(&c))
+        .map(Some)
+        .map_err(Error::io("spawn flusher", Path::new("nvlog")))
+}
+
+/// Make a region ready for this session's records from ring position `tail`: its header
+/// written if blank (a new ring), and the header at `tail` cleared.
+fn init_region(region: &dyn Region, id: u64, ring: u64, ps: usize, tail: u64) -> io::Result<()> {
+    let mut hb = [0u8; HDR_LEN];
+    region.read(0, &mut hb)?;
+    if decode_header(&hb).is_none() {
+        let h = encode_header(&RegionHeader {
+            id,
+            ring,
+            page_size: ps as u32,
+        });
+        region.write(0, &h)?;
+        region.persist(0, HDR_LEN)?;
+    }
+    // The bytes where this session's first record goes may hold the record a crash
+    // interrupted (replay stopped there: torn, or lost in part). The new record has the
+    // same seq, so a torn store of it that happened to land only where the two agree (the
+    // seq) would complete the old one: an unacknowledged commit, rolled back by this
+    // recovery, would come back at the next. Clearing the old header, durably, before
+    // anything is written there rules that out: a torn new header is then zeros or its
+    // own, and only its own payload verifies under it.
+    clear_stale_header(region, ring, tail)
+}
+
 /// Zero the record header at ring position `pos` and persist it, unless it is zero
-/// already (`NvlogJournal::open`).
+/// already (`init_region`).
 fn clear_stale_header(region: &dyn Region, ring: u64, pos: u64) -> io::Result<()> {
     for (off, n) in ring_pieces(ring, pos, REC_HDR) {
         if n == 0 {
@@ -1373,11 +1524,15 @@ impl Journal for NvlogJournal {
         if rec_len as u64 > core.ring {
             return core.commit_direct(batch);
         }
+        let id = match core.placed.get() {
+            Some(p) => p.id,
+            None => self.start_ring()?,
+        };
         rec[0..8].copy_from_slice(&batch.tid.to_le_bytes());
         rec[8..12].copy_from_slice(&((rec_len - REC_HDR) as u32).to_le_bytes());
         let sum = {
             let (hdr, payload) = rec.split_at(REC_HDR);
-            record_sum(core.id, hdr, payload)
+            record_sum(id, hdr, payload)
         };
         rec[12..16].copy_from_slice(&sum.to_le_bytes());
         let over = loop {
@@ -1395,7 +1550,7 @@ impl Journal for NvlogJournal {
                         // The flusher sleeps until a commit waits: start its clock.
                         core.wake.notify_all();
                     }
-                    s.pending.push_back(Arc::new(Pending {
+                    s.push_pending(Arc::new(Pending {
                         seq: batch.tid,
                         end,
                         at: Instant::now(),
@@ -1475,6 +1630,13 @@ impl Journal for NvlogJournal {
 
     fn deferred_flush(&self) -> Option<&dyn DeferredFlush> {
         (self.core.mode == NvlogFlush::Background).then_some(self as &dyn DeferredFlush)
+    }
+
+    fn prepare_recorded_commit(&self) -> Result<()> {
+        if self.core.placed.get().is_none() {
+            self.start_ring()?;
+        }
+        Ok(())
     }
 
     fn region(&self) -> Option<&dyn RegionBacked> {

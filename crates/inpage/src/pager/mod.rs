@@ -600,6 +600,11 @@ impl Pager {
         }
     }
 
+    /// See `Journal::prepare_recorded_commit`.
+    pub fn prepare_recorded_commit(&self) -> Result<()> {
+        self.journal.prepare_recorded_commit()
+    }
+
     /// See `DeferredFlush::resume_flushes`.
     pub fn resume_flushes(&self) {
         if let Some(f) = self.journal.deferred_flush() {

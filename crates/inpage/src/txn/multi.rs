@@ -36,7 +36,9 @@
 //! A database whose journal flushes on a thread of its own (`redo`: `DeferredFlush`) has
 //! that flusher paused from before step 0 until the transaction ends: a flush after its
 //! part was recorded (step 2) and before the commit point would change its files
-//! unrecorded, and a crash there could not undo it.
+//! unrecorded, and a crash there could not undo it. A journal that creates files lazily
+//! (`redo`'s ring, at a session's first commit) creates them before that too
+//! (`Journal::prepare_recorded_commit`): the recording refuses renames.
 //!
 //! In memory, a database whose part committed is poisoned if a later step fails (its
 //! files will be undone by recovery): reopen it.
@@ -138,6 +140,10 @@ pub fn commit_all(txns: Vec<WriteTxn>) -> Result<()> {
         s.push(format!("-super-{nonce:016x}"));
         PathBuf::from(s)
     };
+    // Files a journal creates lazily, created before anything is recorded.
+    for t in &files {
+        t.shared().pager.prepare_recorded_commit()?;
+    }
     // Background flushers paused until the end (module docs); resumed on every return.
     let mut paused = Paused(Vec::new());
     for t in &files {
