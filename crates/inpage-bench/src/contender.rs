@@ -1258,8 +1258,10 @@ mod tests {
         for n in NAMED_ONLY {
             assert_eq!(select(&[n.to_string()]).unwrap()[0].name, *n);
         }
-        assert!(default.iter().any(|c| c.name == "sql-dhl-cc"));
+        let sql_default = format!("sql-{}", inpage::DEFAULT_JOURNAL_MODE.name());
+        assert!(default.iter().any(|c| c.name == sql_default));
         assert!(!default.iter().any(|c| c.name == "sql-wal"));
+        assert!(!default.iter().any(|c| c.name == "sql-dhl-cc"));
     }
 
     /// Crash rows are timed only where the mode promises a committed state after a crash

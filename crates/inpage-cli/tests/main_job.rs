@@ -93,12 +93,14 @@ fn check_outputs(out: &Path) -> Result<(), String> {
         })
     };
     let mut missing = Vec::new();
+    // SQL on the default mode, the one SQL contender the main job runs.
+    let sql_default = format!("sql-{}", inpage::DEFAULT_JOURNAL_MODE.name());
     let peers = [
         "sqlite-delete",
         "sqlite-wal",
         "sqlite-wal-r",
         "sqlite-off",
-        "sql-dhl-cc",
+        sql_default.as_str(),
         "redb",
         "lmdb",
         "floor",
@@ -122,7 +124,7 @@ fn check_outputs(out: &Path) -> Result<(), String> {
             ));
         }
     }
-    for c in ["sql-dhl-cc", "sqlite-wal-r"] {
+    for c in [sql_default.as_str(), "sqlite-wal-r"] {
         if !has_row(c, "trace") {
             missing.push(format!("{c}: no app-like trace row"));
         }

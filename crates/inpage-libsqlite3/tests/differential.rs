@@ -192,9 +192,12 @@ fn seeds(default: &str) -> String {
     std::env::var("INPAGE_DIFF_SEEDS").unwrap_or_else(|_| default.to_owned())
 }
 
+/// The mode the drop-in gives a new file.
+const DEFAULT: &str = inpage::DEFAULT_JOURNAL_MODE.name();
+
 #[test]
-fn differential_on_dhl_cc_files() {
-    check(&seeds("1-60"), false, "dhl-cc");
+fn differential_on_default_mode_files() {
+    check(&seeds("1-60"), false, DEFAULT);
 }
 
 #[test]
@@ -207,7 +210,7 @@ fn differential_in_memory() {
 /// keys (prefix in the cell, tail in a chain), compared whole by the record comparator.
 #[test]
 fn differential_with_long_keys() {
-    check_with(&seeds("201-230"), false, "dhl-cc", &["--long-keys"], STMTS);
+    check_with(&seeds("201-230"), false, DEFAULT, &["--long-keys"], STMTS);
 }
 
 /// Regressions: mismatches this test found on the WITHOUT ROWID table (NOCASE text key,
@@ -224,7 +227,7 @@ fn differential_with_long_keys() {
 /// - seed 448, statements 433, 441 and 443 (SQLITE_CORRUPT_INDEX).
 #[test]
 fn differential_without_rowid_nocase_regressions() {
-    check("71,448,476", false, "dhl-cc");
+    check("71,448,476", false, DEFAULT);
 }
 
 /// Seed 476 cut down to 20 statements (`differential/seed476_min.json`): the final
@@ -236,7 +239,7 @@ fn differential_without_rowid_nocase_minimal() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/differential/seed476_min.json"
     );
-    check_with("476", false, "dhl-cc", &["--replay", json], 20);
+    check_with("476", false, DEFAULT, &["--replay", json], 20);
 }
 
 /// The comparison is not vacuous: one altered result on inpage's side is reported with

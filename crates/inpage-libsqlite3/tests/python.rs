@@ -72,7 +72,8 @@ fn python_sqlite3_runs_on_the_cdylib() {
         String::from_utf8_lossy(&out.stderr)
     );
     // 3.53.2 is the vendored amalgamation (the system library is another version).
-    let want = "version 3.53.2\nmode dhl-cc\ncount 500\nrange (491, 500)\nmode dhl-cc\nmprintf 42-x-1.50\nbackup (500, 'n0499') 0 ok\nbackup-mem 250\n";
+    let mode = inpage::DEFAULT_JOURNAL_MODE.name();
+    let want = format!("version 3.53.2\nmode {mode}\ncount 500\nrange (491, 500)\nmode {mode}\nmprintf 42-x-1.50\nbackup (500, 'n0499') 0 ok\nbackup-mem 250\n");
     assert_eq!(text, want);
 }
 

@@ -4,7 +4,7 @@
 //! naming the directory of inpage's libsqlite3.so (`SQLITE3_NO_PKG_CONFIG=1` so that
 //! pkg-config cannot pick the system's SQLite instead), `LD_LIBRARY_PATH` at run time.
 //! The program must report SQLite 3.53.2 (the system's is another version) and the
-//! journal mode `dhl-cc`, which only inpage has.
+//! engine's default journal mode (`redo`), which only inpage has.
 
 mod pylib;
 
@@ -64,7 +64,10 @@ fn rusqlite_program_runs_on_inpage() {
     );
     assert_eq!(
         stdout.trim(),
-        "rows=100 found=v042 journal_mode=dhl-cc integrity=ok sqlite=3.53.2"
+        format!(
+            "rows=100 found=v042 journal_mode={} integrity=ok sqlite=3.53.2",
+            inpage::DEFAULT_JOURNAL_MODE.name()
+        )
     );
     // The file it wrote is an inpage file: stock SQLite (if this machine has its shell)
     // refuses it.

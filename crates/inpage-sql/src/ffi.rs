@@ -93,14 +93,17 @@ const SQLITE_MODE_NAMES: [&str; 6] = ["delete", "persist", "off", "truncate", "m
 /// Codes the patched VDBE has room for (build.rs: `aMJNeeded[64]`).
 pub const MAX_MODE_CODES: usize = 64;
 
-/// `PRAGMA journal_mode`'s names, index = SQLite code: SQLite's six, then the engine's
-/// default mode (so that a prefix such as `dhl` picks it: pragma.c takes the first name
-/// the argument is a prefix of), then every other registry mode in registry order.
+/// `PRAGMA journal_mode`'s names, index = SQLite code: SQLite's six, then `dhl-cc` (so
+/// that the prefix `dhl` picks the counting-commit DHL: pragma.c takes the first name the
+/// argument is a prefix of), then the engine's default mode, then every other registry
+/// mode in registry order.
 fn pragma_mode_names() -> &'static [CString] {
     static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
         let mut v: Vec<&str> = SQLITE_MODE_NAMES.to_vec();
-        let rest = std::iter::once(inpage::DEFAULT_JOURNAL_MODE).chain(JournalMode::all());
+        let rest = [JournalMode::DHL_CC, inpage::DEFAULT_JOURNAL_MODE]
+            .into_iter()
+            .chain(JournalMode::all());
         for m in rest {
             if !v.contains(&m.name()) {
                 v.push(m.name());
@@ -2166,9 +2169,9 @@ mod tests {
         let n = pragma_mode_names().len() as c_int;
         assert!(ipg_journal_mode_name(n).is_null());
         assert!(ipg_journal_mode_name(-1).is_null());
-        // The default mode comes right after SQLite's six: `dhl` picks it as a prefix.
+        // `dhl-cc` comes right after SQLite's six: `dhl` picks it as a prefix.
         assert_eq!(
-            mode_code(inpage::DEFAULT_JOURNAL_MODE),
+            mode_code(JournalMode::DHL_CC),
             SQLITE_MODE_NAMES.len() as c_int
         );
     }

@@ -18,6 +18,9 @@ fn rows(db: &Db, sql: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// The mode a new file gets.
+const DEFAULT: &str = inpage::DEFAULT_JOURNAL_MODE.name();
+
 fn v(items: &[&[&str]]) -> Vec<Vec<String>> {
     items
         .iter()
@@ -31,7 +34,7 @@ fn end_to_end_on_a_file_and_reopen() {
     let path = dir.path().join("e2e.db");
     {
         let db = Db::open_path(&path);
-        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some(DEFAULT));
         db.exec("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, n INT); CREATE INDEX t_name ON t(name);")
             .unwrap();
         db.exec("BEGIN").unwrap();
@@ -87,7 +90,7 @@ fn end_to_end_on_a_file_and_reopen() {
         db.one("SELECT n FROM t WHERE name = 'name040'").as_deref(),
         Some("4000")
     );
-    assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+    assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some(DEFAULT));
 }
 
 #[test]
@@ -98,13 +101,13 @@ fn journal_mode_change_is_refused_with_the_mode_in_use() {
     // inpage's mode is the file's: asking for another one answers the mode in use.
     assert_eq!(
         db.one("PRAGMA journal_mode='wal'").as_deref(),
-        Some("dhl-cc")
+        Some(DEFAULT)
     );
     assert_eq!(
         db.one("PRAGMA journal_mode=delete").as_deref(),
-        Some("dhl-cc")
+        Some(DEFAULT)
     );
-    assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+    assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some(DEFAULT));
     // In-memory databases report SQLite's "memory".
     let mem = Db::open(":memory:").unwrap();
     assert_eq!(mem.one("PRAGMA journal_mode").as_deref(), Some("memory"));
@@ -116,14 +119,14 @@ fn journal_mode_change_is_refused_with_the_mode_in_use() {
 
 /// PRAGMA journal_mode sets the mode of a database that is still empty (apps ask for
 /// WAL right after opening a new file), in SQLite's names and inpage's (`dhl` is the
-/// default DHL mode), and the file keeps it across reopens.
+/// counting-commit DHL, `dhl-cc`), and the file keeps it across reopens.
 #[test]
 fn journal_mode_is_set_on_an_empty_database() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("new.db");
     {
         let db = Db::open_path(&path);
-        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some(DEFAULT));
         assert_eq!(db.one("PRAGMA journal_mode=WAL").as_deref(), Some("wal"));
         assert_eq!(
             db.one("PRAGMA journal_mode=delete").as_deref(),
@@ -171,7 +174,7 @@ fn journal_mode_is_set_on_an_empty_database() {
     );
     assert_eq!(
         fresh.one("PRAGMA journal_mode='dhl-tc'").as_deref(),
-        Some("dhl-cc")
+        Some(DEFAULT)
     );
     fresh.exec("COMMIT").unwrap();
     assert_eq!(fresh.one("PRAGMA journal_mode=wal").as_deref(), Some("wal"));
@@ -516,7 +519,7 @@ fn vacuum_keeps_content_and_indexes() {
         );
         assert_eq!(db.one("PRAGMA user_version").as_deref(), Some("7"));
         assert_eq!(db.one("PRAGMA integrity_check").as_deref(), Some("ok"));
-        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+        assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some(DEFAULT));
         db.exec("INSERT INTO t(b) VALUES('after')").unwrap();
         assert_eq!(
             db.one("SELECT count(*) FROM t WHERE b = 'after'")

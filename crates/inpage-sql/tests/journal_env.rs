@@ -36,12 +36,15 @@ fn env_forces_the_journal_mode_of_new_files() {
         text.contains("child: journal_mode=wal"),
         "child did not run:\n{text}"
     );
-    // Without the variable the file keeps its mode (wal), and a new file gets dhl-cc.
+    // Without the variable the file keeps its mode (wal), and a new file gets the default.
     let db = Db::open_path(&path);
     assert_eq!(db.one("PRAGMA journal_mode").as_deref(), Some("wal"));
     assert_eq!(db.one("SELECT count(*) FROM t").as_deref(), Some("1"));
     let fresh = Db::open_path(&dir.path().join("fresh.db"));
-    assert_eq!(fresh.one("PRAGMA journal_mode").as_deref(), Some("dhl-cc"));
+    assert_eq!(
+        fresh.one("PRAGMA journal_mode").as_deref(),
+        Some(inpage::DEFAULT_JOURNAL_MODE.name())
+    );
 }
 
 #[test]
@@ -73,7 +76,7 @@ fn env_child_reports_the_forced_mode() {
     let log = common::logged();
     assert!(
         log.iter()
-            .any(|m| m.contains("dhl-cc") && m.contains("wal")),
+            .any(|m| m.contains(inpage::DEFAULT_JOURNAL_MODE.name()) && m.contains("wal")),
         "{log:?}"
     );
     // An unknown mode name is refused too, with the list of names in the log.

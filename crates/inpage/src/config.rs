@@ -19,9 +19,11 @@ use crate::format::header::{valid_page_size, MAX_PAGE_SIZE, MIN_PAGE_SIZE};
 use crate::journal::{JournalConfig, JournalMode, WalSync};
 use crate::vfs::{OsVfs, Vfs};
 
-/// The mode a new database gets when none is asked for: counting-commit doubleheader
-/// logging, one page write per changed page and one fdatasync per transaction.
-pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::DHL_CC;
+/// The mode a new database gets when none is asked for: the sector-granular redo log, one
+/// write and one fdatasync per transaction however many pages it changed, durable when
+/// `commit` returns (`journal::redo`; chosen by issue 37's measurements, BENCHMARKS.md
+/// "A redo log").
+pub const DEFAULT_JOURNAL_MODE: JournalMode = JournalMode::REDO;
 
 /// The page size a new database gets when none is asked for.
 pub const DEFAULT_PAGE_SIZE: u32 = 4096;

@@ -593,7 +593,12 @@ fn direct_writes_on_real_files() {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
     let path = dir.path().join("d.db");
     for (setting, want) in [(DirectWrites::On, true), (DirectWrites::Off, false)] {
-        let cfg = || Config::default().direct_writes(setting);
+        // `dhl-cc`: a mode whose commits write pages in place, so the setting decides.
+        let cfg = || {
+            Config::default()
+                .journal_mode(JournalMode::DHL_CC)
+                .direct_writes(setting)
+        };
         {
             let db = Database::open(&path, cfg()).unwrap();
             assert_eq!(db.direct_writes(), want, "{setting:?}");

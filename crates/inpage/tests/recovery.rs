@@ -547,7 +547,7 @@ fn dhl_random_updates_of_a_small_hot_table_need_no_marking_writes() {
 #[test]
 fn dhl_scan_budget_trades_marking_syncs_for_recovery_reads() {
     use inpage::vfs::{AccountingVfs, IoKind};
-    let mode = inpage::DEFAULT_JOURNAL_MODE;
+    let mode = JournalMode::DHL_CC;
     assert!(mode.capabilities().intent_map);
     let mut seen = Vec::new();
     for mib in [1u32, 4] {

@@ -23,8 +23,14 @@
 //! - *No flush deadline.* A flush starts when a quarter of the ring is filled or 1,024
 //!   commits wait (`RingHome::flush_delay`): nothing in the ring needs rescuing, and
 //!   larger batches write each hot page to the database once per batch.
+//! - *The ring is created by a session's first commit* (`RingHome::lazy`), not at open: a
+//!   database only read, or switched to another mode while empty (apps ask for WAL right
+//!   after opening a new file), never pays its zero-fill. The first watermark slot names
+//!   the last commit, all in the file, before the first record is written.
 //! - *The ring outlives a clean close*; the close's flush leaves its watermark at the last
 //!   commit, so the next open replays nothing and reuses it without a zero-fill.
+//!
+//! The default mode (`config::DEFAULT_JOURNAL_MODE`), chosen by issue 37's measurements.
 
 use super::nvlog::{open_mode, RingHome};
 use super::{Capabilities, JournalOption, ModeSpec};
