@@ -34,6 +34,13 @@ pub trait Region: Send + Sync + fmt::Debug {
     fn write(&self, offset: usize, data: &[u8]) -> io::Result<()>;
     /// Make `[offset, offset + len)` as durable as the region is (see the module docs).
     fn persist(&self, offset: usize, len: usize) -> io::Result<()>;
+    /// The unit a store is written in. A store may set the bytes after its end, up to the
+    /// next multiple of this, to zeros (never those of the first unit, which stores keep
+    /// as they are), so a caller keeps that many bytes free after what it stores. 1 (the
+    /// default): a store writes exactly the bytes given.
+    fn write_granule(&self) -> usize {
+        1
+    }
 }
 
 /// `[offset, offset + len)` inside a region of `size` bytes, or `InvalidInput`.

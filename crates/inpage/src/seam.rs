@@ -99,6 +99,10 @@ pub enum Mutant {
     /// first record, so a recovery finds no slot, replays nothing, and loses every
     /// acknowledged commit still in the ring.
     RingUnmarked,
+    /// REDO: a record is accepted with less than a store unit (a sector, with `O_DIRECT`)
+    /// free after it, so its store zeroes the start of a live record that shares its last
+    /// sector (the ring's oldest, not yet flushed).
+    RingNoSlack,
     /// A transaction across databases (`txn::multi`): the undo log's records of a
     /// database's originals are not synced before the changes they undo are issued, so a
     /// power cut can keep a change whose original is lost.
@@ -116,7 +120,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 24] = [
+    pub const ALL: [Mutant; 25] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -138,6 +142,7 @@ impl Mutant {
         Mutant::BatchPerCommitTids,
         Mutant::DirectPagesUnsynced,
         Mutant::RingUnmarked,
+        Mutant::RingNoSlack,
         Mutant::UndoUnsynced,
         Mutant::StaleReaderGetsNewest,
         Mutant::PruneUnderReaders,
@@ -168,6 +173,7 @@ impl Mutant {
             Mutant::BatchPerCommitTids => "batch-per-commit-tids",
             Mutant::DirectPagesUnsynced => "direct-pages-unsynced",
             Mutant::RingUnmarked => "ring-unmarked",
+            Mutant::RingNoSlack => "ring-no-slack",
             Mutant::UndoUnsynced => "undo-unsynced",
             Mutant::StaleReaderGetsNewest => "stale-reader-gets-newest",
             Mutant::PruneUnderReaders => "prune-under-readers",

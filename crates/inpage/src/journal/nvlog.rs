@@ -91,6 +91,10 @@
 //! - *A full ring waits, never drops:* a commit that does not fit runs (or waits for) a
 //!   flush first. A record bigger than the whole ring is committed straight into the WAL
 //!   with its own fdatasync, after the pending records, keeping the order.
+//! - *A record never shares a store unit with a live one after it:* a store may zero the
+//!   rest of its last unit (`Region::write_granule`: a sector of a ring file written with
+//!   `O_DIRECT`), so a record is accepted only with that much room left after it
+//!   (`Placed::slack`); free ring space is all that can follow it in its unit.
 //! - *Readers see every acknowledged commit:* the overlay holds each page of a commit
 //!   not yet flushed, and an entry is removed only after the WAL holds that page's image
 //!   of that commit or a newer one.
@@ -254,7 +258,13 @@ impl RingHome {
     ) -> io::Result<Arc<dyn Region>> {
         match self {
             RingHome::Memory => ctx.vfs.open_region(path, create),
-            RingHome::File => super::ring_file::open(&*ctx.vfs, path, create),
+            RingHome::File => super::ring_file::open(
+                &*ctx.vfs,
+                path,
+                create,
+                ctx.config.direct_writes,
+                ctx.db.page_size,
+            ),
         }
     }
 
@@ -370,6 +380,16 @@ impl State {
 struct Placed {
     region: Arc<dyn Region>,
     id: u64,
+    /// Bytes kept free after every record (`Region::write_granule` less one): a store
+    /// may zero the rest of its last unit, which must not hold a live record.
+    slack: u64,
+}
+
+impl Placed {
+    fn new(region: Arc<dyn Region>, id: u64) -> Placed {
+        let slack = region.write_granule().saturating_sub(1) as u64;
+        Placed { region, id, slack }
+    }
 }
 
 /// Everything the committer and the flusher thread share.
@@ -694,7 +714,7 @@ impl Core {
         init_region(&*region, id, self.ring, self.ctx.db.page_size, s.tail)
             .map_err(self.region_err())?;
         // Only this thread sets it: the caller holds the state lock.
-        let _ = self.placed.set(Placed { region, id });
+        let _ = self.placed.set(Placed::new(region, id));
         let (last, tail) = (s.last_seq, s.tail);
         if self.ctx.config.mutant() != Mutant::RingUnmarked {
             self.write_watermark(s, last, tail)?;
@@ -1089,7 +1109,7 @@ impl NvlogJournal {
             (Some(region), Some(id)) => {
                 let ring = (region.len() - RING_AT) as u64;
                 init_region(&*region, id, ring, ps, tail).map_err(io_err("region", &rpath))?;
-                let _ = placed.set(Placed { region, id });
+                let _ = placed.set(Placed::new(region, id));
                 ring
             }
             // Created by the first commit, at the configured size.
@@ -1173,17 +1193,16 @@ impl NvlogJournal {
     }
 
     /// Create the ring (first commit of a session that has none) and start its flusher.
-    /// Returns the identity its records are keyed by.
-    fn start_ring(&self) -> Result<u64> {
-        let id = {
+    fn start_ring(&self) -> Result<()> {
+        {
             let mut s = self.core.lock_state()?;
-            self.core.ensure_ring(&mut s)?.id
-        };
+            self.core.ensure_ring(&mut s)?;
+        }
         let mut f = self.flusher.lock().unwrap_or_else(|e| e.into_inner());
         if f.is_none() {
             *f = spawn_flusher(&self.core)?;
         }
-        Ok(id)
+        Ok(())
     }
 
     fn stop_flusher(&self) {
@@ -1521,13 +1540,25 @@ impl Journal for NvlogJournal {
             REC_HDR,
         )?;
         let rec_len = rec.len();
-        if rec_len as u64 > core.ring {
+        let (id, slack) = match core.placed.get() {
+            Some(p) => (p.id, p.slack),
+            None => {
+                self.start_ring()?;
+                let p = core.placed.get().ok_or_else(|| {
+                    Error::InvalidArgument("nvlog: the ring was not kept once created".into())
+                })?;
+                (p.id, p.slack)
+            }
+        };
+        let slack = if core.ctx.config.mutant() == Mutant::RingNoSlack {
+            0
+        } else {
+            slack
+        };
+        if rec_len as u64 + slack > core.ring {
+            // It would never fit, even in an empty ring.
             return core.commit_direct(batch);
         }
-        let id = match core.placed.get() {
-            Some(p) => p.id,
-            None => self.start_ring()?,
-        };
         rec[0..8].copy_from_slice(&batch.tid.to_le_bytes());
         rec[8..12].copy_from_slice(&((rec_len - REC_HDR) as u32).to_le_bytes());
         let sum = {
@@ -1538,7 +1569,7 @@ impl Journal for NvlogJournal {
         let over = loop {
             {
                 let mut s = core.lock_state()?;
-                if core.ring - (s.tail - s.head) >= rec_len as u64 {
+                if core.ring - (s.tail - s.head) >= rec_len as u64 + slack {
                     let pos = s.tail;
                     // Header and payload in one store and one persist: a durable ring
                     // pays a device request and a flush per persist.

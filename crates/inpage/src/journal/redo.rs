@@ -20,6 +20,10 @@
 //!   of a file ring is `sync_data`; `nvlog` persists each record before it acknowledges.
 //! - *The ring file is never sparse and never grows*, so a commit's write needs no
 //!   file-system metadata (`ring_file` module docs).
+//! - *A commit writes only the sectors its record covers* where the file system takes
+//!   `O_DIRECT` (`Config::direct_writes`, `Auto` by default): the rest of its last sector
+//!   is zeroed, so every record leaves that much of the ring free after it
+//!   (`Region::write_granule`; `nvlog`'s room check keeps it).
 //! - *No flush deadline.* A flush starts when a quarter of the ring is filled or 1,024
 //!   commits wait (`RingHome::flush_delay`): nothing in the ring needs rescuing, and
 //!   larger batches write each hot page to the database once per batch.
@@ -57,6 +61,7 @@ pub(crate) static REDO: ModeSpec = ModeSpec {
         region_backed: false,
     },
     options: &[
+        JournalOption::DirectWrites,
         JournalOption::WalPrealloc,
         JournalOption::NvlogRingBytes,
         JournalOption::NvlogFlush,

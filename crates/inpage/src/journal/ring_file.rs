@@ -21,12 +21,25 @@
 //!   header it finds there).
 //! - *Every access is bounds-checked* (`inpage_vfs::check_range`), as a memory region's
 //!   is: offsets come from a ring that may have been damaged.
+//! - *A store writes only the sectors it covers* where the file system takes `O_DIRECT`
+//!   (`Config::direct_writes`, `Auto` by default, as DHL's page writes): the device then
+//!   receives the record's sectors, not the whole 4 KiB page the page cache would write
+//!   back. The bytes of the first sector before the store are the file's: the region's
+//!   first sector and the last sector a store wrote are kept in memory (each store
+//!   updates them), any other is read from the file. The bytes of the last sector after
+//!   the store are zeros unless that sector is one of the two kept (`write_granule`: the
+//!   journal keeps a sector free after every record, so they are free ring space). A store
+//!   reaching into the file's last, partial sector goes through the page cache instead,
+//!   since a direct write there would extend the file; the kernel (and the simulated
+//!   disk) keep the two coherent, and `persist`'s fdatasync covers both. After a failed
+//!   store the kept sectors may not be what the file holds: every later store is refused.
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use super::dir_of;
+use super::util::open_direct;
+use super::{dir_of, DirectWrites};
 use crate::vfs::{check_range, File, OpenOptions, Region, Vfs};
 
 /// A ring stored in a file (module docs).
@@ -34,6 +47,101 @@ use crate::vfs::{check_range, File, OpenOptions, Region, Vfs};
 pub(crate) struct FileRegion {
     file: Arc<dyn File>,
     len: usize,
+    direct: Option<Direct>,
+}
+
+/// Stores through an `O_DIRECT` handle, in whole sectors (module docs).
+#[derive(Debug)]
+struct Direct {
+    file: Arc<dyn File>,
+    align: usize,
+    sectors: Mutex<Sectors>,
+}
+
+/// What a direct store needs besides its data.
+#[derive(Debug)]
+struct Sectors {
+    /// The region's first sector as the file holds it (header, watermark slots and the
+    /// ring's first bytes).
+    first: Vec<u8>,
+    /// The last sector a store wrote: its offset and bytes.
+    last: Option<(usize, Vec<u8>)>,
+    /// A store failed: `first` and `last` may not be the file's any more.
+    failed: bool,
+    /// The aligned buffer a store is assembled in.
+    scratch: Vec<u8>,
+}
+
+impl FileRegion {
+    /// A store of `data` at `offset` as whole sectors through the direct handle.
+    fn write_direct(&self, d: &Direct, offset: usize, data: &[u8]) -> io::Result<()> {
+        let a = d.align;
+        let start = offset / a * a;
+        let end = (offset + data.len()).div_ceil(a) * a;
+        let mut guard = d.sectors.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        if s.failed {
+            return Err(io::Error::other(
+                "an earlier store to this ring failed: its sectors are unknown",
+            ));
+        }
+        if end > self.len {
+            // The file's last, partial sector (module docs).
+            if s.last.as_ref().is_some_and(|(at, _)| at + a > start) {
+                s.last = None;
+            }
+            return self.file.write_at(data, offset as u64);
+        }
+        let n = end - start;
+        if s.scratch.len() < n + a {
+            // Grown to the largest store so far: its address then stays put.
+            s.scratch = vec![0u8; n + a];
+        }
+        let at = s.scratch.as_ptr().align_offset(a).min(a);
+        let kept = |s: &Sectors, sector: usize| -> Option<Vec<u8>> {
+            if sector == 0 {
+                return Some(s.first.clone());
+            }
+            s.last
+                .as_ref()
+                .filter(|(o, _)| *o == sector)
+                .map(|(_, b)| b.clone())
+        };
+        // Before the store: the file's bytes.
+        if offset > start {
+            let head = offset - start;
+            match kept(s, start) {
+                Some(b) => s.scratch[at..at + head].copy_from_slice(&b[..head]),
+                None => self
+                    .file
+                    .read_exact_at(&mut s.scratch[at..at + head], start as u64)?,
+            }
+        }
+        // After it: the kept sector's bytes, else zeros (free ring space).
+        let data_end = offset + data.len();
+        if data_end < end {
+            let tail = end - a;
+            let from = data_end - start;
+            match kept(s, tail) {
+                Some(b) => s.scratch[at + from..at + n].copy_from_slice(&b[data_end - tail..]),
+                None => s.scratch[at + from..at + n].fill(0),
+            }
+        }
+        s.scratch[at + offset - start..at + data_end - start].copy_from_slice(data);
+        match d.file.write_at(&s.scratch[at..at + n], start as u64) {
+            Ok(()) => {
+                if start == 0 {
+                    s.first = s.scratch[at..at + a].to_vec();
+                }
+                s.last = Some((end - a, s.scratch[at + n - a..at + n].to_vec()));
+                Ok(())
+            }
+            Err(e) => {
+                s.failed = true;
+                Err(e)
+            }
+        }
+    }
 }
 
 impl Region for FileRegion {
@@ -48,7 +156,10 @@ impl Region for FileRegion {
 
     fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
         check_range(self.len, offset, data.len())?;
-        self.file.write_at(data, offset as u64)
+        match &self.direct {
+            Some(d) if !data.is_empty() => self.write_direct(d, offset, data),
+            _ => self.file.write_at(data, offset as u64),
+        }
     }
 
     fn persist(&self, offset: usize, len: usize) -> io::Result<()> {
@@ -57,6 +168,10 @@ impl Region for FileRegion {
             return Ok(());
         }
         self.file.sync_data()
+    }
+
+    fn write_granule(&self) -> usize {
+        self.direct.as_ref().map_or(1, |d| d.align)
     }
 }
 
@@ -68,10 +183,13 @@ fn tmp_path(path: &Path) -> PathBuf {
 
 /// Open the ring file at `path` (`NotFound` if there is none), or with `create` make a
 /// new one of that many bytes, all zeros, in place of any ring there (module docs).
+/// Stores go through `O_DIRECT` as `direct` says (at most `page_size` alignment).
 pub(crate) fn open(
     vfs: &dyn Vfs,
     path: &Path,
     create: Option<usize>,
+    direct: DirectWrites,
+    page_size: usize,
 ) -> io::Result<Arc<dyn Region>> {
     if let Some(len) = create {
         let tmp = tmp_path(path);
@@ -94,7 +212,25 @@ pub(crate) fn open(
     let file = vfs.open(path, OpenOptions::default())?;
     let len = usize::try_from(file.len()?)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "redo ring too large"))?;
-    Ok(Arc::new(FileRegion { file, len }))
+    let direct = match open_direct(vfs, path, page_size, direct) {
+        Ok(Some((f, align))) if len >= align => {
+            let mut first = vec![0u8; align];
+            file.read_exact_at(&mut first, 0)?;
+            Some(Direct {
+                file: f,
+                align,
+                sectors: Mutex::new(Sectors {
+                    first,
+                    last: None,
+                    failed: false,
+                    scratch: Vec::new(),
+                }),
+            })
+        }
+        Ok(_) => None,
+        Err(e) => return Err(io::Error::other(e.to_string())),
+    };
+    Ok(Arc::new(FileRegion { file, len, direct }))
 }
 
 /// Delete the ring file at `path`, durably (its directory synced): a ring that came back
