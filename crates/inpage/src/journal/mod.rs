@@ -106,7 +106,8 @@ pub struct Capabilities {
     /// Recovery establishes the commit counter from the pages themselves; the header on
     /// disk may name a transaction recovery rolls back.
     pub recovers_fcc: bool,
-    /// Page writes may bypass the page cache (`O_DIRECT`, `Config::direct_writes`).
+    /// Page writes (`redo`: its ring's records) may bypass the page cache (`O_DIRECT`,
+    /// `Config::direct_writes`).
     pub direct_writes: bool,
     /// Committed pages may live in a log (a side file) that recovery replays into the
     /// database, so until then the file may be shorter than its header says.

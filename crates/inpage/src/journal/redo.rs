@@ -51,7 +51,7 @@ pub(crate) static REDO: ModeSpec = ModeSpec {
         atomic: true,
         embeds_fcc: true,
         recovers_fcc: true,
-        direct_writes: false,
+        direct_writes: true,
         replays_log: true,
         intent_map: false,
         side_files: &["wal", "nvlog", "redo"],
