@@ -912,6 +912,11 @@ impl NvlogJournal {
         home: RingHome,
     ) -> Result<(NvlogJournal, RecoveryReport, u64)> {
         let ps = ctx.db.page_size;
+        if home.lazy() && ctx.config.direct_writes == super::DirectWrites::On {
+            // Refused at open, not by the first commit, which creates the ring: the
+            // database's file system is the ring's.
+            super::util::open_direct(&*ctx.vfs, &ctx.db_path, ps, super::DirectWrites::On)?;
+        }
         let ring_cfg = ctx.config.nvlog_ring_bytes.unwrap_or(DEFAULT_RING);
         let mut inner_cfg = ctx.config.clone();
         inner_cfg.wal_sync = WalSync::Normal;

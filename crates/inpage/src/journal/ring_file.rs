@@ -86,11 +86,16 @@ impl FileRegion {
             ));
         }
         if end > self.len {
-            // The file's last, partial sector (module docs).
+            // The file's last, partial sector (module docs); the kept sectors follow.
             if s.last.as_ref().is_some_and(|(at, _)| at + a > start) {
                 s.last = None;
             }
-            return self.file.write_at(data, offset as u64);
+            self.file.write_at(data, offset as u64)?;
+            if offset < a {
+                let k = (a - offset).min(data.len());
+                s.first[offset..offset + k].copy_from_slice(&data[..k]);
+            }
+            return Ok(());
         }
         let n = end - start;
         if s.scratch.len() < n + a {
