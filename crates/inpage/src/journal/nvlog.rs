@@ -1197,17 +1197,17 @@ impl NvlogJournal {
         ))
     }
 
-    /// Create the ring (first commit of a session that has none) and start its flusher.
-    fn start_ring(&self) -> Result<()> {
-        {
+    /// The ring, created (first commit of a session that has none) with its flusher.
+    fn start_ring(&self) -> Result<&Placed> {
+        let placed = {
             let mut s = self.core.lock_state()?;
-            self.core.ensure_ring(&mut s)?;
-        }
+            self.core.ensure_ring(&mut s)?
+        };
         let mut f = self.flusher.lock().unwrap_or_else(|e| e.into_inner());
         if f.is_none() {
             *f = spawn_flusher(&self.core)?;
         }
-        Ok(())
+        Ok(placed)
     }
 
     fn stop_flusher(&self) {
@@ -1547,13 +1547,7 @@ impl Journal for NvlogJournal {
         let rec_len = rec.len();
         let (id, slack) = match core.placed.get() {
             Some(p) => (p.id, p.slack),
-            None => {
-                self.start_ring()?;
-                let p = core.placed.get().ok_or_else(|| {
-                    Error::InvalidArgument("nvlog: the ring was not kept once created".into())
-                })?;
-                (p.id, p.slack)
-            }
+            None => self.start_ring().map(|p| (p.id, p.slack))?,
         };
         let slack = if core.ctx.config.mutant() == Mutant::RingNoSlack {
             0

@@ -64,12 +64,26 @@ struct Sectors {
     /// The region's first sector as the file holds it (header, watermark slots and the
     /// ring's first bytes).
     first: Vec<u8>,
-    /// The last sector a store wrote: its offset and bytes.
-    last: Option<(usize, Vec<u8>)>,
+    /// The offset of the last sector a store wrote, whose bytes `last` holds.
+    last_at: Option<usize>,
+    last: Vec<u8>,
     /// A store failed: `first` and `last` may not be the file's any more.
     failed: bool,
     /// The aligned buffer a store is assembled in.
     scratch: Vec<u8>,
+}
+
+impl Sectors {
+    /// The bytes of the sector at `at`, if it is one of the two kept.
+    fn kept(&self, at: usize) -> Option<&[u8]> {
+        if at == 0 {
+            Some(&self.first)
+        } else if self.last_at == Some(at) {
+            Some(&self.last)
+        } else {
+            None
+        }
+    }
 }
 
 impl FileRegion {
@@ -87,8 +101,8 @@ impl FileRegion {
         }
         if end > self.len {
             // The file's last, partial sector (module docs); the kept sectors follow.
-            if s.last.as_ref().is_some_and(|(at, _)| at + a > start) {
-                s.last = None;
+            if s.last_at.is_some_and(|at| at + a > start) {
+                s.last_at = None;
             }
             self.file.write_at(data, offset as u64)?;
             if offset < a {
@@ -98,54 +112,43 @@ impl FileRegion {
             return Ok(());
         }
         let n = end - start;
-        if s.scratch.len() < n + a {
+        // Taken out while the store is assembled, so the kept sectors can be read beside it.
+        let mut scratch = std::mem::take(&mut s.scratch);
+        if scratch.len() < n + a {
             // Grown to the largest store so far: its address then stays put.
-            s.scratch = vec![0u8; n + a];
+            scratch = vec![0u8; n + a];
         }
-        let at = s.scratch.as_ptr().align_offset(a).min(a);
-        let kept = |s: &Sectors, sector: usize| -> Option<Vec<u8>> {
-            if sector == 0 {
-                return Some(s.first.clone());
-            }
-            s.last
-                .as_ref()
-                .filter(|(o, _)| *o == sector)
-                .map(|(_, b)| b.clone())
-        };
-        // Before the store: the file's bytes.
-        if offset > start {
+        let at = scratch.as_ptr().align_offset(a).min(a);
+        let buf = &mut scratch[at..at + n];
+        let r = (|| {
+            // Before the store: the file's bytes.
             let head = offset - start;
-            match kept(s, start) {
-                Some(b) => s.scratch[at..at + head].copy_from_slice(&b[..head]),
-                None => self
-                    .file
-                    .read_exact_at(&mut s.scratch[at..at + head], start as u64)?,
-            }
-        }
-        // After it: the kept sector's bytes, else zeros (free ring space).
-        let data_end = offset + data.len();
-        if data_end < end {
-            let tail = end - a;
-            let from = data_end - start;
-            match kept(s, tail) {
-                Some(b) => s.scratch[at + from..at + n].copy_from_slice(&b[data_end - tail..]),
-                None => s.scratch[at + from..at + n].fill(0),
-            }
-        }
-        s.scratch[at + offset - start..at + data_end - start].copy_from_slice(data);
-        match d.file.write_at(&s.scratch[at..at + n], start as u64) {
-            Ok(()) => {
-                if start == 0 {
-                    s.first = s.scratch[at..at + a].to_vec();
+            if head > 0 {
+                match s.kept(start) {
+                    Some(b) => buf[..head].copy_from_slice(&b[..head]),
+                    None => self.file.read_exact_at(&mut buf[..head], start as u64)?,
                 }
-                s.last = Some((end - a, s.scratch[at + n - a..at + n].to_vec()));
-                Ok(())
             }
-            Err(e) => {
-                s.failed = true;
-                Err(e)
+            // After it: the kept sector's bytes, else zeros (free ring space).
+            let data_end = offset + data.len();
+            let (tail, from) = (end - a, data_end - start);
+            match s.kept(tail) {
+                Some(b) => buf[from..].copy_from_slice(&b[data_end - tail..]),
+                None => buf[from..].fill(0),
             }
-        }
+            buf[head..from].copy_from_slice(data);
+            d.file
+                .write_at(buf, start as u64)
+                .inspect_err(|_| s.failed = true)?;
+            if start == 0 {
+                s.first.copy_from_slice(&buf[..a]);
+            }
+            s.last.copy_from_slice(&buf[n - a..]);
+            s.last_at = Some(end - a);
+            Ok(())
+        })();
+        s.scratch = scratch;
+        r
     }
 }
 
@@ -226,7 +229,8 @@ pub(crate) fn open(
                 align,
                 sectors: Mutex::new(Sectors {
                     first,
-                    last: None,
+                    last_at: None,
+                    last: vec![0u8; align],
                     failed: false,
                     scratch: Vec::new(),
                 }),
