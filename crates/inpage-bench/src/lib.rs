@@ -28,6 +28,7 @@ pub mod mvbt;
 pub mod nvlog;
 pub mod pages;
 pub mod plots;
+pub mod program;
 pub mod recovery;
 pub mod report;
 pub mod runner;
@@ -92,6 +93,10 @@ pub enum BenchCmd {
     /// Write a synthetic app-like trace (`loading-<profile>.sql`, `<profile>.sql`) to a
     /// directory, for `bench trace FILES` or another replayer.
     TraceGen(TraceGenArgs),
+    /// An outside program (a client built against libsqlite3) run in the lab under each
+    /// contender's environment (`LD_LIBRARY_PATH` picks the library), interleaved rounds,
+    /// priced by the device counters plus its CPU.
+    Program(program::ProgramArgs),
     /// List the contender names.
     List,
     /// Internal: the crashing child of `bench recovery`.
@@ -624,6 +629,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             output(s, "floor", &a.out)
         }
         BenchCmd::Trace(a) => run_trace(&a),
+        BenchCmd::Program(a) => program::run(&a),
         BenchCmd::TraceGen(a) => {
             let p = synth::profile(&a.profile)?.with_rows(a.rows)?;
             check_positive(a.txns, "--txns")?;
@@ -687,7 +693,7 @@ fn run_trace(a: &TraceArgs) -> Result<(), String> {
     output(s, &a.baseline, &a.out)
 }
 
-fn check_positive(v: u64, what: &str) -> Result<(), String> {
+pub(crate) fn check_positive(v: u64, what: &str) -> Result<(), String> {
     if v == 0 {
         Err(format!("{what} must be at least 1"))
     } else {

@@ -785,3 +785,139 @@ fn trace_replays_and_checks_outcomes_against_stock() {
     let e = err_line(&bench(&["trace", "--lab", "none"]));
     assert!(e.contains("no traces"), "{e}");
 }
+
+fn program_json(extra: &[&str], command: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let mut args = vec!["program", "--json", json.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.push("--");
+    args.extend_from_slice(command);
+    let o = bench(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap()
+}
+
+#[test]
+fn program_runs_each_contender_in_its_own_directory_with_its_environment() {
+    let _serial = serial();
+    let r = program_json(
+        &[
+            "--lab",
+            "none",
+            "--rounds",
+            "2",
+            "--per",
+            "4",
+            "--contender",
+            "one MARK=first",
+            "--contender",
+            "two MARK=second WHERE={dir}",
+            "--baseline",
+            "two",
+            "--setup",
+            "touch {dir}/setup-ran",
+        ],
+        &[
+            "sh",
+            "-c",
+            "test -e setup-ran && test \"$(pwd)\" = \"$1\" && echo \"$MARK\" > mark && echo \"$MARK $(ls | wc -l)\"",
+            "sh",
+            "{dir}",
+        ],
+    );
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+    for (label, mark) in [("one", "first"), ("two", "second")] {
+        let mine: Vec<_> = runs.iter().filter(|x| x["contender"] == label).collect();
+        assert_eq!(mine.len(), 2, "{label}");
+        for x in mine {
+            // Its own mark, and only its setup's file and its own in the directory.
+            assert_eq!(x["stdout_tail"], format!("{mark} 2"), "{x}");
+            assert!(x["counters"].is_null(), "lab none has no device counters");
+            assert!(x["wall_ms"].as_f64().unwrap() > 0.0);
+        }
+    }
+    let s = r["summary"].as_array().unwrap();
+    assert_eq!(s[1]["contender"], "two");
+    assert_eq!(s[1]["speedup"].as_f64(), Some(1.0), "the baseline is 1.0");
+    assert!(s[0]["modeled_us"].is_null());
+    assert_eq!(r["per"], 4);
+
+    // A program that fails names the contender and its stderr; no report.
+    let o = bench(&[
+        "program",
+        "--lab",
+        "none",
+        "--contender",
+        "broken",
+        "--",
+        "sh",
+        "-c",
+        "echo went-wrong >&2; exit 3",
+    ]);
+    let e = err_line(&o);
+    assert!(e.contains("broken") && e.contains("went-wrong"), "{e}");
+    let e = err_line(&bench(&[
+        "program",
+        "--lab",
+        "none",
+        "--contender",
+        "a",
+        "--contender",
+        "a",
+        "--",
+        "true",
+    ]));
+    assert!(e.contains("given twice"), "{e}");
+    let e = err_line(&bench(&[
+        "program",
+        "--lab",
+        "none",
+        "--contender",
+        "X=1",
+        "--",
+        "true",
+    ]));
+    assert!(e.contains("the first word is the label"), "{e}");
+}
+
+#[test]
+fn program_in_the_ext4_lab_is_charged_its_writes_and_flushes() {
+    let _serial = serial();
+    if let Err(why) = inpage_bench::lab::ext4_available() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // 1 MiB left in the page cache (the window's closing syncfs must charge it), and a
+    // second file written with O_DSYNC-like durability through `sync` per file.
+    let r = program_json(
+        &[
+            "--lab",
+            "ext4",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--lab-mib",
+            "64",
+            "--rounds",
+            "1",
+            "--contender",
+            "dd",
+        ],
+        &[
+            "dd",
+            "if=/dev/zero",
+            "of={dir}/f",
+            "bs=64k",
+            "count=16",
+            "status=none",
+        ],
+    );
+    let run = &r["runs"][0];
+    let kib = run["counters"]["write_kib"].as_f64().unwrap();
+    assert!(kib >= 1024.0, "{run}");
+    assert!(run["counters"]["flushes"].as_f64().unwrap() >= 1.0, "{run}");
+    assert!(run["modeled_ms"].as_f64().unwrap() > 0.0, "{run}");
+    assert_eq!(r["lab"], "ext4");
+}

@@ -63,7 +63,8 @@ fn cstring(s: &str, what: &str) -> Result<CString> {
 
 impl Connection {
     /// Open (creating it if missing) the database file at `path`. Its journal mode is
-    /// the file's own, `dhl-cc` for a new file (or what `INPAGE_JOURNAL_MODE` forces).
+    /// the file's own, the engine's default (`inpage::DEFAULT_JOURNAL_MODE`) for a new
+    /// file (or what `INPAGE_JOURNAL_MODE` forces).
     pub fn open(path: impl AsRef<Path>) -> Result<Connection> {
         let p = path.as_ref();
         let name = p.to_str().ok_or_else(|| SqlError {

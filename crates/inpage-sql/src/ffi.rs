@@ -317,11 +317,13 @@ pub struct Conn {
     /// SQLite's savepoint level i = `sps[i]`.
     sps: Vec<Savepoint>,
     trees: HashMap<u32, (Tree, bool)>,
-    /// The committed state (fcc) `trees` was filled from, when that was a read
-    /// transaction: the handles stay valid for a later transaction that sees the same
-    /// fcc (no commit in between, so the same catalog). None while a write transaction
-    /// may have created or dropped trees: they are forgotten when it ends.
-    trees_fcc: Option<u64>,
+    /// The catalog `trees` was filled under (`ReadableTxn::catalog_view`): the handles
+    /// stay valid for every later transaction that sees the same catalog, whatever was
+    /// committed in between (a commit that creates or drops a tree names a new catalog),
+    /// so a statement does not look its tree up in the catalog again after each commit.
+    /// None when no catalog can be named (a write transaction that created or dropped a
+    /// tree): the handles are forgotten when it ends.
+    trees_view: Option<(u64, u64)>,
     /// Commits (in fcc steps) made by this connection, and the fcc its write
     /// transaction started from: `PRAGMA data_version` = snapshot fcc minus own commits,
     /// so it changes exactly when another connection commits.
@@ -408,6 +410,24 @@ impl Conn {
         }
         Ok(self.db.as_ref().expect("attached above"))
     }
+    /// Keep the tree handles for a transaction that sees catalog `view` if they were
+    /// filled under it, else forget them.
+    fn trees_under(&mut self, view: Option<(u64, u64)>) {
+        if view.is_none() || view != self.trees_view {
+            self.trees.clear();
+        }
+        self.trees_view = view;
+    }
+    /// Before a write transaction ends: forget the handles if it created or dropped a
+    /// tree (its catalog, committed or rolled back, is not the one they were made under).
+    fn trees_after_write(&mut self) {
+        if let Txn::Write(w) = &self.txn {
+            if w.catalog_view().is_none() || w.catalog_view() != self.trees_view {
+                self.trees.clear();
+                self.trees_view = None;
+            }
+        }
+    }
     /// Start a transaction with `begin`; if the handle was poisoned by an earlier failed
     /// commit, recover it first (`recover_shared`) and try once more, so that the
     /// connection goes on after the error, as a stock connection does.
@@ -419,7 +439,7 @@ impl Conn {
                 };
                 if recover_shared(&path, &mut self.db)? {
                     self.trees.clear();
-                    self.trees_fcc = None;
+                    self.trees_view = None;
                     self.db().and_then(&begin)
                 } else {
                     Err(Error::Poisoned(why))
@@ -624,7 +644,7 @@ pub unsafe extern "C" fn ipg_open(
                     txn: Txn::None,
                     sps: Vec::new(),
                     trees: HashMap::new(),
-                    trees_fcc: None,
+                    trees_view: None,
                     own_fcc: 0,
                     write_start_fcc: 0,
                     errmsg: CString::default(),
@@ -856,7 +876,7 @@ fn switch_empty(c: &mut Conn, change: impl Fn(Config) -> Config) -> Result<bool,
     // and releases its lock.
     files.swap_remove(i);
     c.trees.clear();
-    c.trees_fcc = None;
+    c.trees_view = None;
     let old = c.db.take().expect("attached above");
     let old_mode = old.journal_mode();
     old.close()?;
@@ -953,10 +973,7 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
             (Txn::None, false) => {
                 return match c.begin_with(|d| d.begin_read()) {
                     Ok(r) => {
-                        if c.trees_fcc != Some(r.snapshot_fcc()) {
-                            c.trees.clear();
-                            c.trees_fcc = Some(r.snapshot_fcc());
-                        }
+                        c.trees_under(r.catalog_view());
                         c.txn = Txn::Read(r);
                         OK
                     }
@@ -975,10 +992,7 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         };
         c.sps.clear();
         c.write_start_fcc = c.held().fcc();
-        if c.trees_fcc != Some(c.write_start_fcc) {
-            c.trees.clear();
-        }
-        c.trees_fcc = None;
+        c.trees_under(w.catalog_view());
         c.txn = Txn::Write(w);
         // A fresh file: table 1 (sqlite_schema) exists from the first write on.
         match c.tree(1) {
@@ -1007,9 +1021,7 @@ pub unsafe extern "C" fn ipg_end(conn: *mut Conn, commit: c_int, keep_read: c_in
             return OK;
         };
         c.sps.clear();
-        if c.trees_fcc.is_none() {
-            c.trees.clear(); // a write transaction's handles (see `Conn::trees_fcc`)
-        }
+        c.trees_after_write();
         let mut rc = OK;
         match std::mem::replace(&mut c.txn, Txn::None) {
             Txn::Write(w) => {
@@ -1063,9 +1075,7 @@ pub unsafe extern "C" fn ipg_commit_group(
         let mut txns = Vec::with_capacity(cs.len());
         for c in cs.iter_mut() {
             c.sps.clear();
-            if c.trees_fcc.is_none() {
-                c.trees.clear();
-            }
+            c.trees_after_write();
             match std::mem::replace(&mut c.txn, Txn::None) {
                 Txn::Write(w) => txns.push(w),
                 other => c.txn = other,

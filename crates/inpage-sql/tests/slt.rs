@@ -200,7 +200,7 @@ fn run_slice(files: &[&str], on_files: bool) {
         // The corpus sits next to the repository on the project machines and in CI.
         panic!("sqllogictest corpus not found at ../shared/sqllogictest (or set INPAGE_SLT_DIR)");
     };
-    // INPAGE_SLT_ON_FILES=1: every file on a real database file (default mode dhl-cc,
+    // INPAGE_SLT_ON_FILES=1: every file on a real database file (the default mode,
     // or INPAGE_JOURNAL_MODE), for a manual check of the slice on disk.
     let on_files = on_files || std::env::var_os("INPAGE_SLT_ON_FILES").is_some();
     let dir = tempfile::tempdir().unwrap();

@@ -58,6 +58,7 @@ const BENCH: &[(&str, u32)] = &[
     ("mvbt", 9),
     ("nvlog", 10),
     ("trace", 9),
+    ("program", 9),
     ("synth", 10),
 ];
 

@@ -372,7 +372,7 @@ pub unsafe extern "C" fn ipg_deserialize(
                 c.mem = true;
                 c.read_only = read_only != 0;
                 c.trees.clear();
-                c.trees_fcc = None;
+                c.trees_view = None;
                 c.own_fcc = 0;
                 OK
             }

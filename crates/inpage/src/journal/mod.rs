@@ -986,6 +986,14 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     fn prepare_recorded_commit(&self) -> Result<()> {
         Ok(())
     }
+    /// The journal stamps the page trailers itself, on the images it writes to the
+    /// database file or its log and on those it hands to readers, so a transaction hands
+    /// it pages unstamped (`nvlog`, `redo`: a page changed by many commits between two
+    /// flushes gets one crc32c per flush, not one per commit). Only for layouts whose
+    /// trailer is checked; a journal that says so must stamp every image that leaves it.
+    fn stamps_trailers(&self) -> bool {
+        false
+    }
 }
 
 /// A journal whose background thread moves acknowledged commits into its files later

@@ -116,7 +116,7 @@ use super::{
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32, get_u64};
 use crate::page::stock::STOCK;
-use crate::page::PageRef;
+use crate::page::{stamp_crc, PageRef};
 use crate::vfs::{OpenOptions, Region};
 
 /// Registry entry of `nvlog`.
@@ -494,7 +494,10 @@ fn encode_after(
     base_of: &mut dyn FnMut(Pgno) -> Result<Option<PageRef>>,
     reserve: usize,
 ) -> Result<Vec<u8>> {
-    let mut out = vec![0u8; reserve];
+    // Room for a typical record at once (a few runs per page), so that building it does
+    // not grow the buffer step by step.
+    let mut out = Vec::with_capacity(reserve + 12 + batch.pages.len() * 512);
+    out.resize(reserve, 0);
     out.extend_from_slice(&batch.old_page_count.to_le_bytes());
     out.extend_from_slice(&batch.new_page_count.to_le_bytes());
     out.extend_from_slice(&(batch.pages.len() as u32).to_le_bytes());
@@ -529,6 +532,22 @@ fn encode_after(
     Ok(out)
 }
 
+/// A copy of page `pgno`'s image with its trailer stamped: what goes to the file
+/// (commits hand their pages unstamped, `Journal::stamps_trailers`). A copy, because the
+/// image is shared with the overlay, the pager's cache and readers.
+fn stamped(pgno: Pgno, img: &PageRef) -> PageRef {
+    let mut v = img.to_vec();
+    stamp_crc(&mut v, pgno);
+    PageRef::from(v)
+}
+
+fn stamped_all(pages: &[(Pgno, PageRef)]) -> Vec<(Pgno, PageRef)> {
+    pages
+        .iter()
+        .map(|(p, img)| (*p, stamped(*p, img)))
+        .collect()
+}
+
 /// The base of a page that had none (new, or page 0): the largest page of zeros.
 static ZEROS: [u8; 65536] = [0; 65536];
 
@@ -550,18 +569,32 @@ fn next_diff(old: &[u8], new: &[u8], mut from: usize) -> Option<usize> {
 }
 
 /// The end of the run that starts with the difference at `start`: it extends while the
-/// next difference is within `RUN_GAP` bytes. A byte scan: inside a run most bytes
-/// differ, and `next_diff`'s block and word skips would only cost there.
+/// next difference is within `RUN_GAP` bytes. Eight bytes at a time where the whole word
+/// is within the gap (the last differing byte of a word is found from the XOR's high
+/// bits, so the run ends exactly where the byte scan's would), bytes at the edge.
 fn run_end(old: &[u8], new: &[u8], start: usize) -> usize {
+    let word = |b: &[u8], i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
     let mut end = start + 1;
     let mut i = end;
-    while i < new.len() && i < end + RUN_GAP {
-        if old[i] != new[i] {
-            end = i + 1;
+    loop {
+        let limit = new.len().min(end + RUN_GAP);
+        if i >= limit {
+            return end;
         }
-        i += 1;
+        if i + 8 <= limit {
+            let x = word(old, i) ^ word(new, i);
+            if x != 0 {
+                // Little-endian: byte k of the word is bits 8k..8k+8.
+                end = i + (63 - x.leading_zeros() as usize) / 8 + 1;
+            }
+            i += 8;
+        } else {
+            if old[i] != new[i] {
+                end = i + 1;
+            }
+            i += 1;
+        }
     }
-    end
 }
 
 /// The byte runs of one page in a record: (offset in the page, new bytes).
@@ -794,6 +827,11 @@ impl Core {
                 newest.insert(*pgno, img.clone());
             }
         }
+        // Commits hand their pages unstamped (`stamps_trailers`): the file's copies are
+        // stamped here, once per page per flush.
+        for (pgno, img) in newest.iter_mut() {
+            *img = stamped(*pgno, img);
+        }
         let first = batch.first().expect("a flush has a commit");
         if let Some(n) = self.lock_state()?.flushed_pages {
             // Checked in release builds: the pages written in place are chosen by this
@@ -886,6 +924,11 @@ impl Core {
             .flushing
             .lock()
             .map_err(|_| Error::Poisoned("a thread panicked while flushing nvlog".into()))?;
+        let pages = stamped_all(batch.pages);
+        let batch = &CommitBatch {
+            pages: &pages,
+            ..*batch
+        };
         let r: Result<()> = (|| {
             self.inner.commit(batch)?;
             self.inner.sync_log()?;
@@ -1025,7 +1068,9 @@ impl NvlogJournal {
                             }
                             match inner.commit(&CommitBatch {
                                 tid: c.seq,
-                                pages: &c.pages,
+                                // Rebuilt on stamped file images by runs that may leave
+                                // their trailers stale (`stamps_trailers`).
+                                pages: &stamped_all(&c.pages),
                                 originals: &[],
                                 old_page_count: c.old_page_count,
                                 new_page_count: c.new_page_count,
@@ -1490,7 +1535,9 @@ impl Journal for NvlogJournal {
         };
         match hit {
             Some(p) if p.len() == buf.len() => {
+                // Overlay images are unstamped (`stamps_trailers`); the reader checks.
                 buf.copy_from_slice(&p);
+                stamp_crc(buf, pgno);
                 Ok(())
             }
             Some(p) => Err(Error::InvalidArgument(format!(
@@ -1500,6 +1547,10 @@ impl Journal for NvlogJournal {
             ))),
             None => self.core.inner.read_page(pgno, buf),
         }
+    }
+
+    fn stamps_trailers(&self) -> bool {
+        true
     }
 
     fn commit(&self, batch: &CommitBatch<'_>) -> Result<()> {

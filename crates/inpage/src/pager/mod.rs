@@ -578,6 +578,12 @@ impl Pager {
         self.mode
     }
 
+    /// Whether the journal stamps page trailers itself (`Journal::stamps_trailers`): a
+    /// transaction then commits its pages unstamped.
+    pub fn journal_stamps_trailers(&self) -> bool {
+        self.journal.stamps_trailers()
+    }
+
     /// Whether page writes bypass the page cache (`O_DIRECT`).
     pub fn direct_writes(&self) -> bool {
         self.direct_writes

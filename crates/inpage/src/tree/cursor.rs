@@ -42,6 +42,17 @@ struct Frame {
     opened: Detached,
 }
 
+/// Where [`RawCursor::seek_bytes_or_last`] left the cursor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeekEnd {
+    /// On the first entry at or after the target.
+    At,
+    /// No entry is at or after the target: on the tree's last entry.
+    Last,
+    /// The tree is empty: nowhere.
+    Empty,
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Edge {
     First,
@@ -244,10 +255,70 @@ impl RawCursor {
 
     /// [`RawCursor::seek_by`] with the probe `|k| k.cmp(key)` in a tree ordered by
     /// memcmp, comparing without a call per key (`CellArray::bound_bytes`); `kept` as
-    /// for [`RawCursor::seek_by_kept`].
+    /// for [`RawCursor::seek_by_kept`]. (The engine seeks with `seek_bytes_or_last`;
+    /// tests compare the two.)
+    #[cfg(test)]
     pub fn seek_bytes(&mut self, store: &dyn PageRead, key: &[u8], kept: bool) -> Result<bool> {
         let reuse = if kept { Reuse::Kept } else { Reuse::Fresh };
         self.seek_bound(store, &mut Target::Bytes(key), false, reuse)
+    }
+
+    /// A bytewise seek (`seek_bytes`), and where no entry is at or after `key`, onto
+    /// the last entry of the tree instead of nowhere: an append's seek (its key is past
+    /// every key) is answered from the rightmost leaf the descent reached, where a seek
+    /// and then [`Self::last`] would descend the tree again.
+    pub fn seek_bytes_or_last(
+        &mut self,
+        store: &dyn PageRead,
+        key: &[u8],
+        kept: bool,
+    ) -> Result<SeekEnd> {
+        let reuse = if kept { Reuse::Kept } else { Reuse::Fresh };
+        self.seek_or_last(store, &mut Target::Bytes(key), reuse)
+    }
+
+    /// [`Self::seek_bytes_or_last`] by a probe; `kept` as for [`Self::seek_by_kept`].
+    pub fn seek_by_or_last(
+        &mut self,
+        store: &dyn PageRead,
+        probe: &mut ProbeFn<'_>,
+        kept: bool,
+    ) -> Result<SeekEnd> {
+        let reuse = if kept { Reuse::Kept } else { Reuse::Fresh };
+        self.seek_or_last(store, &mut Target::Probe(probe), reuse)
+    }
+
+    fn seek_or_last(
+        &mut self,
+        store: &dyn PageRead,
+        target: &mut Target<'_, '_>,
+        path: Reuse,
+    ) -> Result<SeekEnd> {
+        self.seek_leaf(store, target, false, path)?;
+        let leaf = self.stack.last().expect("seek_leaf leaves the leaf frame");
+        let (pgno, p) = (leaf.pgno, leaf.opened.attach(&leaf.page));
+        let i = target.bound(&p, &whole(store, pgno), false)?;
+        let n = p.ncells();
+        // Past the last cell of the rightmost leaf (every interior frame on its last
+        // child): no entry is at or after the target, and the leaf's last cell is the
+        // tree's last entry. An empty leaf falls back to the general path.
+        let rightmost = self.stack[..self.stack.len() - 1]
+            .iter()
+            .all(|f| f.opened.attach(&f.page).ncells() == f.idx);
+        if i == n && n > 0 && rightmost {
+            self.top_mut().idx = n - 1;
+            self.load_current(store)?;
+            return Ok(SeekEnd::Last);
+        }
+        self.top_mut().idx = i;
+        if self.settle_forward(store)? {
+            return Ok(SeekEnd::At);
+        }
+        Ok(if self.last(store)? {
+            SeekEnd::Last
+        } else {
+            SeekEnd::Empty
+        })
     }
 
     /// [`Self::seek_by`] (`le` false) or [`Self::seek_le_by`] (`le` true).

@@ -978,7 +978,25 @@ proptest! {
             prop_assert_eq!(got.then(|| kept.key().to_vec()), want_key.clone());
             let mut once = cursor::RawCursor::new(&s, root);
             let got = once.seek_bytes(&s, t, false).unwrap();
-            prop_assert_eq!(got.then(|| once.key().to_vec()), want_key);
+            prop_assert_eq!(got.then(|| once.key().to_vec()), want_key.clone());
+            // Seek-or-last: the same entry, or the tree's last one past every key.
+            let last_key = keys.last().cloned();
+            let mut ol = cursor::RawCursor::new(&s, root);
+            let end = if n % 2 == 0 {
+                ol.seek_bytes_or_last(&s, t, false).unwrap()
+            } else {
+                ol.seek_by_or_last(&s, &mut |k: &[u8]| k.cmp(t), false).unwrap()
+            };
+            match &want_key {
+                Some(w) => {
+                    prop_assert_eq!(end, cursor::SeekEnd::At);
+                    prop_assert_eq!(ol.key(), &w[..]);
+                }
+                None => {
+                    prop_assert_eq!(end, cursor::SeekEnd::Last);
+                    prop_assert_eq!(Some(ol.key().to_vec()), last_key);
+                }
+            }
         }
     }
 }

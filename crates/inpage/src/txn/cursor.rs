@@ -36,7 +36,10 @@ use std::cmp::Ordering;
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::cell::Payload;
-use crate::tree::{self, cursor::RawCursor};
+use crate::tree::{
+    self,
+    cursor::{RawCursor, SeekEnd},
+};
 
 use super::key::{decode_int, Comparator, Key, KeyKind, OwnedKey};
 use super::{cursor_order, encode_key_for, KeyBuf, Probe, ReadableTxn, Tree, WriteTxn};
@@ -261,8 +264,30 @@ pub trait CursorOps: ReadableTxn {
         }
         // The tree orders by memcmp: the search compares the stored bytes directly.
         let clock = self.fresh_raw(c);
-        let found = c.raw.seek_bytes(self, k, c.clock == clock)?;
-        self.settle_seek(c, found, clock, &mut |s: &[u8]| s.cmp(k))
+        let end = c.raw.seek_bytes_or_last(self, k, c.clock == clock)?;
+        self.settle_seek_end(c, end, clock, &mut |s: &[u8]| s.cmp(k))
+    }
+
+    /// The result of a seek that ended as `end` (`RawCursor::seek_bytes_or_last`).
+    #[doc(hidden)]
+    fn settle_seek_end(
+        &self,
+        c: &mut Cursor,
+        end: SeekEnd,
+        clock: (u64, u64),
+        probe: Probe<'_>,
+    ) -> Result<SeekResult> {
+        match end {
+            SeekEnd::At => self.settle_seek(c, true, clock, probe),
+            SeekEnd::Last => {
+                c.settle(true, clock);
+                Ok(SeekResult::Before)
+            }
+            SeekEnd::Empty => {
+                c.settle(false, clock);
+                Ok(SeekResult::Empty)
+            }
+        }
     }
 
     /// Seek by a probe (`probe(stored)` orders a stored key against the target): on the
@@ -272,12 +297,8 @@ pub trait CursorOps: ReadableTxn {
         let clock = self.fresh_raw(c);
         // The kept stack is the tree's as it is now exactly when the clock has not moved
         // since it was positioned (the same rule `revalidate` steps by).
-        let found = if c.clock == clock {
-            c.raw.seek_by_kept(self, probe)?
-        } else {
-            c.raw.seek_by(self, probe)?
-        };
-        self.settle_seek(c, found, clock, probe)
+        let end = c.raw.seek_by_or_last(self, probe, c.clock == clock)?;
+        self.settle_seek_end(c, end, clock, probe)
     }
 
     /// The result of a seek that found (`found`) or did not find an entry the probe

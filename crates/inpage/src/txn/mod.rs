@@ -761,6 +761,7 @@ impl WriteTxn {
     /// A page a live savepoint records as spilled keeps the file image that savepoint
     /// restores, so it is not spilled again while the savepoint lives (it stays dirty).
     fn spill(&mut self) -> Result<()> {
+        self.stamp_dirty();
         let held = self.held_by_savepoints();
         let mut pages: Vec<(Pgno, PageRef)> = self
             .st
@@ -781,6 +782,29 @@ impl WriteTxn {
         let limit = self.spill_limit.unwrap_or(usize::MAX);
         self.spill_due = self.st.dirty.len().saturating_add(limit);
         Ok(())
+    }
+
+    /// Stamp the trailer crc of every dirty page, for a layout that checks it (DHL and
+    /// IPS pages are checked per version, and their commits never write the trailer's
+    /// sector span for it). Done where pages leave the transaction for the pager (commit,
+    /// spill): the file's copy of a page must verify, the transaction's own reads of its
+    /// dirty pages never check it.
+    fn stamp_dirty(&mut self) {
+        if !self.layout.trailer_checked() {
+            return;
+        }
+        for (pgno, data) in self.st.dirty.iter_mut() {
+            stamp_crc(Arc::make_mut(data), *pgno);
+        }
+    }
+
+    /// Every dirty page taken out of the transaction for its commit: stamped, unless
+    /// the journal stamps the images it writes itself (`Journal::stamps_trailers`).
+    fn take_dirty(&mut self) -> BTreeMap<Pgno, PageRef> {
+        if !self.shared.pager.journal_stamps_trailers() {
+            self.stamp_dirty();
+        }
+        self.st.dirty.drain().collect()
     }
 
     /// Steal: the pages a live savepoint records as spilled; their file images are what
@@ -1155,7 +1179,7 @@ impl WriteTxn {
             let mut header = self.st.header.clone();
             header.fcc = self.base.fcc + 1;
             header.last_txn_size = (self.st.dirty.len() + self.st.spilled.len()) as u32 + 1;
-            let dirty: BTreeMap<Pgno, PageRef> = self.st.dirty.drain().collect();
+            let dirty: BTreeMap<Pgno, PageRef> = self.take_dirty();
             // Every spilled page is restamped (still the transaction's, unchanged since
             // the spill) or discarded; `write` and `free` keep `spilled` disjoint from
             // `dirty`.
@@ -1267,7 +1291,7 @@ impl WriteTxn {
         };
         header.fcc = latest.fcc + 1;
         header.last_txn_size = self.st.dirty.len() as u32 + 1;
-        let dirty: BTreeMap<Pgno, PageRef> = self.st.dirty.drain().collect();
+        let dirty: BTreeMap<Pgno, PageRef> = self.take_dirty();
         let mut freed = std::mem::take(&mut self.st.freed);
         freed.extend(self.st.grown_freed.iter().copied());
         let alloc = AllocDelta {
@@ -1422,7 +1446,7 @@ impl PageRead for WriteTxn {
 }
 
 impl PageWrite for WriteTxn {
-    fn write(&mut self, pgno: Pgno, mut data: PageRef) -> Result<()> {
+    fn write(&mut self, pgno: Pgno, data: PageRef) -> Result<()> {
         if pgno == 0 || pgno >= self.st.header.page_count {
             return Err(Error::InvalidArgument(format!(
                 "write to unallocated page {pgno}"
@@ -1430,11 +1454,8 @@ impl PageWrite for WriteTxn {
         }
         debug_assert_eq!(data.len(), self.page_size());
         self.lock_page(pgno)?;
-        // Only layouts that check the page trailer get one: DHL and IPS pages are checked
-        // per version, and their commits never write the trailer's sector span for it.
-        if self.layout.trailer_checked() {
-            stamp_crc(Arc::make_mut(&mut data), pgno);
-        }
+        // The trailer is stamped when the page leaves the transaction (`take_dirty`,
+        // `spill`), once, not at each of the many writes a page may get before.
         self.st.dirty.insert(pgno, data);
         self.st.spilled.remove(&pgno);
         if self.st.dirty.len() > self.spill_due {
