@@ -835,7 +835,7 @@ struct Budget {
     cuts: u64,
 }
 
-const BUDGETS: [Budget; 8] = [
+const BUDGETS: [Budget; 9] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         modes: &["delete", "truncate", "persist", "dhl-tc"],
@@ -865,6 +865,12 @@ const BUDGETS: [Budget; 8] = [
         mutant: Mutant::StaleFreeSnapshot,
         modes: &["dhl-cc"],
         cuts: 300,
+    },
+    // The default mode's flush: every page it writes fails its check when read back.
+    Budget {
+        mutant: Mutant::FlushUnstamped,
+        modes: &["redo"],
+        cuts: 60,
     },
     Budget {
         mutant: Mutant::SpillLeftover,

@@ -103,6 +103,10 @@ pub enum Mutant {
     /// free after it, so its store zeroes the start of a live record that shares its last
     /// sector (the ring's oldest, not yet flushed).
     RingNoSlack,
+    /// REDO/NVLOG: a flush writes the newest images of its batch as commits handed them,
+    /// unstamped (`Journal::stamps_trailers`), so the file's copies fail their trailer
+    /// checks once the overlay no longer serves them: committed pages read as corrupt.
+    FlushUnstamped,
     /// A transaction across databases (`txn::multi`): the undo log's records of a
     /// database's originals are not synced before the changes they undo are issued, so a
     /// power cut can keep a change whose original is lost.
@@ -120,7 +124,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 25] = [
+    pub const ALL: [Mutant; 26] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -143,6 +147,7 @@ impl Mutant {
         Mutant::DirectPagesUnsynced,
         Mutant::RingUnmarked,
         Mutant::RingNoSlack,
+        Mutant::FlushUnstamped,
         Mutant::UndoUnsynced,
         Mutant::StaleReaderGetsNewest,
         Mutant::PruneUnderReaders,
@@ -174,6 +179,7 @@ impl Mutant {
             Mutant::DirectPagesUnsynced => "direct-pages-unsynced",
             Mutant::RingUnmarked => "ring-unmarked",
             Mutant::RingNoSlack => "ring-no-slack",
+            Mutant::FlushUnstamped => "flush-unstamped",
             Mutant::UndoUnsynced => "undo-unsynced",
             Mutant::StaleReaderGetsNewest => "stale-reader-gets-newest",
             Mutant::PruneUnderReaders => "prune-under-readers",

@@ -829,8 +829,10 @@ impl Core {
         }
         // Commits hand their pages unstamped (`stamps_trailers`): the file's copies are
         // stamped here, once per page per flush.
-        for (pgno, img) in newest.iter_mut() {
-            *img = stamped(*pgno, img);
+        if self.ctx.config.mutant() != Mutant::FlushUnstamped {
+            for (pgno, img) in newest.iter_mut() {
+                *img = stamped(*pgno, img);
+            }
         }
         let first = batch.first().expect("a flush has a commit");
         if let Some(n) = self.lock_state()?.flushed_pages {

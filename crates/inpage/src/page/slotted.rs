@@ -283,6 +283,36 @@ pub fn remove_cell(pgno: Pgno, buf: &mut [u8], usable: usize, i: usize) -> Resul
     Ok(())
 }
 
+/// Replace cell `i` of the page in `buf` by `cell`. A cell no longer than the old one is
+/// written where the old one was (the rest of its room joins `frag`): an update of a row
+/// rewrites its own bytes, not the whole page, which a remove and then an insert into a
+/// full content area would (`defragment`), and a redo record holds only those bytes.
+/// A longer one: remove and insert. Ok(false) if it does not fit (the page is unchanged
+/// then only if the caller discards `buf`, as `edit_leaf` does).
+pub fn replace_cell(
+    pgno: Pgno,
+    buf: &mut [u8],
+    usable: usize,
+    i: usize,
+    cell: &[u8],
+) -> Result<bool> {
+    let page = Page::open(pgno, buf, usable)?;
+    let (off, size) = page.cell_range(i)?;
+    if cell.len() > size {
+        remove_cell(pgno, buf, usable, i)?;
+        return insert_cell(pgno, buf, usable, i, cell);
+    }
+    let (content, frag) = (page.content, page.frag);
+    buf[off..off + cell.len()].copy_from_slice(cell);
+    let rest = size - cell.len();
+    if rest > 0 {
+        buf[off + cell.len()..off + size].fill(0);
+        // A corrupt page could claim more holes than the area has; validate reports it.
+        put_u16(buf, OFF_FRAG, (frag + rest).min(usable - content));
+    }
+    Ok(true)
+}
+
 /// Repack all cells at the end of the usable area so the free space is one gap.
 pub fn defragment(pgno: Pgno, buf: &mut [u8], usable: usize) -> Result<()> {
     let page = Page::open(pgno, buf, usable)?;
@@ -322,6 +352,50 @@ mod tests {
         assert!(4 * (max_cell(65532) + PTR_SIZE) <= capacity(65532));
         assert!(value_is_inline(US, 0, 116));
         assert!(!value_is_inline(US, 0, 117));
+    }
+
+    #[test]
+    fn replace_in_place_keeps_the_other_cells_where_they_are() {
+        let mut buf = empty_leaf(PS, US);
+        let cells: Vec<Vec<u8>> = (0..6u8)
+            .map(|i| leaf_cell_inline(&[i; 8], &[i; 40]))
+            .collect();
+        for (i, c) in cells.iter().enumerate() {
+            assert!(insert_cell(1, &mut buf, US, i, c).unwrap());
+        }
+        let free = Page::open(1, &buf, US).unwrap().free_space();
+        let before = buf.clone();
+        // Shorter: written in place, the rest of its room counted as fragments.
+        let short = leaf_cell_inline(&[2; 8], &[9; 30]);
+        assert!(replace_cell(1, &mut buf, US, 2, &short).unwrap());
+        let p = Page::open(1, &buf, US).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.free_space(), free + cells[2].len() - short.len());
+        assert_eq!(p.cell(2).unwrap(), &short[..]);
+        for i in [0, 1, 3, 4, 5] {
+            assert_eq!(p.cell(i).unwrap(), &cells[i][..]);
+            assert_eq!(
+                p.cell_range(i).unwrap(),
+                Page::open(1, &before, US).unwrap().cell_range(i).unwrap()
+            );
+        }
+        // The same size again: in place, nothing else moves.
+        let same = leaf_cell_inline(&[2; 8], &[7; 30]);
+        let before = buf.clone();
+        assert!(replace_cell(1, &mut buf, US, 2, &same).unwrap());
+        let changed: Vec<usize> = (0..PS).filter(|&j| buf[j] != before[j]).collect();
+        let (off, size) = Page::open(1, &buf, US).unwrap().cell_range(2).unwrap();
+        assert!(
+            changed.iter().all(|&j| j >= off && j < off + size),
+            "{changed:?}"
+        );
+        // Longer: remove and insert, still a valid page with every cell.
+        let long = leaf_cell_inline(&[2; 8], &[5; 60]);
+        assert!(replace_cell(1, &mut buf, US, 2, &long).unwrap());
+        let p = Page::open(1, &buf, US).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.cell(2).unwrap(), &long[..]);
+        assert_eq!(p.ncells(), 6);
     }
 
     #[test]

@@ -79,13 +79,19 @@ impl PageLayout for Stock {
         // Built in the `Arc` the transaction keeps: one copy of the page per edit.
         let mut img = PageRef::from(page);
         let buf = std::sync::Arc::get_mut(&mut img).expect("a new image has one owner");
-        if e.remove {
-            slotted::remove_cell(pgno, buf, g.usable, e.at)?;
-        }
-        if let Some(cell) = e.insert {
-            if !slotted::insert_cell(pgno, buf, g.usable, e.at, cell)? {
-                return Ok(None);
+        match (e.remove, e.insert) {
+            (true, Some(cell)) => {
+                if !slotted::replace_cell(pgno, buf, g.usable, e.at, cell)? {
+                    return Ok(None);
+                }
             }
+            (true, None) => slotted::remove_cell(pgno, buf, g.usable, e.at)?,
+            (false, Some(cell)) => {
+                if !slotted::insert_cell(pgno, buf, g.usable, e.at, cell)? {
+                    return Ok(None);
+                }
+            }
+            (false, None) => {}
         }
         let used = slotted::Page::open(pgno, buf, g.usable)?.used();
         Ok(Some((img, used)))
