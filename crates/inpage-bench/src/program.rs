@@ -61,6 +61,11 @@ pub struct ProgramArgs {
     /// load an update or delete run needs.
     #[arg(long)]
     pub setup: Option<String>,
+    /// Also count each contender's CPU exactly: one more run (after its setup, in a new
+    /// directory, outside the measured rounds) under `valgrind --tool=callgrind`, whose
+    /// instruction count (every thread) does not move with the machine's load.
+    #[arg(long)]
+    pub instructions: bool,
     /// Write the results (every run and the summary) as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -144,6 +149,8 @@ pub struct ProgramRun {
     pub round: u32,
     pub wall_ms: f64,
     pub cpu_ms: f64,
+    /// The part of `cpu_ms` spent in the kernel (system time).
+    pub sys_ms: f64,
     /// None in lab `none` (no device counters).
     pub counters: Option<RunCounters>,
     /// Device model of `counters` plus `cpu_ms`, ms; None without counters.
@@ -158,10 +165,16 @@ pub struct ProgramSummary {
     pub contender: String,
     pub wall_us: f64,
     pub cpu_us: f64,
+    /// The kernel's part of `cpu_us`.
+    pub sys_us: f64,
     pub modeled_us: Option<f64>,
     pub write_reqs: Option<f64>,
     pub write_kib: Option<f64>,
     pub flushes: Option<f64>,
+    /// Instructions per unit under callgrind (`--instructions`).
+    pub instructions: Option<f64>,
+    /// This row's instructions ÷ the baseline's.
+    pub instructions_ratio: Option<f64>,
     /// Baseline's modeled time ÷ this one's (> 1: faster than the baseline); wall time
     /// without counters.
     pub speedup: f64,
@@ -176,6 +189,8 @@ pub struct ProgramReport {
     pub baseline: String,
     pub contenders: Vec<ProgContender>,
     pub runs: Vec<ProgramRun>,
+    /// Callgrind's instruction count of one run per contender (`--instructions`).
+    pub instructions: Vec<(String, u64)>,
     pub summary: Vec<ProgramSummary>,
 }
 
@@ -235,7 +250,52 @@ pub fn run(a: &ProgramArgs) -> Result<(), String> {
             runs.push(r);
         }
     }
-    let summary = summarize(&cs, &runs, &baseline, a.per);
+    let mut instructions = Vec::new();
+    if a.instructions {
+        let mut cmd = vec![
+            "valgrind".to_string(),
+            "--tool=callgrind".into(),
+            "--callgrind-out-file=/dev/null".into(),
+        ];
+        cmd.extend(a.command.iter().cloned());
+        for c in &cs {
+            check_interrupted()?;
+            let dir = lab
+                .root()
+                .join(format!("program-{}-callgrind", sanitize(&c.label)));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let setup: Option<Vec<String>> = a
+                .setup
+                .as_ref()
+                .map(|s| s.split_whitespace().map(str::to_string).collect());
+            let r = (|| {
+                if let Some(setup) = &setup {
+                    spawn(c, 0, &dir, setup)?;
+                }
+                let out = spawn(c, 0, &dir, &cmd)
+                    .map_err(|e| format!("{e} (is valgrind installed? --instructions runs it)"))?;
+                collected(&String::from_utf8_lossy(&out.stderr)).ok_or_else(|| {
+                    format!("callgrind printed no instruction count for {}", c.label)
+                })
+            })();
+            let _ = std::fs::remove_dir_all(&dir);
+            let n = r?;
+            eprintln!("{}: {n} instructions under callgrind", c.label);
+            instructions.push((c.label.clone(), n));
+        }
+    }
+    let mut summary = summarize(&cs, &runs, &baseline, a.per);
+    let base_ins = instructions
+        .iter()
+        .find(|(l, _)| *l == baseline)
+        .map(|(_, n)| *n);
+    for x in &mut summary {
+        if let Some((_, n)) = instructions.iter().find(|(l, _)| *l == x.contender) {
+            x.instructions = Some(*n as f64 / a.per as f64);
+            x.instructions_ratio = base_ins.map(|b| *n as f64 / b as f64);
+        }
+    }
     let report = ProgramReport {
         lab: lab.name().to_string(),
         device_profile: profile.name.to_string(),
@@ -244,6 +304,7 @@ pub fn run(a: &ProgramArgs) -> Result<(), String> {
         baseline,
         contenders: cs,
         runs,
+        instructions,
         summary,
     };
     drop(lab);
@@ -272,7 +333,8 @@ fn substitute(s: &str, dir: &Path) -> OsString {
     OsString::from(s.replace(DIR_TOKEN, &dir.to_string_lossy()))
 }
 
-fn children_cpu_ms() -> f64 {
+/// User and system CPU of the waited-for children so far, ms.
+fn children_cpu_ms() -> (f64, f64) {
     // SAFETY: getrusage writes one rusage into the zeroed struct we own.
     let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
@@ -280,7 +342,7 @@ fn children_cpu_ms() -> f64 {
         ru
     };
     let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
-    ms(ru.ru_utime) + ms(ru.ru_stime)
+    (ms(ru.ru_utime), ms(ru.ru_stime))
 }
 
 fn syncfs(dir: &Path) -> Result<(), String> {
@@ -344,7 +406,9 @@ fn run_once(
     let cpu0 = children_cpu_ms();
     let t0 = Instant::now();
     let out = spawn(c, round, dir, command)?;
-    let cpu_ms = children_cpu_ms() - cpu0;
+    let cpu1 = children_cpu_ms();
+    let (user_ms, sys_ms) = (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1);
+    let cpu_ms = user_ms + sys_ms;
     syncfs(lab.root())?;
     let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
     let after = lab.dev_stats()?;
@@ -364,10 +428,20 @@ fn run_once(
         round,
         wall_ms,
         cpu_ms,
+        sys_ms,
         modeled_ms: counters.map(|k| profile.model_us(&k.device(), cpu_ms * 1e3) / 1e3),
         counters,
         stdout_tail,
     })
+}
+
+/// The total of callgrind's `Collected : N` line (its last, if several processes ran).
+fn collected(stderr: &str) -> Option<u64> {
+    stderr
+        .lines()
+        .rev()
+        .filter_map(|l| l.split_once("Collected :").map(|(_, n)| n.trim()))
+        .find_map(|n| n.replace(',', "").parse().ok())
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -407,10 +481,13 @@ pub fn summarize(
                 contender: c.label.clone(),
                 wall_us: med(l, &|r| Some(r.wall_ms)).unwrap_or(f64::NAN),
                 cpu_us: med(l, &|r| Some(r.cpu_ms)).unwrap_or(f64::NAN),
+                sys_us: med(l, &|r| Some(r.sys_ms)).unwrap_or(f64::NAN),
                 modeled_us: med(l, &|r| r.modeled_ms),
                 write_reqs: counter(|k| k.write_reqs),
                 write_kib: counter(|k| k.write_kib),
                 flushes: counter(|k| k.flushes),
+                instructions: None,
+                instructions_ratio: None,
                 speedup: match (base, cost(l)) {
                     (Some(b), Some(x)) if x > 0.0 => b / x,
                     _ => f64::NAN,
@@ -438,21 +515,35 @@ pub fn render(r: &ProgramReport) -> String {
         }
     );
     s.push_str(&format!(
-        "{:<16} {:>11} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}\n",
-        "contender", "modeled µs", "wall µs", "CPU µs", "writes", "KiB", "flushes", "speedup"
+        "{:<16} {:>11} {:>10} {:>13} {:>10} {:>10} {:>8} {:>8} {:>13}\n",
+        "contender",
+        "modeled µs",
+        "wall µs",
+        "CPU (sys) µs",
+        "writes",
+        "KiB",
+        "flushes",
+        "speedup",
+        "instructions"
     ));
     let opt = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |x| format!("{x:.p$}"));
     for x in &r.summary {
+        let ins = match (x.instructions, x.instructions_ratio) {
+            (Some(n), Some(q)) => format!("{n:.0} ({q:.2}×)"),
+            (Some(n), None) => format!("{n:.0}"),
+            _ => "-".into(),
+        };
         s.push_str(&format!(
-            "{:<16} {:>11} {:>10.0} {:>10.0} {:>10} {:>10} {:>8} {:>8.2}\n",
+            "{:<16} {:>11} {:>10.0} {:>13} {:>10} {:>10} {:>8} {:>8.2} {:>13}\n",
             x.contender,
             opt(x.modeled_us, 0),
             x.wall_us,
-            x.cpu_us,
+            format!("{:.0} ({:.0})", x.cpu_us, x.sys_us),
             opt(x.write_reqs, 2),
             opt(x.write_kib, 1),
             opt(x.flushes, 2),
-            x.speedup
+            x.speedup,
+            ins
         ));
     }
     s
@@ -481,6 +572,17 @@ mod tests {
     }
 
     #[test]
+    fn callgrind_totals_are_read() {
+        let err = "==1== Callgrind\n==1== Events    : Ir\n==1== Collected : 72,004,798\n";
+        assert_eq!(collected(err), Some(72_004_798));
+        assert_eq!(
+            collected("==1== Collected : 5\n==2== Collected : 7\n"),
+            Some(7)
+        );
+        assert_eq!(collected("no count"), None);
+    }
+
+    #[test]
     fn summary_medians_and_speedup() {
         let cs = vec![
             ProgContender::parse("a").unwrap(),
@@ -491,6 +593,7 @@ mod tests {
             round: 0,
             wall_ms: 1.0,
             cpu_ms: 0.5,
+            sys_ms: 0.2,
             counters: Some(RunCounters {
                 write_kib: kib,
                 ..RunCounters::default()

@@ -921,3 +921,50 @@ fn program_in_the_ext4_lab_is_charged_its_writes_and_flushes() {
     assert!(run["modeled_ms"].as_f64().unwrap() > 0.0, "{run}");
     assert_eq!(r["lab"], "ext4");
 }
+
+#[test]
+fn program_counts_instructions_under_callgrind() {
+    let _serial = serial();
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("skipped: no valgrind");
+        return;
+    }
+    // `sh` counting to 200 and to 2,000: ten times the loop, far more instructions,
+    // exactly the same count on every run of the same program.
+    let count = |n: u32| {
+        let r = program_json(
+            &[
+                "--lab",
+                "none",
+                "--rounds",
+                "1",
+                "--instructions",
+                "--contender",
+                "a",
+                "--contender",
+                "b",
+            ],
+            &[
+                "sh",
+                "-c",
+                &format!("i=0; while [ $i -lt {n} ]; do i=$((i+1)); done"),
+            ],
+        );
+        let ins: Vec<u64> = r["instructions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x[1].as_u64().unwrap())
+            .collect();
+        assert_eq!(ins.len(), 2, "{r}");
+        let q = r["summary"][1]["instructions_ratio"].as_f64().unwrap();
+        assert!((q - ins[1] as f64 / ins[0] as f64).abs() < 1e-9);
+        ins
+    };
+    let small = count(200);
+    let big = count(2000);
+    assert!(small[0] > 0 && big[0] > 2 * small[0], "{small:?} {big:?}");
+    // Two contenders running the same program: counts within 1 % (sh's start-up
+    // differs by its environment only).
+    assert!(small[0].abs_diff(small[1]) * 100 < small[0], "{small:?}");
+}

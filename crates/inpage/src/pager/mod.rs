@@ -1020,7 +1020,8 @@ impl Pager {
     }
 
     /// Make a transaction durable. `header.fcc` is the new tid; `dirty` holds the
-    /// transaction's pages (never page 0), trailers stamped. `alloc` moves pages between
+    /// transaction's pages (never page 0), trailers stamped unless the journal stamps
+    /// them itself (`Journal::stamps_trailers`). `alloc` moves pages between
     /// the DHL free set and the trees (empty in stock modes).
     ///
     /// `spilled`: the pages a stealing transaction wrote before its commit

@@ -192,7 +192,9 @@ impl RawCursor {
         RawCursor {
             format: Format::of(store),
             root,
-            stack: Vec::new(),
+            // Deep enough for every tree a cursor meets in practice, so a descent does
+            // not grow the stack step by step (a statement opens a cursor per table).
+            stack: Vec::with_capacity(6),
             cur: None,
             cell_at: 0..0,
         }
@@ -460,11 +462,17 @@ impl RawCursor {
                 break;
             };
             let bytes = &page[off..off + size];
-            let (CellKey::Inline(key), Payload::Inline(value)) = (
-                cell::cell_key(usable, bytes),
-                cell::cell_payload(usable, bytes),
-            ) else {
-                break;
+            let (key, value) = match cell::inline_parts(usable, bytes) {
+                Some(kv) => kv,
+                None => {
+                    let (CellKey::Inline(key), Payload::Inline(value)) = (
+                        cell::cell_key(usable, bytes),
+                        cell::cell_payload(usable, bytes),
+                    ) else {
+                        break;
+                    };
+                    (key, value)
+                }
             };
             if !f(key, value) {
                 break;
