@@ -22,6 +22,8 @@ command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v nm >/dev/null 2>&1 || need_apt+=(binutils)
 # Its Python test runs the drop-in libsqlite3 under Python's sqlite3 module.
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+# `inpage bench program --instructions` counts CPU under callgrind (and its test).
+command -v valgrind >/dev/null 2>&1 || need_apt+=(valgrind)
 # The stock sqlite3 shell: the CLI test migrates a stock database into `inpage sql` and
 # back through `.dump`, as the README shows.
 command -v sqlite3 >/dev/null 2>&1 || need_apt+=(sqlite3)
