@@ -33,7 +33,7 @@ pub struct Profile {
 }
 
 /// The exact device-level counters of one transaction (per-transaction averages).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct DeviceCounters {
     /// Write requests that carry data (see `from_lab`).
     pub write_reqs: f64,

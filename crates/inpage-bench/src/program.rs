@@ -108,40 +108,6 @@ impl ProgContender {
     }
 }
 
-/// The device counters of one run (totals, not per unit).
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct RunCounters {
-    pub write_reqs: f64,
-    pub write_kib: f64,
-    pub flushes: f64,
-    pub read_reqs: f64,
-    pub read_kib: f64,
-}
-
-impl From<DeviceCounters> for RunCounters {
-    fn from(c: DeviceCounters) -> Self {
-        RunCounters {
-            write_reqs: c.write_reqs,
-            write_kib: c.write_kib,
-            flushes: c.flushes,
-            read_reqs: c.read_reqs,
-            read_kib: c.read_kib,
-        }
-    }
-}
-
-impl RunCounters {
-    fn device(&self) -> DeviceCounters {
-        DeviceCounters {
-            write_reqs: self.write_reqs,
-            write_kib: self.write_kib,
-            flushes: self.flushes,
-            read_reqs: self.read_reqs,
-            read_kib: self.read_kib,
-        }
-    }
-}
-
 /// One run of the program.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProgramRun {
@@ -151,8 +117,9 @@ pub struct ProgramRun {
     pub cpu_ms: f64,
     /// The part of `cpu_ms` spent in the kernel (system time).
     pub sys_ms: f64,
-    /// None in lab `none` (no device counters).
-    pub counters: Option<RunCounters>,
+    /// The run's totals (`DeviceCounters::from_lab` over one unit); None in lab
+    /// `none` (no device counters).
+    pub counters: Option<DeviceCounters>,
     /// Device model of `counters` plus `cpu_ms`, ms; None without counters.
     pub modeled_ms: Option<f64>,
     /// The last lines of the program's standard output (its own figures).
@@ -215,6 +182,10 @@ pub fn run(a: &ProgramArgs) -> Result<(), String> {
     let profile = device::profile(&a.lab.device)?;
     lab::install_interrupt_handler();
     let lab = make_lab(&a.lab)?;
+    let setup: Option<Vec<String>> = a
+        .setup
+        .as_ref()
+        .map(|s| s.split_whitespace().map(str::to_string).collect());
     let mut runs = Vec::new();
     for round in 0..a.rounds {
         for i in crate::runner::rotation(cs.len(), round) {
@@ -222,10 +193,6 @@ pub fn run(a: &ProgramArgs) -> Result<(), String> {
             let dir = lab
                 .root()
                 .join(format!("program-{}-{round}", sanitize(&cs[i].label)));
-            let setup: Option<Vec<String>> = a
-                .setup
-                .as_ref()
-                .map(|s| s.split_whitespace().map(str::to_string).collect());
             let r = run_once(
                 &lab,
                 &profile,
@@ -263,13 +230,8 @@ pub fn run(a: &ProgramArgs) -> Result<(), String> {
             let dir = lab
                 .root()
                 .join(format!("program-{}-callgrind", sanitize(&c.label)));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let setup: Option<Vec<String>> = a
-                .setup
-                .as_ref()
-                .map(|s| s.split_whitespace().map(str::to_string).collect());
             let r = (|| {
+                fresh_dir(&dir)?;
                 if let Some(setup) = &setup {
                     spawn(c, 0, &dir, setup)?;
                 }
@@ -350,6 +312,12 @@ fn syncfs(dir: &Path) -> Result<(), String> {
     rustix::fs::syncfs(&d).map_err(|e| format!("{}: syncfs: {e}", dir.display()))
 }
 
+/// `dir`, new and empty.
+fn fresh_dir(dir: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
 /// Run `command` in `dir` under `c`'s environment to its end; its output, or an error
 /// with its stderr's last lines if it did not exit 0.
 fn spawn(
@@ -396,8 +364,7 @@ fn run_once(
     setup: Option<&[String]>,
     command: &[String],
 ) -> Result<ProgramRun, String> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    fresh_dir(dir)?;
     if let Some(setup) = setup {
         spawn(c, round, dir, setup)?;
     }
@@ -416,7 +383,7 @@ fn run_once(
         (Some((d0, j0)), Some((d1, j1))) => {
             let c = DeviceCounters::from_lab(&d1.delta(&d0), &j1.delta(&j0), 1.0)
                 .ok_or_else(|| "the kernel has no flush counters (pre-5.5)".to_string())?;
-            Some(RunCounters::from(c))
+            Some(c)
         }
         _ => None,
     };
@@ -429,7 +396,7 @@ fn run_once(
         wall_ms,
         cpu_ms,
         sys_ms,
-        modeled_ms: counters.map(|k| profile.model_us(&k.device(), cpu_ms * 1e3) / 1e3),
+        modeled_ms: counters.map(|k| profile.model_us(&k, cpu_ms * 1e3) / 1e3),
         counters,
         stdout_tail,
     })
@@ -475,8 +442,9 @@ pub fn summarize(
     cs.iter()
         .map(|c| {
             let l = c.label.as_str();
-            let counter =
-                |f: fn(&RunCounters) -> f64| med(l, &|r| r.counters.as_ref().map(|k| f(k) / 1e3));
+            let counter = |f: fn(&DeviceCounters) -> f64| {
+                med(l, &|r| r.counters.as_ref().map(|k| f(k) / 1e3))
+            };
             ProgramSummary {
                 contender: c.label.clone(),
                 wall_us: med(l, &|r| Some(r.wall_ms)).unwrap_or(f64::NAN),
@@ -594,9 +562,9 @@ mod tests {
             wall_ms: 1.0,
             cpu_ms: 0.5,
             sys_ms: 0.2,
-            counters: Some(RunCounters {
+            counters: Some(DeviceCounters {
                 write_kib: kib,
-                ..RunCounters::default()
+                ..DeviceCounters::default()
             }),
             modeled_ms: Some(modeled),
             stdout_tail: String::new(),

@@ -268,7 +268,8 @@ pub trait CursorOps: ReadableTxn {
         self.settle_seek_end(c, end, clock, &mut |s: &[u8]| s.cmp(k))
     }
 
-    /// The result of a seek that ended as `end` (`RawCursor::seek_bytes_or_last`).
+    /// The result of a seek that ended as `end` (`RawCursor::seek_bytes_or_last`): on
+    /// an entry, exact or after the target as the probe says.
     #[doc(hidden)]
     fn settle_seek_end(
         &self,
@@ -278,7 +279,15 @@ pub trait CursorOps: ReadableTxn {
         probe: Probe<'_>,
     ) -> Result<SeekResult> {
         match end {
-            SeekEnd::At => self.settle_seek(c, true, clock, probe),
+            SeekEnd::At => {
+                let exact = probe(c.raw.key()) == Ordering::Equal;
+                c.settle(true, clock);
+                Ok(if exact {
+                    SeekResult::Exact
+                } else {
+                    SeekResult::After
+                })
+            }
             SeekEnd::Last => {
                 c.settle(true, clock);
                 Ok(SeekResult::Before)
@@ -299,33 +308,6 @@ pub trait CursorOps: ReadableTxn {
         // since it was positioned (the same rule `revalidate` steps by).
         let end = c.raw.seek_by_or_last(self, probe, c.clock == clock)?;
         self.settle_seek_end(c, end, clock, probe)
-    }
-
-    /// The result of a seek that found (`found`) or did not find an entry the probe
-    /// does not put before its target.
-    #[doc(hidden)]
-    fn settle_seek(
-        &self,
-        c: &mut Cursor,
-        found: bool,
-        clock: (u64, u64),
-        probe: Probe<'_>,
-    ) -> Result<SeekResult> {
-        if found {
-            let exact = probe(c.raw.key()) == Ordering::Equal;
-            c.settle(true, clock);
-            return Ok(if exact {
-                SeekResult::Exact
-            } else {
-                SeekResult::After
-            });
-        }
-        let found = c.raw.last(self)?;
-        Ok(if c.settle(found, clock) {
-            SeekResult::Before
-        } else {
-            SeekResult::Empty
-        })
     }
 
     /// Step forward; false (and invalid) past the end. On a stale cursor: the first key
