@@ -104,6 +104,11 @@ pub enum Op {
     RollbackTo,
     /// Release the newest savepoint, keeping its changes.
     Release,
+    /// Rebuild the whole database compactly, as `VACUUM` does: read every tree, empty
+    /// the database (`WriteTxn::clear_all` where the mode allows, which drops the page
+    /// count so the file is cut back after a checkpoint; else drop each tree), create
+    /// the trees again and load them in key order. The contents stay the same.
+    Rebuild,
 }
 
 /// How a transaction ends.
@@ -208,6 +213,7 @@ pub fn apply_txn(base: &Model, txn: &Txn) -> Model {
             Op::Release => {
                 stack.pop();
             }
+            Op::Rebuild => {}
         }
     }
     m
@@ -223,6 +229,9 @@ pub fn generate(spec: &WorkloadSpec) -> Vec<Step> {
     let mut version = 0u64;
     let mut next_fresh = [0u64; 3];
     let mut steps = Vec::new();
+    // Rebuilds come from a stream of their own, so the rest of a seed's steps are the
+    // ones it had before rebuilds existed.
+    let mut rebuilds = Rng::new(crate::rng::mix(&[spec.seed, 0x5245_4255]));
     let mut put = |r: &mut Rng, tree: usize, key: OwnedKey| -> Op {
         version += 1;
         let len = value_len(r, spec.page_size);
@@ -348,6 +357,12 @@ pub fn generate(spec: &WorkloadSpec) -> Vec<Step> {
         } else {
             End::Commit
         };
+        // A rebuild in 1 in 10 mixed transactions, anywhere among its operations (before
+        // a savepoint, inside one rolled back to, or last).
+        if matches!(spec.kind, WorkloadKind::Mixed | WorkloadKind::LongKeys) && rebuilds.pct(10) {
+            let at = rebuilds.below(ops.len() as u64 + 1) as usize;
+            ops.insert(at, Op::Rebuild);
+        }
         let txn = Txn { ops, end };
         if end == End::Commit {
             model = apply_txn(&model, &txn);
@@ -434,7 +449,32 @@ fn run_ops(w: &mut WriteTxn, trees: &[Tree], ops: &[Op]) -> Result<(), Error> {
                     w.release(sp)?;
                 }
             }
+            Op::Rebuild => rebuild(w)?,
         }
+    }
+    Ok(())
+}
+
+/// [`Op::Rebuild`]: every tree read whole, the database emptied, the trees loaded again.
+fn rebuild(w: &mut WriteTxn) -> Result<(), Error> {
+    let infos = w.list_trees()?;
+    let contents = dump(w)?;
+    if w.can_clear_all() {
+        w.clear_all()?;
+    } else {
+        for info in &infos {
+            w.drop_tree(&info.name)?;
+        }
+    }
+    for info in &infos {
+        let t = w.create_tree(&info.name, info.kind)?;
+        let entries = contents.get(&info.name).expect("dumped above");
+        w.load_tree(&t, |load| {
+            for (k, v) in entries {
+                load.push(k.as_key(), v)?;
+            }
+            Ok(())
+        })?;
     }
     Ok(())
 }

@@ -40,7 +40,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 25] = [
+const BUDGETS: [Budget; 26] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         // The counting modes through their ordered commit of large transactions.
@@ -298,6 +298,18 @@ const BUDGETS: [Budget; 25] = [
         at_least: 1,
         args: plain,
     },
+    // A shrink (the workload's `Rebuild`, in 1 of 10 mixed transactions) under a reader
+    // the oracle holds, read after a cut or a later growth over the dropped pages
+    // (`inpage-torture-dev torture --mode waldio,nvlog,persist --crashes 100 --seed 10
+    // --mutant shrink-drops-tail`: 3, 3 and 5 violations; redo and delete 1 each).
+    Budget {
+        mutant: Mutant::ShrinkDropsTail,
+        modes: &["waldio", "nvlog", "persist"],
+        sequences: 100,
+        rare: &[],
+        at_least: 3,
+        args: plain,
+    },
 ];
 
 /// Modes for the reader mutants: every page layout, in-place and logged commits.
@@ -538,4 +550,9 @@ fn mutant_stale_reader_gets_newest() {
 #[test]
 fn mutant_prune_under_readers() {
     find(Mutant::PruneUnderReaders);
+}
+
+#[test]
+fn mutant_shrink_drops_tail() {
+    find(Mutant::ShrinkDropsTail);
 }

@@ -120,11 +120,15 @@ pub enum Mutant {
     /// the file's (newer) image: wrong rows, or `Corrupt` where the layout finds no
     /// version old enough.
     PruneUnderReaders,
+    /// Pager: a commit that shrinks the page count keeps no images of the pages past its
+    /// new end for the readers of the longer state, so they read those pages from a
+    /// file that is cut back, or grown over by later commits, under them.
+    ShrinkDropsTail,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 26] = [
+    pub const ALL: [Mutant; 27] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -151,6 +155,7 @@ impl Mutant {
         Mutant::UndoUnsynced,
         Mutant::StaleReaderGetsNewest,
         Mutant::PruneUnderReaders,
+        Mutant::ShrinkDropsTail,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -183,6 +188,7 @@ impl Mutant {
             Mutant::UndoUnsynced => "undo-unsynced",
             Mutant::StaleReaderGetsNewest => "stale-reader-gets-newest",
             Mutant::PruneUnderReaders => "prune-under-readers",
+            Mutant::ShrinkDropsTail => "shrink-drops-tail",
         }
     }
 

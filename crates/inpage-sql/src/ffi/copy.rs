@@ -8,7 +8,9 @@
 //!   node written once, packed to capacity; an index entry goes after the ones before
 //!   it, so no `KeyInfo` is needed), then the eight meta values. The destination's own
 //!   `sqlite/<n>` trees are dropped first, in the same write transaction, so the copy
-//!   replaces the destination atomically.
+//!   replaces the destination atomically; where the mode allows, by resetting the whole
+//!   page space (`clear_ours`), so the copy lands in the low pages and the file shrinks
+//!   to it.
 //! - A backup's steps all write one destination transaction, committed by the step that
 //!   copies the last tree. Each step reads the source's latest committed state (or the
 //!   source connection's own transaction, as SQLite's does); if that state is not the one
@@ -78,8 +80,18 @@ fn metas<T: ReadableTxn>(tx: &T) -> Result<[u32; 8], Error> {
     Ok(meta)
 }
 
-fn drop_ours(w: &mut WriteTxn) -> Result<(), Error> {
-    for old in w.list_trees()?.into_iter().filter(ours) {
+/// Empty `w` of the SQL layer's trees before a copy replaces them. Where the database
+/// holds nothing else and the mode allows it, the whole page space is reset
+/// (`WriteTxn::clear_all`), so the copy fills the low pages and the file is cut back to
+/// it, as SQLite's `VACUUM` and backup leave a file no longer than its content. Else
+/// (a DHL mode, or trees the SQL layer does not own) the trees are dropped one by one:
+/// their pages become free pages of a file that keeps its length.
+fn clear_ours(w: &mut WriteTxn) -> Result<(), Error> {
+    let trees = w.list_trees()?;
+    if trees.iter().all(ours) && w.can_clear_all() {
+        return w.clear_all();
+    }
+    for old in trees.into_iter().filter(ours) {
         w.drop_tree(&old.name)?;
     }
     Ok(())
@@ -89,7 +101,7 @@ fn drop_ours(w: &mut WriteTxn) -> Result<(), Error> {
 fn copy_into<T: CursorOps>(tx: &T, w: &mut WriteTxn) -> Result<(), Error> {
     let trees: Vec<TreeInfo> = tx.list_trees()?.into_iter().filter(ours).collect();
     let meta = metas(tx)?;
-    drop_ours(w)?;
+    clear_ours(w)?;
     for info in &trees {
         copy_tree(tx, w, info)?;
     }
@@ -172,7 +184,7 @@ impl Backup {
             self.todo = tx.list_trees()?.into_iter().filter(ours).collect();
             self.total = self.todo.len();
             self.meta = metas(tx)?;
-            drop_ours(w)?;
+            clear_ours(w)?;
             self.from_fcc = Some(fcc);
         }
         // n = 0 copies nothing (the step still notices a changed source), as SQLite's.

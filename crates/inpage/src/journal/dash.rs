@@ -164,6 +164,9 @@ struct Writer {
     /// Whether the current file's record carries a clean-shutdown mark on disk (it must
     /// be cleared durably before the older file is written).
     mark_on_disk: bool,
+    /// Files still to cut back after a commit shrank the page count: each is cut by the
+    /// next commit that makes it current (then it needs only that commit's pages).
+    cuts_due: u8,
 }
 
 /// The `dash` commit protocol.
@@ -412,6 +415,7 @@ impl DashJournal {
                     prev,
                     version,
                     mark_on_disk,
+                    cuts_due: 0,
                 }),
             },
             report,
@@ -588,13 +592,22 @@ impl DashJournal {
             Error::Poisoned("a thread panicked while switching shadow files".into())
         })?;
         *g = Current {
-            file: target,
+            file: target.clone(),
             has_record: true,
         };
         drop(g);
         w.current_is_side = !w.current_is_side;
         w.prev = Prev::Pages(kept);
         w.version = batch.tid;
+        if new_count < batch.old_page_count {
+            w.cuts_due = 2;
+        }
+        if w.cuts_due > 0 {
+            // The file just synced is the current one and holds this commit whole: only
+            // its pages and its list are anyone's (`DbFile::cut_tail`).
+            target.cut_tail(new_count + list_pages)?;
+            w.cuts_due -= 1;
+        }
         Ok(())
     }
 }

@@ -18,6 +18,14 @@
 //! is only ever trusted in the safe direction: a bound that is too low costs a stat, never
 //! a zero-fill over live pages. Code that shrinks or writes the file behind `DbFile`'s back
 //! (hot-journal recovery) calls `forget_len`.
+//!
+//! A file whose page count shrank (a `VACUUM`, `WriteTxn::clear_all`) is cut back by
+//! [`DbFile::cut_tail`], which its journal calls once the database file alone holds the
+//! smaller committed state (a log mode: after a checkpoint that copied and synced every
+//! committed page). Readers of the longer state never read the pages past the new end
+//! from the file: the shrinking commit kept their images for them (`Pager::commit`). A
+//! cut needs no sync: if it is lost, the file is only longer than its page count, which
+//! every open accepts.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,6 +71,20 @@ impl DbFile {
             chunk_pages,
             len_floor: AtomicU64::new(0),
         }
+    }
+
+    /// Cut the file back to `page_count` pages (not rounded up to a growth step: the
+    /// smallest file is what a shrink is for, and the next growth allocates its step
+    /// anew). The caller guarantees that the file alone holds the committed state of
+    /// `page_count` pages (module comment). An error leaves the file at least as long
+    /// as that state needs; it is the caller's error all the same (SQLite's commit fails
+    /// with `SQLITE_IOERR_TRUNCATE`): an I/O error is never swallowed.
+    pub fn cut_tail(&self, page_count: u32) -> Result<()> {
+        let want = page_count as u64 * self.page_size as u64;
+        if self.file_len()? > want {
+            self.set_len(want)?;
+        }
+        Ok(())
     }
 
     /// Raise the known lower bound of the length (after a write that reached `len`).

@@ -1676,6 +1676,14 @@ impl Journal for NvlogJournal {
 
     fn checkpoint(&self) -> Result<()> {
         self.core.flush()?;
+        // Not beside a flush: a checkpoint that cuts the file back after a shrink
+        // (`Wal::checkpoint`) must not cut pages a flush wrote in place past the log's
+        // page count before the log transaction that counts them.
+        let _one = self
+            .core
+            .flushing
+            .lock()
+            .map_err(|_| Error::Poisoned("a thread panicked while flushing nvlog".into()))?;
         self.core.inner.checkpoint()
     }
 

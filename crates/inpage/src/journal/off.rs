@@ -83,7 +83,13 @@ pub(crate) fn commit_in_place(
     check_batch(batch, db.page_size, false)?;
     db.ensure_capacity(batch.new_page_count)?;
     db.write_pages(pages)?;
-    db.sync()
+    db.sync()?;
+    if batch.new_page_count < batch.old_page_count {
+        // No state but this one is recoverable any more: the pages past its end are
+        // no one's (`DbFile::cut_tail`).
+        db.cut_tail(batch.new_page_count)?;
+    }
+    Ok(())
 }
 
 fn open_off(ctx: JournalCtx, mode: JournalMode) -> Result<Opened> {

@@ -448,6 +448,11 @@ impl Journal for RollbackJournal {
         db.sync()?;
 
         finalize(&self.ctx.vfs, &self.path, &file, self.mode)?;
+        if batch.new_page_count < batch.old_page_count {
+            // Only once the journal is durably not hot: a rollback to the longer state
+            // would need the pages past the new end (`DbFile::cut_tail`).
+            db.cut_tail(batch.new_page_count)?;
+        }
         if self.mode == JournalMode::DELETE {
             w.file = None;
             return Ok(());

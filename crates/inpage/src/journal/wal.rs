@@ -201,6 +201,9 @@ struct Writer {
     /// Whether this session synced the directory holding the WAL (see `commit`).
     dir_synced: bool,
     closed: bool,
+    /// A commit in this session shrank the page count, and the database file has not
+    /// been cut back to it yet (`checkpoint_locked`).
+    shrunk: bool,
 }
 
 /// The WAL commit protocol.
@@ -256,6 +259,7 @@ impl Wal {
                 wal_dirty: kept > 0,
                 dir_synced: false,
                 closed: false,
+                shrunk: false,
             }),
             index: RwLock::new(scan.index),
             ctx,
@@ -360,7 +364,7 @@ impl Wal {
         let pages = {
             let idx = self.index.read().unwrap_or_else(|e| e.into_inner());
             if idx.frames == 0 {
-                return Ok(());
+                return self.cut_if_shrunk(w);
             }
             idx.sorted()
         };
@@ -374,7 +378,21 @@ impl Wal {
         let at = (w.db_size, w.fcc);
         frame_log::copy_to_db::<WalFrames>(&self.ctx, &*self.file, &self.path, &pages, at, |_| {})?;
         self.ctx.db.sync()?;
-        self.reset(w)
+        self.reset(w)?;
+        self.cut_if_shrunk(w)
+    }
+
+    /// After a checkpoint (the log holds no frame the database lacks): cut the database
+    /// file back to the page count if a commit shrank it (`DbFile::cut_tail`). Frames of
+    /// pages past the new end were copied like any, and are cut with the rest. A crash
+    /// before or after the cut leaves a file at least as long as its page count, and
+    /// replaying this log again only writes pages the database no longer counts.
+    fn cut_if_shrunk(&self, w: &mut Writer) -> Result<()> {
+        if w.shrunk {
+            self.ctx.db.cut_tail(w.db_size)?;
+            w.shrunk = false;
+        }
+        Ok(())
     }
 
     /// Start a new generation: forget every frame, and make the next commit write (and
@@ -571,6 +589,7 @@ impl Wal {
         w.next_frame += n as u64;
         w.chain = chain;
         w.db_size = batch.new_page_count;
+        w.shrunk |= batch.new_page_count < batch.old_page_count;
         w.fcc = batch.tid;
         let auto = u64::from(self.ctx.limits.autocheckpoint());
         if auto > 0 && w.next_frame >= auto {

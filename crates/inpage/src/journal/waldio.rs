@@ -350,6 +350,9 @@ struct Writer {
     /// write its header): the next commit starts one before it writes a frame.
     generation_pending: bool,
     closed: bool,
+    /// A commit shrank the page count and the database file has not been cut back to
+    /// it yet (`checkpoint_locked`).
+    shrunk: bool,
 }
 
 /// The WALDIO commit protocol.
@@ -431,6 +434,7 @@ impl Waldio {
                 buf_since: None,
                 generation_pending: scan.hdr.is_none(),
                 closed: false,
+                shrunk: false,
             }),
             index: RwLock::new(Index {
                 log: scan.index,
@@ -643,6 +647,12 @@ impl Waldio {
         w.next_frame = 0;
         w.chain = w.hdr.crc();
         w.generation_pending = false;
+        // The database alone holds the committed state: cut it back after a shrink
+        // (`DbFile::cut_tail`).
+        if w.shrunk {
+            db.cut_tail(w.db_size)?;
+            w.shrunk = false;
+        }
         Ok(())
     }
 }
@@ -766,6 +776,7 @@ impl Journal for Waldio {
         w.next_frame += n as u64;
         w.chain = chain;
         w.db_size = batch.new_page_count;
+        w.shrunk |= batch.new_page_count < batch.old_page_count;
         w.fcc = batch.tid;
         self.written
             .store(batch.tid, std::sync::atomic::Ordering::Release);

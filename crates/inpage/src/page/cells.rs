@@ -149,16 +149,7 @@ impl<'a> CellArray<'a> {
     /// or a cell whose problem `key` reports). Searches call it once per probe.
     #[inline(always)]
     fn inline_key_at(&self, i: usize) -> Option<&'a [u8]> {
-        if i >= self.ncells {
-            return None;
-        }
-        let at = self.array_off + PTR_SIZE * i;
-        let off = usize::from(u16::from_le_bytes(
-            self.arr.get(at..at + 2)?.try_into().ok()?,
-        ));
-        if off < self.area_start || off + CELL_HEADER > self.usable {
-            return None;
-        }
+        let off = self.header_offset(i)?;
         let k16 = usize::from(u16::from_le_bytes(
             self.buf.get(off..off + 2)?.try_into().ok()?,
         ));
@@ -169,6 +160,27 @@ impl<'a> CellArray<'a> {
             return None;
         }
         self.buf.get(off + CELL_HEADER..end)
+    }
+
+    /// The fixed header of cell `i` when it lies inside the cell area; None sends the
+    /// caller to `cell`, whose checks report what is wrong.
+    #[inline]
+    fn header_at(&self, i: usize) -> Option<&'a [u8]> {
+        let off = self.header_offset(i)?;
+        self.buf.get(off..off + CELL_HEADER)
+    }
+
+    /// Where cell `i` starts, when its fixed header lies inside the cell area.
+    #[inline(always)]
+    fn header_offset(&self, i: usize) -> Option<usize> {
+        if i >= self.ncells {
+            return None;
+        }
+        let at = self.array_off + PTR_SIZE * i;
+        let off = usize::from(u16::from_le_bytes(
+            self.arr.get(at..at + 2)?.try_into().ok()?,
+        ));
+        (off >= self.area_start && off + CELL_HEADER <= self.usable).then_some(off)
     }
 
     /// Key of cell `i` when it is stored whole; a long key (whose tail needs the store)
@@ -192,7 +204,12 @@ impl<'a> CellArray<'a> {
         let c = if i == self.ncells {
             self.right
         } else {
-            cell_child(self.cell(i)?)
+            // Only the cell's fixed header is read, so only it needs to be in the cell
+            // area (the child it names is checked when it is read).
+            match self.header_at(i) {
+                Some(h) => cell_child(h),
+                None => cell_child(self.cell(i)?),
+            }
         };
         if c == 0 {
             return Err(Error::corrupt(self.pgno, format!("child pointer {i} is 0")));
@@ -313,6 +330,9 @@ impl<'a> CellArray<'a> {
         upper: bool,
     ) -> Result<usize> {
         let word = <[u8; 8]>::try_from(target).ok().map(u64::from_be_bytes);
+        if let Some(i) = word.and_then(|w| self.bound_word(w, upper)) {
+            return Ok(i);
+        }
         let (mut lo, mut hi) = (0, self.ncells);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -338,6 +358,45 @@ impl<'a> CellArray<'a> {
             }
         }
         Ok(lo)
+    }
+
+    /// [`CellArray::bound_bytes`] for an 8-byte target `w` (big-endian, as an integer
+    /// tree stores its keys) where every key the search meets is an inline 8-byte key:
+    /// one bounds check per probe and a word compare. None as soon as a probe meets any
+    /// other cell (a key of another length, an offset out of the cell area): the general
+    /// search then answers, with its own checks and errors.
+    #[inline]
+    fn bound_word(&self, w: u64, upper: bool) -> Option<usize> {
+        const KEY: usize = 8;
+        let arr = self
+            .arr
+            .get(self.array_off..self.array_off + PTR_SIZE * self.ncells)?;
+        // Highest offset a whole 8-byte-key header fits below `usable` from.
+        let last = self.usable.checked_sub(CELL_HEADER + KEY)?;
+        let buf = self.buf.get(..self.usable)?;
+        let (mut lo, mut hi) = (0, self.ncells);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let off = usize::from(u16::from_le_bytes([
+                arr[PTR_SIZE * mid],
+                arr[PTR_SIZE * mid + 1],
+            ]));
+            if off < self.area_start || off > last {
+                return None;
+            }
+            let cell: &[u8; CELL_HEADER + KEY] =
+                buf[off..off + CELL_HEADER + KEY].try_into().ok()?;
+            if u16::from_le_bytes([cell[0], cell[1]]) != KEY as u16 {
+                return None;
+            }
+            let k = u64::from_be_bytes(cell[CELL_HEADER..].try_into().ok()?);
+            if k < w || (upper && k == w) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(lo)
     }
 
     /// This view without its borrow of the page image (see [`Detached`]). Only for a

@@ -81,6 +81,10 @@ struct State {
     /// The planted bug in force (`Mutant::None` outside test builds): the reader
     /// mutants break `pre_image` and `prune`, which see only the state.
     mutant: crate::journal::Mutant,
+    /// A commit that shrinks the page count is being written: new readers wait
+    /// (`begin_snapshot`), so every reader of the longer state registered before it and
+    /// got the images of the pages past the new end that it kept (`commit`).
+    shrink_in_flight: bool,
 }
 
 /// The pager's phase: whether the journal is writing the file on the writer's behalf, and
@@ -538,6 +542,7 @@ impl Pager {
                 write_epoch: 0,
                 catalog_gen: 0,
                 in_flight: HashSet::default(),
+                shrink_in_flight: false,
             }),
             recovery,
             settled: Condvar::new(),
@@ -930,6 +935,9 @@ impl Pager {
     /// catalog generation of that state.
     pub fn begin_snapshot(&self) -> Result<(Header, u64)> {
         let mut st = lock(&self.state);
+        while st.shrink_in_flight {
+            st = self.settled.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
         self.usable(&st)?;
         let h = st.header.clone();
         *st.readers.entry(h.fcc).or_insert(0) += 1;
@@ -1110,6 +1118,27 @@ impl Pager {
         for (pgno, img) in &originals {
             kept.entry(*pgno).or_insert_with(|| img.clone());
         }
+        // A commit that shrinks the database (`WriteTxn::clear_all`): the pages past its
+        // new end are no page of the new state, so no journal keeps them for readers,
+        // the file may be cut back, and a later commit may grow over them. A reader of
+        // the longer state keeps their images here, as replaced pages; new readers wait
+        // until the commit is published (`shrink_in_flight`), so there are no others.
+        let shrinks = header.page_count < old_page_count;
+        if shrinks {
+            let tail: Vec<Pgno> = (header.page_count..old_page_count)
+                .filter(|_| !st.readers.is_empty())
+                .filter(|_| st.mutant != crate::journal::Mutant::ShrinkDropsTail)
+                .collect();
+            for pgno in tail {
+                let img = self.current_locked(&mut st, pgno)?;
+                st.versions
+                    .entry(header.fcc)
+                    .or_default()
+                    .entry(pgno)
+                    .or_insert(img);
+            }
+            st.shrink_in_flight = true;
+        }
         for (pgno, img) in &pages {
             st.cache.insert(*pgno, img.clone(), true);
         }
@@ -1147,6 +1176,10 @@ impl Pager {
             Ok(()) => None,
         };
         st.end_io(failure);
+        if shrinks {
+            st.shrink_in_flight = false;
+            self.settled.notify_all();
+        }
         if any_unpinned {
             for p in unpinned {
                 st.in_flight.remove(p);

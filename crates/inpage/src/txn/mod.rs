@@ -1000,6 +1000,48 @@ impl WriteTxn {
         Ok(())
     }
 
+    /// Whether [`WriteTxn::clear_all`] is open to this transaction: the layout's free
+    /// space is a page list, and it is the only writer.
+    pub fn can_clear_all(&self) -> bool {
+        self.layout.free_space() == crate::page::FreeSpace::PageList
+            && self.occ.is_none()
+            && self.vto.is_none()
+            && self.st.spilled.is_empty()
+    }
+
+    /// Empty the database in one step: every tree and every free page is forgotten and
+    /// the page count drops to what an empty database needs (page 0 and an empty
+    /// catalog at page 1), so what the transaction writes next fills the pages from 1
+    /// up. Once that commits and is checkpointed, the journal cuts the file back to the
+    /// new page count (`DbFile::cut_tail`): `VACUUM` and a backup into an existing
+    /// database rebuild this way, and the file shrinks as SQLite's does. The header's
+    /// meta values stay. Like a rollback, every cursor of the transaction re-seeks.
+    ///
+    /// Only where [`WriteTxn::can_clear_all`]: with a page-list layout a transaction may
+    /// write any page (the journal keeps the committed images until commit), where a DHL
+    /// layout must never overwrite a page its committed trees use. Elsewhere it is an
+    /// `InvalidArgument` error and nothing changes.
+    pub fn clear_all(&mut self) -> Result<()> {
+        if !self.can_clear_all() {
+            return Err(Error::InvalidArgument(format!(
+                "clear_all needs a page-list layout and a single writer (mode {})",
+                self.shared.pager.journal_mode()
+            )));
+        }
+        // Every page this transaction changed belongs to what is being forgotten.
+        self.st.dirty.clear();
+        self.st.fresh.clear();
+        let h = &mut self.st.header;
+        h.page_count = 1;
+        h.freelist_head = 0;
+        h.freelist_count = 0;
+        let catalog_root = tree::create(self)?;
+        self.st.header.catalog_root = catalog_root;
+        self.catalog_changed = true;
+        self.bump_all_gens();
+        Ok(())
+    }
+
     /// Delete a tree and free all its pages.
     pub fn drop_tree(&mut self, name: &str) -> Result<()> {
         self.catalog_changed = true;

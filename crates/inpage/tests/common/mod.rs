@@ -40,13 +40,18 @@ pub fn value_for(key: i64, version: u32, len: usize) -> Vec<u8> {
 
 /// Full dump of the tree "t" (created if the file is new).
 pub fn dump(db: &Database) -> BTreeMap<i64, Vec<u8>> {
-    let r = db.begin_read().unwrap();
-    let t = match r.open_tree("t") {
+    rows_of(&db.begin_read().unwrap(), "t")
+}
+
+/// Every row of the integer-keyed tree `tree` as `txn` sees it (empty if there is no
+/// such tree).
+pub fn rows_of<T: ReadableTxn>(txn: &T, tree: &str) -> BTreeMap<i64, Vec<u8>> {
+    let t = match txn.open_tree(tree) {
         Ok(t) => t,
         Err(inpage::Error::TreeNotFound(_)) => return BTreeMap::new(),
         Err(e) => panic!("open_tree: {e}"),
     };
-    r.iter(&t)
+    txn.iter(&t)
         .unwrap()
         .map(|kv| {
             let (k, v) = kv.unwrap();
