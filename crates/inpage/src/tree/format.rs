@@ -73,6 +73,12 @@ impl Format {
         self.layout.tree_policy()
     }
 
+    /// Whether the layout overwrites a page in place (no committed version kept beside
+    /// the new one: the stock layouts).
+    pub fn overwrites_in_place(&self) -> bool {
+        self.layout.versions().is_none()
+    }
+
     /// Value bytes per overflow page.
     pub fn overflow_data(&self) -> usize {
         self.layout.overflow_data(self.geometry)

@@ -225,11 +225,13 @@ fn empty_tree() {
 
 /// Ascending inserts take the append split: leaves stay full (but for the first, from the
 /// root's midpoint split, and the last), and an insert writes little more than its one
-/// leaf. Any other order splits at the midpoint.
+/// leaf. Any other order overflows a leaf in the middle, which shares its cells with a
+/// sibling that has room before it splits at the midpoint: fuller pages than midpoint
+/// splits alone (`redistribute: false`) leave.
 #[test]
-fn ascending_inserts_fill_leaves() {
+fn inserts_fill_leaves() {
     const N: u32 = 3000;
-    let leaves = |order: &[u32]| {
+    let leaves = |order: &[u32], opts: TreeOptions| {
         let mut s = MemStore::new(4096);
         let root = create(&mut s).unwrap();
         s.writes = 0;
@@ -238,7 +240,7 @@ fn ascending_inserts_fill_leaves() {
                 &mut s,
                 root,
                 &bytewise,
-                FWD,
+                opts,
                 &key_of(i, 8),
                 &value_of(i, 100),
             )
@@ -249,7 +251,7 @@ fn ascending_inserts_fill_leaves() {
         (stats[0].leaf_pages, s.writes as f64 / N as f64)
     };
     let asc: Vec<u32> = (0..N).collect();
-    let (asc_leaves, asc_writes) = leaves(&asc);
+    let (asc_leaves, asc_writes) = leaves(&asc, FWD);
     let f = super::format::Format::of(&MemStore::new(4096));
     let cell = 2 + 4 + 8 + 100;
     let per_leaf = (f.capacity() / f.cost(cell)) as u64;
@@ -260,12 +262,37 @@ fn ascending_inserts_fill_leaves() {
         "{asc_leaves} leaves, {full} full ones would do"
     );
     assert!(asc_writes < 1.06, "{asc_writes} page writes per insert");
-    // Descending keys always insert at the front: ordinary midpoint splits.
+    let split_only = TreeOptions {
+        redistribute: false,
+    };
+    // Descending keys always insert at the front of the first leaf: with midpoint
+    // splits alone every leaf is left half full; sharing with the right sibling first
+    // fills them to within a quarter page of full.
     let desc: Vec<u32> = (0..N).rev().collect();
-    let (desc_leaves, _) = leaves(&desc);
+    let (desc_split, _) = leaves(&desc, split_only);
+    let (desc_shared, _) = leaves(&desc, FWD);
     assert!(
-        desc_leaves > asc_leaves * 3 / 2,
-        "{desc_leaves} vs {asc_leaves}"
+        desc_split > asc_leaves * 3 / 2,
+        "{desc_split} vs {asc_leaves}"
+    );
+    assert!(
+        desc_shared < asc_leaves * 4 / 3,
+        "{desc_shared} leaves when sharing, {asc_leaves} ascending"
+    );
+    // Random keys: over a tenth fewer leaves than midpoint splits leave.
+    let mut random: Vec<u32> = (0..N).collect();
+    let mut x = 0x9E37_79B9u32;
+    for i in (1..random.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        random.swap(i, x as usize % (i + 1));
+    }
+    let (random_split, _) = leaves(&random, split_only);
+    let (random_shared, _) = leaves(&random, FWD);
+    assert!(
+        random_shared * 100 < random_split * 90,
+        "{random_shared} leaves when sharing, {random_split} with midpoint splits"
     );
 }
 
