@@ -1113,15 +1113,7 @@ fn balance(
             } else {
                 (Node::load(store, &f, parent.child(a)?)?, node)
             };
-            if left.leaf != right.leaf {
-                return Err(Error::corrupt(
-                    parent.pgno,
-                    format!(
-                        "children {} and {} are at different depths",
-                        left.pgno, right.pgno
-                    ),
-                ));
-            }
+            same_depth(parent.pgno, &left, &right)?;
             let sep = parent.cells[a].clone();
             let merged_used =
                 left.used(&f) + right.used(&f) + if left.leaf { 0 } else { f.cost(sep.len()) };
@@ -1159,6 +1151,18 @@ fn balance(
         node = parent;
     }
     balance_root(store, &f, node)
+}
+
+/// Two children of interior page `parent` that are about to be combined must both be
+/// leaves or both interior; anything else is a damaged tree.
+fn same_depth(parent: Pgno, a: &Node, b: &Node) -> Result<()> {
+    if a.leaf != b.leaf {
+        return Err(Error::corrupt(
+            parent,
+            format!("children {} and {} are at different depths", a.pgno, b.pgno),
+        ));
+    }
+    Ok(())
 }
 
 /// An oversize node `node` (child `i` of `parent`) shares its cells with a sibling that
@@ -1199,15 +1203,7 @@ fn share_with_sibling(
             continue;
         }
         let sibling = Node::load(store, f, sib)?;
-        if sibling.leaf != n.leaf {
-            return Err(Error::corrupt(
-                parent.pgno,
-                format!(
-                    "children {} and {} are at different depths",
-                    sibling.pgno, n.pgno
-                ),
-            ));
-        }
+        same_depth(parent.pgno, &sibling, n)?;
         let sep = parent.cells[a].clone();
         let n = node.take().expect("checked above");
         let (left, right) = if a == i { (n, sibling) } else { (sibling, n) };
