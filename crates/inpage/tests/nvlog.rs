@@ -140,22 +140,51 @@ fn without_the_region_a_power_cut_keeps_a_prefix_through_the_watermark() {
     );
 }
 
+/// The database file's length in pages (of 1 KiB, `cfg`'s).
+fn db_pages(vfs: &SimVfs) -> u64 {
+    use inpage::vfs::{OpenOptions, Vfs};
+    let f = vfs
+        .open(std::path::Path::new(DB), OpenOptions::default())
+        .unwrap();
+    f.len().unwrap() / 1024
+}
+
+/// How many growth steps take the file from `from` pages to `to` (`sim_config`'s chunk
+/// of 8 pages; the steps of `dbfile::grown_len`: a power of two pages about an eighth
+/// of the file, at least 4).
+fn grown_steps(from: u64, to: u64) -> usize {
+    let (mut len, mut steps) = (from, 0);
+    while len < to {
+        len += (len / 8).next_power_of_two().clamp(4, 8);
+        steps += 1;
+    }
+    steps
+}
+
 #[test]
 fn a_flush_syncs_at_most_twice_for_many_commits() {
     let vfs = SimVfs::new();
     let c = cfg(&vfs, 64 << 10, NvlogFlush::Inline).wal_autocheckpoint(0);
     let db = Database::open(DB, c).unwrap();
     let syncs_before = vfs.sync_points().len();
+    let pages_before = db_pages(&vfs);
     let (_, marks) = run(&db, 200, 100);
     let flushes = marks.windows(2).filter(|w| w[1].0 != w[0].0).count();
     let syncs = vfs.sync_points().len() - syncs_before;
     assert!(flushes >= 2, "{flushes} flushes");
     assert!(flushes <= 200 / 10, "{flushes} flushes for 200 commits");
     // One fdatasync of the log per flush, one of the database for a flush that wrote
-    // pages past its end, plus the log's generation header once.
+    // pages past its end, plus the log's generation header once; and one per step the
+    // file grew by (its zero-filled growth is synced before pages land in it), at most
+    // one per flush.
+    let steps = grown_steps(pages_before, db_pages(&vfs));
     assert!(
-        syncs <= 2 * flushes + 1,
-        "{syncs} syncs for {flushes} flushes"
+        steps <= flushes,
+        "{steps} growth steps for {flushes} flushes"
+    );
+    assert!(
+        syncs <= 2 * flushes + 1 + steps,
+        "{syncs} syncs for {flushes} flushes and {steps} growth steps"
     );
 }
 
