@@ -1112,33 +1112,30 @@ impl Pager {
                 originals.push((*pgno, self.current_locked(&mut st, *pgno)?));
             }
         }
+        // A commit that shrinks the database (`WriteTxn::clear_all`): the pages past its
+        // new end are no page of the new state, so no journal keeps them for readers,
+        // the file may be cut back, and a later commit may grow over them. A reader of
+        // the longer state keeps their images with the replaced pages' (read here, before
+        // anything is recorded, so a failed read leaves no trace); new readers wait until
+        // the commit is published (`shrink_in_flight`), so there are no others.
+        let shrinks = header.page_count < old_page_count;
+        let mut past_end = Vec::new();
+        if shrinks && !st.readers.is_empty() && st.mutant != crate::journal::Mutant::ShrinkDropsTail
+        {
+            for pgno in header.page_count..old_page_count {
+                past_end.push((pgno, self.current_locked(&mut st, pgno)?));
+            }
+        }
         // A page this transaction spilled keeps the pre-image its first spill recorded:
         // the file (and so `originals`) holds the spilled version by now.
         let kept = st.versions.entry(header.fcc).or_default();
         for (pgno, img) in &originals {
             kept.entry(*pgno).or_insert_with(|| img.clone());
         }
-        // A commit that shrinks the database (`WriteTxn::clear_all`): the pages past its
-        // new end are no page of the new state, so no journal keeps them for readers,
-        // the file may be cut back, and a later commit may grow over them. A reader of
-        // the longer state keeps their images here, as replaced pages; new readers wait
-        // until the commit is published (`shrink_in_flight`), so there are no others.
-        let shrinks = header.page_count < old_page_count;
-        if shrinks {
-            let tail: Vec<Pgno> = (header.page_count..old_page_count)
-                .filter(|_| !st.readers.is_empty())
-                .filter(|_| st.mutant != crate::journal::Mutant::ShrinkDropsTail)
-                .collect();
-            for pgno in tail {
-                let img = self.current_locked(&mut st, pgno)?;
-                st.versions
-                    .entry(header.fcc)
-                    .or_default()
-                    .entry(pgno)
-                    .or_insert(img);
-            }
-            st.shrink_in_flight = true;
+        for (pgno, img) in past_end {
+            kept.entry(pgno).or_insert(img);
         }
+        st.shrink_in_flight = shrinks;
         for (pgno, img) in &pages {
             st.cache.insert(*pgno, img.clone(), true);
         }
