@@ -1173,8 +1173,8 @@ fn same_depth(parent: Pgno, a: &Node, b: &Node) -> Result<()> {
 /// after random inserts. Tried with the left sibling, then the right; taken only when
 /// the pair then leaves a quarter of a page free between them, so the next inserts do
 /// not overflow again at once (an eighth packed a 100,000-row random-key load 3 %
-/// tighter for 5 % more instructions; BENCHMARKS.md, "Fuller pages"). `Err(node)` gives the node back when no sibling has the
-/// room (the caller splits). Only for layouts that rewrite pages in place (a DHL page
+/// tighter for 5 % more instructions; BENCHMARKS.md, "Fuller pages"). `Err(node)`
+/// gives the node back when no sibling has the room (the caller splits). Only for layouts that rewrite pages in place (a DHL page
 /// keeps versions, and its overflow relocates instead).
 fn share_with_sibling(
     store: &mut dyn PageWrite,
@@ -1199,10 +1199,12 @@ fn share_with_sibling(
             f.cost(parent.cells[a].len())
         };
         let data = store.read(sib)?;
-        if n.used(f) + f.used(&f.open(sib, &data)?.attach(&data))? + sep_cost > room {
+        let opened = f.open(sib, &data)?;
+        let view = opened.attach(&data);
+        if n.used(f) + f.used(&view)? + sep_cost > room {
             continue;
         }
-        let sibling = Node::load(store, f, sib)?;
+        let sibling = Node::from_view(f, &view)?;
         same_depth(parent.pgno, &sibling, n)?;
         let sep = parent.cells[a].clone();
         let n = node.take().expect("checked above");
