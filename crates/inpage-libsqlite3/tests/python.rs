@@ -214,6 +214,19 @@ with c.blobopen("bl", "data", 1, readonly=True) as b:
     show_value = b.read(12)
 print("blob", show_value, len(c.execute("select data from bl where id = 1").fetchone()[0]))
 show("select hex(substr(data, 9991, 10)), length(data) from bl order by id")
+# A value past the size the drop-in reads whole at a row's first access (64 KiB): the
+# blob handle, column reads after it and substr read it by range.
+c.execute("create table bb(id integer primary key, data blob, tail text)")
+c.execute("insert into bb values(1, zeroblob(300000), 'after'), (2, zeroblob(65537), 'x')")
+c.commit()
+with c.blobopen("bb", "data", 1) as b:
+    for at in (299990, 150000, 4090, 0):
+        b.seek(at)
+        b.write(bytes([at % 251]) * 10)
+c.commit()
+with c.blobopen("bb", "data", 1, readonly=True) as b:
+    print("big blob", [(b.seek(at), b.read(10)) for at in (0, 4090, 150000, 299990)])
+show("select id, tail, length(data), hex(substr(data, 150001, 10)), hex(substr(data, 299991, 10)) from bb order by id")
 show("pragma integrity_check")
 "#;
 

@@ -38,7 +38,7 @@ extern int ipg_clear(Conn*, u32, i64*, int);
 ** the engine cursor to rows[i] on its next call; ipg_sync ends the run, which must
 ** happen before the connection's transaction begins or ends. */
 typedef struct IpgRow { i64 key; const u8 *pay; u32 n; } IpgRow;
-typedef struct IpgRun { const IpgRow *rows; u32 n; u32 i; const u8 *pay; u32 nPay; } IpgRun;
+typedef struct IpgRun { const IpgRow *rows; u32 n; u32 i; const u8 *pay; u32 nPay; u32 nTotal; u64 pos; } IpgRun;
 extern void ipg_sync(Cur*);
 extern Cur *ipg_cursor_open(Conn*, u32, void*, int, IpgRun**);
 extern void ipg_cursor_close(Cur*);
@@ -49,7 +49,8 @@ extern int ipg_step(Cur*, int);
 extern int ipg_valid(Cur*);
 extern void ipg_invalidate(Cur*);
 extern int ipg_has_moved(Cur*);
-extern int ipg_payload(Cur*, const u8**, u32*);
+extern int ipg_payload(Cur*, const u8**, u32*, u32*);
+extern int ipg_payload_range(Cur*, u32, u32, u8*);
 extern i64 ipg_intkey(Cur*);
 extern int ipg_insert(Cur*, i64, const u8*, int, int);
 extern int ipg_insert_index(Cur*, const u8*, int, void*);
@@ -497,29 +498,37 @@ SQLITE_PRIVATE i64 sqlite3BtreeIntegerKey(BtCursor *c){
 ** empty (its header size is at least one byte), and the pointer the Rust side has for
 ** an empty value may not be readable. */
 static const u8 glueNoRow[8] = { 1 };
-static const u8 *gluePayload(BtCursor *c, u32 *pN){
-  const u8 *p = 0; int rc; *pN = 0;
+/* *pN gets how many bytes the returned pointer holds, *pTotal the record's size: more
+** when the value is a large one in an overflow chain, of which only a prefix is handed
+** out (ffi.rs PREFIX; a stock cell's local part plays that role). SQLite reads past it
+** by range (sqlite3BtreePayload), so a blob open or a column read costs the pages it
+** touches, not the whole value. */
+static const u8 *gluePayload2(BtCursor *c, u32 *pN, u32 *pTotal){
+  const u8 *p = 0; int rc; *pN = 0; *pTotal = 0;
   if( c->run && c->run->n ){
     const IpgRow *w = &c->run->rows[c->run->i];
-    p = w->pay; *pN = w->n;
+    p = w->pay; *pN = *pTotal = w->n;
   }else if( c->run && c->run->pay ){
     /* What ipg_payload handed out for this position (ffi.rs Run::pay). */
-    p = c->run->pay; *pN = c->run->nPay;
+    p = c->run->pay; *pN = c->run->nPay; *pTotal = c->run->nTotal;
   }else if( c->pCur ){
-    rc = ipg_payload(c->pCur, &p, pN);
+    rc = ipg_payload(c->pCur, &p, pN, pTotal);
     if( rc!=SQLITE_OK && !c->fault ){ c->fault = 1; c->faultCode = rc; }
   }
-  if( !p || *pN==0 ){ *pN = 0; p = glueNoRow; }
+  if( !p || *pN==0 ){ *pN = *pTotal = 0; p = glueNoRow; }
   return p;
 }
-SQLITE_PRIVATE u32 sqlite3BtreePayloadSize(BtCursor *c){ u32 n; gluePayload(c, &n); return n; }
+static const u8 *gluePayload(BtCursor *c, u32 *pN){ u32 nTotal; return gluePayload2(c, pN, &nTotal); }
+SQLITE_PRIVATE u32 sqlite3BtreePayloadSize(BtCursor *c){ u32 n, nTotal; gluePayload2(c, &n, &nTotal); return nTotal; }
 SQLITE_PRIVATE sqlite3_int64 sqlite3BtreeMaxRecordSize(BtCursor *c){ (void)c; return SQLITE_MAX_LENGTH; }
 SQLITE_PRIVATE int sqlite3BtreePayload(BtCursor *c, u32 offset, u32 amt, void *pBuf){
-  u32 n; const u8 *p = gluePayload(c, &n);
+  u32 n, nTotal; const u8 *p = gluePayload2(c, &n, &nTotal);
+  int rc;
   FAULT_CHECK(c);
-  if( (u64)offset+amt > (u64)n ) return SQLITE_CORRUPT_BKPT;
-  memcpy(pBuf, p+offset, amt);
-  return SQLITE_OK;
+  if( (u64)offset+amt <= (u64)n ){ memcpy(pBuf, p+offset, amt); return SQLITE_OK; }
+  if( (u64)offset+amt > (u64)nTotal ) return SQLITE_CORRUPT_BKPT;
+  rc = ipg_payload_range(c->pCur, offset, amt, (u8*)pBuf);
+  return rc==SQLITE_CORRUPT ? SQLITE_CORRUPT_BKPT : rc;
 }
 SQLITE_PRIVATE int sqlite3BtreePayloadChecked(BtCursor *c, u32 offset, u32 amt, void *pBuf){
   FAULT_CHECK(c);
@@ -534,7 +543,15 @@ SQLITE_PRIVATE int sqlite3BtreeCursorIsValidNN(BtCursor *c){
 SQLITE_PRIVATE void sqlite3BtreeCursorPin(BtCursor *c){ (void)c; }
 SQLITE_PRIVATE void sqlite3BtreeCursorUnpin(BtCursor *c){ (void)c; }
 SQLITE_PRIVATE void sqlite3BtreeClearCursor(BtCursor *c){ if( c->pCur ) ipg_invalidate(c->pCur); }
-SQLITE_PRIVATE i64 sqlite3BtreeOffset(BtCursor *c){ (void)c; return 0; }
+/* Not a file offset (the engine owns the file) but what SQLite uses it for: an identity
+** of the row under the cursor, by which OP_Column keys its cache of a large column
+** read by range (vdbeColumnFromOverflow). A constant here served one row's cached
+** value for the next row's. ffi.rs Run::pos changes whenever the engine cursor moves;
+** i is the position within a row run (under 2^20 rows per leaf). */
+SQLITE_PRIVATE i64 sqlite3BtreeOffset(BtCursor *c){
+  if( !c->run ) return 0;
+  return (i64)(((c->run->pos & 0x7ffffffffffULL)<<20) | c->run->i);
+}
 SQLITE_PRIVATE i64 sqlite3BtreeRowCountEst(BtCursor *c){ (void)c; return -1; }
 SQLITE_PRIVATE int sqlite3BtreeCount(sqlite3 *db, BtCursor *c, i64 *pn){ (void)db; return ipg_count(c->pCur, pn); }
 /* An index record goes where the probe puts it: the first nMem fields when given
@@ -578,13 +595,16 @@ SQLITE_PRIVATE int sqlite3BtreeInsert(BtCursor *c, const BtreePayload *pX, int f
 }
 SQLITE_PRIVATE int sqlite3BtreeDelete(BtCursor *c, u8 flags){ FAULT_CHECK(c); return ipg_delete(c->pCur, (flags & BTREE_SAVEPOSITION)!=0); }
 SQLITE_PRIVATE int sqlite3BtreeTransferRow(BtCursor *pDest, BtCursor *pSrc, i64 iKey){
-  u32 n; const u8 *p = gluePayload(pSrc, &n); (void)iKey;
+  u32 n, nTotal; int rc; (void)iKey;
+  gluePayload2(pSrc, &n, &nTotal);
   FAULT_CHECK(pSrc);
   sqlite3_free(pDest->staged);
-  pDest->staged = sqlite3_malloc64(n+1);
+  pDest->nStaged = 0;
+  pDest->staged = sqlite3_malloc64((u64)nTotal+1);
   if( !pDest->staged ) return SQLITE_NOMEM;
-  memcpy(pDest->staged, p, n); pDest->nStaged = (int)n;
-  return SQLITE_OK;
+  rc = sqlite3BtreePayload(pSrc, 0, nTotal, pDest->staged);
+  if( rc==SQLITE_OK ) pDest->nStaged = (int)nTotal;
+  return rc;
 }
 SQLITE_PRIVATE void sqlite3BtreeIncrblobCursor(BtCursor *c){ (void)c; }
 /* Incremental blob writes: the engine writes the range where the value lives, in place

@@ -1323,9 +1323,11 @@ pub struct Cur {
     order_fields: c_int,
     cur: Option<Cursor>,
     intkey: bool,
-    /// The value of the current row when it lives in an overflow chain (the engine keeps
-    /// only inline bytes in the cursor): read once per position, so the pointer
-    /// `ipg_payload` hands out stays valid until the cursor moves (trap 6).
+    /// The current row's bytes when its value lives in an overflow chain (the engine
+    /// keeps only inline bytes in the cursor): the whole value up to [`WHOLE_MAX`]
+    /// bytes, else its first [`PREFIX`] bytes (SQLite reads the rest by range, through
+    /// `ipg_payload_range`). Read once per position, so the pointer `ipg_payload` hands
+    /// out stays valid until the cursor moves (trap 6).
     big: Option<Vec<u8>>,
     /// The row run C steps through without calling Rust (see [`Run`]); `rows` backs it.
     /// Its `pay` is the record `ipg_payload` handed out for the current position.
@@ -1377,6 +1379,13 @@ pub struct Run {
     i: u32,
     pay: *const u8,
     npay: u32,
+    /// The record's whole size; more than `npay` when only a prefix was handed out.
+    ntotal: u32,
+    /// Changes whenever the engine cursor may stand on another row, or its row's bytes
+    /// may have changed through this cursor (`Cur::moved`); with `i` it is the row's
+    /// identity that glue.c's `sqlite3BtreeOffset` answers, which SQLite keys its cache
+    /// of large column values by (`vdbeColumnFromOverflow`).
+    pos: u64,
 }
 
 impl Run {
@@ -1386,8 +1395,19 @@ impl Run {
         i: 0,
         pay: std::ptr::null(),
         npay: 0,
+        ntotal: 0,
+        pos: 0,
     };
 }
+
+/// A value in an overflow chain up to this size is read whole at its first access (one
+/// walk of a short chain serves every column of the row).
+const WHOLE_MAX: u64 = 64 * 1024;
+/// Of a longer value, only this prefix is read at first (it holds the record header and
+/// the leading columns, as a stock leaf cell's local part does); SQLite reads the rest by
+/// range (`sqlite3BtreePayload`), so opening a blob or reading a column of a large row
+/// costs the pages it touches, not the value's size.
+const PREFIX: u64 = 4096;
 
 /// Open a cursor; `*run` gets its row run, for C to step through (see [`Run`]), valid
 /// for the cursor's life.
@@ -1468,7 +1488,10 @@ impl Cur {
             return;
         }
         let k = self.run.i as usize;
-        self.run = Run::EMPTY;
+        self.run = Run {
+            pos: self.run.pos,
+            ..Run::EMPTY
+        };
         if k == 0 {
             return;
         }
@@ -1515,6 +1538,7 @@ impl Cur {
             self.run = Run {
                 rows: rows.as_ptr(),
                 n: rows.len() as u32,
+                pos: self.run.pos,
                 ..Run::EMPTY
             };
         }
@@ -1524,6 +1548,8 @@ impl Cur {
         self.big = None;
         self.run.pay = std::ptr::null();
         self.run.npay = 0;
+        self.run.ntotal = 0;
+        self.run.pos = self.run.pos.wrapping_add(1);
     }
     /// Run a positioning call on the engine cursor. An absent tree reads as empty.
     fn go<R>(
@@ -1756,29 +1782,51 @@ pub unsafe extern "C" fn ipg_restore(cur: *mut Cur, different: *mut c_int) -> c_
 /// # Safety
 /// `cur` live; `p`, `n` valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn ipg_payload(cur: *mut Cur, p: *mut *const u8, n: *mut u32) -> c_int {
+pub unsafe extern "C" fn ipg_payload(
+    cur: *mut Cur,
+    p: *mut *const u8,
+    n: *mut u32,
+    total: *mut u32,
+) -> c_int {
     with_cur(cur, |c| {
         if !c.run.pay.is_null() {
-            // SAFETY: `p`, `n` are valid (contract).
+            // SAFETY: `p`, `n`, `total` are valid (contract).
             unsafe {
                 *p = c.run.pay;
                 *n = c.run.npay;
+                *total = c.run.ntotal;
             }
             return Ok(OK);
         }
         let conn = c.conn();
         let mut out: &[u8] = &[];
+        let mut size = 0u64;
         let mut found = false;
         if let Some(e) = c.cur.as_ref().filter(|e| e.valid()) {
             found = true;
             if !c.intkey {
                 out = e.key().unwrap_or_default();
+                size = out.len() as u64;
             } else {
                 let local = e.value_local()?.unwrap_or_default();
-                if local.is_empty() && c.big.is_none() {
+                size = local.len() as u64;
+                if local.is_empty() {
                     // Empty inline bytes: an empty value, or one in an overflow chain.
-                    if with_txn!(conn, t => t.cursor_value_len(e))?.unwrap_or(0) > 0 {
-                        c.big = with_txn!(conn, t => t.cursor_value(e))?;
+                    size = with_txn!(conn, t => t.cursor_value_len(e))?.unwrap_or(0);
+                    if size > u64::from(u32::MAX) {
+                        return Ok(TOOBIG);
+                    }
+                    if size > 0 && c.big.is_none() {
+                        c.big = if size <= WHOLE_MAX {
+                            with_txn!(conn, t => t.cursor_value(e))?
+                        } else {
+                            let mut head = vec![0; PREFIX as usize];
+                            match with_txn!(conn, t => t.cursor_read_value(e, 0, &mut head))? {
+                                Some(got) if got == head.len() => Some(head),
+                                Some(_) => return Ok(CORRUPT),
+                                None => None,
+                            }
+                        };
                     }
                 }
                 out = match &c.big {
@@ -1791,16 +1839,59 @@ pub unsafe extern "C" fn ipg_payload(cur: *mut Cur, p: *mut *const u8, n: *mut u
             // The bytes stay where they are until the cursor moves (`Run::pay`).
             c.run.pay = out.as_ptr();
             c.run.npay = out.len() as u32;
+            c.run.ntotal = size as u32;
             out.as_ptr()
         } else {
+            size = 0;
             std::ptr::null()
         };
-        // SAFETY: `p`, `n` are valid (contract).
+        // SAFETY: `p`, `n`, `total` are valid (contract).
         unsafe {
             *p = ptr;
             *n = out.len() as u32;
+            *total = size as u32;
         }
         Ok(OK)
+    })
+}
+
+/// Copy `amt` bytes of the current row's record from `offset` into `buf`, reading only
+/// the chain pages that hold them: the part of a large value past what `ipg_payload`
+/// handed out. `CORRUPT` when the row has fewer bytes (SQLite checked the range against
+/// the size `ipg_payload` gave, so a short read means the row changed under it).
+///
+/// # Safety
+/// `cur` live; `buf` valid for `amt` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ipg_payload_range(
+    cur: *mut Cur,
+    offset: u32,
+    amt: u32,
+    buf: *mut u8,
+) -> c_int {
+    with_cur(cur, |c| {
+        if buf.is_null() {
+            return Ok(MISUSE);
+        }
+        // SAFETY: `buf` is valid for `amt` bytes (contract).
+        let out = unsafe { std::slice::from_raw_parts_mut(buf, amt as usize) };
+        let conn = c.conn();
+        let Some(e) = c.cur.as_ref().filter(|e| e.valid()) else {
+            return Ok(CORRUPT);
+        };
+        if !c.intkey {
+            let key = e.key().unwrap_or_default();
+            let end = offset as usize + out.len();
+            if end > key.len() {
+                return Ok(CORRUPT);
+            }
+            out.copy_from_slice(&key[offset as usize..end]);
+            return Ok(OK);
+        }
+        match with_txn!(conn, t => t.cursor_read_value(e, u64::from(offset), out))? {
+            Some(got) if got == out.len() => Ok(OK),
+            _ => Ok(CORRUPT),
+        }
     })
 }
 
@@ -2091,18 +2182,62 @@ mod tests {
             let mut res = 9;
             assert_eq!(ipg_seek_int(b, 1, &mut res), OK);
             assert_eq!(res, 0);
-            let (mut p1, mut n1) = (std::ptr::null(), 0u32);
-            assert_eq!(ipg_payload(b, &mut p1, &mut n1), OK);
+            let (mut p1, mut n1, mut t1) = (std::ptr::null(), 0u32, 0u32);
+            assert_eq!(ipg_payload(b, &mut p1, &mut n1, &mut t1), OK);
             assert_eq!(std::slice::from_raw_parts(p1, n1 as usize), b"row one");
+            assert_eq!(t1, n1, "an inline row is handed out whole");
             // A write elsewhere in the tree: b's row is unchanged, its buffer kept.
             assert_eq!(ipg_insert(a, 2, b"row TWO".as_ptr(), 7, 0), OK);
             assert_eq!(ipg_has_moved(b), 0);
-            let (mut p2, mut n2) = (std::ptr::null(), 0u32);
-            assert_eq!(ipg_payload(b, &mut p2, &mut n2), OK);
+            let (mut p2, mut n2, mut t2) = (std::ptr::null(), 0u32, 0u32);
+            assert_eq!(ipg_payload(b, &mut p2, &mut n2, &mut t2), OK);
             assert_eq!(p2, p1, "the buffer OP_Column cached must stay valid");
             // A write to b's row: moved.
             assert_eq!(ipg_insert(a, 1, b"row ONE".as_ptr(), 7, 0), OK);
             assert_eq!(ipg_has_moved(b), 1);
+            ipg_cursor_close(a);
+            ipg_cursor_close(b);
+            assert_eq!(ipg_end(conn, 0, 0), OK);
+            ipg_close(conn);
+        }
+    }
+
+    /// A value past WHOLE_MAX: `ipg_payload` hands out its first PREFIX bytes with the
+    /// whole size, `ipg_payload_range` reads any slice of the rest, and a slice past the
+    /// end is `CORRUPT` (SQLite checks ranges against the size first, so that means the
+    /// row changed under it).
+    #[test]
+    fn a_large_value_is_handed_out_as_a_prefix_and_read_by_range() {
+        // SAFETY: as in the test above; every buffer passed is as long as said.
+        unsafe {
+            let (conn, a, b) = two_cursors_on_a_new_table();
+            let big: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+            assert_eq!(ipg_insert(a, 7, big.as_ptr(), big.len() as c_int, 0), OK);
+            let mut res = 9;
+            assert_eq!(ipg_seek_int(b, 7, &mut res), OK);
+            assert_eq!(res, 0);
+            let (mut p, mut n, mut total) = (std::ptr::null(), 0u32, 0u32);
+            assert_eq!(ipg_payload(b, &mut p, &mut n, &mut total), OK);
+            assert_eq!((n as u64, total as usize), (PREFIX, big.len()));
+            assert_eq!(
+                std::slice::from_raw_parts(p, n as usize),
+                &big[..n as usize]
+            );
+            for (at, len) in [
+                (0usize, 10usize),
+                (4_090, 20),
+                (100_000, 9_000),
+                (199_990, 10),
+            ] {
+                let mut buf = vec![0u8; len];
+                assert_eq!(
+                    ipg_payload_range(b, at as u32, len as u32, buf.as_mut_ptr()),
+                    OK
+                );
+                assert_eq!(buf, &big[at..at + len], "bytes [{at}, {})", at + len);
+            }
+            let mut buf = [0u8; 11];
+            assert_eq!(ipg_payload_range(b, 199_990, 11, buf.as_mut_ptr()), CORRUPT);
             ipg_cursor_close(a);
             ipg_cursor_close(b);
             assert_eq!(ipg_end(conn, 0, 0), OK);
@@ -2126,12 +2261,13 @@ mod tests {
             let mut res = 9;
             assert_eq!(ipg_seek_int(b, 2, &mut res), OK);
             assert_eq!(res, 0);
-            let (mut p1, mut n1) = (std::ptr::null(), 0u32);
-            assert_eq!(ipg_payload(b, &mut p1, &mut n1), OK);
+            let (mut p1, mut n1, mut t1) = (std::ptr::null(), 0u32, 0u32);
+            assert_eq!(ipg_payload(b, &mut p1, &mut n1, &mut t1), OK);
             assert_eq!(std::slice::from_raw_parts(p1, n1 as usize), &big[..]);
-            let (mut p2, mut n2) = (std::ptr::null(), 0u32);
-            assert_eq!(ipg_payload(b, &mut p2, &mut n2), OK);
-            assert_eq!((p2, n2), (p1, n1), "one copy per position");
+            assert_eq!(t1, n1, "a value up to WHOLE_MAX is handed out whole");
+            let (mut p2, mut n2, mut t2) = (std::ptr::null(), 0u32, 0u32);
+            assert_eq!(ipg_payload(b, &mut p2, &mut n2, &mut t2), OK);
+            assert_eq!((p2, n2, t2), (p1, n1, t1), "one copy per position");
             // b's row goes through a: moved, restore says so, Next reaches row 3.
             assert_eq!(ipg_seek_int(a, 2, &mut res), OK);
             assert_eq!(ipg_delete(a, 0), OK);

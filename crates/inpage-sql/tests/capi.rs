@@ -744,3 +744,70 @@ fn overflow_rows_read_back_during_a_rewriting_scan() {
         assert_eq!(r, &vec![i.to_string(), len.to_string(), tail, n]);
     }
 }
+
+/// Values in overflow chains on both sides of the size the glue reads whole at a row's
+/// first access (ffi.rs WHOLE_MAX, 64 KiB; past it only a prefix, and SQLite reads the
+/// rest by range): every column after the value, every slice of it, and rows copied
+/// whole (INSERT … SELECT's transfer, VACUUM) read back the bytes written.
+#[test]
+fn large_values_read_back_by_range() {
+    let db = Db::open(":memory:").unwrap();
+    db.exec("CREATE TABLE b(id INTEGER PRIMARY KEY, v TEXT, tail TEXT)")
+        .unwrap();
+    // v: the numbers 0, 1, … as eight digits each, so the slice at 8k + 1 reads k
+    // (every size a multiple of 8).
+    let sizes = [104usize, 4_088, 4_104, 65_528, 65_536, 65_544, 300_000];
+    for (i, n) in sizes.iter().enumerate() {
+        db.exec(&format!(
+            "INSERT INTO b VALUES({i}, (WITH RECURSIVE c(k) AS (SELECT 0 UNION ALL \
+             SELECT k + 1 FROM c WHERE k + 1 < {}) SELECT group_concat(printf('%08d', k), '') \
+             FROM c), 'tail-{i}')",
+            n / 8
+        ))
+        .unwrap();
+    }
+    let check = |table: &str| {
+        for (i, n) in sizes.iter().enumerate() {
+            let last = n / 8 - 1;
+            let got = rows(
+                &db,
+                &format!(
+                    "SELECT tail, length(v), substr(v, 1, 8), substr(v, {}, 8), \
+                     substr(v, {}, 8) FROM {table} WHERE id = {i}",
+                    8 * (last / 2) + 1,
+                    8 * last + 1
+                ),
+            );
+            let want = vec![
+                format!("tail-{i}"),
+                n.to_string(),
+                "00000000".to_string(),
+                format!("{:08}", last / 2),
+                format!("{last:08}"),
+            ];
+            assert_eq!(got, vec![want], "{table}, row {i} ({n} bytes)");
+        }
+        // One scan over all rows, in one result row: SQLite caches a large column read
+        // by range per row (keyed by sqlite3BtreeOffset; a result row also clears it),
+        // which must not serve one row's value for the next.
+        let got = db.one(&format!(
+            "SELECT group_concat(id || ':' || length(v) || ':' || substr(v, -8, 8), ',') \
+             FROM {table}"
+        ));
+        let want: Vec<String> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| format!("{i}:{n}:{:08}", n / 8 - 1))
+            .collect();
+        let want = Some(want.join(","));
+        assert_eq!(got, want, "{table}, one scan");
+    };
+    check("b");
+    db.exec("CREATE TABLE b2(id INTEGER PRIMARY KEY, v TEXT, tail TEXT)")
+        .unwrap();
+    db.exec("INSERT INTO b2 SELECT * FROM b").unwrap();
+    check("b2");
+    db.exec("VACUUM").unwrap();
+    check("b");
+    check("b2");
+}

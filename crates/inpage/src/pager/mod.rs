@@ -723,13 +723,16 @@ impl Pager {
     /// the lock; without it only through `read_page_unlocked`.
     fn read_from_journal(&self, pgno: Pgno) -> Result<PageRef> {
         self.not_forked()?;
-        let mut buf = vec![0u8; self.page_size];
-        self.journal.read_page(pgno, &mut buf)?;
+        // Read straight into the shared image: `PageRef::from(Vec)` would copy the page
+        // and free the buffer, a sixth of a long overflow walk's time.
+        let mut page: PageRef = std::iter::repeat_n(0u8, self.page_size).collect();
+        let buf = Arc::get_mut(&mut page).expect("a fresh image has one owner");
+        self.journal.read_page(pgno, buf)?;
         // Some layouts verify their pages per version instead (`trailer_checked`).
-        if self.layout.trailer_checked() && !crc_ok(&buf, pgno) {
+        if self.layout.trailer_checked() && !crc_ok(buf, pgno) {
             return Err(Error::corrupt(pgno, "page checksum mismatch"));
         }
-        Ok(PageRef::from(buf))
+        Ok(page)
     }
 
     /// With the lock held (the writer's commit path): the current image, read from the
