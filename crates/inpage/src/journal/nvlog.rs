@@ -17,6 +17,10 @@
 //!   (fdatasync) makes the transaction durable, and only then the region's watermark
 //!   slot moves to `b`, releasing its ring space. The WAL is checkpointed into the
 //!   database file as in `wal` mode.
+//! - *Direct commit*: a record that would not fit even an empty ring (a bulk load, a
+//!   `VACUUM`, a backup) skips the ring: the pending commits are flushed, and the commit
+//!   becomes a WAL transaction of its own, its direct pages placed as a flush places
+//!   them (`Core::place`), synced before the watermark moves past it.
 //!
 //! Invariants, and why they hold:
 //! - *seq is the pager's tid, and tids are consecutive.* The pager commits tid `fcc + 1`
@@ -32,8 +36,9 @@
 //!   tid, and writing a page changed by two commits of one batch would overwrite the
 //!   version the file's last durable commit still needs; see the design note.)
 //! - *Direct pages never disturb a committed state, and are durable before anything
-//!   references them.* A page at or past the page count the file had after the previous
-//!   flush is in no committed state the WAL can recover (its recovery keeps a prefix of
+//!   references them.* (Flushes and direct commits alike: a direct commit flushes first,
+//!   so its old page count is the previous flush's.) A page at or past the page count
+//!   the file had after the previous flush is in no committed state the WAL can recover (its recovery keeps a prefix of
 //!   whole flushes, and the previous one is synced), so writing it in place loses
 //!   nothing a crash could need; and its fdatasync precedes every byte of the WAL
 //!   transaction whose tree points at it, so no recovered transaction links a page that
@@ -844,32 +849,7 @@ impl Core {
                 first.seq, last.seq, first.old_page_count
             );
         }
-        // Pages past the file's committed end (`first.old_page_count`: the page count
-        // after the previous flush, which the WAL holds durably) that the log holds no
-        // frame of are part of no committed state: written once, in place, and synced
-        // before the WAL transaction that links them in is written (module docs). A page
-        // the log holds (the file shrank below it and grew again in this generation)
-        // goes through the log, or the next checkpoint would copy its old frame over it.
-        let (mut direct, mut logged): (Vec<_>, Vec<_>) = newest
-            .into_iter()
-            .filter(|(pgno, _)| *pgno < last.new_page_count)
-            .partition(|(pgno, _)| {
-                self.ctx.config.nvlog_direct_pages
-                    && *pgno >= first.old_page_count
-                    && !self.inner.holds(*pgno)
-            });
-        if logged.is_empty() {
-            // The WAL transaction needs a page to carry its commit frame.
-            logged.extend(direct.pop());
-        }
-        if !direct.is_empty() {
-            // Grown in chunks only if asked (`Config::chunk_pages_for`: 0 by default).
-            self.ctx.db.ensure_capacity(last.new_page_count)?;
-            self.ctx.db.write_pages(&direct)?;
-            if self.ctx.config.mutant() != Mutant::DirectPagesUnsynced {
-                self.ctx.db.sync()?;
-            }
-        }
+        let logged = self.place(newest, first.old_page_count, last.new_page_count)?;
         let pages = logged;
         let one = CommitBatch {
             tid: last.seq,
@@ -920,18 +900,60 @@ impl Core {
 
     /// Commit a transaction whose record does not fit the ring: straight into the WAL,
     /// synced, after the pending ones (module docs).
+    /// Of `pages` (stamped, ascending) for a WAL transaction from page count `old` to
+    /// `new`, write those past the file's committed end (`old`: the page count after the
+    /// previous flush, which the WAL holds durably) that the log holds no frame of in
+    /// place, synced; return the rest, which the WAL transaction logs. The pages written
+    /// in place are part of no committed state until that transaction links them in, so
+    /// they are written once (module docs). A page the log holds (the file shrank below
+    /// it and grew again in this generation) goes through the log, or the next
+    /// checkpoint would copy its old frame over it. Pages past `new` (freed by a later
+    /// commit of a batch) are dropped.
+    fn place(
+        &self,
+        pages: impl IntoIterator<Item = (Pgno, PageRef)>,
+        old: u32,
+        new: u32,
+    ) -> Result<Vec<(Pgno, PageRef)>> {
+        let (mut direct, mut logged): (Vec<_>, Vec<_>) = pages
+            .into_iter()
+            .filter(|(pgno, _)| *pgno < new)
+            .partition(|(pgno, _)| {
+                self.ctx.config.nvlog_direct_pages && *pgno >= old && !self.inner.holds(*pgno)
+            });
+        if logged.is_empty() {
+            // The WAL transaction needs a page to carry its commit frame.
+            logged.extend(direct.pop());
+        }
+        if !direct.is_empty() {
+            // Grown in chunks only if asked (`Config::chunk_pages_for`: 0 by default).
+            self.ctx.db.ensure_capacity(new)?;
+            self.ctx.db.write_pages(&direct)?;
+            if self.ctx.config.mutant() != Mutant::DirectPagesUnsynced {
+                self.ctx.db.sync()?;
+            }
+        }
+        Ok(logged)
+    }
+
     fn commit_direct(&self, batch: &CommitBatch<'_>) -> Result<()> {
         self.flush()?;
         let _one = self
             .flushing
             .lock()
             .map_err(|_| Error::Poisoned("a thread panicked while flushing nvlog".into()))?;
-        let pages = stamped_all(batch.pages);
-        let batch = &CommitBatch {
-            pages: &pages,
-            ..*batch
-        };
         let r: Result<()> = (|| {
+            // As a flush writes its batch: new pages in place, the rest through the log
+            // (a bulk load, a VACUUM or a backup into a fresh file writes its pages once).
+            let pages = self.place(
+                stamped_all(batch.pages),
+                batch.old_page_count,
+                batch.new_page_count,
+            )?;
+            let batch = &CommitBatch {
+                pages: &pages,
+                ..*batch
+            };
             self.inner.commit(batch)?;
             self.inner.sync_log()?;
             let mut s = self.lock_state()?;

@@ -642,6 +642,18 @@ struct WriteState {
     /// Steal: pages whose newest image is the version this transaction spilled to the
     /// file (`Pager::spill`), not in `dirty`. Read back through the pager.
     spilled: BTreeSet<Pgno>,
+    /// A page-for-page copy in progress ([`WriteTxn::begin_page_copy`]): the header
+    /// already names the source's pages, so the transaction must not commit before all
+    /// of them are here.
+    copy: Option<PageCopy>,
+}
+
+/// Which pages of which source state a page copy still has to bring.
+#[derive(Clone, Debug)]
+struct PageCopy {
+    from_fcc: u64,
+    next: Pgno,
+    end: Pgno,
 }
 
 impl WriteState {
@@ -654,6 +666,7 @@ impl WriteState {
             freed: Vec::new(),
             grown_freed: BTreeSet::new(),
             spilled: BTreeSet::new(),
+            copy: None,
         }
     }
 }
@@ -1042,6 +1055,86 @@ impl WriteTxn {
         Ok(())
     }
 
+    /// Whether [`WriteTxn::begin_page_copy`] can take `src`'s pages as they are:
+    /// [`WriteTxn::can_clear_all`] holds, and `src` has this layout and page geometry, a
+    /// layout whose page images hold nothing of the transaction that wrote them (no
+    /// versions), so an image means the same in either file at the same page number.
+    pub fn can_copy_pages_of<S: ReadableTxn>(&self, src: &S) -> bool {
+        self.can_clear_all()
+            && self.layout.versions().is_none()
+            && src.layout().name() == self.layout.name()
+            && src.geometry() == self.geometry()
+    }
+
+    /// Begin making this database a page-for-page copy of `src`'s snapshot, as SQLite's
+    /// online backup copies pages: everything this database holds is forgotten (as by
+    /// [`WriteTxn::clear_all`]) and the header takes `src`'s page count, free list,
+    /// catalog and meta values. The pages follow through [`WriteTxn::copy_pages`]; the
+    /// transaction refuses to commit until all of them are copied. Returns the page count
+    /// (page 0, the header, included). `InvalidArgument` where
+    /// [`WriteTxn::can_copy_pages_of`] does not hold, and nothing changes.
+    pub fn begin_page_copy<S: ReadableTxn>(&mut self, src: &S) -> Result<u32> {
+        if !self.can_copy_pages_of(src) {
+            return Err(Error::InvalidArgument(format!(
+                "page copy needs the same page layout and size in a page-list mode with a \
+                 single writer (mode {})",
+                self.shared.pager.journal_mode()
+            )));
+        }
+        let h = src.snapshot_header().clone();
+        // Release check: a header whose catalog lies outside its pages would make the
+        // copy a database that cannot be opened.
+        if h.catalog_root == 0 || h.catalog_root >= h.page_count {
+            return Err(Error::corrupt(
+                0,
+                format!(
+                    "source catalog at page {} of {} pages",
+                    h.catalog_root, h.page_count
+                ),
+            ));
+        }
+        self.st.dirty.clear();
+        self.st.fresh.clear();
+        let d = &mut self.st.header;
+        d.page_count = h.page_count;
+        d.freelist_head = h.freelist_head;
+        d.freelist_count = h.freelist_count;
+        d.catalog_root = h.catalog_root;
+        d.meta = h.meta;
+        self.st.copy = Some(PageCopy {
+            from_fcc: h.fcc,
+            next: 1,
+            end: h.page_count,
+        });
+        self.catalog_changed = true;
+        self.bump_all_gens();
+        Ok(h.page_count)
+    }
+
+    /// Copy up to `n` more pages of the copy [`WriteTxn::begin_page_copy`] began, from
+    /// the same snapshot of `src`; returns how many remain. `InvalidArgument` with no
+    /// copy in progress or a source at another state (the caller starts over:
+    /// [`WriteTxn::rollback_all`], then a new `begin_page_copy`).
+    pub fn copy_pages<S: ReadableTxn>(&mut self, src: &S, n: u32) -> Result<u32> {
+        let Some(c) = self.st.copy.clone() else {
+            return Err(Error::InvalidArgument("no page copy in progress".into()));
+        };
+        if src.snapshot_fcc() != c.from_fcc {
+            return Err(Error::InvalidArgument(format!(
+                "page copy source moved from state {} to {}",
+                c.from_fcc,
+                src.snapshot_fcc()
+            )));
+        }
+        let end = c.end.min(c.next.saturating_add(n));
+        for pgno in c.next..end {
+            let image = src.read(pgno)?;
+            self.write(pgno, image)?;
+        }
+        self.st.copy = Some(PageCopy { next: end, ..c });
+        Ok(c.end - end)
+    }
+
     /// Delete a tree and free all its pages.
     pub fn drop_tree(&mut self, name: &str) -> Result<()> {
         self.catalog_changed = true;
@@ -1160,6 +1253,14 @@ impl WriteTxn {
     /// Make the transaction durable (per the journal mode) and visible to new readers.
     /// A transaction that changed nothing commits without any I/O.
     pub fn commit(mut self) -> Result<()> {
+        // Release check: the header of an unfinished page copy names pages that hold
+        // something else; committing it would lose the database.
+        if let Some(c) = self.st.copy.as_ref().filter(|c| c.next < c.end) {
+            return Err(Error::InvalidArgument(format!(
+                "commit of a page copy with pages {}..{} not copied",
+                c.next, c.end
+            )));
+        }
         self.finished = true;
         if self.occ.is_some() {
             let result = self.commit_occ();
