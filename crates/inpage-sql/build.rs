@@ -64,6 +64,26 @@ const PATCHES: &[(&str, &str, &str)] = &[
         "      static const u8 aMJNeeded[64] = { 0 }; /* inpage: no super-journal (ffi.rs MAX_MODE_CODES) */",
     ),
     (
+        // VACUUM of a database in place, at its page size: the glue copies the
+        // database's own committed trees into its write transaction (glue.c
+        // sqlite3GlueVacuumInPlace), packed, instead of inserting every row into the
+        // temporary vacuum_db first and copying that back (the rows were copied twice).
+        // vacuum_db still gets the schema and the meta values, which the glue takes.
+        "vacuum.c data copy",
+        "  rc = execSqlF(db, pzErrMsg,\n      \"SELECT'INSERT INTO %s.'||quote(name)\"\n      \"||' SELECT*FROM\\\"%w\\\".'||quote(name)\"\n      \"FROM %s.sqlite_schema \"\n      \"WHERE type='table'AND coalesce(rootpage,1)>0\",\n      zDbVacuum, zDbMain, zDbVacuum\n  );",
+        "  bInPlace = pOut==0 && sqlite3BtreeGetPageSize(pTemp)==sqlite3BtreeGetPageSize(pMain); /* inpage */\n  rc = bInPlace ? SQLITE_OK : execSqlF(db, pzErrMsg,\n      \"SELECT'INSERT INTO %s.'||quote(name)\"\n      \"||' SELECT*FROM\\\"%w\\\".'||quote(name)\"\n      \"FROM %s.sqlite_schema \"\n      \"WHERE type='table'AND coalesce(rootpage,1)>0\",\n      zDbVacuum, zDbMain, zDbVacuum\n  );",
+    ),
+    (
+        "vacuum.c copy back",
+        "    if( pOut==0 ){\n      rc = sqlite3BtreeCopyFile(pMain, pTemp);\n    }",
+        "    if( pOut==0 ){\n      rc = bInPlace ? sqlite3GlueVacuumInPlace(pMain, pTemp) /* inpage */\n                    : sqlite3BtreeCopyFile(pMain, pTemp);\n    }",
+    ),
+    (
+        "vacuum.c declaration",
+        "  char zDbVacuum[42];     /* Name of the ATTACH-ed database used for vacuum */\n",
+        "  char zDbVacuum[42];     /* Name of the ATTACH-ed database used for vacuum */\n  int bInPlace = 0;       /* inpage: copy the database's own trees (glue.c) */\n",
+    ),
+    (
         // PRAGMA journal_mode names: codes 0-5 keep SQLite's meaning, the others are
         // inpage's registry modes, named by the glue (ffi.rs `ipg_journal_mode_name`), so
         // a mode added to the registry is a PRAGMA name without a change here.

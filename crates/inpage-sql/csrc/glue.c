@@ -67,6 +67,7 @@ extern int ipg_set_page_size(Conn*, int);
 extern int ipg_set_log_limits(Conn*, i64, int);
 extern int ipg_put_data(Cur*, u32, const void*, int);
 extern int ipg_copy(Conn*, Conn*);
+extern int ipg_vacuum_self(Conn*);
 typedef struct Backup Backup;
 extern Backup *ipg_backup_new(void);
 extern void ipg_backup_free(Backup*);
@@ -337,6 +338,23 @@ SQLITE_PRIVATE int sqlite3BtreeCopyFile(Btree *pTo, Btree *pFrom){
   BtCursor *c;
   for(c=pTo->pCursor; c; c=c->pNext) ipg_invalidate(c->pCur);
   return ipg_copy(pTo->pConn, pFrom->pConn);
+}
+/* VACUUM in place (vacuum.c, patched by build.rs): pMain, in a write transaction,
+** becomes a packed copy of its own committed state (ffi/copy.rs ipg_vacuum_self), then
+** takes the meta values VACUUM carries over from vacuum_db (pTemp got them from pMain,
+** the schema cookie one up, so other connections reread the schema). The table
+** numbers counter (meta 4 here) stays pMain's, whose trees keep their numbers. */
+SQLITE_PRIVATE int sqlite3GlueVacuumInPlace(Btree *pMain, Btree *pTemp){
+  static const int aKeep[] = { BTREE_SCHEMA_VERSION, BTREE_DEFAULT_CACHE_SIZE,
+    BTREE_TEXT_ENCODING, BTREE_USER_VERSION, BTREE_APPLICATION_ID };
+  BtCursor *c; int i, rc;
+  for(c=pMain->pCursor; c; c=c->pNext) ipg_invalidate(c->pCur);
+  rc = ipg_vacuum_self(pMain->pConn);
+  for(i=0; rc==SQLITE_OK && i<(int)(sizeof(aKeep)/sizeof(aKeep[0])); i++){
+    u32 v; sqlite3BtreeGetMeta(pTemp, aKeep[i], &v);
+    rc = sqlite3BtreeUpdateMeta(pMain, aKeep[i], v);
+  }
+  return rc;
 }
 SQLITE_PRIVATE const char *sqlite3BtreeGetFilename(Btree *p){ return p->zFilename; }
 SQLITE_PRIVATE const char *sqlite3BtreeGetJournalname(Btree *p){ (void)p; return 0; }

@@ -138,6 +138,37 @@ pub unsafe extern "C" fn ipg_copy(to: *mut Conn, from: *mut Conn) -> c_int {
     })
 }
 
+/// VACUUM in place: replace everything in `conn`'s write transaction by a packed copy of
+/// the database's own committed state (which the transaction, just begun by VACUUM, has
+/// not changed). A read transaction holds that state while the write transaction
+/// rebuilds the pages under it; it ends before the commit.
+///
+/// # Safety
+/// `conn` as in [`conn`].
+#[no_mangle]
+pub unsafe extern "C" fn ipg_vacuum_self(conn: *mut Conn) -> c_int {
+    guard(INTERNAL, || {
+        // SAFETY: contract.
+        let Some(c) = (unsafe { self::conn(conn) }) else {
+            return MISUSE;
+        };
+        c.trees.clear();
+        let tx = match c.db().and_then(|d| d.begin_read()) {
+            Ok(tx) => tx,
+            Err(e) => return c.fail(&e),
+        };
+        let Txn::Write(w) = &mut c.txn else {
+            return MISUSE;
+        };
+        let r = copy_into(&tx, w);
+        drop(tx);
+        match r {
+            Ok(()) => OK,
+            Err(e) => c.fail(&e),
+        }
+    })
+}
+
 /// An online backup in progress (`sqlite3_backup`): what the destination's write
 /// transaction holds so far.
 ///
