@@ -8,6 +8,9 @@
 //! events stay logarithmic in number until the file reaches eight chunks. A commit into an already-allocated range then overwrites
 //! existing blocks, which on ext4 changes no metadata and so causes no jbd2 transaction
 //! (DESIGN §4). With `chunk_pages == 0` the file grows by plain writes, SQLite-style.
+//! The one exception is `nvlog`'s direct pages ([`DbFile::write_run`]): pages no
+//! committed state holds yet, written past the end and fdatasync'ed before anything links
+//! them in, so the sync that makes them durable makes the length durable too.
 //!
 //! `len_floor` is a lower bound of the file's length, raised by every write, growth and
 //! stat that goes through `DbFile`. A commit asks "is the file at least this long?", and
@@ -158,6 +161,19 @@ impl DbFile {
     pub fn write_page(&self, pgno: Pgno, data: &[u8]) -> Result<()> {
         debug_assert_eq!(data.len(), self.page_size);
         let off = self.offset(pgno);
+        self.file
+            .write_at(data, off)
+            .map_err(Error::io("write", &self.path))?;
+        self.saw_len(off + data.len() as u64);
+        Ok(())
+    }
+
+    /// Write consecutive pages from `first` in one call (`data`: a whole number of
+    /// pages; no sync). Unlike a commit's writes it may grow the file past its chunks:
+    /// `nvlog`'s direct pages, synced right after, need no zeros before them.
+    pub fn write_run(&self, first: Pgno, data: &[u8]) -> Result<()> {
+        debug_assert_eq!(data.len() % self.page_size, 0);
+        let off = self.offset(first);
         self.file
             .write_at(data, off)
             .map_err(Error::io("write", &self.path))?;

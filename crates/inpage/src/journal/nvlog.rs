@@ -487,18 +487,23 @@ fn encode_payload(
     batch: &CommitBatch<'_>,
     base_of: &mut dyn FnMut(Pgno) -> Result<Option<PageRef>>,
 ) -> Result<Vec<u8>> {
-    encode_after(batch, base_of, 0)
+    encode_after(batch, base_of, 0, usize::MAX).map(|r| r.expect("no limit"))
 }
 
 /// The redo payload of a commit, after `reserve` zero bytes (where `commit` puts the
 /// record header, so the record is built in one buffer): `old_page_count u32 |
 /// new_page_count u32 | pages u32`, then per page `pgno u32 | runs u32` and per run
 /// `offset u32 | len u32 | bytes`.
+///
+/// None as soon as the record would pass `limit` bytes: a commit too large for the ring
+/// goes straight to the WAL (`Core::commit_direct`), and a bulk load's record of many
+/// megabytes is not built only to be dropped.
 fn encode_after(
     batch: &CommitBatch<'_>,
     base_of: &mut dyn FnMut(Pgno) -> Result<Option<PageRef>>,
     reserve: usize,
-) -> Result<Vec<u8>> {
+    limit: usize,
+) -> Result<Option<Vec<u8>>> {
     // Room for a typical record at once (a few runs per page), so that building it does
     // not grow the buffer step by step.
     let mut out = Vec::with_capacity(reserve + 12 + batch.pages.len() * 512);
@@ -533,8 +538,11 @@ fn encode_after(
             from = end;
         }
         out[count_at..count_at + 4].copy_from_slice(&runs.to_le_bytes());
+        if out.len() > limit {
+            return Ok(None);
+        }
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// A copy of page `pgno`'s image with its trailer stamped: what goes to the file
@@ -552,6 +560,10 @@ fn stamped_all(pages: &[(Pgno, PageRef)]) -> Vec<(Pgno, PageRef)> {
         .map(|(p, img)| (*p, stamped(*p, img)))
         .collect()
 }
+
+/// Pages past the file's end a flush or direct commit writes in one call at most
+/// (`Core::place`): 256 KiB at 4 KiB pages.
+const DIRECT_RUN: usize = 64;
 
 /// The base of a page that had none (new, or page 0): the largest page of zeros.
 static ZEROS: [u8; 65536] = [0; 65536];
@@ -849,7 +861,7 @@ impl Core {
                 first.seq, last.seq, first.old_page_count
             );
         }
-        let logged = self.place(newest, first.old_page_count, last.new_page_count)?;
+        let logged = self.place(newest, (first.old_page_count, last.new_page_count), false)?;
         let pages = logged;
         let one = CommitBatch {
             tid: last.seq,
@@ -900,20 +912,25 @@ impl Core {
 
     /// Commit a transaction whose record does not fit the ring: straight into the WAL,
     /// synced, after the pending ones (module docs).
-    /// Of `pages` (stamped, ascending) for a WAL transaction from page count `old` to
-    /// `new`, write those past the file's committed end (`old`: the page count after the
-    /// previous flush, which the WAL holds durably) that the log holds no frame of in
-    /// place, synced; return the rest, which the WAL transaction logs. The pages written
-    /// in place are part of no committed state until that transaction links them in, so
-    /// they are written once (module docs). A page the log holds (the file shrank below
-    /// it and grew again in this generation) goes through the log, or the next
-    /// checkpoint would copy its old frame over it. Pages past `new` (freed by a later
-    /// commit of a batch) are dropped.
+    /// Of `pages` (ascending; stamped unless `stamp`, which stamps what goes to the file
+    /// here) for a WAL transaction from page count `old` to `new`, write those past the
+    /// file's committed end (`old`: the page count after the previous flush, which the
+    /// WAL holds durably) that the log holds no frame of in place, synced; return the
+    /// rest, which the WAL transaction logs. The pages written in place are part of no
+    /// committed state until that transaction links them in, so they are written once
+    /// (module docs). A page the log holds (the file shrank below it and grew again in
+    /// this generation) goes through the log, or the next checkpoint would copy its old
+    /// frame over it. Pages past `new` (freed by a later commit of a batch) are dropped.
+    ///
+    /// Consecutive pages go in one write each (up to [`DIRECT_RUN`] pages), and a file
+    /// they grow is not zero-filled first (`DbFile` chunks): the fdatasync after them
+    /// makes the pages and the length durable together, where zeros would only be
+    /// written over.
     fn place(
         &self,
         pages: impl IntoIterator<Item = (Pgno, PageRef)>,
-        old: u32,
-        new: u32,
+        (old, new): (u32, u32),
+        stamp: bool,
     ) -> Result<Vec<(Pgno, PageRef)>> {
         let (mut direct, mut logged): (Vec<_>, Vec<_>) = pages
             .into_iter()
@@ -925,13 +942,32 @@ impl Core {
             // The WAL transaction needs a page to carry its commit frame.
             logged.extend(direct.pop());
         }
-        if !direct.is_empty() {
-            // Grown in chunks only if asked (`Config::chunk_pages_for`: 0 by default).
-            self.ctx.db.ensure_capacity(new)?;
-            self.ctx.db.write_pages(&direct)?;
-            if self.ctx.config.mutant() != Mutant::DirectPagesUnsynced {
-                self.ctx.db.sync()?;
+        if stamp {
+            for (pgno, img) in logged.iter_mut() {
+                *img = stamped(*pgno, img);
             }
+        }
+        if direct.is_empty() {
+            return Ok(logged);
+        }
+        let ps = self.ctx.db.page_size;
+        let mut run: Vec<u8> = Vec::with_capacity(DIRECT_RUN * ps);
+        let mut first = direct[0].0;
+        for (k, (pgno, img)) in direct.iter().enumerate() {
+            let at = run.len();
+            run.extend_from_slice(img);
+            if stamp {
+                stamp_crc(&mut run[at..], *pgno);
+            }
+            let next = direct.get(k + 1).map(|(p, _)| *p);
+            if next != Some(pgno + 1) || run.len() >= DIRECT_RUN * ps {
+                self.ctx.db.write_run(first, &run)?;
+                run.clear();
+                first = next.unwrap_or(0);
+            }
+        }
+        if self.ctx.config.mutant() != Mutant::DirectPagesUnsynced {
+            self.ctx.db.sync()?;
         }
         Ok(logged)
     }
@@ -946,9 +982,9 @@ impl Core {
             // As a flush writes its batch: new pages in place, the rest through the log
             // (a bulk load, a VACUUM or a backup into a fresh file writes its pages once).
             let pages = self.place(
-                stamped_all(batch.pages),
-                batch.old_page_count,
-                batch.new_page_count,
+                batch.pages.iter().cloned(),
+                (batch.old_page_count, batch.new_page_count),
+                true,
             )?;
             let batch = &CommitBatch {
                 pages: &pages,
@@ -1590,7 +1626,18 @@ impl Journal for NvlogJournal {
                 )));
             }
         }
-        let mut rec = encode_after(
+        let (id, slack) = match core.placed.get() {
+            Some(p) => (p.id, p.slack),
+            None => self.start_ring().map(|p| (p.id, p.slack))?,
+        };
+        let slack = if core.ctx.config.mutant() == Mutant::RingNoSlack {
+            0
+        } else {
+            slack
+        };
+        // A record longer than this would never fit, even in an empty ring.
+        let fits = usize::try_from(core.ring.saturating_sub(slack)).unwrap_or(usize::MAX);
+        let rec = encode_after(
             batch,
             &mut |pgno| {
                 // Page 0 is logged whole: the WAL's checkpoint stamps the FCC into the file's
@@ -1618,21 +1665,12 @@ impl Journal for NvlogJournal {
                 }
             },
             REC_HDR,
+            fits,
         )?;
-        let rec_len = rec.len();
-        let (id, slack) = match core.placed.get() {
-            Some(p) => (p.id, p.slack),
-            None => self.start_ring().map(|p| (p.id, p.slack))?,
-        };
-        let slack = if core.ctx.config.mutant() == Mutant::RingNoSlack {
-            0
-        } else {
-            slack
-        };
-        if rec_len as u64 + slack > core.ring {
-            // It would never fit, even in an empty ring.
+        let Some(mut rec) = rec else {
             return core.commit_direct(batch);
-        }
+        };
+        let rec_len = rec.len();
         rec[0..8].copy_from_slice(&batch.tid.to_le_bytes());
         rec[8..12].copy_from_slice(&((rec_len - REC_HDR) as u32).to_le_bytes());
         let sum = {
