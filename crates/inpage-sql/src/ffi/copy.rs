@@ -50,19 +50,36 @@ fn copy_tree<T: CursorOps>(tx: &T, w: &mut WriteTxn, info: &TreeInfo) -> Result<
         )
     };
     // A fresh cursor on an unchanged tree steps without comparing; the copy is loaded in
-    // bulk (each node written once, packed), in the source's order.
+    // bulk (each node written once, packed), in the source's order. The rows of a leaf
+    // are pushed straight from its image (`Cursor::leaf_rest`), so a row costs no copy of
+    // its value and no step through the cursor API; a row whose key or value lives in a
+    // chain goes the row-at-a-time way.
+    let int = !indexed && info.kind == inpage::KeyKind::Int;
     let mut c = tx.open_cursor(&src)?;
     w.load_tree(&dst, |load| {
         let mut ok = tx.cursor_first(&mut c)?;
         while ok {
-            let v = tx.cursor_value(&c)?.unwrap_or_default();
-            if let Some(k) = c.key() {
-                match c
-                    .int_key()
-                    .filter(|_| !indexed && info.kind == inpage::KeyKind::Int)
-                {
-                    Some(i) => load.push(Key::Int(i), &v)?,
-                    None => load.push(Key::Bytes(k), &v)?,
+            let mut failed = None;
+            let n = c.leaf_rest(&mut |ik, k, v| {
+                let r = match ik.filter(|_| int) {
+                    Some(i) => load.push(Key::Int(i), v),
+                    None => load.push(Key::Bytes(k), v),
+                };
+                r.map_err(|e| failed = Some(e)).is_ok()
+            });
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if n > 1 {
+                tx.cursor_skip_in_leaf(&mut c, n - 1)?;
+            }
+            if n == 0 {
+                let v = tx.cursor_value(&c)?.unwrap_or_default();
+                if let Some(k) = c.key() {
+                    match c.int_key().filter(|_| int) {
+                        Some(i) => load.push(Key::Int(i), &v)?,
+                        None => load.push(Key::Bytes(k), &v)?,
+                    }
                 }
             }
             ok = tx.cursor_next(&mut c)?;

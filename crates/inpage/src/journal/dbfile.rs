@@ -8,9 +8,9 @@
 //! events stay logarithmic in number until the file reaches eight chunks. A commit into an already-allocated range then overwrites
 //! existing blocks, which on ext4 changes no metadata and so causes no jbd2 transaction
 //! (DESIGN §4). With `chunk_pages == 0` the file grows by plain writes, SQLite-style.
-//! The one exception is `nvlog`'s direct pages ([`DbFile::write_run`]): pages no
-//! committed state holds yet, written past the end and fdatasync'ed before anything links
-//! them in, so the sync that makes them durable makes the length durable too.
+//! The one exception is a bulk of `nvlog`'s direct pages ([`DbFile::write_run`]): pages
+//! no committed state holds yet, written past the end and fdatasync'ed before anything
+//! links them in, so the sync that makes them durable makes the length durable too.
 //!
 //! `len_floor` is a lower bound of the file's length, raised by every write, growth and
 //! stat that goes through `DbFile`. A commit asks "is the file at least this long?", and

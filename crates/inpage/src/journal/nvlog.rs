@@ -922,10 +922,11 @@ impl Core {
     /// this generation) goes through the log, or the next checkpoint would copy its old
     /// frame over it. Pages past `new` (freed by a later commit of a batch) are dropped.
     ///
-    /// Consecutive pages go in one write each (up to [`DIRECT_RUN`] pages), and a file
-    /// they grow is not zero-filled first (`DbFile` chunks): the fdatasync after them
-    /// makes the pages and the length durable together, where zeros would only be
-    /// written over.
+    /// Consecutive pages go in one write each (up to [`DIRECT_RUN`] pages). A few pages
+    /// grow the file as commits do, by zero-filled chunks (`DbFile::ensure_capacity`: one
+    /// allocation per chunk, not one per flush); a run's worth or more (a bulk load, a
+    /// backup) is written past the end as it is, since zeros would only be written over,
+    /// and the fdatasync after the pages makes them and the length durable together.
     fn place(
         &self,
         pages: impl IntoIterator<Item = (Pgno, PageRef)>,
@@ -949,6 +950,10 @@ impl Core {
         }
         if direct.is_empty() {
             return Ok(logged);
+        }
+        if direct.len() < DIRECT_RUN {
+            // Grown in chunks only if asked (`Config::chunk_pages_for`: 0 by default).
+            self.ctx.db.ensure_capacity(new)?;
         }
         let ps = self.ctx.db.page_size;
         let mut run: Vec<u8> = Vec::with_capacity(DIRECT_RUN * ps);
