@@ -1876,18 +1876,11 @@ pub unsafe extern "C" fn ipg_payload_range(
         // SAFETY: `buf` is valid for `amt` bytes (contract).
         let out = unsafe { std::slice::from_raw_parts_mut(buf, amt as usize) };
         let conn = c.conn();
-        let Some(e) = c.cur.as_ref().filter(|e| e.valid()) else {
+        // An index key is always handed out whole (`ipg_payload`), so only a rowid row's
+        // value is ever read by range.
+        let Some(e) = c.cur.as_ref().filter(|e| e.valid() && c.intkey) else {
             return Ok(CORRUPT);
         };
-        if !c.intkey {
-            let key = e.key().unwrap_or_default();
-            let end = offset as usize + out.len();
-            if end > key.len() {
-                return Ok(CORRUPT);
-            }
-            out.copy_from_slice(&key[offset as usize..end]);
-            return Ok(OK);
-        }
         match with_txn!(conn, t => t.cursor_read_value(e, u64::from(offset), out))? {
             Some(got) if got == out.len() => Ok(OK),
             _ => Ok(CORRUPT),

@@ -160,12 +160,7 @@ impl DbFile {
     /// Write a page in place.
     pub fn write_page(&self, pgno: Pgno, data: &[u8]) -> Result<()> {
         debug_assert_eq!(data.len(), self.page_size);
-        let off = self.offset(pgno);
-        self.file
-            .write_at(data, off)
-            .map_err(Error::io("write", &self.path))?;
-        self.saw_len(off + data.len() as u64);
-        Ok(())
+        self.write_run(pgno, data)
     }
 
     /// Write consecutive pages from `first` in one call (`data`: a whole number of

@@ -38,8 +38,9 @@
 //! - *Direct pages never disturb a committed state, and are durable before anything
 //!   references them.* (Flushes and direct commits alike: a direct commit flushes first,
 //!   so its old page count is the previous flush's.) A page at or past the page count
-//!   the file had after the previous flush is in no committed state the WAL can recover (its recovery keeps a prefix of
-//!   whole flushes, and the previous one is synced), so writing it in place loses
+//!   the file had after the previous flush is in no committed state the WAL can recover
+//!   (its recovery keeps a prefix of whole flushes, and the previous one is synced), so
+//!   writing it in place loses
 //!   nothing a crash could need; and its fdatasync precedes every byte of the WAL
 //!   transaction whose tree points at it, so no recovered transaction links a page that
 //!   is not there. A page the current log generation holds a frame of is logged
