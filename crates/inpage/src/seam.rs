@@ -222,6 +222,10 @@ pub(crate) enum Plant {
     /// VTO: write without locking the page or checking it for staleness (and without
     /// the commit's re-check of the pages written).
     VtoSkipsLocks,
+    /// Tree: a parent patched in place (`tree::btree` `patch_parent`) has the child
+    /// pointer of a split set by the index it had before the new separator went in, so
+    /// the separator points at the right half and the left half is lost.
+    ParentPatchChildBeforeCell,
 }
 
 #[cfg(test)]

@@ -214,6 +214,41 @@ pub trait PageLayout: Send + Sync + Debug {
         Ok(None)
     }
 
+    /// Whether [`PageLayout::edit_leaf_mut`] edits a page where it lies: the layout's
+    /// `edit_leaf` changes only the cells it edits, so an image of the transaction's own
+    /// that nothing else shares may be edited in place instead of copied.
+    fn edits_in_place(&self) -> bool {
+        false
+    }
+
+    /// [`PageLayout::edit_leaf`] in `buf` itself (only called where `edits_in_place`):
+    /// what the cells cost afterwards, or None, with `buf` unchanged, when the layout
+    /// does not edit in place or the result does not fit.
+    fn edit_leaf_mut(
+        &self,
+        _pgno: Pgno,
+        _buf: &mut [u8],
+        _g: Geometry,
+        _e: LeafEdit,
+    ) -> Result<Option<usize>> {
+        Ok(None)
+    }
+
+    /// A balance step's change to an interior page, in `buf` itself (only called where
+    /// `edits_in_place`): the cell edit `e` (as for a leaf), then child `child.0` points
+    /// at `child.1`. What the cells cost afterwards, or None, with `buf` unchanged, when
+    /// the cell does not fit.
+    fn edit_interior_mut(
+        &self,
+        _pgno: Pgno,
+        _buf: &mut [u8],
+        _g: Geometry,
+        _e: LeafEdit,
+        _child: (usize, Pgno),
+    ) -> Result<Option<usize>> {
+        Ok(None)
+    }
+
     /// How the tree balances this layout's nodes.
     fn tree_policy(&self) -> TreePolicy {
         TreePolicy::default()

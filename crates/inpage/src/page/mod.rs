@@ -125,4 +125,11 @@ pub trait PageWrite: PageRead {
     fn is_fresh(&self, _pgno: Pgno) -> bool {
         false
     }
+    /// The image of `pgno` this store holds as written in the current transaction, to
+    /// edit where it lies (`PageLayout::edit_leaf_mut`); None when the page is not
+    /// written yet (or the store keeps no such image). The caller leaves the page's image
+    /// as it would `write` it: a whole, well-formed page.
+    fn dirty_image(&mut self, _pgno: Pgno) -> Option<&mut PageRef> {
+        None
+    }
 }

@@ -287,8 +287,8 @@ pub fn remove_cell(pgno: Pgno, buf: &mut [u8], usable: usize, i: usize) -> Resul
 /// written where the old one was (the rest of its room joins `frag`): an update of a row
 /// rewrites its own bytes, not the whole page, which a remove and then an insert into a
 /// full content area would (`defragment`), and a redo record holds only those bytes.
-/// A longer one: remove and insert. Ok(false) if it does not fit (the page is unchanged
-/// then only if the caller discards `buf`, as `edit_leaf` does).
+/// A longer one: remove and insert. Ok(false), with `buf` unchanged, if it does not fit
+/// (a caller may edit the transaction's own image in place: `edit_leaf_owned`).
 pub fn replace_cell(
     pgno: Pgno,
     buf: &mut [u8],
@@ -299,6 +299,10 @@ pub fn replace_cell(
     let page = Page::open(pgno, buf, usable)?;
     let (off, size) = page.cell_range(i)?;
     if cell.len() > size {
+        // Removing frees the old cell and its pointer; the new one needs a pointer too.
+        if cell.len() > page.free_space() + size {
+            return Ok(false);
+        }
         remove_cell(pgno, buf, usable, i)?;
         return insert_cell(pgno, buf, usable, i, cell);
     }
@@ -313,20 +317,52 @@ pub fn replace_cell(
     Ok(true)
 }
 
-/// Repack all cells at the end of the usable area so the free space is one gap.
+/// Point child `i` of the interior page in `buf` at `child`: the child field of cell `i`,
+/// or the right child for `i == ncells`.
+pub fn set_child(pgno: Pgno, buf: &mut [u8], usable: usize, i: usize, child: Pgno) -> Result<()> {
+    let page = Page::open(pgno, buf, usable)?;
+    if page.is_leaf() {
+        return Err(Error::corrupt(pgno, "child pointer asked of a leaf"));
+    }
+    let n = page.ncells();
+    if i == n {
+        put_u32(buf, OFF_RIGHT, child);
+        return Ok(());
+    }
+    let (off, size) = page.cell_range(i)?;
+    if size < 6 {
+        return Err(Error::corrupt(pgno, format!("interior cell {i} too short")));
+    }
+    buf[off + 2..off + 6].copy_from_slice(&child.to_le_bytes());
+    Ok(())
+}
+
+/// Repack all cells at the end of the usable area so the free space is one gap: the
+/// image `build` makes of the same cells (cell 0 highest), made in `buf` from one copy of
+/// the page, not one buffer per cell.
 pub fn defragment(pgno: Pgno, buf: &mut [u8], usable: usize) -> Result<()> {
     let page = Page::open(pgno, buf, usable)?;
-    let cells = page.cells()?;
-    let (leaf, right) = (page.is_leaf(), page.right_child());
-    let total: usize = cells.iter().map(|c| c.len() + PTR_SIZE).sum();
+    let n = page.ncells();
+    let ranges = (0..n)
+        .map(|i| page.cell_range(i))
+        .collect::<Result<Vec<_>>>()?;
+    let total: usize = ranges.iter().map(|&(_, size)| size + PTR_SIZE).sum();
     if total > capacity(usable) {
         return Err(Error::corrupt(
             pgno,
             format!("cells total {total} bytes, more than the page holds (overlapping cells)"),
         ));
     }
-    let fresh = build(buf.len(), usable, leaf, &cells, right);
-    buf[..usable].copy_from_slice(&fresh[..usable]);
+    let old = buf[..usable].to_vec();
+    let mut content = usable;
+    for (i, &(off, size)) in ranges.iter().enumerate() {
+        content -= size;
+        buf[content..content + size].copy_from_slice(&old[off..off + size]);
+        put_u16(buf, HEADER_SIZE + PTR_SIZE * i, content);
+    }
+    buf[HEADER_SIZE + PTR_SIZE * n..content].fill(0);
+    put_u16(buf, OFF_CONTENT, content);
+    put_u16(buf, OFF_FRAG, 0);
     Ok(())
 }
 
@@ -436,6 +472,12 @@ mod tests {
         let page = Page::open(1, &buf, US).unwrap();
         assert_eq!(page.frag, 0);
         page.validate().unwrap();
+        // Defragmenting in place gives the image `build` makes of the same cells.
+        remove_cell(1, &mut buf, US, 1).unwrap();
+        let kept = Page::open(1, &buf, US).unwrap().cells().unwrap();
+        assert!(Page::open(1, &buf, US).unwrap().frag > 0);
+        defragment(1, &mut buf, US).unwrap();
+        assert_eq!(buf[..US], build(PS, US, true, &kept, 0)[..US]);
     }
 
     #[test]

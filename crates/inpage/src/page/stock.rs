@@ -79,22 +79,36 @@ impl PageLayout for Stock {
         // Built in the `Arc` the transaction keeps: one copy of the page per edit.
         let mut img = PageRef::from(page);
         let buf = std::sync::Arc::get_mut(&mut img).expect("a new image has one owner");
-        match (e.remove, e.insert) {
-            (true, Some(cell)) => {
-                if !slotted::replace_cell(pgno, buf, g.usable, e.at, cell)? {
-                    return Ok(None);
-                }
-            }
-            (true, None) => slotted::remove_cell(pgno, buf, g.usable, e.at)?,
-            (false, Some(cell)) => {
-                if !slotted::insert_cell(pgno, buf, g.usable, e.at, cell)? {
-                    return Ok(None);
-                }
-            }
-            (false, None) => {}
-        }
-        let used = slotted::Page::open(pgno, buf, g.usable)?.used();
-        Ok(Some((img, used)))
+        Ok(edit_slotted(pgno, buf, g, e)?.map(|used| (img, used)))
+    }
+
+    fn edits_in_place(&self) -> bool {
+        true
+    }
+
+    fn edit_leaf_mut(
+        &self,
+        pgno: Pgno,
+        buf: &mut [u8],
+        g: Geometry,
+        e: LeafEdit,
+    ) -> Result<Option<usize>> {
+        edit_slotted(pgno, buf, g, e)
+    }
+
+    fn edit_interior_mut(
+        &self,
+        pgno: Pgno,
+        buf: &mut [u8],
+        g: Geometry,
+        e: LeafEdit,
+        (i, child): (usize, Pgno),
+    ) -> Result<Option<usize>> {
+        let Some(used) = edit_slotted(pgno, buf, g, e)? else {
+            return Ok(None);
+        };
+        slotted::set_child(pgno, buf, g.usable, i, child)?;
+        Ok(Some(used))
     }
 
     fn overflow_data(&self, g: Geometry) -> usize {
@@ -224,4 +238,24 @@ impl PageLayout for Stock {
         }
         v
     }
+}
+
+/// Apply a one-cell leaf edit to the slotted page in `buf`: the capacity its cells use
+/// afterwards, or None, with `buf` unchanged, when the cell does not fit.
+fn edit_slotted(pgno: Pgno, buf: &mut [u8], g: Geometry, e: LeafEdit) -> Result<Option<usize>> {
+    match (e.remove, e.insert) {
+        (true, Some(cell)) => {
+            if !slotted::replace_cell(pgno, buf, g.usable, e.at, cell)? {
+                return Ok(None);
+            }
+        }
+        (true, None) => slotted::remove_cell(pgno, buf, g.usable, e.at)?,
+        (false, Some(cell)) => {
+            if !slotted::insert_cell(pgno, buf, g.usable, e.at, cell)? {
+                return Ok(None);
+            }
+        }
+        (false, None) => {}
+    }
+    Ok(Some(slotted::Page::open(pgno, buf, g.usable)?.used()))
 }

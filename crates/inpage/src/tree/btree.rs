@@ -13,6 +13,16 @@
 //! is re-read from the image captured during the descent, which is still current because a
 //! level is only written when the loop leaves it.
 //!
+//! Where pages are edited in place (`PageLayout::edits_in_place`, the stock layout), two
+//! shortcuts keep a write from rebuilding whole pages, and neither changes the tree's
+//! shape. A leaf the transaction already wrote is edited where it lies when nothing else
+//! holds its `Arc` (`edit_path_leaf`: not a savepoint, cursor or reader, which keep the
+//! image they hold), so a run of rows into one leaf copies it once. And a parent whose one
+//! separator and one child pointer change is patched on a copy of its page
+//! (`patch_parent`) when the result fits and is not underfull (or is the root, with keys):
+//! exactly the case in which the node path would write it back and stop. Anything else
+//! goes the node path, from the unchanged parent image.
+//!
 //! Why splits always succeed: a node entering `balance` holds at most one capacity of
 //! cells plus one extra cell (an insert, or a separator that grew; relocation changes no
 //! sizes), and a maximal cell costs well under half the capacity in both layouts, so a
@@ -56,8 +66,9 @@ use std::collections::HashSet;
 use crate::error::{Error, Pgno, Result};
 use crate::page::cell::{self, Payload};
 use crate::page::cells::{CellArray, Detached};
-use crate::page::layout::LeafEdit;
+use crate::page::layout::{Edited, LeafEdit};
 use crate::page::{PageRead, PageRef, PageWrite};
+use crate::seam::{planted, Plant};
 
 use super::format::Format;
 use super::overflow::whole;
@@ -215,6 +226,15 @@ mod spare {
     }
 }
 
+/// A node's cell buffers go back to this thread's pool when it is done with, whichever
+/// way it ends (written, split, merged or abandoned by an error): the next node loaded
+/// copies its cells into them instead of allocating one buffer per cell.
+impl Drop for Node {
+    fn drop(&mut self) {
+        spare::put(std::mem::take(&mut self.cells));
+    }
+}
+
 impl Node {
     fn from_view(f: &Format, p: &CellArray) -> Result<Node> {
         let right = if p.is_leaf() { 0 } else { p.child(p.ncells())? };
@@ -246,17 +266,6 @@ impl Node {
     /// Capacity the cells use (what must fit in `Format::capacity`).
     fn used(&self, f: &Format) -> usize {
         self.cells.iter().map(|c| f.cost(c.len())).sum()
-    }
-
-    fn child(&self, i: usize) -> Result<Pgno> {
-        let c = match self.cells.get(i) {
-            Some(cell) => cell::cell_child(cell),
-            None => self.right,
-        };
-        if c == 0 {
-            return Err(Error::corrupt(self.pgno, format!("child pointer {i} is 0")));
-        }
-        Ok(c)
     }
 
     /// Point child `i` (`i == cells.len()`: the right child) at `pgno`.
@@ -297,14 +306,16 @@ fn write_node(store: &mut dyn PageWrite, f: &Format, node: &Node) -> Result<Pgno
 
 /// Write the root's new content. The root never moves: if the content does not fit, it
 /// goes to a fresh page and the root becomes a pointer to it.
-fn write_root(store: &mut dyn PageWrite, f: &Format, node: Node) -> Result<()> {
+fn write_root(store: &mut dyn PageWrite, f: &Format, mut node: Node) -> Result<()> {
     if let Some(img) = node.image(store, f, node.pgno)? {
         return store.write(node.pgno, img);
     }
     let root = node.pgno;
     let moved = Node {
         pgno: store.allocate()?,
-        ..node
+        leaf: node.leaf,
+        cells: std::mem::take(&mut node.cells),
+        right: node.right,
     };
     let at = write_node(store, f, &moved)?;
     write_root_pointer(store, f, root, at)
@@ -449,9 +460,12 @@ impl Loader {
         if self.children.is_empty() {
             return write_root(store, &f, last);
         }
+        let mut last = last;
         let last = Node {
             pgno: store.allocate()?,
-            ..last
+            leaf: last.leaf,
+            cells: std::mem::take(&mut last.cells),
+            right: last.right,
         };
         let pgno = write_node(store, &f, &last)?;
         self.children.push((pgno, self.sep.take()));
@@ -786,19 +800,18 @@ pub(crate) fn insert_on_path(
     // A layout that edits pages in place (stock) does the common case without building
     // a node; the others (DHL pages are only ever rebuilt) and a page the cell does not
     // fit go through `balance`, which writes (and if need be splits or relocates) it.
-    let g = f.geometry;
     let edit = LeafEdit {
         tid: store.tid(),
         at: i,
         remove: replace,
         insert: Some(&cell),
     };
-    if let Some((buf, used)) = f.layout.edit_leaf(leaf.pgno, &leaf.page, g, edit)? {
+    let mut path = path;
+    if let Some((buf, used)) = edit_path_leaf(store, &f, &mut path, edit)? {
         let in_place = finish_leaf(store, opts, &path, buf, used, replace)?;
         if !in_place {
             return Ok((old, None));
         }
-        let mut path = path;
         let leaf = path.last_mut().expect("path is never empty");
         // What the store holds now (a layout with a trailer stamps a copy).
         leaf.page = store.read(leaf.pgno)?;
@@ -806,7 +819,8 @@ pub(crate) fn insert_on_path(
         leaf.idx = i;
         return Ok((old, Some(path)));
     }
-    let mut node = Node::from_view(&f, &p)?;
+    let leaf = path.last().expect("a path is never empty");
+    let mut node = Node::from_view(&f, &leaf.view())?;
     if replace {
         node.cells[i] = cell;
     } else {
@@ -856,25 +870,59 @@ pub(crate) fn remove_on_path(
 ) -> Result<Vec<u8>> {
     let f = Format::of(&*store);
     let leaf = path.last().expect("a path is never empty");
-    let p = leaf.view();
-    let old = take_value(store, &p, i)?;
+    let old = take_value(store, &leaf.view(), i)?;
     let edit = LeafEdit {
         tid: store.tid(),
         at: i,
         remove: true,
         insert: None,
     };
-    if let Some((buf, used)) = f
-        .layout
-        .edit_leaf(leaf.pgno, &leaf.page, f.geometry, edit)?
-    {
+    let mut path = path;
+    if let Some((buf, used)) = edit_path_leaf(store, &f, &mut path, edit)? {
         finish_leaf(store, opts, &path, buf, used, true)?;
         return Ok(old);
     }
-    let mut node = Node::from_view(&f, &p)?;
+    let leaf = path.last().expect("a path is never empty");
+    let mut node = Node::from_view(&f, &leaf.view())?;
     node.cells.remove(i);
     balance(store, opts, &path, node, true)?;
     Ok(old)
+}
+
+/// Apply `edit` to the leaf `path` ends at, through the layout: the leaf's image after
+/// it and what its cells cost, or None (nothing changed) when the layout does not edit
+/// in place or the cell does not fit. A layout that edits in place
+/// (`PageLayout::edits_in_place`) edits the store's own dirty image of the leaf where it
+/// lies if nothing else shares it (the path sets its share aside for that), so a run of
+/// rows into one leaf copies the page once, not once per row; the path then carries the
+/// edited image, opened afresh. Else the edit builds a new image.
+fn edit_path_leaf(
+    store: &mut dyn PageWrite,
+    f: &Format,
+    path: &mut Path,
+    edit: LeafEdit,
+) -> Result<Edited> {
+    let leaf = path.last_mut().expect("a path is never empty");
+    let pgno = leaf.pgno;
+    if f.layout.edits_in_place() {
+        if let Some(img) = store
+            .dirty_image(pgno)
+            .filter(|img| std::sync::Arc::ptr_eq(img, &leaf.page))
+        {
+            drop(std::mem::take(&mut leaf.page));
+            if let Some(buf) = std::sync::Arc::get_mut(img) {
+                let edited = f.layout.edit_leaf_mut(pgno, buf, f.geometry, edit);
+                leaf.page = img.clone();
+                let Some(used) = edited? else {
+                    return Ok(None);
+                };
+                leaf.opened = f.open_page(pgno, &leaf.page)?;
+                return Ok(Some((leaf.page.clone(), used)));
+            }
+            leaf.page = img.clone();
+        }
+    }
+    f.layout.edit_leaf(pgno, &leaf.page, f.geometry, edit)
 }
 
 /// Write a leaf edited in place (it fits; its cells cost `used`), rebalancing first if
@@ -931,7 +979,7 @@ fn split_point(sizes: &[usize], interior: bool, cap: usize) -> Option<usize> {
 /// separator is an interior cell whose child the caller sets: a leaf split copies the
 /// right half's first key (with its own copy of a long key's tail chain), an interior
 /// split moves the middle cell up (with its chain).
-fn split(store: &mut dyn PageWrite, f: &Format, node: Node) -> Result<(Node, Vec<u8>, Node)> {
+fn split(store: &mut dyn PageWrite, f: &Format, mut node: Node) -> Result<(Node, Vec<u8>, Node)> {
     let sizes: Vec<usize> = node.cells.iter().map(|c| f.cost(c.len())).collect();
     let m = split_point(&sizes, !node.leaf, f.capacity()).ok_or_else(|| {
         Error::corrupt(
@@ -939,7 +987,7 @@ fn split(store: &mut dyn PageWrite, f: &Format, node: Node) -> Result<(Node, Vec
             format!("cannot split {} cells into two fitting pages", sizes.len()),
         )
     })?;
-    let mut left_cells = node.cells;
+    let mut left_cells = std::mem::take(&mut node.cells);
     let mut right_cells = left_cells.split_off(m);
     let (sep, left_right) = if node.leaf {
         (separator_from_leaf(store, node.pgno, &right_cells[0])?, 0)
@@ -989,12 +1037,12 @@ fn appends_to(node: &Node, step: &Step, rightmost: bool) -> Result<bool> {
 /// node on the right sibling's page. Interior merges pull the separator down (with its
 /// chain) as the cell pointing at the left node's rightmost child; leaf merges drop it,
 /// so the caller must have freed a leaf separator's chains.
-fn concat(left: Node, sep: Vec<u8>, right: Node) -> Node {
-    let mut cells = left.cells;
+fn concat(mut left: Node, sep: Vec<u8>, mut right: Node) -> Node {
+    let mut cells = std::mem::take(&mut left.cells);
     if !left.leaf {
         cells.push(with_child(sep, left.right));
     }
-    cells.extend(right.cells);
+    cells.append(&mut right.cells);
     Node {
         pgno: right.pgno,
         leaf: right.leaf,
@@ -1031,7 +1079,6 @@ fn balance(
             // must be copied anyway (its new version does not fit beside the old).
             if let Some(img) = f.image(&*store, node.pgno, node.leaf, &node.cells, node.right)? {
                 store.write(node.pgno, img)?;
-                spare::put(node.cells);
                 return Ok(());
             }
             note(Event::DeferredMerge);
@@ -1041,7 +1088,6 @@ fn balance(
         if !over && !under {
             let at = write_node(store, &f, &node)?;
             let pgno = node.pgno;
-            spare::put(node.cells);
             if at == pgno {
                 return Ok(());
             }
@@ -1050,105 +1096,119 @@ fn balance(
             node = p;
             continue;
         }
-        let mut parent = parent()?;
-        debug_assert_eq!(parent.child(i).ok(), Some(node.pgno));
-        if over && appends_to(&node, &path[d], i == parent.cells.len())? {
-            // Append split: the node is its page plus one cell after all of them. The page
-            // stays as it is (not even rewritten) and the new cell starts a fresh right
-            // sibling, so ascending-key inserts leave full pages behind instead of
-            // half-full ones and a split costs one new page and the parent.
-            let last = node
-                .cells
-                .last()
-                .expect("an oversize node has cells")
-                .clone();
-            let sep = separator_from_leaf(store, node.pgno, &last)?;
-            let right = Node {
-                pgno: store.allocate()?,
-                leaf: true,
-                cells: vec![last],
-                right: 0,
-            };
-            // A fresh page: it lands where it was put.
-            let right_at = write_node(store, &f, &right)?;
-            parent.set_child(i, right_at);
-            parent.cells.insert(i, with_child(sep, node.pgno));
-        } else if over {
-            // A sibling with room takes part of the node (no new page), else it splits.
-            let unshared = if opts.redistribute && f.overwrites_in_place() {
-                share_with_sibling(store, &f, &mut parent, i, node)?.err()
-            } else {
-                Some(node)
-            };
-            if let Some(node) = unshared {
-                let (mut left, sep, mut right) = split(store, &f, node)?;
-                left.pgno = store.allocate()?;
-                // The left half is on a fresh page, so it lands where it was put.
-                let left_at = write_node(store, &f, &left)?;
-                if !f.policy().splits_in_place {
-                    // A version split: the right half moves to a fresh page too, and the old
-                    // node dies (freed; the store keeps it untouched until commit).
-                    let old = right.pgno;
-                    right.pgno = store.allocate()?;
-                    store.free(old)?;
-                }
+        debug_assert_eq!(step.view().child(i).ok(), Some(node.pgno));
+        if over {
+            // The parent gains or changes one separator: `change` is (replace, at, cell,
+            // child pointer to set afterwards).
+            let change = if appends_to(&node, &path[d], i == step.view().ncells())? {
+                // Append split: the node is its page plus one cell after all of them. The
+                // page stays as it is (not even rewritten) and the new cell starts a fresh
+                // right sibling, so ascending-key inserts leave full pages behind instead
+                // of half-full ones and a split costs one new page and the parent.
+                let last = node
+                    .cells
+                    .last()
+                    .expect("an oversize node has cells")
+                    .clone();
+                let sep = separator_from_leaf(store, node.pgno, &last)?;
+                let right = Node {
+                    pgno: store.allocate()?,
+                    leaf: true,
+                    cells: vec![last],
+                    right: 0,
+                };
+                // A fresh page: it lands where it was put.
                 let right_at = write_node(store, &f, &right)?;
-                parent.set_child(i, right_at);
-                parent.cells.insert(i, with_child(sep, left_at));
-            }
-        } else if parent.cells.is_empty() {
+                (false, i, with_child(sep, node.pgno), (i + 1, right_at))
+            } else {
+                // A sibling with room takes part of the node (no new page), else it splits.
+                let shared = if opts.redistribute && f.overwrites_in_place() {
+                    share_with_sibling(store, &f, &step.view(), i, node)?
+                } else {
+                    Err(node)
+                };
+                match shared {
+                    Ok((a, sep, right_at)) => (true, a, sep, (a + 1, right_at)),
+                    Err(node) => {
+                        let (mut left, sep, mut right) = split(store, &f, node)?;
+                        left.pgno = store.allocate()?;
+                        // The left half is on a fresh page, so it lands where it was put.
+                        let left_at = write_node(store, &f, &left)?;
+                        if !f.policy().splits_in_place {
+                            // A version split: the right half moves to a fresh page too, and
+                            // the old node dies (freed; the store keeps it untouched until
+                            // commit).
+                            let old = right.pgno;
+                            right.pgno = store.allocate()?;
+                            store.free(old)?;
+                        }
+                        let right_at = write_node(store, &f, &right)?;
+                        (false, i, with_child(sep, left_at), (i + 1, right_at))
+                    }
+                }
+            };
+            let (replace, at, cell, child) = change;
+            let edit = (replace, at, Some(cell));
+            node = match patch_parent(store, &f, &path[..d], edit, child)? {
+                Some(parent) => parent,
+                None => return Ok(()),
+            };
+            continue;
+        }
+        let view = step.view();
+        if view.ncells() == 0 {
             // Only a root pointer has no keys. Its child has no sibling to merge with,
             // so it moves up into the root instead, if it fits there.
             if d != 1 {
-                return Err(Error::corrupt(parent.pgno, "interior page has no keys"));
+                return Err(Error::corrupt(step.pgno, "interior page has no keys"));
             }
-            return lift_into_root(store, &f, parent.pgno, node, true);
-        } else {
-            // Pair with the left sibling when there is one, else the right one.
-            let a = i.saturating_sub(1);
-            let node_empty = node.cells.is_empty();
-            let (left, right) = if a == i {
-                let sibling = Node::load(store, &f, parent.child(a + 1)?)?;
-                (node, sibling)
-            } else {
-                (Node::load(store, &f, parent.child(a)?)?, node)
-            };
-            same_depth(parent.pgno, &left, &right)?;
-            let sep = parent.cells[a].clone();
-            let merged_used =
-                left.used(&f) + right.used(&f) + if left.leaf { 0 } else { f.cost(sep.len()) };
-            let left_pgno = left.pgno;
-            let fixes = merged_used <= cap || opts.redistribute || (node_empty && !left.leaf);
-            if fixes && left.leaf {
-                // A merge drops a leaf separator and redistribution replaces it.
-                overflow::free_cell_chains(store, parent.pgno, false, &sep)?;
-            }
-            if merged_used <= cap {
-                let at = write_node(store, &f, &concat(left, sep, right))?;
-                store.free(left_pgno)?;
-                // The right sibling's pointer (cell a+1 or the right child) takes over.
-                parent.cells.remove(a);
-                parent.set_child(a, at);
-            } else if opts.redistribute || (node_empty && !left.leaf) {
-                // An interior node without keys is always fixed: it would be a useless
-                // level of indirection with a single child.
-                let (mut l, sep, r) = split(store, &f, concat(left, sep, right))?;
-                l.pgno = left_pgno;
-                let left_at = write_node(store, &f, &l)?;
-                let right_at = write_node(store, &f, &r)?;
-                parent.cells[a] = with_child(sep, left_at);
-                parent.set_child(a + 1, right_at);
-            } else {
-                // Leave it underfull; the tree is still valid.
-                let kept = if a == i { left } else { right };
-                let at = write_node(store, &f, &kept)?;
-                if at == kept.pgno {
-                    return Ok(());
-                }
-                parent.set_child(i, at);
-            }
+            return lift_into_root(store, &f, step.pgno, node, true);
         }
-        node = parent;
+        // Pair with the left sibling when there is one, else the right one.
+        let a = i.saturating_sub(1);
+        let node_empty = node.cells.is_empty();
+        let (left, right) = if a == i {
+            let sibling = Node::load(store, &f, view.child(a + 1)?)?;
+            (node, sibling)
+        } else {
+            (Node::load(store, &f, view.child(a)?)?, node)
+        };
+        same_depth(step.pgno, &left, &right)?;
+        let sep = view.cell(a)?.to_vec();
+        let merged_used =
+            left.used(&f) + right.used(&f) + if left.leaf { 0 } else { f.cost(sep.len()) };
+        let left_pgno = left.pgno;
+        let fixes = merged_used <= cap || opts.redistribute || (node_empty && !left.leaf);
+        if fixes && left.leaf {
+            // A merge drops a leaf separator and redistribution replaces it.
+            overflow::free_cell_chains(store, step.pgno, false, &sep)?;
+        }
+        let (edit, child) = if merged_used <= cap {
+            let at = write_node(store, &f, &concat(left, sep, right))?;
+            store.free(left_pgno)?;
+            // The right sibling's pointer (cell a+1 or the right child) takes over.
+            ((true, a, None), (a, at))
+        } else if opts.redistribute || (node_empty && !left.leaf) {
+            // An interior node without keys is always fixed: it would be a useless
+            // level of indirection with a single child.
+            let (mut l, sep, r) = split(store, &f, concat(left, sep, right))?;
+            l.pgno = left_pgno;
+            let left_at = write_node(store, &f, &l)?;
+            let right_at = write_node(store, &f, &r)?;
+            ((true, a, Some(with_child(sep, left_at))), (a + 1, right_at))
+        } else {
+            // Leave it underfull; the tree is still valid.
+            let kept = if a == i { left } else { right };
+            let at = write_node(store, &f, &kept)?;
+            if at == kept.pgno {
+                return Ok(());
+            }
+            ((false, i, None), (i, at))
+        };
+        node = match patch_parent(store, &f, &path[..d], edit, child)? {
+            Some(parent) => parent,
+            None => return Ok(()),
+        };
     }
     balance_root(store, &f, node)
 }
@@ -1179,25 +1239,22 @@ fn same_depth(parent: Pgno, a: &Node, b: &Node) -> Result<()> {
 fn share_with_sibling(
     store: &mut dyn PageWrite,
     f: &Format,
-    parent: &mut Node,
+    parent: &CellArray,
     i: usize,
     node: Node,
-) -> Result<std::result::Result<(), Node>> {
+) -> Result<std::result::Result<Shared, Node>> {
     let cap = f.capacity();
     let room = 2 * cap - cap / 4;
     let mut node = Some(node);
-    for a in [i.checked_sub(1), (i < parent.cells.len()).then_some(i)]
+    for a in [i.checked_sub(1), (i < parent.ncells()).then_some(i)]
         .into_iter()
         .flatten()
     {
         let n = node.as_ref().expect("given back only at the end");
         let sib = parent.child(if a == i { i + 1 } else { a })?;
+        let sep = parent.cell(a)?;
         // Measured on the page first: most siblings of a full node are full too.
-        let sep_cost = if n.leaf {
-            0
-        } else {
-            f.cost(parent.cells[a].len())
-        };
+        let sep_cost = if n.leaf { 0 } else { f.cost(sep.len()) };
         let data = store.read(sib)?;
         let opened = f.open(sib, &data)?;
         let view = opened.attach(&data);
@@ -1205,24 +1262,78 @@ fn share_with_sibling(
             continue;
         }
         let sibling = Node::from_view(f, &view)?;
-        same_depth(parent.pgno, &sibling, n)?;
-        let sep = parent.cells[a].clone();
+        same_depth(parent.pgno(), &sibling, n)?;
+        let sep = sep.to_vec();
         let n = node.take().expect("checked above");
         let (left, right) = if a == i { (n, sibling) } else { (sibling, n) };
         if left.leaf {
             // The new separator replaces this one (with its own copy of a long key).
-            overflow::free_cell_chains(store, parent.pgno, false, &sep)?;
+            overflow::free_cell_chains(store, parent.pgno(), false, &sep)?;
         }
         let left_pgno = left.pgno;
         let (mut l, sep, r) = split(store, f, concat(left, sep, right))?;
         l.pgno = left_pgno;
         let left_at = write_node(store, f, &l)?;
         let right_at = write_node(store, f, &r)?;
-        parent.cells[a] = with_child(sep, left_at);
-        parent.set_child(a + 1, right_at);
-        return Ok(Ok(()));
+        return Ok(Ok((a, with_child(sep, left_at), right_at)));
     }
     Ok(Err(node.expect("no sibling took it")))
+}
+
+/// What a sibling that took part of a node leaves the parent: the index of the separator
+/// it replaces, the new separator (pointing at the left page), and the right page.
+type Shared = (usize, Vec<u8>, Pgno);
+
+/// A balance step's change to the parent of the node it balanced, `path` being the path
+/// to that parent: `edit` = (replace, at, cell) removes cell `at` if `replace` and puts
+/// `cell` (if any) there, then child `child.0` points at `child.1`. A layout that edits
+/// in place gets it on a copy of the parent's page, without loading the parent as a
+/// node, when the result fits and needs no further balancing (the root, or a page not
+/// underfull): None, done. Otherwise the parent as a node with the change made, for the
+/// caller to balance in turn (nothing written yet).
+fn patch_parent(
+    store: &mut dyn PageWrite,
+    f: &Format,
+    path: &[Step],
+    (replace, at, cell): (bool, usize, Option<Vec<u8>>),
+    child: (usize, Pgno),
+) -> Result<Option<Node>> {
+    let step = path.last().expect("a balanced node has a parent");
+    if f.layout.edits_in_place() {
+        let child = match planted(Plant::ParentPatchChildBeforeCell) && !replace {
+            true => (child.0.saturating_sub(1), child.1),
+            false => child,
+        };
+        let mut img = PageRef::from(&step.page[..]);
+        let buf = std::sync::Arc::get_mut(&mut img).expect("a new image has one owner");
+        let edit = LeafEdit {
+            tid: store.tid(),
+            at,
+            remove: replace,
+            insert: cell.as_deref(),
+        };
+        if let Some(used) = f
+            .layout
+            .edit_interior_mut(step.pgno, buf, f.geometry, edit, child)?
+        {
+            // A root left without keys is lifted (`balance_root`), so it goes the node way.
+            if used > 0 && (path.len() == 1 || !f.underfull(used)) {
+                store.write(step.pgno, img)?;
+                return Ok(None);
+            }
+        }
+    }
+    let mut parent = Node::from_view(f, &step.view())?;
+    match (replace, cell) {
+        (true, Some(cell)) => parent.cells[at] = cell,
+        (true, None) => {
+            parent.cells.remove(at);
+        }
+        (false, Some(cell)) => parent.cells.insert(at, cell),
+        (false, None) => {}
+    }
+    parent.set_child(child.0, child.1);
+    Ok(Some(parent))
 }
 
 /// The root keeps its page number: a split moves both halves into new pages, and a

@@ -112,6 +112,14 @@ impl PageWrite for MemStore {
         self.pages.remove(&pgno);
         Ok(())
     }
+    fn dirty_image(&mut self, pgno: Pgno) -> Option<&mut PageRef> {
+        // Every written page is this store's own, as a transaction's dirty pages are:
+        // the tree edits it in place when nothing else holds it.
+        if !self.allocated(pgno) || self.unwritten.contains(&pgno) {
+            return None;
+        }
+        self.pages.get_mut(&pgno)
+    }
 }
 
 fn bytewise(a: &[u8], b: &[u8]) -> Ordering {
@@ -1026,4 +1034,39 @@ proptest! {
             }
         }
     }
+}
+
+/// The parent patch's feared bug, planted: a split's child pointer set by its index
+/// before the new separator went in. The same random inserts that leave a sound tree
+/// without it must fail the ownership and content checks with it.
+#[test]
+fn a_parent_patch_pointing_the_wrong_child_is_caught() {
+    use crate::seam::{plant, Plant};
+    let run = || {
+        let mut s = MemStore::new(1024);
+        let root = create(&mut s).unwrap();
+        let mut model = BTreeMap::new();
+        let mut x = 0x2545_F491u32;
+        for _ in 0..1500 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let (k, v) = (key_of(x % 100_000, 8), value_of(x, 40));
+            insert(&mut s, root, &bytewise, FWD, &k, &v).unwrap();
+            model.insert(k, v);
+        }
+        check_owned(&s, &[root], &bytewise);
+        assert_eq!(
+            collect(&s, root, &bytewise, true),
+            model.into_iter().collect::<Vec<_>>()
+        );
+    };
+    run();
+    plant(Plant::ParentPatchChildBeforeCell, true);
+    let caught = std::panic::catch_unwind(run).is_err();
+    plant(Plant::ParentPatchChildBeforeCell, false);
+    assert!(
+        caught,
+        "a parent patch pointing the wrong child went unnoticed"
+    );
 }

@@ -622,11 +622,15 @@ impl WriteTxn {
             false => None,
         };
         self.bump_gen(c.root);
+        // The cursor lets go of its pages (it is placed again below), so a leaf this
+        // transaction already wrote is edited where it lies, not copied; and an error
+        // leaves it between rows, to restore by key.
+        c.raw.invalidate();
+        c.state = State::Gone(key.to_vec());
         let (old, placed) = match at {
             Some((path, found)) => tree::insert_on_path(self, opts, path, found, key, value)?,
             None => tree::insert_placed(self, c.root, probe, opts, key, value)?,
         };
-        c.state = State::Gone(key.to_vec());
         if let Some(path) = placed {
             // The leaf took the entry in place: stand on it without a second descent. The
             // probe must find the stored key equal to its target, as the seek below
@@ -720,6 +724,9 @@ impl WriteTxn {
         let path = c.raw.path();
         let at = path.last().map(|leaf| leaf.idx);
         self.bump_gen(c.root);
+        // As in `insert_at`: the path alone holds the leaf, so it is edited in place.
+        c.raw.invalidate();
+        c.state = State::Gone(key.clone());
         let removed = match at {
             Some(i) => Some(tree::remove_on_path(self, opts, path, i)?),
             None => tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?,
@@ -735,7 +742,6 @@ impl WriteTxn {
                 ),
             ));
         }
-        c.raw.invalidate();
         c.state = if save_position {
             State::Gone(key)
         } else {

@@ -5,7 +5,8 @@
 //!   (copy-on-write `Arc` images); other threads see them only after `commit` hands them
 //!   to the pager. A `ReadTxn` reads through the pager at the FCC it started on, so it
 //!   sees exactly the transactions committed before it began (see `pager` for how the
-//!   pager keeps replaced images for it).
+//!   pager keeps replaced images for it). A dirty image nothing else shares (no savepoint, cursor or reader holds its `Arc`) is
+//!   edited where it lies (`tree::btree` `edit_path_leaf`); a shared one is copied first.
 //! - **One writer.** `begin_write` waits on the database's writer flag; the flag is
 //!   cleared when the `WriteTxn` is committed, rolled back or dropped.
 //! - **Rollback is free** (unless the transaction spilled). Nothing reaches the pager
@@ -1621,6 +1622,12 @@ impl PageWrite for WriteTxn {
 
     fn is_fresh(&self, pgno: Pgno) -> bool {
         self.st.fresh.contains(&pgno)
+    }
+
+    fn dirty_image(&mut self, pgno: Pgno) -> Option<&mut PageRef> {
+        // A dirty page was `write`n once, so it is locked and counted already; a
+        // savepoint that recorded it shares the `Arc`, which keeps the edit off it.
+        self.st.dirty.get_mut(&pgno)
     }
 }
 
