@@ -856,18 +856,21 @@ pub(crate) fn remove_by(
     let Ok(i) = leaf.view().search_by(probe, &whole(store, leaf.pgno))? else {
         return Ok(None);
     };
-    remove_on_path(store, opts, path, i).map(Some)
+    remove_on_path(store, opts, path, i).map(|(old, _)| Some(old))
 }
 
 /// Remove entry `i` of the leaf a root-to-leaf `path` ends at (the current images, each
 /// interior frame's index on the child the path takes), as a descent would find it: a
-/// cursor standing on the entry passes its own path. Returns the removed value.
+/// cursor standing on the entry passes its own path. Returns the removed value, and the
+/// path to the leaf as it is now when the entry went from its leaf in place (the leaf
+/// frame's index then names the entry that followed it; None when the tree was
+/// rebalanced).
 pub(crate) fn remove_on_path(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
     path: Path,
     i: usize,
-) -> Result<Vec<u8>> {
+) -> Result<(Vec<u8>, Option<Path>)> {
     let f = Format::of(&*store);
     let leaf = path.last().expect("a path is never empty");
     let old = take_value(store, &leaf.view(), i)?;
@@ -879,14 +882,21 @@ pub(crate) fn remove_on_path(
     };
     let mut path = path;
     if let Some((buf, used)) = edit_path_leaf(store, &f, &mut path, edit)? {
-        finish_leaf(store, opts, &path, buf, used, true)?;
-        return Ok(old);
+        if !finish_leaf(store, opts, &path, buf, used, true)? {
+            return Ok((old, None));
+        }
+        let leaf = path.last_mut().expect("path is never empty");
+        // What the store holds now (a layout with a trailer stamps a copy).
+        leaf.page = store.read(leaf.pgno)?;
+        leaf.opened = f.open_page(leaf.pgno, &leaf.page)?;
+        leaf.idx = i;
+        return Ok((old, Some(path)));
     }
     let leaf = path.last().expect("a path is never empty");
     let mut node = Node::from_view(&f, &leaf.view())?;
     node.cells.remove(i);
     balance(store, opts, &path, node, true)?;
-    Ok(old)
+    Ok((old, None))
 }
 
 /// Apply `edit` to the leaf `path` ends at, through the layout: the leaf's image after

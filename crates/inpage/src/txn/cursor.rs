@@ -76,6 +76,11 @@ enum State {
     At,
     /// Between rows: the row with this key was deleted or is no longer found.
     Gone(Vec<u8>),
+    /// As `Gone`, with `raw` on the row that followed the deleted key in its leaf, as of
+    /// the cursor's clock: a delete with `save_position` whose leaf lost the row in
+    /// place. While the kept pages are current, a step forward takes that row and a step
+    /// back the one before it, without a descent.
+    Before(Vec<u8>),
 }
 
 /// An owned cursor over one tree (see the module notes for the rules it follows).
@@ -190,7 +195,7 @@ impl Cursor {
         match &self.state {
             State::At => self.valid().then(|| self.raw.key()),
             State::Invalid => None,
-            State::Gone(k) => Some(k),
+            State::Gone(k) | State::Before(k) => Some(k),
         }
     }
 
@@ -521,8 +526,9 @@ pub trait CursorOps: ReadableTxn {
             c.settle(true, clock);
             return Ok(true);
         }
+        // The seek spent the stack: a cursor between rows is left `Gone`.
         c.state = match state {
-            State::At => State::Gone(key),
+            State::At | State::Before(_) => State::Gone(key),
             other => other,
         };
         Ok(false)
@@ -547,6 +553,14 @@ pub trait CursorOps: ReadableTxn {
     #[doc(hidden)]
     fn cursor_step(&self, c: &mut Cursor, forward: bool) -> Result<bool> {
         let clock = self.tree_clock(c.root);
+        if matches!(c.state, State::Before(_))
+            && c.raw.valid()
+            && (c.clock == clock || (c.clock.0 == clock.0 && c.raw.still_current(self)))
+        {
+            // `raw` already stands on the deleted row's successor.
+            let found = if forward { true } else { c.raw.prev(self)? };
+            return Ok(c.settle(found, clock));
+        }
         if self.revalidate(c, clock) {
             let found = if forward {
                 c.raw.next(self)?
@@ -727,9 +741,15 @@ impl WriteTxn {
         // As in `insert_at`: the path alone holds the leaf, so it is edited in place.
         c.raw.invalidate();
         c.state = State::Gone(key.clone());
-        let removed = match at {
-            Some(i) => Some(tree::remove_on_path(self, opts, path, i)?),
-            None => tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?,
+        let (removed, placed) = match at {
+            Some(i) => {
+                let (old, placed) = tree::remove_on_path(self, opts, path, i)?;
+                (Some(old), placed)
+            }
+            None => (
+                tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?,
+                None,
+            ),
         };
         if removed.is_none() {
             // The cursor was just restored onto this key, so only a damaged tree (an
@@ -742,11 +762,23 @@ impl WriteTxn {
                 ),
             ));
         }
-        c.state = if save_position {
-            State::Gone(key)
-        } else {
-            State::Invalid
-        };
+        if !save_position {
+            c.state = State::Invalid;
+            return Ok(());
+        }
+        // Only a successor in the same leaf: the cursor's kept leaf is then the page any
+        // row put between the two would go to, so `still_current` sees such a change. (A
+        // successor in the next leaf would leave the gap's first page off the stack.)
+        if let Some(path) = placed.filter(|p| p.last().is_some_and(|l| l.idx < l.view().ncells())) {
+            let clock = self.fresh_raw(c);
+            if c.raw.place(self, path)? {
+                c.clock = clock;
+                c.state = State::Before(key);
+                return Ok(());
+            }
+        }
+        c.raw.invalidate();
+        c.state = State::Gone(key);
         Ok(())
     }
 }
