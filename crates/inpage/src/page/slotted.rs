@@ -288,7 +288,7 @@ pub fn remove_cell(pgno: Pgno, buf: &mut [u8], usable: usize, i: usize) -> Resul
 /// rewrites its own bytes, not the whole page, which a remove and then an insert into a
 /// full content area would (`defragment`), and a redo record holds only those bytes.
 /// A longer one: remove and insert. Ok(false), with `buf` unchanged, if it does not fit
-/// (a caller may edit the transaction's own image in place: `edit_leaf_owned`).
+/// (a caller may edit the transaction's own image in place: `edit_leaf_mut`).
 pub fn replace_cell(
     pgno: Pgno,
     buf: &mut [u8],

@@ -5,8 +5,9 @@
 //!   (copy-on-write `Arc` images); other threads see them only after `commit` hands them
 //!   to the pager. A `ReadTxn` reads through the pager at the FCC it started on, so it
 //!   sees exactly the transactions committed before it began (see `pager` for how the
-//!   pager keeps replaced images for it). A dirty image nothing else shares (no savepoint, cursor or reader holds its `Arc`) is
-//!   edited where it lies (`tree::btree` `edit_path_leaf`); a shared one is copied first.
+//!   pager keeps replaced images for it). A dirty image nothing else shares (no
+//!   savepoint, cursor or reader holds its `Arc`) is edited where it lies (`tree::btree`
+//!   `edit_path_leaf`); a shared one is copied first.
 //! - **One writer.** `begin_write` waits on the database's writer flag; the flag is
 //!   cleared when the `WriteTxn` is committed, rolled back or dropped.
 //! - **Rollback is free** (unless the transaction spilled). Nothing reaches the pager
