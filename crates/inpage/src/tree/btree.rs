@@ -812,12 +812,7 @@ pub(crate) fn insert_on_path(
         if !in_place {
             return Ok((old, None));
         }
-        let leaf = path.last_mut().expect("path is never empty");
-        // What the store holds now (a layout with a trailer stamps a copy).
-        leaf.page = store.read(leaf.pgno)?;
-        leaf.opened = f.open_page(leaf.pgno, &leaf.page)?;
-        leaf.idx = i;
-        return Ok((old, Some(path)));
+        return Ok((old, Some(edited_path(store, &f, path, i)?)));
     }
     let leaf = path.last().expect("a path is never empty");
     let mut node = Node::from_view(&f, &leaf.view())?;
@@ -885,18 +880,27 @@ pub(crate) fn remove_on_path(
         if !finish_leaf(store, opts, &path, buf, used, true)? {
             return Ok((old, None));
         }
-        let leaf = path.last_mut().expect("path is never empty");
-        // What the store holds now (a layout with a trailer stamps a copy).
-        leaf.page = store.read(leaf.pgno)?;
-        leaf.opened = f.open_page(leaf.pgno, &leaf.page)?;
-        leaf.idx = i;
-        return Ok((old, Some(path)));
+        return Ok((old, Some(edited_path(store, &f, path, i)?)));
     }
     let leaf = path.last().expect("a path is never empty");
     let mut node = Node::from_view(&f, &leaf.view())?;
     node.cells.remove(i);
     balance(store, opts, &path, node, true)?;
     Ok((old, None))
+}
+
+/// `path` after `finish_leaf` wrote its leaf as edited, standing on entry `i`: the leaf
+/// frame holds what the store holds now (a layout with a trailer stamps a copy), opened.
+/// A leaf edited where it lies is that image already, opened by `edit_path_leaf`.
+fn edited_path(store: &dyn PageWrite, f: &Format, mut path: Path, i: usize) -> Result<Path> {
+    let leaf = path.last_mut().expect("path is never empty");
+    let now = store.read(leaf.pgno)?;
+    if !std::sync::Arc::ptr_eq(&now, &leaf.page) {
+        leaf.opened = f.open_page(leaf.pgno, &now)?;
+        leaf.page = now;
+    }
+    leaf.idx = i;
+    Ok(path)
 }
 
 /// Apply `edit` to the leaf `path` ends at, through the layout: the leaf's image after
