@@ -95,13 +95,19 @@ pub struct Cursor {
     bytewise: bool,
     raw: RawCursor,
     state: State,
-    /// `tree_clock` when `raw` was positioned.
+    /// `tree_clock` when `raw` was positioned (from opening: the transaction's serial and
+    /// a generation no tree reaches).
     clock: (u64, u64),
     /// The overflow chain of the row last read or written by range (stock SQLite's
-    /// overflow page cache); shared by clones, valid while the tree's clock is the one
-    /// it was made at.
-    chain: std::sync::Arc<std::sync::Mutex<Option<ChainCache>>>,
+    /// overflow page cache); shared by clones made after its first use, valid while the
+    /// tree's clock is the one it was made at.
+    chain: std::sync::OnceLock<ChainShared>,
 }
+
+/// A cursor's chain cache, made at its first use: most cursors never read by range, and
+/// a statement opens a cursor per table. Clones made before that use cache apart (each
+/// entry names the clock it was made at, so either is right).
+type ChainShared = std::sync::Arc<std::sync::Mutex<Option<ChainCache>>>;
 
 /// The pages of one row's overflow chain, as of a tree clock.
 #[derive(Debug)]
@@ -228,7 +234,7 @@ impl Cursor {
 pub trait CursorOps: ReadableTxn {
     /// A cursor on `tree`, not yet positioned.
     fn open_cursor(&self, tree: &Tree) -> Result<Cursor> {
-        let info = self.tree_info(tree)?;
+        let info = self.shared_tree_info(tree)?;
         let order = cursor_order(tree, &info)?;
         Ok(Cursor {
             name: tree.name.clone(),
@@ -239,7 +245,10 @@ pub trait CursorOps: ReadableTxn {
             bytewise: tree.cmp.is_none(),
             raw: RawCursor::new(self, info.root),
             state: State::Invalid,
-            clock: (0, 0),
+            // This transaction's serial, so the first positioning keeps `raw` (made for
+            // this transaction) rather than making it again; no tree is ever at
+            // generation `u64::MAX`, so nothing takes the empty stack for a position.
+            clock: (self.tree_clock(info.root).0, u64::MAX),
             chain: Default::default(),
         })
     }
@@ -406,7 +415,11 @@ pub trait CursorOps: ReadableTxn {
         upto: usize,
     ) -> Result<Vec<Pgno>> {
         let clock = self.tree_clock(c.root);
-        let mut cache = c.chain.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = c
+            .chain
+            .get_or_init(ChainShared::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let fresh = cache
             .as_ref()
             .is_some_and(|k| (k.clock, k.len, k.first) == (clock, len, first));
@@ -699,7 +712,8 @@ impl WriteTxn {
                 // Same pages, same links: the cursor and its chain stay valid.
                 let clock = self.tree_clock(c.root);
                 c.settle(true, clock);
-                if let Some(k) = c.chain.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                let chain = c.chain.get_or_init(ChainShared::default);
+                if let Some(k) = chain.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
                     k.clock = clock;
                 }
                 return Ok(());

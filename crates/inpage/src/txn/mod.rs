@@ -84,7 +84,7 @@ pub struct Tree {
     /// was read at: valid for any transaction that sees the same generation of the same
     /// open database, because only creating or dropping a tree changes the catalog (a
     /// tree's root never moves), and every such commit bumps the generation.
-    cached: Arc<Mutex<Option<(CatalogView, TreeInfo)>>>,
+    cached: Arc<Mutex<Option<(CatalogView, Arc<TreeInfo>)>>>,
 }
 
 /// Which catalog a transaction sees: (open database, catalog generation).
@@ -99,14 +99,14 @@ impl Tree {
         }
     }
 
-    fn cached_info(&self, view: CatalogView) -> Option<TreeInfo> {
+    fn cached_info(&self, view: CatalogView) -> Option<Arc<TreeInfo>> {
         let c = self.cached.lock().unwrap_or_else(|e| e.into_inner());
         c.as_ref()
             .filter(|(v, _)| *v == view)
             .map(|(_, i)| i.clone())
     }
 
-    fn remember(&self, view: CatalogView, info: &TreeInfo) {
+    fn remember(&self, view: CatalogView, info: &Arc<TreeInfo>) {
         *self.cached.lock().unwrap_or_else(|e| e.into_inner()) = Some((view, info.clone()));
     }
 }
@@ -240,9 +240,11 @@ fn cursor_order(tree: &Tree, info: &TreeInfo) -> Result<Comparator> {
     } else {
         comparator(tree, info)?;
     }
+    // One shared bytewise order: a cursor per statement allocates none.
+    static MEMCMP: std::sync::LazyLock<Comparator> = std::sync::LazyLock::new(|| Arc::new(memcmp));
     Ok(match &tree.cmp {
         Some(c) => c.clone(),
-        None => Arc::new(memcmp),
+        None => MEMCMP.clone(),
     })
 }
 
@@ -362,12 +364,23 @@ pub trait ReadableTxn: PageRead + Sized {
     /// Catalog record of a tree (remembered in the handle while the catalog this
     /// transaction sees is the one it was read from).
     fn tree_info(&self, tree: &Tree) -> Result<TreeInfo> {
+        self.shared_tree_info(tree).map(|i| (*i).clone())
+    }
+
+    /// [`ReadableTxn::tree_info`] as the handle keeps it: opening a cursor per statement
+    /// copies no name.
+    #[doc(hidden)]
+    fn shared_tree_info(&self, tree: &Tree) -> Result<Arc<TreeInfo>> {
         let view = self.catalog_view();
         if let Some(info) = view.and_then(|v| tree.cached_info(v)) {
             debug_assert_eq!(info.name, tree.name());
             return Ok(info);
         }
-        let info = lookup_tree(self, self.snapshot_header().catalog_root, tree.name())?;
+        let info = Arc::new(lookup_tree(
+            self,
+            self.snapshot_header().catalog_root,
+            tree.name(),
+        )?);
         if let Some(v) = view {
             tree.remember(v, &info);
         }
