@@ -82,9 +82,11 @@ extern const char *ipg_open_errmsg(void);
 extern const char *ipg_errmsg(Conn*);
 
 /* Callbacks for the Rust side: SQLite's record comparator. */
-int ipg_c_cmp_probe(int n, const void *key, void *probe){
-  UnpackedRecord *p = (UnpackedRecord*)probe;
-  return sqlite3VdbeFindCompare(p)(n, key, p);
+/* The comparator for a probe, chosen once per engine call as sqlite3BtreeIndexMoveto
+** chooses it once per seek (the choice depends only on the probe, which does not change
+** during the call). */
+void *ipg_c_find_compare(void *probe){
+  return (void*)sqlite3VdbeFindCompare((UnpackedRecord*)probe);
 }
 /* Compare two stored records. *pFailed = 1 if no answer could be computed (out of
 ** memory, or a corrupt record): the caller must not use the result, since treating it

@@ -46,7 +46,7 @@ use inpage::{
 };
 
 use crate::rc::*;
-use crate::record_order::{self, cmp_probe};
+use crate::record_order::{self, Probe};
 
 /// The environment variable that forces one journal mode for every database opened
 /// (new files are created in it; an existing file in another mode is refused).
@@ -1643,7 +1643,9 @@ pub unsafe extern "C" fn ipg_seek_probe(
     with_cur(cur, |c| {
         let r = c.go(SeekResult::Empty, |conn, e| {
             // SAFETY: `probe` is live for this call (contract).
-            with_txn!(conn, t => t.cursor_seek_by(e, &mut |s: &[u8]| unsafe { cmp_probe(s, probe) }))
+            // SAFETY: `probe` is live and unchanged for this call (contract).
+            let p = unsafe { Probe::new(probe) };
+            with_txn!(conn, t => t.cursor_seek_by(e, &mut |s: &[u8]| p.cmp(s)))
         })?;
         // SAFETY: `res` is valid (contract).
         unsafe { *res = res_of(r) };
@@ -1989,10 +1991,12 @@ pub unsafe extern "C" fn ipg_insert_index(
             return Ok(CORRUPT);
         };
         match conn.write() {
-            // SAFETY: `probe` is live for this call (contract).
-            Ok(w) => w
-                .cursor_insert_by(e, &mut |s: &[u8]| unsafe { cmp_probe(s, probe) }, key, b"")
-                .map(|_| OK),
+            Ok(w) => {
+                // SAFETY: `probe` is live and unchanged for this call (contract).
+                let p = unsafe { Probe::new(probe) };
+                w.cursor_insert_by(e, &mut |s: &[u8]| p.cmp(s), key, b"")
+                    .map(|_| OK)
+            }
             Err(rc) => Ok(rc),
         }
     })

@@ -2,7 +2,7 @@
 //!
 //! Every index (BLOBKEY) b-tree is an inpage probe tree: a seek or an insert passes a
 //! probe that compares a stored record with the caller's `UnpackedRecord`
-//! ([`cmp_probe`]); the tree's symmetric `order` ([`keyinfo_order`]) compares two stored
+//! ([`Probe`]); the tree's symmetric `order` ([`keyinfo_order`]) compares two stored
 //! records under the cursor's `KeyInfo`, and the engine asks for it only to find a
 //! cursor's key again after the tree changed.
 //!
@@ -24,8 +24,9 @@ use std::sync::Arc;
 use inpage::Comparator;
 
 extern "C" {
-    /// `<0` when the stored record `key` sorts before the probe (`UnpackedRecord*`).
-    fn ipg_c_cmp_probe(n: c_int, key: *const u8, probe: *mut c_void) -> c_int;
+    /// The `RecordCompare` function (`sqlite3VdbeFindCompare`) for a probe
+    /// (`UnpackedRecord*`): `<0` when a stored record sorts before the probe.
+    fn ipg_c_find_compare(probe: *mut c_void) -> *mut c_void;
     /// Compare two stored records under a `KeyInfo*`; `*failed` = 1: no answer (OOM,
     /// corrupt record).
     fn ipg_c_cmp_records(
@@ -41,16 +42,39 @@ extern "C" {
     fn ipg_c_keyinfo_unref(keyinfo: *mut c_void);
 }
 
-/// Compare a stored record with a probe (`UnpackedRecord*`). The caller zeroes the
-/// probe's `errCode` before the engine call and checks it after (SQLPLAN trap 2).
-///
-/// # Safety
-/// `probe` is a live `UnpackedRecord*` for the whole engine call the probe is used in.
-pub unsafe fn cmp_probe(stored: &[u8], probe: *mut c_void) -> Ordering {
-    debug_assert!(!probe.is_null());
-    // SAFETY: `probe` is live (contract); `stored` is a live slice of `stored.len()`
-    // bytes (records are far below i32::MAX: the engine's max key length).
-    unsafe { ipg_c_cmp_probe(stored.len() as c_int, stored.as_ptr(), probe) }.cmp(&0)
+/// SQLite's `RecordCompare`: a stored record against an `UnpackedRecord*`.
+type RecordCompare = unsafe extern "C" fn(c_int, *const u8, *mut c_void) -> c_int;
+
+/// A stored record compared with a probe (`UnpackedRecord*`), by the comparator chosen
+/// once: an engine call compares its probe with a dozen or more stored records, and
+/// stock SQLite picks the comparator once per seek too. The caller zeroes the probe's
+/// `errCode` before the engine call and checks it after (SQLPLAN trap 2).
+pub struct Probe {
+    cmp: RecordCompare,
+    probe: *mut c_void,
+}
+
+impl Probe {
+    /// # Safety
+    /// `probe` is a live `UnpackedRecord*` for as long as the `Probe` is used, and is
+    /// not changed meanwhile (the comparator chosen depends on it).
+    pub unsafe fn new(probe: *mut c_void) -> Probe {
+        debug_assert!(!probe.is_null());
+        // SAFETY: `probe` is live (contract).
+        let f = unsafe { ipg_c_find_compare(probe) };
+        assert!(!f.is_null(), "sqlite3VdbeFindCompare returned no comparator");
+        // SAFETY: a non-null function pointer of SQLite's `RecordCompare` type, which
+        // has exactly this signature (`int (*)(int, const void*, UnpackedRecord*)`).
+        let cmp = unsafe { std::mem::transmute::<*mut c_void, RecordCompare>(f) };
+        Probe { cmp, probe }
+    }
+
+    /// How the stored record `stored` orders against the probe.
+    pub fn cmp(&self, stored: &[u8]) -> Ordering {
+        // SAFETY: `probe` is live and unchanged (`Probe::new`'s contract); `stored` is a
+        // live slice of `stored.len()` bytes (records are far below i32::MAX).
+        unsafe { (self.cmp)(stored.len() as c_int, stored.as_ptr(), self.probe) }.cmp(&0)
+    }
 }
 
 /// A counted reference on a SQLite `KeyInfo`, released when dropped.
