@@ -62,7 +62,10 @@ impl Probe {
         debug_assert!(!probe.is_null());
         // SAFETY: `probe` is live (contract).
         let f = unsafe { ipg_c_find_compare(probe) };
-        assert!(!f.is_null(), "sqlite3VdbeFindCompare returned no comparator");
+        assert!(
+            !f.is_null(),
+            "sqlite3VdbeFindCompare returned no comparator"
+        );
         // SAFETY: a non-null function pointer of SQLite's `RecordCompare` type, which
         // has exactly this signature (`int (*)(int, const void*, UnpackedRecord*)`).
         let cmp = unsafe { std::mem::transmute::<*mut c_void, RecordCompare>(f) };

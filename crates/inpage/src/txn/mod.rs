@@ -84,8 +84,11 @@ pub struct Tree {
     /// was read at: valid for any transaction that sees the same generation of the same
     /// open database, because only creating or dropping a tree changes the catalog (a
     /// tree's root never moves), and every such commit bumps the generation.
-    cached: Arc<Mutex<Option<(CatalogView, Arc<TreeInfo>)>>>,
+    cached: Arc<Mutex<Option<Remembered>>>,
 }
+
+/// A catalog record with the catalog view it was read at.
+type Remembered = (CatalogView, Arc<TreeInfo>);
 
 /// Which catalog a transaction sees: (open database, catalog generation).
 type CatalogView = (u64, u64);
