@@ -102,6 +102,8 @@ pub struct Cursor {
     /// overflow page cache); shared by clones made after its first use, valid while the
     /// tree's clock is the one it was made at.
     chain: std::sync::OnceLock<ChainShared>,
+    /// The buffer of the last key `state` held, for the next to reuse.
+    spare_key: Vec<u8>,
 }
 
 /// A cursor's chain cache, made at its first use: most cursors never read by range, and
@@ -223,9 +225,21 @@ impl Cursor {
 
     /// Take the result of a positioning call on `raw`.
     fn settle(&mut self, found: bool, clock: (u64, u64)) -> bool {
-        self.state = if found { State::At } else { State::Invalid };
+        let state = if found { State::At } else { State::Invalid };
+        if let State::Gone(k) | State::Before(k) = std::mem::replace(&mut self.state, state) {
+            self.spare_key = k;
+        }
         self.clock = clock;
         found
+    }
+
+    /// `key` saved as the cursor's identity while it is between rows, in the buffer the
+    /// last saved key left (an insert saves its key each time).
+    fn gone(&mut self, key: &[u8]) {
+        let mut k = std::mem::take(&mut self.spare_key);
+        k.clear();
+        k.extend_from_slice(key);
+        self.state = State::Gone(k);
     }
 }
 
@@ -250,6 +264,7 @@ pub trait CursorOps: ReadableTxn {
             // generation `u64::MAX`, so nothing takes the empty stack for a position.
             clock: (self.tree_clock(info.root).0, u64::MAX),
             chain: Default::default(),
+            spare_key: Vec::new(),
         })
     }
 
@@ -653,7 +668,7 @@ impl WriteTxn {
         // transaction already wrote is edited where it lies, not copied; and an error
         // leaves it between rows, to restore by key.
         c.raw.invalidate();
-        c.state = State::Gone(key.to_vec());
+        c.gone(key);
         let (old, placed) = match at {
             Some((path, found)) => tree::insert_on_path(self, opts, path, found, key, value)?,
             None => tree::insert_placed(self, c.root, probe, opts, key, value)?,
@@ -669,6 +684,15 @@ impl WriteTxn {
                 c.settle(found, clock);
                 return Ok(old);
             }
+        }
+        // The leaf split or moved: find the entry by the probe the insert placed it by
+        // (a tree ordered by a caller's comparator compares two stored keys, which for
+        // an index costs a record decoding per comparison). Only the entry with the very
+        // bytes inserted will do; else (several entries the probe finds Equal) by key.
+        let clock = self.fresh_raw(c);
+        if c.raw.seek_by(self, probe)? && c.raw.key() == key {
+            c.settle(true, clock);
+            return Ok(old);
         }
         if !self.find_exact(c)? {
             return Err(Error::InvalidArgument(format!(

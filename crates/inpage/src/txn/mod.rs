@@ -1614,6 +1614,17 @@ impl PageWrite for WriteTxn {
             )));
         }
         debug_assert_eq!(data.len(), self.page_size());
+        if self
+            .st
+            .dirty
+            .get(&pgno)
+            .is_some_and(|d| Arc::ptr_eq(d, &data))
+        {
+            // The dirty image itself, edited where it lies (`dirty_image`): it was locked,
+            // counted and unspilled when first written, and holds the edit already.
+            debug_assert!(!self.st.spilled.contains(&pgno));
+            return Ok(());
+        }
         self.lock_page(pgno)?;
         // The trailer is stamped when the page leaves the transaction (`take_dirty`,
         // `spill`), once, not at each of the many writes a page may get before.
