@@ -130,7 +130,10 @@ fn note(ev: Event) {
 }
 
 /// One level of a root-to-leaf path: the page image read during the descent and, for
-/// interior pages, the index of the child the path continues into.
+/// interior pages, the index of the child the path continues into. A cursor's stack is
+/// made of the same frames, so an insert or delete at its position takes the stack as
+/// its path and gives it back, neither copied.
+#[derive(Clone)]
 pub(crate) struct Step {
     pub pgno: Pgno,
     pub page: PageRef,

@@ -25,22 +25,18 @@ use std::ops::Range;
 
 use crate::error::{Error, Pgno, Result};
 use crate::page::cell::{self, CellKey, Payload};
-use crate::page::cells::{CellArray, Detached};
-use crate::page::{PageRead, PageRef};
+use crate::page::cells::CellArray;
+use crate::page::PageRead;
 
 use super::btree::{read_payload, LeafPos, Path, Step, MAX_DEPTH};
 use super::format::Format;
 use super::overflow::{full_key, whole};
 use super::{CmpFn, ProbeFn};
 
-#[derive(Clone)]
-struct Frame {
-    pgno: Pgno,
-    page: PageRef,
-    idx: usize,
-    /// `page` as `Format::open` returned it.
-    opened: Detached,
-}
+/// One level of the cursor's stack: a page, its opened form, and the index of the entry
+/// (leaf) or child (interior) the cursor is at. The tree's path step itself, so the
+/// stack moves in and out of an edit (`take_path`, `place`) without a copy.
+type Frame = Step;
 
 /// Where [`RawCursor::seek_bytes_or_last`] left the cursor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -348,12 +344,13 @@ impl RawCursor {
     /// Where an insert of the probe's target goes, found from this cursor's position
     /// without a descent (the caller knows the stack is current): on its entry
     /// (`Ok(i)`, a replace), between it and the next entry of its leaf, or after the last
-    /// entry of the rightmost leaf (`Err(i)`). The path is the cursor's own stack. None
+    /// entry of the rightmost leaf (`Err(i)`). The path is the cursor's own stack, taken
+    /// (`take_path`: the cursor is left without a position). None
     /// when the target is elsewhere (the caller descends). The leaf chosen is the one a
     /// descent finds: a key strictly between two entries of a leaf, or past every key of
     /// the rightmost leaf, can only belong there.
     pub(crate) fn insert_path(
-        &self,
+        &mut self,
         store: &dyn PageRead,
         probe: &mut ProbeFn<'_>,
     ) -> Result<Option<(Path, LeafPos)>> {
@@ -385,34 +382,24 @@ impl RawCursor {
                 Err(i + 1)
             }
         };
-        Ok(Some((self.path(), found)))
+        Ok(Some((self.take_path(), found)))
     }
 
     /// The cursor's stack as a root-to-leaf path (the leaf frame's index on its entry),
     /// for an operation at its position; only correct while the tree is unchanged since
-    /// the cursor was positioned (the caller checks).
-    pub(crate) fn path(&self) -> Path {
-        self.stack
-            .iter()
-            .map(|f| Step {
-                pgno: f.pgno,
-                page: f.page.clone(),
-                idx: f.idx,
-                opened: f.opened.clone(),
-            })
-            .collect()
+    /// the cursor was positioned (the caller checks). Taken, not copied: the cursor is
+    /// left without a position, holding no page, so the path alone holds the leaf and
+    /// the edit can change it where it lies.
+    pub(crate) fn take_path(&mut self) -> Path {
+        self.cur = None;
+        std::mem::take(&mut self.stack)
     }
 
     /// Stand on the entry a root-to-leaf `path` ends at (the leaf frame's index), as an
     /// insert that edited the leaf in place returns it: no descent.
     pub(crate) fn place(&mut self, store: &dyn PageRead, path: Path) -> Result<bool> {
-        self.reset();
-        self.stack.extend(path.into_iter().map(|s| Frame {
-            pgno: s.pgno,
-            page: s.page,
-            idx: s.idx,
-            opened: s.opened,
-        }));
+        self.cur = None;
+        self.stack = path;
         self.load_current(store)
     }
 

@@ -773,7 +773,7 @@ impl WriteTxn {
         let order = c.order.clone();
         let opts = self.opts;
         // Restored and current: the cursor's own stack is the path to the row.
-        let path = c.raw.path();
+        let path = c.raw.take_path();
         let at = path.last().map(|leaf| leaf.idx);
         self.bump_gen(c.root);
         // As in `insert_at`: the path alone holds the leaf, so it is edited in place.
