@@ -817,6 +817,15 @@ pub(crate) fn insert_on_path(
         }
         return Ok((old, Some(edited_path(store, &f, path, i)?)));
     }
+    // Ascending-key inserts overflow the rightmost leaf at its end: it splits without
+    // its cells being loaded (what `balance` would do with them).
+    let cell = match replace {
+        true => cell,
+        false => match append_past_full_leaf(store, opts, &path, i, cell)? {
+            Ok(()) => return Ok((old, None)),
+            Err(cell) => cell,
+        },
+    };
     let leaf = path.last().expect("a path is never empty");
     let mut node = Node::from_view(&f, &leaf.view())?;
     if replace {
@@ -1127,16 +1136,7 @@ fn balance(
                     .last()
                     .expect("an oversize node has cells")
                     .clone();
-                let sep = separator_from_leaf(store, node.pgno, &last)?;
-                let right = Node {
-                    pgno: store.allocate()?,
-                    leaf: true,
-                    cells: vec![last],
-                    right: 0,
-                };
-                // A fresh page: it lands where it was put.
-                let right_at = write_node(store, &f, &right)?;
-                (false, i, with_child(sep, node.pgno), (i + 1, right_at))
+                append_split(store, &f, node.pgno, i, last)?
             } else {
                 // A sibling with room takes part of the node (no new page), else it splits.
                 let shared = if opts.redistribute && f.overwrites_in_place() {
@@ -1228,6 +1228,68 @@ fn balance(
         };
     }
     balance_root(store, &f, node)
+}
+
+/// The append split of leaf `pgno`, child `i` (the rightmost) of its parent, by `last`,
+/// a cell that goes after all of the leaf's: the leaf stays as it is and `last` starts a
+/// fresh right sibling. Returns the parent's change as `balance` makes it (replace, at,
+/// cell, child pointer to set afterwards).
+fn append_split(
+    store: &mut dyn PageWrite,
+    f: &Format,
+    pgno: Pgno,
+    i: usize,
+    last: Vec<u8>,
+) -> Result<(bool, usize, Vec<u8>, (usize, Pgno))> {
+    let sep = separator_from_leaf(store, pgno, &last)?;
+    let right = Node {
+        pgno: store.allocate()?,
+        leaf: true,
+        cells: vec![last],
+        right: 0,
+    };
+    // A fresh page: it lands where it was put.
+    let right_at = write_node(store, f, &right)?;
+    Ok((false, i, with_child(sep, pgno), (i + 1, right_at)))
+}
+
+/// An insert of `cell` past the last entry of a full leaf, the rightmost child of its
+/// parent (`path` ends at the leaf; the leaf's page unchanged): what `balance` does for
+/// the leaf plus that cell (an append split, as `appends_to` finds it), without loading
+/// the leaf's cells to find out. `Err(cell)` gives the cell back when the insert is not
+/// that case.
+fn append_past_full_leaf(
+    store: &mut dyn PageWrite,
+    opts: TreeOptions,
+    path: &[Step],
+    at: usize,
+    cell: Vec<u8>,
+) -> Result<std::result::Result<(), Vec<u8>>> {
+    let f = Format::of(&*store);
+    // Only where a failed in-place edit means the cell does not fit (`PageLayout::
+    // edit_leaf`): a layout that never edits in place rebuilds every leaf it writes.
+    let Some(d) = path.len().checked_sub(1).filter(|d| *d > 0) else {
+        return Ok(Err(cell));
+    };
+    if !f.layout.edits_in_place() {
+        return Ok(Err(cell));
+    }
+    let (leaf, parent) = (&path[d], &path[d - 1]);
+    let (lv, pv) = (leaf.view(), parent.view());
+    let i = parent.idx;
+    if !lv.is_leaf() || at != lv.ncells() || lv.ncells() == 0 || i != pv.ncells() {
+        return Ok(Err(cell));
+    }
+    // The node `balance` would be given: the page's cells plus `cell`, over a page (the
+    // edit did not fit).
+    debug_assert!(f.used(&lv)? + f.cost(cell.len()) > f.capacity());
+    debug_assert_eq!(pv.child(i).ok(), Some(leaf.pgno));
+    let (replace, at, sep, child) = append_split(store, &f, leaf.pgno, i, cell)?;
+    if let Some(node) = patch_parent(store, &f, &path[..d], (replace, at, Some(sep)), child)? {
+        // `balance` goes on from the parent, which may merge (it is not the edited leaf).
+        balance(store, opts, &path[..d], node, true)?;
+    }
+    Ok(Ok(()))
 }
 
 /// Two children of interior page `parent` that are about to be combined must both be
