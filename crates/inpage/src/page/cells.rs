@@ -266,6 +266,10 @@ impl<'a> CellArray<'a> {
         probe: &mut dyn FnMut(&[u8]) -> Ordering,
         whole: &dyn Fn(CellKey<'a>) -> Result<Vec<u8>>,
     ) -> Result<Ordering> {
+        // The common case inline: a search probes a dozen keys or more.
+        if let Some(k) = self.inline_key_at(i) {
+            return Ok(probe(k));
+        }
         Ok(match self.key(i)? {
             CellKey::Inline(k) => probe(k),
             long => probe(&whole(long)?),

@@ -652,15 +652,20 @@ fn make_leaf_cell(store: &mut dyn PageWrite, key: &[u8], value: &[u8]) -> Result
 /// Read the value of cell `i` of `p` and free its chains (the cell is about to go away
 /// or be replaced).
 fn take_value(store: &mut dyn PageWrite, p: &CellArray, i: usize) -> Result<Vec<u8>> {
-    let payload = p.payload(i)?;
-    let value = read_payload(store, p.pgno(), payload)?;
-    if let Payload::Overflow { len, first } = payload {
+    let value = read_payload(store, p.pgno(), p.payload(i)?)?;
+    free_chains(store, p, i)?;
+    Ok(value)
+}
+
+/// Free the overflow chains of cell `i` of `p` (its value's, its long key's tail).
+fn free_chains(store: &mut dyn PageWrite, p: &CellArray, i: usize) -> Result<()> {
+    if let Payload::Overflow { len, first } = p.payload(i)? {
         overflow::free(store, p.pgno(), len, first)?;
     }
     if let Some((len, first)) = p.key(i)?.tail() {
         overflow::free(store, p.pgno(), len, first)?;
     }
-    Ok(value)
+    Ok(())
 }
 
 /// The separator for a split before leaf cell `c`: an interior cell (child still to be
@@ -863,24 +868,31 @@ pub(crate) fn remove_by(
     let Ok(i) = leaf.view().search_by(probe, &whole(store, leaf.pgno))? else {
         return Ok(None);
     };
-    remove_on_path(store, opts, path, i).map(|(old, _)| Some(old))
+    remove_on_path(store, opts, path, i, true).map(|(old, _)| old)
 }
 
 /// Remove entry `i` of the leaf a root-to-leaf `path` ends at (the current images, each
 /// interior frame's index on the child the path takes), as a descent would find it: a
-/// cursor standing on the entry passes its own path. Returns the removed value, and the
-/// path to the leaf as it is now when the entry went from its leaf in place (the leaf
-/// frame's index then names the entry that followed it; None when the tree was
-/// rebalanced).
+/// cursor standing on the entry passes its own path. Returns the removed value (only if
+/// `want_value`: a caller that discards it does not pay for reading it), and the path to
+/// the leaf as it is now when the entry went from its leaf in place (the leaf frame's
+/// index then names the entry that followed it; None when the tree was rebalanced).
 pub(crate) fn remove_on_path(
     store: &mut dyn PageWrite,
     opts: TreeOptions,
     path: Path,
     i: usize,
-) -> Result<(Vec<u8>, Option<Path>)> {
+    want_value: bool,
+) -> Result<(Option<Vec<u8>>, Option<Path>)> {
     let f = Format::of(&*store);
     let leaf = path.last().expect("a path is never empty");
-    let old = take_value(store, &leaf.view(), i)?;
+    let old = match want_value {
+        true => Some(take_value(store, &leaf.view(), i)?),
+        false => {
+            free_chains(store, &leaf.view(), i)?;
+            None
+        }
+    };
     let edit = LeafEdit {
         tid: store.tid(),
         at: i,

@@ -778,18 +778,16 @@ impl WriteTxn {
         self.bump_gen(c.root);
         // As in `insert_at`: the path alone holds the leaf, so it is edited in place.
         c.raw.invalidate();
-        c.state = State::Gone(key.clone());
+        c.gone(&key);
         let (removed, placed) = match at {
-            Some(i) => {
-                let (old, placed) = tree::remove_on_path(self, opts, path, i)?;
-                (Some(old), placed)
-            }
+            // The value goes unread: a delete returns nothing.
+            Some(i) => (true, tree::remove_on_path(self, opts, path, i, false)?.1),
             None => (
-                tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?,
+                tree::remove_by(self, c.root, &mut |s: &[u8]| order(s, &key), opts)?.is_some(),
                 None,
             ),
         };
-        if removed.is_none() {
+        if !removed {
             // The cursor was just restored onto this key, so only a damaged tree (an
             // order the comparator disagrees with) can lose it: an error, not a panic.
             return Err(Error::corrupt(
