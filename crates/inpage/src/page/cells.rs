@@ -259,7 +259,7 @@ impl<'a> CellArray<'a> {
 
     /// Probe key `i`: the stored bytes of an inline key, or a long key made whole by
     /// `whole` (which reads its tail chain; only long keys pay for it).
-    #[inline]
+    #[inline(always)]
     fn probe_at(
         &self,
         i: usize,
