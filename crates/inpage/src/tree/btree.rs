@@ -1242,17 +1242,20 @@ fn balance(
     balance_root(store, &f, node)
 }
 
+/// A balance step's change to the parent: (replace, at, cell, child pointer to set
+/// afterwards), as `patch_parent` takes it.
+type ParentChange = (bool, usize, Vec<u8>, (usize, Pgno));
+
 /// The append split of leaf `pgno`, child `i` (the rightmost) of its parent, by `last`,
 /// a cell that goes after all of the leaf's: the leaf stays as it is and `last` starts a
-/// fresh right sibling. Returns the parent's change as `balance` makes it (replace, at,
-/// cell, child pointer to set afterwards).
+/// fresh right sibling. Returns the parent's change as `balance` makes it.
 fn append_split(
     store: &mut dyn PageWrite,
     f: &Format,
     pgno: Pgno,
     i: usize,
     last: Vec<u8>,
-) -> Result<(bool, usize, Vec<u8>, (usize, Pgno))> {
+) -> Result<ParentChange> {
     let sep = separator_from_leaf(store, pgno, &last)?;
     let right = Node {
         pgno: store.allocate()?,
