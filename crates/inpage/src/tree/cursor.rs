@@ -19,6 +19,10 @@
 //!   and re-seeks by key when it is not.
 //! - Empty leaves (only the root can be one in a valid tree) are skipped in both
 //!   directions, so positioning works on empty trees and tolerates odd shapes.
+//! - An edit at the cursor's position takes the stack as its path (`take_path`) and hands
+//!   it back (`place`). While it is taken the cursor has no position and holds no page,
+//!   so the path alone holds the leaf's image and the edit may change it where it lies
+//!   (`Arc::get_mut` decides).
 
 use std::cmp::Ordering;
 use std::ops::Range;

@@ -9,7 +9,9 @@
 //!   images it was positioned through (`RawCursor`); the images are immutable `Arc`s, so
 //!   its current key and inline value stay readable, unchanged, whatever is written later.
 //! - **Fresh or stale.** The cursor records `(transaction serial, tree generation)` from
-//!   `ReadableTxn::tree_clock` when it is positioned. A write transaction bumps a tree's
+//!   `ReadableTxn::tree_clock` when it is positioned (a cursor just opened: its
+//!   transaction's serial and `u64::MAX`, a generation no tree reaches, so it is never
+//!   taken for positioned, yet keeps the stack made for that transaction). A write transaction bumps a tree's
 //!   generation on every write to it (insert, remove, clear, drop, create) and every
 //!   tree's on `rollback_to`/`rollback_all`; a snapshot never changes. While the pair is
 //!   unchanged no page of the tree changed, so the kept stack is exactly the tree and
