@@ -826,7 +826,7 @@ pub(crate) fn insert_on_path(
     // its cells being loaded (what `balance` would do with them).
     let cell = match replace {
         true => cell,
-        false => match append_past_full_leaf(store, opts, &path, i, cell)? {
+        false => match append_past_full_leaf(store, &f, opts, &path, i, cell)? {
             Ok(()) => return Ok((old, None)),
             Err(cell) => cell,
         },
@@ -1275,18 +1275,17 @@ fn append_split(
 /// that case.
 fn append_past_full_leaf(
     store: &mut dyn PageWrite,
+    f: &Format,
     opts: TreeOptions,
     path: &[Step],
     at: usize,
     cell: Vec<u8>,
 ) -> Result<std::result::Result<(), Vec<u8>>> {
-    let f = Format::of(&*store);
     // Only where a failed in-place edit means the cell does not fit (`PageLayout::
     // edit_leaf`): a layout that never edits in place rebuilds every leaf it writes.
-    let Some(d) = path.len().checked_sub(1).filter(|d| *d > 0) else {
-        return Ok(Err(cell));
-    };
-    if !f.layout.edits_in_place() {
+    // A leaf that is the root has no parent to take a sibling.
+    let d = path.len() - 1;
+    if !f.layout.edits_in_place() || d == 0 {
         return Ok(Err(cell));
     }
     let (leaf, parent) = (&path[d], &path[d - 1]);
@@ -1299,8 +1298,8 @@ fn append_past_full_leaf(
     // edit did not fit).
     debug_assert!(f.used(&lv)? + f.cost(cell.len()) > f.capacity());
     debug_assert_eq!(pv.child(i).ok(), Some(leaf.pgno));
-    let (replace, at, sep, child) = append_split(store, &f, leaf.pgno, i, cell)?;
-    if let Some(node) = patch_parent(store, &f, &path[..d], (replace, at, Some(sep)), child)? {
+    let (replace, at, sep, child) = append_split(store, f, leaf.pgno, i, cell)?;
+    if let Some(node) = patch_parent(store, f, &path[..d], (replace, at, Some(sep)), child)? {
         // `balance` goes on from the parent, which may merge (it is not the edited leaf).
         balance(store, opts, &path[..d], node, true)?;
     }

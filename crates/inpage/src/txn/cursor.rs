@@ -775,11 +775,10 @@ impl WriteTxn {
         let order = c.order.clone();
         let opts = self.opts;
         // Restored and current: the cursor's own stack is the path to the row.
+        // Taken, not copied: the path alone holds the leaf, so it is edited in place.
         let path = c.raw.take_path();
         let at = path.last().map(|leaf| leaf.idx);
         self.bump_gen(c.root);
-        // As in `insert_at`: the path alone holds the leaf, so it is edited in place.
-        c.raw.invalidate();
         c.gone(&key);
         let (removed, placed) = match at {
             // The value goes unread: a delete returns nothing.
