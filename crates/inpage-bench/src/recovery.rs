@@ -257,6 +257,14 @@ impl File for StopFile {
     fn try_lock(&self, kind: inpage::vfs::LockKind) -> io::Result<bool> {
         self.inner.try_lock(kind)
     }
+    fn lock_range(
+        &self,
+        start: u64,
+        len: u64,
+        kind: Option<inpage::vfs::LockKind>,
+    ) -> io::Result<bool> {
+        self.inner.lock_range(start, len, kind)
+    }
     fn prefetch(&self, offset: u64, len: u64) {
         self.inner.prefetch(offset, len)
     }

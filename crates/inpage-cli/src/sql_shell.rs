@@ -13,12 +13,16 @@
 //! value goes through SQLite's `quote()`, tables are created before their rows, indexes,
 //! triggers and views after all rows (as the sqlite3 shell orders them), all inside one
 //! transaction. An error in one statement is reported with its text and the shell goes
-//! on (as sqlite3 does), but the exit code is 1 if any statement failed.
+//! on (as sqlite3 does), but the exit code is 1 if any statement failed. A statement
+//! waits up to 5 s while another process has its turn on the file (`.timeout 5000`).
 
 use std::io::{BufRead, Write};
 use std::path::Path;
 
 use inpage_sql::{Connection, SqlError, Value};
+
+/// How long a statement waits for another process's turn on the file.
+const BUSY_TIMEOUT_MS: i32 = 5000;
 
 /// Run the shell; Ok(true) if every statement succeeded.
 pub fn run(
@@ -76,6 +80,10 @@ fn open(file: &Path, journal_mode: Option<&str>) -> Result<Connection, String> {
         None => Connection::open(file),
     }
     .map_err(|e| format!("{}: {}", file.display(), e.message))?;
+    // Another process may have its turn on the file (a writer between statements): wait
+    // for it as the sqlite3 shell does after `.timeout 5000`, instead of failing at once.
+    conn.busy_timeout(BUSY_TIMEOUT_MS)
+        .map_err(|e| format!("{}: {}", file.display(), e.message))?;
     // Opening is lazy in SQLite: read the schema now, so a foreign or damaged file is
     // reported before any statement runs (and nothing is written to it).
     conn.query("SELECT count(*) FROM sqlite_schema", &[])

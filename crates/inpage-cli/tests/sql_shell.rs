@@ -227,7 +227,7 @@ fn a_stock_file_is_refused_and_left_unchanged() {
 }
 
 #[test]
-fn a_second_process_is_refused_while_the_first_has_the_file_open() {
+fn a_second_process_takes_turns_with_a_shell_that_has_the_file_open() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.db");
     let (rc, _, err) = inpage_sql(&db, &["CREATE TABLE t(a)", "INSERT INTO t VALUES(1)"], None);
@@ -251,21 +251,41 @@ fn a_second_process_is_refused_while_the_first_has_the_file_open() {
     let mut ready = String::new();
     std::io::BufRead::read_line(&mut lines, &mut ready).unwrap();
     assert_eq!(ready, "ready\n");
+    // A second process reads and writes while the first has the file open (idle).
     let (rc, out, err) = inpage_sql(&db, &["SELECT count(*) FROM t"], None);
-    assert_eq!(rc, 1, "a second process read a file another one has open");
-    assert_eq!(out, "");
-    assert!(err.contains("locked"), "{err}");
+    assert_eq!((rc, out.as_str()), (0, "2\n"), "{err}");
+    let (rc, _, err) = inpage_sql(&db, &["INSERT INTO t VALUES(3)"], None);
+    assert_eq!(rc, 0, "{err}");
+    // The first sees the second's row at its next statement.
+    input
+        .write_all(b"SELECT group_concat(a) FROM t;\n")
+        .unwrap();
+    input.flush().unwrap();
+    let mut seen = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut seen).unwrap();
+    assert_eq!(seen, "1,2,3\n");
+    // While the first holds a write transaction, the second waits (5 s), then gives up
+    // with "database is locked" and changes nothing.
+    input
+        .write_all(b"BEGIN IMMEDIATE;\nSELECT 'holding';\n")
+        .unwrap();
+    input.flush().unwrap();
+    let mut holding = String::new();
+    std::io::BufRead::read_line(&mut lines, &mut holding).unwrap();
+    assert_eq!(holding, "holding\n");
     let before = std::fs::read(&db).unwrap();
-    let (rc, _, _) = inpage_sql(&db, &["INSERT INTO t VALUES(99)"], None);
+    let (rc, _, err) = inpage_sql(&db, &["INSERT INTO t VALUES(99)"], None);
     assert_eq!(rc, 1);
+    assert!(err.contains("locked"), "{err}");
     assert_eq!(
         std::fs::read(&db).unwrap(),
         before,
         "a refused writer changed the file"
     );
+    input.write_all(b"COMMIT;\n").unwrap();
     drop(input); // EOF: the first shell finishes and closes the file
     let o = first.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let (rc, out, err) = inpage_sql(&db, &["SELECT group_concat(a) FROM t"], None);
-    assert_eq!((rc, out.as_str()), (0, "1,2\n"), "{err}");
+    assert_eq!((rc, out.as_str()), (0, "1,2,3\n"), "{err}");
 }

@@ -25,7 +25,7 @@ typedef struct Cur Cur;
 extern int ipg_open(const char*, int, const char*, int, Conn**);
 extern void ipg_close(Conn*);
 extern int ipg_txn_state(Conn*);
-extern int ipg_begin(Conn*, int);
+extern int ipg_begin(Conn*, int, int);
 extern int ipg_end(Conn*, int, int);
 extern int ipg_sp_open(Conn*, int);
 extern int ipg_sp(Conn*, int, int);
@@ -218,14 +218,20 @@ static void glueEndRuns(Btree *p){
 }
 SQLITE_PRIVATE int sqlite3BtreeBeginTrans(Btree *p, int wrflag, int *pSchemaVersion){
   int rc;
-  /* Another connection's write transaction: the busy handler decides whether to wait,
-  ** as btree.c does, and only when this connection holds no transaction (waiting while
-  ** holding a read snapshot could never succeed: the upgrade would be stale anyway). */
+  /* Another connection's or process's turn: with busy_timeout set (db->busyTimeout, only
+  ** while sqlite3_busy_timeout's own handler is installed) the engine waits that long
+  ** itself, short sleeps that let it say it waits and so get its turn; otherwise the
+  ** app's busy handler decides, as in btree.c, and only when this connection holds no
+  ** transaction. A read transaction's upgrade waits too (for other processes' readers,
+  ** as stock SQLite's COMMIT does), and fails at once while another writer holds the
+  ** database, as stock's does. */
   int fresh = ipg_txn_state(p->pConn)==SQLITE_TXN_NONE;
+  int waitMs = p->db->busyTimeout;
   glueEndRuns(p);
   do{
-    rc = ipg_begin(p->pConn, wrflag);
-  }while( rc==SQLITE_BUSY && fresh && sqlite3InvokeBusyHandler(&p->db->busyHandler) );
+    rc = ipg_begin(p->pConn, wrflag, waitMs);
+  }while( rc==SQLITE_BUSY && fresh && waitMs<=0
+          && sqlite3InvokeBusyHandler(&p->db->busyHandler) );
   /* Savepoints are opened lazily: bring the count up to db->nSavepoint. */
   if( rc==SQLITE_OK && wrflag ) rc = ipg_sp_open(p->pConn, p->db->nSavepoint);
   if( rc==SQLITE_OK && pSchemaVersion ) *pSchemaVersion = (int)ipg_meta_get(p->pConn, 1);

@@ -39,6 +39,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use inpage::{
     Config, Cursor, CursorOps, Database, Error, JournalMode, Key, ReadTxn, ReadableTxn, Restored,
@@ -196,6 +197,9 @@ fn file_config() -> Config {
         .unwrap_or_else(|p| p.into_inner())
         .clone()
         .unwrap_or_default()
+        // The engine never waits for another process's turn: SQLite's busy handler
+        // (`busy_timeout`) decides whether to try again, as with stock SQLite's locks.
+        .busy_timeout(Duration::ZERO)
 }
 
 /// Files open in this process: one engine handle per file (the engine refuses a second
@@ -446,6 +450,27 @@ impl Conn {
                 }
             }
             r => r,
+        }
+    }
+    /// `begin_with`, trying again until `wait` has passed while the answer is busy: the
+    /// engine waits for another process's turn in short slices (so it says it waits, and
+    /// gets its turn, `procs`), and between them this connection looks again for this
+    /// process's writer and for a file another process kept (attaching, `Conn::db`).
+    fn begin_waiting<T>(
+        &mut self,
+        wait: Duration,
+        begin: impl Fn(&Database, Duration) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let slice = left.min(Duration::from_millis(20));
+            match self.begin_with(|d| begin(d, slice)) {
+                Err(Error::Busy | Error::Locked { .. }) if !left.is_zero() => {
+                    std::thread::sleep(Duration::from_millis(1).min(left));
+                }
+                r => return r,
+            }
         }
     }
     /// The engine handle of a connection known to be attached (it has or had a
@@ -952,12 +977,15 @@ pub unsafe extern "C" fn ipg_txn_state(conn: *mut Conn) -> c_int {
 }
 
 /// Begin a read (`write` = 0) or write transaction; a read transaction whose snapshot
-/// is stale cannot be upgraded (SQLITE_BUSY_SNAPSHOT, WAL-mode semantics).
+/// is stale cannot be upgraded (SQLITE_BUSY_SNAPSHOT, WAL-mode semantics). Waits up to
+/// `wait_ms` (the connection's `busy_timeout`; glue.c calls SQLite's busy handler only
+/// when there is none) for another process's turn, this process's writer, or a file
+/// another process keeps (a detached connection).
 ///
 /// # Safety
 /// `conn` as in [`conn`].
 #[no_mangle]
-pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
+pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int, wait_ms: c_int) -> c_int {
     guard(INTERNAL, || {
         // SAFETY: contract.
         let Some(c) = (unsafe { self::conn(conn) }) else {
@@ -971,14 +999,15 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         match (&c.txn, write != 0) {
             (Txn::Write(_), _) | (Txn::Read(_), false) => return OK,
             (Txn::None, false) => {
-                return match c.begin_with(|d| d.begin_read()) {
+                let wait = Duration::from_millis(wait_ms.max(0) as u64);
+                return match c.begin_waiting(wait, |d, w| d.begin_read_within(w)) {
                     Ok(r) => {
                         c.trees_under(r.catalog_view());
                         c.txn = Txn::Read(r);
                         OK
                     }
                     Err(e) => c.fail(&e),
-                }
+                };
             }
             (Txn::Read(r), true) if r.snapshot_fcc() != c.held().fcc() => return BUSY_SNAPSHOT,
             _ => {}
@@ -986,7 +1015,14 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int) -> c_int {
         if c.read_only || c.db.as_ref().is_some_and(|d| d.is_read_only()) {
             return READONLY;
         }
-        let w = match c.begin_with(|d| d.try_begin_write()) {
+        // An upgrade: the read transaction ends as the write one starts (below).
+        let upgrade = matches!(c.txn, Txn::Read(_));
+        let wait = Duration::from_millis(wait_ms.max(0) as u64);
+        let w = match upgrade {
+            true => c.begin_with(|d| d.begin_write_upgrading(wait)),
+            false => c.begin_waiting(wait, |d, w| d.begin_write_within(w)),
+        };
+        let w = match w {
             Ok(w) => w,
             Err(e) => return c.fail(&e),
         };
@@ -2153,7 +2189,7 @@ mod tests {
                 ),
                 OK
             );
-            assert_eq!(ipg_begin(conn, 1), OK);
+            assert_eq!(ipg_begin(conn, 1, 0), OK);
             let mut t = 0u32;
             assert_eq!(ipg_create(conn, 1, &mut t), OK);
             assert_eq!(t, 2, "the first table after sqlite_schema (trap 5)");

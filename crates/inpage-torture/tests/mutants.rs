@@ -376,11 +376,18 @@ fn find(mutant: Mutant) {
 
 /// Mutants of protocols this harness's one-database workloads never run, and the test
 /// that finds each instead (part of the same CI run).
-const FOUND_ELSEWHERE: [(Mutant, &str); 1] = [(
-    Mutant::UndoUnsynced,
-    "a transaction across databases: crates/inpage/tests/multi.rs \
-     `mutant_undo_unsynced_is_found` (every cut of such commits, two databases)",
-)];
+const FOUND_ELSEWHERE: [(Mutant, &str); 2] = [
+    (
+        Mutant::UndoUnsynced,
+        "a transaction across databases: crates/inpage/tests/multi.rs \
+         `mutant_undo_unsynced_is_found` (every cut of such commits, two databases)",
+    ),
+    (
+        Mutant::SkipWriteAnnounce,
+        "several processes on one file: crates/inpage/tests/procs.rs \
+         `mutant_skip_write_announce_is_found` (two handles taking turns, every mode)",
+    ),
+];
 
 #[test]
 fn every_mutant_has_a_budget() {

@@ -380,6 +380,9 @@ impl File for AccountingFile {
     fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
         self.inner.try_lock(kind)
     }
+    fn lock_range(&self, start: u64, len: u64, kind: Option<LockKind>) -> io::Result<bool> {
+        self.inner.lock_range(start, len, kind)
+    }
 
     fn prefetch(&self, offset: u64, len: u64) {
         self.inner.prefetch(offset, len)

@@ -243,6 +243,20 @@ pub trait File: Send + Sync + fmt::Debug {
         Ok(true)
     }
 
+    /// Take, change or release (`kind` None) an advisory lock on the bytes `[start,
+    /// start+len)` without waiting: `Ok(true)` if done, `Ok(false)` if another open handle
+    /// (this process's or another's) holds a conflicting lock on part of the range. The
+    /// lock belongs to this handle (an open file description: Linux OFD locks), so two
+    /// handles of one file conflict even inside one process; it ends when the handle is
+    /// closed or its process dies. Changing the kind of a held lock is atomic: a refused
+    /// upgrade keeps the shared lock. Bytes past the end of the file may be locked, and a
+    /// lock never changes what reads and writes do. The default takes nothing and says
+    /// yes, as `try_lock`'s does.
+    fn lock_range(&self, start: u64, len: u64, kind: Option<LockKind>) -> io::Result<bool> {
+        let _ = (start, len, kind);
+        Ok(true)
+    }
+
     /// A hint that `[offset, offset+len)` will be read soon: the OS may start reading it
     /// in the background, so several ranges hinted together are fetched concurrently
     /// instead of one after another. Only a hint: it never fails and changes nothing a

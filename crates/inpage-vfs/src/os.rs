@@ -151,8 +151,42 @@ impl Drop for OsFile {
                     rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock)
                         .map_err(io::Error::from)
                 });
+                let _ = ofd_setlk(self.file.as_raw_fd(), libc::F_UNLCK, 0, 0);
             }
             super::fork::unregister_locked(s, self.file.as_raw_fd());
+        }
+    }
+}
+
+/// `fcntl(F_OFD_SETLK)`: an open-file-description lock of `l_type` on `[start,
+/// start+len)` (`len` 0: to the end of any file), without waiting. Ok(false) when a
+/// conflicting lock is held elsewhere.
+#[allow(unsafe_code)]
+fn ofd_setlk(
+    fd: std::os::fd::RawFd,
+    l_type: libc::c_int,
+    start: i64,
+    len: i64,
+) -> io::Result<bool> {
+    // SAFETY: all-zero is a valid `flock` (plain integers); `l_pid` must stay 0 for OFD
+    // locks.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = l_type as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start;
+    fl.l_len = len;
+    loop {
+        // SAFETY: `fd` is an open descriptor owned by the caller for the call's duration,
+        // and `fl` is a valid, initialised `flock` the kernel only reads.
+        let r = unsafe { libc::fcntl(fd, libc::F_OFD_SETLK, &fl as *const libc::flock) };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(false),
+            _ => return Err(e),
         }
     }
 }
@@ -239,6 +273,30 @@ impl File for OsFile {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    fn lock_range(&self, start: u64, len: u64, kind: Option<LockKind>) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let (Ok(l_start), Ok(l_len)) = (i64::try_from(start), i64::try_from(len)) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "lock range past the largest file offset",
+            ));
+        };
+        // Registered before the lock exists, as in `try_lock` (`vfs::fork`).
+        if kind.is_some() {
+            let mut slot = self.lock_slot.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = super::fork::register_locked(self.file.as_raw_fd())
+                    .map(|s| (s, super::fork::generation()));
+            }
+        }
+        let l_type = match kind {
+            Some(LockKind::Shared) => libc::F_RDLCK,
+            Some(LockKind::Exclusive) => libc::F_WRLCK,
+            None => libc::F_UNLCK,
+        };
+        ofd_setlk(self.file.as_raw_fd(), l_type, l_start, l_len)
     }
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {

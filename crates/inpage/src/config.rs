@@ -112,6 +112,11 @@ pub struct Config {
     /// byte-identical. Write transactions are refused with `Error::ReadOnly`; a missing
     /// file is an error (never created). Default false.
     pub read_only: bool,
+    /// How long opening the file or starting a transaction waits while another process
+    /// has its turn on the database (`procs`) before it fails: `Error::Locked` at open,
+    /// `Error::Busy` at a transaction. Default 5 s. SQLite's `busy_timeout` (the drop-in
+    /// sets 0 and lets SQLite's busy handler do the waiting, as stock SQLite's does).
+    pub busy_timeout: Duration,
 }
 
 impl Default for Config {
@@ -131,6 +136,7 @@ impl Default for Config {
             group_commit: None,
             group_commit_delay: Duration::ZERO,
             read_only: false,
+            busy_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -224,6 +230,8 @@ impl Config {
         group_commit_delay(delay: Duration) => group_commit_delay = delay;
         /// Open read-only (see the field's docs).
         read_only(yes: bool) => read_only = yes;
+        /// How long to wait for another process's turn (see the field's docs).
+        busy_timeout(wait: Duration) => busy_timeout = wait;
     }
 
     /// The growth chunk a database of `mode` uses. Chunks exist so that a commit's

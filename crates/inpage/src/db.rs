@@ -7,21 +7,27 @@
 //! transaction again. Closing runs the journal's clean shutdown once (explicitly via
 //! `close`, else when the last handle or transaction is dropped).
 //!
-//! One handle per database file: a read-write open takes an exclusive advisory lock on
-//! the file (`Error::Locked` if another handle, in this process or another, holds it;
-//! the kernel releases it when the handle closes or its process dies). Clone the
-//! `Database` to share it between threads. A read-only open (`Config::read_only`) takes
-//! no lock and never writes: its files are opened read-only and recovery runs in an
-//! in-memory overlay (`vfs::OverlayVfs`), so it can look at a database in use.
+//! Several handles on one file — in other processes, or in this one — take turns
+//! (`procs`): a transaction holds a read or the write turn on the file, and a handle whose
+//! picture of the file another handle's commit made stale opens it again before its next
+//! transaction starts (`Reload`: a read-only copy under a read turn, the real state under
+//! the write turn). The state transactions start from is therefore replaced only while no
+//! transaction of this handle runs, and a transaction keeps the `Shared` it started on.
+//! Clone the `Database` to share it between threads (one handle, one picture). A read-only
+//! open (`Config::read_only`) takes no turn and never writes: its files are opened
+//! read-only and recovery runs in an in-memory overlay (`vfs::OverlayVfs`), so it can
+//! look at a database in use.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::format::header::Header;
-use crate::journal::{JournalMode, RecoveryReport};
+use crate::journal::{Gate, JournalMode, RecoveryReport};
 use crate::pager::{CacheStats, Pager};
+use crate::procs::{can_share, Held, NoReload, Procs, Reload, ShareGate, Turn};
 use crate::txn::key::Key;
 use crate::txn::{ReadTxn, ReadableTxn, Shared, WriteTxn};
 use crate::vfs::undo::UndoVfs;
@@ -34,22 +40,92 @@ pub const MAX_REPLAYS: u32 = 1000;
 /// An open database. Cheap to clone (`Arc` inside); share it between threads.
 #[derive(Clone)]
 pub struct Database {
-    shared: Arc<Shared>,
+    h: Arc<Handle>,
+}
+
+/// What every clone of a `Database` shares: the current state of the file, and how to
+/// open it again when another process changed it.
+struct Handle {
+    /// The file as this handle knows it; replaced (never while a transaction of this
+    /// handle runs: the turn says so) when another process changed the file.
+    current: RwLock<Arc<Shared>>,
+    /// A file other processes may open too (None: in memory, or read-only).
+    procs: Option<Arc<Procs>>,
+    path: PathBuf,
+    /// The settings this handle was opened with.
+    config: Config,
+    /// What recovery did when the handle opened the file.
+    recovery: RecoveryReport,
+    /// The pager's configuration, to open it again (`reload`), with the limits changed
+    /// while open.
+    pager_cfg: Mutex<Config>,
 }
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Database")
-            .field("path", &self.shared.pager.path())
+            .field("path", &self.h.path)
             .field("journal_mode", &self.journal_mode())
             .finish()
     }
 }
 
+/// The gate as the journal sees it.
+fn gate_of(gate: &Option<Arc<ShareGate>>) -> Option<Arc<dyn Gate>> {
+    gate.clone().map(|g| g as Arc<dyn Gate>)
+}
+
+impl Reload for Database {
+    fn is_copy(&self) -> bool {
+        self.current().overlay.is_some()
+    }
+
+    /// Open the file again (no transaction of this handle runs: the caller's turn was
+    /// taken from idle): another process changed it, or a writer needs the real state
+    /// where a read-only copy stands.
+    fn reload(&self, under: Held) -> Result<bool> {
+        let old = self.current();
+        // An inherited handle must not even read the file on its own behalf.
+        old.pager.not_forked()?;
+        let base = self.lock_limits().clone();
+        let (pager, config, overlay, gate, wrote) = if under == Held::Write {
+            let gate = self.h.procs.clone().map(ShareGate::new);
+            let pager = Pager::open(&self.h.path, &base, crate::tree::create, gate_of(&gate))?;
+            // Anything recovery did may change what other processes know.
+            let wrote = !pager.recovery().is_clean();
+            (pager, self.h.config.clone(), None, gate, wrote)
+        } else {
+            // Under a read turn nothing may be written: recovery, if the file needs any
+            // (a process died in a commit), runs in memory until a writer does it.
+            let overlay = Arc::new(OverlayVfs::new(self.h.config.vfs.clone()));
+            let mut c = base.vfs(overlay.clone()).create(false).read_only(true);
+            c.journal.direct_writes = crate::journal::DirectWrites::Off;
+            let pager = Pager::open(&self.h.path, &c, crate::tree::create, None)?;
+            (pager, c, Some(overlay), None, false)
+        };
+        let new = Arc::new(Shared::new(
+            pager,
+            config,
+            overlay,
+            old.undo.clone(),
+            false,
+            self.h.procs.clone(),
+            gate,
+        ));
+        old.supersede();
+        *self.h.current.write().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(wrote)
+    }
+}
+
 impl Database {
     /// Open or create the database at `path`. Runs recovery if the last session crashed.
-    /// Fails with `Error::Locked` while another read-write handle (in this process or
-    /// another) has the file open; clone a `Database` to share it instead.
+    /// Other processes (and other handles in this one) may have the file open too: they
+    /// take turns, each transaction waiting up to `Config::busy_timeout` for another
+    /// process's (`Error::Busy` after that). A mode whose journal cannot share the file
+    /// (a background flusher, commits acknowledged from process memory) keeps it for the
+    /// handle's life; opening it elsewhere then fails with `Error::Locked` once the busy
+    /// timeout has passed. Clone a `Database` to share it between threads.
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Database> {
         Database::open_as(path.as_ref(), config, false)
     }
@@ -68,10 +144,101 @@ impl Database {
             let pager_cfg = config.clone().vfs(undo.clone());
             (config, None, Some(undo), pager_cfg)
         };
-        let pager = Pager::open(path, &pager_cfg, crate::tree::create)?;
+        let procs = if config.read_only || ephemeral || config.vfs.in_process_memory() {
+            None
+        } else {
+            Some(Self::join(path, &config)?)
+        };
+        // Opening (recovery, laying out a new file) writes: under the write turn.
+        let turn = match &procs {
+            Some(p) => Some(
+                p.enter(
+                    Held::Write,
+                    config.busy_timeout,
+                    &NoReload { refuse: false },
+                )
+                .map_err(|e| match e {
+                    Error::Busy => Error::Locked {
+                        path: path.to_path_buf(),
+                    },
+                    e => e,
+                })?,
+            ),
+            None => None,
+        };
+        let gate = procs.clone().map(ShareGate::new);
+        let pager = Pager::open(path, &pager_cfg, crate::tree::create, gate_of(&gate))?;
+        let mode = pager.journal_mode();
+        let recovery = pager.recovery().clone();
+        let shared = Arc::new(Shared::new(
+            pager,
+            config.clone(),
+            overlay,
+            undo,
+            ephemeral,
+            procs.clone(),
+            gate,
+        ));
+        // A journal that cannot share keeps the turn it opened under, as long as its
+        // state lives (a transaction may outlive the handle).
+        if let Some(t) = turn.filter(|_| !can_share(mode)) {
+            shared.pin(t);
+        }
         Ok(Database {
-            shared: Arc::new(Shared::new(pager, config, overlay, undo, ephemeral)),
+            h: Arc::new(Handle {
+                current: RwLock::new(shared),
+                procs,
+                path: path.to_path_buf(),
+                config,
+                recovery,
+                pager_cfg: Mutex::new(pager_cfg),
+            }),
         })
+    }
+
+    /// Join the processes that have the file open (`procs`): the file is opened (created
+    /// if asked) for its locks only.
+    fn join(path: &Path, config: &Config) -> Result<Arc<Procs>> {
+        // Refused settings touch nothing, not even the file (`Pager::open` checks again).
+        config.validate()?;
+        let locks = Pager::open_file(path, config)?;
+        Procs::open(
+            &config.vfs,
+            path,
+            locks,
+            config.busy_timeout,
+            config.journal.mutant(),
+        )
+    }
+
+    /// The state transactions start from now.
+    fn current(&self) -> Arc<Shared> {
+        self.h
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A turn of kind `want` on the file (None where no other process can open it) and
+    /// the state to run under it: opened again first if another process changed the file.
+    fn turn(&self, want: Held, wait: Duration) -> Result<(Option<Turn>, Arc<Shared>)> {
+        self.turn_handing_over(want, wait, 0)
+    }
+
+    /// [`Database::turn`] for a caller ending `handing_over` read transactions of this
+    /// handle once it has it (`Procs::enter_handing_over`).
+    fn turn_handing_over(
+        &self,
+        want: Held,
+        wait: Duration,
+        handing_over: usize,
+    ) -> Result<(Option<Turn>, Arc<Shared>)> {
+        let Some(p) = &self.h.procs else {
+            return Ok((None, self.current()));
+        };
+        let t = p.enter_handing_over(want, wait, self, handing_over)?;
+        Ok((Some(t), self.current()))
     }
 
     /// A new, empty database in memory (SQLite's temp databases, `:memory:` and
@@ -100,13 +267,13 @@ impl Database {
 
     /// Whether this handle was opened read-only.
     pub fn is_read_only(&self) -> bool {
-        self.shared.config.read_only
+        self.h.config.read_only
     }
 
     /// Read-only handles: the files recovery changed in its private overlay, i.e. the
     /// ones a read-write open would have written. Empty for read-write handles.
     pub fn changed_by_recovery(&self) -> Vec<std::path::PathBuf> {
-        self.shared
+        self.current()
             .overlay
             .as_ref()
             .map_or_else(Vec::new, |o| o.changed_paths())
@@ -127,19 +294,86 @@ impl Database {
     /// `Error::Conflict`; see [`Database::write`]).
     pub fn begin_write(&self) -> Result<WriteTxn> {
         self.refuse_read_only("write transaction")?;
-        self.shared.begin_write(true)
+        self.begin_write_waiting(true)
+    }
+
+    /// The write turn (waiting for it if `wait`), then the write transaction.
+    fn begin_write_waiting(&self, wait: bool) -> Result<WriteTxn> {
+        self.start_write(self.turn_wait(wait), wait, 0)
+    }
+
+    /// The write turn, waiting up to `turn_wait` for other processes', then the write
+    /// transaction, waiting for this handle's writer if `flag_wait`; `handing_over` read
+    /// transactions of this handle end once it has started.
+    fn start_write(
+        &self,
+        turn_wait: Duration,
+        flag_wait: bool,
+        handing_over: usize,
+    ) -> Result<WriteTxn> {
+        let (turn, shared) = self.turn_handing_over(Held::Write, turn_wait, handing_over)?;
+        let mut w = shared.begin_write(flag_wait)?;
+        w.set_turn(turn);
+        Ok(w)
+    }
+
+    /// How long to wait for another process's turn: the busy timeout, or not at all.
+    fn turn_wait(&self, wait: bool) -> Duration {
+        if wait {
+            self.h.config.busy_timeout
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Start the write transaction without waiting for another write transaction of this
+    /// handle (`Error::Busy` if one is active), waiting up to `wait` for another process's
+    /// turn: what a SQL connection upgrading its read transaction does, with SQLite's busy
+    /// timeout.
+    pub fn begin_write_within(&self, wait: Duration) -> Result<WriteTxn> {
+        self.refuse_read_only("write transaction")?;
+        self.start_write(wait, false, 0)
+    }
+
+    /// [`Database::begin_write_within`] for a caller that holds one read transaction of
+    /// this handle and ends it as soon as this returns (SQL's upgrade of a read
+    /// transaction): that transaction does not keep the write transaction from starting
+    /// where the handle's picture of the file is a read-only copy (`procs`), which it
+    /// otherwise would (`Error::Busy`).
+    pub fn begin_write_upgrading(&self, wait: Duration) -> Result<WriteTxn> {
+        self.refuse_read_only("write transaction")?;
+        self.start_write(wait, false, 1)
     }
 
     /// Start the write transaction, or fail with `Error::Busy` if one is active
     /// (`Concurrency::Serial`; under `Occ` the same as `begin_write`).
     pub fn try_begin_write(&self) -> Result<WriteTxn> {
         self.refuse_read_only("write transaction")?;
-        self.shared.begin_write(false)
+        self.begin_write_waiting(false)
     }
 
-    /// Start a read transaction on the latest committed state. Never blocks on the writer.
+    /// Start a read transaction on the latest committed state. Never blocks on a writer
+    /// of this handle; waits up to `Config::busy_timeout` while another process writes
+    /// (`Error::Busy` after that).
     pub fn begin_read(&self) -> Result<ReadTxn> {
-        ReadTxn::new(self.shared.clone())
+        self.begin_read_waiting(true)
+    }
+
+    /// [`Database::begin_read`], or `Error::Busy` at once while another process writes
+    /// (SQLite's drop-in: its busy handler decides whether to wait).
+    pub fn try_begin_read(&self) -> Result<ReadTxn> {
+        self.begin_read_waiting(false)
+    }
+
+    fn begin_read_waiting(&self, wait: bool) -> Result<ReadTxn> {
+        self.begin_read_within(self.turn_wait(wait))
+    }
+
+    /// [`Database::begin_read`], waiting up to `wait` (instead of `Config::busy_timeout`)
+    /// while another process writes.
+    pub fn begin_read_within(&self, wait: Duration) -> Result<ReadTxn> {
+        let (turn, shared) = self.turn(Held::Read, wait)?;
+        ReadTxn::new(shared, turn)
     }
 
     /// Run `f` in a write transaction and commit it; if `f` or the commit fails with
@@ -169,12 +403,15 @@ impl Database {
         loop {
             let mut w = match queued.take() {
                 Some(ts) => {
-                    let vto = self.shared.vto.as_ref().expect("queued under TwoVto");
+                    let (turn, shared) = self.turn(Held::Write, self.turn_wait(true))?;
+                    let vto = shared.vto.as_ref().expect("queued under TwoVto");
                     if let Err(e) = vto.wait_oldest_drained(ts) {
                         vto.forget(ts);
                         return Err(e);
                     }
-                    self.shared.begin_concurrent(Some(ts))?
+                    let mut w = shared.begin_concurrent(Some(ts))?;
+                    w.set_turn(turn);
+                    w
                 }
                 None => self.begin_write()?,
             };
@@ -188,13 +425,13 @@ impl Database {
             match r {
                 Err(Error::Conflict { .. }) if replays < MAX_REPLAYS => {
                     replays += 1;
-                    if let Some(g) = self.shared.group.as_ref() {
+                    if let Some(g) = self.current().group.as_ref() {
                         // A commit it met may still be queued for a flush, invisible
                         // to a new snapshot: running again before it is durable would
                         // meet it again.
                         g.wait_flushed();
                     }
-                    match &self.shared.vto {
+                    match &self.current().vto {
                         Some(vto) if vto.forced_sleep => queued = Some(vto.draw()),
                         Some(_) => {
                             // The no-sleep ablation (plain first-updater-wins): a loser
@@ -215,12 +452,12 @@ impl Database {
     /// `Error::Conflict`s write transactions met since this database was opened (always
     /// 0 under `Concurrency::Serial`).
     pub fn conflicts(&self) -> u64 {
-        self.shared.occ.as_ref().map_or(0, |o| o.conflicts())
+        self.current().occ.as_ref().map_or(0, |o| o.conflicts())
     }
 
     #[cfg(test)]
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        self.current()
     }
 
     /// Group commit since this database was opened: flushes, the write transactions
@@ -229,9 +466,10 @@ impl Database {
     /// between writers (`waldio-gc`: the syncs waiting commits made, not a checkpoint's);
     /// all 0 otherwise.
     pub fn group_stats(&self) -> crate::GroupStats {
-        match &self.shared.group {
+        let shared = self.current();
+        match &shared.group {
             Some(g) => g.stats(),
-            None => self.shared.pager.journal_group_stats(),
+            None => shared.pager.journal_group_stats(),
         }
     }
 
@@ -269,7 +507,7 @@ impl Database {
     pub fn checkpoint(&self) -> Result<()> {
         self.refuse_read_only("checkpoint")?;
         let w = self.begin_write()?;
-        let r = self.shared.pager.checkpoint();
+        let r = w.shared().pager.checkpoint();
         w.rollback()?;
         r
     }
@@ -279,13 +517,21 @@ impl Database {
     /// every handle of the file in this process, as `PRAGMA journal_size_limit` does
     /// for its connection.
     pub fn set_journal_size_limit(&self, bytes: Option<u64>) {
-        self.shared.pager.limits().set_size_limit(bytes);
+        self.lock_limits().journal.journal_size_limit = bytes;
+        self.current().pager.limits().set_size_limit(bytes);
     }
 
     /// Change `Config::wal_autocheckpoint` while open: after how many log frames a
     /// commit checkpoints (0: only on request), as `PRAGMA wal_autocheckpoint` does.
     pub fn set_wal_autocheckpoint(&self, frames: u32) {
-        self.shared.pager.limits().set_autocheckpoint(frames);
+        self.lock_limits().journal.wal_autocheckpoint = frames;
+        self.current().pager.limits().set_autocheckpoint(frames);
+    }
+
+    /// The pager configuration a reload opens with, where the limits changed while open
+    /// are kept.
+    fn lock_limits(&self) -> std::sync::MutexGuard<'_, Config> {
+        self.h.pager_cfg.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// [`Database::checkpoint`], or `Error::Busy` at once if a write transaction is
@@ -293,7 +539,7 @@ impl Database {
     pub fn try_checkpoint(&self) -> Result<()> {
         self.refuse_read_only("checkpoint")?;
         let w = self.try_begin_write()?;
-        let r = self.shared.pager.checkpoint();
+        let r = w.shared().pager.checkpoint();
         w.rollback()?;
         r
     }
@@ -304,7 +550,7 @@ impl Database {
     pub fn try_checkpoint_truncating(&self) -> Result<()> {
         self.refuse_read_only("checkpoint")?;
         let w = self.try_begin_write()?;
-        let r = self.shared.pager.checkpoint_truncating();
+        let r = w.shared().pager.checkpoint_truncating();
         w.rollback()?;
         r
     }
@@ -312,58 +558,59 @@ impl Database {
     /// Close cleanly, reporting errors (WAL: final checkpoint). Fails if transactions or
     /// clones of this handle are still alive.
     pub fn close(self) -> Result<()> {
-        let n = Arc::strong_count(&self.shared);
-        if n > 1 {
+        let shared = self.current();
+        // This handle, the clone just taken, and the handle's own reference.
+        let n = (Arc::strong_count(&self.h) - 1) + (Arc::strong_count(&shared) - 2);
+        if n > 0 {
             return Err(Error::InvalidArgument(format!(
-                "cannot close: {} other handles or transactions are still open",
-                n - 1
+                "cannot close: {n} other handles or transactions are still open"
             )));
         }
-        self.shared.close()
+        shared.close()
     }
 
     pub fn path(&self) -> &Path {
-        self.shared.pager.path()
+        &self.h.path
     }
     pub fn journal_mode(&self) -> JournalMode {
-        self.shared.pager.journal_mode()
+        self.current().pager.journal_mode()
     }
     /// Whether this handle's page writes bypass the page cache (`O_DIRECT`): DHL modes with
     /// `DirectWrites::Auto` (the default) on a file system that accepts it, or `On`.
     pub fn direct_writes(&self) -> bool {
-        self.shared.pager.direct_writes()
+        self.current().pager.direct_writes()
     }
     pub fn page_size(&self) -> usize {
-        self.shared.pager.page_size()
+        self.current().pager.page_size()
     }
     /// The committed file header.
     pub fn header(&self) -> Header {
-        self.shared.pager.header()
+        self.current().pager.header()
     }
     /// The id of the last committed write transaction.
     pub fn fcc(&self) -> u64 {
-        self.shared.pager.header().fcc
+        self.current().pager.header().fcc
     }
     /// What recovery did when this database was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
-        self.shared.pager.recovery()
+        &self.h.recovery
     }
     /// Frames currently in the write-ahead log (0 outside WAL mode).
     pub fn log_frames(&self) -> u64 {
-        self.shared.pager.log_frames()
+        self.current().pager.log_frames()
     }
     /// The id of the last commit that survives even the loss of the `nvlog` region (the
     /// flusher has synced it into the file); commits after it survive a process crash,
     /// and a power cut only if the region is on persistent memory. None for modes
     /// without a region (`Capabilities::region_backed`).
     pub fn durable_tid(&self) -> Option<u64> {
-        self.shared.pager.durable_tid()
+        self.current().pager.durable_tid()
     }
     pub fn cache_stats(&self) -> CacheStats {
-        self.shared.pager.cache_stats()
+        self.current().pager.cache_stats()
     }
     /// The settings this database was opened with.
     pub fn config(&self) -> &Config {
-        &self.shared.config
+        &self.h.config
     }
 }

@@ -89,8 +89,9 @@ pub enum Error {
     /// An earlier I/O error left the in-memory state unknown; reopen to run recovery.
     #[error("database is unusable after an earlier I/O error ({0}); reopen it to run recovery")]
     Poisoned(String),
-    /// Another write transaction is active (only from `try_begin_write`).
-    #[error("another write transaction is active")]
+    /// Another write transaction is active (`try_begin_write`), or another process kept
+    /// its turn on the file past `Config::busy_timeout` (`procs`).
+    #[error("database is busy: another write transaction, of this handle or of another process, holds it")]
     Busy,
     /// Concurrent writers (`Concurrency::Occ`, `TwoVto`): another transaction changed a
     /// page this one relies on — `Occ`: a commit after this transaction's snapshot (`by`
@@ -99,9 +100,10 @@ pub enum Error {
     /// transaction was written; run it again (`Database::write` does).
     #[error("write conflict on page {page} with transaction {by} (this transaction's snapshot: {snapshot}); run the transaction again")]
     Conflict { page: Pgno, by: u64, snapshot: u64 },
-    /// Another handle (in this or another process) has the database open for writing:
-    /// its advisory lock is held. Retry once that handle is closed or its process exits.
-    #[error("{}: database is in use by another handle or process (its lock is held); open it read-only to inspect it", path.display())]
+    /// Opening: another handle (in this or another process) held the write turn for
+    /// longer than `Config::busy_timeout` (a write transaction, or a mode that keeps the
+    /// file for the handle's life, `procs`). Retry later.
+    #[error("{}: database is in use by another handle or process (its turn did not come within the busy timeout); open it read-only to inspect it", path.display())]
     Locked { path: PathBuf },
     /// The handle was opened by another process: this one is a child of `fork()` that
     /// inherited it. Using it would write the parent's files from a stale picture of them,

@@ -6,3 +6,5 @@ pub use crate::format::header::{
     decode_slot, free_snapshot_ref, FREE_SNAPSHOT, HEADER_LEN, HEADER_SLOTS, MAX_TID,
 };
 pub use crate::page::{stamp_crc, PAGE_TRAILER};
+/// The side file several processes share while the database is open (`procs`).
+pub use crate::procs::shm_path;

@@ -36,6 +36,7 @@ mod journal;
 mod le;
 mod page;
 mod pager;
+mod procs;
 mod seam;
 mod tree;
 mod txn;

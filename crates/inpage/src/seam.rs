@@ -124,11 +124,16 @@ pub enum Mutant {
     /// new end for the readers of the longer state, so they read those pages from a
     /// file that is cut back, or grown over by later commits, under them.
     ShrinkDropsTail,
+    /// Several processes (`procs`): a handle taking the write turn does not bump the
+    /// change counter, so the other handles keep their pictures of the file and work
+    /// from them after its commits: they miss them, and their own commits write over
+    /// them.
+    SkipWriteAnnounce,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 27] = [
+    pub const ALL: [Mutant; 28] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -156,6 +161,7 @@ impl Mutant {
         Mutant::StaleReaderGetsNewest,
         Mutant::PruneUnderReaders,
         Mutant::ShrinkDropsTail,
+        Mutant::SkipWriteAnnounce,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -189,6 +195,7 @@ impl Mutant {
             Mutant::StaleReaderGetsNewest => "stale-reader-gets-newest",
             Mutant::PruneUnderReaders => "prune-under-readers",
             Mutant::ShrinkDropsTail => "shrink-drops-tail",
+            Mutant::SkipWriteAnnounce => "skip-write-announce",
         }
     }
 

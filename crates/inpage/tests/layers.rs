@@ -31,6 +31,7 @@ const ENGINE: &[(&str, u32)] = &[
     ("journal", 3),
     ("config", 4),
     ("pager", 5),
+    ("procs", 5),
     ("txn", 6),
     ("db", 7),
     ("check", 8),

@@ -120,15 +120,22 @@ fn read_only_open_recovers_in_memory_and_refuses_writes() {
     }
 }
 
-/// One read-write handle per file, also inside one process; read-only handles need none.
+/// A second read-write handle (inside one process as from another) takes turns with the
+/// first; while the first writes, an open that cannot wait for its turn is refused with
+/// `Locked` and writes nothing. Read-only handles need no turn.
 #[test]
-fn a_second_read_write_handle_is_locked_out() {
+fn a_second_read_write_handle_takes_turns() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("one.db");
     let db = Database::open(&path, Config::default()).unwrap();
     commit_rows(&db, 0, 3);
+    let other = Database::open(&path, Config::default()).unwrap();
+    assert_eq!(rows(&other), vec![0, 1, 2]);
+    drop(other);
+    let w = db.begin_write().unwrap();
     let bytes = std::fs::read(&path).unwrap();
-    match Database::open(&path, Config::default()) {
+    let brief = Config::default().busy_timeout(std::time::Duration::from_millis(20));
+    match Database::open(&path, brief) {
         Err(Error::Locked { path: p }) => assert_eq!(p, path),
         other => panic!("expected Locked, got {other:?}"),
     }
@@ -140,6 +147,7 @@ fn a_second_read_write_handle_is_locked_out() {
     let ro = Database::open_read_only(&path, Config::default()).unwrap();
     assert_eq!(rows(&ro), vec![0, 1, 2]);
     drop(ro);
+    drop(w);
     db.close().unwrap();
     let again = Database::open(&path, Config::default()).unwrap();
     assert_eq!(rows(&again), vec![0, 1, 2]);

@@ -545,6 +545,28 @@ pub struct JournalCtx {
     /// The log settings that change while the database is open (read at each use; their
     /// values at open come from `config`).
     pub limits: Arc<LogLimits>,
+    /// On a file other processes may open: what background work asks before it writes
+    /// (None: nobody else can open the file, e.g. in memory).
+    pub gate: Option<Arc<dyn Gate>>,
+}
+
+/// The write turn for a journal's background work (the `nvlog` protocol's flusher), which
+/// writes the files outside any transaction: on a file other processes share (`procs`),
+/// nothing may be written without it.
+pub trait Gate: Send + Sync + std::fmt::Debug {
+    /// Take the write turn without waiting.
+    fn try_write(&self) -> GateAnswer;
+}
+
+/// What a `Gate` says.
+pub enum GateAnswer {
+    /// Write now; the turn is given back when the value is dropped.
+    Go(Box<dyn Send>),
+    /// Another process has a turn: try again later.
+    Later,
+    /// This journal's picture of the file is no longer current (its handle opened the
+    /// file again): it must never write again.
+    Never,
 }
 
 /// The two log settings SQLite lets a connection change while the database is open
@@ -600,6 +622,7 @@ impl JournalCtx {
             db,
             config,
             limits,
+            gate: None,
         }
     }
 
@@ -849,6 +872,23 @@ pub enum RollBackHow {
     HotJournal { restored: u64, torn: u64 },
     /// A side file's record of it was torn and is voided, so no later open reads it.
     VoidRecord,
+}
+
+impl RecoveryAction {
+    /// Whether this action may change what another process with the database open
+    /// knows of it (then that process must open it again, `procs`). Copying committed
+    /// frames into the database leaves the log as it was and puts into the database only
+    /// what every process already reads (from the log, which takes precedence), and
+    /// ignoring frames, or leaving them where they are, changes nothing; everything else
+    /// (rolling back, discarding a torn tail, replaying or replacing a region) may.
+    pub fn changes_others_view(&self) -> bool {
+        !matches!(
+            self,
+            RecoveryAction::ReplayFrames { .. }
+                | RecoveryAction::IgnoreStaleFrames { .. }
+                | RecoveryAction::DeferCheckpoint
+        )
+    }
 }
 
 impl std::fmt::Display for RecoveryAction {

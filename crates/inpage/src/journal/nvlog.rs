@@ -116,8 +116,9 @@ use super::util::check_batch;
 use super::wal::Wal;
 use super::RecoveryAction;
 use super::{
-    Capabilities, CommitBatch, DeferredFlush, Journal, JournalConfig, JournalCtx, JournalOption,
-    Log, ModeSpec, Mutant, NvlogFlush, Opened, RecoveryReport, RegionBacked, WalSync,
+    Capabilities, CommitBatch, DeferredFlush, GateAnswer, Journal, JournalConfig, JournalCtx,
+    JournalOption, Log, ModeSpec, Mutant, NvlogFlush, Opened, RecoveryReport, RegionBacked,
+    WalSync,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32, get_u64};
@@ -208,6 +209,9 @@ const RUN_GAP: usize = 16;
 /// How long the background flusher waits before it tries again after a flush found no
 /// room in the file system.
 const RETRY_DELAY: Duration = Duration::from_millis(100);
+/// How soon the background flusher asks for the write turn again after another process
+/// had one (`journal::Gate`).
+const GATE_RETRY: Duration = Duration::from_millis(5);
 
 /// Why a flush failed: `Retry`, the file system had no room and nothing that counts was
 /// changed; `Fatal`, anything else (the session ends).
@@ -1371,7 +1375,27 @@ fn background(core: &Core) {
         let woke = match due {
             Some(due) if due <= now || s.over_threshold(core.ring) => {
                 drop(s);
-                match core.flush_pending() {
+                // On a file other processes share, only under the write turn.
+                let turn = match core.ctx.gate.as_ref().map(|g| g.try_write()) {
+                    None => None,
+                    Some(GateAnswer::Go(t)) => Some(t),
+                    Some(GateAnswer::Never) => return,
+                    Some(GateAnswer::Later) => {
+                        s = match core
+                            .state
+                            .lock()
+                            .ok()
+                            .and_then(|s| core.wake.wait_timeout(s, GATE_RETRY).ok())
+                        {
+                            Some((s, _)) => s,
+                            None => return,
+                        };
+                        continue;
+                    }
+                };
+                let flushed = core.flush_pending();
+                drop(turn);
+                match flushed {
                     Ok(()) => core.state.lock().ok(),
                     Err(Flush::Fatal(e)) => {
                         core.fail(e.to_string(), Some(e));

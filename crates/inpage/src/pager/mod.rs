@@ -45,11 +45,11 @@ use crate::config::Config;
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::{self, Header, HEADER_LEN};
 use crate::journal::{
-    recover_hot_journal, side_path, CommitBatch, DbFile, Journal, JournalCtx, JournalMode,
+    recover_hot_journal, side_path, CommitBatch, DbFile, Gate, Journal, JournalCtx, JournalMode,
     RecoveryReport,
 };
 use crate::page::{crc_ok, FreeSpace, Geometry, Layout, PageRead, PageRef, PageWrite, Stamp};
-use crate::vfs::{fork, File, LockKind, OpenOptions};
+use crate::vfs::{fork, File, OpenOptions};
 use cache::Cache;
 pub use free::AllocDelta;
 use free::FreeSet;
@@ -326,55 +326,23 @@ pub(crate) type FirstPages = fn(&mut dyn PageWrite) -> Result<Pgno>;
 impl Pager {
     /// Open (or create) the database at `path`; a new file's first pages besides its
     /// header are what `first` lays out (the layer above decides what a new file holds).
-    pub fn open(path: &Path, cfg: &Config, first: FirstPages) -> Result<Pager> {
+    /// `gate`: on a file other processes may open, what the journal's background work asks
+    /// before it writes (`journal::Gate`).
+    pub fn open(
+        path: &Path,
+        cfg: &Config,
+        first: FirstPages,
+        gate: Option<Arc<dyn Gate>>,
+    ) -> Result<Pager> {
         cfg.validate()?;
         // Read before anything is opened: a fork during the open leaves the child a
         // handle of the older generation, which it then refuses to use.
         let vfs = &cfg.vfs;
         let fork_gen = (!vfs.in_process_memory()).then(fork::generation);
-        // Opened with O_CREAT, never exclusively and never renamed into place: every
-        // process opening the path meets the same inode, and the first to lock it lays it
-        // out (`create.rs`).
-        let create = cfg.create && !cfg.read_only;
-        if create && !vfs.exists(path).map_err(Error::io("stat", path))? {
-            // Refuse a configuration the new file's mode would refuse before the file
-            // exists: a refused open leaves nothing behind.
-            cfg.check_against(
-                cfg.journal_mode
-                    .unwrap_or(crate::config::DEFAULT_JOURNAL_MODE),
-            )?;
-        }
-        let file = match vfs.open(
-            path,
-            OpenOptions {
-                create,
-                ..Default::default()
-            },
-        ) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => {
-                return Err(Error::Io {
-                    op: "open",
-                    path: path.to_path_buf(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        "database file does not exist (and create is off)",
-                    ),
-                })
-            }
-            Err(e) => return Err(Error::io("open", path)(e)),
-        };
-        // One read-write handle per file, taken before recovery writes anything. A
-        // read-only open (an overlay whose files lock nothing) may look at a file in use.
-        if !cfg.read_only
-            && !file
-                .try_lock(LockKind::Exclusive)
-                .map_err(Error::io("lock", path))?
-        {
-            return Err(Error::Locked {
-                path: path.to_path_buf(),
-            });
-        }
+        let file = Self::open_file(path, cfg)?;
+        // No lock here: the handle above opens under the write turn (`procs`), so no other
+        // process reads or writes the files while recovery runs. A read-only open (an
+        // overlay whose files lock nothing) may look at a file in use.
         // A transaction across databases that did not commit: undo this database's part
         // before anything reads the files (`vfs::undo`, `txn::multi`).
         let undone = crate::vfs::undo::recover(vfs, path).map_err(Error::io("undo", path))?;
@@ -458,12 +426,13 @@ impl Pager {
             page_size,
             cfg.chunk_pages_for(mode),
         ));
-        let ctx = JournalCtx::new(
+        let mut ctx = JournalCtx::new(
             vfs.clone(),
             path.to_path_buf(),
             db.clone(),
             cfg.journal.clone(),
         );
+        ctx.gate = gate;
         let limits = ctx.limits.clone();
         let opened = mode.open_journal(ctx)?;
         let journal = opened.journal;
@@ -548,6 +517,40 @@ impl Pager {
             settled: Condvar::new(),
             fork_gen,
         })
+    }
+
+    /// Open (or create, if `cfg` says so) the database file itself: with O_CREAT, never
+    /// exclusively and never renamed into place, so every process opening the path meets
+    /// the same inode, and the first to take the write turn lays it out (`create.rs`). A
+    /// configuration the new file's mode would refuse is refused before the file exists:
+    /// a refused open leaves nothing behind. Also what `Database` opens for its turns.
+    pub(crate) fn open_file(path: &Path, cfg: &Config) -> Result<Arc<dyn File>> {
+        let vfs = &cfg.vfs;
+        let create = cfg.create && !cfg.read_only;
+        if create && !vfs.exists(path).map_err(Error::io("stat", path))? {
+            cfg.check_against(
+                cfg.journal_mode
+                    .unwrap_or(crate::config::DEFAULT_JOURNAL_MODE),
+            )?;
+        }
+        match vfs.open(
+            path,
+            OpenOptions {
+                create,
+                ..Default::default()
+            },
+        ) {
+            Ok(f) => Ok(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => Err(Error::Io {
+                op: "open",
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "database file does not exist (and create is off)",
+                ),
+            }),
+            Err(e) => Err(Error::io("open", path)(e)),
+        }
     }
 
     fn check_length(path: &Path, file: &Arc<dyn File>, header: &Header) -> Result<()> {
@@ -1297,7 +1300,7 @@ mod tests {
             .vfs(Arc::new(sim.clone()))
             .journal_mode(JournalMode::DHL_CC);
         let path = Path::new("/db/p.db");
-        let pager = Arc::new(Pager::open(path, &cfg, crate::tree::create).unwrap());
+        let pager = Arc::new(Pager::open(path, &cfg, crate::tree::create, None).unwrap());
         pager.check_usable().unwrap();
         let p = pager.clone();
         let r = std::thread::spawn(move || {
@@ -1313,7 +1316,7 @@ mod tests {
         assert!(matches!(pager.begin_snapshot(), Err(Error::Poisoned(_))));
         assert!(matches!(pager.close(false), Err(Error::Poisoned(_))));
         drop(pager);
-        let again = Pager::open(path, &cfg, crate::tree::create).unwrap();
+        let again = Pager::open(path, &cfg, crate::tree::create, None).unwrap();
         again.check_usable().unwrap();
     }
 
@@ -1327,7 +1330,7 @@ mod tests {
             let cfg = Config::default()
                 .vfs(Arc::new(sim.clone()))
                 .journal_mode(mode);
-            let pager = Pager::open(Path::new("/db/p.db"), &cfg, crate::tree::create)
+            let pager = Pager::open(Path::new("/db/p.db"), &cfg, crate::tree::create, None)
                 .unwrap_or_else(|e| panic!("{mode}: {e}"));
             let (caps, j) = (mode.capabilities(), &pager.journal);
             assert_eq!(caps.steals, j.steal().is_some(), "{mode}: steal");

@@ -107,7 +107,7 @@ pub(crate) fn ensure_known(shared: &std::sync::Arc<Shared>) -> Result<()> {
 
 /// The pages below the page count that no tree owns, by walking every tree.
 fn walk_free(shared: &std::sync::Arc<Shared>) -> Result<BTreeSet<Pgno>> {
-    let r = ReadTxn::new(shared.clone())?;
+    let r = ReadTxn::new(shared.clone(), None)?;
     let h = r.snapshot_header().clone();
     let mut owned = BTreeSet::new();
     tree::for_each_page(&r, h.catalog_root, &mut |p| {

@@ -516,7 +516,8 @@ mod tests {
             let (l, _) = crate::journal::testutil::threads_until_power_cut(
                 &|v| Database::open("/db/x.db", config(v, mode, c, 100)).unwrap(),
                 &|db| {
-                    let g = db.shared().group.as_ref().unwrap();
+                    let shared = db.shared();
+                    let g = shared.group.as_ref().unwrap();
                     g.plant.early_ack.store(plant, Ordering::Relaxed);
                 },
                 &|v| Database::open("/db/x.db", config(v, mode, c, 0)).unwrap(),

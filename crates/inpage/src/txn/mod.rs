@@ -52,6 +52,7 @@ use crate::error::{Error, Pgno, Result};
 use crate::format::header::{Header, META_SLOTS};
 use crate::page::{stamp_crc, Layout, PageRead, PageRef, PageWrite};
 use crate::pager::{AllocDelta, PgnoHasher, PgnoMap, Spilled};
+use crate::procs::Turn;
 use crate::seam::{planted, Plant};
 use crate::tree::{self, CmpFn, TreeOptions};
 
@@ -577,16 +578,20 @@ pub struct ReadTxn {
     header: Header,
     catalog_gen: u64,
     serial: u64,
+    /// Its turn on a file other processes share (`procs`), given back after the
+    /// snapshot ends (fields drop after `Drop::drop`).
+    _turn: Option<Turn>,
 }
 
 impl ReadTxn {
-    pub(crate) fn new(shared: Arc<Shared>) -> Result<ReadTxn> {
+    pub(crate) fn new(shared: Arc<Shared>, turn: Option<Turn>) -> Result<ReadTxn> {
         let (header, catalog_gen) = shared.pager.begin_snapshot()?;
         Ok(ReadTxn {
             shared,
             header,
             catalog_gen,
             serial: next_txn_serial(),
+            _turn: turn,
         })
     }
 }
@@ -734,6 +739,9 @@ pub struct WriteTxn {
     occ: Option<occ::TxnOcc>,
     /// `Concurrency::TwoVto`: its timestamp and page locks (`txn/vto.rs`).
     vto: Option<vto::TxnVto>,
+    /// Its write turn on a file other processes share (`procs`), given back after the
+    /// commit or rollback (fields drop after `Drop::drop`).
+    turn: Option<Turn>,
 }
 
 impl WriteTxn {
@@ -783,7 +791,13 @@ impl WriteTxn {
             on_disk: BTreeSet::new(),
             vto,
             occ,
+            turn: None,
         })
+    }
+
+    /// Hand it the write turn it runs under (`Database::begin_write`).
+    pub(crate) fn set_turn(&mut self, turn: Option<Turn>) {
+        self.turn = turn;
     }
 
     /// Steal: write every dirty page no savepoint holds to the file as an uncommitted
@@ -1309,6 +1323,7 @@ impl WriteTxn {
         self.finished = true;
         let hold = WriterHold {
             shared: self.shared.clone(),
+            _turn: self.turn.take(),
         };
         if let Some(tid) = self.write_commit()? {
             self.shared.pager.wait_durable(tid, 0)?;
@@ -1550,6 +1565,8 @@ impl WriteTxn {
 /// (`WriteTxn::commit_holding_writer`).
 pub(crate) struct WriterHold {
     shared: Arc<Shared>,
+    /// The write turn, given back after the writer flag.
+    _turn: Option<Turn>,
 }
 
 impl Drop for WriterHold {

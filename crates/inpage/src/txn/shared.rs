@@ -6,7 +6,9 @@
 //! commits, rolls back or is dropped (`release_writer`); under `Concurrency::Occ` the
 //! flag is never taken and `occ` coordinates the writers (`txn/occ.rs`). Closing runs
 //! the journal's clean shutdown once (`closed`), and never for a read-only handle, whose
-//! shutdown could only change its private overlay.
+//! shutdown could only change its private overlay, for a state another process's commit
+//! made stale (`supersede`: the handle opened the file again), or while another process
+//! still has the database open (`procs`: the last one out shuts it down).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -14,6 +16,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use crate::config::{Concurrency, Config};
 use crate::error::{Error, Result};
 use crate::pager::Pager;
+use crate::procs::{can_share, Held, NoReload, Procs, ShareGate, Turn};
 use crate::vfs::undo::UndoVfs;
 use crate::vfs::OverlayVfs;
 
@@ -46,6 +49,14 @@ pub(crate) struct Shared {
     pub(crate) undo: Option<Arc<UndoVfs>>,
     /// An in-memory database (`Database::open_memory`): nothing to make durable.
     pub(crate) ephemeral: bool,
+    /// A file other processes may open too: the turns and the change counter.
+    pub(crate) procs: Option<Arc<Procs>>,
+    /// The write turn of the journal's background work, retired with this state.
+    gate: Option<Arc<ShareGate>>,
+    /// A journal that cannot share the file (`procs::can_share`) keeps the write turn
+    /// until this state is gone: given back after the clean shutdown (fields drop after
+    /// `Drop::drop`).
+    pinned: std::sync::OnceLock<Turn>,
 }
 
 /// The writer flag and how many `begin_write` calls wait for it.
@@ -62,6 +73,8 @@ impl Shared {
         overlay: Option<Arc<OverlayVfs>>,
         undo: Option<Arc<UndoVfs>>,
         ephemeral: bool,
+        procs: Option<Arc<Procs>>,
+        gate: Option<Arc<ShareGate>>,
     ) -> Shared {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Shared {
@@ -86,6 +99,23 @@ impl Shared {
             config,
             undo,
             ephemeral,
+            procs,
+            gate,
+            pinned: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Keep `turn` (the write turn) as long as this state lives.
+    pub(crate) fn pin(&self, turn: Turn) {
+        let _ = self.pinned.set(turn);
+    }
+
+    /// This state is no longer the file's: the handle opened it again after another
+    /// process changed it. Nothing is shut down when it goes.
+    pub(crate) fn supersede(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        if let Some(g) = &self.gate {
+            g.retire();
         }
     }
 
@@ -149,11 +179,38 @@ impl Shared {
     pub(crate) fn close(&self) -> Result<()> {
         // Inherited through fork(): no clean shutdown of the parent's files from here.
         self.pager.not_forked()?;
-        if self.closed.swap(true, Ordering::SeqCst) || self.config.read_only {
-            // Read-only: a clean shutdown (WAL checkpoint) would only change the overlay.
+        if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        self.pager.close(self.free_known.load(Ordering::Acquire))
+        let free_known = self.free_known.load(Ordering::Acquire);
+        let Some(procs) = &self.procs else {
+            // Read-only: a clean shutdown (WAL checkpoint) would only change the overlay.
+            return match self.config.read_only {
+                true => Ok(()),
+                false => self.pager.close(free_known),
+            };
+        };
+        // Shut down only as the last process, under the write turn, and only from a
+        // current picture of the file (a stale one refuses to reload here): otherwise the
+        // next open recovers, as after a crash, which loses nothing.
+        let Ok(_turn) = procs.enter(
+            Held::Write,
+            self.config.busy_timeout,
+            &NoReload { refuse: true },
+        ) else {
+            return Ok(());
+        };
+        // A journal that cannot share holds the file alone (it kept the write turn), and
+        // may hold acknowledged commits nowhere but in this process: it always shuts down.
+        if can_share(self.pager.journal_mode()) && !procs.is_last()? {
+            return Ok(());
+        }
+        // A read-only copy (`Database::reload`) has nothing to shut down. The side file
+        // goes with the last handle (`Procs`'s drop).
+        match self.config.read_only {
+            true => Ok(()),
+            false => self.pager.close(free_known),
+        }
     }
 }
 
