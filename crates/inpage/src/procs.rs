@@ -115,6 +115,10 @@ struct TurnState {
     /// An upgrade to the write turn is under way: `RESERVED` is this handle's, and it waits
     /// (between tries) for `PENDING` and `SHARED`.
     pending_write: bool,
+    /// No other handle had the file open when this one last took the write turn (then
+    /// nobody can be waiting when it gives it back but one that joined meanwhile, which
+    /// the next turn's look finds).
+    alone: bool,
     /// Others waited when this handle last gave back the write turn: no new turn before.
     yield_until: Option<Instant>,
 }
@@ -329,6 +333,7 @@ impl Procs {
                 seen: 0,
                 waiting: false,
                 pending_write: false,
+                alone: false,
                 yield_until: None,
             }),
             fork_gen: crate::vfs::fork::generation(),
@@ -459,14 +464,18 @@ impl Procs {
         handing_over: usize,
     ) -> Result<(), Attempt> {
         if st.held == Held::None {
-            if !self.lock(PENDING, Some(LockKind::Shared))? {
+            // Uncontended, the whole write turn in one call (`RESERVED`, `PENDING` and
+            // `SHARED` are adjacent): a refused range lock takes none of its bytes.
+            if want == Held::Write && self.lock_span(RESERVED, SHARED, LockKind::Exclusive)? {
+                st.held = Held::Write;
+                return self.write_turn_taken(st, r, false);
+            }
+            // `PENDING` and `SHARED` shared in one call: refused while a writer waits
+            // (`PENDING`) or writes (`SHARED`); then `PENDING` goes again at once.
+            if !self.lock_span(PENDING, SHARED, LockKind::Shared)? {
                 return Err(Attempt::Later);
             }
-            let got = self.lock(SHARED, Some(LockKind::Shared))?;
             self.lock(PENDING, None)?;
-            if !got {
-                return Err(Attempt::Later);
-            }
             st.held = Held::Read;
             if want == Held::Read {
                 let now = self.counter()?;
@@ -509,8 +518,20 @@ impl Procs {
         }
         st.pending_write = false;
         st.held = Held::Write;
-        // Under the write turn nobody else can move the counter. With readers of this
-        // handle running it cannot have moved since their turn began.
+        self.write_turn_taken(st, r, mine)
+    }
+
+    /// The write turn was just taken (`mine`: transactions of this handle go on beside
+    /// it). Under it nobody else can move the counter; with readers of this handle
+    /// running it cannot have moved since their turn began. The counter is bumped before
+    /// the reload (its recovery writes too: a checkpoint, a log reset), so a kill in the
+    /// middle of it sends the others to look again as well.
+    fn write_turn_taken(
+        &self,
+        st: &mut TurnState,
+        r: &dyn Reload,
+        mine: bool,
+    ) -> Result<(), Attempt> {
         let now = self.counter()?;
         let stale = now != st.seen || r.is_copy();
         debug_assert!(
@@ -518,13 +539,18 @@ impl Procs {
             "a stale picture under running transactions"
         );
         st.seen = now;
-        // Before the reload: its recovery writes too (a checkpoint, a log reset), and a
-        // kill in the middle of it must send the others to look again as well.
         self.announce_write(st)?;
         if stale {
             r.reload(Held::Write)?;
         }
         Ok(())
+    }
+
+    /// Lock the bytes `first..=last` in one call, without waiting.
+    fn lock_span(&self, first: u64, last: u64, kind: LockKind) -> Result<bool> {
+        self.locks
+            .lock_range(first, last - first + 1, Some(kind))
+            .map_err(Error::io("lock", &self.path))
     }
 
     /// After a failed `enter`: an upgrade under way is given up, and a turn nobody holds
@@ -560,7 +586,8 @@ impl Procs {
     /// only look once this turn is given back, by its holder or by the kernel). Skipped
     /// when no other handle has the file open (`alone`).
     fn announce_write(&self, st: &mut TurnState) -> Result<()> {
-        if self.alone() || self.mutant == Mutant::SkipWriteAnnounce {
+        st.alone = self.alone();
+        if st.alone || self.mutant == Mutant::SkipWriteAnnounce {
             return Ok(());
         }
         self.bump(st)
@@ -622,8 +649,8 @@ impl Procs {
                     // Someone sleeps waiting for a turn: let it in before this handle
                     // takes the next one.
                     // (Not while a thread of this handle waits: its own `WAITING` would
-                    // answer, and the unlock below drop it.)
-                    if st.waiting {
+                    // answer, and the unlock below drop it; nor when it was alone.)
+                    if st.waiting || st.alone {
                     } else if !self
                         .lock(WAITING, Some(LockKind::Exclusive))
                         .unwrap_or(true)
