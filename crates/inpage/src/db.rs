@@ -122,10 +122,11 @@ impl Database {
     /// Open or create the database at `path`. Runs recovery if the last session crashed.
     /// Other processes (and other handles in this one) may have the file open too: they
     /// take turns, each transaction waiting up to `Config::busy_timeout` for another
-    /// process's (`Error::Busy` after that). A mode whose journal cannot share the file
-    /// (a background flusher, commits acknowledged from process memory) keeps it for the
-    /// handle's life; opening it elsewhere then fails with `Error::Locked` once the busy
-    /// timeout has passed. Clone a `Database` to share it between threads.
+    /// process's (`Error::Busy` after that). A mode whose acknowledged commits other
+    /// processes could not find (`nvlog`: a region named after the path as this process
+    /// spells it; `waldio-gs`: commits acknowledged from process memory) keeps the file for
+    /// the handle's life; opening it elsewhere then fails with `Error::Locked` once the
+    /// busy timeout has passed. Clone a `Database` to share it between threads.
     pub fn open(path: impl AsRef<Path>, config: Config) -> Result<Database> {
         Database::open_as(path.as_ref(), config, false)
     }

@@ -20,7 +20,9 @@
 //! handle with a read turn and exclusively by the one with the write turn; `RESERVED`
 //! names the one handle that is getting or holding the write turn; `PENDING`, held
 //! exclusively while a writer waits for readers to leave, keeps new readers out so it
-//! cannot starve (a reader takes it shared for an instant on its way in).
+//! cannot starve (the writer also sets a word in the side file, and only while it is set
+//! does a reader on its way in try `PENDING`: an uncontended read turn is one lock call
+//! and one unlock, the counter read from the mapped side file).
 //!
 //! Invariants, and why they hold:
 //! - *No handle reads the file while another writes it.* Every transaction holds a turn
@@ -74,10 +76,68 @@ const PENDING: u64 = BASE + 1;
 const SHARED: u64 = BASE + 2;
 const PRESENT: u64 = BASE + 3;
 /// Held shared by every handle waiting for a turn, so the one giving back the write turn
-/// knows to let it in (`YIELD`).
+/// knows to let it in (`YIELD`). (The bytes are not the side file's words: those are at
+/// `COUNTER` and `WRITER_WAITS` in `<db>-shm`.)
 const WAITING: u64 = BASE + 4;
 /// Where the change counter lives in the side file.
 const COUNTER: u64 = 8;
+/// Where the side file says a writer waits for readers to leave (non-zero: `PENDING` is
+/// probably held exclusively; a reader checks the lock only then).
+const WRITER_WAITS: u64 = 16;
+/// The side file's size when it is mapped.
+const SHM_LEN: usize = 4096;
+
+/// The side file: mapped into memory where the file system allows it (reading the counter
+/// costs no system call), else read and written as a file. Every process picks the same
+/// way for one file: mapped, it is created whole at once (`Vfs::open_region`), so a file
+/// shorter than its words is one that a process reads as a file.
+enum Shm {
+    Mapped(Arc<dyn crate::vfs::Region>),
+    File(Arc<dyn File>),
+}
+
+impl Shm {
+    fn open(vfs: &Arc<dyn Vfs>, path: &Path) -> Result<Shm> {
+        match vfs.open_region(path, Some(SHM_LEN)) {
+            Ok(r) if r.len() >= SHM_LEN => return Ok(Shm::Mapped(r)),
+            _ => {}
+        }
+        vfs.open(
+            path,
+            OpenOptions {
+                create: true,
+                ..Default::default()
+            },
+        )
+        .map(Shm::File)
+        .map_err(Error::io("open", path))
+    }
+
+    /// The word at `at` (0 where the file is shorter: a new side file).
+    fn get(&self, at: u64, path: &Path) -> Result<u64> {
+        let mut b = [0u8; 8];
+        match self {
+            Shm::Mapped(r) => r
+                .read(at as usize, &mut b)
+                .map_err(Error::io("read", path))?,
+            Shm::File(f) => {
+                let n = f.read_at(&mut b, at).map_err(Error::io("read", path))?;
+                if n < 8 {
+                    return Ok(0);
+                }
+            }
+        }
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn set(&self, at: u64, v: u64, path: &Path) -> Result<()> {
+        match self {
+            Shm::Mapped(r) => r.write(at as usize, &v.to_le_bytes()),
+            Shm::File(f) => f.write_at(&v.to_le_bytes(), at),
+        }
+        .map_err(Error::io("write", path))
+    }
+}
 
 /// Why one try for a turn did not get it.
 enum Attempt {
@@ -115,6 +175,8 @@ struct TurnState {
     /// An upgrade to the write turn is under way: `RESERVED` is this handle's, and it waits
     /// (between tries) for `PENDING` and `SHARED`.
     pending_write: bool,
+    /// This handle set the side file's writer-waiting word.
+    says_waiting: bool,
     /// No other handle had the file open when this one last took the write turn (then
     /// nobody can be waiting when it gives it back but one that joined meanwhile, which
     /// the next turn's look finds).
@@ -153,8 +215,8 @@ pub(crate) struct Procs {
     vfs: Arc<dyn Vfs>,
     /// The database file, opened once more for its locks only.
     locks: Arc<dyn File>,
-    /// `<db>-shm`: the change counter.
-    shm: Arc<dyn File>,
+    /// `<db>-shm`: the change counter and the writer-waiting word.
+    shm: Shm,
     shm_path: PathBuf,
     st: Mutex<TurnState>,
     /// The `vfs::fork` generation it was opened in: an inherited copy gives nothing back.
@@ -311,15 +373,7 @@ impl Procs {
             std::thread::sleep(Duration::from_millis(1).min(deadline - now));
         }
         let shm_path = shm_path(path);
-        let shm = vfs
-            .open(
-                &shm_path,
-                OpenOptions {
-                    create: true,
-                    ..Default::default()
-                },
-            )
-            .map_err(Error::io("open", &shm_path))?;
+        let shm = Shm::open(vfs, &shm_path)?;
         let p = Procs {
             path: path.to_path_buf(),
             vfs: vfs.clone(),
@@ -333,6 +387,7 @@ impl Procs {
                 seen: 0,
                 waiting: false,
                 pending_write: false,
+                says_waiting: false,
                 alone: false,
                 yield_until: None,
             }),
@@ -357,13 +412,7 @@ impl Procs {
     }
 
     fn counter(&self) -> Result<u64> {
-        let mut b = [0u8; 8];
-        let n = self
-            .shm
-            .read_at(&mut b, COUNTER)
-            .map_err(Error::io("read", &self.shm_path))?;
-        // A new side file is empty: counter 0.
-        Ok(if n == 8 { u64::from_le_bytes(b) } else { 0 })
+        self.shm.get(COUNTER, &self.shm_path)
     }
 
     /// Take a turn of kind `want` (Read or Write), waiting up to `wait`; `Error::Busy` if
@@ -470,12 +519,18 @@ impl Procs {
                 st.held = Held::Write;
                 return self.write_turn_taken(st, r, false);
             }
-            // `PENDING` and `SHARED` shared in one call: refused while a writer waits
-            // (`PENDING`) or writes (`SHARED`); then `PENDING` goes again at once.
-            if !self.lock_span(PENDING, SHARED, LockKind::Shared)? {
+            // A writer waiting for readers to leave keeps new ones out with `PENDING`;
+            // only when the side file says one waits is that lock looked at (a word a
+            // dead writer left set finds the lock free).
+            if self.shm.get(WRITER_WAITS, &self.shm_path)? != 0 {
+                if !self.lock(PENDING, Some(LockKind::Shared))? {
+                    return Err(Attempt::Later);
+                }
+                self.lock(PENDING, None)?;
+            }
+            if !self.lock(SHARED, Some(LockKind::Shared))? {
                 return Err(Attempt::Later);
             }
-            self.lock(PENDING, None)?;
             st.held = Held::Read;
             if want == Held::Read {
                 let now = self.counter()?;
@@ -511,11 +566,19 @@ impl Procs {
             }
             st.pending_write = true;
         }
-        if !self.lock(PENDING, Some(LockKind::Exclusive))?
-            || !self.lock(SHARED, Some(LockKind::Exclusive))?
-        {
+        if !self.lock(PENDING, Some(LockKind::Exclusive))? {
             return Err(Attempt::Later);
         }
+        if !self.lock(SHARED, Some(LockKind::Exclusive))? {
+            // Readers of other handles are in: say a writer waits, so new ones look at
+            // `PENDING` and stay out.
+            if !st.says_waiting {
+                self.shm.set(WRITER_WAITS, 1, &self.shm_path)?;
+                st.says_waiting = true;
+            }
+            return Err(Attempt::Later);
+        }
+        self.stop_saying_waiting(st);
         st.pending_write = false;
         st.held = Held::Write;
         self.write_turn_taken(st, r, mine)
@@ -556,6 +619,7 @@ impl Procs {
     /// After a failed `enter`: an upgrade under way is given up, and a turn nobody holds
     /// goes back (to Read where this handle's readers run, else entirely).
     fn settle_after_failure(&self, st: &mut TurnState) {
+        self.stop_saying_waiting(st);
         if st.pending_write {
             let _ = self.lock(PENDING, None);
             let _ = self.lock(RESERVED, None);
@@ -570,6 +634,15 @@ impl Procs {
         }
         if st.readers + st.writers == 0 && st.held != Held::None {
             self.release_all(st);
+        }
+    }
+
+    /// Clear the side file's writer-waiting word this handle set (`attempt`).
+    fn stop_saying_waiting(&self, st: &mut TurnState) {
+        if st.says_waiting {
+            // Advisory: a word left set only makes readers look at `PENDING`.
+            let _ = self.shm.set(WRITER_WAITS, 0, &self.shm_path);
+            st.says_waiting = false;
         }
     }
 
@@ -597,9 +670,7 @@ impl Procs {
     fn bump(&self, st: &mut TurnState) -> Result<()> {
         debug_assert_eq!(st.held, Held::Write);
         let next = self.counter()?.wrapping_add(1);
-        self.shm
-            .write_at(&next.to_le_bytes(), COUNTER)
-            .map_err(Error::io("write", &self.shm_path))?;
+        self.shm.set(COUNTER, next, &self.shm_path)?;
         st.seen = next;
         Ok(())
     }
@@ -690,7 +761,10 @@ impl Drop for Procs {
         // The last handle out deletes the side file, while it holds `PRESENT` exclusively
         // (module notes). An inherited copy does nothing: the parent is still there.
         if crate::vfs::fork::generation() == self.fork_gen && self.is_last().unwrap_or(false) {
-            let _ = self.vfs.delete(&self.shm_path);
+            let _ = match self.shm {
+                Shm::Mapped(_) => self.vfs.delete_region(&self.shm_path),
+                Shm::File(_) => self.vfs.delete(&self.shm_path),
+            };
         }
     }
 }
