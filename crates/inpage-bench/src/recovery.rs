@@ -254,9 +254,6 @@ impl File for StopFile {
         }
         self.inner.allocate(offset, len)
     }
-    fn try_lock(&self, kind: inpage::vfs::LockKind) -> io::Result<bool> {
-        self.inner.try_lock(kind)
-    }
     fn lock_range(
         &self,
         start: u64,

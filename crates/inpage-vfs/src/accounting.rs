@@ -377,9 +377,6 @@ impl File for AccountingFile {
         )
     }
 
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
-        self.inner.try_lock(kind)
-    }
     fn lock_range(&self, start: u64, len: u64, kind: Option<LockKind>) -> io::Result<bool> {
         self.inner.lock_range(start, len, kind)
     }

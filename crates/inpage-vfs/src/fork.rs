@@ -4,7 +4,7 @@
 //! cache, its idea of the committed state — and shares its parent's open file
 //! descriptions. Used from the child, that copy would write the parent's files from a
 //! stale picture of them (the parent's next commit then overwrites the child's, or the
-//! reverse), and the shared file descriptions would keep the parent's `flock` alive in
+//! reverse), and the shared file descriptions would keep the parent's locks alive in
 //! the child after the parent has closed the database. SQLite's rule is the same ("do
 //! not carry an open connection across a fork"), but an app that opens a *new* handle in
 //! the child must get one that is fully its own.

@@ -16,8 +16,8 @@
 //! - `open_read_only` never yields a handle that can change the file (O_RDONLY on real
 //!   files), so code holding only such handles cannot write the database even by mistake;
 //!   `OverlayVfs` builds read-only inspection on it.
-//! - `try_lock` is advisory and tied to the open file: the kernel drops it when the handle
-//!   is closed or the process dies, so a crash never leaves a database locked.
+//! - `lock_range` is advisory and tied to the open file: the kernel drops it when the
+//!   handle is closed or the process dies, so a crash never leaves a database locked.
 
 #![deny(unsafe_code)]
 
@@ -234,15 +234,6 @@ pub trait File: Send + Sync + fmt::Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Make `[offset, offset+len)` exist as zeros by writing zeros (see module docs).
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()>;
-    /// Take an advisory lock without waiting: `Ok(true)` if taken, `Ok(false)` if another
-    /// open handle (this process's or another's) holds a conflicting one. Held until this
-    /// handle is closed. The default takes nothing and says yes: simulated files live
-    /// inside one process, whose `Database` handles are what the lock is about.
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
-        let _ = kind;
-        Ok(true)
-    }
-
     /// Take, change or release (`kind` None) an advisory lock on the bytes `[start,
     /// start+len)` without waiting: `Ok(true)` if done, `Ok(false)` if another open handle
     /// (this process's or another's) holds a conflicting lock on part of the range. The
@@ -251,7 +242,8 @@ pub trait File: Send + Sync + fmt::Debug {
     /// closed or its process dies. Changing the kind of a held lock is atomic: a refused
     /// upgrade keeps the shared lock. Bytes past the end of the file may be locked, and a
     /// lock never changes what reads and writes do. The default takes nothing and says
-    /// yes, as `try_lock`'s does.
+    /// yes: simulated files live inside one process, whose `Database` handles are what
+    /// the lock is about.
     fn lock_range(&self, start: u64, len: u64, kind: Option<LockKind>) -> io::Result<bool> {
         let _ = (start, len, kind);
         Ok(true)

@@ -10,10 +10,10 @@
 //! - `direct: true` means O_DIRECT or an error. We never fall back to buffered I/O
 //!   silently, because a caller measuring or relying on cache bypass would then get
 //!   wrong results without knowing.
-//! - `try_lock` is `flock(LOCK_NB)`: the lock belongs to the open file description, so a
-//!   second handle conflicts even inside the same process, and the kernel releases it
-//!   when the handle is closed or the process dies (SIGKILL included). It is advisory:
-//!   it keeps out other inpage handles, not other programs.
+//! - `lock_range` is `fcntl(F_OFD_SETLK)`: the lock belongs to the open file description,
+//!   so a second handle conflicts even inside the same process, and the kernel releases
+//!   it when the handle is closed or the process dies (SIGKILL included). It is
+//!   advisory: it keeps out other inpage handles, not other programs.
 //! - Durability is exactly what the kernel gives for fdatasync/fsync; a failed sync is
 //!   reported as is and never retried (a retry after EIO could falsely succeed, see the
 //!   fsyncgate note in `vfs/mod.rs`). Only EINTR is retried, which loses nothing.
@@ -147,10 +147,6 @@ impl Drop for OsFile {
             // not when that child exits. Only in the process that took the lock — an
             // inherited copy must never unlock its parent's description.
             if generation == super::fork::generation() {
-                let _ = retry_eintr(|| {
-                    rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock)
-                        .map_err(io::Error::from)
-                });
                 let _ = ofd_setlk(self.file.as_raw_fd(), libc::F_UNLCK, 0, 0);
             }
             super::fork::unregister_locked(s, self.file.as_raw_fd());
@@ -247,34 +243,6 @@ impl File for OsFile {
         retry_eintr(|| self.file.set_len(len))
     }
 
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
-        use rustix::fs::FlockOperation;
-        let op = match kind {
-            LockKind::Shared => FlockOperation::NonBlockingLockShared,
-            LockKind::Exclusive => FlockOperation::NonBlockingLockExclusive,
-        };
-        use std::os::fd::AsRawFd;
-        // Registered before the lock exists (`vfs::fork`): a child forked at any moment
-        // after the flock below lets go of the description.
-        let mut slot = self.lock_slot.lock().unwrap_or_else(|e| e.into_inner());
-        let registered_now = slot.is_none();
-        if registered_now {
-            *slot = super::fork::register_locked(self.file.as_raw_fd())
-                .map(|s| (s, super::fork::generation()));
-        }
-        let r = retry_eintr(|| rustix::fs::flock(&self.file, op).map_err(io::Error::from));
-        if r.is_err() && registered_now {
-            if let Some((s, _)) = slot.take() {
-                super::fork::unregister_locked(s, self.file.as_raw_fd());
-            }
-        }
-        match r {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
     fn lock_range(&self, start: u64, len: u64, kind: Option<LockKind>) -> io::Result<bool> {
         use std::os::fd::AsRawFd;
         let (Ok(l_start), Ok(l_len)) = (i64::try_from(start), i64::try_from(len)) else {
@@ -283,7 +251,8 @@ impl File for OsFile {
                 "lock range past the largest file offset",
             ));
         };
-        // Registered before the lock exists, as in `try_lock` (`vfs::fork`).
+        // Registered before the lock exists (`vfs::fork`): a child forked at any moment
+        // after the lock below lets go of the description.
         if kind.is_some() {
             let mut slot = self.lock_slot.lock().unwrap_or_else(|e| e.into_inner());
             if slot.is_none() {

@@ -154,7 +154,7 @@ impl From<Error> for Attempt {
 }
 
 /// The kind of turn a handle holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Held {
     None,
     Read,

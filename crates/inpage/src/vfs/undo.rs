@@ -687,9 +687,6 @@ impl File for UndoFile {
         self.inner.allocate(offset, len)
     }
 
-    fn try_lock(&self, kind: LockKind) -> io::Result<bool> {
-        self.inner.try_lock(kind)
-    }
     fn lock_range(&self, start: u64, len: u64, kind: Option<LockKind>) -> io::Result<bool> {
         self.inner.lock_range(start, len, kind)
     }
