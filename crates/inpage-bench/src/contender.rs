@@ -358,6 +358,46 @@ impl Contender {
         }
     }
 
+    /// As `open`, waiting up to `busy` for other processes holding the file, from the
+    /// open on (`bench multiprocess`: every process of a trial opens at once). Stores
+    /// that cannot share a file between processes refuse (`shares_between_processes`).
+    pub fn open_busy(
+        &self,
+        dir: &Path,
+        stats: &Arc<IoStats>,
+        busy: std::time::Duration,
+    ) -> Result<Box<dyn Store>, String> {
+        let vfs: Arc<dyn Vfs> = Arc::new(AccountingVfs::with_stats(
+            Arc::new(OsVfs::new()),
+            stats.clone(),
+        ));
+        let r: Result<Box<dyn Store>, String> = match self.kind {
+            _ if !self.shares_between_processes() => {
+                Err("several processes cannot open it at once".into())
+            }
+            Kind::Engine { mode, tweak } => EngineStore::open_config(
+                dir,
+                EngineStore::config(mode, tweak, vfs).busy_timeout(busy),
+            )
+            .map(|s| Box::new(s) as _),
+            Kind::Sqlite(f) => SqliteStore::open_busy(dir, f, busy).map(|s| Box::new(s) as _),
+            Kind::Sql(m) => crate::sql::SqlStore::open_busy(dir, m, busy).map(|s| Box::new(s) as _),
+            Kind::Redb | Kind::Lmdb | Kind::Floor => Err("not a shared store".into()),
+        };
+        r.map_err(|e| format!("{}: open: {e}", self.name))
+    }
+
+    /// Whether several processes can have its database open at once (`bench
+    /// multiprocess`): the engine's modes that take turns, inpage's SQL on them, and
+    /// stock SQLite in any journal mode.
+    pub fn shares_between_processes(&self) -> bool {
+        match self.kind {
+            Kind::Engine { mode, .. } | Kind::Sql(mode) => mode.shares_between_processes(),
+            Kind::Sqlite(_) => true,
+            Kind::Redb | Kind::Lmdb | Kind::Floor => false,
+        }
+    }
+
     /// Why the recovery bench cannot time an open after a crash in the middle of one of
     /// its transactions (None: it can): shown as "n/a" with this reason.
     pub fn crash_na(&self) -> Option<&'static str> {
@@ -729,6 +769,26 @@ impl SqliteStore {
         flavor: SqliteFlavor,
         vfs: Option<&str>,
     ) -> Result<SqliteStore, String> {
+        SqliteStore::open_inner(dir, flavor, vfs, None)
+    }
+
+    /// As `open`, waiting up to `busy` for other processes from the first statement on
+    /// (`sqlite3_busy_timeout` before the flavor's PRAGMAs), as a process that shares
+    /// the file with others opens it (`bench multiprocess`).
+    pub fn open_busy(
+        dir: &Path,
+        flavor: SqliteFlavor,
+        busy: std::time::Duration,
+    ) -> Result<SqliteStore, String> {
+        SqliteStore::open_inner(dir, flavor, None, Some(busy))
+    }
+
+    fn open_inner(
+        dir: &Path,
+        flavor: SqliteFlavor,
+        vfs: Option<&str>,
+        busy: Option<std::time::Duration>,
+    ) -> Result<SqliteStore, String> {
         let path = dir.join("test.db");
         let conn = match vfs {
             None => rusqlite::Connection::open(path),
@@ -739,6 +799,9 @@ impl SqliteStore {
             ),
         }
         .map_err(es)?;
+        if let Some(wait) = busy {
+            conn.busy_timeout(wait).map_err(es)?;
+        }
         // page_size must precede the first table; journal_mode answers with a row.
         conn.execute_batch("PRAGMA page_size = 4096;").map_err(es)?;
         if flavor.android() {

@@ -24,6 +24,7 @@ pub mod contender;
 pub mod device;
 pub mod emulate;
 pub mod lab;
+pub mod multiprocess;
 pub mod mvbt;
 pub mod nvlog;
 pub mod pages;
@@ -77,6 +78,10 @@ pub enum BenchCmd {
     /// 2vto on IPS and DHL pages, 2vto without the forced sleep) against SQLite WAL with
     /// a connection per thread (the IPS + 2VTO paper's Fig. 8–11 grid).
     Concurrent(ConcurrentArgs),
+    /// Several processes on one database: writers and readers, each its own process, in
+    /// each `--layouts` layout, against stock SQLite WAL with the same processes; write
+    /// and read transactions per second and p50/p99 latency per role.
+    Multiprocess(MultiprocessArgs),
     /// The LS-MVBT paper's Fig. 6 workload (a 2,000-row table, 1,000 insert/delete
     /// transactions; WALs at each checkpoint interval, their checkpoints amortized in), or
     /// with --space the file size after 100,000 one-row updates.
@@ -102,6 +107,9 @@ pub enum BenchCmd {
     /// Internal: the crashing child of `bench recovery`.
     #[command(hide = true)]
     RecoveryChild(ChildArgs),
+    /// Internal: one process of `bench multiprocess`.
+    #[command(hide = true)]
+    MultiprocessWorker(multiprocess::WorkerArgs),
 }
 
 /// Which lab to run in.
@@ -194,6 +202,40 @@ pub struct ConcurrentArgs {
     #[arg(long, default_value_t = 2000)]
     pub queries: usize,
     /// Seed of the statement generators.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MultiprocessArgs {
+    #[command(flatten)]
+    pub lab: LabArgs,
+    /// Contenders, comma-separated (any of `bench list`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "sql-redo,sql-wal,sqlite-wal-r"
+    )]
+    pub contenders: Vec<String>,
+    /// Rounds; contenders are interleaved within each round, results are medians.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: u32,
+    /// Contender every ratio is relative to.
+    #[arg(long, default_value = "sqlite-wal-r")]
+    pub baseline: String,
+    /// Layouts of processes, comma-separated: `<n>w<m>r` (n writers, m readers).
+    #[arg(long, value_delimiter = ',', default_value = "1w,1w1r,1w3r,2w2r")]
+    pub layouts: Vec<String>,
+    /// Seconds every process of a trial runs transactions.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Rows loaded before each trial.
+    #[arg(long, default_value_t = 5000)]
+    pub records: i64,
+    /// Seed of the workers' key choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Write the results as JSON to this file.
@@ -530,6 +572,8 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
     match cmd {
         BenchCmd::RecoveryChild(a) => recovery::child_main(&a.spec()),
         BenchCmd::Concurrent(a) => run_concurrent(&a),
+        BenchCmd::Multiprocess(a) => run_multiprocess(&a),
+        BenchCmd::MultiprocessWorker(a) => multiprocess::worker_main(&a),
         BenchCmd::List => {
             for c in contender::all_contenders() {
                 println!("{}", c.name);
@@ -887,6 +931,87 @@ pub fn finish(s: Session, baseline: &str) -> (Report, Vec<Option<f64>>) {
         },
         dev,
     )
+}
+
+fn run_multiprocess(a: &MultiprocessArgs) -> Result<(), String> {
+    let cs = contender::select(&a.contenders)?;
+    if !cs.iter().any(|c| c.name == a.baseline) {
+        return Err(format!(
+            "--baseline {} is not among the contenders",
+            a.baseline
+        ));
+    }
+    if let Some(c) = cs.iter().find(|c| !c.shares_between_processes()) {
+        return Err(format!(
+            "{}: not a contender several processes can open at once",
+            c.name
+        ));
+    }
+    check_positive(a.rounds as u64, "--rounds")?;
+    if a.records < 1 {
+        return Err("--records must be at least 1".into());
+    }
+    if !(a.seconds > 0.0 && a.seconds <= 3600.0) {
+        return Err(format!("--seconds {} out of (0, 3600]", a.seconds));
+    }
+    let layouts = a
+        .layouts
+        .iter()
+        .map(|s| multiprocess::Layout::parse(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let params = multiprocess::Params {
+        seconds: a.seconds,
+        records: a.records,
+        rounds: a.rounds,
+        seed: a.seed,
+    };
+    lab::install_interrupt_handler();
+    let lab = make_lab(&a.lab)?;
+    let rows = multiprocess::run(&lab, &cs, &layouts, &params, &a.baseline);
+    let lab_name = lab.name();
+    drop(lab);
+    let rows = rows?;
+    println!(
+        "lab: {lab_name}  rounds: {}  baseline: {}  records: {}  seconds per trial: {}",
+        a.rounds, a.baseline, a.records, a.seconds
+    );
+    println!(
+        "one process per writer and reader; writer: one-row UPDATE per durable transaction; reader: one-row SELECT per transaction; busy timeout {} s everywhere; sqlite-wal-r: WAL, synchronous=FULL, wal_autocheckpoint=100, journal_size_limit=524288",
+        multiprocess::BUSY.as_secs()
+    );
+    let sqlite = contender::sqlite_build().unwrap_or_default();
+    if !sqlite.version.is_empty() {
+        println!(
+            "sqlite {} built with LIBSQLITE3_FLAGS='{}'",
+            sqlite.version, sqlite.build_flags
+        );
+    }
+    print!("{}", multiprocess::table(&rows));
+    if let Some(p) = &a.json {
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            lab: &'a str,
+            rounds: u32,
+            seconds: f64,
+            records: i64,
+            baseline: &'a str,
+            sqlite: report::SqliteBuild,
+            results: &'a [multiprocess::MpRow],
+        }
+        write_json(
+            &Doc {
+                lab: lab_name,
+                rounds: a.rounds,
+                seconds: a.seconds,
+                records: a.records,
+                baseline: &a.baseline,
+                sqlite,
+                results: &rows,
+            },
+            p,
+        )?;
+    }
+    Ok(())
 }
 
 fn run_concurrent(a: &ConcurrentArgs) -> Result<(), String> {

@@ -60,7 +60,30 @@ impl SqlStore {
     /// Open `dir/test.db` (a new file gets `mode`) with the Mobibench table. A file that
     /// exists with another mode is an error, never silently used.
     pub fn open(dir: &Path, mode: JournalMode) -> Result<SqlStore, String> {
+        SqlStore::open_inner(dir, mode, None)
+    }
+
+    /// As `open`, waiting up to `busy` for other processes from the first statement on
+    /// (`PRAGMA busy_timeout` before any other), as a process that shares the file with
+    /// others opens it (`bench multiprocess`).
+    pub fn open_busy(
+        dir: &Path,
+        mode: JournalMode,
+        busy: std::time::Duration,
+    ) -> Result<SqlStore, String> {
+        SqlStore::open_inner(dir, mode, Some(busy))
+    }
+
+    fn open_inner(
+        dir: &Path,
+        mode: JournalMode,
+        busy: Option<std::time::Duration>,
+    ) -> Result<SqlStore, String> {
         let conn = Connection::open_with_mode(dir.join("test.db"), mode.name()).map_err(es)?;
+        if let Some(wait) = busy {
+            conn.execute_batch(&format!("PRAGMA busy_timeout = {}", wait.as_millis()))
+                .map_err(es)?;
+        }
         let got = conn
             .query("PRAGMA journal_mode", &[])
             .map_err(es)?

@@ -968,3 +968,69 @@ fn program_counts_instructions_under_callgrind() {
     // differs by its environment only).
     assert!(small[0].abs_diff(small[1]) * 100 < small[0], "{small:?}");
 }
+
+/// `bench multiprocess`: every layout's processes run and are counted per role, for the
+/// engine's default mode through SQL and stock SQLite, with nothing lost or refused; a
+/// contender several processes cannot open, or a bad layout, is a one-line error.
+#[test]
+fn multiprocess_runs_writer_and_reader_processes() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("mp.json");
+    let o = bench(&[
+        "multiprocess",
+        "--lab",
+        "none",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--rounds",
+        "1",
+        "--seconds",
+        "0.3",
+        "--records",
+        "200",
+        "--layouts",
+        "1w,1w1r,2r",
+        "--contenders",
+        "sql-redo,sqlite-wal-r",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = r["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "{r}");
+    for row in rows {
+        let (w, rd) = (
+            row["writers"].as_u64().unwrap(),
+            row["readers"].as_u64().unwrap(),
+        );
+        assert_eq!(row["errors"].as_u64(), Some(0), "{row}");
+        let wtps = row["write_tx_per_s_median"].as_f64().unwrap();
+        let rtps = row["read_tx_per_s_median"].as_f64().unwrap();
+        assert_eq!(wtps > 0.0, w > 0, "{row}");
+        assert_eq!(rtps > 0.0, rd > 0, "{row}");
+    }
+    let e = err_line(&bench(&[
+        "multiprocess",
+        "--lab",
+        "none",
+        "--contenders",
+        "nvlog,sqlite-wal-r",
+    ]));
+    assert!(
+        e.contains("nvlog") && e.contains("several processes"),
+        "{e}"
+    );
+    let e = err_line(&bench(&[
+        "multiprocess",
+        "--lab",
+        "none",
+        "--layouts",
+        "1x",
+        "--contenders",
+        "sqlite-wal-r",
+    ]));
+    assert!(e.contains("--layouts"), "{e}");
+}

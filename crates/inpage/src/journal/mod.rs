@@ -322,6 +322,15 @@ impl JournalMode {
         self.0.caps
     }
 
+    /// Whether handles in several processes can have the file open at once, taking turns
+    /// (module `procs`): every acknowledged commit is in files every process finds (not
+    /// in process memory alone, nor in a memory region named after the path as one
+    /// process spelled it). A handle of another mode keeps the file to itself for its
+    /// life, and a second one waits, then gets `Error::Locked`.
+    pub fn shares_between_processes(self) -> bool {
+        self.0.caps.survives_process_crash && !self.0.caps.region_backed
+    }
+
     /// The options of `Config` this mode reads beyond the general ones; a configuration
     /// asking for another is refused at open.
     pub fn options(self) -> &'static [JournalOption] {
