@@ -201,6 +201,9 @@ impl Vfs for StopVfs {
     fn in_process_memory(&self) -> bool {
         self.inner.in_process_memory()
     }
+    fn handles_take_turns(&self) -> bool {
+        self.inner.handles_take_turns()
+    }
     // A memory region is not file I/O: nothing to count or stop; the mode that keeps
     // commits there (`nvlog`) has no write to stop its commit at (`Contender::crash_na`).
     fn open_region(

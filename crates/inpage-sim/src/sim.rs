@@ -354,6 +354,14 @@ struct Disk {
     regions: BTreeMap<PathBuf, SimRegionData>,
     /// Whether a power cut keeps the regions (persistent memory) or drops them.
     regions_persistent: bool,
+    /// Whether handles take turns (`SimVfs::take_turns`): then `File::lock_range` keeps
+    /// `locks`, as open-file-description locks do, and each handle stands for a process.
+    take_turns: bool,
+    /// Byte-range locks by (inode, byte): the handles holding the byte and how. Not
+    /// disk state: never counted as an op, never cut, gone after a crash.
+    locks: BTreeMap<(Ino, u64), Vec<(u64, LockKind)>>,
+    /// The id the next open handle gets (its locks are its own, `SimFile::id`).
+    next_handle: u64,
 }
 
 /// A simulated memory region: what survives (`durable`), what reads see (`volatile`),
@@ -505,6 +513,16 @@ impl SimVfs {
         SimVfs::default()
     }
 
+    /// Make handles on this disk take turns as handles in different processes do
+    /// (`Vfs::handles_take_turns`): byte-range locks that conflict between handles, so
+    /// two `Database` handles on it behave as two processes (their side region, the
+    /// `<db>-shm` a real system shares through a mapped file, is the disk's region, kept
+    /// or lost by a power cut as regions are). Kept by `crash` and `process_crash`; the
+    /// locks themselves are not (every handle died).
+    pub fn take_turns(&self, on: bool) {
+        self.lock().take_turns = on;
+    }
+
     /// An empty disk whose nonce stream (`Vfs::nonce`) starts from `seed`.
     pub fn with_seed(seed: u64) -> SimVfs {
         let d = SimVfs::default();
@@ -571,6 +589,8 @@ impl SimVfs {
             direct_writes: 0,
             regions,
             regions_persistent: d.regions_persistent,
+            take_turns: d.take_turns,
+            ..Disk::default()
         };
         (
             SimVfs {
@@ -615,6 +635,8 @@ impl SimVfs {
                 })
                 .collect(),
             regions_persistent: d.regions_persistent,
+            take_turns: d.take_turns,
+            ..Disk::default()
         };
         SimVfs {
             disk: Arc::new(Mutex::new(disk)),
@@ -723,6 +745,10 @@ impl Vfs for SimVfs {
         true
     }
 
+    fn handles_take_turns(&self) -> bool {
+        self.lock().take_turns
+    }
+
     /// `opts.direct` is accepted and ignored: the simulated disk has no page cache to
     /// bypass and no alignment rules, and durability is governed by syncs either way.
     /// `create_new` implies `create`, as with `std::fs::OpenOptions`. Counted as a
@@ -751,10 +777,12 @@ impl Vfs for SimVfs {
             None => return Err(not_found(path)),
         };
         d.inode_mut(ino)?.handles += 1;
+        d.next_handle += 1;
         Ok(Arc::new(SimFile {
             disk: self.disk.clone(),
             ino,
             direct: opts.direct,
+            id: d.next_handle,
         }))
     }
 
@@ -920,6 +948,9 @@ pub struct SimFile {
     ino: Ino,
     /// Opened with O_DIRECT: offsets, lengths and buffers must be sector-aligned.
     direct: bool,
+    /// Whose byte-range locks are whose (`Disk::locks`): one per open, as an open file
+    /// description.
+    id: u64,
 }
 
 impl SimFile {
@@ -956,6 +987,14 @@ impl SimFile {
 impl Drop for SimFile {
     fn drop(&mut self) {
         let mut d = lock(&self.disk);
+        // Closing an open file description lets go of its locks.
+        if d.take_turns {
+            let id = self.id;
+            d.locks.retain(|_, holders| {
+                holders.retain(|(h, _)| *h != id);
+                !holders.is_empty()
+            });
+        }
         if let Some(i) = d.inodes.get_mut(&self.ino) {
             i.handles = i.handles.saturating_sub(1);
         }
@@ -964,6 +1003,49 @@ impl Drop for SimFile {
 }
 
 impl File for SimFile {
+    /// Open-file-description semantics while the disk takes turns (`SimVfs::take_turns`):
+    /// a byte held exclusively by another handle, or shared by one while this asks for
+    /// it exclusively, refuses the whole range (nothing taken); this handle's own locks
+    /// never conflict with it and are replaced. Otherwise every lock succeeds (one handle
+    /// per file, as before).
+    fn lock_range(&self, start: u64, len: u64, kind: Option<LockKind>) -> io::Result<bool> {
+        let mut d = lock(&self.disk);
+        if !d.take_turns {
+            return Ok(true);
+        }
+        if len == 0 || len > 64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("simulated locks cover 1 to 64 bytes, not {len}"),
+            ));
+        }
+        let (ino, id) = (self.ino, self.id);
+        let bytes = start..start.checked_add(len).ok_or(io::ErrorKind::InvalidInput)?;
+        if let Some(want) = kind {
+            let conflict = bytes.clone().any(|b| {
+                d.locks.get(&(ino, b)).is_some_and(|holders| {
+                    holders.iter().any(|&(h, k)| {
+                        h != id && (want == LockKind::Exclusive || k == LockKind::Exclusive)
+                    })
+                })
+            });
+            if conflict {
+                return Ok(false);
+            }
+        }
+        for b in bytes {
+            let holders = d.locks.entry((ino, b)).or_default();
+            holders.retain(|&(h, _)| h != id);
+            if let Some(k) = kind {
+                holders.push((id, k));
+            }
+            if holders.is_empty() {
+                d.locks.remove(&(ino, b));
+            }
+        }
+        Ok(true)
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.check_direct(buf.as_ptr(), buf.len(), offset)?;
         let mut d = lock(&self.disk);
@@ -1049,6 +1131,48 @@ mod tests {
         f.sync_data().unwrap();
         vfs.sync_dir(&dir_of(&p(name))).unwrap();
         f
+    }
+
+    #[test]
+    fn locks_conflict_between_handles_only_when_taking_turns() {
+        let vfs = SimVfs::new();
+        let (a, b) = (
+            vfs.open(&p("f"), OpenOptions::CREATE).unwrap(),
+            vfs.open(&p("f"), OpenOptions::CREATE).unwrap(),
+        );
+        let (sh, ex) = (Some(LockKind::Shared), Some(LockKind::Exclusive));
+        // One handle per file by default: every lock is granted.
+        assert!(a.lock_range(10, 1, ex).unwrap() && b.lock_range(10, 1, ex).unwrap());
+        vfs.take_turns(true);
+        assert!(a.lock_range(10, 3, ex).unwrap());
+        assert!(!b.lock_range(11, 1, sh).unwrap(), "shared beside exclusive");
+        assert!(
+            a.lock_range(10, 3, ex).unwrap(),
+            "a handle's own locks never conflict"
+        );
+        assert!(a.lock_range(10, 3, sh).unwrap(), "downgrade");
+        assert!(b.lock_range(11, 1, sh).unwrap(), "shared beside shared");
+        assert!(
+            !b.lock_range(9, 3, ex).unwrap(),
+            "a refused range takes none of its bytes"
+        );
+        assert!(b.lock_range(9, 1, ex).unwrap(), "byte 9 was left free");
+        assert!(
+            !a.lock_range(10, 2, ex).unwrap(),
+            "upgrade refused while b shares 11"
+        );
+        // Closing a handle lets go of its locks; another handle of the same file too.
+        drop(b);
+        assert!(a.lock_range(9, 3, ex).unwrap());
+        let c = vfs.open(&p("f"), OpenOptions::default()).unwrap();
+        assert!(!c.lock_range(9, 1, sh).unwrap());
+        a.lock_range(9, 3, None).unwrap();
+        assert!(c.lock_range(9, 1, ex).unwrap());
+        // Locks do not outlive a crash; taking turns does.
+        let crashed = vfs.crash(1, CrashModel::full());
+        assert!(crashed.handles_take_turns());
+        let d = crashed.open(&p("f"), OpenOptions::CREATE).unwrap();
+        assert!(d.lock_range(9, 1, ex).unwrap());
     }
 
     #[test]

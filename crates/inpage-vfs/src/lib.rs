@@ -82,6 +82,10 @@ macro_rules! vfs_pass_through {
         fn in_process_memory(&self) -> bool {
             self.inner.in_process_memory()
         }
+
+        fn handles_take_turns(&self) -> bool {
+            self.inner.handles_take_turns()
+        }
         $($crate::vfs_pass_through!(@$regions);)?
     };
     (@regions) => {
@@ -132,6 +136,15 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// forward to the VFS they wrap.
     fn in_process_memory(&self) -> bool {
         false
+    }
+
+    /// Whether handles on these files take turns with byte-range locks (`File::lock_range`)
+    /// and a side region, as handles in different processes must: true for files every
+    /// process sees, false where each handle's files are its own anyway (`MemVfs`); the
+    /// simulated disk says yes when asked to (`SimVfs::take_turns`), so two handles on it
+    /// stand for two processes. Wrappers forward to the VFS they wrap.
+    fn handles_take_turns(&self) -> bool {
+        !self.in_process_memory()
     }
 
     /// Open the memory region at `path` (`vfs::Region`): an existing one at its own size;

@@ -145,7 +145,7 @@ impl Database {
             let pager_cfg = config.clone().vfs(undo.clone());
             (config, None, Some(undo), pager_cfg)
         };
-        let procs = if config.read_only || ephemeral || config.vfs.in_process_memory() {
+        let procs = if config.read_only || ephemeral || !config.vfs.handles_take_turns() {
             None
         } else {
             Some(Self::join(path, &config)?)
