@@ -35,6 +35,9 @@
 //! - `fault` (stage 1 only): `-`, `eio@N` (the Nth counted VFS op fails once), `eio@N!`
 //!   (and every later op), `sync@N` / `write@N` (the Nth sync_data / write_at),
 //!   `enospc@BYTES`.
+//! - `handles`: handles on the database, each standing for a process (`1`, or `2`
+//!   taking turns on the simulated disk, transactions alternating; absent in older
+//!   specs: 1).
 //! - `mutant`: `none` or a deliberately broken engine variant (`inpage::Mutant`);
 //!   `broken=1` (older specs) means `no-sync-before-mark`.
 
@@ -187,7 +190,7 @@ impl Case {
     pub fn spec(&self) -> String {
         let w = &self.workload;
         format!(
-            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};region={};spill={};ordered={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
+            "mode={};wl={};k={};txns={};wseed={};ps={};chunk={};ckpt={};region={};spill={};ordered={};handles={};steps={};cut={};crash={};model={};rcut={};aim={};fault={};mutant={}",
             self.mode.name(),
             w.kind.name(),
             w.ops_per_txn,
@@ -199,6 +202,7 @@ impl Case {
             self.params.intent_region,
             opt(self.params.spill.map(u64::from)),
             opt(self.params.ordered.map(u64::from)),
+            self.params.handles,
             self.steps,
             list(&self.stages, |s| opt(s.cut)),
             list(&self.stages, |s| match s.crash {
@@ -227,10 +231,10 @@ impl Case {
                 return Err(format!("replay spec: {k:?} given twice"));
             }
         }
-        const KNOWN: [&str; 20] = [
+        const KNOWN: [&str; 21] = [
             "mode", "wl", "k", "txns", "wseed", "ps", "chunk", "ckpt", "region", "spill",
-            "ordered", "steps", "cut", "crash", "model", "rcut", "aim", "fault", "mutant",
-            "broken",
+            "ordered", "handles", "steps", "cut", "crash", "model", "rcut", "aim", "fault",
+            "mutant", "broken",
         ];
         if let Some(k) = fields.keys().find(|k| !KNOWN.contains(k)) {
             return Err(format!(
@@ -250,6 +254,13 @@ impl Case {
         };
         let num = |k: &str| -> Result<u64, String> { num_of(k, get(k)?) };
         let mode = Mode::parse(get("mode")?)?;
+        if fields.get("handles").is_some_and(|h| *h != "1") && !mode.shares_between_processes() {
+            return Err(format!(
+                "replay spec: handles={} with mode {}, which keeps its file to one process",
+                fields["handles"],
+                mode.name()
+            ));
+        }
         let kind = WorkloadKind::parse(get("wl")?)?;
         let page_size = u32::try_from(num("ps")?).map_err(|_| "replay spec: ps too large")?;
         if !(512..=65536).contains(&page_size) || !page_size.is_power_of_two() {
@@ -364,6 +375,12 @@ impl Case {
                 ordered: match fields.get("ordered").copied() {
                     None | Some("-") => None,
                     Some(_) => Some(small("ordered")?),
+                },
+                // Specs from before the field replay with one handle.
+                handles: match fields.get("handles").copied() {
+                    None | Some("1") => 1,
+                    Some("2") => 2,
+                    Some(h) => return Err(format!("replay spec: handles={h:?} must be 1 or 2")),
                 },
             },
             steps: num("steps")? as usize,

@@ -54,6 +54,9 @@ pub struct DbParams {
     /// write page 0 often commit in order and cuts land in them); None: the engine's
     /// default, which the torture's transactions rarely reach.
     pub ordered: Option<u32>,
+    /// Handles on the database, each standing for a process (`SimVfs::take_turns`):
+    /// 1, or 2 taking turns, the workload's transactions alternating between them.
+    pub handles: u32,
 }
 
 impl Mode {
@@ -142,6 +145,11 @@ impl Mode {
         Ok(out)
     }
 
+    /// Whether handles in several processes can have its file open at once.
+    pub fn shares_between_processes(&self) -> bool {
+        self.journal.shares_between_processes()
+    }
+
     /// Whether a crash may never leave a half-applied transaction.
     pub fn promises_atomicity(&self) -> bool {
         self.journal.promises_atomicity()
@@ -188,6 +196,11 @@ impl Mode {
             .cache_pages(32)
             .chunk_pages(p.chunk_pages)
             .wal_autocheckpoint(p.wal_autocheckpoint);
+        if p.handles > 1 {
+            // A handle kept out of its turn on a healthy disk is a violation, found in
+            // half a second rather than the default five.
+            c = c.busy_timeout(std::time::Duration::from_millis(500));
+        }
         let reads = |o| self.journal.options().contains(&o);
         if reads(JournalOption::IntentRegionPages) {
             c = c.intent_region_pages(p.intent_region);
@@ -247,6 +260,8 @@ impl DbParams {
             spill: [None, Some(1), Some(3), Some(8)][r.below(4) as usize],
             // Drawn after `spill`, for the same reason.
             ordered: [None, Some(2), Some(4)][r.below(3) as usize],
+            // Not drawn: `--handles` sets it for a whole run.
+            handles: 1,
         }
     }
 }

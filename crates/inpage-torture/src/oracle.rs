@@ -274,12 +274,17 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
     let mut disk = SimVfs::with_seed(mix(&[case.workload.seed, 0x4E4F_4E43]));
     // Carried to every crashed disk: what a power cut does to memory regions.
     disk.set_regions_persistent(case.mode.regions_persistent());
+    // Two handles stand for two processes: they take turns (carried to crashed disks).
+    disk.take_turns(case.params.handles > 1);
     let bare_cfg = |d: &SimVfs| {
         case.mode
             .config(Arc::new(d.clone()), case.params, case.mutant)
     };
     let mut base = Model::new();
     let mut carried: Option<Database> = None;
+    // The second handle (`handles=2`), opened by each segment and dropped with the first
+    // after the crash image is taken.
+    let mut other: Option<Database> = None;
     let default_stage = Stage {
         cut: None,
         crash: Crash::Process,
@@ -341,6 +346,7 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
             &disk,
             &cfg,
             &mut db,
+            &mut other,
             &mut watch,
             v,
             trace,
@@ -390,6 +396,7 @@ fn run_inner(case: &Case) -> (CaseRun, SimVfs) {
             }
         };
         drop(db);
+        drop(other.take());
         if let Some(rc) = stage.rcut {
             crashed.set_power_cut_after(rc);
             drop(Database::open(DB, bare_cfg(&crashed)));
@@ -443,10 +450,46 @@ fn run_segment(
     disk: &SimVfs,
     cfg: &inpage::Config,
     db: &mut Option<Database>,
+    other: &mut Option<Database>,
     watch: &mut FaultWatch,
     v: &mut Vec<String>,
     trace: bool,
 ) -> Segment {
+    let two = case.params.handles > 1;
+    // The second handle joins as a second process would: an open beside the first.
+    let open_other = |other: &mut Option<Database>, watch: &mut FaultWatch, v: &mut Vec<String>| {
+        match Database::open(DB, cfg.clone()) {
+            Ok(d) => {
+                watch.ok("open of the second handle", v);
+                *other = Some(d);
+                true
+            }
+            Err(e) => {
+                if !disk.is_cut() && !watch.fired() {
+                    v.push(format!(
+                        "the second handle failed to open on a healthy disk: {e}"
+                    ));
+                }
+                watch.err();
+                false
+            }
+        }
+    };
+    if two && other.is_none() && db.is_some() && !open_other(other, watch, v) {
+        return Segment {
+            states: vec![base.clone()],
+            floor: 0,
+            inflight: None,
+        };
+    }
+    // Which handle made the commit or checkpoint that failed (its poison is checked), and
+    // whether the other handle had committed since that one last did: then the failed
+    // call may have failed in the reload its turn starts with, which leaves the handle
+    // to reload again (and recover) at its next turn rather than poisoned.
+    let mut failed_on_other = false;
+    let mut failed_stale = false;
+    // Which handle committed last (two handles): `Some(true)` the second.
+    let mut last_by_other: Option<bool> = None;
     let mut states: Vec<Model> = vec![base.clone()];
     let mut floor = 0usize;
     let mut inflight: Option<Model> = None;
@@ -484,7 +527,9 @@ fn run_segment(
             for h in readers.drain(..) {
                 h.verify(&states, healthy, "before a close", v);
             }
-        } else if case.fault.is_none() && rr.pct(READER_PCT) {
+        } else if case.fault.is_none() && rr.pct(READER_PCT) && !two {
+            // (Two handles hold no readers across steps: a reader's turn would keep the
+            // other handle's writer out, as another process's reader does.)
             match d.begin_read() {
                 Ok(txn) => readers.push(HeldReader {
                     txn,
@@ -508,6 +553,14 @@ fn run_segment(
         }
         match step {
             Step::Txn(t) => {
+                // With two handles the transactions alternate between them, so each
+                // commit is made by a handle whose picture the other's commit made stale.
+                let on_other = two && (first_step + i) % 2 == 1;
+                let d = match (on_other, other.as_ref()) {
+                    (false, _) => d,
+                    (true, Some(o)) => o,
+                    (true, None) => break,
+                };
                 let outcome = {
                     let fired = watch.fired();
                     exec_txn_with(d, t, || {
@@ -528,6 +581,7 @@ fn run_segment(
                 match outcome {
                     Ok(TxnOutcome::Committed) => {
                         watch.ok(&format!("commit {}", last + 1), v);
+                        last_by_other = Some(on_other);
                         let next = apply_txn(&states[last], t);
                         states.push(next);
                         tids.push(d.fcc());
@@ -541,7 +595,19 @@ fn run_segment(
                         }
                     }
                     Ok(TxnOutcome::RolledBack) => watch.ok("a rolled-back transaction", v),
-                    Err(TxnError::Body(_)) => {
+                    Err(TxnError::Body(e)) => {
+                        // Two handles on a healthy disk always get their turn: a refusal
+                        // is a turn never given back.
+                        if two
+                            && !disk.is_cut()
+                            && !watch.fired()
+                            && matches!(e, inpage::Error::Busy | inpage::Error::Locked { .. })
+                        {
+                            v.push(format!(
+                                "step {}: a handle never got its turn on a healthy disk: {e}",
+                                first_step + i
+                            ));
+                        }
                         watch.err();
                         stopped = true;
                     }
@@ -555,6 +621,8 @@ fn run_segment(
                         watch.err();
                         inflight = Some(apply_txn(&states[last], t));
                         expect_poison = disk.op_count() > ops_before;
+                        failed_on_other = on_other;
+                        failed_stale = two && last_by_other == Some(!on_other);
                         stopped = true;
                     }
                 }
@@ -571,11 +639,21 @@ fn run_segment(
                         // `NoSpace`: the log keeps what the checkpoint did not copy.
                         expect_poison = disk.op_count() > ops_before
                             && !matches!(e, inpage::Error::NoSpace { .. });
+                        failed_stale = two && last_by_other == Some(true);
                         stopped = true;
                     }
                 }
             }
             Step::Reopen => {
+                // Both handles close (the last one out is the clean shutdown) and open.
+                if let Some(o) = other.take() {
+                    if o.close().is_err() {
+                        watch.err();
+                        stopped = true;
+                        continue;
+                    }
+                    watch.ok("close of the second handle", v);
+                }
                 let d = db.take().expect("checked above");
                 match d.close() {
                     Ok(()) => {
@@ -592,6 +670,9 @@ fn run_segment(
                     Ok(d) => {
                         watch.ok("reopen", v);
                         *db = Some(d);
+                        if two && !open_other(other, watch, v) {
+                            stopped = true;
+                        }
                     }
                     Err(_) => {
                         watch.err();
@@ -605,8 +686,13 @@ fn run_segment(
     for h in readers.drain(..) {
         h.verify(&states, healthy, "at the end of the stage", v);
     }
-    if expect_poison {
-        if let Some(d) = db.as_ref() {
+    if expect_poison && !failed_stale {
+        let failed = if failed_on_other {
+            other.as_ref()
+        } else {
+            db.as_ref()
+        };
+        if let Some(d) = failed {
             if let Ok(w) = d.begin_write() {
                 let _ = w.rollback();
                 v.push("after a commit or checkpoint failed having written to the disk, the handle still starts write transactions (not poisoned)".into());

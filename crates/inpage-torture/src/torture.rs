@@ -21,6 +21,14 @@
 //! cut or a process crash (half each). Results do not depend on `--jobs`. A case counts
 //! as *torn* when at least one of its crashes left a write partly on the medium.
 //!
+//! With `--handles 2` every case runs two handles on the database, standing for two
+//! processes (`SimVfs::take_turns`: byte-range locks between handles, the side file a disk
+//! region): the workload's transactions alternate between them, so every commit is made by
+//! a handle whose picture the other's last commit made stale, and a clean reopen closes
+//! and opens both. Readers are not held across steps then (a reader's turn would keep
+//! the other handle's writer out, as another process's reader does), and a turn refused
+//! on a healthy disk is a violation. Only modes that share a file between processes.
+//!
 //! Shrinking (greedy, on the first `--shrink` violations of a mode): the fewest stages
 //! that still violate, then the shortest prefix of the workload steps, then for each
 //! stage from the last the earliest cut point (or fault index) that still violates,
@@ -76,6 +84,12 @@ pub struct TortureArgs {
     /// Inject I/O errors (EIO on write/sync/any op, ENOSPC) instead of plain power cuts.
     #[arg(long)]
     pub io_errors: bool,
+    /// Handles on the database, each standing for a process: 2 take turns on the
+    /// simulated disk (byte-range locks, the side region), the workload's transactions
+    /// alternating between them, so each commit finds the other's picture stale. Only
+    /// modes that share a file between processes.
+    #[arg(long, default_value_t = 1)]
+    pub handles: u32,
     /// Run one case from a replay spec printed by an earlier run.
     #[arg(long)]
     pub replay: Option<String>,
@@ -131,6 +145,7 @@ impl Default for TortureArgs {
             ops_per_txn: 8,
             txns: 8,
             io_errors: false,
+            handles: 1,
             replay: None,
             cuts_per_workload: 16,
             shrink: 3,
@@ -236,9 +251,25 @@ pub fn torture(args: &TortureArgs) -> Result<bool, String> {
 }
 
 fn validate(args: &TortureArgs) -> Result<(Vec<Mode>, WorkloadKind), String> {
-    let modes = Mode::parse_list(&args.mode)?;
+    let mut modes = Mode::parse_list(&args.mode)?;
     let kind = WorkloadKind::parse(&args.workload)?;
     parse_model(&args.model, 4096)?;
+    match args.handles {
+        1 => {}
+        2 => {
+            // `all` means every mode that can take turns; a named one that cannot is an
+            // error, never silently run with one handle.
+            if args.mode.trim().eq_ignore_ascii_case("all") {
+                modes.retain(|m| m.shares_between_processes());
+            } else if let Some(m) = modes.iter().find(|m| !m.shares_between_processes()) {
+                return Err(format!(
+                    "--handles 2: mode {} keeps its file to one process at a time",
+                    m.name()
+                ));
+            }
+        }
+        h => return Err(format!("--handles {h} must be 1 or 2")),
+    }
     if args.ops_per_txn == 0 || args.ops_per_txn > 10_000 {
         return Err(format!(
             "--ops-per-txn {} must be in 1..=10000",
@@ -472,7 +503,10 @@ fn run_group(
     bar: &ProgressBar,
 ) -> Result<GroupResult, String> {
     let gseed = mix(&[args.seed, name_hash(&mode.name()), group]);
-    let params = DbParams::from_seed(gseed);
+    let params = DbParams {
+        handles: args.handles,
+        ..DbParams::from_seed(gseed)
+    };
     let model = parse_model(&args.model, params.page_size)?;
     let workload = WorkloadSpec {
         kind,

@@ -104,6 +104,44 @@ fn torture_every_mode_shard_1() {
     shard(1, 2);
 }
 
+/// Two handles taking turns on the simulated disk, as two processes, in every mode that
+/// shares a file between processes (`--handles 2`, `all` = those modes): no violation
+/// where atomicity is promised, and cuts really tear writes.
+#[test]
+fn torture_two_handles_every_sharing_mode() {
+    let args = TortureArgs {
+        mode: "all".into(),
+        crashes: 60,
+        depth: DEPTH,
+        seed: 3,
+        handles: 2,
+        ..TortureArgs::default()
+    };
+    let mut out = Vec::new();
+    let report = run_torture(&args, &mut out, false).expect("valid arguments");
+    let sharing = Mode::all()
+        .iter()
+        .filter(|m| m.shares_between_processes())
+        .count();
+    assert_eq!(report.modes.len(), sharing);
+    assert!(
+        report.torn() >= report.crashes() / 5,
+        "{} torn",
+        report.torn()
+    );
+    for m in &report.modes {
+        if m.mode.promises_atomicity() {
+            assert!(
+                m.violations.is_empty(),
+                "{}: {} violations with two handles:\n{}",
+                m.mode.name(),
+                m.violations.len(),
+                String::from_utf8_lossy(&out)
+            );
+        }
+    }
+}
+
 /// The long-keys workload (byte keys up to ~3x the inline limit: tail chains in leaves and
 /// separators) under power cuts, briefly, in every mode: no violation where atomicity is
 /// promised, and cuts really tear writes.
@@ -280,6 +318,17 @@ fn bad_arguments_are_clear_errors() {
         ..TortureArgs::default()
     });
     assert!(e.contains("--depth"), "{e}");
+    let e = err(TortureArgs {
+        handles: 3,
+        ..TortureArgs::default()
+    });
+    assert!(e.contains("--handles 3"), "{e}");
+    let e = err(TortureArgs {
+        mode: "nvlog".into(),
+        handles: 2,
+        ..TortureArgs::default()
+    });
+    assert!(e.contains("nvlog") && e.contains("one process"), "{e}");
     for (spec, want) in [
         ("", "missing field"),
         ("mode=delete", "missing field"),
@@ -312,6 +361,10 @@ fn bad_arguments_are_clear_errors() {
         (
             "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;steps=1;cut=1;crash=power:1;model=lose;mutant=melt",
             "unknown mutant",
+        ),
+        (
+            "mode=delete;wl=mixed;k=8;txns=8;wseed=1;ps=512;chunk=0;ckpt=0;handles=4;steps=1;cut=1;crash=power:1;model=lose",
+            "handles=\"4\" must be 1 or 2",
         ),
     ] {
         let e = err(TortureArgs {

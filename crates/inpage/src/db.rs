@@ -91,7 +91,9 @@ impl Reload for Database {
         let (pager, config, overlay, gate, wrote) = if under == Held::Write {
             let gate = self.h.procs.clone().map(ShareGate::new);
             let pager = Pager::open(&self.h.path, &base, crate::tree::create, gate_of(&gate))?;
-            // Anything recovery did may change what other processes know.
+            // Anything recovery did may change what other processes know, and is made
+            // durable before another process may write (`Journal::settle_recovery`).
+            pager.settle_recovery()?;
             let wrote = !pager.recovery().is_clean();
             (pager, self.h.config.clone(), None, gate, wrote)
         } else {
@@ -169,6 +171,11 @@ impl Database {
         };
         let gate = procs.clone().map(ShareGate::new);
         let pager = Pager::open(path, &pager_cfg, crate::tree::create, gate_of(&gate))?;
+        if procs.is_some() {
+            // Another process may write as soon as the turn goes: what recovery did is
+            // made durable first (`Journal::settle_recovery`).
+            pager.settle_recovery()?;
+        }
         let mode = pager.journal_mode();
         let recovery = pager.recovery().clone();
         let shared = Arc::new(Shared::new(

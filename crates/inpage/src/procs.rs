@@ -262,6 +262,11 @@ pub(crate) trait Reload {
     /// memory; nothing is written). `under` Write: for real; returns whether recovery
     /// wrote anything (then the counter is bumped, as after a commit).
     fn reload(&self, under: Held) -> Result<bool>;
+    /// Whether `reload` can only refuse (`NoReload { refuse: true }`): then a stale
+    /// picture fails the turn before anything is announced.
+    fn refuses(&self) -> bool {
+        false
+    }
 }
 
 /// A `Reload` for a handle that has no picture to bring up to date (it is opening the
@@ -281,6 +286,9 @@ impl Reload for NoReload {
         } else {
             Ok(false)
         }
+    }
+    fn refuses(&self) -> bool {
+        self.refuse
     }
 }
 
@@ -610,6 +618,13 @@ impl Procs {
             !(stale && mine),
             "a stale picture under running transactions"
         );
+        if stale && r.refuses() {
+            // Given up before anything is written, so nothing is announced: a bump here
+            // would send every other handle to open the file again for a write that
+            // never happens (a stale handle's close made the others stale, and then the
+            // last one out shut nothing down).
+            return Err(Attempt::Fail(Error::Busy));
+        }
         st.seen = now;
         self.announce_write(st)?;
         if stale {

@@ -55,6 +55,7 @@ const BENCH: &[(&str, u32)] = &[
     ("pages", 6),
     ("recovery", 7),
     ("concurrent", 7),
+    ("multiprocess", 7),
     ("runner", 8),
     ("mvbt", 9),
     ("nvlog", 10),

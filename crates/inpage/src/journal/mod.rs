@@ -997,6 +997,15 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     fn checkpoint_truncating(&self) -> Result<()> {
         self.checkpoint()
     }
+    /// Make durable now whatever recovery left for the first commit to sync (DHL's and
+    /// IPS's invalidations of a rolled-back transaction: `journal::counting`). A handle
+    /// that other processes may follow calls it before it gives up the write turn its
+    /// open (or reload) ran under: another process's commit reuses the rolled-back tid
+    /// without knowing that the invalidations are not durable yet. A no-op where recovery
+    /// leaves nothing pending.
+    fn settle_recovery(&self) -> Result<()> {
+        Ok(())
+    }
     /// Called once when the database is closed cleanly (WAL checkpoints and removes its
     /// file as SQLite does); nothing to do for a mode that keeps no state beside the file.
     fn close(&self) -> Result<()> {

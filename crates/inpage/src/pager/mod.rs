@@ -601,6 +601,12 @@ impl Pager {
         &self.recovery
     }
 
+    /// Make durable what recovery left for the first commit to sync (`Journal::
+    /// settle_recovery`), before other processes may write.
+    pub(crate) fn settle_recovery(&self) -> Result<()> {
+        self.journal.settle_recovery()
+    }
+
     pub fn log_frames(&self) -> u64 {
         self.journal.log().map_or(0, |l| l.log_frames())
     }

@@ -193,16 +193,33 @@ impl Shared {
         // Shut down only as the last process, under the write turn, and only from a
         // current picture of the file (a stale one refuses to reload here): otherwise the
         // next open recovers, as after a crash, which loses nothing.
-        let Ok(_turn) = procs.enter(
+        let _turn = match procs.enter(
             Held::Write,
             self.config.busy_timeout,
             &NoReload { refuse: true },
-        ) else {
-            return Ok(());
+        ) {
+            Ok(t) => t,
+            // Another handle holds a turn, or wrote since this one looked: it is there to
+            // shut down, or the next open recovers.
+            Err(Error::Busy) => return Ok(()),
+            // The side file could not be read or written (a failed disk): the shutdown
+            // did not run, and a caller that asked for a clean close hears so.
+            Err(e) => return Err(e),
         };
         // A journal that cannot share holds the file alone (it kept the write turn), and
         // may hold acknowledged commits nowhere but in this process: it always shuts down.
-        if can_share(self.pager.journal_mode()) && !procs.is_last()? {
+        let mode = self.pager.journal_mode();
+        if can_share(mode) && !procs.is_last()? {
+            // Others stay. A mode whose commits become durable only at a checkpoint
+            // (`waldio-ns`, `wal` with `WalSync::Normal`) checkpoints before leaving, as the last handle's shutdown
+            // would: the handle that closes last may be working from a stale picture,
+            // which shuts nothing down, so the commits made here would otherwise wait
+            // for a checkpoint nobody is sure to run.
+            let durable_at_ack = mode.capabilities().durable_at_ack
+                && self.config.journal.wal_sync != crate::journal::WalSync::Normal;
+            if !durable_at_ack && !self.config.read_only {
+                self.pager.checkpoint()?;
+            }
             return Ok(());
         }
         // A read-only copy (`Database::reload`) has nothing to shut down. The side file

@@ -19,9 +19,11 @@
 //!   by zeroing its tid (or its header slot), a write inside sector 0; the committed
 //!   version beside it is untouched and becomes the visible one again. Recovery's
 //!   invalidations are synced before the database is next written (the next commit, before
-//!   any of its pages, or a clean close; an open that only reads pays no flush), and
-//!   redoing them is harmless, so a crash before that or during recovery is recovered the
-//!   same way.
+//!   any of its pages, or a clean close; an open that only reads pays no flush, unless
+//!   other processes may write after it: an open or reload under the write turn of real
+//!   files settles them before it lets the turn go, `Journal::settle_recovery`, since
+//!   another process's next commit reuses the rolled-back tid), and redoing them is
+//!   harmless, so a crash before that or during recovery is recovered the same way.
 //! - *A large transaction commits in order, and its crash is recovered from page 0.* A
 //!   counting-commit transaction of at least `Config::ordered_commit_pages` pages
 //!   first marks its regions in an *ordered* intent area (synced), writes its other
@@ -1190,6 +1192,10 @@ fn pick<'x>(page0: Option<&'x [u8]>, pgno: Pgno, page: &'x [u8]) -> &'x [u8] {
 }
 
 impl Journal for CountingJournal {
+    fn settle_recovery(&self) -> Result<()> {
+        self.sync_recovery()
+    }
+
     fn read_page(&self, pgno: Pgno, buf: &mut [u8]) -> Result<()> {
         self.ctx.db.read_page(pgno, buf)?;
         // Checked after the read: the deferred invalidation clears the tid before any
