@@ -211,10 +211,10 @@ impl Shared {
         let mode = self.pager.journal_mode();
         if can_share(mode) && !procs.is_last()? {
             // Others stay. A mode whose commits become durable only at a checkpoint
-            // (`waldio-ns`, `wal` with `WalSync::Normal`) checkpoints before leaving, as the last handle's shutdown
-            // would: the handle that closes last may be working from a stale picture,
-            // which shuts nothing down, so the commits made here would otherwise wait
-            // for a checkpoint nobody is sure to run.
+            // (`waldio-ns`, `wal` with `WalSync::Normal`) checkpoints before leaving,
+            // as the last handle's shutdown would: the handle that closes last may be
+            // working from a stale picture, which shuts nothing down, so the commits
+            // made here would otherwise wait for a checkpoint nobody is sure to run.
             let durable_at_ack = mode.capabilities().durable_at_ack
                 && self.config.journal.wal_sync != crate::journal::WalSync::Normal;
             if !durable_at_ack && !self.config.read_only {
