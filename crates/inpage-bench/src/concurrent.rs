@@ -595,14 +595,6 @@ pub struct ConcRow {
     pub device_flushes_per_write_txn: Option<f64>,
 }
 
-fn pct(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted[i]
-}
-
 /// Run the grid: for each round, each point, each contender (interleaved), a fresh trial.
 pub fn run(
     lab: &Lab,
@@ -671,9 +663,9 @@ pub fn run(
                 },
                 aborts_per_txn_max: aborts.iter().copied().max().unwrap_or(0),
                 latency_percentiles_us: Percentiles {
-                    p50: pct(&lat, 0.50),
-                    p90: pct(&lat, 0.90),
-                    p99: pct(&lat, 0.99),
+                    p50: crate::report::quantile(&lat, 0.50),
+                    p90: crate::report::quantile(&lat, 0.90),
+                    p99: crate::report::quantile(&lat, 0.99),
                 },
                 wait_share: if write > 0.0 { replay / write } else { 0.0 },
                 commit_share: commit.filter(|_| write > 0.0).map(|c| c / write),

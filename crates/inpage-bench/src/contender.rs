@@ -330,6 +330,14 @@ pub fn valid_names() -> Vec<String> {
     all_contenders().into_iter().map(|c| c.name).collect()
 }
 
+/// The real files, counted into `stats` (what accounted contenders run over).
+fn accounting(stats: &Arc<IoStats>) -> Arc<dyn Vfs> {
+    Arc::new(AccountingVfs::with_stats(
+        Arc::new(OsVfs::new()),
+        stats.clone(),
+    ))
+}
+
 impl Contender {
     /// Whether its I/O goes through `AccountingVfs` (syscall counts and latency split).
     pub fn accounted(&self) -> bool {
@@ -367,10 +375,7 @@ impl Contender {
         stats: &Arc<IoStats>,
         busy: std::time::Duration,
     ) -> Result<Box<dyn Store>, String> {
-        let vfs: Arc<dyn Vfs> = Arc::new(AccountingVfs::with_stats(
-            Arc::new(OsVfs::new()),
-            stats.clone(),
-        ));
+        let vfs = accounting(stats);
         let r: Result<Box<dyn Store>, String> = match self.kind {
             _ if !self.shares_between_processes() => {
                 Err("several processes cannot open it at once".into())
@@ -447,11 +452,7 @@ impl Contender {
     /// Open (creating if needed) this contender's store in `dir`. `stats` receives the
     /// I/O of accounted contenders.
     pub fn open(&self, dir: &Path, stats: &Arc<IoStats>) -> Result<Box<dyn Store>, String> {
-        let vfs: Arc<dyn Vfs> = Arc::new(AccountingVfs::with_stats(
-            Arc::new(OsVfs::new()),
-            stats.clone(),
-        ));
-        self.open_with_vfs(dir, vfs)
+        self.open_with_vfs(dir, accounting(stats))
     }
 
     /// As `open`, with the engine (or floor) running over `vfs`; the recovery child passes

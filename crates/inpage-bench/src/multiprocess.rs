@@ -370,18 +370,11 @@ pub struct MpRow {
     pub first_error: Option<String>,
 }
 
-fn pct(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
-}
-
 fn latency(mut v: Vec<f64>) -> Latency {
     v.sort_by(f64::total_cmp);
     Latency {
-        p50: pct(&v, 0.50),
-        p99: pct(&v, 0.99),
+        p50: crate::report::quantile(&v, 0.50),
+        p99: crate::report::quantile(&v, 0.99),
     }
 }
 
@@ -471,30 +464,18 @@ pub fn table(rows: &[MpRow]) -> String {
             format!("{x:>n$.0}")
         }
     };
+    // A role the layout has none of shows "-", not 0.
+    let tps = |procs: usize, v: f64| num(if procs > 0 { v } else { f64::NAN }, 11);
     for r in rows {
         s += &format!(
             "{:<7} {:<15} {} {:>6} {} {}  {} {:>6} {} {} {:>7}\n",
             r.layout,
             r.contender,
-            num(
-                if r.writers > 0 {
-                    r.write_tx_per_s_median
-                } else {
-                    f64::NAN
-                },
-                11
-            ),
+            tps(r.writers, r.write_tx_per_s_median),
             ratio(r.write_ratio_to_baseline),
             num(r.write_latency_us.p50, 10),
             num(r.write_latency_us.p99, 10),
-            num(
-                if r.readers > 0 {
-                    r.read_tx_per_s_median
-                } else {
-                    f64::NAN
-                },
-                11
-            ),
+            tps(r.readers, r.read_tx_per_s_median),
             ratio(r.read_ratio_to_baseline),
             num(r.read_latency_us.p50, 10),
             num(r.read_latency_us.p99, 10),

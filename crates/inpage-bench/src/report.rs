@@ -273,6 +273,14 @@ pub struct Point {
 }
 
 /// Median (mean of the middle two for an even count); `None` for no values.
+/// The `q` quantile of `sorted` (nearest rank; NaN when empty).
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+}
+
 pub fn median(v: &[f64]) -> Option<f64> {
     let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
     if s.is_empty() {

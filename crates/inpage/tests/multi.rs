@@ -15,8 +15,6 @@ use common::*;
 use inpage::{Config, Database, Error, JournalMode, KeyKind};
 use inpage_sim::{CrashModel, SimVfs};
 
-type Txn = Vec<(i64, Option<Vec<u8>>)>;
-
 const ONE: &str = "/a/one.db";
 const TWO: &str = "/b/two.db";
 
@@ -73,16 +71,6 @@ fn reversed(m: &BTreeMap<i64, Vec<u8>>) -> BTreeMap<i64, Vec<u8>> {
     m.iter()
         .map(|(k, v)| (*k, v.iter().rev().copied().collect()))
         .collect()
-}
-
-fn states(txns: &[Txn]) -> Vec<BTreeMap<i64, Vec<u8>>> {
-    let mut m = BTreeMap::new();
-    let mut out = vec![m.clone()];
-    for t in txns {
-        apply_model(&mut m, t);
-        out.push(m.clone());
-    }
-    out
 }
 
 fn prepare(

@@ -19,8 +19,6 @@ use common::*;
 use inpage::{Config, Database, JournalMode, JournalOption, NvlogFlush};
 use inpage_sim::{CrashModel, SimVfs};
 
-type Txn = Vec<(i64, Option<Vec<u8>>)>;
-
 /// Every atomic mode that shares its file between processes (the registry's, so a new
 /// mode is picked up).
 fn sharing_modes() -> Vec<JournalMode> {
@@ -70,16 +68,6 @@ fn scenario() -> Vec<Txn> {
                 .collect()
         })
         .collect()
-}
-
-fn states(txns: &[Txn]) -> Vec<BTreeMap<i64, Vec<u8>>> {
-    let mut m = BTreeMap::new();
-    let mut out = vec![m.clone()];
-    for t in txns {
-        apply_model(&mut m, t);
-        out.push(m.clone());
-    }
-    out
 }
 
 /// The handle that commits transaction `i`: they alternate, so each commit but the first

@@ -12,18 +12,6 @@ use common::*;
 use inpage::{Database, JournalMode, WalSync};
 use inpage_sim::{CrashModel, SimVfs};
 
-type Txn = Vec<(i64, Option<Vec<u8>>)>;
-
-fn models(txns: &[Txn]) -> Vec<BTreeMap<i64, Vec<u8>>> {
-    let mut m = BTreeMap::new();
-    let mut out = vec![m.clone()];
-    for t in txns {
-        apply_model(&mut m, t);
-        out.push(m.clone());
-    }
-    out
-}
-
 /// Open and apply the first `k` transactions; returns the db. A mode whose commits are
 /// not durable when acknowledged (`waldio-ns`) then checkpoints, so the state before the
 /// next commit is the one a power cut must keep.
@@ -75,7 +63,7 @@ fn crash_every_op_of_commit(
     k: usize,
     seeds: u64,
 ) -> usize {
-    let states = models(txns);
+    let states = states(txns);
     // A mode that keeps commits in a buffer (`waldio-gs`) writes them later: its commit
     // is cut together with the checkpoint that writes it.
     let apply = |db: &Database, t: &Txn| -> inpage::Result<()> {
@@ -225,7 +213,7 @@ fn power_cut_during_creation_every_mode() {
 fn power_cut_during_checkpoint() {
     let ps = 4096;
     let txns = scenario(21, ps);
-    let states = models(&txns);
+    let states = states(&txns);
     let n = txns.len();
     let vfs = SimVfs::new();
     let db = prepare(&vfs, JournalMode::WAL, ps, &txns, n);
@@ -254,7 +242,7 @@ fn power_cut_during_auto_checkpoint_commit() {
     // A tiny checkpoint interval makes most commits checkpoint.
     let ps = 512;
     let txns = scenario(31, ps);
-    let states = models(&txns);
+    let states = states(&txns);
     for k in [2, 4] {
         let vfs = SimVfs::new();
         let cfg = |v: &SimVfs| sim_config(v, JournalMode::WAL, ps).wal_autocheckpoint(3);
@@ -291,7 +279,7 @@ fn power_cut_during_auto_checkpoint_commit() {
 fn wal_normal_keeps_a_prefix_of_commits() {
     let ps = 4096;
     let txns = scenario(41, ps);
-    let states = models(&txns);
+    let states = states(&txns);
     for seed in 0..20 {
         let vfs = SimVfs::new();
         let cfg = |v: &SimVfs| sim_config(v, JournalMode::WAL, ps).wal_sync(WalSync::Normal);
@@ -317,7 +305,7 @@ fn crash_during_recovery_is_recovered() {
     // the recovery itself.
     let ps = 4096;
     let txns = scenario(51, ps);
-    let states = models(&txns);
+    let states = states(&txns);
     let k = 4;
     for mode in matrix() {
         let vfs = SimVfs::new();

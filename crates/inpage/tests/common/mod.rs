@@ -85,6 +85,21 @@ pub fn apply(db: &Database, ops: &[(i64, Option<Vec<u8>>)]) -> inpage::Result<()
     w.commit()
 }
 
+/// A transaction of the model tests: each key set to a value or removed.
+pub type Txn = Vec<(i64, Option<Vec<u8>>)>;
+
+/// The model after each prefix of `txns`: `states(txns)[k]` is the database after the
+/// first `k` transactions.
+pub fn states(txns: &[Txn]) -> Vec<BTreeMap<i64, Vec<u8>>> {
+    let mut m = BTreeMap::new();
+    let mut out = vec![m.clone()];
+    for t in txns {
+        apply_model(&mut m, t);
+        out.push(m.clone());
+    }
+    out
+}
+
 pub fn apply_model(model: &mut BTreeMap<i64, Vec<u8>>, ops: &[(i64, Option<Vec<u8>>)]) {
     for (k, v) in ops {
         match v {
