@@ -157,25 +157,40 @@ fn klen_field(usable: usize, klen: usize) -> [u8; 2] {
     }
 }
 
-/// Encode a leaf cell for `key` with its value part `value` (inline bytes, or the
-/// length and first page of the value's chain, written beforehand). `tail_first`: the
-/// first page of a long key's tail chain, also written beforehand (ignored for inline
-/// keys). The caller chose `value`'s form by [`value_is_inline`].
+/// [`leaf_cell_into`] a new buffer.
+#[cfg(test)]
 pub fn leaf_cell(usable: usize, key: &[u8], tail_first: Pgno, value: Payload<'_>) -> Vec<u8> {
+    let mut c = Vec::new();
+    leaf_cell_into(&mut c, usable, key, tail_first, value);
+    c
+}
+
+/// Encode into `c` (cleared first; a caller may reuse its buffers) a leaf cell for `key`
+/// with its value part `value` (inline bytes, or the length and first page of the value's
+/// chain, written beforehand). `tail_first`: the first page of a long key's tail chain,
+/// also written beforehand (ignored for inline keys). The caller chose `value`'s form by
+/// [`value_is_inline`].
+pub fn leaf_cell_into(
+    c: &mut Vec<u8>,
+    usable: usize,
+    key: &[u8],
+    tail_first: Pgno,
+    value: Payload<'_>,
+) {
     let local = key_local(usable, key.len());
     let (vlen, vbytes) = match value {
         Payload::Inline(v) => (v.len() as u32, v.len()),
         Payload::Overflow { len, .. } => (len, OVFL_PTR),
     };
-    let mut c = Vec::with_capacity(CELL_HEADER + local + vbytes);
+    c.clear();
+    c.reserve(CELL_HEADER + local + vbytes);
     c.extend_from_slice(&klen_field(usable, key.len()));
     c.extend_from_slice(&vlen.to_le_bytes());
-    put_key(&mut c, usable, key, tail_first);
+    put_key(c, usable, key, tail_first);
     match value {
         Payload::Inline(v) => c.extend_from_slice(v),
         Payload::Overflow { first, .. } => c.extend_from_slice(&first.to_le_bytes()),
     }
-    c
 }
 
 #[cfg(test)]

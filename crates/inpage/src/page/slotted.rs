@@ -341,29 +341,48 @@ pub fn set_child(pgno: Pgno, buf: &mut [u8], usable: usize, i: usize, child: Pgn
 /// image `build` makes of the same cells (cell 0 highest), made in `buf` from one copy of
 /// the page, not one buffer per cell.
 pub fn defragment(pgno: Pgno, buf: &mut [u8], usable: usize) -> Result<()> {
-    let page = Page::open(pgno, buf, usable)?;
-    let n = page.ncells();
-    let ranges = (0..n)
-        .map(|i| page.cell_range(i))
-        .collect::<Result<Vec<_>>>()?;
-    let total: usize = ranges.iter().map(|&(_, size)| size + PTR_SIZE).sum();
-    if total > capacity(usable) {
-        return Err(Error::corrupt(
-            pgno,
-            format!("cells total {total} bytes, more than the page holds (overlapping cells)"),
-        ));
+    // A page near full defragments on most inserts that follow a growing update, so the
+    // ranges and the old cell area live in a per-thread scratch, not fresh allocations.
+    /// The cells' (offset, size) and a copy of the old cell area.
+    type Scratch = (Vec<(usize, usize)>, Vec<u8>);
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Scratch> =
+            const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
     }
-    let old = buf[..usable].to_vec();
-    let mut content = usable;
-    for (i, &(off, size)) in ranges.iter().enumerate() {
-        content -= size;
-        buf[content..content + size].copy_from_slice(&old[off..off + size]);
-        put_u16(buf, HEADER_SIZE + PTR_SIZE * i, content);
-    }
-    buf[HEADER_SIZE + PTR_SIZE * n..content].fill(0);
-    put_u16(buf, OFF_CONTENT, content);
-    put_u16(buf, OFF_FRAG, 0);
-    Ok(())
+    SCRATCH.with(|s| {
+        let mut s = s.borrow_mut();
+        let (ranges, old) = &mut *s;
+        ranges.clear();
+        let page = Page::open(pgno, buf, usable)?;
+        let n = page.ncells();
+        let from = page.content;
+        let mut total = 0;
+        for i in 0..n {
+            let r = page.cell_range(i)?;
+            total += r.1 + PTR_SIZE;
+            ranges.push(r);
+        }
+        if total > capacity(usable) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("cells total {total} bytes, more than the page holds (overlapping cells)"),
+            ));
+        }
+        // Every cell lies in [content, usable) (`cell_range` checks it): only that area
+        // is kept.
+        old.clear();
+        old.extend_from_slice(&buf[from..usable]);
+        let mut content = usable;
+        for (i, &(off, size)) in ranges.iter().enumerate() {
+            content -= size;
+            buf[content..content + size].copy_from_slice(&old[off - from..off - from + size]);
+            put_u16(buf, HEADER_SIZE + PTR_SIZE * i, content);
+        }
+        buf[HEADER_SIZE + PTR_SIZE * n..content].fill(0);
+        put_u16(buf, OFF_CONTENT, content);
+        put_u16(buf, OFF_FRAG, 0);
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -173,7 +173,7 @@ pub(crate) type PgnoMap<V> = HashMap<Pgno, V, BuildHasherDefault<PgnoHasher>>;
 /// against chosen collisions buys nothing here: page numbers are bounded by the file size
 /// and are not picked by users, and the maps are looked up several times per operation.
 #[derive(Default)]
-pub(crate) struct PgnoHasher(u64);
+pub struct PgnoHasher(u64);
 
 impl Hasher for PgnoHasher {
     fn write(&mut self, bytes: &[u8]) {

@@ -214,18 +214,43 @@ mod spare {
         })
     }
 
+    /// A buffer from the pool (empty), or a new one.
+    pub(super) fn take() -> Vec<u8> {
+        POOL.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            let buf = pool.bufs.pop().unwrap_or_default();
+            pool.bytes -= buf.capacity();
+            buf
+        })
+    }
+
     /// Give the buffers of a node that is done with back to the pool.
     pub(super) fn put(cells: Vec<Vec<u8>>) {
         POOL.with(|pool| {
             let mut pool = pool.borrow_mut();
             for buf in cells {
-                if pool.bytes + buf.capacity() > MAX_BYTES {
+                if !pool.keep(buf) {
                     break;
                 }
-                pool.bytes += buf.capacity();
-                pool.bufs.push(buf);
             }
         })
+    }
+
+    /// Give one buffer back to the pool.
+    pub(super) fn give(buf: Vec<u8>) {
+        POOL.with(|pool| pool.borrow_mut().keep(buf));
+    }
+
+    impl Pool {
+        /// Keep `buf` unless the pool is full (then it is freed): whether it was kept.
+        fn keep(&mut self, buf: Vec<u8>) -> bool {
+            if self.bytes + buf.capacity() > MAX_BYTES {
+                return false;
+            }
+            self.bytes += buf.capacity();
+            self.bufs.push(buf);
+            true
+        }
     }
 }
 
@@ -646,7 +671,11 @@ fn make_leaf_cell(store: &mut dyn PageWrite, key: &[u8], value: &[u8]) -> Result
             first: overflow::write(store, value)?,
         }
     };
-    Ok(cell::leaf_cell(usable, key, tail, payload))
+    // In a buffer of the node pool: a cell the leaf takes in place gives it back
+    // (`insert_on_path`), one that goes into a node returns with the node's.
+    let mut c = spare::take();
+    cell::leaf_cell_into(&mut c, usable, key, tail, payload);
+    Ok(c)
 }
 
 /// Read the value of cell `i` of `p` and free its chains (the cell is about to go away
@@ -816,6 +845,7 @@ pub(crate) fn insert_on_path(
     };
     let mut path = path;
     if let Some((buf, used)) = edit_path_leaf(store, &f, &mut path, edit)? {
+        spare::give(cell);
         let in_place = finish_leaf(store, opts, &path, buf, used, replace)?;
         if !in_place {
             return Ok((old, None));

@@ -114,7 +114,7 @@ pub fn max_key_len(usable: usize) -> usize {
 
 pub(crate) use btree::{
     clear, count, create, destroy, for_each_page, get, insert, insert_by, insert_on_path,
-    insert_placed, remove, remove_by, remove_on_path,
+    insert_placed, remove, remove_by, remove_on_path, LeafPos, Path,
 };
 pub(crate) use overflow::{
     extend_chain, overwrite as overwrite_value, read_range as read_value_range,

@@ -235,6 +235,15 @@ impl Cursor {
         found
     }
 
+    /// Not on a row, keeping the buffer of a saved key for the next `gone`.
+    fn between(&mut self) {
+        if let State::Gone(k) | State::Before(k) =
+            std::mem::replace(&mut self.state, State::Invalid)
+        {
+            self.spare_key = k;
+        }
+    }
+
     /// `key` saved as the cursor's identity while it is between rows, in the buffer the
     /// last saved key left (an insert saves its key each time).
     fn gone(&mut self, key: &[u8]) {
@@ -658,7 +667,6 @@ impl WriteTxn {
         key: &[u8],
         value: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        let opts = self.opts;
         // A cursor standing next to the place (a sorted load, an append after a seek to
         // the end) gives the path; else the tree descends.
         let at = match self.current(c) {
@@ -667,10 +675,30 @@ impl WriteTxn {
         };
         self.bump_gen(c.root);
         // The cursor lets go of its pages (it is placed again below), so a leaf this
-        // transaction already wrote is edited where it lies, not copied; and an error
-        // leaves it between rows, to restore by key.
+        // transaction already wrote is edited where it lies, not copied. It is between
+        // rows until placed; its key is saved (`gone`) only where it is read: after an
+        // error, to restore by key, and for the search by key below. A statement's new
+        // cursor has no buffer to reuse, so saving it on every insert costs an allocation.
         c.raw.invalidate();
-        c.gone(key);
+        c.between();
+        let r = self.insert_and_place(c, at, probe, key, value);
+        if r.is_err() {
+            c.gone(key);
+        }
+        r
+    }
+
+    /// `insert_at` from the descent on (see there): the insert, then the cursor placed
+    /// on the new entry.
+    fn insert_and_place(
+        &mut self,
+        c: &mut Cursor,
+        at: Option<(tree::Path, tree::LeafPos)>,
+        probe: Probe<'_>,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let opts = self.opts;
         let (old, placed) = match at {
             Some((path, found)) => tree::insert_on_path(self, opts, path, found, key, value)?,
             None => tree::insert_placed(self, c.root, probe, opts, key, value)?,
@@ -696,6 +724,7 @@ impl WriteTxn {
             c.settle(true, clock);
             return Ok(old);
         }
+        c.gone(key);
         if !self.find_exact(c)? {
             return Err(Error::InvalidArgument(format!(
                 "tree {:?}: the inserted key is not where the tree's order puts it (the \
