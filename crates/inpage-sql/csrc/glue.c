@@ -33,10 +33,11 @@ extern u32 ipg_meta_get(Conn*, int);
 extern int ipg_meta_set(Conn*, int, u32);
 extern int ipg_create(Conn*, int, u32*);
 extern int ipg_clear(Conn*, u32, i64*, int);
-/* A read-only scan's row run (ffi.rs `Run`): the rest of the engine cursor's leaf, so
+/* A forward scan's row run (ffi.rs `Run`): the rest of the engine cursor's leaf, so
 ** Next, IntegerKey, PayloadFetch and CursorHasMoved within it stay in C. Rust moves
 ** the engine cursor to rows[i] on its next call; ipg_sync ends the run, which must
-** happen before the connection's transaction begins or ends. */
+** happen before the connection's transaction begins or ends, and, in a write
+** transaction, before anything changes the run's table (glueEndTableRuns). */
 typedef struct IpgRow { i64 key; const u8 *pay; u32 n; } IpgRow;
 typedef struct IpgRun { const IpgRow *rows; u32 n; u32 i; const u8 *pay; u32 nPay; u32 nTotal; u64 pos; } IpgRun;
 extern void ipg_sync(Cur*);
@@ -211,10 +212,24 @@ SQLITE_PRIVATE int sqlite3BtreeClose(Btree *p){
   sqlite3_free(p);
   return SQLITE_OK;
 }
-/* Row runs hold a read snapshot's rows: none may outlive a change of transaction. */
+/* Row runs hold a table's rows as the cursor last read them: none may outlive a change
+** of transaction, nor a change of its table within one. Only this connection writes
+** while it holds the write transaction; every statement's start ends all runs
+** (sqlite3BtreeBeginTrans), a write through a cursor ends that cursor's own (ffi.rs
+** `cur`), and every write also ends the runs of the other cursors on the table it
+** changes first (all of them for a savepoint rollback). SQLite itself does not scan a
+** table with one cursor while a statement writes it through another (it collects the
+** rows first), so that last rule is a guard: a run's rows are the table's for as long as
+** C steps through them, whatever a statement does. */
 static void glueEndRuns(Btree *p){
   BtCursor *c;
   for(c=p->pCursor; c; c=c->pNext) if( c->run && c->run->n ) ipg_sync(c->pCur);
+}
+static void glueEndTableRuns(Btree *p, int iTable){
+  BtCursor *c;
+  for(c=p->pCursor; c; c=c->pNext){
+    if( c->iTable==iTable && c->run && c->run->n ) ipg_sync(c->pCur);
+  }
 }
 SQLITE_PRIVATE int sqlite3BtreeBeginTrans(Btree *p, int wrflag, int *pSchemaVersion){
   int rc;
@@ -247,6 +262,7 @@ static void glueTrip(Btree *p, int errCode, int writeOnly){
 }
 SQLITE_PRIVATE int sqlite3BtreeSavepoint(Btree *p, int op, int iSavepoint){
   if( !p ) return SQLITE_OK;
+  if( op==SAVEPOINT_ROLLBACK ) glueEndRuns(p);
   return ipg_sp(p->pConn, op==SAVEPOINT_RELEASE ? 1 : 2, iSavepoint);
 }
 static int glueEnd(Btree *p, int commit){
@@ -299,12 +315,14 @@ SQLITE_PRIVATE int sqlite3BtreeCreateTable(Btree *p, Pgno *piTable, int flags){
 }
 SQLITE_PRIVATE int sqlite3BtreeClearTable(Btree *p, int iTable, i64 *pnChange){
   BtCursor *c;
+  glueEndTableRuns(p, iTable);
   for(c=p->pCursor; c; c=c->pNext) if( c->iTable==iTable ) ipg_invalidate(c->pCur);
   return ipg_clear(p->pConn, (u32)iTable, pnChange, 0);
 }
 SQLITE_PRIVATE int sqlite3BtreeClearTableOfCursor(BtCursor *c){ return sqlite3BtreeClearTable(c->pBtree, c->iTable, 0); }
 SQLITE_PRIVATE int sqlite3BtreeDropTable(Btree *p, int iTable, int *piMoved){
   *piMoved = 0;
+  glueEndTableRuns(p, iTable);
   return ipg_clear(p->pConn, (u32)iTable, 0, 1);
 }
 SQLITE_PRIVATE int sqlite3BtreeTripAllCursors(Btree *p, int errCode, int writeOnly){ if( p ) glueTrip(p, errCode, writeOnly); return SQLITE_OK; }
@@ -602,6 +620,7 @@ static int glueIndexInsert(BtCursor *c, const u8 *pKey, int nKey, Mem *aMem, int
 }
 static int glueInsert(BtCursor *c, const BtreePayload *pX, int flags, int seekResult){
   (void)seekResult; FAULT_CHECK(c);
+  glueEndTableRuns(c->pBtree, c->iTable);
   if( c->pKeyInfo==0 ){   /* intkey table */
     if( flags & BTREE_PREFORMAT ) return ipg_insert(c->pCur, pX->nKey, c->staged, c->nStaged, 0);
     return ipg_insert(c->pCur, pX->nKey, pX->pData, pX->nData, pX->nZero);
@@ -619,7 +638,11 @@ SQLITE_PRIVATE int sqlite3BtreeInsert(BtCursor *c, const BtreePayload *pX, int f
   if( rc==SQLITE_TOOBIG ) sqlite3_log(rc, "inpage: %s", ipg_errmsg(c->pBtree->pConn));
   return rc;
 }
-SQLITE_PRIVATE int sqlite3BtreeDelete(BtCursor *c, u8 flags){ FAULT_CHECK(c); return ipg_delete(c->pCur, (flags & BTREE_SAVEPOSITION)!=0); }
+SQLITE_PRIVATE int sqlite3BtreeDelete(BtCursor *c, u8 flags){
+  FAULT_CHECK(c);
+  glueEndTableRuns(c->pBtree, c->iTable);
+  return ipg_delete(c->pCur, (flags & BTREE_SAVEPOSITION)!=0);
+}
 SQLITE_PRIVATE int sqlite3BtreeTransferRow(BtCursor *pDest, BtCursor *pSrc, i64 iKey){
   u32 n, nTotal; int rc; (void)iKey;
   gluePayload2(pSrc, &n, &nTotal);
@@ -640,6 +663,7 @@ SQLITE_PRIVATE int sqlite3BtreePutData(BtCursor *c, u32 offset, u32 amt, void *z
   int rc;
   FAULT_CHECK(c);
   if( !c->wrFlag ) return SQLITE_READONLY;   /* a blob opened read-only */
+  glueEndTableRuns(c->pBtree, c->iTable);
   if( ipg_has_moved(c->pCur) ) return SQLITE_ABORT;
   rc = ipg_put_data(c->pCur, offset, z, (int)amt);
   return rc==SQLITE_CORRUPT ? SQLITE_CORRUPT_BKPT : rc;

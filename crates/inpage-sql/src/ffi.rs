@@ -35,12 +35,14 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::hash::BuildHasherDefault;
 use std::os::unix::ffi::OsStrExt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use inpage::internals::PgnoHasher;
 use inpage::{
     Config, Cursor, CursorOps, Database, Error, JournalMode, Key, ReadTxn, ReadableTxn, Restored,
     Savepoint, SeekResult, Tree, WriteTxn,
@@ -320,7 +322,7 @@ pub struct Conn {
     txn: Txn,
     /// SQLite's savepoint level i = `sps[i]`.
     sps: Vec<Savepoint>,
-    trees: HashMap<u32, (Tree, bool)>,
+    trees: HashMap<u32, (Tree, bool), BuildHasherDefault<PgnoHasher>>,
     /// The catalog `trees` was filled under (`ReadableTxn::catalog_view`): the handles
     /// stay valid for every later transaction that sees the same catalog, whatever was
     /// committed in between (a commit that creates or drops a tree names a new catalog),
@@ -668,7 +670,7 @@ pub unsafe extern "C" fn ipg_open(
                     shared_path: shared.then(|| path.clone()),
                     txn: Txn::None,
                     sps: Vec::new(),
-                    trees: HashMap::new(),
+                    trees: HashMap::default(),
                     trees_view: None,
                     own_fcc: 0,
                     write_start_fcc: 0,
@@ -1376,7 +1378,12 @@ pub struct Cur {
     /// Why the engine cursor could not be brought to the run's row (`sync_run`): the
     /// next call that can fail reports it, so a statement fails instead of ending early.
     lost: Option<Error>,
+    /// The most rows the next run may hold (see `sync_run`).
+    run_cap: u32,
 }
+
+/// The rows of a cursor's first run, and of each run after one cut short.
+const RUN_CAP_MIN: u32 = 8;
 
 /// One row of a [`Run`]: the integer key (rowid tables) and the record's bytes.
 #[repr(C)]
@@ -1386,14 +1393,19 @@ pub struct Row {
     n: u32,
 }
 
-/// A read-only scan's fast path (glue.c `IpgRun`): the rest of the engine cursor's
+/// A forward scan's fast path (glue.c `IpgRun`): the rest of the engine cursor's
 /// leaf, so that stepping forward, `IntegerKey`, `PayloadFetch` and `CursorHasMoved`
 /// within it are answered in C (they were eight calls into Rust per scanned row).
 ///
 /// Invariants, and why they hold:
-/// - `n > 0` only in a read transaction, whose snapshot never changes: the rows are the
-///   tree's and `has_moved` is 0 for each, as `ipg_has_moved` answers there. C ends the
-///   run (`ipg_sync`) before the connection begins or ends a transaction.
+/// - While `n > 0` the rows are the tree's and `has_moved` is 0 for each, as
+///   `ipg_has_moved` answers there: in a read transaction the snapshot never changes;
+///   in a write transaction only this connection changes the tree, and C ends the run
+///   (`ipg_sync`, glue.c `glueEndTableRuns`) before any call that changes the run's
+///   tree (insert, delete, blob write, clear, drop; every tree for a savepoint
+///   rollback). C also ends runs before the connection begins or ends a transaction.
+///   A forward scan in a write transaction (`CREATE INDEX`, `INSERT … SELECT`, an
+///   `UPDATE` or `DELETE` with a scan) runs in C as a read-only one does.
 /// - The engine cursor sits on `rows[0]`; the logical position is `rows[i]`, `i < n`.
 ///   Every Rust entry point on the cursor first moves the engine cursor `i` rows on
 ///   within its leaf and ends the run (`Cur::sync_run`), so Rust code never sees the
@@ -1472,6 +1484,7 @@ pub unsafe extern "C" fn ipg_cursor_open(
             rows: Vec::new(),
             streak: 0,
             lost: None,
+            run_cap: RUN_CAP_MIN,
         }));
         // SAFETY: `c` is the live box just made (its `run` moves with nothing: the box
         // stays put until `ipg_cursor_close`); `run` is valid for a write (contract).
@@ -1524,6 +1537,14 @@ impl Cur {
             return;
         }
         let k = self.run.i as usize;
+        // A run C stepped to its end grows the next one; a run cut short (a write to its
+        // table, a seek, the end of the statement) starts small again, so a scan whose
+        // rows are written as it goes collects few rows it never reads.
+        self.run_cap = if k + 1 >= self.run.n as usize {
+            self.run_cap.saturating_mul(2)
+        } else {
+            RUN_CAP_MIN
+        };
         self.run = Run {
             pos: self.run.pos,
             ..Run::EMPTY
@@ -1548,16 +1569,17 @@ impl Cur {
             }
         }
     }
-    /// After a forward step in a read transaction: offer C the rest of the leaf.
+    /// After a forward step: offer C the rest of the leaf, up to `run_cap` rows.
     fn fill_run(&mut self) {
         debug_assert_eq!(self.run.n, 0);
-        if !matches!(self.conn().txn, Txn::Read(_)) {
+        if matches!(self.conn().txn, Txn::None) {
             return;
         }
         let Some(e) = self.cur.as_ref() else {
             return;
         };
         let intkey = self.intkey;
+        let cap = self.run_cap as usize;
         let rows = &mut self.rows;
         rows.clear();
         e.leaf_rest(&mut |ik, key, value| {
@@ -1567,7 +1589,7 @@ impl Cur {
                 pay: rec.as_ptr(),
                 n: rec.len() as u32,
             });
-            true
+            rows.len() < cap
         });
         // A run of one row saves nothing: C would call Rust for the next step anyway.
         if rows.len() > 1 {
@@ -1586,6 +1608,13 @@ impl Cur {
         self.run.npay = 0;
         self.run.ntotal = 0;
         self.run.pos = self.run.pos.wrapping_add(1);
+    }
+    /// A write through the cursor: as `moved`, and the scan starts over, so a statement
+    /// that writes each row it steps to (an `UPDATE` or `DELETE` in one pass) is offered
+    /// no runs it would cut short at once.
+    fn wrote(&mut self) {
+        self.moved();
+        self.streak = 0;
     }
     /// Run a positioning call on the engine cursor. An absent tree reads as empty.
     fn go<R>(
@@ -1716,7 +1745,8 @@ pub unsafe extern "C" fn ipg_step(cur: *mut Cur, dir: c_int) -> c_int {
     })
 }
 
-/// End the cursor's row run (C calls it before the transaction begins or ends).
+/// End the cursor's row run (C calls it before the transaction begins or ends, and before
+/// a write to the run's table).
 ///
 /// # Safety
 /// `cur` live.
@@ -1727,8 +1757,12 @@ pub unsafe extern "C" fn ipg_sync(cur: *mut Cur) {
         return;
     }
     guard((), || {
-        // SAFETY: contract; `cur` itself ends the run, so nothing is left to do with it.
-        let _ = unsafe { self::cur(cur) };
+        // SAFETY: contract; `cur` itself ends the run. Its scan starts over: the run
+        // ended for a write to its table (or the end of a transaction), and another
+        // write may follow the next step.
+        if let Some(c) = unsafe { self::cur(cur) } {
+            c.streak = 0;
+        }
     })
 }
 
@@ -1956,7 +1990,7 @@ pub unsafe extern "C" fn ipg_insert(
         let mut v = Vec::with_capacity(bytes.len() + nzero.max(0) as usize);
         v.extend_from_slice(bytes);
         v.resize(bytes.len() + nzero.max(0) as usize, 0);
-        c.moved();
+        c.wrote();
         let conn = c.conn();
         let Some(e) = c.engine()? else {
             return Ok(CORRUPT);
@@ -1987,7 +2021,7 @@ pub unsafe extern "C" fn ipg_put_data(
         }
         // SAFETY: `data` is valid for `n` bytes (contract).
         let bytes = unsafe { std::slice::from_raw_parts(data, n as usize) };
-        c.moved();
+        c.wrote();
         let conn = c.conn();
         let Some(e) = c.engine()? else {
             return Ok(CORRUPT);
@@ -2021,7 +2055,7 @@ pub unsafe extern "C" fn ipg_insert_index(
         }
         // SAFETY: `key` is valid for `n` bytes (contract).
         let key = unsafe { std::slice::from_raw_parts(key, n as usize) };
-        c.moved();
+        c.wrote();
         let conn = c.conn();
         let Some(e) = c.engine()? else {
             return Ok(CORRUPT);
@@ -2046,7 +2080,7 @@ pub unsafe extern "C" fn ipg_insert_index(
 #[no_mangle]
 pub unsafe extern "C" fn ipg_delete(cur: *mut Cur, save_position: c_int) -> c_int {
     with_cur(cur, |c| {
-        c.moved();
+        c.wrote();
         let conn = c.conn();
         let Some(e) = c.cur.as_mut().filter(|e| e.valid()) else {
             return Ok(CORRUPT);

@@ -106,45 +106,47 @@ fn a_scan_keeps_its_snapshot_while_another_connection_writes() {
     assert!(seen == want, "the reader left its snapshot");
 }
 
+fn e<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, String> {
+    r.map_err(|e| e.to_string())
+}
+
 /// A deferred transaction reads, then writes rows ahead of its own open scan: the scan
 /// must show the new values (its transaction is now a write transaction), so the run it
 /// was stepping through must end when the transaction upgrades.
 fn upgrade_mid_scan() -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
     let (c, _) = filled(&dir);
-    c.execute_batch("BEGIN").unwrap();
-    let mut scan = c.prepare("SELECT id, v FROM t").unwrap();
+    e(c.execute_batch("BEGIN"))?;
+    let seen = scan_around(&c, &["UPDATE t SET v = 'new' || id WHERE id > 10"])?;
+    e(c.execute_batch("COMMIT"))?;
+    let want: Vec<(i64, String)> = (1..=ROWS).map(|id| (id, rewritten(id))).collect();
+    same_rows(&seen, &want)
+}
+
+/// Scan t: ten rows (deep enough into the first leaf to be inside a run), then
+/// `writes`, then the rest; the rows seen.
+fn scan_around(c: &Connection, writes: &[&str]) -> Result<Vec<(i64, String)>, String> {
+    let mut scan = e(c.prepare("SELECT id, v FROM t"))?;
     let mut seen = Vec::new();
-    // Deep enough into the first leaf to be inside a run.
     for _ in 0..10 {
-        assert!(scan.step().map_err(|e| e.to_string())?);
+        assert!(e(scan.step())?);
         seen.push((scan.int64(0), scan.text(1).unwrap_or_default()));
     }
-    c.execute("UPDATE t SET v = 'new' || id WHERE id > 10", &[])
-        .map_err(|e| e.to_string())?;
-    while scan.step().map_err(|e| e.to_string())? {
+    for w in writes {
+        e(c.execute(w, &[]))?;
+    }
+    while e(scan.step())? {
         seen.push((scan.int64(0), scan.text(1).unwrap_or_default()));
     }
-    drop(scan);
-    c.execute_batch("COMMIT").unwrap();
-    let want: Vec<(i64, String)> = (1..=ROWS)
-        .map(|id| {
-            (
-                id,
-                if id > 10 {
-                    format!("new{id}")
-                } else {
-                    value_of(id)
-                },
-            )
-        })
-        .collect();
-    if seen.len() != want.len() {
-        return Err(format!("{} rows, want {}", seen.len(), want.len()));
-    }
-    match seen.iter().zip(&want).find(|(a, b)| a != b) {
-        Some((a, b)) => Err(format!("row {a:?}, want {b:?}")),
-        None => Ok(()),
+    Ok(seen)
+}
+
+/// Row `id`'s value after `UPDATE t SET v = 'new' || id WHERE id > 10`.
+fn rewritten(id: i64) -> String {
+    if id > 10 {
+        format!("new{id}")
+    } else {
+        value_of(id)
     }
 }
 
@@ -158,12 +160,87 @@ fn a_scan_sees_its_own_transaction_write_after_upgrading() {
 #[test]
 fn the_upgrade_test_catches_runs_that_outlive_their_transaction() {
     let _one = serial();
+    caught_with_stale_runs(upgrade_mid_scan);
+}
+
+/// `scenario` fails (an error or a panic) with the planted bug: runs never end.
+fn caught_with_stale_runs(scenario: fn() -> Result<(), String>) {
     mutants::plant_stale_runs(true);
-    let r = std::panic::catch_unwind(upgrade_mid_scan);
+    let r = std::panic::catch_unwind(scenario);
     mutants::plant_stale_runs(false);
     match r {
         Ok(Ok(())) => panic!("stale row runs went unnoticed"),
         Ok(Err(e)) => eprintln!("caught, as it should be: {e}"),
         Err(_) => eprintln!("caught, as it should be (a panic)"),
     }
+}
+
+/// Ok when the scan saw exactly `want`, else the first difference.
+fn same_rows(seen: &[(i64, String)], want: &[(i64, String)]) -> Result<(), String> {
+    if seen.len() != want.len() {
+        return Err(format!("{} rows, want {}", seen.len(), want.len()));
+    }
+    match seen.iter().zip(want).find(|(a, b)| a != b) {
+        Some((a, b)) => Err(format!("row {a:?}, want {b:?}")),
+        None => Ok(()),
+    }
+}
+
+/// In a write transaction a scan runs in C too; other statements of the same
+/// transaction then change rows ahead of it, and the scan must show them (each
+/// statement's start ends every run: glue.c `glueEndRuns`). Also a statement that scans
+/// the table it writes row by row, and an index built from a scan.
+fn write_mid_scan() -> Result<(), String> {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, _) = filled(&dir);
+    e(c.execute_batch("BEGIN IMMEDIATE"))?;
+    let seen = scan_around(
+        &c,
+        &[
+            "UPDATE t SET v = 'new' || id WHERE id > 10",
+            "DELETE FROM t WHERE id > 10 AND id % 5 = 0",
+        ],
+    )?;
+    // One statement scanning and writing its own table, every other row.
+    e(c.execute("UPDATE t SET v = v || '+' WHERE id % 2 = 0", &[]))?;
+    e(c.execute("CREATE INDEX t_v2 ON t(v, id)", &[]))?;
+    e(c.execute_batch("COMMIT"))?;
+    let want: Vec<(i64, String)> = (1..=ROWS)
+        .filter(|id| *id <= 10 || id % 5 != 0)
+        .map(|id| (id, rewritten(id)))
+        .collect();
+    same_rows(&seen, &want)?;
+    let after = e(c.query("SELECT id, v FROM t INDEXED BY t_v2 ORDER BY id", &[]))?;
+    let want_after: Vec<Vec<Value>> = want
+        .iter()
+        .map(|(id, v)| {
+            let v = if id % 2 == 0 {
+                format!("{v}+")
+            } else {
+                v.clone()
+            };
+            vec![Value::Integer(*id), Value::Text(v)]
+        })
+        .collect();
+    if after != want_after {
+        return Err("the table or the index built from it differs after the writes".into());
+    }
+    let check = e(c.query("PRAGMA integrity_check", &[]))?;
+    if check != vec![vec![Value::Text("ok".into())]] {
+        return Err(format!("integrity_check: {check:?}"));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_scan_in_a_write_transaction_sees_the_rows_written_ahead_of_it() {
+    let _one = serial();
+    write_mid_scan().unwrap();
+}
+
+/// The planted bug (runs are never ended) breaks the scan inside the write transaction.
+#[test]
+fn the_write_test_catches_runs_that_outlive_a_write_to_their_table() {
+    let _one = serial();
+    caught_with_stale_runs(write_mid_scan);
 }
