@@ -260,7 +260,7 @@ impl<'a> CellArray<'a> {
     /// Probe key `i`: the stored bytes of an inline key, or a long key made whole by
     /// `whole` (which reads its tail chain; only long keys pay for it).
     #[inline(always)]
-    fn probe_at(
+    pub(crate) fn probe_at(
         &self,
         i: usize,
         probe: &mut dyn FnMut(&[u8]) -> Ordering,

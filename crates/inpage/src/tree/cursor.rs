@@ -82,6 +82,21 @@ impl Target<'_, '_> {
     }
 }
 
+impl Target<'_, '_> {
+    /// How key `i` of `node` orders against the target (Less: the key comes first).
+    fn order_at<'k>(
+        &mut self,
+        node: &CellArray<'k>,
+        i: usize,
+        whole: &dyn Fn(CellKey<'k>) -> Result<Vec<u8>>,
+    ) -> Result<Ordering> {
+        match self {
+            Target::Probe(probe) => node.probe_at(i, *probe, whole),
+            Target::Bytes(key) => node.probe_at(i, &mut |k: &[u8]| k.cmp(key), whole),
+        }
+    }
+}
+
 /// Whether a seek may reuse the pages of the cursor's kept stack.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Reuse {
@@ -185,6 +200,10 @@ pub(crate) struct RawCursor {
     /// The current entry's whole cell in that page (bounds-checked when positioned, so
     /// the accessors called per row do not decode the cell array again).
     cell_at: Range<usize>,
+    /// The last seek from the kept stack ended in the leaf it started from: the next
+    /// one first tries that leaf alone (`target_inside_leaf`). Seeks in random order
+    /// move to another leaf every time, and skip the try after the first miss.
+    same_leaf: bool,
 }
 
 impl RawCursor {
@@ -197,6 +216,7 @@ impl RawCursor {
             stack: Vec::with_capacity(6),
             cur: None,
             cell_at: 0..0,
+            same_leaf: false,
         }
     }
 
@@ -607,6 +627,10 @@ impl RawCursor {
         self.cur = None;
         let keep_root =
             path == Reuse::Kept && self.stack.first().is_some_and(|f| f.pgno == self.root);
+        if keep_root && self.same_leaf && self.target_inside_leaf(store, target)? {
+            return Ok(());
+        }
+        let kept_leaf = self.stack.last().filter(|_| keep_root).map(|f| f.pgno);
         if !keep_root {
             self.reset();
             self.push(store, self.root, Edge::First)?;
@@ -621,6 +645,7 @@ impl RawCursor {
             );
             let p = self.page(f)?;
             if p.is_leaf() {
+                self.same_leaf = kept_leaf == Some(f.pgno);
                 self.stack.truncate(d + 1);
                 return Ok(());
             }
@@ -634,6 +659,33 @@ impl RawCursor {
             self.stack.truncate(d);
             self.push(store, child, Edge::First)?;
         }
+    }
+
+    /// Whether the kept stack ends at a leaf with keys on both sides of the target
+    /// (its first key before it, its last after it; ties excluded), which a descent
+    /// would then reach too: every key that orders between two keys of a leaf can only
+    /// be in that leaf, and with ties excluded so are all the keys equal to the target,
+    /// for a lower and an upper bound alike. A seek that follows the previous one in
+    /// order (an `IN` list, a join's inner loop over sorted keys) then searches one leaf
+    /// instead of descending; one that misses pays these two comparisons (one when the
+    /// target is past the leaf's last key), and is only tried after a seek that stayed
+    /// in its leaf (`same_leaf`).
+    fn target_inside_leaf(
+        &self,
+        store: &dyn PageRead,
+        target: &mut Target<'_, '_>,
+    ) -> Result<bool> {
+        let Some(leaf) = self.stack.last() else {
+            return Ok(false);
+        };
+        let p = self.page(leaf)?;
+        let n = p.ncells();
+        if !p.is_leaf() || n < 2 {
+            return Ok(false);
+        }
+        let whole = whole(store, leaf.pgno);
+        Ok(target.order_at(&p, n - 1, &whole)? == Ordering::Greater
+            && target.order_at(&p, 0, &whole)? == Ordering::Less)
     }
 
     /// Debug builds: a kept frame holds the image the store gives for its page now.

@@ -1036,6 +1036,60 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Seeks near each other from a kept path (an `IN` list, a join's inner loop) may end
+    /// in the leaf the previous one reached without descending (`target_inside_leaf`):
+    /// they land where a fresh seek does, also under a probe that finds many keys Equal
+    /// (an index probe on fewer fields than the key holds, equal runs across leaves),
+    /// and seek-or-last past every key.
+    #[test]
+    fn prop_sorted_kept_seeks_match_fresh_seeks(
+        keys in proptest::collection::btree_set(
+            proptest::collection::vec(0u8..4, 1..7),
+            1..400,
+        ),
+        targets in proptest::collection::vec(proptest::collection::vec(0u8..5, 0..5), 1..80),
+        fields in 1usize..5,
+    ) {
+        let mut s = MemStore::new(512);
+        let root = create(&mut s).unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            insert(&mut s, root, &bytewise, FWD, k, &value_of(i as u32, 3)).unwrap();
+        }
+        // In order, then back down again (each seek near the last, in either direction).
+        let mut targets = targets;
+        targets.sort();
+        let down: Vec<Vec<u8>> = targets.iter().rev().cloned().collect();
+        targets.extend(down);
+        // Order by the first `fields` bytes only: coarser than the tree's memcmp order.
+        let coarse = |k: &[u8], t: &[u8]| k[..k.len().min(fields)].cmp(&t[..t.len().min(fields)]);
+        let mut kept = cursor::RawCursor::new(&s, root);
+        let mut kept_or_last = cursor::RawCursor::new(&s, root);
+        for t in &targets {
+            let mut fresh = cursor::RawCursor::new(&s, root);
+            let want = fresh.seek_by(&s, &mut |k: &[u8]| coarse(k, t)).unwrap();
+            let want_key = want.then(|| fresh.key().to_vec());
+            let got = kept.seek_by_kept(&s, &mut |k: &[u8]| coarse(k, t)).unwrap();
+            prop_assert_eq!(got.then(|| kept.key().to_vec()), want_key.clone(), "target {:?}", t);
+            let end = kept_or_last
+                .seek_by_or_last(&s, &mut |k: &[u8]| coarse(k, t), true)
+                .unwrap();
+            match &want_key {
+                Some(w) => {
+                    prop_assert_eq!(end, cursor::SeekEnd::At);
+                    prop_assert_eq!(kept_or_last.key(), &w[..]);
+                }
+                None => {
+                    prop_assert_eq!(end, cursor::SeekEnd::Last);
+                    prop_assert_eq!(Some(kept_or_last.key().to_vec()), keys.last().cloned());
+                }
+            }
+        }
+    }
+}
+
 /// The parent patch's feared bug, planted: a split's child pointer set by its index
 /// before the new separator went in. The same random inserts that leave a sound tree
 /// without it must fail the ownership and content checks with it.
