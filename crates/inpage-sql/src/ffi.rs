@@ -1380,6 +1380,8 @@ pub struct Cur {
     lost: Option<Error>,
     /// The most rows the next run may hold (see `sync_run`).
     run_cap: u32,
+    /// Something was written through this cursor (`Cur::wrote`): it gets no runs.
+    has_written: bool,
 }
 
 /// The rows of a cursor's first run, and of each run after one cut short.
@@ -1485,6 +1487,7 @@ pub unsafe extern "C" fn ipg_cursor_open(
             streak: 0,
             lost: None,
             run_cap: RUN_CAP_MIN,
+            has_written: false,
         }));
         // SAFETY: `c` is the live box just made (its `run` moves with nothing: the box
         // stays put until `ipg_cursor_close`); `run` is valid for a write (contract).
@@ -1572,7 +1575,7 @@ impl Cur {
     /// After a forward step: offer C the rest of the leaf, up to `run_cap` rows.
     fn fill_run(&mut self) {
         debug_assert_eq!(self.run.n, 0);
-        if matches!(self.conn().txn, Txn::None) {
+        if self.has_written || matches!(self.conn().txn, Txn::None) {
             return;
         }
         let Some(e) = self.cur.as_ref() else {
@@ -1609,12 +1612,14 @@ impl Cur {
         self.run.ntotal = 0;
         self.run.pos = self.run.pos.wrapping_add(1);
     }
-    /// A write through the cursor: as `moved`, and the scan starts over, so a statement
-    /// that writes each row it steps to (an `UPDATE` or `DELETE` in one pass) is offered
-    /// no runs it would cut short at once.
+    /// A write through the cursor: as `moved`, and no more runs for it: a statement
+    /// that writes through the cursor it scans with (an `UPDATE` or `DELETE` in one pass)
+    /// would cut each run short at its next write, having paid to collect rows it never
+    /// steps through.
     fn wrote(&mut self) {
         self.moved();
         self.streak = 0;
+        self.has_written = true;
     }
     /// Run a positioning call on the engine cursor. An absent tree reads as empty.
     fn go<R>(
