@@ -1157,7 +1157,8 @@ mod report_tests {
             .collect();
         for tag in [0usize, 4, 12, 16] {
             for len in [
-                0usize, 1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1024, 4096, 4097, 8192,
+                0usize, 1, 3, 4, 8, 9, 16, 17, 128, 129, 240, 241, 1024, 4096, 4097, 8192, 65_520,
+                65_536, 70_000,
             ] {
                 let seed = (tag * 31 + len) as u64 ^ 0x9e37_79b9_7f4a_7c15;
                 let mut h = xxhash_rust::xxh3::Xxh3::with_seed(seed);
