@@ -1618,7 +1618,6 @@ impl Cur {
     /// steps through.
     fn wrote(&mut self) {
         self.moved();
-        self.streak = 0;
         self.has_written = true;
     }
     /// Run a positioning call on the engine cursor. An absent tree reads as empty.

@@ -964,6 +964,18 @@ fn corrupt_key_tail_chain_is_reported() {
     assert!(get(&s, root, &bytewise, &keys[20]).is_err());
 }
 
+/// Where a seek-or-last lands: on the entry a plain seek finds (`want_key`), else, past
+/// every key, on the tree's last entry.
+fn seek_or_last_lands(
+    want_key: &Option<Vec<u8>>,
+    last: Option<&Vec<u8>>,
+) -> (cursor::SeekEnd, Option<Vec<u8>>) {
+    match want_key {
+        Some(w) => (cursor::SeekEnd::At, Some(w.clone())),
+        None => (cursor::SeekEnd::Last, last.cloned()),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
@@ -1022,16 +1034,10 @@ proptest! {
             } else {
                 ol.seek_by_or_last(&s, &mut |k: &[u8]| k.cmp(t), false).unwrap()
             };
-            match &want_key {
-                Some(w) => {
-                    prop_assert_eq!(end, cursor::SeekEnd::At);
-                    prop_assert_eq!(ol.key(), &w[..]);
-                }
-                None => {
-                    prop_assert_eq!(end, cursor::SeekEnd::Last);
-                    prop_assert_eq!(Some(ol.key().to_vec()), last_key);
-                }
-            }
+            prop_assert_eq!(
+                (end, Some(ol.key().to_vec())),
+                seek_or_last_lands(&want_key, last_key.as_ref())
+            );
         }
     }
 }
@@ -1076,16 +1082,10 @@ proptest! {
             let end = kept_or_last
                 .seek_by_or_last(&s, &mut |k: &[u8]| coarse(k, t), true)
                 .unwrap();
-            match &want_key {
-                Some(w) => {
-                    prop_assert_eq!(end, cursor::SeekEnd::At);
-                    prop_assert_eq!(kept_or_last.key(), &w[..]);
-                }
-                None => {
-                    prop_assert_eq!(end, cursor::SeekEnd::Last);
-                    prop_assert_eq!(Some(kept_or_last.key().to_vec()), keys.last().cloned());
-                }
-            }
+            prop_assert_eq!(
+                (end, Some(kept_or_last.key().to_vec())),
+                seek_or_last_lands(&want_key, keys.last())
+            );
         }
     }
 }
