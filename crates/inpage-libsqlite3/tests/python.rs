@@ -312,6 +312,8 @@ fn the_sql_operations_bench_runs_on_the_drop_in_and_on_stock() {
             "vacuum",
             "blob_read_64k",
             "vacuumed_bytes",
+            "incremental_vacuum",
+            "full_deleted_bytes",
         ] {
             assert!(
                 stdout.contains(&format!("\"{op}\"")),

@@ -69,6 +69,10 @@ extern int ipg_set_log_limits(Conn*, i64, int);
 extern int ipg_put_data(Cur*, u32, const void*, int);
 extern int ipg_copy(Conn*, Conn*);
 extern int ipg_vacuum_self(Conn*);
+extern int ipg_auto_vacuum_get(Conn*);
+extern int ipg_auto_vacuum_set(Conn*, int);
+extern int ipg_auto_vacuum_vacuum(Conn*, int);
+extern int ipg_incr_vacuum(Conn*);
 typedef struct Backup Backup;
 extern Backup *ipg_backup_new(void);
 extern void ipg_backup_free(Backup*);
@@ -376,6 +380,13 @@ SQLITE_PRIVATE int sqlite3GlueVacuumInPlace(Btree *pMain, Btree *pTemp){
   BtCursor *c; int i, rc;
   for(c=pMain->pCursor; c; c=c->pNext) ipg_invalidate(c->pCur);
   rc = ipg_vacuum_self(pMain->pConn);
+  /* The auto_vacuum setting VACUUM leaves: the one the connection asked for last, else
+  ** the database's own (vacuum.c gives pTemp the same). */
+  if( rc==SQLITE_OK ){
+    sqlite3 *db = pMain->db;
+    rc = ipg_auto_vacuum_vacuum(pMain->pConn, db->nextAutovac>=0 ? db->nextAutovac
+                                                  : sqlite3BtreeGetAutoVacuum(pMain));
+  }
   for(i=0; rc==SQLITE_OK && i<(int)(sizeof(aKeep)/sizeof(aKeep[0])); i++){
     u32 v; sqlite3BtreeGetMeta(pTemp, aKeep[i], &v);
     rc = sqlite3BtreeUpdateMeta(pMain, aKeep[i], v);
@@ -406,13 +417,14 @@ SQLITE_PRIVATE int sqlite3BtreeSetSpillSize(Btree *p, int n){ (void)p; (void)n; 
 SQLITE_PRIVATE int sqlite3BtreeSetMmapLimit(Btree *p, sqlite3_int64 n){ (void)p; (void)n; return SQLITE_OK; }
 SQLITE_PRIVATE int sqlite3BtreeSetPagerFlags(Btree *p, unsigned f){ (void)p; (void)f; return SQLITE_OK; }
 SQLITE_PRIVATE int sqlite3BtreeIsReadonly(Btree *p){ return p ? ipg_read_only(p->pConn) : 0; }
-/* auto_vacuum is not supported yet: the pragma reads NONE (0), as on a stock database
-** created without it, and a request to change it is refused the way SQLite refuses one
-** it cannot honour (the pragma ignores SQLITE_READONLY); incremental_vacuum has nothing
-** to do. */
-SQLITE_PRIVATE int sqlite3BtreeGetAutoVacuum(Btree *p){ (void)p; return BTREE_AUTOVACUUM_NONE; }
-SQLITE_PRIVATE int sqlite3BtreeSetAutoVacuum(Btree *p, int a){ (void)p; return a==BTREE_AUTOVACUUM_NONE ? SQLITE_OK : SQLITE_READONLY; }
-SQLITE_PRIVATE int sqlite3BtreeIncrVacuum(Btree *p){ (void)p; return SQLITE_DONE; }
+/* auto_vacuum (src/ffi/vacuum.rs): the setting lives in the engine's header; FULL gives
+** free pages back in the engine's commit, incremental_vacuum one page per call here.
+** Modes whose pages cannot move refuse FULL and INCREMENTAL with SQLITE_READONLY, which
+** the pragma ignores, so it keeps reading 0 there. Cursors re-seek after a move (the
+** engine's generations), as after a rollback. */
+SQLITE_PRIVATE int sqlite3BtreeGetAutoVacuum(Btree *p){ return p ? ipg_auto_vacuum_get(p->pConn) : BTREE_AUTOVACUUM_NONE; }
+SQLITE_PRIVATE int sqlite3BtreeSetAutoVacuum(Btree *p, int a){ return p ? ipg_auto_vacuum_set(p->pConn, a) : SQLITE_OK; }
+SQLITE_PRIVATE int sqlite3BtreeIncrVacuum(Btree *p){ return ipg_incr_vacuum(p->pConn); }
 /* The file format version bytes (18-19) of a stock file: inpage's header has none. */
 SQLITE_PRIVATE int sqlite3BtreeSetVersion(Btree *p, int v){ (void)p; (void)v; return SQLITE_OK; }
 /* PRAGMA wal_checkpoint, sqlite3_wal_checkpoint_v2: the engine's checkpoint in a mode

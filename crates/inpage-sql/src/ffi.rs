@@ -346,6 +346,9 @@ pub struct Conn {
     read_only: bool,
     /// The last `sqlite3_serialize` image (read by C right after the call).
     image: Vec<u8>,
+    /// `PRAGMA auto_vacuum` asked before the database had a table: written with the
+    /// first table (`ffi/vacuum.rs`).
+    next_av: Option<inpage::AutoVacuum>,
 }
 
 fn name(itable: u32) -> String {
@@ -679,6 +682,7 @@ pub unsafe extern "C" fn ipg_open(
                     fork_gen: inpage::vfs::fork_generation(),
                     read_only,
                     image: Vec::new(),
+                    next_av: None,
                 });
                 // SAFETY: `out` is valid for a write (contract).
                 unsafe { *out = Box::into_raw(conn) };
@@ -1218,8 +1222,13 @@ pub unsafe extern "C" fn ipg_meta_get(conn: *mut Conn, idx: c_int) -> u32 {
             // BTREE_DATA_VERSION (PRAGMA data_version), see `Conn::own_fcc`.
             return c.view_fcc().wrapping_sub(c.own_fcc) as u32;
         }
-        if !(1..=8).contains(&idx) {
-            return 0;
+        match idx {
+            // BTREE_FREE_PAGE_COUNT (PRAGMA freelist_count).
+            0 => return vacuum::free_count(c),
+            // BTREE_INCR_VACUUM: names the auto_vacuum setting (ffi/vacuum.rs).
+            7 => return vacuum::incr_flag(c),
+            1..=8 => {}
+            _ => return 0,
         }
         with_txn!(c, t => t.meta(idx as usize - 1)).unwrap_or(0)
     })
@@ -1250,6 +1259,7 @@ pub unsafe extern "C" fn ipg_meta_set(conn: *mut Conn, idx: c_int, v: u32) -> c_
             return OK;
         }
         let r = match c.write() {
+            Ok(w) if idx == 7 => vacuum::set_incr_flag(w, v),
             Ok(w) => w.set_meta(idx as usize - 1, v),
             Err(rc) => return rc,
         };
@@ -1290,6 +1300,8 @@ pub unsafe extern "C" fn ipg_create(conn: *mut Conn, intkey: c_int, out: *mut u3
             w.set_meta(3, n)?;
             Ok((n, t))
         });
+        // The setting `PRAGMA auto_vacuum` asked for before the first table.
+        let r = r.and_then(|nt| vacuum::apply_pending(c, nt.0).map(|()| nt));
         match r {
             Ok((n, t)) => {
                 c.trees.insert(n, t);
@@ -2203,6 +2215,7 @@ pub unsafe extern "C" fn ipg_page_count(conn: *mut Conn) -> u32 {
 // After `with_txn!`, which it uses (macros are in scope from their definition on).
 mod copy;
 pub use copy::Backup;
+mod vacuum;
 
 #[cfg(test)]
 mod tests {

@@ -109,6 +109,13 @@ pub enum Op {
     /// count so the file is cut back after a checkpoint; else drop each tree), create
     /// the trees again and load them in key order. The contents stay the same.
     Rebuild,
+    /// Give up to this many free pages back (`WriteTxn::vacuum_free`, what
+    /// `auto_vacuum` runs): the pages at the end of the file move into free pages below,
+    /// their holders repointed. The contents stay the same. Modes that cannot move pages
+    /// skip it.
+    GiveBack {
+        pages: u32,
+    },
 }
 
 /// How a transaction ends.
@@ -213,7 +220,7 @@ pub fn apply_txn(base: &Model, txn: &Txn) -> Model {
             Op::Release => {
                 stack.pop();
             }
-            Op::Rebuild => {}
+            Op::Rebuild | Op::GiveBack { .. } => {}
         }
     }
     m
@@ -232,6 +239,8 @@ pub fn generate(spec: &WorkloadSpec) -> Vec<Step> {
     // Rebuilds come from a stream of their own, so the rest of a seed's steps are the
     // ones it had before rebuilds existed.
     let mut rebuilds = Rng::new(crate::rng::mix(&[spec.seed, 0x5245_4255]));
+    // Page moves too (a stream added later still).
+    let mut give_backs = Rng::new(crate::rng::mix(&[spec.seed, 0x4749_5645]));
     let mut put = |r: &mut Rng, tree: usize, key: OwnedKey| -> Op {
         version += 1;
         let len = value_len(r, spec.page_size);
@@ -363,6 +372,16 @@ pub fn generate(spec: &WorkloadSpec) -> Vec<Step> {
             let at = rebuilds.below(ops.len() as u64 + 1) as usize;
             ops.insert(at, Op::Rebuild);
         }
+        // Free pages given back in 1 in 5 of them: a few, or all.
+        if matches!(spec.kind, WorkloadKind::Mixed | WorkloadKind::LongKeys) && give_backs.pct(20) {
+            let at = give_backs.below(ops.len() as u64 + 1) as usize;
+            let pages = if give_backs.pct(50) {
+                1 + give_backs.below(8) as u32
+            } else {
+                u32::MAX
+            };
+            ops.insert(at, Op::GiveBack { pages });
+        }
         let txn = Txn { ops, end };
         if end == End::Commit {
             model = apply_txn(&model, &txn);
@@ -450,6 +469,11 @@ fn run_ops(w: &mut WriteTxn, trees: &[Tree], ops: &[Op]) -> Result<(), Error> {
                 }
             }
             Op::Rebuild => rebuild(w)?,
+            Op::GiveBack { pages } => {
+                if w.can_vacuum() {
+                    w.vacuum_free(*pages)?;
+                }
+            }
         }
     }
     Ok(())

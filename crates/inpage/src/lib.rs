@@ -45,7 +45,7 @@ pub mod vfs;
 pub use config::{Concurrency, Config, DEFAULT_JOURNAL_MODE, DEFAULT_PAGE_SIZE};
 pub use db::{Database, MAX_REPLAYS};
 pub use error::{Error, Pgno, Result};
-pub use format::header::{Header, ModeId};
+pub use format::header::{AutoVacuum, Header, ModeId};
 pub use journal::{
     Capabilities, DirectWrites, GroupStats, JournalConfig, JournalMode, JournalOption, Mutant,
     NvlogFlush, RecoveryAction, RecoveryReport, RollBackHow, WalSync,

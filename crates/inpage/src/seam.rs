@@ -233,6 +233,13 @@ pub(crate) enum Plant {
     /// pointer of a split set by the index it had before the new separator went in, so
     /// the separator points at the right half and the left half is lost.
     ParentPatchChildBeforeCell,
+    /// Page moves (`txn/vacuum.rs`): the memo of the last move is reused after other
+    /// writes of the transaction, so a chain whose cell moved to another leaf is looked
+    /// for in the leaf that held it before.
+    VacuumMemoIgnoresWrites,
+    /// Page moves: an overflow page's next pointer is not repointed when the page after
+    /// it moves, so the chain runs into a page that now holds something else.
+    VacuumSkipsChainLink,
 }
 
 #[cfg(test)]

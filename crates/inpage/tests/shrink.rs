@@ -9,22 +9,10 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use inpage::vfs::{OpenOptions, Vfs};
 use inpage::{Database, Error, JournalMode, KeyKind, ReadableTxn, WriteTxn};
 use inpage_sim::SimVfs;
 
 const PS: u32 = 1024;
-
-fn page_list_modes() -> impl Iterator<Item = JournalMode> {
-    JournalMode::all().filter(|m| m.keeps_free_list())
-}
-
-fn file_len(vfs: &SimVfs) -> u64 {
-    vfs.open(std::path::Path::new(DB), OpenOptions::default())
-        .unwrap()
-        .len()
-        .unwrap()
-}
 
 /// Rows 0..n of tree "t", 200-byte values (version 1).
 fn load(db: &Database, n: i64) {

@@ -1043,6 +1043,7 @@ mod tests {
             freelist_count: 0,
             catalog_root: 1,
             meta: [0; crate::format::header::META_SLOTS],
+            auto_vacuum: Default::default(),
         };
         STOCK.header_image(&[], 0, &h)
     }

@@ -236,6 +236,17 @@ pub fn set_key_tail(usable: usize, cell: &mut [u8], first: Pgno) {
     cell[at..at + 4].copy_from_slice(&first.to_le_bytes());
 }
 
+/// Point a well-formed leaf cell whose value lives in an overflow chain at a new first
+/// page of that chain (the chain moved: `auto_vacuum`'s relocation).
+pub fn set_value_first(usable: usize, cell: &mut [u8], first: Pgno) {
+    debug_assert!(matches!(
+        cell_payload(usable, cell),
+        Payload::Overflow { .. }
+    ));
+    let at = CELL_HEADER + stored_key_local(usable, cell);
+    cell[at..at + 4].copy_from_slice(&first.to_le_bytes());
+}
+
 /// An interior cell holding exactly the key part of `cell` (a cell of either kind, whose
 /// key part is copied as is: for a long key the caller must give the result a chain of
 /// its own, see `tree::btree`), pointing at `child`.

@@ -346,6 +346,24 @@ pub trait PageLayout: Send + Sync + Debug {
         None
     }
 
+    /// Give every page number the page in `buf` holds (a node's children and its cells'
+    /// overflow chains, an overflow page's next page) that `moved` maps a new number, in
+    /// place; whether anything changed. What moving pages to other numbers needs
+    /// (`auto_vacuum`: `WriteTxn::vacuum_free`). A layout whose pages keep a committed
+    /// version beside the new one cannot move a page before its commit, and refuses.
+    fn repoint(
+        &self,
+        pgno: Pgno,
+        _buf: &mut [u8],
+        _g: Geometry,
+        _moved: &dyn Fn(Pgno) -> Option<Pgno>,
+    ) -> Result<bool> {
+        Err(crate::error::Error::InvalidArgument(format!(
+            "the {} layout cannot move page {pgno} to another page number",
+            self.name()
+        )))
+    }
+
     // ---- Tools ----------------------------------------------------------------------
 
     /// What kind of page this is (`leaf`, `interior`, `overflow`, `free`, `unknown`), for

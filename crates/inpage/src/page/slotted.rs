@@ -337,6 +337,57 @@ pub fn set_child(pgno: Pgno, buf: &mut [u8], usable: usize, i: usize, child: Pgn
     Ok(())
 }
 
+/// Give every page number the node in `buf` holds that `moved` maps a new number:
+/// children (the right child included), the first pages of its cells' overflow chains
+/// (long keys' tails, leaf values). Whether anything changed. Cell sizes and offsets stay
+/// as they are, so the page stays valid.
+pub fn repoint(
+    pgno: Pgno,
+    buf: &mut [u8],
+    usable: usize,
+    moved: &dyn Fn(Pgno) -> Option<Pgno>,
+) -> Result<bool> {
+    let page = Page::open(pgno, buf, usable)?;
+    let leaf = page.is_leaf();
+    let n = page.ncells();
+    let ranges = (0..n)
+        .map(|i| page.cell_range(i))
+        .collect::<Result<Vec<_>>>()?;
+    let mut changed = false;
+    if !leaf {
+        if let Some(to) = moved(get_u32(buf, OFF_RIGHT)) {
+            put_u32(buf, OFF_RIGHT, to);
+            changed = true;
+        }
+    }
+    for (off, size) in ranges {
+        let cell = &mut buf[off..off + size];
+        if !leaf {
+            if let Some(to) = moved(crate::page::cell::cell_child(cell)) {
+                cell[2..6].copy_from_slice(&to.to_le_bytes());
+                changed = true;
+            }
+        }
+        if let Some((_, first)) = crate::page::cell::cell_key(usable, cell).tail() {
+            if let Some(to) = moved(first) {
+                crate::page::cell::set_key_tail(usable, cell, to);
+                changed = true;
+            }
+        }
+        if leaf {
+            if let crate::page::cell::Payload::Overflow { first, .. } =
+                crate::page::cell::cell_payload(usable, cell)
+            {
+                if let Some(to) = moved(first) {
+                    crate::page::cell::set_value_first(usable, cell, to);
+                    changed = true;
+                }
+            }
+        }
+    }
+    Ok(changed)
+}
+
 /// Repack all cells at the end of the usable area so the free space is one gap: the
 /// image `build` makes of the same cells (cell 0 highest), made in `buf` from one copy of
 /// the page, not one buffer per cell.

@@ -164,6 +164,31 @@ impl PageLayout for Stock {
         ))
     }
 
+    fn repoint(
+        &self,
+        pgno: Pgno,
+        buf: &mut [u8],
+        g: Geometry,
+        moved: &dyn Fn(Pgno) -> Option<Pgno>,
+    ) -> Result<bool> {
+        match buf.first().copied() {
+            Some(page_type::OVERFLOW) if buf.len() >= g.usable => {
+                let next = get_u32(buf, OVFL_NEXT);
+                match moved(next) {
+                    Some(_) if crate::seam::planted(crate::seam::Plant::VacuumSkipsChainLink) => {
+                        Ok(true)
+                    }
+                    Some(to) if next != 0 => {
+                        put_u32(buf, OVFL_NEXT, to);
+                        Ok(true)
+                    }
+                    _ => Ok(false),
+                }
+            }
+            _ => slotted::repoint(pgno, buf, g.usable, moved),
+        }
+    }
+
     fn free_space(&self) -> FreeSpace {
         FreeSpace::PageList
     }

@@ -96,6 +96,7 @@ fn build_image(cfg: &Config, first: FirstPages) -> Result<Image> {
         freelist_count: 0,
         catalog_root,
         meta: [0; META_SLOTS],
+        auto_vacuum: Default::default(),
     };
     let blank = vec![0u8; page_size];
     let mut pages = vec![(0, layout.header_image(&blank, 0, &header).to_vec())];

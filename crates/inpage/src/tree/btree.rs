@@ -1540,6 +1540,101 @@ pub(crate) fn for_each_page(
     })
 }
 
+/// Record in `out`, for every page the tree at `root` owns other than the root, the page
+/// holding the one pointer that reaches it (its parent node, the node whose cell owns
+/// the chain it starts, or the chain page before it): what moving a page to another
+/// number must rewrite (`auto_vacuum`'s relocation). With `leaves` false the leaves are
+/// not read, so the chains of leaf values are left out: every leaf is at the depth of
+/// the leftmost one (the balance invariant), so the nodes just above it are known
+/// without reading their children.
+pub(crate) fn holders<S: PageRead + ?Sized>(
+    store: &S,
+    root: Pgno,
+    leaves: bool,
+    out: &mut std::collections::HashMap<Pgno, Pgno>,
+) -> Result<()> {
+    let fmt = Format::of(store);
+    let usable = fmt.geometry.usable;
+    // The depth of the leaves, from the leftmost path.
+    let mut leaf_depth = 1usize;
+    let mut p = root;
+    loop {
+        if leaf_depth > MAX_DEPTH {
+            return Err(Error::corrupt(
+                p,
+                format!("tree deeper than {MAX_DEPTH} levels"),
+            ));
+        }
+        let data = store.read(p)?;
+        let node = fmt.open_page(p, &data)?;
+        let node = node.attach(&data);
+        if node.is_leaf() {
+            break;
+        }
+        p = node.child(0)?;
+        leaf_depth += 1;
+    }
+    let mut stack = vec![(root, 1usize)];
+    while let Some((pgno, depth)) = stack.pop() {
+        let data = store.read(pgno)?;
+        let node = fmt.open_page(pgno, &data)?;
+        let node = node.attach(&data);
+        if node.is_leaf() != (depth == leaf_depth) {
+            return Err(Error::corrupt(
+                pgno,
+                format!("node at depth {depth} where the leaves are at depth {leaf_depth}"),
+            ));
+        }
+        chain_holders(store, usable, &node, out)?;
+        if node.is_leaf() {
+            continue;
+        }
+        for i in 0..=node.ncells() {
+            let child = node.child(i)?;
+            out_insert(out, child, pgno)?;
+            if leaves || depth + 1 < leaf_depth {
+                stack.push((child, depth + 1));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// [`holders`] of the pages of every chain the cells of `node` own.
+fn chain_holders<S: PageRead + ?Sized>(
+    store: &S,
+    usable: usize,
+    node: &CellArray,
+    out: &mut std::collections::HashMap<Pgno, Pgno>,
+) -> Result<()> {
+    for i in 0..node.ncells() {
+        let c = node.cell(i)?;
+        for (len, first) in overflow::cell_chains(node.is_leaf(), usable, c)
+            .into_iter()
+            .flatten()
+        {
+            let mut holder = node.pgno();
+            for o in overflow::pages(store, node.pgno(), len, first)? {
+                out_insert(out, o, holder)?;
+                holder = o;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Note that `holder` points at `page`; a page reached twice is damage.
+fn out_insert(
+    out: &mut std::collections::HashMap<Pgno, Pgno>,
+    page: Pgno,
+    holder: Pgno,
+) -> Result<()> {
+    if out.insert(page, holder).is_some() {
+        return Err(Error::corrupt(page, "page is referenced twice"));
+    }
+    Ok(())
+}
+
 /// Call `f(len, first)` for every overflow chain the cells of `p` own (long keys' tails
 /// in leaves and interior pages, leaf values).
 fn for_each_chain(p: &CellArray, f: &mut dyn FnMut(u32, Pgno) -> Result<()>) -> Result<()> {

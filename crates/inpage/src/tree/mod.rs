@@ -113,7 +113,7 @@ pub fn max_key_len(usable: usize) -> usize {
 }
 
 pub(crate) use btree::{
-    clear, count, create, destroy, for_each_page, get, insert, insert_by, insert_on_path,
+    clear, count, create, destroy, for_each_page, get, holders, insert, insert_by, insert_on_path,
     insert_placed, remove, remove_by, remove_on_path, LeafPos, Path,
 };
 pub(crate) use overflow::{

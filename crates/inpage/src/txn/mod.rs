@@ -31,7 +31,8 @@
 //!   the tree may have changed since it was positioned.
 //! - **Page accounting.** Every page below `page_count` is in exactly one place: a tree
 //!   (catalog, user tree, overflow chain) or the free list; `allocate` and `free` are the
-//!   only ways pages move between them.
+//!   only ways pages move between them, and `vacuum_free` (`vacuum`) the only way a page
+//!   changes its number (its holder repointed in the same step).
 
 pub(crate) mod catalog;
 mod cursor;
@@ -41,6 +42,7 @@ pub mod key;
 pub(crate) mod multi;
 mod occ;
 mod shared;
+mod vacuum;
 mod vto;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -49,7 +51,7 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Pgno, Result};
-use crate::format::header::{Header, META_SLOTS};
+use crate::format::header::{AutoVacuum, Header, META_SLOTS};
 use crate::page::{stamp_crc, Layout, PageRead, PageRef, PageWrite};
 use crate::pager::{AllocDelta, PgnoHasher, PgnoMap, Spilled};
 use crate::procs::Turn;
@@ -476,6 +478,11 @@ pub trait ReadableTxn: PageRead + Sized {
         self.range(tree, Bound::Unbounded, Bound::Unbounded)
     }
 
+    /// When this snapshot's database gives free pages back to the file system.
+    fn auto_vacuum(&self) -> AutoVacuum {
+        self.snapshot_header().auto_vacuum
+    }
+
     /// One of the `META_SLOTS` user meta values.
     fn meta(&self, index: usize) -> Result<u32> {
         check_meta_index(index)?;
@@ -742,6 +749,10 @@ pub struct WriteTxn {
     /// Its write turn on a file other processes share (`procs`), given back after the
     /// commit or rollback (fields drop after `Drop::drop`).
     turn: Option<Turn>,
+    /// Page writes so far (wrapping): what tells `vacuum_memo` it is still true.
+    writes: u64,
+    /// What the last `vacuum_free` learned (`txn/vacuum.rs`).
+    vacuum_memo: Option<Box<vacuum::VacuumMemo>>,
 }
 
 impl WriteTxn {
@@ -792,6 +803,8 @@ impl WriteTxn {
             vto,
             occ,
             turn: None,
+            writes: 0,
+            vacuum_memo: None,
         })
     }
 
@@ -885,6 +898,8 @@ impl WriteTxn {
     fn bump_all_gens(&mut self) {
         self.gen_clock += 1;
         self.gen_floor = self.gen_clock;
+        // What a page move learned may no longer hold either.
+        self.vacuum_memo = None;
     }
 
     /// Number of pages this transaction has changed so far (excluding the header page).
@@ -1005,18 +1020,26 @@ impl WriteTxn {
             custom_comparator: cmp.is_some() && !external,
             external_order: external,
         };
+        self.put_catalog_record(&info)?;
+        self.catalog_changed = true;
+        self.bump_gen(root);
+        Ok(Tree::new(name, cmp))
+    }
+
+    /// Write a tree's catalog record (a new one, or one replacing the record of the same
+    /// name).
+    fn put_catalog_record(&mut self, info: &TreeInfo) -> Result<()> {
+        let catalog_root = self.st.header.catalog_root;
         let opts = self.opts;
         tree::insert(
             self,
             catalog_root,
             &memcmp,
             opts,
-            name.as_bytes(),
+            info.name.as_bytes(),
             &info.encode(),
         )?;
-        self.catalog_changed = true;
-        self.bump_gen(root);
-        Ok(Tree::new(name, cmp))
+        Ok(())
     }
 
     /// Test-only seam: swap the root pages of two trees' catalog records, the state a
@@ -1028,16 +1051,8 @@ impl WriteTxn {
         let mut ia = lookup_tree(self, catalog_root, a)?;
         let mut ib = lookup_tree(self, catalog_root, b)?;
         std::mem::swap(&mut ia.root, &mut ib.root);
-        let opts = self.opts;
         for info in [&ia, &ib] {
-            tree::insert(
-                self,
-                catalog_root,
-                &memcmp,
-                opts,
-                info.name.as_bytes(),
-                &info.encode(),
-            )?;
+            self.put_catalog_record(info)?;
         }
         self.catalog_changed = true;
         self.bump_gen(ia.root);
@@ -1133,6 +1148,7 @@ impl WriteTxn {
         d.freelist_count = h.freelist_count;
         d.catalog_root = h.catalog_root;
         d.meta = h.meta;
+        d.auto_vacuum = h.auto_vacuum;
         self.st.copy = Some(PageCopy {
             from_fcc: h.fcc,
             next: 1,
@@ -1347,6 +1363,7 @@ impl WriteTxn {
     /// The serial commit's write: Ok(Some(tid)) once written, Ok(None) if there was
     /// nothing to write. The writer flag is still held.
     fn write_commit(&mut self) -> Result<Option<u64>> {
+        self.vacuum_before_commit()?;
         if self.st.dirty.is_empty() && self.st.spilled.is_empty() && self.st.header == self.base {
             // Nothing to commit; spilled versions a savepoint rollback left are dropped.
             let gone: Vec<Pgno> = std::mem::take(&mut self.on_disk).into_iter().collect();
@@ -1625,6 +1642,7 @@ impl PageRead for WriteTxn {
 
 impl PageWrite for WriteTxn {
     fn write(&mut self, pgno: Pgno, data: PageRef) -> Result<()> {
+        self.writes = self.writes.wrapping_add(1);
         if pgno == 0 || pgno >= self.st.header.page_count {
             return Err(Error::InvalidArgument(format!(
                 "write to unallocated page {pgno}"
@@ -1670,6 +1688,7 @@ impl PageWrite for WriteTxn {
     }
 
     fn dirty_image(&mut self, pgno: Pgno) -> Option<&mut PageRef> {
+        self.writes = self.writes.wrapping_add(1);
         // A dirty page was `write`n once, so it is locked and counted already; a
         // savepoint that recorded it shares the `Arc`, which keeps the edit off it.
         self.st.dirty.get_mut(&pgno)

@@ -13,6 +13,20 @@ use inpage_sim::SimVfs;
 
 pub const DB: &str = "/db/test.db";
 
+/// The registry's modes whose free space is a page list (those that can shrink the file).
+pub fn page_list_modes() -> impl Iterator<Item = JournalMode> {
+    JournalMode::all().filter(|m| m.keeps_free_list())
+}
+
+/// The length of the test database's file on `vfs`.
+pub fn file_len(vfs: &SimVfs) -> u64 {
+    use inpage::vfs::{OpenOptions, Vfs};
+    vfs.open(Path::new(DB), OpenOptions::default())
+        .unwrap()
+        .len()
+        .unwrap()
+}
+
 /// Config over a simulated disk with small settings so tests exercise growth,
 /// checkpoints and eviction.
 pub fn sim_config(vfs: &SimVfs, mode: JournalMode, page_size: u32) -> Config {
