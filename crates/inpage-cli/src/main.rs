@@ -323,6 +323,16 @@ fn inspect(file: &PathBuf) -> Result<(), Stop> {
         h.freelist_head
     );
     out!(o, "catalog root    {}", h.catalog_root);
+    out!(
+        o,
+        "auto_vacuum     {}",
+        match h.auto_vacuum {
+            inpage::AutoVacuum::None => "none (free pages stay in the file until VACUUM)",
+            inpage::AutoVacuum::Full => "full (every commit gives free pages back)",
+            inpage::AutoVacuum::Incremental =>
+                "incremental (free pages go back when asked: PRAGMA incremental_vacuum)",
+        }
+    );
     out!(o, "meta            {:?}", h.meta);
     out!(o, "log frames      {}", db.log_frames());
     // A read-only open never uses O_DIRECT; say what a read-write open of this mode does.
