@@ -683,6 +683,27 @@ pub(crate) fn image_checksum(seed: u64, tag: &[u8], image: &[u8]) -> u32 {
     (d ^ (d >> 32)) as u32
 }
 
+/// [`image_checksum`] of `buf[..tag]` and `buf[tag + gap..]`, where `buf` holds the tag,
+/// `gap` bytes (the checksum's own field), then the image: the record as it is written,
+/// hashed without copying the image. The tag is moved up against the image for the hash
+/// and the first `tag + gap` bytes put back, so `buf` is unchanged on return. The same value as `image_checksum` of
+/// the two parts (xxh3 of their concatenation, whatever the size).
+pub(crate) fn image_checksum_gapped(seed: u64, buf: &mut [u8], tag: usize, gap: usize) -> u32 {
+    const HEAD_MAX: usize = 64;
+    let head = tag + gap;
+    assert!(
+        head <= HEAD_MAX && head <= buf.len(),
+        "tag {tag} gap {gap} of {}",
+        buf.len()
+    );
+    let mut saved = [0u8; HEAD_MAX];
+    saved[..head].copy_from_slice(&buf[..head]);
+    buf.copy_within(..tag, gap);
+    let d = xxhash_rust::xxh3::xxh3_64_with_seed(&buf[gap..], seed);
+    buf[..head].copy_from_slice(&saved[..head]);
+    (d ^ (d >> 32)) as u32
+}
+
 /// `<db>-<suffix>`.
 pub fn side_path(db_path: &Path, suffix: &str) -> PathBuf {
     let mut s = db_path.as_os_str().to_owned();
@@ -1170,6 +1191,17 @@ mod report_tests {
                     (d ^ (d >> 32)) as u32,
                     "tag {tag} image {len}"
                 );
+                // The in-place form over a record laid out tag, 4-byte gap, image.
+                let mut rec = bytes[..tag].to_vec();
+                rec.extend_from_slice(&[0xAB; 4]);
+                rec.extend_from_slice(&bytes[tag..tag + len]);
+                let before = rec.clone();
+                assert_eq!(
+                    image_checksum_gapped(seed, &mut rec, tag, 4),
+                    (d ^ (d >> 32)) as u32,
+                    "gapped: tag {tag} image {len}"
+                );
+                assert_eq!(rec, before, "gapped: the record is left as it was");
             }
         }
     }

@@ -1750,10 +1750,10 @@ impl Journal for NvlogJournal {
         let rec_len = rec.len();
         rec[0..8].copy_from_slice(&batch.tid.to_le_bytes());
         rec[8..12].copy_from_slice(&((rec_len - REC_HDR) as u32).to_le_bytes());
-        let sum = {
-            let (hdr, payload) = rec.split_at(REC_HDR);
-            record_sum(id, hdr, payload)
-        };
+        // `record_sum` of the header's first 12 bytes and the payload, hashed where they
+        // lie (the sum's own field, 12..16, is the gap between them).
+        let sum = super::image_checksum_gapped(id, &mut rec, 12, REC_HDR - 12);
+        debug_assert_eq!(sum, record_sum(id, &rec[..REC_HDR], &rec[REC_HDR..]));
         rec[12..16].copy_from_slice(&sum.to_le_bytes());
         let over = loop {
             {
