@@ -119,3 +119,35 @@ fn the_setting_changes_only_before_the_first_table_or_through_vacuum() {
     c.execute_batch("PRAGMA incremental_vacuum").unwrap();
     assert_eq!(int(&c, "PRAGMA freelist_count"), free);
 }
+
+#[test]
+fn a_reader_on_another_connection_keeps_its_snapshot_across_the_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.db");
+    let a = Connection::open(&path).unwrap();
+    a.execute_batch("PRAGMA auto_vacuum=FULL").unwrap();
+    load_and_delete(&a);
+    a.execute_batch(
+        "INSERT INTO t SELECT id + 3000, name, v FROM t; INSERT INTO t SELECT id + 6000, name, v FROM t;",
+    )
+    .unwrap();
+    let b = Connection::open(&path).unwrap();
+    b.execute_batch("BEGIN").unwrap();
+    let before = int(&b, "SELECT count(*) FROM t");
+    let sum = int(&b, "SELECT sum(length(v)) FROM t");
+    let pages = int(&a, "PRAGMA page_count");
+    // Deleting most rows frees pages; FULL moves the last ones down in the commit.
+    a.execute_batch("DELETE FROM t WHERE id % 4 != 0").unwrap();
+    assert!(int(&a, "PRAGMA page_count") < pages, "the file shrank");
+    assert_eq!(int(&a, "PRAGMA freelist_count"), 0);
+    // The reader's snapshot is the state before the delete, whole.
+    assert_eq!(int(&b, "SELECT count(*) FROM t"), before);
+    assert_eq!(int(&b, "SELECT sum(length(v)) FROM t"), sum);
+    b.execute_batch("COMMIT").unwrap();
+    assert_eq!(
+        int(&b, "SELECT count(*) FROM t"),
+        int(&a, "SELECT count(*) FROM t")
+    );
+    let ok = b.query("PRAGMA integrity_check", &[]).unwrap();
+    assert_eq!(ok, vec![vec![Value::Text("ok".into())]]);
+}
