@@ -1540,8 +1540,8 @@ pub(crate) fn for_each_page(
     })
 }
 
-/// Record in `out`, for every page the tree at `root` owns other than the root, the page
-/// holding the one pointer that reaches it (its parent node, the node whose cell owns
+/// Call `out(page, holder)` for every page the tree at `root` owns other than the root:
+/// the page holding the one pointer that reaches it (its parent node, the node whose cell owns
 /// the chain it starts, or the chain page before it): what moving a page to another
 /// number must rewrite (`auto_vacuum`'s relocation). With `leaves` false the leaves are
 /// not read, so the chains of leaf values are left out: every leaf is at the depth of
@@ -1551,7 +1551,7 @@ pub(crate) fn holders<S: PageRead + ?Sized>(
     store: &S,
     root: Pgno,
     leaves: bool,
-    out: &mut std::collections::HashMap<Pgno, Pgno>,
+    out: &mut dyn FnMut(Pgno, Pgno) -> Result<()>,
 ) -> Result<()> {
     let fmt = Format::of(store);
     let usable = fmt.geometry.usable;
@@ -1591,7 +1591,7 @@ pub(crate) fn holders<S: PageRead + ?Sized>(
         }
         for i in 0..=node.ncells() {
             let child = node.child(i)?;
-            out_insert(out, child, pgno)?;
+            out(child, pgno)?;
             if leaves || depth + 1 < leaf_depth {
                 stack.push((child, depth + 1));
             }
@@ -1605,7 +1605,7 @@ fn chain_holders<S: PageRead + ?Sized>(
     store: &S,
     usable: usize,
     node: &CellArray,
-    out: &mut std::collections::HashMap<Pgno, Pgno>,
+    out: &mut dyn FnMut(Pgno, Pgno) -> Result<()>,
 ) -> Result<()> {
     for i in 0..node.ncells() {
         let c = node.cell(i)?;
@@ -1615,22 +1615,10 @@ fn chain_holders<S: PageRead + ?Sized>(
         {
             let mut holder = node.pgno();
             for o in overflow::pages(store, node.pgno(), len, first)? {
-                out_insert(out, o, holder)?;
+                out(o, holder)?;
                 holder = o;
             }
         }
-    }
-    Ok(())
-}
-
-/// Note that `holder` points at `page`; a page reached twice is damage.
-fn out_insert(
-    out: &mut std::collections::HashMap<Pgno, Pgno>,
-    page: Pgno,
-    holder: Pgno,
-) -> Result<()> {
-    if out.insert(page, holder).is_some() {
-        return Err(Error::corrupt(page, "page is referenced twice"));
     }
     Ok(())
 }

@@ -32,7 +32,9 @@
 //! transaction cannot roll back) where the file breaks it: a page in the tail that no tree
 //! reaches, a holder that does not point at the page it holds.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use crate::pager::PgnoMap;
 
 use super::{lookup_tree, ReadableTxn, WriteTxn};
 use crate::error::{Error, Pgno, Result};
@@ -63,8 +65,8 @@ pub(super) struct VacuumMemo {
 #[derive(Debug, Default)]
 struct FreeChain {
     head: Pgno,
-    next: HashMap<Pgno, Pgno>,
-    prev: HashMap<Pgno, Pgno>,
+    next: PgnoMap<Pgno>,
+    prev: PgnoMap<Pgno>,
     sorted: BTreeSet<Pgno>,
 }
 
@@ -104,19 +106,19 @@ impl FreeChain {
 /// records hold.
 #[derive(Debug)]
 struct Structure {
-    holder: HashMap<Pgno, Pgno>,
-    held: HashMap<Pgno, Vec<Pgno>>,
+    holder: PgnoMap<Pgno>,
+    held: PgnoMap<Vec<Pgno>>,
     /// Whether leaves were read (the holders of leaf values' chains are known).
     leaves: bool,
     /// Root page → its tree's name (None: the catalog's own root, held by the header).
-    roots: HashMap<Pgno, Option<String>>,
+    roots: PgnoMap<Option<String>>,
 }
 
 impl Structure {
     /// The same structure after the pages of `moved` took their new numbers, touching
     /// only their entries and their holders' (the order of the pairs does not matter: a
     /// holder renamed first has the page's entry renamed with it).
-    fn renumber(&mut self, moved: &HashMap<Pgno, Pgno>) {
+    fn renumber(&mut self, moved: &PgnoMap<Pgno>) {
         for (&from, &to) in moved {
             if let Some(h) = self.holder.remove(&from) {
                 self.holder.insert(to, h);
@@ -261,13 +263,18 @@ impl WriteTxn {
             .filter_map(|p| chain.next.get(&p).map(|&nx| (p, nx)))
             .collect();
         let (head, count) = (chain.head, chain.sorted.len() as u32);
-        let moved: HashMap<Pgno, Pgno> = movers
+        let moved: PgnoMap<Pgno> = movers
             .iter()
             .copied()
             .zip(targets.iter().copied())
             .collect();
         if !moved.is_empty() {
-            self.move_pages(&moved, &mut memo.structure)?;
+            // Pages left free after this move: later steps may reuse what it learned.
+            let keep = count > 0;
+            self.move_pages(&moved, &mut memo.structure, keep)?;
+            if !keep {
+                memo.structure = None;
+            }
         }
         let ps = self.page_size();
         for (p, next) in relinked {
@@ -302,8 +309,9 @@ impl WriteTxn {
     /// holder pointing there.
     fn move_pages(
         &mut self,
-        moved: &HashMap<Pgno, Pgno>,
+        moved: &PgnoMap<Pgno>,
         known: &mut Option<Structure>,
+        keep: bool,
     ) -> Result<()> {
         let mut overflow = false;
         for &p in moved.keys() {
@@ -311,14 +319,26 @@ impl WriteTxn {
         }
         let catalog_root = self.st.header.catalog_root;
         if known.as_ref().is_none_or(|s| overflow && !s.leaves) {
-            let mut holder = HashMap::new();
-            tree::holders(self, catalog_root, overflow, &mut holder)?;
-            let mut roots = HashMap::from([(catalog_root, None)]);
+            // Every page's holder when later moves may reuse them; only the moving
+            // pages' when this move is the transaction's last (it gives every free page
+            // back: `Full`'s commit, or all at once), which spares a map of the whole file
+            // per commit.
+            let all = keep;
+            let mut holder = PgnoMap::default();
+            let mut note = |p: Pgno, hp: Pgno| -> Result<()> {
+                if (all || moved.contains_key(&p)) && holder.insert(p, hp).is_some() {
+                    return Err(Error::corrupt(p, "page is referenced twice"));
+                }
+                Ok(())
+            };
+            tree::holders(self, catalog_root, overflow, &mut note)?;
+            let mut roots = PgnoMap::default();
+            roots.insert(catalog_root, None);
             for t in self.list_trees()? {
-                tree::holders(self, t.root, overflow, &mut holder)?;
+                tree::holders(self, t.root, overflow, &mut note)?;
                 roots.insert(t.root, Some(t.name));
             }
-            let mut held: HashMap<Pgno, Vec<Pgno>> = HashMap::new();
+            let mut held: PgnoMap<Vec<Pgno>> = PgnoMap::default();
             for (&p, &hp) in &holder {
                 held.entry(hp).or_default().push(p);
             }
