@@ -5,7 +5,8 @@
 //! which overwrite pages in place; a layout that keeps committed versions in its pages
 //! cannot move one before its commit and is refused):
 //!
-//! 1. The free list is read whole. With `n` pages to give back, the new page count is
+//! 1. The free list is read whole (once per transaction while nothing else writes:
+//!    [`VacuumMemo`]). With `n` pages to give back, the new page count is
 //!    `end = page_count − n`; every page in `end..page_count` that is not free moves to
 //!    one of the lowest free pages below `end` (there are enough: `n` ≤ the free count).
 //! 2. The holder of each moving page (the one page whose pointer reaches it: its parent
@@ -13,7 +14,8 @@
 //!    walk of every tree (`tree::holders`). Leaves are read only when an overflow page
 //!    moves: a leaf or interior page is always held by an interior page, so the usual
 //!    walk reads the interior pages only. A tree's root is held by its catalog record
-//!    (the catalog's own root by the header).
+//!    (the catalog's own root by the header). A move that leaves free pages keeps every
+//!    page's holder for the next (the memo); one that leaves none notes only its own.
 //! 3. Catalog records of moving roots are rewritten first, while every page is still at
 //!    its old number (the catalog is searched by descent); then every holder's pointers
 //!    are rewritten where it lies (`PageLayout::repoint`); then each moving page's image,
@@ -34,12 +36,11 @@
 
 use std::collections::BTreeSet;
 
-use crate::pager::PgnoMap;
-
 use super::{lookup_tree, ReadableTxn, WriteTxn};
 use crate::error::{Error, Pgno, Result};
 use crate::format::header::AutoVacuum;
 use crate::page::{page_type, FreeSpace, PageRead, PageWrite};
+use crate::pager::PgnoMap;
 use crate::seam::{planted, Plant};
 use crate::tree;
 use crate::txn::free::{free_list_page, walk_free_list};
