@@ -112,8 +112,18 @@ pub(super) fn apply_pending(c: &mut Conn, table: u32) -> Result<(), Error> {
         return Ok(());
     }
     match &mut c.txn {
-        Txn::Write(w) if av == AutoVacuum::None || w.can_vacuum() => w.set_auto_vacuum(av),
+        Txn::Write(w) => take_setting(w, av),
         _ => Ok(()),
+    }
+}
+
+/// Store `av` where the transaction can hold it; elsewhere nothing changes (the pragma
+/// then reads NONE, as stock answers a database that cannot take it).
+fn take_setting(w: &mut WriteTxn, av: AutoVacuum) -> Result<(), Error> {
+    if av == AutoVacuum::None || w.can_vacuum() {
+        w.set_auto_vacuum(av)
+    } else {
+        Ok(())
     }
 }
 
@@ -133,8 +143,7 @@ pub unsafe extern "C" fn ipg_auto_vacuum_vacuum(conn: *mut Conn, code: c_int) ->
             return MISUSE;
         };
         let r = match &mut c.txn {
-            Txn::Write(w) if av == AutoVacuum::None || w.can_vacuum() => w.set_auto_vacuum(av),
-            Txn::Write(_) => Ok(()),
+            Txn::Write(w) => take_setting(w, av),
             _ => return MISUSE,
         };
         match r {

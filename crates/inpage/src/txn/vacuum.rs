@@ -158,22 +158,24 @@ impl WriteTxn {
     /// take an `auto_vacuum` setting other than `None`: a page-list layout whose pages
     /// hold no versions, one writer, nothing spilled, no page copy in progress.
     pub fn can_vacuum(&self) -> bool {
-        self.layout.free_space() == FreeSpace::PageList
-            && self.layout.versions().is_none()
+        self.layout_moves_pages()
             && self.occ.is_none()
             && self.vto.is_none()
             && self.st.spilled.is_empty()
             && self.st.copy.is_none()
     }
 
+    /// Whether the layout lets a page change its number before its commit: free space
+    /// in a page list, and no committed version kept inside the pages.
+    fn layout_moves_pages(&self) -> bool {
+        self.layout.free_space() == FreeSpace::PageList && self.layout.versions().is_none()
+    }
+
     /// Set when free pages go back to the file system ([`AutoVacuum`]), stored in the
     /// header by this transaction's commit. `Full` and `Incremental` need a layout that can
     /// move pages ([`WriteTxn::can_vacuum`]): elsewhere `InvalidArgument`, nothing changed.
     pub fn set_auto_vacuum(&mut self, av: AutoVacuum) -> Result<()> {
-        if av != AutoVacuum::None
-            && !(self.layout.free_space() == FreeSpace::PageList
-                && self.layout.versions().is_none())
-        {
+        if av != AutoVacuum::None && !self.layout_moves_pages() {
             return Err(Error::InvalidArgument(format!(
                 "auto_vacuum {av:?} needs a mode whose pages can move (mode {} keeps its free \
                  pages until VACUUM)",
