@@ -1032,6 +1032,14 @@ pub unsafe extern "C" fn ipg_begin(conn: *mut Conn, write: c_int, wait_ms: c_int
             Ok(w) => w,
             Err(e) => return c.fail(&e),
         };
+        if let Txn::Read(r) = &c.txn {
+            // Another process's commit read in as the write turn was taken (its appends
+            // beside this reader, `procs`): the snapshot read so far is stale.
+            if w.snapshot_fcc() != r.snapshot_fcc() {
+                drop(w);
+                return BUSY_SNAPSHOT;
+            }
+        }
         c.sps.clear();
         c.write_start_fcc = c.held().fcc();
         c.trees_under(w.catalog_view());

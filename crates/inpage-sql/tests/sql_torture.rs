@@ -982,6 +982,11 @@ const NOT_BUDGETED: [(Mutant, &str); 19] = [
         "several processes on one file; this torture runs one: two handles taking turns \
          find it in every mode (crates/inpage/tests/procs.rs)",
     ),
+    (
+        Mutant::SkipCatchUp,
+        "several processes on one file; this torture runs one: two handles on the \
+         simulated disk find it in every appending mode (crates/inpage/tests/procs_sim.rs)",
+    ),
 ];
 
 /// The torture can fail: each budgeted planted bug is found in every mode it breaks.

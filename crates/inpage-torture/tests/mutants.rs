@@ -319,6 +319,17 @@ const BUDGETS: [Budget; 27] = [
         at_least: 5,
         args: two_handles,
     },
+    // A handle that does not read the other's appended commits: its next commit is
+    // written over them (`inpage-torture-dev torture --handles 2 --mode redo --crashes 30
+    // --seed 10 --mutant skip-catch-up`).
+    Budget {
+        mutant: Mutant::SkipCatchUp,
+        modes: &["redo"],
+        sequences: 30,
+        rare: &[],
+        at_least: 5,
+        args: two_handles,
+    },
     Budget {
         mutant: Mutant::ShrinkDropsTail,
         modes: &["waldio", "nvlog", "persist"],
@@ -577,4 +588,9 @@ fn mutant_shrink_drops_tail() {
 #[test]
 fn mutant_skip_write_announce() {
     find(Mutant::SkipWriteAnnounce);
+}
+
+#[test]
+fn mutant_skip_catch_up() {
+    find(Mutant::SkipCatchUp);
 }

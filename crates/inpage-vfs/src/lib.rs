@@ -86,6 +86,7 @@ macro_rules! vfs_pass_through {
         fn handles_take_turns(&self) -> bool {
             self.inner.handles_take_turns()
         }
+
         $($crate::vfs_pass_through!(@$regions);)?
     };
     (@regions) => {
@@ -145,6 +146,14 @@ pub trait Vfs: Send + Sync + fmt::Debug {
     /// stand for two processes. Wrappers forward to the VFS they wrap.
     fn handles_take_turns(&self) -> bool {
         !self.in_process_memory()
+    }
+
+    /// The files as other processes see them, for reading what they append after this
+    /// view was taken (`redo`'s ring, read by a picture that follows another process's
+    /// commits): `OverlayVfs`'s inner VFS, since its private layer holds this process's
+    /// writes and a copy of what it read first, not theirs. `None`: this VFS itself.
+    fn read_through(&self) -> Option<Arc<dyn Vfs>> {
+        None
     }
 
     /// Open the memory region at `path` (`vfs::Region`): an existing one at its own size;

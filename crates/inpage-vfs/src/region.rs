@@ -41,6 +41,18 @@ pub trait Region: Send + Sync + fmt::Debug {
     fn write_granule(&self) -> usize {
         1
     }
+    /// Another process may have stored into the region since this handle last did: forget
+    /// any of its bytes this handle keeps in memory (a store reads them again). Nothing to
+    /// forget by default: a memory region is read where it lies.
+    fn refresh(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Whether other processes read the region while this handle writes it: a store
+    /// that bypasses the page cache (`O_DIRECT`) then goes through it instead, where
+    /// their reads find it. Nothing to change by default.
+    fn others_read(&self, yes: bool) {
+        let _ = yes;
+    }
 }
 
 /// `[offset, offset + len)` inside a region of `size` bytes, or `InvalidInput`.

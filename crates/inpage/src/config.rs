@@ -117,6 +117,14 @@ pub struct Config {
     /// `Error::Busy` at a transaction. Default 5 s. SQLite's `busy_timeout` (the drop-in
     /// sets 0 and lets SQLite's busy handler do the waiting, as stock SQLite's does).
     pub busy_timeout: Duration,
+    /// How long a commit that must write more than its record waits for other processes'
+    /// readers to leave, in a mode whose commits append beside them
+    /// (`Capabilities::appends_beside_readers`: a full log to flush, a record too big for
+    /// it): a read transaction in another process held open that long makes the commit
+    /// fail with `Error::Busy`, nothing of it written. Default 5 s, whatever
+    /// `busy_timeout` says (the drop-in's 0 is for taking a turn, which SQLite's busy
+    /// handler retries; a commit cannot be retried that way).
+    pub flush_wait: Duration,
 }
 
 impl Default for Config {
@@ -137,6 +145,7 @@ impl Default for Config {
             group_commit_delay: Duration::ZERO,
             read_only: false,
             busy_timeout: Duration::from_secs(5),
+            flush_wait: Duration::from_secs(5),
         }
     }
 }
@@ -232,6 +241,8 @@ impl Config {
         read_only(yes: bool) => read_only = yes;
         /// How long to wait for another process's turn (see the field's docs).
         busy_timeout(wait: Duration) => busy_timeout = wait;
+        /// How long a commit waits for other processes' readers (see the field's docs).
+        flush_wait(wait: Duration) => flush_wait = wait;
     }
 
     /// The growth chunk a database of `mode` uses. Chunks exist so that a commit's

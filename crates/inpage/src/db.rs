@@ -19,6 +19,7 @@
 //! look at a database in use.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -59,6 +60,10 @@ struct Handle {
     /// The pager's configuration, to open it again (`reload`), with the limits changed
     /// while open.
     pager_cfg: Mutex<Config>,
+    /// How many times another process's work made this handle open the file again, and
+    /// how many commits of theirs it read in instead (`Database::followed`).
+    reloads: AtomicU64,
+    absorbed: AtomicU64,
 }
 
 impl std::fmt::Debug for Database {
@@ -102,6 +107,17 @@ impl Reload for Database {
             let overlay = Arc::new(OverlayVfs::new(self.h.config.vfs.clone()));
             let mut c = base.vfs(overlay.clone()).create(false).read_only(true);
             c.journal.direct_writes = crate::journal::DirectWrites::Off;
+            // A copy never commits, so it never flushes: no flusher thread (the commits
+            // it follows, `Reload::catch_up`, are flushed by the process that has them
+            // for real).
+            if old
+                .pager
+                .journal_mode()
+                .options()
+                .contains(&crate::journal::JournalOption::NvlogFlush)
+            {
+                c.journal.nvlog_flush = crate::journal::NvlogFlush::Inline;
+            }
             let pager = Pager::open(&self.h.path, &c, crate::tree::create, None)?;
             (pager, c, Some(overlay), None, false)
         };
@@ -116,7 +132,24 @@ impl Reload for Database {
         ));
         old.supersede();
         *self.h.current.write().unwrap_or_else(|e| e.into_inner()) = new;
+        self.h.reloads.fetch_add(1, Ordering::Relaxed);
         Ok(wrote)
+    }
+
+    fn position(&self) -> Option<u64> {
+        let cur = self.current();
+        let appends = cur.pager.journal_mode().capabilities().appends_beside_readers;
+        appends.then(|| cur.pager.header().fcc)
+    }
+
+    /// The commits another process appended, read into the state transactions start
+    /// from (it stays the same state: transactions running on it keep their snapshots).
+    fn catch_up(&self, end: u64) -> Result<u64> {
+        let pager = &self.current().pager;
+        let from = pager.header().fcc;
+        let at = pager.absorb(end)?;
+        self.h.absorbed.fetch_add(at - from, Ordering::Relaxed);
+        Ok(at)
     }
 }
 
@@ -171,10 +204,11 @@ impl Database {
         };
         let gate = procs.clone().map(ShareGate::new);
         let pager = Pager::open(path, &pager_cfg, crate::tree::create, gate_of(&gate))?;
-        if procs.is_some() {
+        if let Some(p) = &procs {
             // Another process may write as soon as the turn goes: what recovery did is
             // made durable first (`Journal::settle_recovery`).
             pager.settle_recovery()?;
+            p.loaded(pager.header().fcc)?;
         }
         let mode = pager.journal_mode();
         let recovery = pager.recovery().clone();
@@ -200,6 +234,8 @@ impl Database {
                 config,
                 recovery,
                 pager_cfg: Mutex::new(pager_cfg),
+                reloads: AtomicU64::new(0),
+                absorbed: AtomicU64::new(0),
             }),
         })
     }
@@ -215,6 +251,7 @@ impl Database {
             path,
             locks,
             config.busy_timeout,
+            config.flush_wait,
             config.journal.mutant(),
         )
     }
@@ -273,6 +310,17 @@ impl Database {
         Database::open(path, config.read_only(true))
     }
 
+    /// How this handle followed other processes' commits so far: the times it opened the
+    /// file again (`procs`: a stale picture), and the commits it read in from their log
+    /// instead (`Capabilities::appends_beside_readers`). For tests and benchmarks.
+    #[doc(hidden)]
+    pub fn followed(&self) -> (u64, u64) {
+        (
+            self.h.reloads.load(Ordering::Relaxed),
+            self.h.absorbed.load(Ordering::Relaxed),
+        )
+    }
+
     /// Whether this handle was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.h.config.read_only
@@ -319,7 +367,13 @@ impl Database {
         flag_wait: bool,
         handing_over: usize,
     ) -> Result<WriteTxn> {
-        let (turn, shared) = self.turn_handing_over(Held::Write, turn_wait, handing_over)?;
+        // A mode whose commits append to a log other processes read takes the append
+        // turn: their readers go on beside it.
+        let kind = match self.journal_mode().capabilities().appends_beside_readers {
+            true => Held::Append,
+            false => Held::Write,
+        };
+        let (turn, shared) = self.turn_handing_over(kind, turn_wait, handing_over)?;
         let mut w = shared.begin_write(flag_wait)?;
         w.set_turn(turn);
         Ok(w)

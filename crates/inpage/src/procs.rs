@@ -4,62 +4,92 @@
 //! A `Database` handle (all its clones and transactions: one "process" here, whether or
 //! not another handle of the same file lives in the same OS process) holds a *turn* on
 //! the file while it has a transaction running, and nothing while it is idle, as a stock
-//! SQLite connection in a rollback-journal mode holds its locks:
+//! SQLite connection holds its locks. A mode whose commits only append a record to a log
+//! every process reads (`Capabilities::appends_beside_readers`: `redo`) writes under an
+//! *append* turn, beside other handles' readers, as SQLite's WAL mode does; the others
+//! write under the *whole file*, which keeps every other handle out, as SQLite's
+//! rollback modes do:
 //!
 //! ```text
-//!                 first read                      first write (others' readers drained)
-//!   Idle(None) ─────────────────▶ Read ───────────────────────────────────────▶ Write
-//!       ▲                          │  ▲                                            │
-//!       └──── last read ends ──────┘  └──── writer ends, readers of ours left ─────┤
-//!       ▲                                                                          │
-//!       └──────────────────── writer ends, nothing else running ────────────────────┘
+//!   from     to      when                                          locks
+//!   None     Read    a transaction reads                           SHARED shared
+//!   None     Append  a write transaction, appending mode           RESERVED, SHARED shared
+//!   Read     Append    (this handle's readers go on)                 + RESERVED
+//!   None,    Write   a write transaction in another mode; a flush,  RESERVED, PENDING and
+//!   Read,            a checkpoint, a commit that writes more than   SHARED exclusively,
+//!   Append           its record; a stale picture to open again      once others' readers
+//!                                                                   are out
+//!   Write    Append  the whole file given back, the appender on     SHARED shared,
+//!                                                                   PENDING let go
+//!   Write,   Read    the writers end, this handle's readers go on   SHARED shared, the
+//!   Append                                                          rest let go
+//!   any      None    nothing of this handle runs                    all let go
 //! ```
 //!
 //! The turn is a set of byte-range locks (`File::lock_range`, open-file-description locks)
 //! on the database file, at offsets no page reaches: `SHARED` is held shared by every
-//! handle with a read turn and exclusively by the one with the write turn; `RESERVED`
-//! names the one handle that is getting or holding the write turn; `PENDING`, held
-//! exclusively while a writer waits for readers to leave, keeps new readers out so it
-//! cannot starve (the writer also sets a word in the side file, and only while it is set
-//! does a reader on its way in try `PENDING`: an uncontended read turn is one lock call
-//! and one unlock, the counter read from the mapped side file).
+//! handle with a read turn and exclusively by the one with the whole file; `RESERVED`
+//! names the one handle that is appending, or getting or holding the whole file;
+//! `PENDING`, held exclusively while a writer waits for readers to leave, keeps new
+//! readers out so it cannot starve (the writer also sets a word in the side file, and
+//! only while it is set does a reader on its way in try `PENDING`: an uncontended read
+//! turn is one lock call and one unlock, the words read from the mapped side file).
 //!
 //! Invariants, and why they hold:
-//! - *No handle reads the file while another writes it.* Every transaction holds a turn
-//!   (`Turn`), and a write turn excludes every other turn through `SHARED`. Everything that
-//!   writes the file — commits, recovery at open and at a reload, a checkpoint, a clean
-//!   close — runs under the write turn, and so does a journal's background work (the
-//!   `redo` flusher asks `ShareGate` for the turn before each batch, and a gate whose
-//!   state was replaced by a reload never gives it again). A journal whose acknowledged
-//!   commits other processes cannot find (`can_share`: `nvlog`, `waldio-gs`) keeps the
-//!   write turn for its handle's whole life (`Shared::pin`), so a second handle waits for
-//!   it, then fails with `Error::Locked`.
+//! - *No handle reads what another writes.* Every transaction holds a turn (`Turn`). The
+//!   whole file excludes every other turn through `SHARED`, and everything that writes
+//!   the files but an appended record — recovery at open and at a reload, a flush, a
+//!   checkpoint, a clean close, a commit that writes more than its record (a full ring,
+//!   a record too big for it, a new ring: `Gate::whole`) — runs under it, and so does a
+//!   journal's background work (the `redo` flusher asks `ShareGate` for it before each
+//!   batch, and a gate whose state was replaced by a reload never gives it again). An
+//!   append turn writes only past the log's last record, which no other handle's
+//!   picture holds or reads until it is told (`END`), and excludes other writers through
+//!   `RESERVED`. A journal whose acknowledged commits other processes cannot find
+//!   (`can_share`: `nvlog`, `waldio-gs`) keeps the whole file for its handle's life
+//!   (`Shared::pin`), so a second handle waits for it, then fails with `Error::Locked`.
 //! - *A handle never works from a stale picture of the file.* The change counter, eight
-//!   bytes in `<db>-shm`, is bumped each time a write turn is taken, before anything is
-//!   written (`announce_write`), so a holder that dies in the middle of its writes still
-//!   tells the others. Taking a turn from idle reads it; a value other than the one this
-//!   handle last saw or wrote means another handle may have changed the files, and the
-//!   handle reloads (the layer above opens the file again, with the recovery an open
-//!   runs: a read-only copy under a read turn, the real thing under the write turn)
-//!   before its transaction sees anything. A handle that holds a turn keeps it current:
-//!   nobody else can write meanwhile. A handle alone with the file skips the bump: one
-//!   that joins later reads the counter as it joins, and opens the file anew anyway.
+//!   bytes in `<db>-shm`, is bumped each time the whole file is taken, before anything
+//!   is written (`announce_write`), so a holder that dies in the middle of its writes
+//!   still tells the others. Taking a turn from idle reads it; a value other than the
+//!   one this handle last saw or wrote means another handle may have changed the files,
+//!   and the handle reloads (the layer above opens the file again, with the recovery an
+//!   open runs: a read-only copy under a read turn, the real thing under the whole file)
+//!   before its transaction sees anything. Nobody can take the whole file while a handle
+//!   holds a turn, so its picture stays current but for appends. A handle alone with the
+//!   file skips the bump: one that joins later reads the counter as it joins, and opens
+//!   the file anew anyway.
+//! - *A handle follows the others' appends before it reads or writes.* An appender
+//!   publishes each commit it made durable in the side file (`END`, `appended`) before
+//!   its commit returns; a handle taking a read turn, or an append turn (under
+//!   `RESERVED`, so nobody appends meanwhile), reads the records between its picture's
+//!   commit and `END` into it (`Reload::catch_up`, `journal::Appends`). Readers of the
+//!   handle keep their snapshots: the records are taken in as the handle's own commits
+//!   are. So an append turn always writes after the last acknowledged record, and never
+//!   over one. A commit killed after its record but before `END` was never
+//!   acknowledged; the next appender writes over it (or, if nobody appends before the
+//!   next open, that open's recovery keeps it: an unacknowledged commit may survive).
+//!   The append turn looks whether it is alone once per counter value (a joiner moves
+//!   it), and tells nobody when it is.
 //! - *Upgrades do not deadlock.* A handle holding a read turn that finds `RESERVED` taken
-//!   fails at once with `Error::Busy` (the holder waits for this handle's readers), as
-//!   SQLite refuses such an upgrade without calling the busy handler.
+//!   fails at once with `Error::Busy` (the holder may wait for this handle's readers),
+//!   as SQLite refuses such an upgrade without calling the busy handler. A holder of
+//!   `RESERVED` waits only for readers, which never wait while they hold `SHARED`.
 //! - *The side file exists only while the database is open* (`<db>-shm`). Each handle
 //!   holds `PRESENT` shared from before it opens the side file until it has closed it; a
 //!   closing handle that gets `PRESENT` exclusively is the last one and deletes the file
 //!   while it holds it, so no handle ever holds the side file of a deleted path. A crash
-//!   leaves it behind; any counter value in it is as good as another.
+//!   leaves it behind; any counter value in it is as good as another, and an `END` left
+//!   there is corrected by the next holder of the whole file (`write_turn_taken`).
 //! - *Waiting sleeps, and waiters get their turn.* Taking a turn retries after sleeps
 //!   that start at `FIRST_SLEEP` and double up to `LONGEST_SLEEP` (turns are short: a
 //!   read, a commit; a waiter gets in soon after the holder leaves, and one that waits
 //!   long polls a few thousand times a second, no busy loop) until the caller's timeout
 //!   (a timeout of 0 fails at the first refusal), holding `WAITING` shared meanwhile and
 //!   letting go of the state lock between tries (the handle's other threads go on). A
-//!   handle giving back the write turn while `WAITING` is held stays out for `YIELD`
-//!   (many of a waiter's longest sleeps), so a busy writer cannot starve the others.
+//!   handle giving back the whole file while `WAITING` is held stays out for `YIELD`
+//!   (many of a waiter's longest sleeps), so a busy writer cannot starve the others;
+//!   giving back an append turn, only once a waiter has waited `APPEND_STARVES`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,6 +116,17 @@ const COUNTER: u64 = 8;
 /// Where the side file says a writer waits for readers to leave (non-zero: `PENDING` is
 /// probably held exclusively; a reader checks the lock only then).
 const WRITER_WAITS: u64 = 16;
+/// Where the side file says since when someone may be waiting for a turn (the wall
+/// clock in µs; 0: nobody): set by a waiter that finds it 0 before each sleep, cleared by
+/// that waiter once it stops waiting and by a handle giving back a turn that finds
+/// nobody holding `WAITING`, so an uncontended give-back costs no lock call. Advisory,
+/// for fairness only: a waiter that died leaves it set, which costs one look.
+const WAITERS: u64 = 32;
+/// Where the side file says which commit a process last appended (`Held::Append`): a
+/// picture at an older one reads the records up to it (`Reload::catch_up`). Written by
+/// the append turn's holder after each commit it appended, and by a holder of the whole
+/// file once its picture is current; neither when the handle has the file alone.
+const END: u64 = 24;
 /// The side file's size when it is mapped.
 const SHM_LEN: usize = 4096;
 
@@ -160,6 +201,11 @@ impl From<Error> for Attempt {
 pub(crate) enum Held {
     None,
     Read,
+    /// `RESERVED` and `SHARED` shared: this handle's transactions commit by appending to
+    /// a log other processes read (`Capabilities::appends_beside_readers`), beside their
+    /// readers.
+    Append,
+    /// The whole file: `RESERVED`, `PENDING` and `SHARED` exclusively.
     Write,
 }
 
@@ -169,7 +215,11 @@ struct TurnState {
     held: Held,
     /// Turns handed out and not yet given back, by kind.
     readers: usize,
+    appenders: usize,
     writers: usize,
+    /// The commit this handle's picture is at, where its mode appends beside readers
+    /// (compared with the side file's `END`).
+    at: u64,
     /// The change counter as of this handle's last look or bump.
     seen: u64,
     /// Whether this handle holds `WAITING` (it sleeps between tries for a turn).
@@ -185,6 +235,10 @@ struct TurnState {
     alone: bool,
     /// Others waited when this handle last gave back the write turn: no new turn before.
     yield_until: Option<Instant>,
+    /// `alone` was looked at since the counter last moved (`attempt_append`).
+    alone_known: bool,
+    /// What this handle wrote into the side file's `WAITERS` word while it waits.
+    wait_mark: Option<u64>,
 }
 
 impl TurnState {
@@ -198,15 +252,20 @@ impl TurnState {
         );
         debug_assert_eq!(
             self.held == Held::None,
-            self.readers + self.writers == 0 && !self.pending_write,
-            "turn {:?} with {} readers and {} writers out",
+            self.readers + self.appenders + self.writers == 0 && !self.pending_write,
+            "turn {:?} with {} readers, {} appenders and {} writers out",
             self.held,
             self.readers,
+            self.appenders,
             self.writers
         );
         debug_assert!(
             self.writers == 0 || self.held == Held::Write,
             "writers out without the write turn: {self:?}"
+        );
+        debug_assert!(
+            self.appenders == 0 || matches!(self.held, Held::Append | Held::Write),
+            "appenders out without `RESERVED`: {self:?}"
         );
     }
 }
@@ -225,6 +284,8 @@ pub(crate) struct Procs {
     fork_gen: u64,
     /// The planted bug in force (`Mutant::None` outside test builds).
     mutant: Mutant,
+    /// `Config::flush_wait`: how long `Gate::whole` waits for other processes' readers.
+    flush_wait: Duration,
 }
 
 impl std::fmt::Debug for Procs {
@@ -267,6 +328,11 @@ pub(crate) trait Reload {
     fn refuses(&self) -> bool {
         false
     }
+    /// The commit the picture is at, where the mode appends beside readers (else None).
+    fn position(&self) -> Option<u64>;
+    /// Read the commits other processes appended up to `end` into the picture
+    /// (`Pager::absorb`); returns the commit it is at afterwards.
+    fn catch_up(&self, end: u64) -> Result<u64>;
 }
 
 /// A `Reload` for a handle that has no picture to bring up to date (it is opening the
@@ -289,6 +355,18 @@ impl Reload for NoReload {
     }
     fn refuses(&self) -> bool {
         self.refuse
+    }
+    fn position(&self) -> Option<u64> {
+        None
+    }
+    /// An opening handle reads everything there is; a closing one or the journal's
+    /// background work refuses (Busy) instead of working behind the file.
+    fn catch_up(&self, end: u64) -> Result<u64> {
+        if self.refuse {
+            Err(Error::Busy)
+        } else {
+            Ok(end)
+        }
     }
 }
 
@@ -319,11 +397,19 @@ impl Gate for ShareGate {
         if !self.live.load(Ordering::SeqCst) {
             return GateAnswer::Never;
         }
+        // Where this handle's writer appends, the turn is an upgrade that keeps new
+        // readers out while it waits (`PENDING`): a short wait then gets it between two
+        // of their transactions, where none would find a moment with no reader in.
+        let wait = if self.procs.state().held == Held::Append {
+            GATE_WAIT
+        } else {
+            Duration::ZERO
+        };
         // A stale picture is refused (Busy): the handle reloads at its next transaction,
         // which retires this gate.
         match self
             .procs
-            .enter(Held::Write, Duration::ZERO, &NoReload { refuse: true })
+            .enter(Held::Write, wait, &NoReload { refuse: true })
         {
             // Looked at again with the turn held: a reload runs only from idle, so it
             // cannot retire the gate while this turn is out.
@@ -331,6 +417,29 @@ impl Gate for ShareGate {
             Ok(_) => GateAnswer::Never,
             Err(_) => GateAnswer::Later,
         }
+    }
+
+    fn whole(&self) -> Result<Box<dyn Send>> {
+        if !self.live.load(Ordering::SeqCst) {
+            return Err(Error::Busy);
+        }
+        // A read transaction held open longer in another process keeps a full ring from
+        // being flushed: the commit fails, nothing written (`Config::flush_wait`).
+        let t = self
+            .procs
+            .enter(Held::Write, self.procs.flush_wait, &NoReload { refuse: true })?;
+        Ok(Box::new(t))
+    }
+
+    fn alone(&self) -> bool {
+        self.procs.state().alone
+    }
+
+    fn appended(&self, tid: u64) -> Result<()> {
+        if !self.live.load(Ordering::SeqCst) {
+            return Err(Error::Busy);
+        }
+        self.procs.appended(tid)
     }
 }
 
@@ -363,6 +472,22 @@ const YIELD: Duration = Duration::from_millis(3);
 const FIRST_SLEEP: Duration = Duration::from_micros(20);
 const LONGEST_SLEEP: Duration = Duration::from_micros(250);
 const _: () = assert!(YIELD.as_micros() >= 4 * LONGEST_SLEEP.as_micros());
+/// How long a writer may have waited for an append turn before the holder steps aside
+/// for it (`YIELD`) when it gives the turn back: many of the writers' turns, so two
+/// writer processes mostly run back to back, and a waiter is not starved.
+const APPEND_STARVES: Duration = Duration::from_millis(2);
+/// How long the journal's background work waits for the whole file while its handle
+/// appends (`ShareGate::try_write`): other processes' read transactions are short, and
+/// the wait keeps new ones out.
+const GATE_WAIT: Duration = Duration::from_millis(2);
+
+/// The wall clock in µs (the `WAITERS` word: a time every process reads alike).
+fn wall_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_micros() as u64)
+        .max(1)
+}
 
 impl Procs {
     /// Join the processes that have `path` open: `locks` is the database file, opened by
@@ -373,6 +498,7 @@ impl Procs {
         path: &Path,
         locks: Arc<dyn File>,
         wait: Duration,
+        flush_wait: Duration,
         mutant: Mutant,
     ) -> Result<Arc<Procs>> {
         let deadline = Instant::now() + wait;
@@ -401,16 +527,21 @@ impl Procs {
             st: Mutex::new(TurnState {
                 held: Held::None,
                 readers: 0,
+                appenders: 0,
                 writers: 0,
+                at: 0,
                 seen: 0,
                 waiting: false,
                 pending_write: false,
                 says_waiting: false,
                 alone: false,
                 yield_until: None,
+                alone_known: false,
+                wait_mark: None,
             }),
             fork_gen: crate::vfs::fork::generation(),
             mutant,
+            flush_wait,
         };
         let seen = p.counter()?;
         p.state().seen = seen;
@@ -483,6 +614,7 @@ impl Procs {
                     self.stop_waiting(&mut st);
                     match want {
                         Held::Write => st.writers += 1,
+                        Held::Append => st.appenders += 1,
                         _ => st.readers += 1,
                     }
                     st.check();
@@ -494,8 +626,14 @@ impl Procs {
                 Err(Attempt::Later) => {
                     let now = Instant::now();
                     if now < deadline {
+                        // Advisory: failing to say so costs fairness, nothing else.
+                        if self.shm.get(WAITERS, &self.shm_path).unwrap_or(1) == 0 {
+                            let since = wall_us();
+                            if self.shm.set(WAITERS, since, &self.shm_path).is_ok() {
+                                st.wait_mark = Some(since);
+                            }
+                        }
                         if !st.waiting {
-                            // Advisory: failing to say so costs fairness, nothing else.
                             st.waiting =
                                 self.lock(WAITING, Some(LockKind::Shared)).unwrap_or(false);
                         }
@@ -517,11 +655,12 @@ impl Procs {
 
     /// One try for `want`, taking no lock that waits. Idle → a read turn (`SHARED`
     /// shared, passing through `PENDING`) and a look at the counter, reloading a read-only
-    /// copy if it moved; a writer then upgrades: `RESERVED` (one writer among the
-    /// handles), `PENDING` (keeps new readers of other handles out while it waits),
-    /// `SHARED` exclusively (once their readers are gone); under the write turn the
-    /// counter is looked at again, bumped (`announce_write`) and the picture reloaded if it
-    /// was stale or a copy.
+    /// copy if it moved, and at `END`, reading the commits other processes appended since
+    /// (`follow`); a writer then upgrades: `RESERVED` (one writer among the handles),
+    /// `PENDING` (keeps new readers of other handles out while it waits), `SHARED`
+    /// exclusively (once their readers are gone); under the write turn the counter is
+    /// looked at again, bumped (`announce_write`) and the picture reloaded if it was
+    /// stale or a copy. An append turn stops after `RESERVED` (`attempt_append`).
     fn attempt(
         &self,
         st: &mut TurnState,
@@ -529,6 +668,9 @@ impl Procs {
         r: &dyn Reload,
         handing_over: usize,
     ) -> Result<(), Attempt> {
+        if want == Held::Append {
+            return self.attempt_append(st, r, handing_over);
+        }
         if st.held == Held::None {
             // Uncontended, the whole write turn in one call (`RESERVED`, `PENDING` and
             // `SHARED` are adjacent): a refused range lock takes none of its bytes.
@@ -536,59 +678,84 @@ impl Procs {
                 st.held = Held::Write;
                 return self.write_turn_taken(st, r, false);
             }
-            // A writer waiting for readers to leave keeps new ones out with `PENDING`;
-            // only when the side file says one waits is that lock looked at (a word a
-            // dead writer left set finds the lock free).
-            if self.shm.get(WRITER_WAITS, &self.shm_path)? != 0 {
-                if !self.lock(PENDING, Some(LockKind::Shared))? {
-                    return Err(Attempt::Later);
-                }
-                self.lock(PENDING, None)?;
-            }
-            if !self.lock(SHARED, Some(LockKind::Shared))? {
-                return Err(Attempt::Later);
-            }
-            st.held = Held::Read;
+            self.take_shared(st)?;
             if want == Held::Read {
-                let now = self.counter()?;
-                if now != st.seen {
-                    // A copy writes nothing: the counter stays.
-                    r.reload(Held::Read)?;
-                    st.seen = now;
-                }
-                return Ok(());
+                return self.look(st, r).map_err(Attempt::Fail);
             }
         }
-        if want == Held::Read || st.held == Held::Write {
+        if want == Held::Read {
+            // This handle's readers are in: nobody can have taken the whole file since,
+            // but another process may have appended.
+            if st.held == Held::Read {
+                self.follow(st, r)?;
+            }
             return Ok(());
         }
-        // Held Read, want Write.
+        if st.held == Held::Write {
+            return Ok(());
+        }
+        // Held Read or Append, want Write.
         // Transactions of this handle that go on reading once the write turn is had.
-        let mine = st.readers.saturating_sub(handing_over) + st.writers > 0;
+        let mine = st.readers.saturating_sub(handing_over) + st.appenders + st.writers > 0;
         if !st.pending_write {
-            if mine && r.is_copy() {
-                // This handle's readers read a copy; the writer needs the real state,
-                // which cannot be loaded under them.
-                return Err(Attempt::Fail(Error::Busy));
+            if st.held == Held::Read {
+                self.take_reserved(st, r, mine)?;
             }
-            if !self.lock(RESERVED, Some(LockKind::Exclusive))? {
-                if mine {
-                    // The holder waits for this handle's readers: waiting here could
-                    // only deadlock (SQLite refuses such an upgrade the same way).
-                    return Err(Attempt::Fail(Error::Busy));
-                }
-                // Taken from idle for this try: let go, so the holder can finish.
-                self.release_all(st);
-                return Err(Attempt::Later);
-            }
+            // (Held Append: `RESERVED` is this handle's already.)
             st.pending_write = true;
         }
+        self.take_whole(st)?;
+        st.held = Held::Write;
+        self.write_turn_taken(st, r, mine)
+    }
+
+    /// Idle → `SHARED` shared, unless a writer waiting for readers to leave keeps new
+    /// ones out with `PENDING` (looked at only when the side file says one waits: a word
+    /// a dead writer left set finds the lock free).
+    fn take_shared(&self, st: &mut TurnState) -> Result<(), Attempt> {
+        if self.shm.get(WRITER_WAITS, &self.shm_path)? != 0 {
+            if !self.lock(PENDING, Some(LockKind::Shared))? {
+                return Err(Attempt::Later);
+            }
+            self.lock(PENDING, None)?;
+        }
+        if !self.lock(SHARED, Some(LockKind::Shared))? {
+            return Err(Attempt::Later);
+        }
+        st.held = Held::Read;
+        Ok(())
+    }
+
+    /// Held Read → `RESERVED` too (`pending_write` not yet set).
+    fn take_reserved(&self, st: &mut TurnState, r: &dyn Reload, mine: bool) -> Result<(), Attempt> {
+        if mine && r.is_copy() {
+            // This handle's readers read a copy; the writer needs the real state,
+            // which cannot be loaded under them.
+            return Err(Attempt::Fail(Error::Busy));
+        }
+        if !self.lock(RESERVED, Some(LockKind::Exclusive))? {
+            if mine {
+                // The holder may wait for this handle's readers: waiting here could only
+                // deadlock (SQLite refuses such an upgrade the same way, without calling
+                // the busy handler).
+                return Err(Attempt::Fail(Error::Busy));
+            }
+            // Taken from idle for this try: let go, so the holder can finish.
+            self.release_all(st);
+            return Err(Attempt::Later);
+        }
+        Ok(())
+    }
+
+    /// `RESERVED` held (`pending_write`) → `PENDING` and `SHARED` exclusively, once other
+    /// handles' readers are gone (meanwhile the side file says a writer waits, so new
+    /// ones look at `PENDING` and stay out).
+    fn take_whole(&self, st: &mut TurnState) -> Result<(), Attempt> {
+        debug_assert!(st.pending_write);
         if !self.lock(PENDING, Some(LockKind::Exclusive))? {
             return Err(Attempt::Later);
         }
         if !self.lock(SHARED, Some(LockKind::Exclusive))? {
-            // Readers of other handles are in: say a writer waits, so new ones look at
-            // `PENDING` and stay out.
             if !st.says_waiting {
                 self.shm.set(WRITER_WAITS, 1, &self.shm_path)?;
                 st.says_waiting = true;
@@ -597,15 +764,130 @@ impl Procs {
         }
         self.stop_saying_waiting(st);
         st.pending_write = false;
+        Ok(())
+    }
+
+    /// One try for an append turn: `RESERVED` and `SHARED` shared, so other processes'
+    /// readers go on. A picture the counter says is stale (or a read-only copy) is opened
+    /// again for real under the whole file first, which is then given back down to the
+    /// append turn; a current one reads what others appended since (`follow`: under
+    /// `RESERVED`, nobody appends meanwhile).
+    fn attempt_append(
+        &self,
+        st: &mut TurnState,
+        r: &dyn Reload,
+        handing_over: usize,
+    ) -> Result<(), Attempt> {
+        if matches!(st.held, Held::Append | Held::Write) {
+            return Ok(());
+        }
+        let mine = st.readers.saturating_sub(handing_over) > 0;
+        if !st.pending_write {
+            if st.held == Held::None {
+                if !self.lock(RESERVED, Some(LockKind::Exclusive))? {
+                    return Err(Attempt::Later);
+                }
+                // Nobody takes the whole file without `RESERVED`: this cannot be refused.
+                if !self.lock(SHARED, Some(LockKind::Shared))? {
+                    self.lock(RESERVED, None)?;
+                    return Err(Attempt::Later);
+                }
+                st.held = Held::Read;
+            } else {
+                self.take_reserved(st, r, mine)?;
+            }
+            st.pending_write = true;
+            if self.counter()? == st.seen && !r.is_copy() {
+                st.pending_write = false;
+                st.held = Held::Append;
+                // Whether others have the file open changes to "yes" only by a join,
+                // and a joiner opens under the whole file and bumps the counter, which
+                // this look would have found: the last look (a whole-file turn's) holds.
+                if !st.alone_known {
+                    st.alone = self.alone();
+                    st.alone_known = true;
+                }
+                return self.follow(st, r);
+            }
+        }
+        // Stale: open it again for real, under the whole file.
+        self.take_whole(st)?;
         st.held = Held::Write;
-        self.write_turn_taken(st, r, mine)
+        self.write_turn_taken(st, r, mine)?;
+        self.to_append(st);
+        Ok(())
+    }
+
+    /// A read turn from idle: a picture the counter says is stale is replaced by a
+    /// read-only copy; a current one follows the appends since (`follow`).
+    fn look(&self, st: &mut TurnState, r: &dyn Reload) -> Result<()> {
+        let now = self.counter()?;
+        if now != st.seen {
+            // A copy writes nothing: the counter stays.
+            r.reload(Held::Read)?;
+            st.seen = now;
+            st.at = r.position().unwrap_or(0);
+            // Someone may have joined (a join moves the counter).
+            st.alone_known = false;
+        }
+        self.follow(st, r).map_err(|a| match a {
+            Attempt::Fail(e) => e,
+            Attempt::Later => Error::Busy,
+        })
+    }
+
+    /// Read the commits other processes appended since this picture's (`END` past
+    /// `at`). One word of the mapped side file when there are none.
+    fn follow(&self, st: &mut TurnState, r: &dyn Reload) -> Result<(), Attempt> {
+        let end = self.shm.get(END, &self.shm_path)?;
+        if end > st.at && self.mutant != Mutant::SkipCatchUp {
+            st.at = r.catch_up(end)?;
+        }
+        Ok(())
+    }
+
+    /// Whole file → append turn: `SHARED` back to shared, `PENDING` let go.
+    fn to_append(&self, st: &mut TurnState) {
+        // A downgrade or an unlock cannot conflict (see `downgrade`).
+        let _ = self.lock(SHARED, Some(LockKind::Shared));
+        let _ = self.lock(PENDING, None);
+        st.held = Held::Append;
+    }
+
+    /// This handle appended commit `tid` (under its append turn or the whole file), and
+    /// it is durable: tell the others, unless there are none (`alone`, looked at when the
+    /// turn was taken: one that joins later opens the file under the whole file, after
+    /// this turn, and reads the commit there).
+    pub(crate) fn appended(&self, tid: u64) -> Result<()> {
+        let mut st = self.state();
+        debug_assert!(
+            matches!(st.held, Held::Append | Held::Write),
+            "an append without the turn: {st:?}"
+        );
+        st.at = tid;
+        if st.alone {
+            return Ok(());
+        }
+        self.shm.set(END, tid, &self.shm_path)
+    }
+
+    /// The handle's picture was just opened under the whole file (`Database::open`):
+    /// it is at commit `at`, which the others learn, as after `write_turn_taken`.
+    pub(crate) fn loaded(&self, at: u64) -> Result<()> {
+        let mut st = self.state();
+        st.at = at;
+        if st.held == Held::Write && !st.alone {
+            self.shm.set(END, at, &self.shm_path)?;
+        }
+        Ok(())
     }
 
     /// The write turn was just taken (`mine`: transactions of this handle go on beside
     /// it). Under it nobody else can move the counter; with readers of this handle
     /// running it cannot have moved since their turn began. The counter is bumped before
     /// the reload (its recovery writes too: a checkpoint, a log reset), so a kill in the
-    /// middle of it sends the others to look again as well.
+    /// middle of it sends the others to look again as well. A picture behind the others'
+    /// appends reads them (or, for a caller that may not, is refused).
     fn write_turn_taken(
         &self,
         st: &mut TurnState,
@@ -618,7 +900,8 @@ impl Procs {
             !(stale && mine),
             "a stale picture under running transactions"
         );
-        if stale && r.refuses() {
+        let end = self.shm.get(END, &self.shm_path)?;
+        if (stale || end > st.at) && r.refuses() {
             // Given up before anything is written, so nothing is announced: a bump here
             // would send every other handle to open the file again for a write that
             // never happens (a stale handle's close made the others stale, and then the
@@ -629,6 +912,16 @@ impl Procs {
         self.announce_write(st)?;
         if stale {
             r.reload(Held::Write)?;
+            st.at = r.position().unwrap_or(0);
+        }
+        if end > st.at {
+            st.at = r.catch_up(end)?;
+        }
+        if !st.alone && r.position().is_some() && end != st.at {
+            // Current now: what `END` says from here on is this picture's word (a value
+            // left by a session that crashed, or a count a reload found short of the
+            // records there, is corrected).
+            self.shm.set(END, st.at, &self.shm_path)?;
         }
         Ok(())
     }
@@ -646,17 +939,22 @@ impl Procs {
         self.stop_saying_waiting(st);
         if st.pending_write {
             let _ = self.lock(PENDING, None);
-            let _ = self.lock(RESERVED, None);
+            // An append turn of this handle keeps `RESERVED` (an upgrade from it failed).
+            if st.appenders == 0 {
+                let _ = self.lock(RESERVED, None);
+            }
             st.pending_write = false;
         }
         if st.writers == 0 && st.held == Held::Write {
-            if st.readers > 0 {
+            if st.appenders > 0 {
+                self.to_append(st);
+            } else if st.readers > 0 {
                 self.downgrade(st);
             } else {
                 self.release_all(st);
             }
         }
-        if st.readers + st.writers == 0 && st.held != Held::None {
+        if st.readers + st.appenders + st.writers == 0 && st.held != Held::None {
             self.release_all(st);
         }
     }
@@ -671,6 +969,11 @@ impl Procs {
     }
 
     fn stop_waiting(&self, st: &mut TurnState) {
+        if let Some(mark) = st.wait_mark.take() {
+            if self.shm.get(WAITERS, &self.shm_path).ok() == Some(mark) {
+                let _ = self.shm.set(WAITERS, 0, &self.shm_path);
+            }
+        }
         if st.waiting {
             let _ = self.lock(WAITING, None);
             st.waiting = false;
@@ -684,6 +987,7 @@ impl Procs {
     /// when no other handle has the file open (`alone`).
     fn announce_write(&self, st: &mut TurnState) -> Result<()> {
         st.alone = self.alone();
+        st.alone_known = true;
         if st.alone || self.mutant == Mutant::SkipWriteAnnounce {
             return Ok(());
         }
@@ -741,21 +1045,31 @@ impl Procs {
             Held::Write => {
                 st.writers -= 1;
                 if st.writers == 0 {
-                    // Someone sleeps waiting for a turn: let it in before this handle
-                    // takes the next one.
-                    // (Not while a thread of this handle waits: its own `WAITING` would
-                    // answer, and the unlock below drop it; nor when it was alone.)
-                    if st.waiting || st.alone {
-                    } else if !self
-                        .lock(WAITING, Some(LockKind::Exclusive))
-                        .unwrap_or(true)
-                    {
-                        st.yield_until = Some(Instant::now() + YIELD);
+                    if st.appenders > 0 {
+                        // The whole file back down to the append turn it was taken on.
+                        self.to_append(&mut st);
                     } else {
-                        let _ = self.lock(WAITING, None);
+                        self.yield_if_waited(&mut st, Duration::ZERO);
+                        if st.readers > 0 {
+                            self.downgrade(&mut st);
+                        } else {
+                            self.release_all(&mut st);
+                        }
                     }
+                }
+            }
+            Held::Append => {
+                st.appenders -= 1;
+                if st.appenders == 0 && st.writers == 0 {
+                    // Only other writers wait for an append turn (readers go on beside
+                    // it), and its transactions are short: stepping aside for each of
+                    // them would halve two writers' throughput, so only one that has
+                    // waited `APPEND_STARVES` gets the turn first.
+                    self.yield_if_waited(&mut st, APPEND_STARVES);
                     if st.readers > 0 {
-                        self.downgrade(&mut st);
+                        // An unlock cannot conflict (see `downgrade`).
+                        let _ = self.lock(RESERVED, None);
+                        st.held = Held::Read;
                     } else {
                         self.release_all(&mut st);
                     }
@@ -765,12 +1079,34 @@ impl Procs {
                 st.readers -= 1;
                 // A thread of this handle sleeping between tries for the write turn keeps
                 // the read turn its upgrade stands on.
-                if st.readers == 0 && st.writers == 0 && !st.pending_write {
+                if st.readers + st.appenders + st.writers == 0 && !st.pending_write {
                     self.release_all(&mut st);
                 }
             }
         }
         st.check();
+    }
+
+    /// This handle gives back `RESERVED`: if someone has waited for a turn `after` or
+    /// longer, let it in before this handle takes the next one. (Not while a thread of
+    /// this handle waits: its own `WAITING` would answer, and the unlock below drop it;
+    /// nor when it was alone.)
+    fn yield_if_waited(&self, st: &mut TurnState, after: Duration) {
+        let since = self.shm.get(WAITERS, &self.shm_path).unwrap_or(1);
+        let waited = wall_us().saturating_sub(since);
+        if st.waiting || st.alone || since == 0 || waited < after.as_micros() as u64 {
+        } else if !self
+            .lock(WAITING, Some(LockKind::Exclusive))
+            .unwrap_or(true)
+        {
+            st.yield_until = Some(Instant::now() + YIELD);
+        } else {
+            // Nobody waits: the word goes back to zero until someone does. (A waiter
+            // that sets it meanwhile takes `WAITING` after setting it, so a clear that
+            // overtakes its store only costs it this handle's yield once.)
+            let _ = self.shm.set(WAITERS, 0, &self.shm_path);
+            let _ = self.lock(WAITING, None);
+        }
     }
 
     /// Whether no other handle has the file open: then `PRESENT` stays exclusive until

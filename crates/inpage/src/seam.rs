@@ -129,11 +129,16 @@ pub enum Mutant {
     /// from them after its commits: they miss them, and their own commits write over
     /// them.
     SkipWriteAnnounce,
+    /// Several processes (`procs`), a mode whose commits append beside readers: a handle
+    /// does not read the commits other handles appended since its picture's
+    /// (`Reload::catch_up`): its readers miss them, and its next commit is written where
+    /// their records are, under a tid they used.
+    SkipCatchUp,
 }
 
 impl Mutant {
     /// Every mutant (not `None`), in a stable order.
-    pub const ALL: [Mutant; 28] = [
+    pub const ALL: [Mutant; 29] = [
         Mutant::NoSyncBeforeMark,
         Mutant::NoSyncAtCommit,
         Mutant::SkipChecksum,
@@ -162,6 +167,7 @@ impl Mutant {
         Mutant::PruneUnderReaders,
         Mutant::ShrinkDropsTail,
         Mutant::SkipWriteAnnounce,
+        Mutant::SkipCatchUp,
     ];
 
     /// The name used in replay specs and on the command line.
@@ -196,6 +202,7 @@ impl Mutant {
             Mutant::PruneUnderReaders => "prune-under-readers",
             Mutant::ShrinkDropsTail => "shrink-drops-tail",
             Mutant::SkipWriteAnnounce => "skip-write-announce",
+            Mutant::SkipCatchUp => "skip-catch-up",
         }
     }
 

@@ -7,8 +7,15 @@
 //!   last (it must look again first) and by the one that did, with the unsynced writes
 //!   lost, reordered and torn, leaves on reopen the state before or after that commit,
 //!   a passing check, and two handles that go on taking turns;
-//! - the planted bug (a writer that does not tell the others, `Mutant::SkipWriteAnnounce`)
-//!   is found (`mutants` builds).
+//! - in a mode whose commits append beside readers (`redo`), a reader of one handle held
+//!   across the other's commits keeps its snapshot, also when a power cut hits them;
+//! - the planted bugs (a writer that does not tell the others, `Mutant::SkipWriteAnnounce`;
+//!   a handle that does not read the others' appends, `Mutant::SkipCatchUp`) are found
+//!   (`mutants` builds).
+//!
+//! A mode with a redo ring runs twice: with a small ring (flushes and wrap-around within
+//! the scenario: each flush sends the other handle to open the file again) and with a
+//! large one (commits only append: the other handle follows them, `journal::Appends`).
 
 mod common;
 
@@ -27,6 +34,36 @@ fn sharing_modes() -> Vec<JournalMode> {
         .collect()
 }
 
+/// A mode and the size of its redo ring (0: it has none).
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    mode: JournalMode,
+    ring: u32,
+}
+
+impl std::fmt::Display for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.ring {
+            0 => write!(f, "{}", self.mode),
+            r => write!(f, "{} ({} KiB ring)", self.mode, r >> 10),
+        }
+    }
+}
+
+/// Every sharing mode; one with a redo ring twice (module notes).
+fn setups() -> Vec<Setup> {
+    sharing_modes()
+        .into_iter()
+        .flat_map(|mode| {
+            let rings: &[u32] = match mode.options().contains(&JournalOption::NvlogFlush) {
+                true => &[16 << 10, 1 << 20],
+                false => &[0],
+            };
+            rings.iter().map(move |&ring| Setup { mode, ring })
+        })
+        .collect()
+}
+
 /// A disk whose handles take turns, and a config on it: a short busy timeout (a handle
 /// that is never let in fails the test in milliseconds, not seconds), flushes by the
 /// committing thread (deterministic I/O, so the ops of a commit can be counted and cut).
@@ -36,13 +73,11 @@ fn disk() -> SimVfs {
     vfs
 }
 
-fn config(vfs: &SimVfs, mode: JournalMode) -> Config {
-    let c = sim_config(vfs, mode, 512).busy_timeout(Duration::from_millis(200));
-    if mode.options().contains(&JournalOption::NvlogFlush) {
-        // A small ring: flushes and wrap-around within the scenario.
-        c.nvlog_flush(NvlogFlush::Inline).nvlog_ring_bytes(16 << 10)
-    } else {
-        c
+fn config(vfs: &SimVfs, s: Setup) -> Config {
+    let c = sim_config(vfs, s.mode, 512).busy_timeout(Duration::from_millis(200));
+    match s.ring {
+        0 => c,
+        ring => c.nvlog_flush(NvlogFlush::Inline).nvlog_ring_bytes(ring),
     }
 }
 
@@ -84,10 +119,11 @@ fn writer<'a>(i: usize, a: &'a Database, b: &'a Database) -> &'a Database {
 fn two_handles_see_each_others_commits_in_every_sharing_mode() {
     let txns = scenario();
     let states = states(&txns);
-    for mode in sharing_modes() {
+    for setup in setups() {
+        let mode = setup;
         let vfs = disk();
-        let a = Database::open(DB, config(&vfs, mode)).unwrap();
-        let b = Database::open(DB, config(&vfs, mode)).unwrap();
+        let a = Database::open(DB, config(&vfs, setup)).unwrap();
+        let b = Database::open(DB, config(&vfs, setup)).unwrap();
         for (i, t) in txns.iter().enumerate() {
             apply(writer(i, &a, &b), t).unwrap_or_else(|e| panic!("{mode} txn {i}: {e}"));
             assert_eq!(dump(&a), states[i + 1], "{mode}: a after txn {i}");
@@ -95,11 +131,14 @@ fn two_handles_see_each_others_commits_in_every_sharing_mode() {
         }
         assert_checks(&a);
         assert_checks(&b);
-        // They do take turns: a write transaction keeps the other handle out.
+        // They do take turns: a write transaction keeps the other handle out, unless
+        // its commits only append (then the other's readers go on beside it).
         let w = a.begin_write().unwrap();
-        assert!(
-            matches!(b.try_begin_read(), Err(inpage::Error::Busy)),
-            "{mode}: a reader got in beside the other handle's writer"
+        let appends = setup.mode.capabilities().appends_beside_readers;
+        assert_eq!(
+            b.try_begin_read().is_ok(),
+            appends,
+            "{mode}: a reader beside the other handle's writer"
         );
         drop(w);
         assert!(
@@ -110,15 +149,16 @@ fn two_handles_see_each_others_commits_in_every_sharing_mode() {
 }
 
 /// Open two handles on `vfs` and commit the first `k` transactions alternately.
-fn prepare(vfs: &SimVfs, mode: JournalMode, txns: &[Txn], k: usize) -> (Database, Database) {
-    let a = Database::open(DB, config(vfs, mode)).unwrap();
-    let b = Database::open(DB, config(vfs, mode)).unwrap();
+fn prepare(vfs: &SimVfs, setup: Setup, txns: &[Txn], k: usize) -> (Database, Database) {
+    let a = Database::open(DB, config(vfs, setup)).unwrap();
+    let b = Database::open(DB, config(vfs, setup)).unwrap();
     for (i, t) in txns[..k].iter().enumerate() {
-        apply(writer(i, &a, &b), t).unwrap_or_else(|e| panic!("{mode} txn {i}: {e}"));
+        apply(writer(i, &a, &b), t).unwrap_or_else(|e| panic!("{setup} txn {i}: {e}"));
     }
+    let mode = setup;
     // A mode whose commits are durable only at a checkpoint (`waldio-ns`) makes the
     // state before the cut commit durable first: that is the state a cut must keep.
-    if !mode.capabilities().durable_at_ack {
+    if !setup.mode.capabilities().durable_at_ack {
         a.checkpoint()
             .unwrap_or_else(|e| panic!("{mode}: checkpoint: {e}"));
     }
@@ -130,11 +170,12 @@ fn power_cut_in_either_handles_commit_in_every_sharing_mode() {
     let txns = scenario();
     let states = states(&txns);
     let mut cuts = 0;
-    for mode in sharing_modes() {
+    for setup in setups() {
+        let mode = setup;
         // Transaction 6 by `a` after `b` wrote 5; transaction 7 by `b` after `a` wrote 6.
         for k in [6, 7] {
             let vfs = disk();
-            let (a, b) = prepare(&vfs, mode, &txns, k);
+            let (a, b) = prepare(&vfs, setup, &txns, k);
             let before = vfs.op_count();
             apply(writer(k, &a, &b), &txns[k]).unwrap();
             let ops = vfs.op_count() - before;
@@ -142,7 +183,7 @@ fn power_cut_in_either_handles_commit_in_every_sharing_mode() {
             for cut in 0..ops {
                 for seed in 0..2 {
                     let vfs = disk();
-                    let (a, b) = prepare(&vfs, mode, &txns, k);
+                    let (a, b) = prepare(&vfs, setup, &txns, k);
                     vfs.set_power_cut_after(cut);
                     let what = format!("{mode} txn {k} cut {cut}/{ops} seed {seed}");
                     assert!(
@@ -151,9 +192,9 @@ fn power_cut_in_either_handles_commit_in_every_sharing_mode() {
                     );
                     drop((a, b));
                     let crashed = vfs.crash(seed, CrashModel::full());
-                    let a = Database::open(DB, config(&crashed, mode))
+                    let a = Database::open(DB, config(&crashed, setup))
                         .unwrap_or_else(|e| panic!("{what}: reopen: {e}"));
-                    let b = Database::open(DB, config(&crashed, mode))
+                    let b = Database::open(DB, config(&crashed, setup))
                         .unwrap_or_else(|e| panic!("{what}: second handle: {e}"));
                     let got = dump(&b);
                     assert!(
@@ -183,7 +224,7 @@ fn power_cut_in_either_handles_commit_in_every_sharing_mode() {
 fn mutant_skip_write_announce_is_found_on_the_simulated_disk() {
     let txns = scenario();
     let states = states(&txns);
-    for mode in sharing_modes() {
+    for mode in setups() {
         let vfs = disk();
         let cfg = config(&vfs, mode).mutant(inpage::Mutant::SkipWriteAnnounce);
         let a = Database::open(DB, cfg.clone()).unwrap();
@@ -199,6 +240,37 @@ fn mutant_skip_write_announce_is_found_on_the_simulated_disk() {
     }
 }
 
+/// The bug the append turns must never have, planted: a handle that does not read the
+/// other's appended commits misses them, and writes its own over them.
+#[cfg(feature = "mutants")]
+#[test]
+fn mutant_skip_catch_up_is_found_on_the_simulated_disk() {
+    let txns = scenario();
+    let states = states(&txns);
+    // (With the small ring nearly every commit flushes, which sends the other handle to
+    // open the file again: there is nothing to follow.)
+    let modes: Vec<_> = setups()
+        .into_iter()
+        .filter(|s| s.mode.capabilities().appends_beside_readers && s.ring >= 1 << 20)
+        .collect();
+    assert!(!modes.is_empty(), "no mode appends beside readers");
+    for mode in modes {
+        let vfs = disk();
+        let cfg = config(&vfs, mode).mutant(inpage::Mutant::SkipCatchUp);
+        let a = Database::open(DB, cfg.clone()).unwrap();
+        let b = Database::open(DB, cfg).unwrap();
+        let found = txns.iter().enumerate().any(|(i, t)| {
+            apply(writer(i, &a, &b), t).is_err()
+                || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    dump(&a) != states[i + 1] || dump(&b) != states[i + 1]
+                }))
+                .unwrap_or(true)
+        });
+        eprintln!("{mode}: a {:?} b {:?}", a.followed(), b.followed());
+        assert!(found, "{mode}: skip-catch-up not found");
+    }
+}
+
 /// Closing both handles, in either order, makes every acknowledged commit durable: a
 /// power cut right after the second close loses nothing, also in a mode whose commits
 /// are durable only at a checkpoint or a clean close (`waldio-ns`). (Bugs this found: a
@@ -207,7 +279,7 @@ fn mutant_skip_write_announce_is_found_on_the_simulated_disk() {
 /// checkpoint.)
 #[test]
 fn closing_both_handles_in_either_order_keeps_every_commit() {
-    for mode in sharing_modes() {
+    for mode in setups() {
         for last_closer_wrote_last in [true, false] {
             let vfs = disk();
             let a = Database::open(DB, config(&vfs, mode)).unwrap();

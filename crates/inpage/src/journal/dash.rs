@@ -102,6 +102,7 @@ pub(crate) static DASH: ModeSpec = ModeSpec {
         durable_at_ack: true,
         survives_process_crash: true,
         region_backed: false,
+        appends_beside_readers: false,
     },
     options: &[],
     check_options: super::options::any_value,

@@ -139,6 +139,12 @@ pub struct Capabilities {
     /// default under `/dev/shm` does not). `durable_at_ack` is false for such a mode
     /// because the engine cannot tell what the region's medium is.
     pub region_backed: bool,
+    /// A commit only appends a record to a log in a file every process reads (`redo`'s
+    /// ring), so readers in other processes go on beside a writer (`procs`' append
+    /// turns) and catch up on its records instead of opening the file again
+    /// (`Journal::absorb`). Anything else the mode writes (a flush, a checkpoint) takes
+    /// the whole file.
+    pub appends_beside_readers: bool,
 }
 
 /// A journal as opened: the protocol, what its recovery did, and what it established.
@@ -563,8 +569,23 @@ pub struct JournalCtx {
 /// writes the files outside any transaction: on a file other processes share (`procs`),
 /// nothing may be written without it.
 pub trait Gate: Send + Sync + std::fmt::Debug {
-    /// Take the write turn without waiting.
+    /// Take the write turn without waiting (a short wait where the handle appends beside
+    /// other processes' readers: it keeps new ones out meanwhile, so they cannot starve
+    /// it).
     fn try_write(&self) -> GateAnswer;
+    /// For a thread that holds an append turn (`Capabilities::appends_beside_readers`)
+    /// and must write more than its record (a full ring's flush, a commit straight into
+    /// the log, a shrink): the whole file, waiting up to the busy timeout for other
+    /// processes' readers to leave (`Error::Busy` after that). The append turn comes back
+    /// when the value is dropped.
+    fn whole(&self) -> Result<Box<dyn Send>>;
+    /// Commit `tid` is in the log, durable: tell the other processes, whose next
+    /// transaction reads it from there (`Appends::absorb`). A failure leaves them
+    /// unaware of it, so the commit must fail: another process would append over it.
+    fn appended(&self, tid: u64) -> Result<()>;
+    /// Whether no other process had the file open when this handle's append turn was
+    /// taken (none can have joined since: a joiner opens under the whole file).
+    fn alone(&self) -> bool;
 }
 
 /// What a `Gate` says.
@@ -1080,6 +1101,11 @@ pub(crate) trait Journal: Send + Sync + std::fmt::Debug {
     fn deferred_flush(&self) -> Option<&dyn DeferredFlush> {
         None
     }
+    /// Commits that only append to a log other processes read
+    /// (`Capabilities::appends_beside_readers`).
+    fn appends(&self) -> Option<&dyn Appends> {
+        None
+    }
     /// Called before a transaction across databases starts recording this database's
     /// writes (`txn::multi`): a journal that creates its files lazily (`redo`'s ring)
     /// creates them now, since the recording refuses renames and would log a whole
@@ -1109,6 +1135,34 @@ pub(crate) trait DeferredFlush {
     fn pause_flushes(&self) -> Result<()>;
     /// Undo one `pause_flushes`, and let the flusher look at its threshold again.
     fn resume_flushes(&self);
+}
+
+/// A journal whose commits only append a record to a log in a file every process reads
+/// (`redo`'s ring): a process whose picture of the file is otherwise current follows
+/// another's commits by reading their records (`procs`' append turns), not by opening
+/// the file again.
+pub(crate) trait Appends {
+    /// The commits after `from` (the journal's last) up to `end` that other processes
+    /// appended, read from the log in order, rebuilt on this journal's committed images,
+    /// and taken into its state as if committed here (read through it, flushed by it).
+    /// Stops early at a record that is not there (a count another process published
+    /// from a session that no longer exists): the caller compares the last tid it gets
+    /// with `end`. The caller holds a turn that keeps everything but appends out.
+    fn absorb(&self, from: u64, end: u64) -> Result<Vec<Absorbed>>;
+}
+
+/// A commit another process appended, as `Appends::absorb` rebuilt it.
+#[derive(Debug)]
+pub(crate) struct Absorbed {
+    pub tid: u64,
+    /// Its pages' new images, unstamped as the committer's were (`stamps_trailers`),
+    /// sorted by page number.
+    pub pages: Vec<(Pgno, PageRef)>,
+    /// The committed images it replaced (its pages below the old page count, and the
+    /// pages past a shrunken count): what readers of the state before it keep reading.
+    pub before: Vec<(Pgno, PageRef)>,
+    pub old_page_count: u32,
+    pub new_page_count: u32,
 }
 
 /// Steal: a transaction may write its uncommitted pages into the database file before it

@@ -116,7 +116,7 @@ use super::util::check_batch;
 use super::wal::Wal;
 use super::RecoveryAction;
 use super::{
-    Capabilities, CommitBatch, DeferredFlush, GateAnswer, Journal, JournalConfig, JournalCtx,
+    Absorbed, Appends, Capabilities, CommitBatch, DeferredFlush, GateAnswer, Journal, JournalConfig, JournalCtx,
     JournalOption, Log, ModeSpec, Mutant, NvlogFlush, Opened, RecoveryReport, RegionBacked,
     WalSync,
 };
@@ -145,6 +145,7 @@ pub(crate) static NVLOG: ModeSpec = ModeSpec {
         durable_at_ack: false,
         survives_process_crash: true,
         region_backed: true,
+        appends_beside_readers: false,
     },
     options: &[
         JournalOption::WalPrealloc,
@@ -421,6 +422,10 @@ struct Core {
     overlay: RwLock<HashMap<Pgno, (u64, PageRef)>>,
     mode: NvlogFlush,
     home: RingHome,
+    /// A read-only copy's view of the ring file as other processes write it, for
+    /// reading what they append (`Appends`): opened through `Vfs::read_through`, since
+    /// the copy's own view is a private copy of what it read at open.
+    appended: OnceLock<Arc<dyn Region>>,
 }
 
 /// The `nvlog` commit protocol.
@@ -824,6 +829,18 @@ impl Core {
         self.placed.get().ok_or_else(|| {
             Error::InvalidArgument("nvlog: the ring was not kept once created".into())
         })
+    }
+
+    /// The whole file, for a commit that writes more than its record into the ring
+    /// where its thread may hold only an append turn (`Gate::whole`: other processes'
+    /// readers leave first, and open the file again after it). `Error::Busy` if they did
+    /// not leave in time: nothing of the commit is written yet. Nothing to take where no
+    /// other process can have the file, or the ring is not one they append to.
+    fn whole(&self) -> Result<Option<Box<dyn Send>>> {
+        match &self.ctx.gate {
+            Some(g) if self.home == RingHome::File => g.whole().map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// Record a failed flush: every later call is refused (`failed`); `keep` hands the
@@ -1335,6 +1352,7 @@ impl NvlogJournal {
             overlay: RwLock::new(overlay),
             mode: ctx.config.nvlog_flush,
             home,
+            appended: OnceLock::new(),
             ctx,
         });
         {
@@ -1705,7 +1723,12 @@ impl Journal for NvlogJournal {
         }
         let (id, slack) = match core.placed.get() {
             Some(p) => (p.id, p.slack),
-            None => self.start_ring().map(|p| (p.id, p.slack))?,
+            None => {
+                // Other processes' pictures have no ring to follow: they open the file
+                // again after this (`Gate::whole` announces it).
+                let _whole = core.whole()?;
+                self.start_ring().map(|p| (p.id, p.slack))?
+            }
         };
         let slack = if core.ctx.config.mutant() == Mutant::RingNoSlack {
             0
@@ -1745,6 +1768,7 @@ impl Journal for NvlogJournal {
             fits,
         )?;
         let Some(mut rec) = rec else {
+            let _whole = core.whole()?;
             return core.commit_direct(batch);
         };
         let rec_len = rec.len();
@@ -1760,6 +1784,13 @@ impl Journal for NvlogJournal {
                 let mut s = core.lock_state()?;
                 if core.ring - (s.tail - s.head) >= rec_len as u64 + slack {
                     let pos = s.tail;
+                    if let Some(g) = core.ctx.gate.as_ref().filter(|_| core.home == RingHome::File) {
+                        // Another process reads the ring as it is written: through the
+                        // page cache, where it finds the record, not around it.
+                        if let Some(p) = core.placed.get() {
+                            p.region.others_read(!g.alone());
+                        }
+                    }
                     // Header and payload in one store and one persist: a durable ring
                     // pays a device request and a flush per persist.
                     core.ring_write(pos, &rec)?;
@@ -1794,14 +1825,22 @@ impl Journal for NvlogJournal {
                 }
             }
             // The ring is full: wait for (or be) the flusher.
+            let _whole = core.whole()?;
             core.flush()?;
         };
+        // Durable: other processes may read it now (outside the state lock: the turn's
+        // lock is taken before this journal's elsewhere).
+        if let Some(g) = core.ctx.gate.as_ref().filter(|_| core.home == RingHome::File) {
+            g.appended(batch.tid)?;
+        }
         if over {
             match core.mode {
                 // The commit is in the ring already (acknowledged): a flush that found
                 // no room is tried again by a later commit, and does not fail this one.
-                NvlogFlush::Inline => match core.flush() {
-                    Err(e) if !e.is_no_space() => return Err(e),
+                NvlogFlush::Inline => match core.whole().and_then(|w| core.flush().map(|()| w)) {
+                    // Busy: other processes' readers kept the file; a later commit
+                    // tries again.
+                    Err(e) if !(e.is_no_space() || matches!(e, Error::Busy)) => return Err(e),
                     _ => {}
                 },
                 // Asleep, it wakes and checks the threshold; flushing, it checks once done.
@@ -1856,6 +1895,10 @@ impl Journal for NvlogJournal {
         Some(self)
     }
 
+    fn appends(&self) -> Option<&dyn Appends> {
+        (self.core.home == RingHome::File).then_some(self as &dyn Appends)
+    }
+
     fn deferred_flush(&self) -> Option<&dyn DeferredFlush> {
         (self.core.mode == NvlogFlush::Background).then_some(self as &dyn DeferredFlush)
     }
@@ -1876,6 +1919,172 @@ impl Journal for NvlogJournal {
 impl Log for NvlogJournal {
     fn log_frames(&self) -> u64 {
         Log::log_frames(&self.core.inner)
+    }
+}
+
+impl Core {
+    /// The ring as other processes write it: this picture's own (`placed`), or for a
+    /// read-only copy the file opened again where they see it (`Core::appended`). Read,
+    /// as they write it, with `O_DIRECT` where the file system takes it
+    /// (`ring_file::FileRegion::read`).
+    fn appended_ring<'a>(&'a self, placed: &'a Placed) -> Result<&'a Arc<dyn Region>> {
+        let Some(vfs) = self.ctx.vfs.read_through() else {
+            return Ok(&placed.region);
+        };
+        if let Some(r) = self.appended.get() {
+            return Ok(r);
+        }
+        let r = super::ring_file::open(
+            &*vfs,
+            &self.region_path,
+            None,
+            super::DirectWrites::Auto,
+            self.ctx.db.page_size,
+        )
+        .map_err(io_err("open region", &self.region_path))?;
+        Ok(self.appended.get_or_init(|| r))
+    }
+
+    /// The committed image of `pgno` as this journal holds it: the newest pending
+    /// commit's (unstamped), else the file's through the WAL (stamped).
+    fn committed_image(&self, pgno: Pgno) -> Result<PageRef> {
+        let pending = {
+            let ov = self.overlay.read().unwrap_or_else(|e| e.into_inner());
+            ov.get(&pgno).map(|(_, p)| p.clone())
+        };
+        match pending {
+            Some(p) => Ok(p),
+            None => {
+                let mut b = vec![0u8; self.ctx.db.page_size];
+                self.inner.read_page(pgno, &mut b)?;
+                Ok(PageRef::from(b))
+            }
+        }
+    }
+}
+
+/// `redo`'s ring is a file every process reads: a process follows another's commits by
+/// reading their records where its own picture of the ring ends (its `tail`, the next
+/// record's place, which is where the other process appended them), exactly as replay
+/// reads them at open, and takes each in as `commit` takes its own: pending, in the
+/// overlay, flushed by whichever process flushes next. Nothing but appends can have
+/// changed the ring meanwhile: a flush (which frees ring space for the next lap) takes
+/// the whole file and sends every other process to open it again, so the records
+/// between this picture's tail and the other's are all there.
+impl Appends for NvlogJournal {
+    fn absorb(&self, from: u64, end: u64) -> Result<Vec<Absorbed>> {
+        let core = &*self.core;
+        let ps = core.ctx.db.page_size;
+        let mut s = core.lock_state()?;
+        // Checked in release builds: records are rebuilt on this journal's committed
+        // images, which are those of `from` only if the two agree.
+        if s.last_seq != from {
+            return Err(Error::InvalidArgument(format!(
+                "redo: asked for the commits after {from}, but the ring is at {}",
+                s.last_seq
+            )));
+        }
+        // No ring in this picture: the one another process created came with a whole
+        // turn, after which this picture is opened again, not followed.
+        let Some(placed) = core.placed.get() else {
+            return Ok(Vec::new());
+        };
+        let ring = core.appended_ring(placed)?;
+        let read = |pos: u64, buf: &mut [u8]| -> Result<()> {
+            let mut done = 0;
+            for (off, n) in ring_pieces(core.ring, pos, buf.len()) {
+                if n > 0 {
+                    ring.read(off, &mut buf[done..done + n])
+                        .map_err(core.region_err())?;
+                    done += n;
+                }
+            }
+            Ok(())
+        };
+        let mut out = Vec::new();
+        let mut page = vec![0u8; ps];
+        let now = Instant::now();
+        while s.last_seq < end {
+            let pos = s.tail;
+            let used = pos - s.head;
+            if used + REC_HDR as u64 > core.ring {
+                break;
+            }
+            let mut hdr = [0u8; REC_HDR];
+            read(pos, &mut hdr)?;
+            let (seq, len) = (get_u64(&hdr, 0), get_u32(&hdr, 8) as u64);
+            if seq != s.last_seq + 1 || used + REC_HDR as u64 + len > core.ring {
+                break;
+            }
+            let mut payload = vec![0u8; len as usize];
+            read(pos + REC_HDR as u64, &mut payload)?;
+            if record_sum(placed.id, &hdr, &payload) != get_u32(&hdr, 12) {
+                break;
+            }
+            let redo = decode_payload(&payload, ps).map_err(|reason| Error::CorruptJournal {
+                path: core.region_path.clone(),
+                reason: format!("record {seq}: {reason}"),
+            })?;
+            let mut pages = Vec::with_capacity(redo.pages.len());
+            let mut before = Vec::new();
+            for (pgno, runs) in &redo.pages {
+                // The bases `commit` diffed against: the committed image, page 0 and
+                // pages past the old count from zeros.
+                let committed = match *pgno < redo.old_page_count {
+                    true => Some(core.committed_image(*pgno)?),
+                    false => None,
+                };
+                match &committed {
+                    Some(img) if *pgno != 0 => page.copy_from_slice(img),
+                    _ => page.fill(0),
+                }
+                for (off, bytes) in runs {
+                    page[*off..*off + bytes.len()].copy_from_slice(bytes);
+                }
+                before.extend(committed.map(|img| (*pgno, img)));
+                pages.push((*pgno, PageRef::from(page.clone())));
+            }
+            for pgno in redo.new_page_count..redo.old_page_count {
+                if !pages.iter().any(|(p, _)| *p == pgno) {
+                    before.push((pgno, core.committed_image(pgno)?));
+                }
+            }
+            let rec_end = pos + REC_HDR as u64 + len;
+            s.tail = rec_end;
+            s.last_seq = seq;
+            s.push_pending(Arc::new(Pending {
+                seq,
+                end: rec_end,
+                at: now,
+                pages: pages.clone(),
+                old_page_count: redo.old_page_count,
+                new_page_count: redo.new_page_count,
+            }));
+            {
+                let mut ov = core.overlay.write().unwrap_or_else(|e| e.into_inner());
+                for (pgno, img) in &pages {
+                    ov.insert(*pgno, (seq, img.clone()));
+                }
+                if redo.new_page_count < redo.old_page_count {
+                    ov.retain(|p, _| *p < redo.new_page_count);
+                }
+            }
+            out.push(Absorbed {
+                tid: seq,
+                pages,
+                before,
+                old_page_count: redo.old_page_count,
+                new_page_count: redo.new_page_count,
+            });
+        }
+        if !out.is_empty() {
+            // This process's next store must not write back sectors from before them.
+            placed.region.refresh().map_err(core.region_err())?;
+            if core.mode == NvlogFlush::Background {
+                core.wake.notify_all();
+            }
+        }
+        Ok(out)
     }
 }
 

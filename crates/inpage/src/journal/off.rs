@@ -64,6 +64,7 @@ pub(crate) const fn in_place_caps(embeds_fcc: bool) -> Capabilities {
         durable_at_ack: true,
         survives_process_crash: true,
         region_backed: false,
+        appends_beside_readers: false,
     }
 }
 

@@ -33,6 +33,17 @@
 //!   the last commit, all in the file, before the first record is written.
 //! - *The ring outlives a clean close*; the close's flush leaves its watermark at the last
 //!   commit, so the next open replays nothing and reuses it without a zero-fill.
+//! - *Other processes read beside a commit* (`Capabilities::appends_beside_readers`,
+//!   `procs`' append turns): a commit writes nothing but its record past the ring's last
+//!   one, which no other process reads before the committer publishes it, so it needs
+//!   only `RESERVED`, not the whole file; another process takes the record in by reading
+//!   it where its own picture of the ring ends (`journal::Appends`), instead of opening
+//!   the file again. What writes anything else — the ring's creation, a record that does
+//!   not fit, a flush (the background one and a full ring's), a checkpoint — takes the
+//!   whole file first (`Gate::whole`, `Gate::try_write`), which sends the others to open
+//!   the file again. While another process has the file open, records go through the
+//!   page cache instead of around it (`Region::others_read`): that process reads them
+//!   there.
 //!
 //! The default mode (`config::DEFAULT_JOURNAL_MODE`), chosen by issue 37's measurements.
 
@@ -59,6 +70,7 @@ pub(crate) static REDO: ModeSpec = ModeSpec {
         durable_at_ack: true,
         survives_process_crash: true,
         region_backed: false,
+        appends_beside_readers: true,
     },
     options: &[
         JournalOption::DirectWrites,

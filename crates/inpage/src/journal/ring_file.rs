@@ -33,9 +33,18 @@
 //!   since a direct write there would extend the file; the kernel (and the simulated
 //!   disk) keep the two coherent, and `persist`'s fdatasync covers both. After a failed
 //!   store the kept sectors may not be what the file holds: every later store is refused.
+//! - *The kept sectors are never older than the file* where other processes write the
+//!   ring too (`procs`' append turns): a store through the page cache, or another
+//!   process's records read in (`Region::refresh`), drop them, and the next direct store
+//!   reads the first sector again. While other processes read the ring
+//!   (`Region::others_read`) stores go through the page cache, where those reads find
+//!   them: direct stores beside a process reading the ring made each commit's fdatasync
+//!   take hundreds of microseconds instead of a few (BENCHMARKS.md, "Several
+//!   processes").
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::util::open_direct;
@@ -48,6 +57,9 @@ pub(crate) struct FileRegion {
     file: Arc<dyn File>,
     len: usize,
     direct: Option<Direct>,
+    /// Other processes read the ring (`Region::others_read`): stores go through the
+    /// page cache, where their reads find them, instead of around it.
+    through_cache: AtomicBool,
 }
 
 /// Stores through an `O_DIRECT` handle, in whole sectors (module docs).
@@ -66,6 +78,8 @@ struct Sectors {
     first: Vec<u8>,
     /// The offset of the last sector a store wrote, whose bytes `last` holds.
     last_at: Option<usize>,
+    /// A store went through the page cache since `first` was read (`others_read`).
+    first_stale: bool,
     last: Vec<u8>,
     /// A store failed: `first` and `last` may not be the file's any more.
     failed: bool,
@@ -94,6 +108,9 @@ impl FileRegion {
         let end = (offset + data.len()).div_ceil(a) * a;
         let mut guard = d.sectors.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut *guard;
+        if s.first_stale && !s.failed {
+            self.reread_first(d, s)?;
+        }
         if s.failed {
             return Err(io::Error::other(
                 "an earlier store to this ring failed: its sectors are unknown",
@@ -126,7 +143,8 @@ impl FileRegion {
             if head > 0 {
                 match s.kept(start) {
                     Some(b) => buf[..head].copy_from_slice(&b[..head]),
-                    None => self.file.read_exact_at(&mut buf[..head], start as u64)?,
+                    // Aligned: the store's own buffer, read straight from the device.
+                    None => d.file.read_exact_at(&mut buf[..a], start as u64)?,
                 }
             }
             // After it: the kept sector's bytes, else zeros (free ring space).
@@ -152,6 +170,48 @@ impl FileRegion {
     }
 }
 
+impl FileRegion {
+    /// Forget the kept sectors, reading the first one again from the file.
+    fn reread_first(&self, d: &Direct, s: &mut Sectors) -> io::Result<()> {
+        let mut first = std::mem::take(&mut s.first);
+        let r = self.read_direct(d, 0, &mut first);
+        s.first = first;
+        s.last_at = None;
+        s.first_stale = r.is_err();
+        if r.is_err() {
+            s.failed = true;
+        }
+        r
+    }
+
+    /// A read through the direct handle, in whole sectors (the file's last, partial
+    /// sector through the page cache): what a direct store reads of the file, so the
+    /// store path never brings the ring's pages into the page cache.
+    fn read_direct(&self, d: &Direct, offset: usize, buf: &mut [u8]) -> io::Result<()> {
+        let a = d.align;
+        let start = offset / a * a;
+        let whole_end = self.len / a * a;
+        let end = ((offset + buf.len()).div_ceil(a) * a).min(whole_end);
+        let mut done = 0;
+        if end > start {
+            let n = end - start;
+            let mut space = vec![0u8; n + a];
+            let at = space.as_ptr().align_offset(a).min(a);
+            let aligned = &mut space[at..at + n];
+            d.file.read_exact_at(aligned, start as u64)?;
+            let from = offset - start;
+            done = (n - from).min(buf.len());
+            buf[..done].copy_from_slice(&aligned[from..from + done]);
+        }
+        if done < buf.len() {
+            // Past the last whole sector (or the read starts there).
+            let at = offset + done;
+            self.file.read_exact_at(&mut buf[done..], at as u64)?;
+        }
+        Ok(())
+    }
+}
+
 impl Region for FileRegion {
     fn len(&self) -> usize {
         self.len
@@ -165,9 +225,23 @@ impl Region for FileRegion {
     fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
         check_range(self.len, offset, data.len())?;
         match &self.direct {
-            Some(d) if !data.is_empty() => self.write_direct(d, offset, data),
-            _ => self.file.write_at(data, offset as u64),
+            Some(d) if !data.is_empty() && !self.through_cache.load(Ordering::Relaxed) => {
+                self.write_direct(d, offset, data)
+            }
+            Some(d) => {
+                // Through the page cache: the kept sectors no longer say what the file
+                // holds (a direct store re-reads them first).
+                let mut s = d.sectors.lock().unwrap_or_else(|e| e.into_inner());
+                s.last_at = None;
+                s.first_stale = true;
+                self.file.write_at(data, offset as u64)
+            }
+            None => self.file.write_at(data, offset as u64),
         }
+    }
+
+    fn others_read(&self, yes: bool) {
+        self.through_cache.store(yes, Ordering::Relaxed);
     }
 
     fn persist(&self, offset: usize, len: usize) -> io::Result<()> {
@@ -180,6 +254,16 @@ impl Region for FileRegion {
 
     fn write_granule(&self) -> usize {
         self.direct.as_ref().map_or(1, |d| d.align)
+    }
+
+    /// Another process appended records (`procs`' append turns): the kept sectors may
+    /// hold bytes from before its stores, which a store here would write back over them.
+    fn refresh(&self) -> io::Result<()> {
+        let Some(d) = &self.direct else {
+            return Ok(());
+        };
+        let mut s = d.sectors.lock().unwrap_or_else(|e| e.into_inner());
+        self.reread_first(d, &mut s)
     }
 }
 
@@ -222,14 +306,15 @@ pub(crate) fn open(
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "redo ring too large"))?;
     let direct = match open_direct(vfs, path, page_size, direct) {
         Ok(Some((f, align))) if len >= align => {
-            let mut first = vec![0u8; align];
-            file.read_exact_at(&mut first, 0)?;
+            // Read by `refresh` below, through the direct handle.
+            let first = vec![0u8; align];
             Some(Direct {
                 file: f,
                 align,
                 sectors: Mutex::new(Sectors {
                     first,
                     last_at: None,
+                    first_stale: false,
                     last: vec![0u8; align],
                     failed: false,
                     scratch: Vec::new(),
@@ -239,7 +324,14 @@ pub(crate) fn open(
         Ok(_) => None,
         Err(e) => return Err(io::Error::other(e.to_string())),
     };
-    Ok(Arc::new(FileRegion { file, len, direct }))
+    let region = FileRegion {
+        file,
+        len,
+        direct,
+        through_cache: AtomicBool::new(false),
+    };
+    region.refresh()?;
+    Ok(Arc::new(region))
 }
 
 /// Delete the ring file at `path`, durably (its directory synced): a ring that came back

@@ -71,6 +71,7 @@ const ROLLBACK_CAPS: Capabilities = Capabilities {
     durable_at_ack: true,
     survives_process_crash: true,
     region_backed: false,
+    appends_beside_readers: false,
 };
 
 /// Registry entry of `delete`.

@@ -104,6 +104,7 @@ pub(crate) static WAL: ModeSpec = ModeSpec {
         durable_at_ack: true,
         survives_process_crash: true,
         region_backed: false,
+        appends_beside_readers: false,
     },
     options: &[JournalOption::WalPrealloc],
     check_options: super::options::any_value,

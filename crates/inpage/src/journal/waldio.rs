@@ -126,6 +126,7 @@ pub(crate) static WALDIO: ModeSpec = ModeSpec {
         durable_at_ack: true,
         survives_process_crash: true,
         region_backed: false,
+        appends_beside_readers: false,
     },
     options: &[JournalOption::DirectWrites],
     check_options: super::options::any_value,
@@ -156,6 +157,7 @@ pub(crate) static WALDIO_GS: ModeSpec = ModeSpec {
         durable_at_ack: false,
         survives_process_crash: false,
         region_backed: false,
+        appends_beside_readers: false,
         ..WALDIO.caps
     },
     options: WALDIO.options,

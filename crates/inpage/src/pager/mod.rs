@@ -1180,7 +1180,9 @@ impl Pager {
         // and the handle stays usable (SQLite's SQLITE_FULL). Spilled pages were
         // rewritten in the file: no such promise covers them.
         let failure = match &result {
-            Err(Error::NoSpace { .. }) if !any_unpinned => None,
+            // `Busy`: the same promise, from a journal that needed the whole file and
+            // found other processes' readers in it (`Gate::whole`).
+            Err(Error::NoSpace { .. } | Error::Busy) if !any_unpinned => None,
             Err(e) => Some(e.to_string()),
             Ok(()) => None,
         };
@@ -1220,6 +1222,70 @@ impl Pager {
                 Err(e)
             }
         }
+    }
+
+    /// Take in the commits other processes appended after this pager's last, up to tid
+    /// `end` (`Capabilities::appends_beside_readers`, `journal::Appends`), as if they
+    /// had been committed here: readers registered before keep their snapshots (each
+    /// commit's replaced images are kept as `commit` keeps them), later ones see them.
+    /// The caller holds a turn under which other processes only append, and this handle
+    /// has no write transaction (`procs`). Returns the tid the pager is at afterwards,
+    /// short of `end` if the log holds no more.
+    pub fn absorb(&self, end: u64) -> Result<u64> {
+        let Some(appends) = self.journal.appends() else {
+            return Ok(lock(&self.state).header.fcc);
+        };
+        let mut st = lock(&self.state);
+        self.usable(&st)?;
+        let from = st.header.fcc;
+        if end <= from {
+            return Ok(from);
+        }
+        debug_assert_eq!(st.phase, Phase::Ready, "absorb beside a commit of ours");
+        // A reader that read a page without the lock before this may have read the
+        // journal's new image: it must not count (`read_page_unlocked`). Two, so the
+        // epoch stays even (no write of ours is under way).
+        st.write_epoch += 2;
+        for c in appends.absorb(from, end)? {
+            // Checked in release builds: a commit taken in at the wrong place would make
+            // this handle's next commit reuse a tid, or build on the wrong pages.
+            if c.tid != st.header.fcc + 1 || c.old_page_count != st.header.page_count {
+                let why = format!(
+                    "another process's commit {} from page count {} does not follow this                      picture's commit {} at page count {}",
+                    c.tid, c.old_page_count, st.header.fcc, st.header.page_count
+                );
+                st.poison(why.clone(), true);
+                return Err(Error::Poisoned(why));
+            }
+            let mut header = match c.pages.first() {
+                Some((0, p0)) => self.layout.read_header(p0, c.tid).map_err(|reason| {
+                    Error::CorruptJournal {
+                        path: self.path.clone(),
+                        reason: format!("commit {}: page 0: {reason}", c.tid),
+                    }
+                })?,
+                _ => st.header.clone(),
+            };
+            header.fcc = c.tid;
+            header.page_count = c.new_page_count;
+            let kept = st.versions.entry(c.tid).or_default();
+            for (pgno, img) in c.before {
+                kept.insert(pgno, img);
+            }
+            for (pgno, img) in c.pages {
+                st.cache.insert(pgno, img, false);
+            }
+            for pgno in c.new_page_count..c.old_page_count {
+                st.cache.remove(pgno);
+            }
+            st.header = header;
+            // Whether it changed the catalog is not recorded: cached catalog records are
+            // looked up again.
+            st.catalog_gen += 1;
+            st.free.commit(c.tid, &AllocDelta::default());
+        }
+        Self::prune(&mut st);
+        Ok(st.header.fcc)
     }
 
     /// Return once commit `tid` is durable (a journal that shares flushes between
@@ -1347,6 +1413,11 @@ mod tests {
             );
             assert_eq!(caps.region_backed, j.region().is_some(), "{mode}: region");
             assert_eq!(caps.replays_log, j.log().is_some(), "{mode}: log");
+            assert_eq!(
+                caps.appends_beside_readers,
+                j.appends().is_some(),
+                "{mode}: appends"
+            );
             // A shared flush makes a commit durable after `commit` returns, which only a
             // mode that still promises durability at acknowledgement may do.
             if j.shared_flush().is_some() {

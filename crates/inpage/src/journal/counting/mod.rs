@@ -125,6 +125,7 @@ pub(crate) const fn counting_spec(
             durable_at_ack: true,
             survives_process_crash: true,
             region_backed: false,
+            appends_beside_readers: false,
         },
         options: &[
             JournalOption::DirectWrites,
