@@ -93,7 +93,16 @@ impl Reload for Database {
         // An inherited handle must not even read the file on its own behalf.
         old.pager.not_forked()?;
         let base = self.lock_limits().clone();
-        let (pager, config, overlay, gate, wrote) = if under == Held::Write {
+        let (pager, config, overlay, gate, wrote) = if under == Held::Append {
+            // Beside other processes' readers and their appends: the file as it is, its
+            // logs replayed into memory (`JournalConfig::attach`), or `Busy` where
+            // recovery must write (the caller then takes the whole file).
+            let gate = self.h.procs.clone().map(ShareGate::new);
+            let mut c = base.clone();
+            c.journal.attach = true;
+            let pager = Pager::open(&self.h.path, &c, crate::tree::create, gate_of(&gate))?;
+            (pager, self.h.config.clone(), None, gate, false)
+        } else if under == Held::Write {
             let gate = self.h.procs.clone().map(ShareGate::new);
             let pager = Pager::open(&self.h.path, &base, crate::tree::create, gate_of(&gate))?;
             // Anything recovery did may change what other processes know, and is made

@@ -320,8 +320,10 @@ pub(crate) trait Reload {
     /// turn), which a writer must replace with the real one.
     fn is_copy(&self) -> bool;
     /// Open the file again. `under` Read: as a read-only copy (recovery, if any, runs in
-    /// memory; nothing is written). `under` Write: for real; returns whether recovery
-    /// wrote anything (then the counter is bumped, as after a commit).
+    /// memory; nothing is written). `under` Append: for real, beside other handles'
+    /// readers and appends, writing nothing their pictures depend on; `Error::Busy` if
+    /// the file needs recovery that writes. `under` Write: for real; returns whether
+    /// recovery wrote anything.
     fn reload(&self, under: Held) -> Result<bool>;
     /// Whether `reload` can only refuse (`NoReload { refuse: true }`): then a stale
     /// picture fails the turn before anything is announced.
@@ -797,6 +799,21 @@ impl Procs {
                 self.take_reserved(st, r, mine)?;
             }
             st.pending_write = true;
+            let now = self.counter()?;
+            let stale = now != st.seen || r.is_copy();
+            if stale && !mine {
+                // Opened again beside the others (no bump: nothing they read changes), or
+                // under the whole file where that is refused.
+                match r.reload(Held::Append) {
+                    Ok(_) => {
+                        st.seen = now;
+                        st.at = r.position().unwrap_or(0);
+                        st.alone_known = false;
+                    }
+                    Err(Error::Busy) => {}
+                    Err(e) => return Err(Attempt::Fail(e)),
+                }
+            }
             if self.counter()? == st.seen && !r.is_copy() {
                 st.pending_write = false;
                 st.held = Held::Append;

@@ -74,7 +74,9 @@ fn disk() -> SimVfs {
 }
 
 fn config(vfs: &SimVfs, s: Setup) -> Config {
-    let c = sim_config(vfs, s.mode, 512).busy_timeout(Duration::from_millis(200));
+    let c = sim_config(vfs, s.mode, 512)
+        .busy_timeout(Duration::from_millis(200))
+        .flush_wait(Duration::from_millis(200));
     match s.ring {
         0 => c,
         ring => c.nvlog_flush(NvlogFlush::Inline).nvlog_ring_bytes(ring),
@@ -124,13 +126,31 @@ fn two_handles_see_each_others_commits_in_every_sharing_mode() {
         let vfs = disk();
         let a = Database::open(DB, config(&vfs, setup)).unwrap();
         let b = Database::open(DB, config(&vfs, setup)).unwrap();
+        let appends = setup.mode.capabilities().appends_beside_readers;
         for (i, t) in txns.iter().enumerate() {
+            // Where commits append beside readers, the other handle reads across this one
+            // and keeps its snapshot.
+            // (Not across the ring's creation or a flush: those take the whole file, and
+            // fail with Busy beside a reader, `commit_beside_a_reader_that_needs_the_...`.)
+            let other = if i % 2 == 0 { &b } else { &a };
+            let held = (appends && setup.ring >= 1 << 20 && i > 0)
+                .then(|| other.begin_read().unwrap());
             apply(writer(i, &a, &b), t).unwrap_or_else(|e| panic!("{mode} txn {i}: {e}"));
+            if let Some(r) = held {
+                assert_eq!(rows_of(&r, "t"), states[i], "{mode}: a snapshot across txn {i}");
+            }
             assert_eq!(dump(&a), states[i + 1], "{mode}: a after txn {i}");
             assert_eq!(dump(&b), states[i + 1], "{mode}: b after txn {i}");
         }
         assert_checks(&a);
         assert_checks(&b);
+        if appends && setup.ring >= 1 << 20 {
+            // Without flushes, each handle read the other's commits from the ring.
+            for (name, d) in [("a", &a), ("b", &b)] {
+                let (_, absorbed) = d.followed();
+                assert!(absorbed >= 4, "{mode}: {name} followed {absorbed} commits");
+            }
+        }
         // They do take turns: a write transaction keeps the other handle out, unless
         // its commits only append (then the other's readers go on beside it).
         let w = a.begin_write().unwrap();
@@ -145,6 +165,46 @@ fn two_handles_see_each_others_commits_in_every_sharing_mode() {
             b.try_begin_read().is_ok(),
             "{mode}: the turn was not given back"
         );
+    }
+}
+
+/// Where commits append beside readers, one that must take the whole file (here: the
+/// small ring's flush) while the other handle holds a reader waits `flush_wait`, then
+/// fails with Busy having written nothing: the reader keeps its snapshot, and once it
+/// ends the commit goes through.
+#[test]
+fn a_commit_that_needs_the_whole_file_beside_a_reader_fails_cleanly() {
+    let txns = scenario();
+    let states = states(&txns);
+    for setup in setups()
+        .into_iter()
+        .filter(|s| s.mode.capabilities().appends_beside_readers && s.ring < 1 << 20)
+    {
+        let vfs = disk();
+        let a = Database::open(DB, config(&vfs, setup)).unwrap();
+        let b = Database::open(DB, config(&vfs, setup)).unwrap();
+        let mut busy = 0;
+        let mut at = 0;
+        for t in &txns {
+            let r = b.begin_read().unwrap();
+            match apply(&a, t) {
+                Ok(()) => at += 1,
+                Err(inpage::Error::Busy) => {
+                    busy += 1;
+                    assert_eq!(rows_of(&r, "t"), states[at], "{setup}: the reader's snapshot");
+                    drop(r);
+                    assert_eq!(dump(&a), states[at], "{setup}: a refused commit wrote");
+                    apply(&a, t).unwrap_or_else(|e| panic!("{setup}: again: {e}"));
+                    at += 1;
+                    continue;
+                }
+                Err(e) => panic!("{setup}: {e}"),
+            }
+            assert_eq!(rows_of(&r, "t"), states[at - 1], "{setup}: the reader's snapshot");
+        }
+        assert!(busy > 0, "{setup}: no commit needed the whole file");
+        assert_eq!(dump(&b), states[txns.len()], "{setup}");
+        assert_checks(&a);
     }
 }
 
@@ -184,12 +244,20 @@ fn power_cut_in_either_handles_commit_in_every_sharing_mode() {
                 for seed in 0..2 {
                     let vfs = disk();
                     let (a, b) = prepare(&vfs, setup, &txns, k);
+                    // Where commits only append, the other handle reads across the cut one.
+                    let appends = setup.mode.capabilities().appends_beside_readers;
+                    let other = if k % 2 == 0 { &b } else { &a };
+                    let held = (appends && setup.ring >= 1 << 20)
+                        .then(|| other.begin_read().unwrap());
                     vfs.set_power_cut_after(cut);
                     let what = format!("{mode} txn {k} cut {cut}/{ops} seed {seed}");
                     assert!(
                         apply(writer(k, &a, &b), &txns[k]).is_err(),
                         "{what}: the commit should see the power cut"
                     );
+                    if let Some(r) = held {
+                        assert_eq!(rows_of(&r, "t"), states[k], "{what}: the reader's snapshot");
+                    }
                     drop((a, b));
                     let crashed = vfs.crash(seed, CrashModel::full());
                     let a = Database::open(DB, config(&crashed, setup))
@@ -266,7 +334,6 @@ fn mutant_skip_catch_up_is_found_on_the_simulated_disk() {
                 }))
                 .unwrap_or(true)
         });
-        eprintln!("{mode}: a {:?} b {:?}", a.followed(), b.followed());
         assert!(found, "{mode}: skip-catch-up not found");
     }
 }

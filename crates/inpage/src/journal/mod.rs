@@ -497,6 +497,12 @@ pub struct JournalConfig {
     /// so the torture harness can show it catches each broken commit/recovery variant;
     /// settable only with the `mutants` cargo feature (`Config::mutant`).
     pub(crate) mutant: Mutant,
+    /// Open beside other processes that have the file open and go on reading and
+    /// appending (`procs`' append turns: a stale picture opened again under `RESERVED`,
+    /// not the whole file): write nothing their pictures depend on — replay a log into
+    /// memory, not into the file; checkpoint nothing — and fail with `Error::Busy` where
+    /// recovery must write (the caller then takes the whole file). Set by `Database`.
+    pub(crate) attach: bool,
 }
 
 /// Who moves `nvlog` records into the database file. Both flush at the same points (the
@@ -546,6 +552,7 @@ impl Default for JournalConfig {
             nvlog_flush: NvlogFlush::default(),
             nvlog_direct_pages: true,
             mutant: Mutant::None,
+            attach: false,
         }
     }
 }

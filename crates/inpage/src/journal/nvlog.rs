@@ -1127,12 +1127,25 @@ impl NvlogJournal {
         // there was left by a database at this path; a configured one may be shared by
         // mistake, and is never replaced.
         let default_path = home.derived_path(&ctx);
+        // Attached beside other processes (`JournalConfig::attach`): the ring stays as
+        // they use it, and its records are replayed into memory only.
+        let attach = ctx.config.attach;
+        // What only the whole file may repair (a foreign or blank ring): `Busy`, and the
+        // caller takes it.
+        let refuse = |_what: &str| Error::Busy;
         if let (Some(r), Some(id)) = (region.take(), id) {
             let mut hb = [0u8; RING_AT];
-            let valid = r.len() >= RING_AT && r.read(0, &mut hb).is_ok();
+            let valid = match (r.len() >= RING_AT).then(|| r.read(0, &mut hb)) {
+                // Attached, a failed read is that, not a blank ring to leave to the whole
+                // file (`refuse`).
+                Some(Err(e)) if attach => return Err(io_err("region", &rpath)(e)),
+                Some(read) => read.is_ok(),
+                None => false,
+            };
             match decode_header(&hb).filter(|_| valid) {
                 // Left by an earlier database at this path (deleted with its identity
                 // file): this one has never committed, so nothing of it is there.
+                Some(h) if h.id != id && attach => return Err(refuse("a foreign ring")),
                 Some(h) if h.id != id && default_path && file_fcc == 0 => {
                     drop(r);
                     home.delete(&ctx, &rpath)
@@ -1196,7 +1209,7 @@ impl NvlogJournal {
                         // watermark does not move) and become this session's pending
                         // commits, read from the overlay and flushed once there is room.
                         for c in rebuilt {
-                            if !unflushed.is_empty() {
+                            if !unflushed.is_empty() || attach {
                                 unflushed.push(c);
                                 continue;
                             }
@@ -1222,7 +1235,7 @@ impl NvlogJournal {
                         kept_head = head;
                         kept_watermark = watermark;
                     }
-                    if h.ring == ring_cfg as u64 || !unflushed.is_empty() {
+                    if h.ring == ring_cfg as u64 || !unflushed.is_empty() || attach {
                         region = Some(r);
                     } else {
                         // Replayed (and synced below): start a ring of the configured size.
@@ -1241,6 +1254,7 @@ impl NvlogJournal {
                 // record either; recreated where that cannot destroy anyone's data (an
                 // empty file, or the default path). Anything else is not an nvlog
                 // region: refused, not overwritten.
+                None if attach => return Err(refuse("a ring without a header")),
                 None if r.len() < RING_AT + MIN_RING as usize && (r.len() == 0 || default_path) => {
                     drop(r);
                     home.delete(&ctx, &rpath)
@@ -1267,7 +1281,7 @@ impl NvlogJournal {
             }
         }
         inner.sync_log()?;
-        if report.region_records > 0 {
+        if report.region_records > 0 && !attach {
             // As WAL recovery does: the file must hold every page its header counts
             // before the pager checks its length, and the next session starts with an
             // empty log — when there is room for it (else the log is read in place, as
@@ -1277,7 +1291,7 @@ impl NvlogJournal {
                 r => r?,
             }
         }
-        if !unflushed.is_empty() {
+        if !unflushed.is_empty() && !attach {
             report.push(RecoveryAction::DeferCheckpoint);
         }
         let region = match region {
@@ -1355,7 +1369,7 @@ impl NvlogJournal {
             appended: OnceLock::new(),
             ctx,
         });
-        {
+        if !attach {
             // Everything up to `durable` is durable in the file now: say so, so the
             // records just replayed into it are never replayed again.
             let mut s = core.lock_state()?;
@@ -1851,6 +1865,9 @@ impl Journal for NvlogJournal {
     }
 
     fn checkpoint(&self) -> Result<()> {
+        // Under a write transaction's append turn: the flush and the checkpoint write the
+        // files other processes read (`Gate::whole`).
+        let _whole = self.core.whole()?;
         self.core.flush()?;
         // Not beside a flush: a checkpoint that cuts the file back after a shrink
         // (`Wal::checkpoint`) must not cut pages a flush wrote in place past the log's
@@ -1905,6 +1922,8 @@ impl Journal for NvlogJournal {
 
     fn prepare_recorded_commit(&self) -> Result<()> {
         if self.core.placed.get().is_none() {
+            // As a commit creating it: the others open the file again after this.
+            let _whole = self.core.whole()?;
             self.start_ring()?;
         }
         Ok(())

@@ -267,7 +267,14 @@ impl Wal {
         };
         {
             let mut w = wal.lock_writer()?;
-            if kept > 0 {
+            if kept > 0 && wal.ctx.config.attach {
+                // Other processes read the database and these frames: they stay where
+                // they are, read from there (as below when there is no room), durable.
+                if w.wal_dirty {
+                    wal.sync_wal()?;
+                    w.wal_dirty = false;
+                }
+            } else if kept > 0 {
                 match wal.checkpoint_locked(&mut w) {
                     Ok(()) => {}
                     // A full file system: the kept frames stay where they are and are
@@ -294,7 +301,7 @@ impl Wal {
                 wal.reset(&mut w)?;
             }
         }
-        if prealloc_len > 0 {
+        if prealloc_len > 0 && !wal.ctx.config.attach {
             let len = wal.file.len().map_err(Error::io("stat", &wal.path))?;
             if len < prealloc_len {
                 // Without room the log simply grows as commits need it (each of which
@@ -406,7 +413,9 @@ impl Wal {
         w.hdr = w.hdr.next(fresh_salt(&*self.ctx.vfs));
         w.header_pending = true;
         w.next_frame = 0;
-        if let Some(limit) = self.ctx.limits.size_limit() {
+        // Attached beside other processes (`JournalConfig::attach`), the file is left as
+        // it is: cutting it is a write their pictures may not expect.
+        if let Some(limit) = self.ctx.limits.size_limit().filter(|_| !self.ctx.config.attach) {
             let keep = limit.max(self.prealloc_len);
             let len = self.file.len().map_err(Error::io("stat", &self.path))?;
             if len > keep {

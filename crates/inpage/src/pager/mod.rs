@@ -345,6 +345,15 @@ impl Pager {
         // overlay whose files lock nothing) may look at a file in use.
         // A transaction across databases that did not commit: undo this database's part
         // before anything reads the files (`vfs::undo`, `txn::multi`).
+        // Attached beside other processes (`JournalConfig::attach`), nothing may be undone
+        // under them: the whole file first (`Busy`).
+        if cfg.journal.attach
+            && vfs
+                .exists(&crate::vfs::undo::log_path(&crate::vfs::undo::absolute(path)))
+                .map_err(Error::io("stat", path))?
+        {
+            return Err(Error::Busy);
+        }
         let undone = crate::vfs::undo::recover(vfs, path).map_err(Error::io("undo", path))?;
         // An empty file is an empty database: lay it out (or finish a layout an earlier
         // open was cut in) before anything reads it.
@@ -487,7 +496,8 @@ impl Pager {
         }
         // A log whose checkpoint was deferred for lack of room holds the pages the file
         // does not have yet (a page past the end that it does not hold fails its read).
-        if !recovery.checkpoint_deferred {
+        // (Attached, a log's pages are read from it, not checkpointed into the file.)
+        if !recovery.checkpoint_deferred && !cfg.journal.attach {
             Self::check_length(path, &db.file, &header)?;
         }
         let mut cache = Cache::new(cfg.cache_pages);
