@@ -45,7 +45,7 @@ fn after_recovery(a: TortureArgs) -> TortureArgs {
     }
 }
 
-const BUDGETS: [Budget; 27] = [
+const BUDGETS: [Budget; 28] = [
     Budget {
         mutant: Mutant::NoSyncBeforeMark,
         // The counting modes through their ordered commit of large transactions.

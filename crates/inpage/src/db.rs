@@ -92,7 +92,11 @@ impl Reload for Database {
         let old = self.current();
         // An inherited handle must not even read the file on its own behalf.
         old.pager.not_forked()?;
-        let base = self.lock_limits().clone();
+        let mut base = self.lock_limits().clone();
+        // Others have the file open: their last commit is the log's end for this picture.
+        if let Some(p) = &self.h.procs {
+            base.journal.replay_until = p.trusted_end()?;
+        }
         let (pager, config, overlay, gate, wrote) = if under == Held::Append {
             // Beside other processes' readers and their appends: the file as it is, its
             // logs replayed into memory (`JournalConfig::attach`), or `Busy` where
@@ -212,12 +216,19 @@ impl Database {
             None => None,
         };
         let gate = procs.clone().map(ShareGate::new);
-        let pager = Pager::open(path, &pager_cfg, crate::tree::create, gate_of(&gate))?;
+        let mut open_cfg = pager_cfg.clone();
+        if let Some(p) = &procs {
+            // Others have the file open: their last commit is the log's end for this
+            // picture (`Procs::trusted_end`).
+            open_cfg.journal.replay_until = p.trusted_end()?;
+        }
+        let pager = Pager::open(path, &open_cfg, crate::tree::create, gate_of(&gate))?;
         if let Some(p) = &procs {
             // Another process may write as soon as the turn goes: what recovery did is
             // made durable first (`Journal::settle_recovery`).
             pager.settle_recovery()?;
-            p.loaded(pager.header().fcc)?;
+            let appends = pager.journal_mode().capabilities().appends_beside_readers;
+            p.loaded(appends.then(|| pager.header().fcc))?;
         }
         let mode = pager.journal_mode();
         let recovery = pager.recovery().clone();

@@ -66,11 +66,15 @@
 //!   commit and `END` into it (`Reload::catch_up`, `journal::Appends`). Readers of the
 //!   handle keep their snapshots: the records are taken in as the handle's own commits
 //!   are. So an append turn always writes after the last acknowledged record, and never
-//!   over one. A commit killed after its record but before `END` was never
-//!   acknowledged; the next appender writes over it (or, if nobody appends before the
-//!   next open, that open's recovery keeps it: an unacknowledged commit may survive).
-//!   The append turn looks whether it is alone once per counter value (a joiner moves
-//!   it), and tells nobody when it is.
+//!   over one.
+//! - *Every picture of the file agrees on its last commit.* A commit killed after its
+//!   record but before `END` was never acknowledged. A picture opened again while
+//!   another handle has the file open replays the log only up to `END`
+//!   (`trusted_end`: that handle's side file is live, and `END` is published by every
+//!   appender, alone or not, and set by every open), so no picture takes such a record
+//!   in while another writes over it. With nobody else there, a crash may have left the
+//!   side file, and the open replays the whole log (an unacknowledged commit may
+//!   survive: nobody saw a later one).
 //! - *Upgrades do not deadlock.* A handle holding a read turn that finds `RESERVED` taken
 //!   fails at once with `Error::Busy` (the holder may wait for this handle's readers),
 //!   as SQLite refuses such an upgrade without calling the busy handler. A holder of
@@ -123,9 +127,10 @@ const WRITER_WAITS: u64 = 16;
 /// for fairness only: a waiter that died leaves it set, which costs one look.
 const WAITERS: u64 = 32;
 /// Where the side file says which commit a process last appended (`Held::Append`): a
-/// picture at an older one reads the records up to it (`Reload::catch_up`). Written by
+/// picture at an older one reads the records up to it (`Reload::catch_up`), and a picture
+/// opened while others have the file open replays no further (`trusted_end`). Written by
 /// the append turn's holder after each commit it appended, and by a holder of the whole
-/// file once its picture is current; neither when the handle has the file alone.
+/// file once its picture is current (alone or not: one that joins trusts it).
 const END: u64 = 24;
 /// The side file's size when it is mapped.
 const SHM_LEN: usize = 4096;
@@ -882,21 +887,34 @@ impl Procs {
             "an append without the turn: {st:?}"
         );
         st.at = tid;
-        if st.alone {
-            return Ok(());
-        }
+        // Also when alone: one that joins trusts it (`trusted_end`).
         self.shm.set(END, tid, &self.shm_path)
     }
 
     /// The handle's picture was just opened under the whole file (`Database::open`):
     /// it is at commit `at`, which the others learn, as after `write_turn_taken`.
-    pub(crate) fn loaded(&self, at: u64) -> Result<()> {
+    pub(crate) fn loaded(&self, at: Option<u64>) -> Result<()> {
         let mut st = self.state();
-        st.at = at;
-        if st.held == Held::Write && !st.alone {
+        st.at = at.unwrap_or(0);
+        if let Some(at) = at.filter(|_| st.held == Held::Write) {
             self.shm.set(END, at, &self.shm_path)?;
         }
         Ok(())
+    }
+
+    /// The last commit appended, where another handle has the file open now: its side
+    /// file is live, and every appender publishes each commit there (`END`) before the
+    /// commit returns. A picture opened now replays the log no further: a record past it
+    /// was never acknowledged (its writer died first), other pictures never take it in,
+    /// and the next appender writes over it. None when this handle has the file alone:
+    /// then the side file may be one a crash left, and every record in the log counts.
+    /// The caller holds a turn, so nobody joins meanwhile (a joiner opens under the
+    /// whole file).
+    pub(crate) fn trusted_end(&self) -> Result<Option<u64>> {
+        if self.alone() {
+            return Ok(None);
+        }
+        self.shm.get(END, &self.shm_path).map(Some)
     }
 
     /// The write turn was just taken (`mine`: transactions of this handle go on beside
@@ -934,7 +952,7 @@ impl Procs {
         if end > st.at {
             st.at = r.catch_up(end)?;
         }
-        if !st.alone && r.position().is_some() && end != st.at {
+        if r.position().is_some() && end != st.at {
             // Current now: what `END` says from here on is this picture's word (a value
             // left by a session that crashed, or a count a reload found short of the
             // records there, is corrected).

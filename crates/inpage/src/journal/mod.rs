@@ -503,6 +503,10 @@ pub struct JournalConfig {
     /// memory, not into the file; checkpoint nothing — and fail with `Error::Busy` where
     /// recovery must write (the caller then takes the whole file). Set by `Database`.
     pub(crate) attach: bool,
+    /// Replay a log no further than this commit (`procs::Procs::trusted_end`: records
+    /// past it were never acknowledged, and another process writes over them). Set by
+    /// `Database` where another process has the file open.
+    pub(crate) replay_until: Option<u64>,
 }
 
 /// Who moves `nvlog` records into the database file. Both flush at the same points (the
@@ -553,6 +557,7 @@ impl Default for JournalConfig {
             nvlog_direct_pages: true,
             mutant: Mutant::None,
             attach: false,
+            replay_until: None,
         }
     }
 }

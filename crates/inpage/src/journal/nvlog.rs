@@ -1613,6 +1613,10 @@ fn replay(
         if seq != expect || used + REC_HDR as u64 + len > ring {
             break;
         }
+        if ctx.config.replay_until.is_some_and(|end| seq > end) {
+            // Never acknowledged, and another process writes over it (`replay_until`).
+            break;
+        }
         let mut payload = vec![0u8; len as usize];
         read(pos + REC_HDR as u64, &mut payload)?;
         if record_sum(id, &hdr, &payload) != get_u32(&hdr, 12) && !skip_sum {
