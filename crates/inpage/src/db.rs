@@ -64,6 +64,10 @@ struct Handle {
     /// how many commits of theirs it read in instead (`Database::followed`).
     reloads: AtomicU64,
     absorbed: AtomicU64,
+    /// States a reload replaced, dropped once the turn it ran under is taken
+    /// (`Database::turn_handing_over`): dropping one stops its journal's flusher thread,
+    /// which may be waiting for the lock the reload runs under.
+    retired: Mutex<Vec<Arc<Shared>>>,
 }
 
 impl std::fmt::Debug for Database {
@@ -146,6 +150,11 @@ impl Reload for Database {
         old.supersede();
         *self.h.current.write().unwrap_or_else(|e| e.into_inner()) = new;
         self.h.reloads.fetch_add(1, Ordering::Relaxed);
+        self.h
+            .retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(old);
         Ok(wrote)
     }
 
@@ -256,6 +265,7 @@ impl Database {
                 pager_cfg: Mutex::new(pager_cfg),
                 reloads: AtomicU64::new(0),
                 absorbed: AtomicU64::new(0),
+                retired: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -302,8 +312,11 @@ impl Database {
         let Some(p) = &self.h.procs else {
             return Ok((None, self.current()));
         };
-        let t = p.enter_handing_over(want, wait, self, handing_over)?;
-        Ok((Some(t), self.current()))
+        let t = p.enter_handing_over(want, wait, self, handing_over);
+        // Outside the turn's lock (`Handle::retired`).
+        let retired = std::mem::take(&mut *self.h.retired.lock().unwrap_or_else(|e| e.into_inner()));
+        drop(retired);
+        Ok((Some(t?), self.current()))
     }
 
     /// A new, empty database in memory (SQLite's temp databases, `:memory:` and

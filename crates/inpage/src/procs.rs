@@ -1095,7 +1095,12 @@ impl Procs {
             }
             Held::Append => {
                 st.appenders -= 1;
-                if st.appenders == 0 && st.writers == 0 {
+                if st.appenders == 0 && st.writers == 0 && st.pending_write {
+                    // Another thread of this handle is upgrading to the whole file (the
+                    // background flusher) and counts on `RESERVED`: it stays, under the
+                    // read turn the upgrade stands on (`SHARED` is still held shared).
+                    st.held = Held::Read;
+                } else if st.appenders == 0 && st.writers == 0 {
                     // Only other writers wait for an append turn (readers go on beside
                     // it), and its transactions are short: stepping aside for each of
                     // them would halve two writers' throughput, so only one that has
