@@ -2,8 +2,9 @@
 //! `multiprocessing` (spawn start method) runs two writer processes and two reader
 //! processes on one file, with `timeout=` (SQLite's busy timeout) as apps set it. One
 //! writer alternates `BEGIN IMMEDIATE` and a deferred transaction that reads before it
-//! writes (the upgrade waits for other processes' readers, and fails at once while
-//! another writer holds the database, as stock SQLite's does: it runs again), the other
+//! writes (the upgrade fails at once while another writer holds the database, or, in the
+//! default mode, once another process committed since it read, as stock SQLite's WAL
+//! does: it runs again), the other
 //! autocommit inserts; writer 0 is SIGKILLed at
 //! random moments and started again. A writer records each row after `commit` returned
 //! (one `write` per row to its own file, so a kill loses at most the row in flight); a
@@ -35,7 +36,8 @@ def writer(uri, acks, w, start, count, immediate, stop):
             elif immediate:
                 # A deferred transaction that reads, then upgrades to write. As with stock
                 # SQLite, the upgrade fails at once ("database is locked") while another
-                # writer holds the database: the app runs the transaction again.
+                # writer holds the database, or its snapshot is stale: the app runs the
+                # transaction again.
                 while True:
                     c.execute("begin")
                     c.execute("select count(*) from t where w = ?", (w,)).fetchone()

@@ -164,11 +164,14 @@ impl Vfs for OverlayVfs {
     super::vfs_pass_through!(nonce, in_process_memory);
 
     fn read_through(&self) -> Option<Arc<dyn Vfs>> {
-        Some(self.inner.read_through().unwrap_or_else(|| self.inner.clone()))
+        Some(
+            self.inner
+                .read_through()
+                .unwrap_or_else(|| self.inner.clone()),
+        )
     }
 
     /// A private copy of the inner region (never written back), or a new one in memory.
-
     fn open_region(&self, path: &Path, create: Option<usize>) -> io::Result<Arc<dyn Region>> {
         let mut regions = self.regions.lock().unwrap_or_else(|e| e.into_inner());
         let known = match regions.get(path) {

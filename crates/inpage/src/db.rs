@@ -160,7 +160,11 @@ impl Reload for Database {
 
     fn position(&self) -> Option<u64> {
         let cur = self.current();
-        let appends = cur.pager.journal_mode().capabilities().appends_beside_readers;
+        let appends = cur
+            .pager
+            .journal_mode()
+            .capabilities()
+            .appends_beside_readers;
         appends.then(|| cur.pager.header().fcc)
     }
 
@@ -314,7 +318,8 @@ impl Database {
         };
         let t = p.enter_handing_over(want, wait, self, handing_over);
         // Outside the turn's lock (`Handle::retired`).
-        let retired = std::mem::take(&mut *self.h.retired.lock().unwrap_or_else(|e| e.into_inner()));
+        let retired =
+            std::mem::take(&mut *self.h.retired.lock().unwrap_or_else(|e| e.into_inner()));
         drop(retired);
         Ok((Some(t?), self.current()))
     }

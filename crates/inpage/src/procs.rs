@@ -432,9 +432,11 @@ impl Gate for ShareGate {
         }
         // A read transaction held open longer in another process keeps a full ring from
         // being flushed: the commit fails, nothing written (`Config::flush_wait`).
-        let t = self
-            .procs
-            .enter(Held::Write, self.procs.flush_wait, &NoReload { refuse: true })?;
+        let t = self.procs.enter(
+            Held::Write,
+            self.procs.flush_wait,
+            &NoReload { refuse: true },
+        )?;
         Ok(Box::new(t))
     }
 

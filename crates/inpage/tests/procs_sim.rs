@@ -133,11 +133,15 @@ fn two_handles_see_each_others_commits_in_every_sharing_mode() {
             // (Not across the ring's creation or a flush: those take the whole file, and
             // fail with Busy beside a reader, `commit_beside_a_reader_that_needs_the_...`.)
             let other = if i % 2 == 0 { &b } else { &a };
-            let held = (appends && setup.ring >= 1 << 20 && i > 0)
-                .then(|| other.begin_read().unwrap());
+            let held =
+                (appends && setup.ring >= 1 << 20 && i > 0).then(|| other.begin_read().unwrap());
             apply(writer(i, &a, &b), t).unwrap_or_else(|e| panic!("{mode} txn {i}: {e}"));
             if let Some(r) = held {
-                assert_eq!(rows_of(&r, "t"), states[i], "{mode}: a snapshot across txn {i}");
+                assert_eq!(
+                    rows_of(&r, "t"),
+                    states[i],
+                    "{mode}: a snapshot across txn {i}"
+                );
             }
             assert_eq!(dump(&a), states[i + 1], "{mode}: a after txn {i}");
             assert_eq!(dump(&b), states[i + 1], "{mode}: b after txn {i}");
@@ -191,7 +195,11 @@ fn a_commit_that_needs_the_whole_file_beside_a_reader_fails_cleanly() {
                 Ok(()) => at += 1,
                 Err(inpage::Error::Busy) => {
                     busy += 1;
-                    assert_eq!(rows_of(&r, "t"), states[at], "{setup}: the reader's snapshot");
+                    assert_eq!(
+                        rows_of(&r, "t"),
+                        states[at],
+                        "{setup}: the reader's snapshot"
+                    );
                     drop(r);
                     assert_eq!(dump(&a), states[at], "{setup}: a refused commit wrote");
                     apply(&a, t).unwrap_or_else(|e| panic!("{setup}: again: {e}"));
@@ -200,7 +208,11 @@ fn a_commit_that_needs_the_whole_file_beside_a_reader_fails_cleanly() {
                 }
                 Err(e) => panic!("{setup}: {e}"),
             }
-            assert_eq!(rows_of(&r, "t"), states[at - 1], "{setup}: the reader's snapshot");
+            assert_eq!(
+                rows_of(&r, "t"),
+                states[at - 1],
+                "{setup}: the reader's snapshot"
+            );
         }
         assert!(busy > 0, "{setup}: no commit needed the whole file");
         assert_eq!(dump(&b), states[txns.len()], "{setup}");
@@ -247,8 +259,8 @@ fn power_cut_in_either_handles_commit_in_every_sharing_mode() {
                     // Where commits only append, the other handle reads across the cut one.
                     let appends = setup.mode.capabilities().appends_beside_readers;
                     let other = if k % 2 == 0 { &b } else { &a };
-                    let held = (appends && setup.ring >= 1 << 20)
-                        .then(|| other.begin_read().unwrap());
+                    let held =
+                        (appends && setup.ring >= 1 << 20).then(|| other.begin_read().unwrap());
                     vfs.set_power_cut_after(cut);
                     let what = format!("{mode} txn {k} cut {cut}/{ops} seed {seed}");
                     assert!(

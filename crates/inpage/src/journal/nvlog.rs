@@ -81,6 +81,14 @@
 //!   synced at open, or committed straight into the WAL), so there is nothing a ring
 //!   would have to vouch for. A database only read, or switched to another mode before
 //!   its first write, never gets one.
+//! - *Beside other processes, an open writes nothing they read* (`JournalConfig::attach`,
+//!   `redo`'s append turns): records past the file's commit stay pending in memory
+//!   instead of going into the WAL, the WAL keeps its frames in place, the watermark is
+//!   left as it is, and a foreign or blank ring refuses (`Error::Busy`: the caller takes
+//!   the whole file). Only the header at the next record's place is cleared, past every
+//!   record the others read. Such an open, and every open while another process has the
+//!   file, replays no record past the last one published (`JournalConfig::replay_until`):
+//!   one past it was never acknowledged, and another process writes over it.
 //! - *A paused flusher starts no flush* (`DeferredFlush`, for a transaction across
 //!   databases); a pause waits for the flush under way, which holds `flushing`.
 //! - *The checksum is xxh3 keyed by the database identity, not crc32c:* payloads embed
@@ -116,9 +124,9 @@ use super::util::check_batch;
 use super::wal::Wal;
 use super::RecoveryAction;
 use super::{
-    Absorbed, Appends, Capabilities, CommitBatch, DeferredFlush, GateAnswer, Journal, JournalConfig, JournalCtx,
-    JournalOption, Log, ModeSpec, Mutant, NvlogFlush, Opened, RecoveryReport, RegionBacked,
-    WalSync,
+    Absorbed, Appends, Capabilities, CommitBatch, DeferredFlush, GateAnswer, Journal,
+    JournalConfig, JournalCtx, JournalOption, Log, ModeSpec, Mutant, NvlogFlush, Opened,
+    RecoveryReport, RegionBacked, WalSync,
 };
 use crate::error::{Error, Pgno, Result};
 use crate::le::{get_u32, get_u64};
@@ -1802,7 +1810,12 @@ impl Journal for NvlogJournal {
                 let mut s = core.lock_state()?;
                 if core.ring - (s.tail - s.head) >= rec_len as u64 + slack {
                     let pos = s.tail;
-                    if let Some(g) = core.ctx.gate.as_ref().filter(|_| core.home == RingHome::File) {
+                    if let Some(g) = core
+                        .ctx
+                        .gate
+                        .as_ref()
+                        .filter(|_| core.home == RingHome::File)
+                    {
                         // Another process reads the ring as it is written: through the
                         // page cache, where it finds the record, not around it.
                         if let Some(p) = core.placed.get() {
@@ -1848,7 +1861,12 @@ impl Journal for NvlogJournal {
         };
         // Durable: other processes may read it now (outside the state lock: the turn's
         // lock is taken before this journal's elsewhere).
-        if let Some(g) = core.ctx.gate.as_ref().filter(|_| core.home == RingHome::File) {
+        if let Some(g) = core
+            .ctx
+            .gate
+            .as_ref()
+            .filter(|_| core.home == RingHome::File)
+        {
             g.appended(batch.tid)?;
         }
         if over {

@@ -415,7 +415,12 @@ impl Wal {
         w.next_frame = 0;
         // Attached beside other processes (`JournalConfig::attach`), the file is left as
         // it is: cutting it is a write their pictures may not expect.
-        if let Some(limit) = self.ctx.limits.size_limit().filter(|_| !self.ctx.config.attach) {
+        if let Some(limit) = self
+            .ctx
+            .limits
+            .size_limit()
+            .filter(|_| !self.ctx.config.attach)
+        {
             let keep = limit.max(self.prealloc_len);
             let len = self.file.len().map_err(Error::io("stat", &self.path))?;
             if len > keep {

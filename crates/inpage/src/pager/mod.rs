@@ -349,7 +349,9 @@ impl Pager {
         // under them: the whole file first (`Busy`).
         if cfg.journal.attach
             && vfs
-                .exists(&crate::vfs::undo::log_path(&crate::vfs::undo::absolute(path)))
+                .exists(&crate::vfs::undo::log_path(&crate::vfs::undo::absolute(
+                    path,
+                )))
                 .map_err(Error::io("stat", path))?
         {
             return Err(Error::Busy);
@@ -1267,15 +1269,16 @@ impl Pager {
                 st.poison(why.clone(), true);
                 return Err(Error::Poisoned(why));
             }
-            let mut header = match c.pages.first() {
-                Some((0, p0)) => self.layout.read_header(p0, c.tid).map_err(|reason| {
-                    Error::CorruptJournal {
-                        path: self.path.clone(),
-                        reason: format!("commit {}: page 0: {reason}", c.tid),
-                    }
-                })?,
-                _ => st.header.clone(),
-            };
+            let mut header =
+                match c.pages.first() {
+                    Some((0, p0)) => self.layout.read_header(p0, c.tid).map_err(|reason| {
+                        Error::CorruptJournal {
+                            path: self.path.clone(),
+                            reason: format!("commit {}: page 0: {reason}", c.tid),
+                        }
+                    })?,
+                    _ => st.header.clone(),
+                };
             header.fcc = c.tid;
             header.page_count = c.new_page_count;
             let kept = st.versions.entry(c.tid).or_default();
