@@ -297,26 +297,35 @@ fn power_cut_in_either_handles_commit_in_every_sharing_mode() {
     assert!(cuts > 100, "{cuts} cuts");
 }
 
+/// Whether two handles with `mutant` planted, committing the scenario alternately on
+/// `setup`, fail or disagree with the model somewhere.
+#[cfg(feature = "mutants")]
+fn mutant_found(setup: Setup, mutant: inpage::Mutant) -> bool {
+    let txns = scenario();
+    let states = states(&txns);
+    let vfs = disk();
+    let cfg = config(&vfs, setup).mutant(mutant);
+    let a = Database::open(DB, cfg.clone()).unwrap();
+    let b = Database::open(DB, cfg).unwrap();
+    txns.iter().enumerate().any(|(i, t)| {
+        apply(writer(i, &a, &b), t).is_err()
+            || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                dump(&a) != states[i + 1] || dump(&b) != states[i + 1]
+            }))
+            .unwrap_or(true)
+    })
+}
+
 /// The bug this protocol must never have, planted: a writer that does not bump the
 /// change counter leaves the other handle working from its stale picture.
 #[cfg(feature = "mutants")]
 #[test]
 fn mutant_skip_write_announce_is_found_on_the_simulated_disk() {
-    let txns = scenario();
-    let states = states(&txns);
-    for mode in setups() {
-        let vfs = disk();
-        let cfg = config(&vfs, mode).mutant(inpage::Mutant::SkipWriteAnnounce);
-        let a = Database::open(DB, cfg.clone()).unwrap();
-        let b = Database::open(DB, cfg).unwrap();
-        let found = txns.iter().enumerate().any(|(i, t)| {
-            apply(writer(i, &a, &b), t).is_err()
-                || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    dump(&a) != states[i + 1] || dump(&b) != states[i + 1]
-                }))
-                .unwrap_or(true)
-        });
-        assert!(found, "{mode}: skip-write-announce not found");
+    for setup in setups() {
+        assert!(
+            mutant_found(setup, inpage::Mutant::SkipWriteAnnounce),
+            "{setup}: skip-write-announce not found"
+        );
     }
 }
 
@@ -325,8 +334,6 @@ fn mutant_skip_write_announce_is_found_on_the_simulated_disk() {
 #[cfg(feature = "mutants")]
 #[test]
 fn mutant_skip_catch_up_is_found_on_the_simulated_disk() {
-    let txns = scenario();
-    let states = states(&txns);
     // (With the small ring nearly every commit flushes, which sends the other handle to
     // open the file again: there is nothing to follow.)
     let modes: Vec<_> = setups()
@@ -334,19 +341,11 @@ fn mutant_skip_catch_up_is_found_on_the_simulated_disk() {
         .filter(|s| s.mode.capabilities().appends_beside_readers && s.ring >= 1 << 20)
         .collect();
     assert!(!modes.is_empty(), "no mode appends beside readers");
-    for mode in modes {
-        let vfs = disk();
-        let cfg = config(&vfs, mode).mutant(inpage::Mutant::SkipCatchUp);
-        let a = Database::open(DB, cfg.clone()).unwrap();
-        let b = Database::open(DB, cfg).unwrap();
-        let found = txns.iter().enumerate().any(|(i, t)| {
-            apply(writer(i, &a, &b), t).is_err()
-                || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    dump(&a) != states[i + 1] || dump(&b) != states[i + 1]
-                }))
-                .unwrap_or(true)
-        });
-        assert!(found, "{mode}: skip-catch-up not found");
+    for setup in modes {
+        assert!(
+            mutant_found(setup, inpage::Mutant::SkipCatchUp),
+            "{setup}: skip-catch-up not found"
+        );
     }
 }
 

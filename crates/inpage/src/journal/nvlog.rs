@@ -1138,9 +1138,6 @@ impl NvlogJournal {
         // Attached beside other processes (`JournalConfig::attach`): the ring stays as
         // they use it, and its records are replayed into memory only.
         let attach = ctx.config.attach;
-        // What only the whole file may repair (a foreign or blank ring): `Busy`, and the
-        // caller takes it.
-        let refuse = |_what: &str| Error::Busy;
         if let (Some(r), Some(id)) = (region.take(), id) {
             let mut hb = [0u8; RING_AT];
             let valid = match (r.len() >= RING_AT).then(|| r.read(0, &mut hb)) {
@@ -1153,7 +1150,9 @@ impl NvlogJournal {
             match decode_header(&hb).filter(|_| valid) {
                 // Left by an earlier database at this path (deleted with its identity
                 // file): this one has never committed, so nothing of it is there.
-                Some(h) if h.id != id && attach => return Err(refuse("a foreign ring")),
+                // Attached, what only the whole file may repair (a foreign or blank ring)
+                // is `Busy`, and the caller takes the whole file.
+                Some(h) if h.id != id && attach => return Err(Error::Busy),
                 Some(h) if h.id != id && default_path && file_fcc == 0 => {
                     drop(r);
                     home.delete(&ctx, &rpath)
@@ -1262,7 +1261,7 @@ impl NvlogJournal {
                 // record either; recreated where that cannot destroy anyone's data (an
                 // empty file, or the default path). Anything else is not an nvlog
                 // region: refused, not overwritten.
-                None if attach => return Err(refuse("a ring without a header")),
+                None if attach => return Err(Error::Busy),
                 None if r.len() < RING_AT + MIN_RING as usize && (r.len() == 0 || default_path) => {
                     drop(r);
                     home.delete(&ctx, &rpath)
